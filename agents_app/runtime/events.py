@@ -1,0 +1,139 @@
+"""Typed turn events and their JSON form.
+
+Every event but the deltas is written to the durable event log in the transaction that makes
+it true; deltas are published live and never stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, ClassVar
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEvent:
+    type: ClassVar[str] = ""
+    #: deltas are live only: never stored, never replayed
+    durable: ClassVar[bool] = True
+    turn_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["type"] = self.type
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStarted(TurnEvent):
+    type: ClassVar[str] = "turn.started"
+    trigger: str = "inbound"  # inbound | proactive | resume
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta(TurnEvent):
+    type: ClassVar[str] = "reasoning.delta"
+    durable: ClassVar[bool] = False
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageDelta(TurnEvent):
+    type: ClassVar[str] = "message.delta"
+    durable: ClassVar[bool] = False
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MessageCompleted(TurnEvent):
+    type: ClassVar[str] = "message.completed"
+    text: str = ""
+    index: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRequested(TurnEvent):
+    type: ClassVar[str] = "action.requested"
+    call: dict[str, Any] = field(default_factory=dict)  # {id, name, input}
+
+
+@dataclass(frozen=True, slots=True)
+class ActionCompleted(TurnEvent):
+    type: ClassVar[str] = "action.completed"
+    call_id: str = ""
+    name: str = ""
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequested(TurnEvent):
+    type: ClassVar[str] = "input.requested"
+    request: dict[str, Any] = field(default_factory=dict)  # {id, prompt, schema, answerers}
+    call_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InputAnswered(TurnEvent):
+    """Beyond the seed: an answer was accepted (who answered, from where), so every tab
+    showing the approval card can close it."""
+
+    type: ClassVar[str] = "input.answered"
+    input_id: str = ""
+    by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCompleted(TurnEvent):
+    type: ClassVar[str] = "turn.completed"
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnFailed(TurnEvent):
+    type: ClassVar[str] = "turn.failed"
+    error: str = ""
+    phase: str | None = None  # model | tool
+    step: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCancelled(TurnEvent):
+    type: ClassVar[str] = "turn.cancelled"
+    reason: str = "requested"  # requested | replaced | reset
+
+
+@dataclass(frozen=True, slots=True)
+class SessionReset(TurnEvent):
+    """Beyond the seed: the live session was archived as ``previous_session``."""
+
+    type: ClassVar[str] = "session.reset"
+    previous_session: str = ""
+    generation: int = 0
+
+
+EVENT_TYPES: dict[str, type[TurnEvent]] = {
+    cls.type: cls
+    for cls in (
+        TurnStarted,
+        ReasoningDelta,
+        MessageDelta,
+        MessageCompleted,
+        ActionRequested,
+        ActionCompleted,
+        InputRequested,
+        InputAnswered,
+        TurnCompleted,
+        TurnFailed,
+        TurnCancelled,
+        SessionReset,
+    )
+}
+
+TERMINAL_TYPES = frozenset({"turn.completed", "turn.failed", "turn.cancelled", "input.requested"})
+
+
+def event_from_json(data: dict[str, Any]) -> TurnEvent:
+    cls = EVENT_TYPES[data["type"]]
+    names = {f.name for f in fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})

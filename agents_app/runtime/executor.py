@@ -1,0 +1,117 @@
+"""Runs attempts of a turn: claim the lease, heartbeat, drive the loop, retry within budget,
+then hand the session's chain to its next queued turn. The same code runs in-process and in a
+django-q2 worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from typing import Any, Awaitable, Callable
+
+from . import events as ev
+from .agent import Agent
+from .errors import StaleAttemptError
+from .loop import RetryableTurnError, Signals, TurnLoop
+from .seams import EventSink, Model, Phase, SessionStore, TurnStatus, Tx
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], float]
+
+
+def default_owner() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class TurnExecutor:
+    def __init__(
+        self,
+        *,
+        store: SessionStore,
+        sink: EventSink,
+        agent_for: Callable[[str], Agent],
+        model_for: Callable[[Agent], Model],
+        clock: Clock,
+        owner: str | None = None,
+        lease_seconds: float = 10.0,
+        max_attempts: int = 5,
+        retry_delay: float = 0.5,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        on_signals: Callable[[str, Signals], Callable[[], None]] | None = None,
+    ) -> None:
+        self.store = store
+        self.sink = sink
+        self.agent_for = agent_for
+        self.model_for = model_for
+        self.clock = clock
+        self.owner = owner or default_owner()
+        self.lease_seconds = lease_seconds
+        self.max_attempts = max_attempts
+        self.retry_delay = retry_delay
+        self.sleep = sleep
+        #: a host hook that wires a live cancel signal to ``Signals``; returns an unsubscribe
+        self.on_signals = on_signals
+
+    async def drive(self, turn_id: str) -> TurnStatus | None:
+        """Run the turn until it settles or parks; None if another worker holds it or an
+        earlier turn of its session is unfinished (that turn hands over when it ends)."""
+        while True:
+            attempt_id = uuid.uuid4().hex
+            rec = await self.store.claim(
+                turn_id, owner=self.owner, attempt_id=attempt_id, now=self.clock(), lease_seconds=self.lease_seconds
+            )
+            if rec is None:
+                return None
+            if rec.attempts > self.max_attempts:
+                await self._exhausted(turn_id, attempt_id, rec.attempts - 1)
+                return TurnStatus.FAILED
+            try:
+                return await self._attempt(rec.session.agent, turn_id, attempt_id)
+            except RetryableTurnError as exc:
+                log.warning("turn %s attempt %s failed (%s); retrying", turn_id, attempt_id, exc)
+                await self.store.release(turn_id, attempt_id=attempt_id)
+                await self.sleep(self.retry_delay * min(rec.attempts, 8))
+
+    async def _attempt(self, agent_name: str, turn_id: str, attempt_id: str) -> TurnStatus:
+        agent = self.agent_for(agent_name)
+        signals = Signals()
+        unsubscribe = self.on_signals(turn_id, signals) if self.on_signals else None
+        beat = asyncio.create_task(self._heartbeat(turn_id, attempt_id, signals))
+        try:
+            loop = TurnLoop(agent=agent, store=self.store, sink=self.sink, model=self.model_for(agent), signals=signals)
+            return await loop.run(turn_id, attempt_id)
+        finally:
+            beat.cancel()
+            if unsubscribe:
+                unsubscribe()
+
+    async def _heartbeat(self, turn_id: str, attempt_id: str, signals: Signals) -> None:
+        every = max(self.lease_seconds / 3, 0.05)
+        while True:
+            await self.sleep(every)
+            try:
+                reason = await self.store.heartbeat(
+                    turn_id, attempt_id=attempt_id, now=self.clock(), lease_seconds=self.lease_seconds
+                )
+            except StaleAttemptError:
+                return
+            except Exception:  # a blip: the next beat tries again, the lease has slack
+                log.exception("turn %s: heartbeat failed", turn_id)
+                continue
+            if reason:
+                signals.cancel(reason)
+
+    async def _exhausted(self, turn_id: str, attempt_id: str, attempts: int) -> None:
+        message = f"retry budget exhausted after {attempts} attempts"
+
+        def work(tx: Tx) -> None:
+            tx.emit(ev.TurnFailed(turn_id, error=message))
+            tx.journal(Phase.COMMITTED)
+            tx.settle(TurnStatus.FAILED, error={"message": message, "reason": "budget_exhausted"})
+
+        rec = await self.store.get_turn(turn_id)
+        commit = await self.store.atomic(turn_id, attempt_id, work)
+        await self.sink.publish(rec.session, commit.events)

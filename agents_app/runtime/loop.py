@@ -1,0 +1,466 @@
+"""The turn loop: ask the model, run the tools it asked for, ask again — one checkpoint per
+step, replayable from whatever the store says.
+
+``TurnLoop.run`` drives one attempt of one turn. It is safe to call again for the same turn
+at any time (a redelivery): the opening is not appended twice, finished steps are skipped, a
+cached model step emits nothing, and the calls still owed a result are read off the
+transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import events as ev
+from .agent import Agent
+from .errors import FatalToolError, StaleAttemptError, ToolDeclarationError, UnattestedSpeakerError
+from .messages import Message, Role, ToolCall, model_step_id, tool_step_id
+from .model import ABNORMAL_STOPS, ModelError, ModelReply, ModelRequest, ReasoningDelta, TextDelta
+from .position import NextKind, next_action
+from .recovery import call_was_in_flight
+from .seams import (
+    FINAL_STATUSES,
+    Commit,
+    EventSink,
+    Model,
+    Phase,
+    SessionStore,
+    TurnRecord,
+    TurnState,
+    TurnStatus,
+    Tx,
+)
+from .tools import (
+    CANCELLED_RESULT,
+    INTERRUPTED_TOOL_RESULT,
+    Tool,
+    ToolContext,
+    check_sync_result,
+    format_tool_error,
+    validate_input,
+)
+
+log = logging.getLogger(__name__)
+
+
+class _Park(BaseException):
+    """Raised inside an async tool by ``request_input`` when no answer is stored (a
+    BaseException, so a tool's own ``except Exception`` cannot swallow the park)."""
+
+    def __init__(self, request: dict[str, Any]) -> None:
+        super().__init__(request["id"])
+        self.request = request
+
+
+class RetryableTurnError(Exception):
+    """The attempt failed in a way a redelivery may fix (nothing was committed)."""
+
+
+@dataclass(slots=True)
+class Signals:
+    """Live signals for a running attempt; ``cancel_reason`` is also refreshed from every
+    commit and heartbeat, so a durable cancel request is honoured without a live signal."""
+
+    cancel_reason: str | None = None
+    woke: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def cancel(self, reason: str) -> None:
+        if not self.cancel_reason:
+            self.cancel_reason = reason
+        self.woke.set()
+
+
+class _RecordingTx:
+    """Wraps the store's Tx to mirror appended messages into the loop's transcript."""
+
+    __slots__ = ("tx", "appended", "steps")
+
+    def __init__(self, tx: Tx) -> None:
+        self.tx = tx
+        self.appended: list[Message] = []
+        self.steps: list[str] = []
+
+    def append(self, message: Message) -> int:
+        self.appended.append(message)
+        return self.tx.append(message)
+
+    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
+        self.steps.append(step_id)
+        self.tx.step(step_id, index, data)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tx, name)
+
+
+def _json_safe(value: Any) -> Any:
+    json.dumps(value)  # raises TypeError for what a store cannot keep
+    return value
+
+
+class TurnLoop:
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        store: SessionStore,
+        sink: EventSink,
+        model: Model,
+        signals: Signals | None = None,
+    ) -> None:
+        self.agent = agent
+        self.store = store
+        self.sink = sink
+        self.model = model
+        self.signals = signals or Signals()
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    async def _commit(self, work: Callable[[Any], Any]) -> Commit:
+        recorder_box: list[_RecordingTx] = []
+
+        def unit(tx: Tx) -> Any:
+            rec = _RecordingTx(tx)
+            recorder_box.append(rec)
+            return work(rec)
+
+        commit = await self.store.atomic(self.turn.turn_id, self.attempt_id, unit)
+        rec = recorder_box[-1]
+        self.transcript.extend(rec.appended)
+        self.state.steps.update(rec.steps)
+        if commit.cancel_reason:
+            self.signals.cancel(commit.cancel_reason)
+        if commit.events:
+            await self.sink.publish(self.turn.session, commit.events)
+        return commit
+
+    @property
+    def cancel_reason(self) -> str | None:
+        return self.signals.cancel_reason
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def run(self, turn_id: str, attempt_id: str | None) -> TurnStatus:
+        """Drive the turn from where the store says it is; return the status it ended in.
+
+        Raises RetryableTurnError when a redelivery may succeed; returns quietly (with the
+        status it believes) when another attempt took the turn over (StaleAttemptError).
+        """
+        self.attempt_id = attempt_id
+        self.state: TurnState = await self.store.load(turn_id)
+        self.turn: TurnRecord = self.state.turn
+        self.transcript = self.state.transcript
+        if self.turn.status in FINAL_STATUSES:
+            return self.turn.status
+        if self.turn.cancel_reason:
+            self.signals.cancel(self.turn.cancel_reason)
+        self.policy = self.turn.policy or self.agent.policy_for(self.turn.input.source)
+        self.tools = self.agent.tools_for(self.policy)
+        try:
+            return await self._drive()
+        except StaleAttemptError:
+            log.info("turn %s: attempt %s lost its lease; stopping without output", turn_id, attempt_id)
+            return TurnStatus.RUNNING
+
+    async def _drive(self) -> TurnStatus:
+        first = True
+        while True:
+            nxt = next_action(self.transcript, self.turn.turn_id)
+            if nxt.kind == NextKind.OPEN:
+                if self.cancel_reason:
+                    return await self._cancel(())
+                await self._open()
+            elif nxt.kind == NextKind.SETTLE:
+                return await self._settle(self.transcript[nxt.index].text)
+            elif nxt.kind == NextKind.MODEL:
+                if self.cancel_reason:
+                    return await self._cancel(())
+                status = await self._model_step(nxt.index)
+                if status is not None:
+                    return status
+            else:
+                status = await self._tool_steps(nxt.index, nxt.calls, replay=first)
+                if status is not None:
+                    return status
+            first = False
+
+    async def _open(self) -> None:
+        turn = self.turn
+        role = Role.TRIGGER if turn.input.kind == "proactive" else Role.USER
+        opening = Message(role=role, text=turn.input.text, turn_id=turn.turn_id, by=turn.input.by)
+
+        def work(tx: Tx) -> None:
+            tx.append(opening)
+            tx.emit(ev.TurnStarted(turn.turn_id, trigger=turn.input.kind, text=turn.input.text))
+            tx.journal(Phase.BEFORE_PROVIDER)
+            tx.settle(TurnStatus.RUNNING)
+
+        await self._commit(work)
+
+    # -- model step ---------------------------------------------------------------------------
+
+    async def _model_step(self, index: int) -> TurnStatus | None:
+        turn = self.turn
+        step_id = model_step_id(index)
+        stream_key = f"{turn.turn_id}:{step_id}:{self.attempt_id or '-'}"
+        await self.store.journal(turn.turn_id, self.attempt_id, Phase.PROVIDER_STARTED, stream_key=stream_key)
+        request = ModelRequest(
+            system=self.policy.get("system", ""),
+            messages=tuple(self.transcript),
+            tools=self.agent.specs_for(self.policy),
+            stream_key=stream_key,
+        )
+        reply: ModelReply | None = None
+        stream = self.model.stream(request)
+        try:
+            async for chunk in stream:
+                if isinstance(chunk, TextDelta):
+                    await self.sink.delta(turn.session, ev.MessageDelta(turn.turn_id, text=chunk.text))
+                elif isinstance(chunk, ReasoningDelta):
+                    await self.sink.delta(turn.session, ev.ReasoningDelta(turn.turn_id, text=chunk.text))
+                elif isinstance(chunk, ModelReply):
+                    reply = chunk
+                if self.cancel_reason:
+                    break
+        except ModelError as exc:
+            if exc.retryable:
+                raise RetryableTurnError(f"model: {exc}") from exc
+            return await self._fail(str(exc), phase="model", step=step_id)
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if self.cancel_reason:
+            return await self._cancel(())
+        if reply is None:
+            raise RetryableTurnError("model: the stream ended without a reply")
+        if reply.is_empty and reply.stop_reason in ABNORMAL_STOPS:
+            return await self._fail(
+                f"the model stopped ({reply.stop_reason}) without a reply", phase="model", step=step_id
+            )
+        message = Message(
+            role=Role.ASSISTANT,
+            text=reply.text,
+            turn_id=turn.turn_id,
+            tool_calls=reply.tool_calls,
+            blocks=reply.blocks,
+            usage=dict(reply.usage),
+        )
+        usage = self._usage_with(reply.usage)
+
+        def work(tx: Tx) -> None:
+            at = tx.append(message)
+            tx.step(step_id, at)
+            if message.text:
+                tx.emit(ev.MessageCompleted(turn.turn_id, text=message.text, index=at))
+            for call in message.tool_calls:
+                tx.emit(ev.ActionRequested(turn.turn_id, call=call.to_json()))
+            if message.tool_calls:
+                tx.journal(Phase.TOOL_REQUEST_RECORDED, tool_request=message.tool_calls[0].to_json(), index=at)
+            else:
+                self._settle_txn(tx, message.text, usage)
+
+        await self._commit(work)
+        return TurnStatus.COMPLETED if not message.tool_calls else None
+
+    def _usage_with(self, extra: dict[str, int]) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for m in self.transcript:
+            if m.turn_id == self.turn.turn_id and m.role == Role.ASSISTANT:
+                for k, v in m.usage.items():
+                    total[k] = total.get(k, 0) + int(v)
+        for k, v in extra.items():
+            total[k] = total.get(k, 0) + int(v)
+        return total
+
+    # -- tool steps ---------------------------------------------------------------------------
+
+    async def _tool_steps(self, index: int, calls: tuple[ToolCall, ...], *, replay: bool) -> TurnStatus | None:
+        for n, call in enumerate(calls):
+            if self.cancel_reason:
+                return await self._cancel(calls[n:], index=index)
+            later = calls[n + 1 :]
+            status = await self._tool_step(index, call, later, interrupted=replay and n == 0 and self._was_in_flight(call))
+            if status is not None:
+                return status
+        return None
+
+    def _was_in_flight(self, call: ToolCall) -> bool:
+        return call_was_in_flight(self.turn, call.id, self.attempt_id)
+
+    async def _tool_step(
+        self, index: int, call: ToolCall, later: tuple[ToolCall, ...], *, interrupted: bool
+    ) -> TurnStatus | None:
+        step_id = tool_step_id(index, call.id)
+        tool = self.tools.get(call.name)
+        ctx = self._context(call, tool)
+        result: Any
+        error: str | None = None
+        if tool is None:
+            result, error = None, f"unknown tool: {call.name}"
+        elif (problem := validate_input(tool.spec, call.input)) is not None:
+            result, error = None, problem
+        elif interrupted and tool.is_async and tool.on_interrupt == "report":
+            result, error = INTERRUPTED_TOOL_RESULT, INTERRUPTED_TOOL_RESULT["error"]
+        elif tool.is_async:
+            try:
+                result = _json_safe(await tool.run(call.input, ctx))
+            except _Park as park:
+                return await self._park(call, step_id, park.request)
+            except FatalToolError as exc:
+                return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
+            except Exception as exc:  # a tool that raises does not fail the turn
+                result, error = None, format_tool_error(exc)
+        else:
+            return await self._sync_tool_step(index, call, later, tool, ctx, step_id)
+        await self._commit(lambda tx: self._record_txn(tx, index, call, later, result, error))
+        return None
+
+    async def _sync_tool_step(
+        self, index: int, call: ToolCall, later: tuple[ToolCall, ...], tool: Tool, ctx: ToolContext, step_id: str
+    ) -> TurnStatus | None:
+        def work(tx: Tx) -> None:
+            try:
+                result = tx.savepoint(lambda: _json_safe(check_sync_result(tool, tool.run(call.input, ctx))))
+                error = None
+            except FatalToolError:
+                raise
+            except Exception as exc:  # rolled back to the savepoint: the error alone is recorded
+                result, error = None, format_tool_error(exc)
+            self._record_txn(tx, index, call, later, result, error)
+
+        try:
+            await self._commit(work)
+        except FatalToolError as exc:  # the whole unit rolled back; fail in a fresh one
+            return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
+        return None
+
+    def _record_txn(
+        self, tx: Tx, index: int, call: ToolCall, later: tuple[ToolCall, ...], result: Any, error: str | None
+    ) -> None:
+        turn_id = self.turn.turn_id
+        stored = {"error": error} if error is not None and result is None else result
+        at = tx.append(
+            Message(Role.TOOL, turn_id=turn_id, call_id=call.id, name=call.name, result=stored, is_error=error is not None)
+        )
+        tx.step(tool_step_id(index, call.id), at)
+        tx.emit(ev.ActionCompleted(turn_id, call_id=call.id, name=call.name, result=stored, error=error))
+        if later:
+            tx.journal(Phase.TOOL_REQUEST_RECORDED, tool_request=later[0].to_json(), index=index)
+        else:
+            tx.journal(Phase.BEFORE_PROVIDER)
+
+    def _context(self, call: ToolCall, tool: Tool | None) -> ToolContext:
+        turn = self.turn
+        ctx = ToolContext(
+            turn_id=turn.turn_id,
+            call_id=call.id,
+            session=turn.session.key,
+            agent=turn.session.agent,
+            store=self.store,
+            idempotency_key=f"{turn.turn_id}:{call.id}",
+            user=turn.input.user,
+            source=turn.input.source,
+        )
+        ctx.request_input = self._request_input_for(call, tool)
+        return ctx
+
+    def _request_input_for(self, call: ToolCall, tool: Tool | None) -> Callable[..., Any]:
+        answers = self.state.answers
+        turn = self.turn
+
+        async def request_input(
+            *, id: str, prompt: str, schema: dict[str, Any] | None = None, answerers: dict[str, Any] | None = None
+        ) -> Any:
+            if tool is None or not tool.is_async:
+                raise ToolDeclarationError(
+                    f"tool {call.name!r}: request_input is only for async tools; a sync tool runs "
+                    "inside an open transaction that cannot be left open"
+                )
+            if id in answers:
+                return answers[id]
+            return_answerers = answerers if answerers is not None else default_answerers(turn)
+            raise _Park({"id": id, "prompt": prompt, "schema": schema, "answerers": return_answerers})
+
+        return request_input
+
+    # -- endings ------------------------------------------------------------------------------
+
+    async def _park(self, call: ToolCall, step_id: str, request: dict[str, Any]) -> TurnStatus:
+        turn = self.turn
+        pending = {
+            "request": request,
+            "call_id": call.id,
+            "call": call.to_json(),
+            "step": step_id,
+            "opening_text": turn.input.text,
+            "policy": self.policy,
+            "inbound": turn.input.to_json(),
+        }
+
+        def work(tx: Tx) -> None:
+            tx.emit(ev.InputRequested(turn.turn_id, request=request, call_id=call.id))
+            tx.journal(Phase.PARKED, call_id=call.id, input_id=request["id"])
+            tx.settle(TurnStatus.SUSPENDED, pending=pending)
+
+        await self._commit(work)
+        return TurnStatus.SUSPENDED
+
+    def _settle_txn(self, tx: Tx, text: str, usage: dict[str, int]) -> None:
+        tx.emit(ev.TurnCompleted(self.turn.turn_id, text=text))
+        tx.journal(Phase.COMMITTED)
+        tx.settle(TurnStatus.COMPLETED, text=text, usage=usage)
+
+    async def _settle(self, text: str) -> TurnStatus:
+        usage = self._usage_with({})
+        await self._commit(lambda tx: self._settle_txn(tx, text, usage))
+        return TurnStatus.COMPLETED
+
+    async def _fail(self, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
+        return await fail_turn(self, error, phase=phase, step=step)
+
+    async def _cancel(self, owed: tuple[ToolCall, ...], *, index: int = -1) -> TurnStatus:
+        turn = self.turn
+        reason = self.cancel_reason or "requested"
+
+        def work(tx: Tx) -> None:
+            # unrun calls get a synthetic result so the transcript stays valid for the model
+            for call in owed:
+                at = tx.append(
+                    Message(Role.TOOL, turn_id=turn.turn_id, call_id=call.id, name=call.name, result=CANCELLED_RESULT)
+                )
+                tx.step(tool_step_id(index, call.id), at)
+            tx.emit(ev.TurnCancelled(turn.turn_id, reason=reason))
+            tx.journal(Phase.COMMITTED)
+            tx.settle(TurnStatus.CANCELLED, error={"reason": reason})
+
+        await self._commit(work)
+        return TurnStatus.CANCELLED
+
+
+async def fail_turn(loop: TurnLoop, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
+    turn_id = loop.turn.turn_id
+
+    def work(tx: Tx) -> None:
+        tx.emit(ev.TurnFailed(turn_id, error=error, phase=phase, step=step))
+        tx.journal(Phase.COMMITTED)
+        tx.settle(TurnStatus.FAILED, error={"message": error, "phase": phase, "step": step})
+
+    await loop._commit(work)
+    return TurnStatus.FAILED
+
+
+def default_answerers(turn: TurnRecord) -> dict[str, Any] | None:
+    """The turn's speaker when the channel attests it; unrestricted with no inbound speaker."""
+    user = turn.input.user
+    if turn.input.kind != "inbound" or not user:
+        return None
+    if not user.get("attested"):
+        raise UnattestedSpeakerError(
+            "request_input: the speaker of this turn is not attested by its channel, so nobody "
+            "can be trusted to answer by default; pass answerers={'user': …} or {'policy': …}"
+        )
+    return {"user": str(user["id"])}

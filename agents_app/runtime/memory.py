@@ -1,0 +1,302 @@
+"""InMemorySessionStore: the SessionStore for unit tests and the contract suite's baseline.
+
+It has no rollback for tools' own effects (``unwrap()`` is None, so a tool that needs the
+store's transaction fails the turn), but its checkpoint units are all-or-nothing: a unit's
+writes are staged and applied only when the unit returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import events as ev
+from .errors import NotFound, SessionSuspendedError, StaleAttemptError, TurnConflictError, TurnNotResumable
+from .messages import Message, input_step_id
+from .seams import (
+    CancelReason,
+    Commit,
+    LoggedEvent,
+    Phase,
+    SessionRef,
+    SessionStatus,
+    TurnInput,
+    TurnRecord,
+    TurnState,
+    TurnStatus,
+)
+
+UNFINISHED = (TurnStatus.QUEUED, TurnStatus.RUNNING)
+
+
+@dataclass
+class _Session:
+    ref: SessionRef
+    status: SessionStatus = SessionStatus.NEW
+    generation: int = 0
+    seq: int = 0
+    messages: list[Message] = field(default_factory=list)
+    events: list[tuple[int, int, ev.TurnEvent]] = field(default_factory=list)  # (generation, seq, event)
+    archive: dict[int, list[Message]] = field(default_factory=dict)
+
+
+@dataclass
+class _Turn:
+    record: TurnRecord
+    order: int
+    lease_owner: str | None = None
+    lease_expires: float = 0.0
+    steps: dict[str, Any] = field(default_factory=dict)
+
+
+class _MemoryTx:
+    def __init__(self, store: "InMemorySessionStore", turn: _Turn) -> None:
+        self.store = store
+        self.turn = turn
+        self.session = store._sessions[turn.record.session]
+        self.messages: list[Message] = []
+        self.steps: dict[str, Any] = {}
+        self.events: list[ev.TurnEvent] = []
+        self.changes: dict[str, Any] = {}
+
+    def append(self, message: Message) -> int:
+        self.messages.append(message)
+        return len(self.session.messages) + len(self.messages) - 1
+
+    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
+        self.steps[step_id] = {"index": index, "data": data}
+
+    def emit(self, event: ev.TurnEvent) -> None:
+        self.events.append(event)
+
+    def journal(self, phase: Phase, **data: Any) -> None:
+        self.changes["phase"] = str(phase)
+        self.changes["journal"] = {**data, "attempt_id": self.turn.record.attempt_id}
+
+    def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
+               pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
+        self.changes.update(status=status, text=text, error=error, pending=pending)
+        if usage is not None:
+            self.changes["usage"] = usage
+
+    def savepoint(self, fn: Callable[[], Any]) -> Any:
+        return fn()  # no rollback here: the in-memory backend has no transactional handle
+
+
+class InMemorySessionStore:
+    def __init__(self) -> None:
+        self._sessions: dict[SessionRef, _Session] = {}
+        self._turns: dict[str, _Turn] = {}
+        self._order = 0
+        self._lock = asyncio.Lock()
+
+    def unwrap(self) -> Any:
+        return None
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _session(self, ref: SessionRef) -> _Session:
+        if ref not in self._sessions:
+            self._sessions[ref] = _Session(ref)
+        return self._sessions[ref]
+
+    def _turn(self, turn_id: str) -> _Turn:
+        try:
+            return self._turns[turn_id]
+        except KeyError:
+            raise NotFound(f"no turn {turn_id}") from None
+
+    def _log(self, session: _Session, events: list[ev.TurnEvent]) -> list[LoggedEvent]:
+        logged = []
+        for event in events:
+            session.seq += 1
+            session.events.append((session.generation, session.seq, event))
+            logged.append(LoggedEvent(session.seq, event))
+        return logged
+
+    def _set(self, turn: _Turn, **changes: Any) -> None:
+        turn.record = turn.record.evolve(**changes)
+
+    def _session_turns(self, ref: SessionRef) -> list[_Turn]:
+        return sorted((t for t in self._turns.values() if t.record.session == ref), key=lambda t: t.order)
+
+    def _refresh_session_status(self, session: _Session) -> None:
+        turns = self._session_turns(session.ref)
+        if any(t.record.status == TurnStatus.SUSPENDED and t.record.generation == session.generation for t in turns):
+            session.status = SessionStatus.SUSPENDED
+        elif any(t.record.status in UNFINISHED for t in turns):
+            session.status = SessionStatus.RUNNING
+        elif session.messages:
+            session.status = SessionStatus.IDLE
+        else:
+            session.status = SessionStatus.NEW
+
+    def _cancel_now(self, turn: _Turn, reason: str) -> list[ev.TurnEvent]:
+        self._set(turn, status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason})
+        return [ev.TurnCancelled(turn.record.turn_id, reason=reason)]
+
+    # -- SessionStore -------------------------------------------------------------------------
+
+    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
+                          replace: bool = False, policy: dict[str, Any] | None = None) -> TurnRecord:
+        s = self._session(session)
+        if turn_id in self._turns:
+            raise TurnConflictError(f"turn {turn_id} exists")
+        if s.status == SessionStatus.SUSPENDED:
+            raise SessionSuspendedError("the session is waiting for an answer; resume or reset it first")
+        events: list[ev.TurnEvent] = []
+        if replace:
+            for t in self._session_turns(session):
+                if t.record.status == TurnStatus.QUEUED:
+                    events += self._cancel_now(t, CancelReason.REPLACED)
+                elif t.record.status == TurnStatus.RUNNING and not t.record.cancel_reason:
+                    self._set(t, cancel_reason=CancelReason.REPLACED)
+        self._order += 1
+        record = TurnRecord(turn_id=turn_id, session=session, status=TurnStatus.QUEUED, input=input,
+                            generation=s.generation, policy=policy)
+        self._turns[turn_id] = _Turn(record, self._order)
+        self._log(s, events)
+        self._refresh_session_status(s)
+        return record
+
+    async def get_turn(self, turn_id: str) -> TurnRecord:
+        return self._turn(turn_id).record
+
+    async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                    lease_seconds: float) -> TurnRecord | None:
+        turn = self._turn(turn_id)
+        rec = turn.record
+        if rec.status not in UNFINISHED:
+            return None
+        if rec.status == TurnStatus.RUNNING and turn.lease_expires > now and turn.lease_owner is not None:
+            return None
+        for other in self._session_turns(rec.session):
+            if other.order < turn.order and other.record.status in UNFINISHED + (TurnStatus.SUSPENDED,):
+                return None
+        turn.lease_owner, turn.lease_expires = owner, now + lease_seconds
+        self._set(turn, status=TurnStatus.RUNNING, attempt_id=attempt_id, attempts=rec.attempts + 1)
+        return turn.record
+
+    async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
+        turn = self._turn(turn_id)
+        if turn.record.attempt_id != attempt_id:
+            raise StaleAttemptError(turn_id)
+        turn.lease_expires = now + lease_seconds
+        return turn.record.cancel_reason
+
+    async def release(self, turn_id: str, *, attempt_id: str) -> None:
+        turn = self._turn(turn_id)
+        if turn.record.attempt_id == attempt_id and turn.record.status == TurnStatus.RUNNING:
+            turn.lease_owner, turn.lease_expires = None, 0.0
+            self._set(turn, status=TurnStatus.QUEUED)
+
+    async def load(self, turn_id: str) -> TurnState:
+        turn = self._turn(turn_id)
+        s = self._session(turn.record.session)
+        prefix = f"input:{turn_id}:"
+        answers = {k[len(prefix):]: v["data"] for k, v in turn.steps.items() if k.startswith(prefix)}
+        steps = {k for k in turn.steps if not k.startswith("input:")}
+        return TurnState(turn=turn.record, transcript=list(s.messages), steps=steps, answers=answers)
+
+    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any]) -> Commit:
+        turn = self._turn(turn_id)
+        if attempt_id is not None and turn.record.attempt_id != attempt_id:
+            raise StaleAttemptError(turn_id)
+        tx = _MemoryTx(self, turn)
+        value = work(tx)
+        s = tx.session
+        if turn.record.generation == s.generation:
+            s.messages.extend(tx.messages)
+        else:  # a turn of an archived generation keeps writing into its archive
+            s.archive.setdefault(turn.record.generation, []).extend(tx.messages)
+        turn.steps.update(tx.steps)
+        if tx.changes:
+            self._set(turn, **tx.changes)
+        logged = self._log(s, tx.events) if turn.record.generation == s.generation else []
+        self._refresh_session_status(s)
+        return Commit(events=logged, cancel_reason=turn.record.cancel_reason, value=value)
+
+    async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
+        turn = self._turn(turn_id)
+        if attempt_id is not None and turn.record.attempt_id != attempt_id:
+            raise StaleAttemptError(turn_id)
+        self._set(turn, phase=str(phase), journal={**data, "attempt_id": attempt_id})
+
+    async def request_cancel(self, turn_id: str, reason: str) -> TurnRecord:
+        turn = self._turn(turn_id)
+        s = self._session(turn.record.session)
+        if turn.record.status == TurnStatus.QUEUED:
+            self._log(s, self._cancel_now(turn, reason))
+        elif turn.record.status == TurnStatus.RUNNING and not turn.record.cancel_reason:
+            self._set(turn, cancel_reason=reason)
+        self._refresh_session_status(s)
+        return turn.record
+
+    async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> TurnRecord:
+        turn = self._turn(turn_id)
+        rec = turn.record
+        s = self._session(rec.session)
+        pending = rec.pending or {}
+        if rec.status != TurnStatus.SUSPENDED or rec.generation != s.generation:
+            raise TurnNotResumable(f"turn {turn_id} is not waiting for an answer")
+        if (pending.get("request") or {}).get("id") != input_id:
+            raise TurnConflictError(f"turn {turn_id} is not waiting for input {input_id!r}")
+        turn.steps[input_step_id(turn_id, input_id)] = {"index": None, "data": copy.deepcopy(answer)}
+        self._set(turn, status=TurnStatus.QUEUED, pending=None,
+                  journal={**rec.journal, "answered": {**record, "input_id": input_id}})
+        self._log(s, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by")),
+                      ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
+        self._refresh_session_status(s)
+        return turn.record
+
+    async def reset(self, session: SessionRef, *, by: str | None = None) -> tuple[str, int]:
+        s = self._session(session)
+        events: list[ev.TurnEvent] = []
+        for t in self._session_turns(session):
+            st = t.record.status
+            if st in (TurnStatus.QUEUED, TurnStatus.SUSPENDED):
+                events += self._cancel_now(t, CancelReason.RESET)
+            elif st == TurnStatus.RUNNING and not t.record.cancel_reason:
+                self._set(t, cancel_reason=CancelReason.RESET)
+        self._log(s, events)
+        previous = f"{session.key}#g{s.generation}"
+        s.archive[s.generation] = s.messages
+        s.messages = []
+        s.generation += 1
+        self._log(s, [ev.SessionReset("", previous_session=previous, generation=s.generation)])
+        self._refresh_session_status(s)
+        s.status = SessionStatus.NEW
+        return previous, s.generation
+
+    async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
+        s = self._session(session)
+        return [
+            {"turn_id": t.record.turn_id, **(t.record.pending or {})}
+            for t in self._session_turns(session)
+            if t.record.status == TurnStatus.SUSPENDED and t.record.generation == s.generation
+        ]
+
+    async def events(self, session: SessionRef, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
+        s = self._session(session)
+        return [LoggedEvent(seq, e) for g, seq, e in s.events if seq > after and g == s.generation][:limit]
+
+    async def next_queued(self, session: SessionRef) -> str | None:
+        for t in self._session_turns(session):
+            if t.record.status in UNFINISHED + (TurnStatus.SUSPENDED,):
+                return t.record.turn_id if t.record.status == TurnStatus.QUEUED else None
+        return None
+
+    # -- test helpers ---------------------------------------------------------------------------
+
+    def transcript(self, session: SessionRef) -> list[Message]:
+        return list(self._session(session).messages)
+
+    def session_status(self, session: SessionRef) -> SessionStatus:
+        return self._session(session).status
+
+    def steps(self, turn_id: str) -> dict[str, Any]:
+        return dict(self._turn(turn_id).steps)
+
+

@@ -1,0 +1,110 @@
+"""The message log: what a session's transcript is made of.
+
+A transcript is a list of :class:`Message`; the index of a message in the list is its
+position, and the step ids of the engine are built from it (``model:<n>``,
+``tool:<n>:<call_id>``). Messages are plain data with a JSON form so every store keeps them
+the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class Role(StrEnum):
+    USER = "user"
+    TRIGGER = "trigger"  # a proactive seed: no human sent it; attributed to ``by``
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    input: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "input": self.input}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ToolCall":
+        return cls(id=data["id"], name=data["name"], input=data.get("input") or {})
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One entry of the message log.
+
+    - ``user`` / ``trigger``: ``text`` (``by`` names who triggered a proactive seed).
+    - ``assistant``: ``text``, ``tool_calls`` and ``blocks`` (the provider's raw content
+      blocks that must be sent back unchanged, e.g. thinking blocks with signatures).
+    - ``tool``: ``call_id``, ``name``, ``result`` (any JSON) and ``is_error``.
+    """
+
+    role: Role
+    text: str = ""
+    turn_id: str | None = None
+    by: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    blocks: tuple[dict[str, Any], ...] = ()
+    call_id: str | None = None
+    name: str | None = None
+    result: Any = None
+    is_error: bool = False
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"role": str(self.role)}
+        if self.text:
+            data["text"] = self.text
+        if self.turn_id:
+            data["turn_id"] = self.turn_id
+        if self.by:
+            data["by"] = self.by
+        if self.tool_calls:
+            data["tool_calls"] = [c.to_json() for c in self.tool_calls]
+        if self.blocks:
+            data["blocks"] = list(self.blocks)
+        if self.role == Role.TOOL:
+            data["call_id"] = self.call_id
+            data["name"] = self.name
+            data["result"] = self.result
+            if self.is_error:
+                data["is_error"] = True
+        if self.usage:
+            data["usage"] = self.usage
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Message":
+        return cls(
+            role=Role(data["role"]),
+            text=data.get("text", ""),
+            turn_id=data.get("turn_id"),
+            by=data.get("by"),
+            tool_calls=tuple(ToolCall.from_json(c) for c in data.get("tool_calls", ())),
+            blocks=tuple(data.get("blocks", ())),
+            call_id=data.get("call_id"),
+            name=data.get("name"),
+            result=data.get("result"),
+            is_error=bool(data.get("is_error", False)),
+            usage=dict(data.get("usage", {})),
+        )
+
+
+def model_step_id(index: int) -> str:
+    """The memo id of the model step whose assistant message lands at ``index``."""
+    return f"model:{index}"
+
+
+def tool_step_id(index: int, call_id: str) -> str:
+    """The memo id of a tool call made by the assistant message at ``index``."""
+    return f"tool:{index}:{call_id}"
+
+
+def input_step_id(turn_id: str, input_id: str) -> str:
+    """The key under which a human answer is stored (turn-scoped)."""
+    return f"input:{turn_id}:{input_id}"

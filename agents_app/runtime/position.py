@@ -1,0 +1,59 @@
+"""Where a turn stands, read straight off the transcript (a pure function).
+
+Calls still owed a result are read off the transcript, not the step cache, so a crash in the
+middle of a batch of tool calls resumes the remaining calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Sequence
+
+from .messages import Message, Role, ToolCall
+
+
+class NextKind(StrEnum):
+    OPEN = "open"  # the opening message is not committed yet
+    MODEL = "model"  # ask the model (its reply lands at ``index``)
+    TOOLS = "tools"  # run ``calls`` made by the assistant message at ``index``
+    SETTLE = "settle"  # the last reply has no calls: the turn is done
+
+
+@dataclass(frozen=True, slots=True)
+class Next:
+    kind: NextKind
+    index: int = -1
+    calls: tuple[ToolCall, ...] = ()
+    opening: int = -1
+
+
+def turn_tail_start(transcript: Sequence[Message], turn_id: str) -> int:
+    """Index of the first message of ``turn_id``'s tail (turns of a session run in order, so
+    a turn's messages are the end of the transcript while it runs); len() when none."""
+    i = len(transcript)
+    while i > 0 and transcript[i - 1].turn_id == turn_id:
+        i -= 1
+    return i
+
+
+def next_action(transcript: Sequence[Message], turn_id: str) -> Next:
+    start = turn_tail_start(transcript, turn_id)
+    if start == len(transcript) or transcript[start].role not in (Role.USER, Role.TRIGGER):
+        return Next(NextKind.OPEN)
+    opening = start
+    last_assistant = -1
+    for i in range(len(transcript) - 1, opening, -1):
+        if transcript[i].role == Role.ASSISTANT:
+            last_assistant = i
+            break
+    if last_assistant < 0:
+        return Next(NextKind.MODEL, index=len(transcript), opening=opening)
+    reply = transcript[last_assistant]
+    if not reply.tool_calls:
+        return Next(NextKind.SETTLE, index=last_assistant, opening=opening)
+    answered = {m.call_id for m in transcript[last_assistant + 1 :] if m.role == Role.TOOL}
+    owed = tuple(c for c in reply.tool_calls if c.id not in answered)
+    if owed:
+        return Next(NextKind.TOOLS, index=last_assistant, calls=owed, opening=opening)
+    return Next(NextKind.MODEL, index=len(transcript), opening=opening)

@@ -1,0 +1,256 @@
+"""The three seams the engine depends on, and the plain data that crosses them.
+
+The turn loop (``loop.py``) sees only these Protocols, so the same loop runs on the in-memory
+store in unit tests and on SQLite or PostgreSQL in the site.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, AsyncIterator, Callable, Protocol, Sequence, TypeVar
+
+from .events import TurnEvent
+from .messages import Message
+from .model import ModelChunk, ModelRequest
+
+T = TypeVar("T")
+
+
+class TurnStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATUSES = frozenset({TurnStatus.COMPLETED, TurnStatus.FAILED, TurnStatus.CANCELLED})
+#: statuses a caller of ``result()`` stops waiting on
+SETTLED_STATUSES = FINAL_STATUSES | {TurnStatus.SUSPENDED}
+
+
+class SessionStatus(StrEnum):
+    NEW = "new"
+    IDLE = "idle"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+
+
+class CancelReason(StrEnum):
+    REQUESTED = "requested"
+    REPLACED = "replaced"
+    RESET = "reset"
+
+
+class Phase(StrEnum):
+    """The turn journal (seed 003): where a turn was when its process stopped."""
+
+    BEFORE_PROVIDER = "before_provider"
+    PROVIDER_STARTED = "provider_started"
+    TOOL_REQUEST_RECORDED = "tool_request_recorded"
+    COMMITTED = "committed"
+    PARKED = "parked"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    agent: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.agent}/{self.key}"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """What opens a turn. ``kind`` is inbound (someone spoke) or proactive (a seed).
+
+    ``user`` is the speaker as the channel knows them: ``{"id", "name", "attested"}``;
+    ``source`` is the channel's name (web, http, webhook, schedule), never set by the user.
+    """
+
+    text: str
+    kind: str = "inbound"
+    by: str | None = None
+    source: str | None = None
+    user: dict[str, Any] | None = None
+    target: dict[str, Any] | None = None
+    raw: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        # the inbound event is stored without ``raw``
+        return {
+            "text": self.text,
+            "kind": self.kind,
+            "by": self.by,
+            "source": self.source,
+            "user": self.user,
+            "target": self.target,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TurnInput":
+        return cls(
+            text=data.get("text", ""),
+            kind=data.get("kind", "inbound"),
+            by=data.get("by"),
+            source=data.get("source"),
+            user=data.get("user"),
+            target=data.get("target"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """The submission: one row per turn."""
+
+    turn_id: str
+    session: SessionRef
+    status: TurnStatus
+    input: TurnInput
+    generation: int = 0
+    cancel_reason: str | None = None
+    attempt_id: str | None = None
+    attempts: int = 0
+    lease_owner: str | None = None
+    lease_expires: float | None = None
+    phase: str | None = None
+    journal: dict[str, Any] = field(default_factory=dict)
+    pending: dict[str, Any] | None = None
+    policy: dict[str, Any] | None = None
+    text: str = ""
+    error: dict[str, Any] | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+
+    def evolve(self, **changes: Any) -> "TurnRecord":
+        return replace(self, **changes)
+
+
+@dataclass(slots=True)
+class TurnState:
+    """Everything a turn needs to continue, loaded in a constant number of queries."""
+
+    turn: TurnRecord
+    transcript: list[Message]
+    #: step ids with a stored result (this turn)
+    steps: set[str]
+    #: input id -> stored answer (this turn only: answers are turn-scoped)
+    answers: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    seq: int
+    event: TurnEvent
+
+
+@dataclass(slots=True)
+class Commit:
+    """What a unit of work left behind: the events it logged (with their sequence numbers),
+    the cancel request the turn carried at commit time, and the work's own return value."""
+
+    events: list[LoggedEvent]
+    cancel_reason: str | None
+    value: Any = None
+
+
+class Tx(Protocol):
+    """The writer handed to a unit of work; everything it does commits together."""
+
+    def append(self, message: Message) -> int:
+        """Append to the live transcript; return the message's index."""
+
+    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
+        """Memoize a step as done (idempotent on step id)."""
+
+    def emit(self, event: TurnEvent) -> None:
+        """Log a durable event; it is published after the commit."""
+
+    def journal(self, phase: Phase, **data: Any) -> None:
+        """Record the journal phase on the turn."""
+
+    def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
+               pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
+        """Set the turn's status (and the session's)."""
+
+    def savepoint(self, fn: Callable[[], T]) -> T:
+        """Run ``fn``; if it raises, undo its writes (where the backend can) and re-raise."""
+
+
+class SessionStore(Protocol):
+    """Durable state of sessions and turns."""
+
+    def unwrap(self) -> Any:
+        """The backend's handle for tools' transactional writes, or None (in-memory)."""
+
+    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
+                          replace: bool = False, policy: dict[str, Any] | None = None) -> TurnRecord:
+        """Write a queued turn (atomic). ``replace`` cancels every unfinished turn first.
+        Raises SessionSuspendedError while the session is parked."""
+
+    async def get_turn(self, turn_id: str) -> TurnRecord:
+        """One turn row; NotFound if absent."""
+
+    async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                    lease_seconds: float) -> TurnRecord | None:
+        """Take the lease if the turn is runnable, first in its session's chain, and not held
+        by a live lease elsewhere (a conditional update). None if not claimed."""
+
+    async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float,
+                        lease_seconds: float) -> str | None:
+        """Extend the lease; returns the cancel reason on the row. StaleAttemptError if lost."""
+
+    async def release(self, turn_id: str, *, attempt_id: str) -> None:
+        """Give the lease back (the turn is queued again) if this attempt still holds it."""
+
+    async def load(self, turn_id: str) -> TurnState:
+        """The turn, the live transcript, its memoized steps and answers: O(1) queries."""
+
+    async def atomic(self, turn_id: str, attempt_id: str | None,
+                     work: Callable[[Tx], Any]) -> Commit:
+        """Run ``work`` in one transaction fenced on ``attempt_id`` (StaleAttemptError and
+        a full rollback if the attempt no longer owns the turn)."""
+
+    async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
+        """Record a journal phase outside a checkpoint (fenced)."""
+
+    async def request_cancel(self, turn_id: str, reason: str) -> TurnRecord:
+        """Store a cancel request; a queued turn is cancelled at once (turn.cancelled logged)."""
+
+    async def answer(self, turn_id: str, input_id: str, answer: Any,
+                     record: dict[str, Any]) -> TurnRecord:
+        """Store the answer under ``input:<turn_id>:<id>`` and re-queue the parked turn,
+        logging ``input.answered`` and ``turn.started(trigger=resume)``. 409 if not parked
+        on that input."""
+
+    async def reset(self, session: SessionRef, *, by: str | None = None) -> tuple[str, int]:
+        """Cancel unfinished turns (reason reset), archive the live generation, status new.
+        Returns (previous_session, new generation). O(1) in the archive's size."""
+
+    async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
+        """The input requests the session is parked on."""
+
+    async def events(self, session: SessionRef, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
+        """The live generation's logged events after ``after``."""
+
+    async def next_queued(self, session: SessionRef) -> str | None:
+        """The first queued turn of the session's chain, if any."""
+
+
+class EventSink(Protocol):
+    """Where events go after they commit (and deltas, live)."""
+
+    async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
+        """Publish committed events in order (at-most-once; the log is the truth)."""
+
+    async def delta(self, session: SessionRef, event: TurnEvent) -> None:
+        """Publish a live-only delta (may be coalesced)."""
+
+
+class Model(Protocol):
+    """One async streaming call per model step."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        """Yield deltas, then exactly one ModelReply; raise ModelError on failure."""

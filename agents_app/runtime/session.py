@@ -1,0 +1,288 @@
+"""AgentSession: the primitives a host uses — start, observe, result, turn, resume, cancel,
+reset, pending — over any SessionStore, EventSink and Dispatcher."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Protocol, Sequence
+
+from .agent import Agent
+from .answers import Grant, check_answer_schema, check_answerer
+from .errors import JuneError, NotFound, TurnConflictError, TurnNotResumable
+from .events import TurnEvent
+from .executor import TurnExecutor
+from .seams import (
+    SETTLED_STATUSES,
+    CancelReason,
+    EventSink,
+    LoggedEvent,
+    Model,
+    SessionRef,
+    SessionStore,
+    TurnInput,
+    TurnRecord,
+    TurnStatus,
+)
+
+Observer = Callable[[TurnEvent], Any]
+
+
+class Dispatcher(Protocol):
+    """Gets a queued turn driven, now or soon, by some process."""
+
+    async def dispatch(self, turn_id: str, session: SessionRef) -> None:
+        """Hand the turn to a runner (idempotent: a duplicate is harmless)."""
+
+
+class LocalBus:
+    """An EventSink fanning events out to in-process observers (``observe``)."""
+
+    def __init__(self) -> None:
+        self._observers: dict[SessionRef, list[Callable[[TurnEvent], Any]]] = {}
+
+    def subscribe(self, session: SessionRef, fn: Callable[[TurnEvent], Any]) -> Callable[[], None]:
+        self._observers.setdefault(session, []).append(fn)
+        return lambda: self._observers.get(session, []).remove(fn) if fn in self._observers.get(session, []) else None
+
+    async def _fan(self, session: SessionRef, event: TurnEvent) -> None:
+        for fn in list(self._observers.get(session, ())):
+            out = fn(event)
+            if asyncio.iscoroutine(out):
+                await out
+
+    async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
+        for logged in events:
+            await self._fan(session, logged.event)
+
+    async def delta(self, session: SessionRef, event: TurnEvent) -> None:
+        await self._fan(session, event)
+
+
+class FanoutSink:
+    def __init__(self, *sinks: EventSink) -> None:
+        self.sinks = [s for s in sinks if s is not None]
+
+    async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
+        for sink in self.sinks:
+            await sink.publish(session, events)
+
+    async def delta(self, session: SessionRef, event: TurnEvent) -> None:
+        for sink in self.sinks:
+            await sink.delta(session, event)
+
+
+class LocalDispatcher:
+    """Drives turns as asyncio tasks in this process, one session chain at a time."""
+
+    def __init__(self) -> None:
+        self.executor: TurnExecutor | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    async def dispatch(self, turn_id: str, session: SessionRef) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(turn_id, session))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, turn_id: str, session: SessionRef) -> None:
+        assert self.executor is not None
+        while turn_id is not None:
+            status = await self.executor.drive(turn_id)
+            if status is None:
+                return
+            turn_id = await self.executor.store.next_queued(session)
+
+    async def idle(self) -> None:
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+@dataclass
+class TurnResult:
+    turn_id: str
+    status: TurnStatus
+    text: str = ""
+    error: dict[str, Any] | None = None
+    request: dict[str, Any] | None = None  # the pending input when suspended
+
+    @classmethod
+    def of(cls, rec: TurnRecord) -> "TurnResult":
+        request = (rec.pending or {}).get("request") if rec.status == TurnStatus.SUSPENDED else None
+        return cls(rec.turn_id, rec.status, rec.text, rec.error, request)
+
+
+class TurnParkedError(JuneError):
+    """``turn()`` is non-interactive: it rejects when the turn parks."""
+
+    http_status = 409
+    code = "turn_parked"
+
+    def __init__(self, result: TurnResult) -> None:
+        super().__init__(f"turn {result.turn_id} is waiting for input {result.request}")
+        self.result = result
+
+
+@dataclass
+class Runtime:
+    store: SessionStore
+    agents: dict[str, Agent]
+    model_for: Callable[[Agent], Model]
+    sink: EventSink | None = None
+    dispatcher: Any = None
+    clock: Callable[[], float] = time.time
+    lease_seconds: float = 10.0
+    max_attempts: int = 5
+    poll_interval: float = 0.05
+    bus: LocalBus = field(default_factory=LocalBus)
+
+    def __post_init__(self) -> None:
+        self.fanout = FanoutSink(self.sink, self.bus) if self.sink else FanoutSink(self.bus)
+        if self.dispatcher is None:
+            self.dispatcher = LocalDispatcher()
+        self.executor = TurnExecutor(
+            store=self.store, sink=self.fanout, agent_for=self.agent, model_for=self.model_for,
+            clock=self.clock, lease_seconds=self.lease_seconds, max_attempts=self.max_attempts,
+        )
+        if isinstance(self.dispatcher, LocalDispatcher):
+            self.dispatcher.executor = self.executor
+
+    def agent(self, name: str) -> Agent:
+        try:
+            return self.agents[name]
+        except KeyError:
+            raise NotFound(f"no agent named {name!r}") from None
+
+    def session(self, agent: str, key: str) -> "AgentSession":
+        self.agent(agent)
+        return AgentSession(self, SessionRef(agent, key))
+
+
+class AgentSession:
+    def __init__(self, runtime: Runtime, ref: SessionRef) -> None:
+        self.runtime = runtime
+        self.ref = ref
+
+    @property
+    def store(self) -> SessionStore:
+        return self.runtime.store
+
+    async def start(self, input: str | TurnInput, *, replace: bool = False, turn_id: str | None = None) -> str:
+        """Queue a turn and return its id without waiting."""
+        if isinstance(input, str):
+            input = TurnInput(text=input)
+        agent = self.runtime.agent(self.ref.agent)
+        turn_id = turn_id or uuid.uuid4().hex
+        await self.store.create_turn(
+            self.ref, input, turn_id=turn_id, replace=replace, policy=agent.policy_for(input.source)
+        )
+        await self.runtime.dispatcher.dispatch(turn_id, self.ref)
+        return turn_id
+
+    def observe(self, cb: Observer, turn_id: str | None = None, *, replay: bool = False) -> Callable[[], None]:
+        """Subscribe ``cb`` to this session's events (of ``turn_id`` only, if given).
+
+        ``replay=True`` first delivers the logged events of that turn (an in-process
+        catch-up); a subscriber that needs catch-up over the wire reads the event log."""
+
+        def wanted(event: TurnEvent) -> bool:
+            return turn_id is None or event.turn_id == turn_id
+
+        if replay:
+            buffered: list[TurnEvent] = []
+            live = False
+
+            def on_event(event: TurnEvent) -> Any:
+                if not wanted(event):
+                    return None
+                if not live:
+                    buffered.append(event)
+                    return None
+                return cb(event)
+
+            unsubscribe = self.runtime.bus.subscribe(self.ref, on_event)
+
+            async def deliver(event: TurnEvent) -> None:
+                out = cb(event)
+                if asyncio.iscoroutine(out):
+                    await out
+
+            async def catch_up() -> None:
+                nonlocal live
+                logged = [e.event for e in await self.store.events(self.ref, 0, limit=100_000) if wanted(e.event)]
+                for event in logged:
+                    await deliver(event)
+                live = True
+                for event in buffered:  # published while we read the log: skip what it held
+                    if not (event.durable and event in logged):
+                        await deliver(event)
+
+            asyncio.get_running_loop().create_task(catch_up())
+            return unsubscribe
+        return self.runtime.bus.subscribe(self.ref, lambda e: cb(e) if wanted(e) else None)
+
+    async def result(self, turn_id: str, *, timeout: float | None = None) -> TurnResult:
+        """Wait until the turn is completed, suspended, failed or cancelled."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        woke = asyncio.Event()
+        unsubscribe = self.runtime.bus.subscribe(self.ref, lambda e: woke.set() if e.turn_id == turn_id else None)
+        try:
+            while True:
+                rec = await self.store.get_turn(turn_id)
+                if rec.status in SETTLED_STATUSES:
+                    return TurnResult.of(rec)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"turn {turn_id} still {rec.status}")
+                woke.clear()
+                try:
+                    await asyncio.wait_for(woke.wait(), self.runtime.poll_interval)
+                except TimeoutError:
+                    pass
+        finally:
+            unsubscribe()
+
+    async def turn(self, input: str | TurnInput, *, replace: bool = False, timeout: float | None = None) -> TurnResult:
+        """Start and await; non-interactive: raises TurnParkedError if the turn parks."""
+        result = await self.result(await self.start(input, replace=replace), timeout=timeout)
+        if result.status == TurnStatus.SUSPENDED:
+            raise TurnParkedError(result)
+        return result
+
+    async def resume(self, turn_id: str, input_id: str, answer: Any, *, by: str | None = None,
+                     principal: Any = None, granted: Grant | None = None, via: str = "api") -> None:
+        """Answer a parked request and replay the turn (403 / 409 / 422 as JuneErrors)."""
+        rec = await self.store.get_turn(turn_id)
+        if rec.session != self.ref:
+            raise TurnConflictError(f"turn {turn_id} is not a turn of session {self.ref}")
+        if rec.status != TurnStatus.SUSPENDED or not rec.pending:
+            raise TurnNotResumable(f"turn {turn_id} is not waiting for an answer")
+        request = rec.pending.get("request") or {}
+        if request.get("id") != input_id:
+            raise TurnConflictError(f"turn {turn_id} is waiting for {request.get('id')!r}, not {input_id!r}")
+        check_answerer(request, by=by, granted=granted)
+        check_answer_schema(request, answer)
+        await self.store.answer(turn_id, input_id, answer, {"by": by, "via": via, "at": self.runtime.clock()})
+        await self.runtime.dispatcher.dispatch(turn_id, self.ref)
+
+    async def cancel(self, turn_id: str, *, reason: str = CancelReason.REQUESTED) -> TurnRecord:
+        rec = await self.store.get_turn(turn_id)
+        if rec.session != self.ref:
+            raise NotFound(f"no turn {turn_id} in session {self.ref}")
+        out = await self.store.request_cancel(turn_id, str(reason))
+        if out.status == TurnStatus.CANCELLED:
+            await self._dispatch_next()
+        return out
+
+    async def reset(self, *, by: str | None = None) -> dict[str, Any]:
+        previous, generation = await self.store.reset(self.ref, by=by)
+        await self._dispatch_next()
+        return {"previous_session": previous, "generation": generation}
+
+    async def pending(self) -> list[dict[str, Any]]:
+        return await self.store.pending(self.ref)
+
+    async def _dispatch_next(self) -> None:
+        nxt = await self.store.next_queued(self.ref)
+        if nxt:
+            await self.runtime.dispatcher.dispatch(nxt, self.ref)
