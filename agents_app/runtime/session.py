@@ -14,6 +14,7 @@ from .answers import Grant, check_answer_schema, check_answerer
 from .errors import JuneError, NotFound, TurnConflictError, TurnNotResumable
 from .events import TurnEvent
 from .executor import TurnExecutor
+from .loop import Signals
 from .seams import (
     SETTLED_STATUSES,
     CancelReason,
@@ -136,6 +137,8 @@ class Runtime:
     max_attempts: int = 5
     poll_interval: float = 0.05
     bus: LocalBus = field(default_factory=LocalBus)
+    #: turn id -> the live Signals of its attempt running in this process
+    live: dict[str, Signals] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.fanout = FanoutSink(self.sink, self.bus) if self.sink else FanoutSink(self.bus)
@@ -144,9 +147,19 @@ class Runtime:
         self.executor = TurnExecutor(
             store=self.store, sink=self.fanout, agent_for=self.agent, model_for=self.model_for,
             clock=self.clock, lease_seconds=self.lease_seconds, max_attempts=self.max_attempts,
+            on_signals=self._wire_signals,
         )
         if isinstance(self.dispatcher, LocalDispatcher):
             self.dispatcher.executor = self.executor
+
+    def _wire_signals(self, turn_id: str, signals: Signals) -> Callable[[], None]:
+        self.live[turn_id] = signals
+
+        def unsubscribe() -> None:
+            if self.live.get(turn_id) is signals:
+                del self.live[turn_id]
+
+        return unsubscribe
 
     def agent(self, name: str) -> Agent:
         try:
@@ -177,6 +190,8 @@ class AgentSession:
         await self.store.create_turn(
             self.ref, input, turn_id=turn_id, replace=replace, policy=agent.policy_for(input.source)
         )
+        if replace:
+            await self._signal_cancels()
         await self.runtime.dispatcher.dispatch(turn_id, self.ref)
         return turn_id
 
@@ -270,17 +285,27 @@ class AgentSession:
         if rec.session != self.ref:
             raise NotFound(f"no turn {turn_id} in session {self.ref}")
         out = await self.store.request_cancel(turn_id, str(reason))
+        await self._signal_cancels()
         if out.status == TurnStatus.CANCELLED:
             await self._dispatch_next()
         return out
 
     async def reset(self, *, by: str | None = None) -> dict[str, Any]:
         previous, generation = await self.store.reset(self.ref, by=by)
+        await self._signal_cancels()
         await self._dispatch_next()
         return {"previous_session": previous, "generation": generation}
 
     async def pending(self) -> list[dict[str, Any]]:
         return await self.store.pending(self.ref)
+
+    async def _signal_cancels(self) -> None:
+        """The stored request is the truth; a live signal makes it prompt (between deltas) for
+        this session's turns running in this process."""
+        for turn_id, signals in list(self.runtime.live.items()):
+            rec = await self.store.get_turn(turn_id)
+            if rec.session == self.ref and rec.cancel_reason:
+                signals.cancel(rec.cancel_reason)
 
     async def _dispatch_next(self) -> None:
         nxt = await self.store.next_queued(self.ref)
