@@ -420,3 +420,66 @@ async def test_settings_reach_the_request(api, sleeps, monkeypatch):
 def test_bad_settings_are_refused(config):
     with pytest.raises(AgentConfigError):
         from_settings(config)
+
+
+# --- end to end through the engine ---------------------------------------------------------
+
+async def test_two_tool_turn_through_the_engine(api, make_model):
+    """A whole turn: AnthropicModel on the fake API, driven by the engine on the in-memory store."""
+    from agents_app.runtime import Agent, InMemorySessionStore, Runtime, TurnStatus, tool
+
+    @tool("get_weather", "Weather for a city", TOOLS[0].input_schema)
+    def get_weather(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return {"city": input["city"], "sky": "sunny"}
+
+    @tool("get_time", "Local time in a timezone", TOOLS[1].input_schema)
+    def get_time(input: dict[str, Any], ctx: Any) -> str:
+        raise LookupError(f"unknown timezone {input['tz']}")
+
+    api.script(
+        StreamBuilder()
+        .thinking(["Two lookups."], SIGNATURE)
+        .text("Checking.")
+        .tool_use("toolu_1", "get_weather", ['{"city"', ': "Paris"}'])
+        .tool_use("toolu_2", "get_time", ['{"tz": "Mars/', 'Olympus"}'])
+        .done("tool_use"),
+        StreamBuilder().text("Sunny; the time lookup failed.").done("end_turn"),
+    )
+    model = make_model(max_tokens=8000, thinking_budget=2048)
+    store = InMemorySessionStore()
+    agent = Agent(name="weather", instructions="You are terse.", tools=[get_weather, get_time])
+    runtime = Runtime(store=store, agents={"weather": agent}, model_for=lambda _agent: model)
+    session = runtime.session("weather", "s1")
+
+    result = await session.turn("Weather and time in Paris?", timeout=10)
+    await runtime.dispatcher.idle()
+
+    assert result.status == TurnStatus.COMPLETED, result.error
+    assert result.text == "Sunny; the time lookup failed."
+    transcript = store.transcript(session.ref)
+    assert [m.role for m in transcript] == [Role.USER, Role.ASSISTANT, Role.TOOL, Role.TOOL, Role.ASSISTANT]
+    first = transcript[1]
+    assert first.blocks == (
+        {"type": "thinking", "thinking": "Two lookups.", "signature": SIGNATURE},
+        {"type": "text", "text": "Checking."},
+        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
+        {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {"tz": "Mars/Olympus"}},
+    )
+    assert [c.id for c in first.tool_calls] == ["toolu_1", "toolu_2"]
+    weather, clock = transcript[2], transcript[3]
+    assert (weather.call_id, weather.result, weather.is_error) == ("toolu_1", {"city": "Paris", "sky": "sunny"}, False)
+    assert (clock.call_id, clock.is_error) == ("toolu_2", True)
+    assert clock.result == {"error": "LookupError: unknown timezone Mars/Olympus"}
+
+    assert len(api.requests) == 2
+    assert api.bodies[0]["system"] == "You are terse."
+    assert {t["name"] for t in api.bodies[0]["tools"]} == {"get_weather", "get_time"}
+    assert api.bodies[1]["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Weather and time in Paris?"}]},
+        {"role": "assistant", "content": list(first.blocks)},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"city": "Paris", "sky": "sunny"}'},
+            {"type": "tool_result", "tool_use_id": "toolu_2",
+             "content": '{"error": "LookupError: unknown timezone Mars/Olympus"}', "is_error": True},
+        ]},
+    ]
