@@ -372,14 +372,20 @@ class TurnLoop:
         answers = self.state.answers
         turn = self.turn
 
-        async def request_input(
-            *, id: str, prompt: str, schema: dict[str, Any] | None = None, answerers: dict[str, Any] | None = None
-        ) -> Any:
-            if tool is None or not tool.is_async:
+        if tool is None or not tool.is_async:
+            # a plain function, so the refusal is raised at the call: an async one would hand a
+            # sync tool an un-awaited (truthy) coroutine and it would carry on as if answered
+            def refuse(**_: Any) -> Any:
                 raise ToolDeclarationError(
                     f"tool {call.name!r}: request_input is only for async tools; a sync tool runs "
                     "inside an open transaction that cannot be left open"
                 )
+
+            return refuse
+
+        async def request_input(
+            *, id: str, prompt: str, schema: dict[str, Any] | None = None, answerers: dict[str, Any] | None = None
+        ) -> Any:
             if id in answers:
                 return answers[id]
             return_answerers = answerers if answerers is not None else default_answerers(turn)
