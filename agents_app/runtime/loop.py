@@ -20,7 +20,7 @@ from .agent import Agent
 from .errors import FatalToolError, StaleAttemptError, ToolDeclarationError, UnattestedSpeakerError
 from .messages import Message, Role, ToolCall, model_step_id, tool_step_id
 from .model import ABNORMAL_STOPS, ModelError, ModelReply, ModelRequest, ReasoningDelta, TextDelta
-from .position import NextKind, next_action
+from .position import NextKind, close_dangling_calls, next_action
 from .recovery import call_was_in_flight
 from .seams import (
     FINAL_STATUSES,
@@ -209,7 +209,7 @@ class TurnLoop:
         await self.store.journal(turn.turn_id, self.attempt_id, Phase.PROVIDER_STARTED, stream_key=stream_key)
         request = ModelRequest(
             system=self.policy.get("system", ""),
-            messages=tuple(self.transcript),
+            messages=tuple(close_dangling_calls(self.transcript)),
             tools=self.agent.specs_for(self.policy),
             stream_key=stream_key,
         )

@@ -57,3 +57,31 @@ def next_action(transcript: Sequence[Message], turn_id: str) -> Next:
     if owed:
         return Next(NextKind.TOOLS, index=last_assistant, calls=owed, opening=opening)
     return Next(NextKind.MODEL, index=len(transcript), opening=opening)
+
+
+#: what the model reads for a call of an earlier turn that ended (failed) before it ran
+NOT_RUN_RESULT = {"error": "not run: the turn ended before this call had a result"}
+
+
+def close_dangling_calls(transcript: Sequence[Message]) -> list[Message]:
+    """The transcript as sent to a model: a call with no tool message (its turn failed before
+    running it) gets a synthetic error result right after its batch, so the request stays valid.
+    Pure; the stored transcript is not changed."""
+    out: list[Message] = []
+    i = 0
+    while i < len(transcript):
+        message = transcript[i]
+        out.append(message)
+        i += 1
+        if message.role != Role.ASSISTANT or not message.tool_calls:
+            continue
+        answered = set()
+        while i < len(transcript) and transcript[i].role == Role.TOOL:
+            answered.add(transcript[i].call_id)
+            out.append(transcript[i])
+            i += 1
+        for call in message.tool_calls:
+            if call.id not in answered:
+                out.append(Message(Role.TOOL, turn_id=message.turn_id, call_id=call.id, name=call.name,
+                                   result=NOT_RUN_RESULT, is_error=True))
+    return out

@@ -95,8 +95,13 @@ async def wait_until(cond: Callable[[], bool | Awaitable[bool]], timeout: float 
 
 
 def assert_transcript_valid(messages: list[Any]) -> None:
-    """Every tool call of an assistant message has exactly one tool message after it."""
+    """Every tool call of an assistant message has exactly one tool message in the run of tool
+    messages right after it (call ids may repeat across turns)."""
     for i, m in enumerate(messages):
+        batch = []
+        for x in messages[i + 1:]:
+            if str(x.role) != "tool":
+                break
+            batch.append(x.call_id)
         for call in m.tool_calls:
-            answers = [x for x in messages[i + 1:] if str(x.role) == "tool" and x.call_id == call.id]
-            assert len(answers) == 1, f"call {call.id} at {i} has {len(answers)} tool messages"
+            assert batch.count(call.id) == 1, f"call {call.id} at {i} has {batch.count(call.id)} tool messages"

@@ -1,0 +1,84 @@
+"""Reading the transcript: where a turn stands, and the request a model is sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents_app.runtime import (
+    Agent,
+    FatalToolError,
+    Message,
+    NextKind,
+    Role,
+    ScriptedModel,
+    ToolCall,
+    TurnStatus,
+    next_action,
+    reply,
+    tool,
+)
+from agents_app.runtime.position import NOT_RUN_RESULT, close_dangling_calls
+
+from ._support import assert_transcript_valid, make_runtime
+
+
+def assistant(turn: str, *ids: str) -> Message:
+    return Message(Role.ASSISTANT, turn_id=turn, tool_calls=tuple(ToolCall(i, "t", {}) for i in ids))
+
+
+def result(turn: str, call_id: str) -> Message:
+    return Message(Role.TOOL, turn_id=turn, call_id=call_id, name="t", result="ok")
+
+
+def test_next_action_reads_the_turn_tail():
+    user = Message(Role.USER, "hi", turn_id="t1")
+    assert next_action([], "t1").kind == NextKind.OPEN
+    assert next_action([Message(Role.USER, "old", turn_id="t0")], "t1").kind == NextKind.OPEN
+    assert (next_action([user], "t1").kind, next_action([user], "t1").index) == (NextKind.MODEL, 1)
+    nxt = next_action([user, assistant("t1", "c0", "c1"), result("t1", "c0")], "t1")
+    assert (nxt.kind, nxt.index, [c.id for c in nxt.calls]) == (NextKind.TOOLS, 1, ["c1"])
+    nxt = next_action([user, assistant("t1", "c0"), result("t1", "c0")], "t1")
+    assert (nxt.kind, nxt.index) == (NextKind.MODEL, 3)
+    done = [user, Message(Role.ASSISTANT, "bye", turn_id="t1")]
+    assert (next_action(done, "t1").kind, next_action(done, "t1").index) == (NextKind.SETTLE, 1)
+
+
+def test_close_dangling_calls_leaves_a_valid_transcript_alone():
+    transcript = [Message(Role.USER, "a", turn_id="t0"), assistant("t0", "c0"), result("t0", "c0"),
+                  Message(Role.ASSISTANT, "done", turn_id="t0")]
+    assert close_dangling_calls(transcript) == transcript
+
+
+def test_close_dangling_calls_answers_only_the_calls_of_each_batch():
+    """Call ids repeat across turns (c0 every turn), so an answer from another batch counts not."""
+    transcript = [
+        Message(Role.USER, "one", turn_id="t0"), assistant("t0", "c0", "c1"), result("t0", "c0"),
+        Message(Role.USER, "two", turn_id="t1"), assistant("t1", "c0"), result("t1", "c0"),
+        Message(Role.ASSISTANT, "ok", turn_id="t1"),
+    ]
+    before = list(transcript)
+    out = close_dangling_calls(transcript)
+    assert transcript == before  # pure
+    assert_transcript_valid(out)
+    assert out[3] == Message(Role.TOOL, turn_id="t0", call_id="c1", name="t", result=NOT_RUN_RESULT, is_error=True)
+    assert out[:3] == transcript[:3] and out[4:] == transcript[3:]
+
+
+async def test_a_turn_failed_at_a_tool_leaves_the_next_request_valid():
+    """Regression: a turn failed by a FatalToolError left its tool call without a result, and
+    every later turn sent that dangling call to the model (the Anthropic API refuses it)."""
+
+    @tool("boom", "fails hard")
+    def boom(input: dict[str, Any], ctx: Any) -> Any:
+        raise FatalToolError("no")
+
+    model = ScriptedModel([reply("", ("boom", {}), ("boom", {})), reply("next")])
+    rt, store, sink = make_runtime(Agent("a", "instr", tools=[boom]), model)
+    s = rt.session("a", "s1")
+    assert (await s.turn("one", timeout=5)).status == TurnStatus.FAILED
+    assert (await s.turn("two", timeout=5)).status == TurnStatus.COMPLETED
+    sent = list(model.requests[-1].messages)
+    assert_transcript_valid(sent)
+    assert [(m.call_id, m.result, m.is_error) for m in sent if m.role == "tool"] == [
+        ("c0", NOT_RUN_RESULT, True), ("c1", NOT_RUN_RESULT, True)]
+    assert [m.role for m in store.transcript(s.ref)] == ["user", "assistant", "user", "assistant"]  # stored as is
