@@ -77,16 +77,19 @@ class Signals:
 class _RecordingTx:
     """Wraps the store's Tx to mirror appended messages into the loop's transcript."""
 
-    __slots__ = ("tx", "appended", "steps")
+    __slots__ = ("tx", "base", "appended", "steps")
 
-    def __init__(self, tx: Tx) -> None:
+    def __init__(self, tx: Tx, base: int) -> None:
         self.tx = tx
+        self.base = base
         self.appended: list[Message] = []
         self.steps: list[str] = []
 
     def append(self, message: Message) -> int:
+        index = self.base + len(self.appended)
+        self.tx.append(message, index)
         self.appended.append(message)
-        return self.tx.append(message)
+        return index
 
     def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
         self.steps.append(step_id)
@@ -123,7 +126,7 @@ class TurnLoop:
         recorder_box: list[_RecordingTx] = []
 
         def unit(tx: Tx) -> Any:
-            rec = _RecordingTx(tx)
+            rec = _RecordingTx(tx, len(self.transcript))
             recorder_box.append(rec)
             return work(rec)
 

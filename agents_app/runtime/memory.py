@@ -46,8 +46,6 @@ class _Session:
 class _Turn:
     record: TurnRecord
     order: int
-    lease_owner: str | None = None
-    lease_expires: float = 0.0
     steps: dict[str, Any] = field(default_factory=dict)
 
 
@@ -61,9 +59,12 @@ class _MemoryTx:
         self.events: list[ev.TurnEvent] = []
         self.changes: dict[str, Any] = {}
 
-    def append(self, message: Message) -> int:
+    def append(self, message: Message, index: int) -> None:
+        live = self.session.messages if self.turn.record.generation == self.session.generation else \
+            self.session.archive.get(self.turn.record.generation, [])
+        if index != len(live) + len(self.messages):
+            raise RuntimeError(f"transcript position {index} is taken or out of order")
         self.messages.append(message)
-        return len(self.session.messages) + len(self.messages) - 1
 
     def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
         self.steps[step_id] = {"index": index, "data": data}
@@ -170,27 +171,26 @@ class InMemorySessionStore:
         rec = turn.record
         if rec.status not in UNFINISHED:
             return None
-        if rec.status == TurnStatus.RUNNING and turn.lease_expires > now and turn.lease_owner is not None:
+        if rec.status == TurnStatus.RUNNING and rec.lease_expires is not None and rec.lease_expires > now:
             return None
         for other in self._session_turns(rec.session):
             if other.order < turn.order and other.record.status in UNFINISHED + (TurnStatus.SUSPENDED,):
                 return None
-        turn.lease_owner, turn.lease_expires = owner, now + lease_seconds
-        self._set(turn, status=TurnStatus.RUNNING, attempt_id=attempt_id, attempts=rec.attempts + 1)
+        self._set(turn, status=TurnStatus.RUNNING, attempt_id=attempt_id, attempts=rec.attempts + 1,
+                  lease_owner=owner, lease_expires=now + lease_seconds)
         return turn.record
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
         turn = self._turn(turn_id)
-        if turn.record.attempt_id != attempt_id:
+        if turn.record.attempt_id != attempt_id or turn.record.status != TurnStatus.RUNNING:
             raise StaleAttemptError(turn_id)
-        turn.lease_expires = now + lease_seconds
+        self._set(turn, lease_expires=now + lease_seconds)
         return turn.record.cancel_reason
 
     async def release(self, turn_id: str, *, attempt_id: str) -> None:
         turn = self._turn(turn_id)
         if turn.record.attempt_id == attempt_id and turn.record.status == TurnStatus.RUNNING:
-            turn.lease_owner, turn.lease_expires = None, 0.0
-            self._set(turn, status=TurnStatus.QUEUED)
+            self._set(turn, status=TurnStatus.QUEUED, lease_owner=None, lease_expires=None)
 
     async def load(self, turn_id: str) -> TurnState:
         turn = self._turn(turn_id)

@@ -159,8 +159,9 @@ class Commit:
 class Tx(Protocol):
     """The writer handed to a unit of work; everything it does commits together."""
 
-    def append(self, message: Message) -> int:
-        """Append to the live transcript; return the message's index."""
+    def append(self, message: Message, index: int) -> None:
+        """Append ``message`` at transcript position ``index`` (the engine knows it: a turn is
+        its session's only writer; the store's uniqueness on position catches a divergence)."""
 
     def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
         """Memoize a step as done (idempotent on step id)."""

@@ -1,0 +1,19 @@
+"""The demo ``ops`` agent (see README.md beside this file for what the demo model does)."""
+
+from __future__ import annotations
+
+OPERATORS_GROUP = "operators"
+
+# provider: None = anthropic when ANTHROPIC_API_KEY is set, else the offline demo model
+model = None
+model_config = {"model": "claude-sonnet-4-5", "max_tokens": 2048}
+
+
+def authorize_answer(*, policy, scope, by, principal):
+    """An ``operator`` grant goes to active staff members of the operators group."""
+    if policy != "operator" or principal is None:
+        return False
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=principal.get("user_id") if isinstance(principal, dict) else principal).first()
+    return bool(user and user.is_active and user.groups.filter(name=OPERATORS_GROUP).exists())

@@ -1,0 +1,31 @@
+from agents_app.runtime import tool
+
+
+@tool(
+    "issue_refund",
+    "Refund an order once an operator approves it.",
+    {
+        "type": "object",
+        "properties": {"order_id": {"type": "string", "minLength": 1}, "amount": {"type": "number", "exclusiveMinimum": 0}},
+        "required": ["order_id", "amount"],
+    },
+)
+async def issue_refund(input, ctx):
+    approved = await ctx.request_input(
+        id="approve-refund",  # stable within the turn: it keys the answer
+        prompt=f"Approve a ${input['amount']:.2f} refund on order {input['order_id']}?",
+        schema={"type": "boolean"},
+        answerers={"policy": "operator", "scope": "refunds"},
+    )
+    if approved is not True:
+        return {"refunded": False}
+    # the side effect goes after the answer; the idempotency key dedupes a retried call
+    from asgiref.sync import sync_to_async
+
+    from agents_app.models import Refund
+
+    refund, _ = await sync_to_async(Refund.objects.get_or_create)(
+        idempotency_key=ctx.idempotency_key,
+        defaults={"order_ref": input["order_id"], "amount": input["amount"]},
+    )
+    return {"refunded": True, "refund_id": refund.pk, "amount": float(refund.amount)}

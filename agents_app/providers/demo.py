@@ -1,0 +1,95 @@
+"""The demo model: offline and deterministic, so the embedded default works with no API key.
+
+Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user message:
+
+- ``order <item>``               → calls ``create_order`` (sync tool: writes an Order row)
+- ``stock <item>``               → calls ``lookup_stock`` (async, read-only)
+- ``flaky``                      → calls ``flaky`` (raises: shows an error result)
+- ``refund order <id> <amount>`` → calls ``issue_refund`` (parks for an operator's approval)
+- ``wait <seconds>``             → calls ``wait`` (async, sleeps; try cancel/replace on it)
+- ``essay``                      → streams a long answer slowly (try cancel mid-stream)
+- ``summary``                    → a daily summary (what the ops schedule seeds)
+- anything else                  → answers in prose, echoing the message
+
+After tool results it answers in prose, describing each result. Text streams in small deltas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any, AsyncIterator
+
+from agents_app.runtime.messages import Message, Role, ToolCall
+from agents_app.runtime.model import ModelChunk, ModelReply, ModelRequest, StopReason, TextDelta
+
+ESSAY = (
+    "Durable execution means a turn is a process, not a request. Every step commits as it "
+    "finishes: the model's reply with the assistant message, each tool's result with its tool "
+    "message. If a worker dies, another one reads the journal and carries on where the database "
+    "says the turn stopped, without running a finished step again. A person can answer an "
+    "approval days later; a cancel is a row, so it survives a crash too. "
+)
+
+
+def _rules(text: str) -> tuple[str, dict[str, Any]] | None:
+    lowered = text.lower()
+    if m := re.search(r"refund order\s+(\S+)\s+\$?(\d+(?:\.\d+)?)", lowered):
+        return "issue_refund", {"order_id": m.group(1), "amount": float(m.group(2))}
+    if m := re.search(r"\border\s+(.+)", text, re.IGNORECASE):
+        return "create_order", {"item": m.group(1).strip()[:200]}
+    if m := re.search(r"\bstock\s+(.+)", text, re.IGNORECASE):
+        return "lookup_stock", {"item": m.group(1).strip()[:200]}
+    if "flaky" in lowered:
+        return "flaky", {}
+    if m := re.search(r"\bwait\s+(\d+(?:\.\d+)?)", lowered):
+        return "wait", {"seconds": float(m.group(1))}
+    return None
+
+
+def _describe(result: Any) -> str:
+    return json.dumps(result, sort_keys=True) if not isinstance(result, str) else result
+
+
+class DemoModel:
+    def __init__(self, *, delay: float = 0.01, chunk: int = 6, essay_delay: float = 0.15) -> None:
+        self.delay = delay
+        self.chunk = chunk
+        self.essay_delay = essay_delay
+
+    def _decide(self, request: ModelRequest) -> tuple[str, tuple[ToolCall, ...], float]:
+        transcript = request.messages
+        last = transcript[-1] if transcript else Message(Role.USER)
+        index = len(transcript)
+        available = {t.name for t in request.tools}
+        if last.role == Role.TOOL:
+            results = []
+            for m in reversed(transcript):
+                if m.role != Role.TOOL:
+                    break
+                results.append(f"{m.name} → {_describe(m.result)}" + (" (error)" if m.is_error else ""))
+            return "Done. " + "; ".join(reversed(results)), (), self.delay
+        text = last.text
+        if "essay" in text.lower():
+            return ESSAY * 3, (), self.essay_delay
+        if "summary" in text.lower():
+            return "Daily summary: all systems nominal; no open incidents.", (), self.delay
+        rule = _rules(text)
+        if rule and rule[0] in available:
+            name, args = rule
+            return f"Calling {name}.", (ToolCall(id=f"call_{index}_0", name=name, input=args),), self.delay
+        return f"You said: {text}", (), self.delay
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        text, calls, delay = self._decide(request)
+        for i in range(0, len(text), self.chunk):
+            if delay:
+                await asyncio.sleep(delay)
+            yield TextDelta(text[i : i + self.chunk])
+        yield ModelReply(
+            text=text,
+            tool_calls=calls,
+            stop_reason=StopReason.TOOL_USE if calls else StopReason.END_TURN,
+            usage={"input_tokens": sum(len(m.text) for m in request.messages) // 4, "output_tokens": len(text) // 4},
+        )

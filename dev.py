@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""The two set-up commands of the README (stdlib only: runs on a fresh Python 3.11).
+
+    python3 dev.py run    install, migrate, create the demo data and login, and start daphne
+                          and a django-q2 cluster on http://127.0.0.1:8000 (Ctrl-C stops both)
+    python3 dev.py test   install (with the test tools and Debian's Chromium) and run the suite
+                          (extra arguments go to pytest; DATABASE_URL / REDIS_URL pick the backends)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PY = VENV / "bin" / "python"
+
+
+def sh(*cmd: str | Path, env: dict[str, str] | None = None, check: bool = True) -> int:
+    return subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, check=check).returncode
+
+
+def ensure_venv(extras: str) -> None:
+    """Create .venv and install the project; re-install only when pyproject.toml changes."""
+    if not PY.exists():
+        print("· creating .venv", flush=True)
+        sh(sys.executable, "-m", "venv", VENV)
+        sh(PY, "-m", "pip", "install", "-q", "--upgrade", "pip")
+    digest = hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    stamp = VENV / f".installed-{extras or 'base'}"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    print(f"· installing dependencies ({extras or 'base'})", flush=True)
+    target = f".[{extras}]" if extras else "."
+    sh(PY, "-m", "pip", "install", "-q", "-e", target)
+    stamp.write_text(digest)
+
+
+def ensure_chromium() -> None:
+    """Browser tests drive Debian's Chromium (test tools cannot download browsers here)."""
+    if shutil.which("chromium") or Path("/usr/bin/chromium").exists():
+        return
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        sys.exit("Chromium is missing: install Debian's `chromium` package (apt-get install chromium)")
+    print("· installing Chromium (apt-get)", flush=True)
+    sh("apt-get", "update", "-qq", check=False)
+    sh("apt-get", "install", "-y", "-qq", "chromium")
+
+
+def run() -> None:
+    ensure_venv("")
+    env = {**os.environ, "JUNE_EMBEDDED": "1", "DJANGO_SETTINGS_MODULE": "june_project.settings"}
+    for key in ("DATABASE_URL", "REDIS_URL"):
+        env.pop(key, None)  # the embedded default: SQLite, no external server
+    env.setdefault("DEBUG", "1")
+    manage = [PY, "manage.py"]
+    sh(*manage, "migrate", "-v0", env=env)
+    sh(*manage, "collectstatic", "--noinput", "-v0", env=env)
+    sh(*manage, "june_demo", env=env)
+    host, port = env.get("JUNE_HOST", "127.0.0.1"), env.get("JUNE_PORT", "8000")
+    procs = [
+        subprocess.Popen([str(PY), "-m", "daphne", "-b", host, "-p", port, "june_project.asgi:application"],
+                         cwd=ROOT, env=env),
+        subprocess.Popen([str(PY), "manage.py", "qcluster"], cwd=ROOT, env=env),
+    ]
+    print(f"\nJune is running on http://{host}:{port}/  (Ctrl-C stops it)\n", flush=True)
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+        deadline = time.time() + 10
+        for p in procs:
+            try:
+                p.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test(args: list[str]) -> None:
+    ensure_venv("test")
+    ensure_chromium()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "june_project.settings", "DJANGO_ALLOW_ASYNC_UNSAFE": "true"}
+    sys.exit(sh(PY, "-m", "pytest", *args, env=env, check=False))
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] not in ("run", "test"):
+        sys.exit(__doc__)
+    if sys.argv[1] == "run":
+        run()
+    else:
+        test(sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()

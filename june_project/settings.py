@@ -1,0 +1,181 @@
+"""Settings, entirely from the environment (12-factor).
+
+Embedded default (no variables set): SQLite in WAL mode under ./var, django-q2's ORM broker, a
+channel layer that needs no server, the demo agent. Production: DATABASE_URL (PostgreSQL),
+REDIS_URL (channel layer), SECRET_KEY, DEBUG=0, ALLOWED_HOSTS.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("JUNE_VAR_DIR", BASE_DIR / "var"))
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def env_list(name: str, default: str) -> list[str]:
+    return [v.strip() for v in os.environ.get(name, default).split(",") if v.strip()]
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+if not SECRET_KEY:
+    if not env_bool("JUNE_EMBEDDED", False) and not DEBUG and "pytest" not in sys.modules:
+        raise ImproperlyConfigured("SECRET_KEY must be set (or run the embedded default: python dev.py run)")
+    SECRET_KEY = "june-embedded-insecure-key-do-not-use-in-production"
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_q",
+    "agents_app",
+    "sessions_app",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "june_project.urls"
+WSGI_APPLICATION = "june_project.wsgi.application"
+ASGI_APPLICATION = "june_project.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# -- database -------------------------------------------------------------------------------
+DATABASE_URL = os.environ.get("DATABASE_URL", "")
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": str(VAR_DIR / "june.sqlite3")}}
+
+_db = DATABASES["default"]
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # concurrent writers (daphne + q2 workers): WAL, immediate transactions, a busy timeout
+    _db.setdefault("OPTIONS", {}).update(
+        {
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+    _db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test_june.sqlite3")
+elif _db["ENGINE"] in ("django.db.backends.postgresql",):
+    if env_bool("DATABASE_POOL", False):
+        _db["CONN_MAX_AGE"] = 0
+        _db.setdefault("OPTIONS", {})["pool"] = True
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# -- channels -------------------------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+        }
+    }
+else:
+    # no server: events reach browsers through the event log (see sessions_app.sink)
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# -- django-q2 (see README "Workers") ------------------------------------------------------
+# ORM broker: at-least-once (a task whose worker died is taken again after ``retry``).
+# timeout < retry so a running task is never handed out twice; bounded attempts.
+Q_CLUSTER = {
+    "name": os.environ.get("JUNE_Q_NAME", "june"),
+    "orm": "default",
+    "workers": int(os.environ.get("JUNE_Q_WORKERS", "2")),
+    "timeout": int(os.environ.get("JUNE_Q_TIMEOUT", "1800")),
+    "retry": int(os.environ.get("JUNE_Q_RETRY", "1860")),
+    "max_attempts": int(os.environ.get("JUNE_Q_MAX_ATTEMPTS", "3")),
+    "ack_failures": True,
+    "poll": float(os.environ.get("JUNE_Q_POLL", "0.05")),
+    "catch_up": False,
+    "save_limit": 1000,
+    "label": "Django Q2",
+    "sync": env_bool("JUNE_Q_SYNC", False),
+}
+
+# -- June -------------------------------------------------------------------------------------
+JUNE_AGENT_DIRS = env_list("JUNE_AGENT_DIRS", "")
+JUNE_LEASE_SECONDS = float(os.environ.get("JUNE_LEASE_SECONDS", "10"))
+JUNE_MAX_ATTEMPTS = int(os.environ.get("JUNE_MAX_ATTEMPTS", "5"))
+JUNE_EMBEDDED = env_bool("JUNE_EMBEDDED", False)
+JUNE_MAX_TEXT_CHARS = int(os.environ.get("JUNE_MAX_TEXT_CHARS", "32000"))
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = os.environ.get("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+}
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+}

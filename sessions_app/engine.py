@@ -1,0 +1,72 @@
+"""The site's engine: the runtime wired to the Django store, the event sink and django-q2.
+
+One Runtime per process (``runtime()``); agents are discovered once from their folders.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+from django.conf import settings
+
+from agents_app.loader import discover
+from agents_app.providers import model_for
+from agents_app.runtime import Agent, Runtime
+from agents_app.runtime.executor import TurnExecutor
+from agents_app.runtime.session import FanoutSink
+
+from .store import DjangoSessionStore
+
+
+@functools.cache
+def agents() -> dict[str, Agent]:
+    return discover(settings.JUNE_AGENT_DIRS)
+
+
+def agent(name: str) -> Agent:
+    from agents_app.runtime.errors import NotFound
+
+    try:
+        return agents()[name]
+    except KeyError:
+        raise NotFound(f"no agent named {name!r}") from None
+
+
+def store() -> DjangoSessionStore:
+    return DjangoSessionStore()
+
+
+def sink() -> Any:
+    """The site's EventSink: the Channels layer (imported lazily: workers need no consumer)."""
+    from .sink import ChannelsEventSink
+
+    return ChannelsEventSink()
+
+
+def executor(*, extra_sinks: tuple[Any, ...] = ()) -> TurnExecutor:
+    return TurnExecutor(
+        store=store(),
+        sink=FanoutSink(sink(), *extra_sinks),
+        agent_for=agent,
+        model_for=model_for,
+        clock=time.time,
+        lease_seconds=settings.JUNE_LEASE_SECONDS,
+        max_attempts=settings.JUNE_MAX_ATTEMPTS,
+    )
+
+
+def runtime(*, dispatcher: Any = None, extra_sinks: tuple[Any, ...] = ()) -> Runtime:
+    """A Runtime over the Django store; turns go to django-q2 unless a dispatcher is given."""
+    from .tasks import Q2Dispatcher
+
+    return Runtime(
+        store=store(),
+        agents=agents(),
+        model_for=model_for,
+        sink=FanoutSink(sink(), *extra_sinks),
+        dispatcher=dispatcher or Q2Dispatcher(),
+        lease_seconds=settings.JUNE_LEASE_SECONDS,
+        max_attempts=settings.JUNE_MAX_ATTEMPTS,
+    )

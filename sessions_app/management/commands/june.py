@@ -1,0 +1,93 @@
+"""``python manage.py june chat <agent> <session> "<text>" [--json]`` runs one turn in this
+process and prints its events as they happen; ``june token <username>`` prints an API token."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from agents_app.runtime import JuneError, LocalDispatcher, TurnInput
+from agents_app.runtime.events import TurnEvent
+
+
+class Command(BaseCommand):
+    help = "June: chat with an agent from the terminal, or print an API token"
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        chat = sub.add_parser("chat", help="run one turn and print its events")
+        chat.add_argument("agent")
+        chat.add_argument("session")
+        chat.add_argument("text")
+        chat.add_argument("--json", action="store_true", help="one JSON object per event per line")
+        chat.add_argument("--replace", action="store_true", help="cancel unfinished turns of the session first")
+        token = sub.add_parser("token", help="create an API token for a user and print it")
+        token.add_argument("username")
+        token.add_argument("--name", default="cli")
+
+    def handle(self, *args, **opts):
+        if opts["action"] == "token":
+            return self.token(opts["username"], opts["name"])
+        return self.chat(opts)
+
+    def token(self, username: str, name: str) -> None:
+        from sessions_app.models import ApiToken
+
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"no user named {username!r}")
+        _, raw = ApiToken.issue(user, name=name)
+        self.stdout.write(raw)
+
+    def chat(self, opts) -> None:
+        from sessions_app import engine
+
+        if len(opts["text"]) > 32_000:
+            raise CommandError("text is longer than 32,000 characters")
+        try:
+            engine.agent(opts["agent"])
+        except JuneError as exc:
+            raise CommandError(str(exc)) from None
+        as_json = opts["json"]
+        out = self.stdout
+
+        def show(event: TurnEvent) -> None:
+            if as_json:
+                out.write(json.dumps(event.to_json()))
+                return
+            t = event.type
+            data = event.to_json()
+            if t == "message.delta":
+                out.write(data["text"], ending="")
+                out.flush()
+            elif t == "message.completed":
+                out.write("")
+            elif t == "action.requested":
+                out.write(f"→ {data['call']['name']}({json.dumps(data['call']['input'])})")
+            elif t == "action.completed":
+                out.write(f"← {data['name']}: " + (f"error: {data['error']}" if data["error"] else json.dumps(data["result"])))
+            elif t == "input.requested":
+                out.write(f"? waiting for input: {data['request'].get('prompt')}")
+            elif t in ("turn.completed", "turn.failed", "turn.cancelled"):
+                detail = data.get("error") or data.get("reason") or ""
+                out.write(f"[{t}] {detail}".rstrip())
+
+        async def run() -> str:
+            rt = engine.runtime(dispatcher=LocalDispatcher())
+            session = rt.session(opts["agent"], opts["session"])
+            session.observe(show)
+            turn_id = await session.start(TurnInput(text=opts["text"], source="cli"), replace=opts["replace"])
+            result = await session.result(turn_id)
+            await rt.dispatcher.idle()
+            return str(result.status)
+
+        try:
+            status = asyncio.run(run())
+        except JuneError as exc:
+            raise CommandError(str(exc)) from None
+        if status == "failed":
+            sys.exit(1)

@@ -1,0 +1,194 @@
+"""Where a turn lives: sessions, turns (submission + lease + journal), the message log, the
+steps memo, the durable event log, answers and resets.
+
+Archiving is by generation: a reset bumps ``Session.generation`` and every live read filters
+on it, so the archive is the rows of earlier generations and a reset costs O(1) however large
+the archive grows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+
+from django.conf import settings
+from django.db import models
+
+from agents_app.runtime.seams import SessionStatus as RtSessionStatus
+from agents_app.runtime.seams import TurnStatus as RtTurnStatus
+
+
+class SessionStatus(models.TextChoices):
+    NEW = RtSessionStatus.NEW.value, "new"
+    IDLE = RtSessionStatus.IDLE.value, "idle"
+    RUNNING = RtSessionStatus.RUNNING.value, "running"
+    SUSPENDED = RtSessionStatus.SUSPENDED.value, "suspended"
+
+
+class TurnStatus(models.TextChoices):
+    QUEUED = RtTurnStatus.QUEUED.value, "queued"
+    RUNNING = RtTurnStatus.RUNNING.value, "running"
+    SUSPENDED = RtTurnStatus.SUSPENDED.value, "suspended"
+    COMPLETED = RtTurnStatus.COMPLETED.value, "completed"
+    FAILED = RtTurnStatus.FAILED.value, "failed"
+    CANCELLED = RtTurnStatus.CANCELLED.value, "cancelled"
+
+
+class Session(models.Model):
+    agent = models.CharField(max_length=64)
+    key = models.CharField(max_length=200)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                              related_name="agent_sessions")
+    title = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.NEW)
+    generation = models.IntegerField(default=0)
+    #: last event sequence number handed out (per session, across generations)
+    event_seq = models.BigIntegerField(default=0)
+    #: turns started so far: a turn's ``order`` in its session's chain
+    turn_seq = models.BigIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "key"], name="session_agent_key")]
+        indexes = [models.Index(fields=["owner", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.agent}/{self.key}"
+
+
+class Turn(models.Model):
+    id = models.CharField(max_length=32, primary_key=True)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    #: position in the session's turn chain (turns of a session run one at a time, in order)
+    order = models.BigIntegerField(default=0)
+    generation = models.IntegerField(default=0)
+    status = models.CharField(max_length=16, choices=TurnStatus.choices, default=TurnStatus.QUEUED)
+    kind = models.CharField(max_length=16, default="inbound")
+    source = models.CharField(max_length=32, blank=True, default="")
+    input = models.JSONField(default=dict)
+    policy = models.JSONField(null=True, blank=True)
+    cancel_reason = models.CharField(max_length=16, null=True, blank=True)
+    # lease: who drives it and until when (epoch seconds, from the injected clock)
+    lease_owner = models.CharField(max_length=200, null=True, blank=True)
+    lease_expires_at = models.FloatField(null=True, blank=True)
+    attempt_id = models.CharField(max_length=32, null=True, blank=True)
+    revision = models.IntegerField(default=0)
+    attempts = models.IntegerField(default=0)
+    retry_budget = models.IntegerField(default=5)
+    # the journal (seed 003)
+    phase = models.CharField(max_length=32, null=True, blank=True)
+    journal = models.JSONField(default=dict, blank=True)
+    pending = models.JSONField(null=True, blank=True)
+    text = models.TextField(blank=True, default="")
+    error = models.JSONField(null=True, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["session", "order"]
+        indexes = [
+            models.Index(fields=["session", "status", "order"]),
+            models.Index(fields=["status", "lease_expires_at"]),
+        ]
+
+    def __str__(self) -> str:
+        return f"turn {self.id} ({self.status})"
+
+
+class Message(models.Model):
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    generation = models.IntegerField(default=0)
+    index = models.IntegerField()
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
+                             related_name="messages")
+    role = models.CharField(max_length=16)
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "generation", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["session", "generation", "index"], name="message_position"),
+        ]
+
+
+class Step(models.Model):
+    """The steps memo: ``model:<n>``, ``tool:<n>:<call_id>`` point at the message holding the
+    result (no copy); ``input:<turn>:<id>`` holds a human answer in ``data``."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps")
+    key = models.CharField(max_length=300)
+    message_index = models.IntegerField(null=True, blank=True)
+    data = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["turn", "key"], name="step_key")]
+
+
+class Event(models.Model):
+    """The durable event log: every event but deltas, numbered per session."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    generation = models.IntegerField(default=0)
+    seq = models.BigIntegerField()
+    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
+                             related_name="events")
+    type = models.CharField(max_length=40)
+    data = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["session", "seq"]
+        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_seq")]
+        indexes = [models.Index(fields=["session", "generation", "seq"])]
+
+
+class Answer(models.Model):
+    """Every answer to a parked request: who, when, what, from where."""
+
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="answers")
+    input_id = models.CharField(max_length=200)
+    answer = models.JSONField(null=True)
+    by = models.CharField(max_length=200, null=True, blank=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    via = models.CharField(max_length=32, default="api")
+    remote_addr = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class SessionReset(models.Model):
+    """A reset: which generation was archived, by whom, when."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="resets")
+    generation = models.IntegerField()
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    @property
+    def archived_session(self) -> str:
+        return f"{self.session.key}#g{self.generation}"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the HTTP API; only its hash is stored."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, blank=True)
+    prefix = models.CharField(max_length=12, db_index=True)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    @staticmethod
+    def hash(raw: str) -> str:
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+    @classmethod
+    def issue(cls, user, name: str = "") -> tuple["ApiToken", str]:
+        raw = "june_" + secrets.token_urlsafe(32)
+        return cls.objects.create(user=user, name=name, prefix=raw[:12], key_hash=cls.hash(raw)), raw

@@ -1,0 +1,56 @@
+"""Shared fixtures. The backends come from the environment (DATABASE_URL, REDIS_URL), and
+JUNE_REQUIRE_POSTGRES / JUNE_REQUIRE_REDIS make a run fail, not skip, when one is missing."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_report_header(config):
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    layer = settings.CHANNEL_LAYERS["default"]["BACKEND"].rsplit(".", 1)[-1]
+    return f"june: database={db} channel_layer={layer}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _required_backends():
+    """CI runs the suite once on SQLite and once on PostgreSQL + Redis: never silently on less."""
+    from django.conf import settings
+
+    if os.environ.get("JUNE_REQUIRE_POSTGRES") == "1":
+        assert settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql", "PostgreSQL required"
+    if os.environ.get("JUNE_REQUIRE_REDIS") == "1":
+        assert "redis" in settings.CHANNEL_LAYERS["default"]["BACKEND"].lower(), "Redis channel layer required"
+    yield
+
+
+def is_postgres() -> bool:
+    from django.conf import settings
+
+    return settings.DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql"
+
+
+@pytest.fixture(autouse=True)
+def _close_thread_connections(request):
+    """The Django store runs on sync_to_async's worker thread, which keeps its own connection:
+    close it after each database test so the test database can be flushed and dropped."""
+    yield
+    marker = request.node.get_closest_marker("django_db")
+    if marker is None and "transactional_db" not in request.fixturenames:
+        return
+    import asyncio
+
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    async def close() -> None:
+        await sync_to_async(connections.close_all)()
+
+    try:
+        asyncio.run(close())
+    except RuntimeError:  # called inside a running loop: nothing of ours to close there
+        pass
