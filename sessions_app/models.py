@@ -192,3 +192,21 @@ class ApiToken(models.Model):
     def issue(cls, user, name: str = "") -> tuple["ApiToken", str]:
         raw = "june_" + secrets.token_urlsafe(32)
         return cls.objects.create(user=user, name=name, prefix=raw[:12], key_hash=cls.hash(raw)), raw
+
+
+class ApprovalRequest(Turn):
+    """A parked turn, as the admin approval inbox lists it."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "approval request"
+        verbose_name_plural = "approval inbox"
+
+
+class ArchivedSession(Session):
+    """A session with its archived generations, as staff browse it in the admin."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "session archive"
+        verbose_name_plural = "session archives"

@@ -249,6 +249,13 @@ class DjangoSessionStore:
 
     def create_turn_sync(self, session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
                          policy: dict[str, Any] | None = None, created_by: Any = None) -> TurnRecord:
+        return self.create_turn_logged(session, input, turn_id=turn_id, replace=replace, policy=policy,
+                                       created_by=created_by)[0]
+
+    def create_turn_logged(self, session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
+                           policy: dict[str, Any] | None = None,
+                           created_by: Any = None) -> tuple[TurnRecord, list[LoggedEvent]]:
+        """Create the queued turn; also returns the events it logged (turns it replaced)."""
         with transaction.atomic():
             s = self.session_row(session, owner=created_by)
             # lock the session row so concurrent starts and replaces serialize
@@ -266,9 +273,9 @@ class DjangoSessionStore:
                 source=input.source or "", input=input.to_json(), policy=policy, created_by=created_by,
                 retry_budget=0,
             )
-            self._log_txn(s.pk, events, turn_id=None)
+            logged = self._log_txn(s.pk, events, turn_id=None)
             self._session_status_txn(s.pk)
-            return record_of(turn, s)
+            return record_of(turn, s), logged
 
     def _cancel_unfinished_txn(self, s: m.Session, reason: str, *, parked_too: bool = False) -> list[ev.TurnEvent]:
         """Queued (and, for reset, parked) turns are cancelled now; running ones get the request."""
@@ -375,13 +382,13 @@ class DjangoSessionStore:
             s = self.session_row(session)
             s = m.Session.objects.select_for_update().get(pk=s.pk)
             cancelled = self._cancel_unfinished_txn(s, CancelReason.RESET, parked_too=True)
-            self._log_txn(s.pk, cancelled, turn_id=None)
+            logged = self._log_txn(s.pk, cancelled, turn_id=None)
             previous = f"{s.key}#g{s.generation}"
             m.SessionReset.objects.create(session=s, generation=s.generation, by=by)
             m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW)
             generation = s.generation + 1
-            logged = self._log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
-                                   turn_id=None)
+            logged += self._log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
+                                    turn_id=None)
             return previous, generation, logged
 
     # -- reads --------------------------------------------------------------------------------------

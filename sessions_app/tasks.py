@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from django.db import transaction
+from asgiref.sync import sync_to_async
+from django.db import connections, transaction
 from django_q.tasks import async_task
 
 from agents_app.runtime.seams import SessionRef
@@ -35,14 +36,16 @@ def run_turn(turn_id: str) -> str | None:
 
     async def drive() -> str | None:
         executor = engine.executor()
-        status = await executor.drive(turn_id)
-        if status is not None:
-            rec = await executor.store.get_turn(turn_id)
-            nxt = await executor.store.next_queued(rec.session)
-            if nxt:
-                from asgiref.sync import sync_to_async
-
-                await sync_to_async(enqueue_turn)(nxt)
+        try:
+            status = await executor.drive(turn_id)
+            if status is not None:
+                rec = await executor.store.get_turn(turn_id)
+                nxt = await executor.store.next_queued(rec.session)
+                if nxt:
+                    await sync_to_async(enqueue_turn)(nxt)
+        finally:
+            # the store's thread keeps its own connection: do not leak it past the task
+            await sync_to_async(connections.close_all)()
         return str(status) if status else None
 
     return asyncio.run(drive())

@@ -49,24 +49,54 @@ def check_answerer(request: dict[str, Any], *, by: str | None, granted: Grant | 
     raise ResumeAuthorizationError("unknown answerers rule")
 
 
+def _policy_of(pending: dict[str, Any]) -> dict[str, Any] | None:
+    answerers = (pending.get("request") or {}).get("answerers") or {}
+    return answerers if "policy" in answerers else None
+
+
+def _ask(authorize_answer: Any, answerers: dict[str, Any], resume: dict[str, Any]) -> Any:
+    try:
+        return authorize_answer(
+            policy=answerers["policy"], scope=answerers.get("scope"),
+            by=resume.get("by"), principal=resume.get("principal"),
+        )
+    except Exception as exc:
+        raise AuthorizeAnswerError(f"authorize_answer failed: {type(exc).__name__}: {exc}") from exc
+
+
 async def grant_answer(pending: dict[str, Any], resume: dict[str, Any], authorize_answer: Any) -> Grant | None:
     """Ask the agent's ``authorize_answer(policy, scope, by, principal)`` for a grant.
 
     Returns the grant, or None when the request has no policy answerer or the hook says no.
     A hook that raises is an AuthorizeAnswerError (500): nothing is applied, retry is safe.
     """
-    answerers = (pending.get("request") or {}).get("answerers") or {}
-    if "policy" not in answerers or authorize_answer is None:
+    answerers = _policy_of(pending)
+    if answerers is None or authorize_answer is None:
         return None
-    try:
-        ok = authorize_answer(
-            policy=answerers["policy"], scope=answerers.get("scope"),
-            by=resume.get("by"), principal=resume.get("principal"),
-        )
-        if inspect.isawaitable(ok):
+    ok = _ask(authorize_answer, answerers, resume)
+    if inspect.isawaitable(ok):
+        try:
             ok = await ok
-    except Exception as exc:
-        raise AuthorizeAnswerError(f"authorize_answer failed: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            raise AuthorizeAnswerError(f"authorize_answer failed: {type(exc).__name__}: {exc}") from exc
+    return Grant(answerers["policy"], answerers.get("scope")) if ok is True else None
+
+
+def grant_answer_sync(pending: dict[str, Any], resume: dict[str, Any], authorize_answer: Any,
+                      run_awaitable: Any = None) -> Grant | None:
+    """``grant_answer`` for synchronous hosts (a hook reading the database on this thread).
+    An async hook needs ``run_awaitable`` (e.g. asgiref's ``async_to_sync`` runner)."""
+    answerers = _policy_of(pending)
+    if answerers is None or authorize_answer is None:
+        return None
+    ok = _ask(authorize_answer, answerers, resume)
+    if inspect.isawaitable(ok):
+        if run_awaitable is None:
+            raise AuthorizeAnswerError("authorize_answer is async; this host runs it synchronously")
+        try:
+            ok = run_awaitable(ok)
+        except Exception as exc:
+            raise AuthorizeAnswerError(f"authorize_answer failed: {type(exc).__name__}: {exc}") from exc
     return Grant(answerers["policy"], answerers.get("scope")) if ok is True else None
 
 

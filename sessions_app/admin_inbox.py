@@ -1,0 +1,1 @@
+"""The approval inbox (parked inputs an operator may answer)."""
