@@ -6,5 +6,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("api/", include("sessions_app.api_urls")),
+    path("api/", include("sessions_app.webhook_urls")),
     path("", include("sessions_app.urls")),
 ]

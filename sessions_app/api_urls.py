@@ -1,0 +1,3 @@
+"""HTTP API routes (owned by the HTTP API work)."""
+
+urlpatterns: list = []

@@ -1,0 +1,3 @@
+"""Inbound webhook routes (owned by the channels/schedules work)."""
+
+urlpatterns: list = []
