@@ -20,7 +20,7 @@ from .agent import Agent
 from .errors import FatalToolError, StaleAttemptError, ToolDeclarationError, UnattestedSpeakerError
 from .messages import Message, Role, ToolCall, model_step_id, tool_step_id
 from .model import ABNORMAL_STOPS, ModelError, ModelReply, ModelRequest, ReasoningDelta, TextDelta
-from .position import NextKind, close_dangling_calls, next_action
+from .position import NextKind, close_dangling_calls, next_action, turn_tail_start
 from .recovery import call_was_in_flight
 from .seams import (
     FINAL_STATUSES,
@@ -119,6 +119,7 @@ class TurnLoop:
         self.sink = sink
         self.model = model
         self.signals = signals or Signals()
+        self._history: tuple[int, tuple[Message, ...]] | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -212,7 +213,7 @@ class TurnLoop:
         await self.store.journal(turn.turn_id, self.attempt_id, Phase.PROVIDER_STARTED, stream_key=stream_key)
         request = ModelRequest(
             system=self.policy.get("system", ""),
-            messages=tuple(close_dangling_calls(self.transcript)),
+            messages=self._request_messages(),
             tools=self.agent.specs_for(self.policy),
             stream_key=stream_key,
         )
@@ -269,10 +270,19 @@ class TurnLoop:
         await self._commit(work)
         return TurnStatus.COMPLETED if not message.tool_calls else None
 
+    def _request_messages(self) -> tuple[Message, ...]:
+        """The transcript as the model sees it. Earlier turns are repaired once per attempt
+        (not per step), so a step costs the same at 10 or 10,000 messages of history."""
+        start = turn_tail_start(self.transcript, self.turn.turn_id)
+        if self._history is None or self._history[0] != start:
+            self._history = (start, tuple(close_dangling_calls(self.transcript[:start])))
+        return self._history[1] + tuple(close_dangling_calls(self.transcript[start:]))
+
     def _usage_with(self, extra: dict[str, int]) -> dict[str, int]:
         total: dict[str, int] = {}
-        for m in self.transcript:
-            if m.turn_id == self.turn.turn_id and m.role == Role.ASSISTANT:
+        tail = self.transcript[turn_tail_start(self.transcript, self.turn.turn_id):]
+        for m in tail:
+            if m.role == Role.ASSISTANT:
                 for k, v in m.usage.items():
                     total[k] = total.get(k, 0) + int(v)
         for k, v in extra.items():
