@@ -119,31 +119,51 @@ if REDIS_URL:
         }
     }
 else:
-    # no server: events reach browsers through the event log (see sessions_app.sink)
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # no server: daphne and the q2 workers talk over unix sockets in VAR_DIR (sessions_app.layers)
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "sessions_app.layers.UnixSocketChannelLayer",
+            "CONFIG": {"path": str(VAR_DIR / "channels"), "capacity": 1000, "expiry": 30},
+        }
+    }
 
-# -- django-q2 (see README "Workers") ------------------------------------------------------
-# ORM broker: at-least-once (a task whose worker died is taken again after ``retry``).
-# timeout < retry so a running task is never handed out twice; bounded attempts.
+# -- django-q2 (docs/workers.md) ---------------------------------------------------------------
+# ORM broker: at-least-once (a task whose worker died is taken again after ``retry``; the lease
+# sweeper below re-enqueues the turn much sooner). timeout < retry so a running task is never
+# handed out twice; max_attempts bounds a task that keeps failing; poll is how long an idle
+# cluster sleeps between looks at the queue (a queued turn starts within ~poll).
+_q_workers = int(os.environ.get("JUNE_Q_WORKERS", "2"))
 Q_CLUSTER = {
     "name": os.environ.get("JUNE_Q_NAME", "june"),
     "orm": "default",
-    "workers": int(os.environ.get("JUNE_Q_WORKERS", "2")),
+    "workers": _q_workers,
     "timeout": int(os.environ.get("JUNE_Q_TIMEOUT", "1800")),
     "retry": int(os.environ.get("JUNE_Q_RETRY", "1860")),
     "max_attempts": int(os.environ.get("JUNE_Q_MAX_ATTEMPTS", "3")),
     "ack_failures": True,
     "poll": float(os.environ.get("JUNE_Q_POLL", "0.05")),
+    # a cluster holds at most this many fetched-but-unstarted tasks (locked for ``retry``)
+    "queue_limit": int(os.environ.get("JUNE_Q_QUEUE_LIMIT", str(_q_workers))),
     "catch_up": False,
     "save_limit": 1000,
     "label": "Django Q2",
     "sync": env_bool("JUNE_Q_SYNC", False),
 }
+if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
+    raise ImproperlyConfigured("JUNE_Q_TIMEOUT must be below JUNE_Q_RETRY (else a running task is handed out twice)")
 
 # -- June -------------------------------------------------------------------------------------
 JUNE_AGENT_DIRS = env_list("JUNE_AGENT_DIRS", "")
 JUNE_LEASE_SECONDS = float(os.environ.get("JUNE_LEASE_SECONDS", "10"))
 JUNE_MAX_ATTEMPTS = int(os.environ.get("JUNE_MAX_ATTEMPTS", "5"))
+# the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)
+JUNE_SWEEP_SECONDS = float(os.environ.get("JUNE_SWEEP_SECONDS", "1"))
+# the scheduled sweeper (django-q2 schedule, created by migrate): minutes between runs
+JUNE_SWEEP_MINUTES = int(os.environ.get("JUNE_SWEEP_MINUTES", "1"))
+# a re-enqueued turn not claimed within this many seconds is re-enqueued again
+JUNE_REDELIVER_AFTER = float(os.environ.get("JUNE_REDELIVER_AFTER", "30"))
+# a queued turn, first of its chain, with no task waiting after this many seconds is re-enqueued
+JUNE_REQUEUE_AFTER = float(os.environ.get("JUNE_REQUEUE_AFTER", "60"))
 JUNE_EMBEDDED = env_bool("JUNE_EMBEDDED", False)
 JUNE_MAX_TEXT_CHARS = int(os.environ.get("JUNE_MAX_TEXT_CHARS", "32000"))
 
