@@ -100,11 +100,13 @@ class Turn(models.Model):
 
 
 class Message(models.Model):
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages")
+    # no single-column indexes: (session, generation, index) serves every read; fewer index
+    # writes per step
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
     generation = models.IntegerField(default=0)
     index = models.IntegerField()
     turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
-                             related_name="messages")
+                             db_index=False, related_name="messages")
     role = models.CharField(max_length=16)
     data = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
@@ -120,7 +122,7 @@ class Step(models.Model):
     """The steps memo: ``model:<n>``, ``tool:<n>:<call_id>`` point at the message holding the
     result (no copy); ``input:<turn>:<id>`` holds a human answer in ``data``."""
 
-    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps")
+    turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps", db_index=False)
     key = models.CharField(max_length=300)
     message_index = models.IntegerField(null=True, blank=True)
     data = models.JSONField(null=True, blank=True)
@@ -133,19 +135,20 @@ class Step(models.Model):
 class Event(models.Model):
     """The durable event log: every event but deltas, numbered per session."""
 
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events")
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", db_index=False)
     generation = models.IntegerField(default=0)
     seq = models.BigIntegerField()
     turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
-                             related_name="events")
+                             db_index=False, related_name="events")
     type = models.CharField(max_length=40)
     data = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["session", "seq"]
-        constraints = [models.UniqueConstraint(fields=["session", "seq"], name="event_seq")]
-        indexes = [models.Index(fields=["session", "generation", "seq"])]
+        # seq is unique per session (a counter on the session row); the constraint also serves
+        # "this generation's events after seq N" without scanning the archive
+        constraints = [models.UniqueConstraint(fields=["session", "generation", "seq"], name="event_seq")]
 
 
 class Answer(models.Model):

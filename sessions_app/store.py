@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
-from django.utils import timezone
 from django.db.models import F
 
 from agents_app.runtime import events as ev
@@ -41,14 +40,14 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 
+from . import checkpoint
 from . import models as m
 
 UNFINISHED = (TurnStatus.QUEUED, TurnStatus.RUNNING)
 CHAIN_BLOCKING = (TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.SUSPENDED)
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+_dumps = checkpoint.dumps
 
 
 def record_of(turn: m.Turn, session: m.Session | None = None) -> TurnRecord:
@@ -125,75 +124,14 @@ class DjangoSessionStore:
         tx = _DjangoTx(turn_id, attempt_id)
         with transaction.atomic():
             value = work(tx)
-            cancel_reason, session_id, generation = self._fence_txn(turn_id, attempt_id, tx.turn_changes)
-            logged = self._flush_txn(tx, session_id, generation)
-        return Commit(events=logged, cancel_reason=cancel_reason, value=value)
-
-    def _fence_txn(self, turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> tuple[str | None, int, int]:
-        """The conditional UPDATE every checkpoint ends with: 0 rows = a stale attempt."""
-        sets = ["revision = revision + 1"]
-        params: list[Any] = []
-        for column, value in changes.items():
-            sets.append(f"{column} = %s")
-            params.append(value)
-        where = "id = %s AND attempt_id = %s" if attempt_id is not None else "id = %s"
-        params += [turn_id, attempt_id] if attempt_id is not None else [turn_id]
-        with connection.cursor() as cur:
-            cur.execute(
-                f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where} "
-                "RETURNING cancel_reason, session_id, generation",
-                params,
-            )
-            row = cur.fetchone()
-        if row is None:
-            raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
-        if "status" in changes:
-            self._session_status_txn(row[1])
-        return row[0], row[1], row[2]
-
-    def _flush_txn(self, tx: _DjangoTx, session_id: int, generation: int) -> list[LoggedEvent]:
-        now = _now_sql()
-        with connection.cursor() as cur:
-            if tx.messages:
-                cur.executemany(
-                    "INSERT INTO sessions_app_message (session_id, generation, \"index\", turn_id, role, data, created_at)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    [(session_id, generation, i, tx.turn_id, str(msg.role), _dumps(msg.to_json()), now)
-                     for i, msg in tx.messages],
-                )
-            if tx.steps:
-                cur.executemany(
-                    "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at)"
-                    " VALUES (%s, %s, %s, %s, %s)",
-                    [(tx.turn_id, key, idx, _dumps(data) if data is not None else None, now)
-                     for key, idx, data in tx.steps],
-                )
-        return self._log_txn(session_id, tx.events, turn_id=tx.turn_id, generation=generation)
+            written = checkpoint.write(turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events)
+            if "status" in tx.turn_changes:
+                self._session_status_txn(written.session_id)
+        return Commit(events=written.events, cancel_reason=written.cancel_reason, value=value)
 
     def _log_txn(self, session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
                  generation: int | None = None) -> list[LoggedEvent]:
-        """Number and insert events; a turn of an archived generation logs into its archive."""
-        if not events:
-            return []
-        with connection.cursor() as cur:
-            cur.execute(
-                "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s "
-                "RETURNING event_seq, generation",
-                [len(events), session_id],
-            )
-            last, live_generation = cur.fetchone()
-            gen = live_generation if generation is None else generation
-            first = last - len(events) + 1
-            now = _now_sql()
-            cur.executemany(
-                "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [(session_id, gen, first + n, e.turn_id or turn_id, e.type, _dumps(e.to_json()), now)
-                 for n, e in enumerate(events)],
-            )
-        if gen != live_generation:
-            return []  # archived: nobody is watching that generation live
-        return [LoggedEvent(first + n, e) for n, e in enumerate(events)]
+        return checkpoint.log_events(session_id, events, turn_id=turn_id, generation=generation)
 
     def _session_status_txn(self, session_id: int) -> None:
         s = m.Session.objects.only("id", "generation").get(pk=session_id)
@@ -209,11 +147,13 @@ class DjangoSessionStore:
         m.Session.objects.filter(pk=session_id).update(status=str(status))
 
     def journal_sync(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
-        qs = m.Turn.objects.filter(pk=turn_id)
-        if attempt_id is not None:
-            qs = qs.filter(attempt_id=attempt_id)
-        if not qs.update(phase=str(phase), journal={**data, "attempt_id": attempt_id}):
-            raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
+        sql, params = checkpoint.fence_sql(
+            turn_id, attempt_id, {"phase": str(phase), "journal": _dumps({**data, "attempt_id": attempt_id})}
+        )
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            if cur.rowcount != 1:
+                raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
 
     # -- loading ----------------------------------------------------------------------------------
 
@@ -470,8 +410,3 @@ class DjangoSessionStore:
 
 def _loads(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
-
-
-def _now_sql() -> Any:
-    return connection.ops.adapt_datetimefield_value(timezone.now())
-

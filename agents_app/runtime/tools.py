@@ -98,16 +98,31 @@ def format_tool_error(exc: BaseException) -> str:
     return text[:MAX_ERROR_CHARS]
 
 
-def validate_input(spec: ToolSpec, value: Any) -> str | None:
-    """None when ``value`` matches the tool's schema, else a message the model can read."""
+_VALIDATORS: dict[int, tuple[ToolSpec, Any]] = {}
+
+
+def _validator(spec: ToolSpec) -> Any:
+    """One checked validator per spec (checking a schema costs far more than validating)."""
+    cached = _VALIDATORS.get(id(spec))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    cls = jsonschema.validators.validator_for(spec.input_schema)
     try:
-        jsonschema.validate(value, spec.input_schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(p) for p in exc.absolute_path)
-        return f"invalid input for {spec.name}" + (f" at {where}" if where else "") + f": {exc.message}"
+        cls.check_schema(spec.input_schema)
     except jsonschema.SchemaError as exc:
         raise ToolDeclarationError(f"tool {spec.name!r} has an invalid input schema: {exc.message}") from exc
-    return None
+    validator = cls(spec.input_schema)
+    _VALIDATORS[id(spec)] = (spec, validator)
+    return validator
+
+
+def validate_input(spec: ToolSpec, value: Any) -> str | None:
+    """None when ``value`` matches the tool's schema, else a message the model can read."""
+    error = jsonschema.exceptions.best_match(_validator(spec).iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"invalid input for {spec.name}" + (f" at {where}" if where else "") + f": {error.message}"
 
 
 def check_sync_result(tool: Tool, result: Any) -> Any:
