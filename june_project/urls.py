@@ -10,3 +10,7 @@ urlpatterns = [
     path("api/", include("sessions_app.webhook_urls")),
     path("", include("sessions_app.urls")),
 ]
+
+# JSON errors under /api/ (Django's pages elsewhere)
+handler404 = "sessions_app.api.handler404"
+handler500 = "sessions_app.api.handler500"

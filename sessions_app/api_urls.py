@@ -1,3 +1,21 @@
-"""HTTP API routes (owned by the HTTP API work)."""
+"""HTTP API routes, mounted under /api/ (the views: ``api``; the contract: ``openapi``)."""
 
-urlpatterns: list = []
+from django.urls import path, re_path
+
+from . import api
+
+SESSION = "agents/<str:agent>/sessions/<str:session>/"
+
+urlpatterns = [
+    path("openapi.json", api.openapi_document, name="api-openapi"),
+    path(SESSION + "turns", api.turns, name="api-turns"),
+    path(SESSION + "turns/<str:turn_id>", api.turn_detail, name="api-turn"),
+    path(SESSION + "turns/<str:turn_id>/resume", api.turn_resume, name="api-turn-resume"),
+    path(SESSION + "turns/<str:turn_id>/cancel", api.turn_cancel, name="api-turn-cancel"),
+    path(SESSION + "reset", api.reset, name="api-reset"),
+    path(SESSION + "pending", api.pending, name="api-pending"),
+    path(SESSION + "events", api.events, name="api-events"),
+    # anything else under a session is a JSON 404, even with DEBUG on (other /api/ paths, e.g.
+    # the webhooks included after this module, keep their own routes; see api.handler404)
+    re_path(r"^agents/[^/]+/sessions/", api.not_found),
+]

@@ -1,0 +1,224 @@
+"""The OpenAPI 3.1 description of the HTTP API, served at /api/openapi.json.
+
+Written by hand next to the routes (``api_urls``); a test checks that every route is described
+with its path parameters and its JSON error responses.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ERROR = {"$ref": "#/components/schemas/Error"}
+SESSION_PATH = "/api/agents/{agent}/sessions/{session}"
+
+ERROR_TEXT = {
+    "400": "Malformed JSON, a wrong type, an unknown field or a bad session key",
+    "401": "No credentials, or an invalid bearer token",
+    "403": "Another user's session, a failed CSRF check (cookie callers), or not an allowed answerer",
+    "404": "Unknown agent, session or turn",
+    "405": "Method not allowed",
+    "409": "The session or turn is not in a state that allows this",
+    "413": "The body or the text is too large",
+    "422": "The answer does not match the request's schema",
+    "500": "The agent's authorize_answer raised; nothing was applied (retry is safe)",
+}
+
+
+def _errors(*codes: str) -> dict[str, Any]:
+    return {code: {"description": ERROR_TEXT[code], "content": {"application/json": {"schema": ERROR}}}
+            for code in codes}
+
+
+def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _body(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
+    return {"required": required, "content": {"application/json": {"schema": schema}}}
+
+
+def _param(name: str, description: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": description, "schema": {"type": "string"}}
+
+
+SESSION_PARAMS = [
+    _param("agent", "Agent name (a folder under the agent directories, e.g. `ops`)"),
+    _param("session", "Session key: 1-200 of letters, digits and `_ . : @ -`; created on first use"),
+]
+TURN_PARAMS = [*SESSION_PARAMS, _param("turn_id", "Turn id, as returned when the turn was started")]
+COMMON = ("400", "401", "403", "404", "405")
+SSE = {"text/event-stream": {"schema": {"type": "string", "description": (
+    "Server-sent events. Committed events carry `id: <seq>` (the session's event sequence number) "
+    "and `event: <type>`; live deltas (`message.delta`, `reasoning.delta`) carry no id. `data:` is "
+    "the event as JSON (see the Event schema). Comment lines (`: keep-alive`) are sent while idle.")}}}
+TURN_REF = {"$ref": "#/components/schemas/Turn"}
+
+
+def document() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "June for Django HTTP API",
+            "version": "1",
+            "description": "Agent turns as durable processes: start turns, stream their events, answer "
+                           "parked requests, cancel, reset. See docs/api.md.",
+        },
+        "servers": [{"url": "/"}],
+        "security": [{"bearer": []}, {"session": []}],
+        "paths": paths(),
+        "components": components(),
+    }
+
+
+def paths() -> dict[str, Any]:
+    return {
+        "/api/openapi.json": {
+            "get": {"operationId": "openapi", "summary": "This document", "security": [],
+                    "responses": {"200": _json("The OpenAPI description", {"type": "object"})}},
+        },
+        f"{SESSION_PATH}/turns": {
+            "parameters": SESSION_PARAMS,
+            "post": {
+                "operationId": "startTurn",
+                "summary": "Start a turn",
+                "description": "With `Accept: text/event-stream`: the turn's events as SSE until its terminal "
+                               "event (turn.completed, turn.failed, turn.cancelled or input.requested). "
+                               "Otherwise waits (bounded by JUNE_API_WAIT_SECONDS) and answers 200 with the "
+                               "ended turn, or 202 with the turn id if it has not ended; `?wait=false` "
+                               "answers 202 at once. `replace` cancels the session's unfinished turns first.",
+                "parameters": [
+                    {"name": "wait", "in": "query", "schema": {"type": "boolean", "default": True}},
+                    {"name": "replace", "in": "query", "schema": {"type": "boolean", "default": False}},
+                ],
+                "requestBody": _body({
+                    "type": "object", "additionalProperties": False, "required": ["text"],
+                    "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 32000},
+                                   "replace": {"type": "boolean", "default": False}},
+                }),
+                "responses": {
+                    "200": {"description": "The turn ended (completed, failed, cancelled) or parked (suspended)",
+                            "content": {"application/json": {"schema": TURN_REF}, **SSE}},
+                    "202": _json("Queued or still running", {
+                        "type": "object", "required": ["turn_id", "status"],
+                        "properties": {"turn_id": {"type": "string"}, "status": {"type": "string"}}}),
+                    **_errors(*COMMON, "409", "413"),
+                },
+            },
+        },
+        f"{SESSION_PATH}/turns/{{turn_id}}": {
+            "parameters": TURN_PARAMS,
+            "get": {"operationId": "getTurn", "summary": "A turn: status, result, error, pending request, usage",
+                    "responses": {"200": _json("The turn", TURN_REF), **_errors(*COMMON)}},
+        },
+        f"{SESSION_PATH}/turns/{{turn_id}}/resume": {
+            "parameters": TURN_PARAMS,
+            "post": {
+                "operationId": "resumeTurn",
+                "summary": "Answer the turn's parked request",
+                "requestBody": _body({"type": "object", "additionalProperties": False, "required": ["input_id", "answer"],
+                                      "properties": {"input_id": {"type": "string"},
+                                                     "answer": {"description": "Any JSON matching the request's schema"}}}),
+                "responses": {"200": _json("The turn ran on and ended", TURN_REF),
+                              "202": _json("Accepted: the turn is queued again", TURN_REF),
+                              **_errors(*COMMON, "409", "413", "422", "500")},
+            },
+        },
+        f"{SESSION_PATH}/turns/{{turn_id}}/cancel": {
+            "parameters": TURN_PARAMS,
+            "post": {"operationId": "cancelTurn", "summary": "Cancel a queued or running turn",
+                     "description": "A queued turn is cancelled at once (200); a running one at its next "
+                                    "checkpoint (202). A parked or finished turn: 409.",
+                     "responses": {"200": _json("Cancelled", TURN_REF), "202": _json("Cancel requested", TURN_REF),
+                                   **_errors(*COMMON, "409", "413")}},
+        },
+        f"{SESSION_PATH}/reset": {
+            "parameters": SESSION_PARAMS,
+            "post": {"operationId": "resetSession", "summary": "Archive the session and start afresh",
+                     "responses": {"200": _json("Archived", {
+                         "type": "object", "required": ["previous_session", "generation"],
+                         "properties": {"previous_session": {"type": "string", "examples": ["s1#g0"]},
+                                        "generation": {"type": "integer"}}}),
+                         **_errors(*COMMON, "413")}},
+        },
+        f"{SESSION_PATH}/pending": {
+            "parameters": SESSION_PARAMS,
+            "get": {"operationId": "listPending", "summary": "The session's parked requests",
+                    "responses": {"200": _json("Parked requests", {
+                        "type": "object", "properties": {"pending": {"type": "array", "items": {
+                            "type": "object", "properties": {
+                                "turn_id": {"type": "string"},
+                                "request": {"$ref": "#/components/schemas/InputRequest"},
+                                "may_answer": {"type": "boolean"}}}}}}),
+                        **_errors(*COMMON)}},
+        },
+        f"{SESSION_PATH}/events": {
+            "parameters": SESSION_PARAMS,
+            "get": {
+                "operationId": "streamEvents",
+                "summary": "The session's event log as SSE, then live",
+                "description": "Replays the live generation's events after `Last-Event-ID` (header, wins) or "
+                               "`?after=`, then streams live. Reconnect with the last id seen: nothing is "
+                               "missed or repeated. Long-lived by default, with keep-alive comments.",
+                "parameters": [
+                    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
+                    {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+                    {"name": "until", "in": "query", "description": "`terminal`: end after the first terminal event",
+                     "schema": {"type": "string", "enum": ["terminal"]}},
+                    {"name": "limit", "in": "query", "description": "End after this many committed events",
+                     "schema": {"type": "integer", "minimum": 1}},
+                    {"name": "timeout", "in": "query", "description": "End after this many seconds",
+                     "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400}},
+                ],
+                "responses": {"200": {"description": "An event stream", "content": SSE}, **_errors(*COMMON)},
+            },
+        },
+    }
+
+
+def components() -> dict[str, Any]:
+    return {
+        "securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer",
+                       "description": "A per-user token: `python manage.py june token <username>` or the admin"},
+            "session": {"type": "apiKey", "in": "cookie", "name": "sessionid",
+                        "description": "The Django login; unsafe methods need the X-CSRFToken header"},
+        },
+        "schemas": {
+            "Error": {
+                "type": "object", "required": ["error"],
+                "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
+                    "code": {"type": "string", "examples": ["bad_request", "forbidden", "conflict"]},
+                    "message": {"type": "string"}}}},
+            },
+            "Turn": {
+                "type": "object", "required": ["turn_id", "status", "text"],
+                "properties": {
+                    "turn_id": {"type": "string"},
+                    "agent": {"type": "string"},
+                    "session": {"type": "string"},
+                    "status": {"type": "string",
+                               "enum": ["queued", "running", "suspended", "completed", "failed", "cancelled"]},
+                    "text": {"type": "string", "description": "The final assistant text"},
+                    "error": {"type": ["object", "null"]},
+                    "pending": {"oneOf": [{"$ref": "#/components/schemas/InputRequest"}, {"type": "null"}]},
+                    "cancel_reason": {"type": ["string", "null"], "enum": ["requested", "replaced", "reset", None]},
+                    "usage": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "generation": {"type": "integer"},
+                    "created_at": {"type": "string", "format": "date-time"},
+                },
+            },
+            "InputRequest": {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, "prompt": {"type": "string"},
+                               "schema": {"type": "object"}, "answerers": {"type": ["object", "null"]}},
+            },
+            "Event": {
+                "type": "object", "required": ["type", "turn_id"],
+                "properties": {"type": {"type": "string", "enum": [
+                    "turn.started", "reasoning.delta", "message.delta", "message.completed", "action.requested",
+                    "action.completed", "input.requested", "input.answered", "turn.completed", "turn.failed",
+                    "turn.cancelled", "session.reset"]}, "turn_id": {"type": "string"}},
+                "additionalProperties": True,
+            },
+        },
+    }
