@@ -65,6 +65,13 @@ def run() -> None:
     sh(*manage, "collectstatic", "--noinput", "-v0", env=env)
     sh(*manage, "june_demo", env=env)
     host, port = env.get("JUNE_HOST", "127.0.0.1"), env.get("JUNE_PORT", "8000")
+
+    def stop(signum, frame):  # Ctrl-C, or a SIGTERM from a process manager
+        raise KeyboardInterrupt
+
+    # explicit handlers: a shell that backgrounds us may start us with SIGINT ignored
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
     procs = [
         subprocess.Popen([str(PY), "-m", "daphne", "-b", host, "-p", port, "june_project.asgi:application"],
                          cwd=ROOT, env=env),
@@ -77,15 +84,18 @@ def run() -> None:
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the clean-up
         for p in procs:
             if p.poll() is None:
-                p.send_signal(signal.SIGINT)
-        deadline = time.time() + 10
+                p.terminate()  # daphne and qcluster both stop cleanly on SIGTERM
+        deadline = time.time() + 15
         for p in procs:
             try:
                 p.wait(max(0.1, deadline - time.time()))
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait()
+        print("June stopped.", flush=True)
 
 
 def test(args: list[str]) -> None:

@@ -5,4 +5,6 @@ from . import views
 app_name = "sessions_app"
 urlpatterns = [
     path("", views.home, name="home"),
+    path("agents/<str:agent>/sessions/new", views.session_new, name="session-new"),
+    path("agents/<str:agent>/sessions/<str:key>/", views.chat, name="chat"),
 ]

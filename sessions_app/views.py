@@ -1,7 +1,52 @@
+"""The chat UI's pages (thin: parse, call a selector or service, render).
+
+Live content comes over the websocket (``consumers.py``); these pages render the frame and the
+data the script needs, never model or user text into HTML without Django's escaping."""
+
+from __future__ import annotations
+
+import secrets
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from agents_app.runtime.errors import NotFound
+
+from . import selectors, services
+from .errors import AccessDenied, BadRequest
 
 
+@require_GET
 @login_required
 def home(request):
-    return HttpResponse("June")
+    """The user's sessions, per agent, each with a new-session button."""
+    return render(request, "sessions_app/home.html", {"agents": selectors.agents_with_sessions(user=request.user)})
+
+
+@require_POST
+@login_required
+def session_new(request, agent: str):
+    key = secrets.token_hex(4)
+    try:
+        services.session_for_user(agent=agent, key=key, user=request.user, create=True)
+    except NotFound:
+        raise Http404("no such agent") from None
+    return redirect(reverse("sessions_app:chat", kwargs={"agent": agent, "key": key}))
+
+
+@require_GET
+@login_required
+def chat(request, agent: str, key: str):
+    """One session's chat; its content arrives over the websocket (replayed, then live)."""
+    try:
+        session = services.session_for_user(agent=agent, key=key, user=request.user, create=True)
+    except (NotFound, BadRequest):
+        raise Http404("no such agent or session") from None
+    except AccessDenied:
+        raise PermissionDenied("this session belongs to another user") from None
+    config = {"agent": agent, "key": key, "ws_path": f"/ws/agents/{agent}/sessions/{key}/"}
+    return render(request, "sessions_app/chat.html", {"session": session, "config": config})
