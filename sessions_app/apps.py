@@ -6,3 +6,28 @@ class SessionsAppConfig(AppConfig):
     label = "sessions_app"
     verbose_name = "Agent sessions"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from django.db.models.signals import post_migrate
+        from django_q.signals import post_spawn
+
+        # `manage.py migrate` creates the sweeper's django-q2 schedule (docs/workers.md)
+        post_migrate.connect(_ensure_schedule, sender=self, dispatch_uid="june.sweeper_schedule")
+        # every qcluster worker process runs the lease watchdog (a fast sweeper thread)
+        post_spawn.connect(_start_watchdog, dispatch_uid="june.watchdog")
+
+
+def _ensure_schedule(using: str = "default", **kwargs: object) -> None:
+    from django.db import connections
+
+    if "django_q_schedule" not in connections[using].introspection.table_names():
+        return  # django_q is not migrated yet (a partial migrate): the next migrate creates it
+    from .tasks import ensure_sweeper_schedule
+
+    ensure_sweeper_schedule()
+
+
+def _start_watchdog(**kwargs: object) -> None:
+    from .worker import start_watchdog
+
+    start_watchdog()

@@ -1,0 +1,57 @@
+"""Fault-test agent: model ``faultmodel`` (registered at import, in whichever process loads the
+agent — the test process or a qcluster child). Turn shape, whatever the opening text:
+
+    user -> assistant [fault_write (sync), fault_ping (async)] -> tool -> tool -> assistant
+
+The opening text ``"slow:<n>"`` streams n deltas (a long model step, for cancel tests).
+Pause points (tests/fault/faultkit.py): ``model<k>:start``, ``model<k>:mid``, ``model<k>:end``
+(k = the turn's assistant messages so far), ``write:before``, ``write:after``, ``ping:before``,
+``ping:after``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+from agents_app.providers import register
+from agents_app.runtime.messages import Role, ToolCall
+from agents_app.runtime.model import ModelReply, StopReason, TextDelta
+from tests.fault import faultkit
+
+model = "faultmodel"
+
+
+class FaultModel:
+    async def stream(self, request) -> AsyncIterator[object]:
+        turn_id = request.stream_key.split(":", 1)[0]
+        mine = [m for m in request.messages if m.turn_id == turn_id]
+        k = sum(1 for m in mine if m.role == Role.ASSISTANT)
+        opening = next((m.text for m in mine if m.role in (Role.USER, Role.TRIGGER)), "")
+        await faultkit.apoint(f"model{k}:start")
+        calls: tuple[ToolCall, ...] = ()
+        if opening.startswith("slow:"):
+            pieces = ["tick "] * int(opening.split(":", 1)[1])
+        elif k == 0:
+            pieces = ["Placing ", "the ", "order ", "and ", "pinging ", "the ", "warehouse."]
+            calls = (ToolCall(id="w1", name="fault_write", input={"item": opening[:100]}),
+                     ToolCall(id="p1", name="fault_ping", input={"item": opening[:100]}))
+        else:
+            pieces = ["Done: ", "one ", "order ", "placed ", "and ", "pinged."]
+        pause = faultkit.delay()
+        for i, piece in enumerate(pieces):
+            if i == 2:
+                await faultkit.apoint(f"model{k}:mid")
+            if opening.startswith("slow:"):
+                faultkit.record("delta", turn_id)
+                await asyncio.sleep(0.25)
+            elif pause:
+                await asyncio.sleep(pause)
+            yield TextDelta(piece)
+        await faultkit.apoint(f"model{k}:end")
+        yield ModelReply(text="".join(pieces), tool_calls=calls,
+                         stop_reason=StopReason.TOOL_USE if calls else StopReason.END_TURN,
+                         usage={"input_tokens": 10, "output_tokens": len(pieces)})
+
+
+register("faultmodel", lambda agent: FaultModel())

@@ -1,0 +1,28 @@
+import asyncio
+
+from agents_app.runtime import require_handle, tool
+from tests.fault import faultkit
+
+SCHEMA = {"type": "object", "properties": {"item": {"type": "string"}}, "required": ["item"]}
+
+
+@tool("fault_write", "Write an order row (sync: exactly-once with the step).", SCHEMA)
+def fault_write(input, ctx):
+    require_handle(ctx)
+    from agents_app.models import Order
+
+    faultkit.point("write:before")
+    faultkit.record("write", ctx.turn_id)
+    order = Order.objects.create(item=input["item"], quantity=1, turn_id=ctx.turn_id, call_id=ctx.call_id)
+    faultkit.point("write:after")
+    return {"order_id": order.pk}
+
+
+@tool("fault_ping", "Ping a remote service (async: at-least-once).", SCHEMA)
+async def fault_ping(input, ctx):
+    await faultkit.apoint("ping:before")
+    for _ in range(5):  # some work to be killed in the middle of
+        await asyncio.sleep(faultkit.delay())
+    faultkit.record("ping", ctx.turn_id)
+    await faultkit.apoint("ping:after")
+    return {"pinged": input["item"], "key": ctx.idempotency_key}

@@ -1,0 +1,49 @@
+"""Fixtures for fault tests: real qcluster processes on the test database (tests/fault/qcluster.py)
+and the fault-test agent (tests/fault/agents/faultagent) loaded in the test process too."""
+
+from __future__ import annotations
+
+import pytest
+
+from .qcluster import AGENTS, Clusters
+
+
+@pytest.fixture(scope="module")
+def clusters(tmp_path_factory, django_db_setup, django_db_blocker):
+    manager = Clusters(tmp_path_factory.mktemp("qcluster"))
+    try:
+        yield manager
+    finally:
+        manager.stop_all()
+
+
+@pytest.fixture
+def fault_agent(settings):
+    from sessions_app import engine
+
+    settings.JUNE_AGENT_DIRS = [str(AGENTS)]
+    engine.agents.cache_clear()
+    yield "faultagent"
+    engine.agents.cache_clear()
+
+
+def turn_summary(turn_id: str) -> dict:
+    """What a turn left in the database, for comparing an interrupted run with a clean one."""
+    from agents_app.models import Order
+    from sessions_app import models as m
+
+    turn = m.Turn.objects.get(pk=turn_id)
+    messages = list(m.Message.objects.filter(turn_id=turn_id).order_by("index").values_list("index", "role"))
+    events = list(m.Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("seq", "type", "data"))
+    return {
+        "status": turn.status,
+        "phase": turn.phase,
+        "attempts": turn.attempts,
+        "indices": [i for i, _ in messages],
+        "roles": [r for _, r in messages],
+        "steps": sorted(m.Step.objects.filter(turn_id=turn_id).values_list("key", flat=True)),
+        "event_types": [t for _, t, _ in events],
+        "event_seqs": [s for s, _, _ in events],
+        "event_payloads": [repr(sorted(d.items())) if isinstance(d, dict) else repr(d) for _, _, d in events],
+        "orders": Order.objects.filter(turn_id=turn_id).count(),
+    }
