@@ -288,15 +288,19 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
         messages.success(request, f"Answer recorded; the turn is {rec.status}.")
         return HttpResponseRedirect(reverse("admin:sessions_app_approvalrequest_change", args=(quote(turn.pk),)))
 
+    def _can_answer(self, request, turn) -> bool:
+        return bool(turn.status == m.TurnStatus.SUSPENDED and turn.pending
+                    and services.may_answer(turn=turn, user=request.user))
+
     def _may_see(self, request, turn) -> bool:
         """The request's details: to whoever may answer it now, whoever answered it, and
-        holders of ``view_answer``."""
-        if turn.status == m.TurnStatus.SUSPENDED and turn.pending and services.may_answer(turn=turn, user=request.user):
-            return True
-        return (request.user.has_perm("sessions_app.view_answer")
+        holders of ``view_answer`` (who see it read-only unless they may answer too)."""
+        return (self._can_answer(request, turn) or request.user.has_perm("sessions_app.view_answer")
                 or m.Answer.objects.filter(turn=turn, user=request.user).exists())
 
     def _page(self, request, turn, *, form, status: int = 200):
+        if form is not None and not self._can_answer(request, turn):
+            form = None
         pending = turn.pending or {}
         parked = parked_turns().filter(pk=turn.pk).first()
         context = {

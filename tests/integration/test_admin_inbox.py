@@ -241,3 +241,15 @@ def test_the_form_follows_the_schema():
     assert not bad_json.is_valid() and "answer" in bad_json.errors_text()
     not_int = AnswerForm({"input_id": "x", "answer": "seven"}, request_spec={"id": "x", "schema": {"type": "integer"}})
     assert not not_int.is_valid()
+
+
+def test_a_superuser_without_the_grant_sees_the_request_read_only_and_cannot_answer(parked, users):
+    """Superuser status is not a policy grant: authorize_answer alone decides."""
+    root = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    c = client_for(root)
+    assert list(c.get(reverse(INBOX)).context["cl"].result_list) == []
+    page = c.get(detail_url(parked.pk))
+    assert page.status_code == 200 and page.context["form"] is None
+    assert 'id="june-read-only"' in page.content.decode() and 'id="june-approve"' not in page.content.decode()
+    assert c.post(detail_url(parked.pk), {"input_id": "approve-refund", "decision": "approve"}).status_code == 403
+    assert_still_parked(parked)
