@@ -22,7 +22,12 @@ from .store import DjangoSessionStore
 
 @functools.cache
 def agents() -> dict[str, Agent]:
-    return discover(settings.JUNE_AGENT_DIRS)
+    from .inbound import MOUNTED_SOURCES
+
+    found = discover(settings.JUNE_AGENT_DIRS)
+    for definition in found.values():
+        definition.warn_unused_surfaces(MOUNTED_SOURCES)
+    return found
 
 
 def agent(name: str) -> Agent:
@@ -45,10 +50,17 @@ def sink() -> Any:
     return ChannelsEventSink()
 
 
+def delivery_sink() -> Any:
+    """Sends a webhook turn's result when it settles (sessions_app.inbound)."""
+    from .inbound import DeliverySink
+
+    return DeliverySink()
+
+
 def executor(*, extra_sinks: tuple[Any, ...] = ()) -> TurnExecutor:
     return TurnExecutor(
         store=store(),
-        sink=FanoutSink(sink(), *extra_sinks),
+        sink=FanoutSink(sink(), delivery_sink(), *extra_sinks),
         agent_for=agent,
         model_for=model_for,
         clock=time.time,
@@ -65,7 +77,7 @@ def runtime(*, dispatcher: Any = None, extra_sinks: tuple[Any, ...] = ()) -> Run
         store=store(),
         agents=agents(),
         model_for=model_for,
-        sink=FanoutSink(sink(), *extra_sinks),
+        sink=FanoutSink(sink(), delivery_sink(), *extra_sinks),
         dispatcher=dispatcher or Q2Dispatcher(),
         lease_seconds=settings.JUNE_LEASE_SECONDS,
         max_attempts=settings.JUNE_MAX_ATTEMPTS,

@@ -1,3 +1,9 @@
-"""Inbound webhook routes (owned by the channels/schedules work)."""
+"""Inbound webhook routes (mounted under /api/)."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from . import webhook
+
+urlpatterns = [
+    path("agents/<str:agent>/webhook", webhook.agent_webhook, name="agent-webhook"),
+]

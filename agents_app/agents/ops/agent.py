@@ -17,3 +17,25 @@ def authorize_answer(*, policy, scope, by, principal):
 
     user = get_user_model().objects.filter(pk=principal.get("user_id") if isinstance(principal, dict) else principal).first()
     return bool(user and user.is_active and user.groups.filter(name=OPERATORS_GROUP).exists())
+
+
+# -- proactive turns and per-source policies (docs/proactive.md) -----------------------------------
+
+#: the daily summary lands in the demo user's "Ops inbox" session (the chat UI lists it)
+schedules = [
+    {
+        "name": "daily-summary",
+        "cron": "0 9 * * *",
+        "timezone": "Europe/Paris",
+        "seed": "summary of today",
+        "session": "ops-inbox",
+        "owner": "demo",
+        "title": "Ops inbox",
+    },
+]
+
+#: turns from a webhook get instructions.webhook.md appended and cannot place orders
+surfaces = {"webhook": {"mode": "append", "deny_tools": ["create_order"]}}
+
+#: an unsigned webhook is refused (401); "unattested" would run it with an unattested speaker
+settings = {"webhook": {"unsigned": "refuse"}}
