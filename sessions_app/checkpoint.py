@@ -87,6 +87,9 @@ def _write_postgresql(turn_id, attempt_id, changes, messages, steps, events) -> 
     now = timezone.now()
     raw = connection.connection
     k = len(events)
+    # a stale attempt's inserts must write nothing (not collide with the new owner's rows), so
+    # the fence's 0 rows surfaces as StaleAttemptError rather than a unique violation
+    owned, own = (" AND t.attempt_id = %s", [attempt_id]) if attempt_id is not None else ("", [])
     with raw.pipeline():
         fence_cur = raw.cursor()
         fence_cur.execute(fence + " RETURNING cancel_reason, session_id, generation", params)
@@ -94,26 +97,28 @@ def _write_postgresql(turn_id, attempt_id, changes, messages, steps, events) -> 
         if messages:
             cur.executemany(
                 'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at) '
-                "SELECT t.session_id, t.generation, %s, t.id, %s, %s, %s FROM sessions_app_turn t WHERE t.id = %s",
-                [(i, str(m.role), dumps(m.to_json()), now, turn_id) for i, m in messages],
+                "SELECT t.session_id, t.generation, %s, t.id, %s, %s, %s FROM sessions_app_turn t WHERE t.id = %s" + owned,
+                [(i, str(m.role), dumps(m.to_json()), now, turn_id, *own) for i, m in messages],
             )
         if steps:
             cur.executemany(
-                "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
-                [(turn_id, key, idx, dumps(data) if data is not None else None, now) for key, idx, data in steps],
+                "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
+                "SELECT t.id, %s, %s, %s, %s FROM sessions_app_turn t WHERE t.id = %s" + owned,
+                [(key, idx, dumps(data) if data is not None else None, now, turn_id, *own) for key, idx, data in steps],
             )
         if events:
             seq_cur = raw.cursor()
             seq_cur.execute(
                 "UPDATE sessions_app_session SET event_seq = event_seq + %s "
-                "WHERE id = (SELECT session_id FROM sessions_app_turn WHERE id = %s) RETURNING event_seq, generation",
-                [k, turn_id],
+                "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s" + owned + ") "
+                "RETURNING event_seq, generation",
+                [k, turn_id, *own],
             )
             cur.executemany(
                 "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
                 "SELECT t.session_id, t.generation, s.event_seq - %s + %s, %s, %s, %s, %s "
-                "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id WHERE t.id = %s",
-                [(k, n + 1, e.turn_id or turn_id, e.type, dumps(e.to_json()), now, turn_id)
+                "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id WHERE t.id = %s" + owned,
+                [(k, n + 1, e.turn_id or turn_id, e.type, dumps(e.to_json()), now, turn_id, *own)
                  for n, e in enumerate(events)],
             )
     row = fence_cur.fetchone()
