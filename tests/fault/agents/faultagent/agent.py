@@ -3,7 +3,8 @@ agent — the test process or a qcluster child). Turn shape, whatever the openin
 
     user -> assistant [fault_write (sync), fault_ping (async)] -> tool -> tool -> assistant
 
-The opening text ``"slow:<n>"`` streams n deltas (a long model step, for cancel tests).
+The opening text ``"slow:<n>"`` streams n deltas (a long model step, for cancel tests);
+``"die"`` kills its own worker process at every attempt (retry budget tests).
 Pause points (tests/fault/faultkit.py): ``model<k>:start``, ``model<k>:mid``, ``model<k>:end``
 (k = the turn's assistant messages so far), ``write:before``, ``write:after``, ``ping:before``,
 ``ping:after``.
@@ -12,6 +13,8 @@ Pause points (tests/fault/faultkit.py): ``model<k>:start``, ``model<k>:mid``, ``
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 from typing import AsyncIterator
 
 from agents_app.providers import register
@@ -29,6 +32,9 @@ class FaultModel:
         k = sum(1 for m in mine if m.role == Role.ASSISTANT)
         opening = next((m.text for m in mine if m.role in (Role.USER, Role.TRIGGER)), "")
         await faultkit.apoint(f"model{k}:start")
+        if opening == "die":
+            faultkit.record("die", turn_id)
+            os.kill(os.getpid(), signal.SIGKILL)
         calls: tuple[ToolCall, ...] = ()
         if opening.startswith("slow:"):
             pieces = ["tick "] * int(opening.split(":", 1)[1])
