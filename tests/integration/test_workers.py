@@ -1,0 +1,142 @@
+"""The worker path: django-q2 settings, the sweeper (in-process and its schedule), 50 turns on
+a real two-worker qcluster, and a live cancel reaching a running worker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.conf import settings
+
+from tests.fault.qcluster import AGENTS, Clusters, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def fault_agent(settings):
+    from sessions_app import engine
+
+    settings.JUNE_AGENT_DIRS = [str(AGENTS)]
+    engine.agents.cache_clear()
+    yield "faultagent"
+    engine.agents.cache_clear()
+
+
+@pytest.fixture
+def clusters(tmp_path):
+    manager = Clusters(tmp_path)
+    yield manager
+    manager.stop_all()
+
+
+def start(agent: str, key: str, text: str = "mugs") -> str:
+    from sessions_app import services
+
+    return services.turn_start(agent=agent, key=key, text=text, source="http").turn_id
+
+
+def test_q_cluster_settings_give_at_least_once_delivery():
+    q = settings.Q_CLUSTER
+    assert q["orm"] == "default"  # the ORM broker keeps a task until it is acknowledged
+    assert q["timeout"] < q["retry"]  # a running task is never handed out twice
+    assert 0 < q["max_attempts"] <= 10
+    assert q["poll"] <= 0.1  # an idle cluster looks at the queue at least every 100 ms
+    assert settings.JUNE_LEASE_SECONDS <= 10 and 0 < settings.JUNE_SWEEP_SECONDS < settings.JUNE_LEASE_SECONDS
+
+
+def test_sweeper_schedule_is_created_and_a_tick_fires_once():
+    from django.utils import timezone
+    from django_q.brokers import get_broker
+    from django_q.models import OrmQ, Schedule
+    from django_q.scheduler import scheduler
+    from django_q.signing import SignedPackage
+
+    from sessions_app.tasks import SWEEP, SWEEP_SCHEDULE
+
+    schedule = Schedule.objects.get(name=SWEEP_SCHEDULE)  # created by migrate (post_migrate)
+    assert schedule.func == SWEEP and schedule.schedule_type == Schedule.MINUTES and schedule.repeats < 0
+    Schedule.objects.filter(pk=schedule.pk).update(next_run=timezone.now() - timezone.timedelta(seconds=5))
+    broker = get_broker()
+    scheduler(broker=broker)
+    scheduler(broker=broker)  # a second scheduler pass (another cluster) finds nothing due
+    funcs = [SignedPackage.loads(p)["func"] for p in OrmQ.objects.values_list("payload", flat=True)]
+    assert funcs.count(SWEEP) == 1
+    assert Schedule.objects.get(pk=schedule.pk).next_run > timezone.now()
+
+
+def test_sweeper_redelivers_an_expired_lease_once_and_fails_a_spent_budget(fault_agent):
+    from agents_app.runtime.seams import SessionRef, TurnInput
+    from sessions_app import engine
+    from sessions_app.models import Event, Turn
+    from sessions_app.tasks import pending_turn_ids
+    from sessions_app.worker import sweep_expired, sweep_queued
+
+    store = engine.store()
+    ref = SessionRef(fault_agent, "sweep")
+    first = store.create_turn_sync(ref, TurnInput(text="a"), turn_id="t1").turn_id
+    second = store.create_turn_sync(ref, TurnInput(text="b"), turn_id="t2").turn_id
+    now = time.time()
+    assert store.claim_sync(first, owner="dead:1", attempt_id="a1", now=now - 100, lease_seconds=1)
+    assert sweep_expired(now=now) == {"redelivered": 1, "failed": 0}
+    assert sweep_expired(now=now) == {"redelivered": 0, "failed": 0}  # another sweeper: nothing
+    assert first in pending_turn_ids() and second not in pending_turn_ids()
+    assert Turn.objects.get(pk=first).lease_owner == "swept:dead:1"
+    # not claimed within redeliver_after: re-enqueued again
+    assert sweep_expired(now=now + 1, redeliver_after=0.5)["redelivered"] == 1
+    # the budget is spent: the turn fails with a reason and the chain moves to the next turn
+    Turn.objects.filter(pk=first).update(attempts=settings.JUNE_MAX_ATTEMPTS)
+    from django_q.models import OrmQ
+
+    OrmQ.objects.all().delete()
+    assert sweep_expired(now=now + 100, redeliver_after=0)["failed"] == 1
+    turn = Turn.objects.get(pk=first)
+    assert turn.status == "failed" and turn.error["reason"] == "budget_exhausted" and turn.phase == "committed"
+    assert "retry budget exhausted" in Event.objects.get(turn_id=first, type="turn.failed").data["error"]
+    assert pending_turn_ids() == {second}
+    # a queued turn whose task was lost is re-enqueued, once while its task waits
+    OrmQ.objects.all().delete()
+    assert sweep_queued(requeue_after=0) == 1
+    assert sweep_queued(requeue_after=0) == 0
+    assert pending_turn_ids() == {second}
+
+
+def test_fifty_turns_ten_sessions_two_workers(clusters, fault_agent):
+    from sessions_app.models import Message, Turn
+
+    clusters.start(JUNE_Q_WORKERS="2")
+    started = time.monotonic()
+    turns = {f"s{s}": [start(fault_agent, f"s{s}", text=f"order {n}") for n in range(5)] for s in range(10)}
+    ids = [t for chain in turns.values() for t in chain]
+    wait_for(lambda: Turn.objects.filter(pk__in=ids, status="completed").count() == len(ids), timeout=240,
+             interval=0.2, what="50 turns to complete")
+    elapsed = time.monotonic() - started
+    for key, chain in turns.items():
+        openings = [Message.objects.get(turn_id=t, role="user").index for t in chain]
+        assert openings == sorted(openings) and len(set(openings)) == 5, (key, openings)
+        indices = list(Message.objects.filter(session__key=key).order_by("index").values_list("index", flat=True))
+        assert indices == list(range(25)), key  # 5 turns x 5 messages, no gap, no duplicate
+    assert Turn.objects.filter(pk__in=ids, attempts=1).count() == len(ids)
+    print(f"50 turns on 2 workers: {elapsed:.1f}s ({len(ids) / elapsed:.1f} turns/s)")
+
+
+def test_live_cancel_reaches_a_running_worker(clusters, fault_agent):
+    """The lease is long here (a heartbeat every 40 s) and the model streams for 20 s: a cancel
+    that stops the stream within a few deltas can only have come through the live signal."""
+    if "InMemory" in settings.CHANNEL_LAYERS["default"]["BACKEND"]:
+        pytest.skip("the in-memory channel layer does not cross processes")
+    from sessions_app import services
+    from sessions_app.models import Message, Turn
+
+    clusters.start(JUNE_LEASE_SECONDS="120")
+    turn_id = start(fault_agent, "cancel", text="slow:80")
+    wait_for(lambda: clusters.count("delta", turn_id) >= 2, what="the stream to start")
+    asked = time.monotonic()
+    services.turn_cancel(turn_id=turn_id)
+    wait_for(lambda: Turn.objects.get(pk=turn_id).status == "cancelled", timeout=60, what="the cancel")
+    took = time.monotonic() - asked
+    deltas = clusters.count("delta", turn_id)
+    assert deltas < 40, f"the stream ran on for {deltas} deltas: the cancel came by heartbeat, not live"
+    assert not Message.objects.filter(turn_id=turn_id, role="assistant").exists()
+    assert Turn.objects.get(pk=turn_id).cancel_reason == "requested"
+    print(f"live cancel: cancelled {took * 1000:.0f} ms after the request ({deltas} deltas streamed)")
