@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
@@ -33,7 +34,11 @@ RETRY_MS = 2000
 
 
 def setting(name: str, default: float) -> float:
-    return float(getattr(settings, name, default))
+    """A number from Django settings, else from the environment (12-factor), else ``default``."""
+    value = getattr(settings, name, None)
+    if value is None:
+        value = os.environ.get(name) or default
+    return float(value)
 
 
 # -- frames ---------------------------------------------------------------------------------------
@@ -101,6 +106,8 @@ class SessionFollower:
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=10_000)
         self.channel: str | None = None
         self._pump: asyncio.Task | None = None
+        #: seq of the last message.completed (or terminal event) yielded, per turn
+        self._completed: dict[str | None, int] = {}
 
     async def __aenter__(self) -> "SessionFollower":
         if self.layer is not None:
@@ -155,22 +162,44 @@ class SessionFollower:
 
     async def items(self) -> AsyncIterator[Item]:
         """Log first, then live: every committed event exactly once, in seq order; deltas as
-        they come; an idle tick whenever nothing arrived for a poll interval."""
+        they come; an idle tick whenever nothing arrived for a poll interval.
+
+        The log is re-read when the doorbell rings (before any delta queued behind it, so text
+        and the event that commits it keep the sink's order) and after a quiet poll interval
+        (a lost doorbell costs latency, not an event)."""
+        read = True
         while True:
-            for item in await self.read_log():
-                yield item
+            if read:
+                for item in await self.read_log():
+                    self._note(item)
+                    yield item
             message = await self._next_message(self.poll)
-            while message is not None:
-                kind = message.get("type")
-                if kind == "june.delta":
+            read = message is None
+            while message is not None and not read:
+                if message.get("type") == "june.delta":
                     for data in _deltas(message):
-                        if self.turn_id is None or data.get("turn_id") == self.turn_id:
+                        if self._wanted_delta(data):
                             yield Item(None, data)
-                elif kind == "june.events":
-                    break  # the doorbell: re-read the log (never trust the layer's copy for order)
+                elif message.get("type") == "june.events":
+                    read = True  # the doorbell: re-read the log (the truth) before anything after it
+                    break
                 message = self._next_nowait()
-            else:
+            if message is None and read:
                 yield Item(None, None)
+
+    def _note(self, item: Item) -> None:
+        data = item.data or {}
+        if data.get("type") == "message.completed" or item.terminal:
+            self._completed[data.get("turn_id")] = item.seq or 0
+
+    def _wanted_delta(self, data: dict[str, Any]) -> bool:
+        """This turn's, and not text of a message already committed (``base`` is the seq the
+        sink had published when the delta was made: a later message.completed supersedes it)."""
+        turn_id = data.get("turn_id")
+        if self.turn_id is not None and turn_id != self.turn_id:
+            return False
+        base = data.get("base")
+        return not isinstance(base, int) or self._completed.get(turn_id, -1) <= base
 
     async def _next_message(self, timeout: float) -> dict[str, Any] | None:
         if self._pump is None:
