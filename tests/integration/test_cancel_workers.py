@@ -1,0 +1,270 @@
+"""Cancel, replace and reset through real django-q2 clusters (subprocesses on the test database).
+
+The request is a row, so it holds across processes and crashes; the live signal over the channel
+layer makes it prompt. With a layer that crosses processes (Redis, or the server-less socket
+layer) the worker's lease is made long here (a heartbeat every 30 s), so a cancel that lands
+within seconds can only have come through the live signal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connections
+
+from agents_app.providers.demo import ESSAY, DemoModel
+from agents_app.runtime.seams import SessionRef
+from sessions_app import models as m
+from sessions_app import services
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
+
+ROOT = Path(__file__).resolve().parents[2]
+#: how long the demo essay streams (what a cancel must beat by far)
+ESSAY_SECONDS = len(ESSAY * 3) / DemoModel().chunk * DemoModel().essay_delay
+
+
+def live_layer() -> bool:
+    """Whether the channel layer reaches another process (the in-memory layer does not)."""
+    return "InMemory" not in settings.CHANNEL_LAYERS["default"]["BACKEND"]
+
+
+def workers_database_url() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("sqlite3"):
+        return "sqlite:///" + str(db["NAME"])
+    user = db.get("USER") or "postgres"
+    auth = user + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
+    return f"postgres://{auth}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+class Cluster:
+    """``manage.py qcluster`` in its own process group, on the test database."""
+
+    def __init__(self, name: str, **env: str) -> None:
+        log_dir = Path(settings.VAR_DIR) / "test-clusters"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_dir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
+        # the same signing key and queue name as this process (django-q2 signs its task rows)
+        full_env.update(DATABASE_URL=workers_database_url(), SECRET_KEY=settings.SECRET_KEY,
+                        JUNE_Q_NAME=settings.Q_CLUSTER["name"], JUNE_Q_WORKERS="1", JUNE_SWEEP_SECONDS="0.5",
+                        PYTHONUNBUFFERED="1", LOG_LEVEL="INFO")
+        full_env.update(env)
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=full_env,
+                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def stop(self) -> None:
+        """Tests need no graceful shutdown (a cluster waits for its workers): kill the group."""
+        self.signal(signal.SIGKILL)
+        try:
+            self.proc.wait(10)
+        finally:
+            self.log.close()
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def tail(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+@pytest.fixture
+def clusters():
+    started: list[Cluster] = []
+
+    def start(name: str = "cluster", **env: str) -> Cluster:
+        c = Cluster(name, **env)
+        started.append(c)
+        return c
+
+    yield start
+    for c in started:
+        c.stop()
+
+
+@pytest.fixture
+def alice():
+    return get_user_model().objects.create_user("alice", password="pw-alice-123")
+
+
+def poll(condition: Callable[[], object], what: str, *, timeout: float = 60.0, cluster: Cluster | None = None):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}" + (f"\n--- cluster log ---\n{cluster.tail()}"
+                                                                  if cluster else ""))
+        time.sleep(0.05)
+
+
+def turn(turn_id: str) -> m.Turn:
+    return m.Turn.objects.get(pk=turn_id)
+
+
+def streaming(turn_id: str) -> bool:
+    t = turn(turn_id)
+    return t.status == "running" and t.phase == "provider_started"
+
+
+def wait_for_delta(ref: SessionRef, turn_id: str, timeout: float = 30.0) -> None:
+    """Wait until the worker streams a live delta of the turn (proves the cancel is mid-stream)."""
+    from channels.layers import get_channel_layer
+
+    from sessions_app.sink import group_name
+
+    async def listen() -> None:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(group_name(ref), channel)
+        try:
+            while True:
+                msg = await asyncio.wait_for(layer.receive(channel), timeout)
+                if msg.get("type") == "june.delta" and msg["event"].get("turn_id") == turn_id:
+                    return
+        finally:
+            await layer.group_discard(group_name(ref), channel)
+
+    asyncio.run(listen())
+
+
+def cancelled_event(turn_id: str) -> dict | None:
+    e = m.Event.objects.filter(turn_id=turn_id, type="turn.cancelled").first()
+    return e.data if e else None
+
+
+def worker_env(*, live_only: bool) -> dict[str, str]:
+    """A long lease (slow heartbeat) when the live signal is what the test proves."""
+    return {"JUNE_LEASE_SECONDS": "90"} if live_only and live_layer() else {}
+
+
+def test_cancel_mid_stream_on_a_worker_is_prompt_and_commits_no_answer(clusters, alice):
+    cluster = clusters("essay", **worker_env(live_only=True))
+    rec = services.turn_start(agent="ops", key="c1", text="write me an essay", user=alice)
+    poll(lambda: streaming(rec.turn_id), "the essay to stream", cluster=cluster)
+    if live_layer():
+        wait_for_delta(rec.session, rec.turn_id)
+    started = time.monotonic()
+    services.turn_cancel(turn_id=rec.turn_id, user=alice)
+    # the essay streams for ESSAY_SECONDS; with the live signal (heartbeat every 30 s here) or
+    # the durable row (heartbeat every ~3 s) the cancel lands long before it would end
+    poll(lambda: turn(rec.turn_id).status == "cancelled", "the cancel", timeout=ESSAY_SECONDS * 0.6,
+         cluster=cluster)
+    assert time.monotonic() - started < ESSAY_SECONDS * 0.6
+    t = turn(rec.turn_id)
+    assert t.cancel_reason == "requested" and cancelled_event(rec.turn_id)["reason"] == "requested"
+    roles = list(m.Message.objects.filter(turn_id=rec.turn_id).values_list("role", flat=True))
+    assert roles == ["user"]  # the cancelled stream committed no assistant message
+    assert not m.Event.objects.filter(turn_id=rec.turn_id, type="message.completed").exists()
+    assert t.session.status == "idle"
+    # the session carries on: the next turn runs on the same worker
+    nxt = services.turn_start(agent="ops", key="c1", text="hello again", user=alice)
+    poll(lambda: turn(nxt.turn_id).status == "completed", "the next turn", cluster=cluster)
+
+
+def test_a_cancel_the_worker_never_saw_is_honoured_by_the_replay(clusters, alice):
+    """Pins: a cancel stored while its worker was frozen, then killed, must not be lost — the
+    replay on another cluster cancels instead of finishing the turn."""
+    quick = {"JUNE_LEASE_SECONDS": "3", "JUNE_Q_TIMEOUT": "10", "JUNE_Q_RETRY": "12"}
+    first = clusters("doomed", **quick)
+    rec = services.turn_start(agent="ops", key="k1", text="an essay please", user=alice)
+    poll(lambda: streaming(rec.turn_id), "the essay to stream", cluster=first)
+    first.signal(signal.SIGSTOP)  # frozen: it can notice nothing from here on
+    services.turn_cancel(turn_id=rec.turn_id, user=alice)
+    assert turn(rec.turn_id).status == "running" and turn(rec.turn_id).cancel_reason == "requested"
+    first.kill()
+    dead_owner = turn(rec.turn_id).lease_owner
+    poll(lambda: (turn(rec.turn_id).lease_expires_at or 0) < time.time(), "the dead worker's lease to expire")
+    second = clusters("replay", **quick)
+    poll(lambda: turn(rec.turn_id).status == "cancelled", "the replay to cancel", timeout=90, cluster=second)
+    t = turn(rec.turn_id)
+    assert t.cancel_reason == "requested" and t.attempts >= 2 and t.lease_owner != dead_owner
+    assert list(m.Message.objects.filter(turn_id=rec.turn_id).values_list("role", flat=True)) == ["user"]
+    assert m.Event.objects.filter(turn_id=rec.turn_id, type="turn.cancelled").count() == 1
+    assert not m.Event.objects.filter(turn_id=rec.turn_id, type="turn.completed").exists()
+
+
+def test_reset_cancels_queued_and_running_turns_and_the_next_starts_empty(clusters, alice):
+    cluster = clusters("reset", **worker_env(live_only=True))
+    running = services.turn_start(agent="ops", key="r1", text="essay time", user=alice)
+    poll(lambda: streaming(running.turn_id), "the essay to stream", cluster=cluster)
+    queued = [services.turn_start(agent="ops", key="r1", text=f"queued {n}", user=alice).turn_id for n in range(2)]
+    result = services.session_reset(agent="ops", key="r1", user=alice)
+    assert result == {"previous_session": "r1#g0", "generation": 1}
+    for turn_id in queued:  # queued turns are cancelled by the reset itself
+        assert (turn(turn_id).status, turn(turn_id).cancel_reason) == ("cancelled", "reset")
+    poll(lambda: turn(running.turn_id).status == "cancelled", "the running turn to stop at a boundary",
+         timeout=ESSAY_SECONDS * 0.6, cluster=cluster)
+    assert turn(running.turn_id).cancel_reason == "reset"
+    assert not m.Message.objects.filter(turn_id__in=queued).exists()  # they never ran
+    fresh = services.turn_start(agent="ops", key="r1", text="fresh start", user=alice)
+    poll(lambda: turn(fresh.turn_id).status == "completed", "the next turn", cluster=cluster)
+    live = list(m.Message.objects.filter(session__key="r1", generation=1).order_by("index")
+                .values_list("index", "role", "turn_id"))
+    assert live == [(0, "user", fresh.turn_id), (1, "assistant", fresh.turn_id)]
+    # the model saw only the new message (the demo counts its request's characters)
+    reply = m.Message.objects.get(session__key="r1", generation=1, role="assistant")
+    assert reply.data["usage"]["input_tokens"] == len("fresh start") // 4
+    assert reply.data["text"] == "You said: fresh start"
+    archived = m.Message.objects.filter(session__key="r1", generation=0).values_list("turn_id", flat=True)
+    assert set(archived) == {running.turn_id}
+
+
+def test_twenty_concurrent_replaces_leave_exactly_one_turn(clusters, alice):
+    cluster = clusters("replace", JUNE_Q_WORKERS="2")
+    first = services.turn_start(agent="ops", key="x1", text="essay first", user=alice)
+    poll(lambda: streaming(first.turn_id), "the first turn to run", cluster=cluster)
+    barrier = threading.Barrier(20)
+    ids: list[str] = []
+    errors: list[BaseException] = []
+
+    def replace(n: int) -> None:
+        try:
+            barrier.wait(30)
+            # a tool call keeps each turn busy long enough that none finishes between replaces
+            ids.append(services.turn_start(agent="ops", key="x1", text=f"wait 1 ({n})", user=alice,
+                                           replace=True).turn_id)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=replace, args=(n,)) for n in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    assert len(ids) == 20
+    every = [first.turn_id, *ids]
+    poll(lambda: not m.Turn.objects.filter(pk__in=every, status__in=["queued", "running"]).exists(),
+         "every turn to finish", timeout=90, cluster=cluster)
+    rows = {t.id: t for t in m.Turn.objects.filter(pk__in=every)}
+    survivors = [t for t in rows.values() if t.status != "cancelled"]
+    assert len(survivors) == 1, [(t.id, t.status, t.cancel_reason) for t in rows.values()]
+    winner = survivors[0]
+    assert winner.status == "completed" and winner.order == max(t.order for t in rows.values())
+    assert {t.cancel_reason for t in rows.values() if t.id != winner.id} == {"replaced"}
+    assert m.Event.objects.filter(turn_id__in=every, type="turn.cancelled").count() == 20
+    assert m.Turn.objects.get(pk=first.turn_id).cancel_reason == "replaced"
