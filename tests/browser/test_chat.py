@@ -1,0 +1,117 @@
+"""The chat UI in a real Chromium against a real daphne + qcluster (see conftest.py)."""
+
+from __future__ import annotations
+
+from tests.browser.conftest import chat_url, login_with_form, open_chat, send_message, wait_live
+
+# records, in the page, every state a tool row and the streaming text went through
+RECORDER = """
+() => {
+  window.__toolStates = [];
+  window.__textLengths = [];
+  const log = document.getElementById("log");
+  new MutationObserver((records) => {
+    for (const r of records) {
+      const tool = r.target.closest ? r.target.closest(".tool") : null;
+      if (r.type === "attributes" && tool) window.__toolStates.push(tool.dataset.state);
+      for (const n of r.addedNodes || []) {
+        if (n.classList && n.classList.contains("tool")) window.__toolStates.push(n.dataset.state);
+      }
+    }
+    const streaming = log.querySelector(".msg.assistant.streaming");
+    if (streaming) window.__textLengths.push(streaming.textContent.length);
+  }).observe(log, {subtree: true, childList: true, attributes: true, attributeFilter: ["data-state"], characterData: true});
+}
+"""
+
+
+def test_log_in_send_a_message_and_watch_it_stream_with_the_tool_timeline(june_server, make_user, new_page):
+    make_user("alice", "pw-alice-123")
+    page = new_page()
+    login_with_form(page, "alice", "pw-alice-123")
+    page.click("[data-agent=ops] .new-session")
+    page.wait_for_url("**/agents/ops/sessions/*/")
+    wait_live(page)
+    page.evaluate(RECORDER)
+    send_message(page, "order mugs")
+    page.wait_for_selector(".tool[data-state=completed] >> text=create_order")
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
+    final = page.locator(".msg.assistant").last.text_content()
+    assert final.startswith("Done. create_order") and '"item": "mugs"' in final
+    assert page.locator(".msg.user").last.text_content() == "order mugs"
+    states = page.evaluate("window.__toolStates")
+    assert states.index("requested") < states.index("completed"), states
+    lengths = page.evaluate("window.__textLengths")
+    growing = sorted(set(lengths))
+    assert len(growing) >= 3, f"the text did not stream in pieces: {lengths}"
+    # the session is listed on the home page afterwards
+    page.goto("/")
+    assert page.locator("[data-agent=ops] .sessions li").count() == 1
+
+
+def test_reload_mid_turn_shows_everything_so_far_and_continues(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "essay1")
+    send_message(page, "essay")
+    page.wait_for_function("(document.querySelector('.msg.assistant.streaming')?.textContent.length || 0) > 40")
+    page.reload()
+    wait_live(page)
+    assert page.locator(".msg.user").last.text_content() == "essay"  # replayed from the log
+    # the snapshot brings back the start of the message, then it keeps growing
+    page.wait_for_function("document.querySelector('.msg.assistant.streaming')?.textContent.startsWith('Durable execution')")
+    before = len(page.locator(".msg.assistant.streaming").text_content())
+    page.wait_for_function(f"document.querySelector('.msg.assistant.streaming')?.textContent.length > {before + 20}")
+    assert page.locator("#turn-status").get_attribute("data-status") == "running"
+    page.click("#cancel")
+    page.wait_for_selector(".note >> text=Turn cancelled (requested).")
+    assert page.locator("#turn-status").get_attribute("data-status") == "cancelled"
+
+
+def test_two_tabs_on_one_session_show_the_same_events_live(june_server, make_user, new_page):
+    operator = make_user("olga", staff=True, groups=("operators",))
+    one = open_chat(new_page(operator), "ops", "shared")
+    two = open_chat(new_page(operator), "ops", "shared")
+    send_message(one, "stock tea")
+    for tab in (one, two):
+        tab.wait_for_selector(".tool[data-state=completed] >> text=lookup_stock")
+        tab.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
+        assert tab.locator(".msg.user").last.text_content() == "stock tea"
+    assert one.locator(".msg.assistant").last.text_content() == two.locator(".msg.assistant").last.text_content()
+    # an approval card: answered in one tab, it closes live in the other
+    send_message(two, "refund order 1 20")
+    for tab in (one, two):
+        tab.wait_for_selector(".approval[data-state=open]")
+    one.click(".approval button:has-text('Approve')")
+    for tab in (one, two):
+        tab.wait_for_selector(".approval[data-state=answered]")
+        tab.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
+    assert two.locator(".approval button:has-text('Approve')").is_disabled()
+
+
+def test_another_user_cannot_open_the_session(june_server, make_user, new_page):
+    alice, bob = make_user("alice"), make_user("bob")
+    open_chat(new_page(alice), "ops", "private")
+    page = new_page(bob)
+    response = page.goto(chat_url("ops", "private"))
+    assert response.status == 403
+    page.goto("/")
+    code = page.evaluate(
+        """() => new Promise((resolve) => {
+             const ws = new WebSocket(`ws://${location.host}/ws/agents/ops/sessions/private/`);
+             ws.onclose = (ev) => resolve(ev.code);
+           })"""
+    )
+    assert code == 4403
+    assert page.locator("[data-agent=ops] .sessions li").count() == 0
+
+
+def test_text_with_markup_is_shown_escaped(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "xss")
+    payload = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+    send_message(page, payload)
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
+    assert page.locator(".msg.user").last.text_content() == payload
+    assert page.locator(".msg.assistant").last.text_content() == f"You said: {payload}"
+    assert page.locator("#log script, #log img").count() == 0
+    assert page.evaluate("window.__pwned") is None
