@@ -214,12 +214,15 @@ def test_reset_cancels_queued_and_running_turns_and_the_next_starts_empty(cluste
     assert result == {"previous_session": "r1#g0", "generation": 1}
     for turn_id in queued:  # queued turns are cancelled by the reset itself
         assert (turn(turn_id).status, turn(turn_id).cancel_reason) == ("cancelled", "reset")
+    # started at once: it queues behind the running turn until that one stops at its boundary
+    fresh = services.turn_start(agent="ops", key="r1", text="fresh start", user=alice)
     poll(lambda: turn(running.turn_id).status == "cancelled", "the running turn to stop at a boundary",
          timeout=ESSAY_SECONDS * 0.6, cluster=cluster)
     assert turn(running.turn_id).cancel_reason == "reset"
     assert not m.Message.objects.filter(turn_id__in=queued).exists()  # they never ran
-    fresh = services.turn_start(agent="ops", key="r1", text="fresh start", user=alice)
     poll(lambda: turn(fresh.turn_id).status == "completed", "the next turn", cluster=cluster)
+    cancelled_at = m.Event.objects.get(turn_id=running.turn_id, type="turn.cancelled").seq
+    assert m.Event.objects.get(turn_id=fresh.turn_id, type="turn.started").seq > cancelled_at
     live = list(m.Message.objects.filter(session__key="r1", generation=1).order_by("index")
                 .values_list("index", "role", "turn_id"))
     assert live == [(0, "user", fresh.turn_id), (1, "assistant", fresh.turn_id)]
