@@ -20,7 +20,7 @@ from django.db.models import F, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import path, reverse
+from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
@@ -167,6 +167,20 @@ def _call_json(turn: m.Turn) -> str:
     return json.dumps(((turn.pending or {}).get("call") or {}).get("input"), indent=1, sort_keys=True, default=str)
 
 
+def _last_request(turn: m.Turn) -> dict[str, Any]:
+    """An answered turn no longer holds its request: its ``input.requested`` event still does."""
+    event = m.Event.objects.filter(turn_id=turn.pk, type="input.requested").order_by("-seq").first()
+    request = (event.data or {}).get("request") if event else None
+    return request if isinstance(request, dict) else {}
+
+
+def _turn_admin_url(turn: m.Turn) -> str:
+    try:
+        return reverse("admin:sessions_app_turn_change", args=(quote(turn.pk),))
+    except NoReverseMatch:  # the turns admin is optional
+        return ""
+
+
 def _with_json(answers) -> list[m.Answer]:
     rows = list(answers)
     for a in rows:
@@ -229,6 +243,9 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
         return timesince(turn.parked_at, timezone.now())
 
     # -- pages ----------------------------------------------------------------------------------------
+
+    def changelist_view(self, request, extra_context=None):
+        return super().changelist_view(request, {"title": "Approval inbox", **(extra_context or {})})
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
@@ -303,12 +320,15 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
             form = None
         pending = turn.pending or {}
         parked = parked_turns().filter(pk=turn.pk).first()
+        spec = pending.get("request") or _last_request(turn)
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts, "title": "Answer a parked request", "turn": turn, "form": form,
-            "kind": form.kind if form else None, "request_spec": pending.get("request") or {},
+            "kind": form.kind if form else None, "request_spec": spec,
+            "schema_json": json.dumps(spec.get("schema"), sort_keys=True) if spec.get("schema") else "",
             "call": pending.get("call") or {}, "call_json": _call_json(turn) if pending else "",
             "waited": timesince(parked.parked_at, timezone.now()) if parked else None,
+            "turn_url": _turn_admin_url(turn),
             "answers": _with_json(m.Answer.objects.filter(turn=turn).select_related("user").order_by("created_at", "pk")),
         }
         return TemplateResponse(request, "admin/june/approval_answer.html", context, status=status)

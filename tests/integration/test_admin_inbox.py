@@ -13,6 +13,7 @@ from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape
 
 from agents_app.models import Refund
 from sessions_app import engine, services
@@ -197,6 +198,7 @@ def test_an_operator_approves_and_the_answer_is_recorded_and_visible(parked, use
     assert before - dt.timedelta(seconds=1) <= answer.created_at <= timezone.now()
     html = r.content.decode()  # the answer page after the redirect: status and the answer row
     assert "completed" in html and 'id="june-answer-form"' not in html
+    assert PROMPT in html and escape(parked.text) in html  # the answered request and the turn's outcome
     assert "olga" in html and "127.0.0.1" in html and "admin" in html and ">true<" in html
     # answered requests leave the inbox; the operator's past answers list it
     assert list(c.get(reverse(INBOX)).context["cl"].result_list) == []
