@@ -1,0 +1,59 @@
+"""Cancel and reset from the chat in a real Chromium, then the archived generation in the admin."""
+
+from __future__ import annotations
+
+import re
+
+from sessions_app import models as m
+from tests.browser.conftest import DEADLINE_MS, open_chat, send_message
+
+
+def test_cancel_mid_stream_from_the_chat(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "cancel1")
+    send_message(page, "essay")
+    page.wait_for_function("(document.querySelector('.msg.assistant.streaming')?.textContent.length || 0) > 30")
+    assert page.locator("#cancel").is_enabled()
+    page.click("#cancel")
+    page.wait_for_selector(".note >> text=Turn cancelled (requested).")
+    assert page.locator("#turn-status").get_attribute("data-status") == "cancelled"
+    turn = m.Turn.objects.get(session__key="cancel1")
+    assert (turn.status, turn.cancel_reason) == ("cancelled", "requested")
+    # the stream stopped before its reply committed: only the user's message is in the log
+    assert list(m.Message.objects.filter(turn=turn).values_list("role", flat=True)) == ["user"]
+    # the session carries on
+    send_message(page, "hello after cancel")
+    page.wait_for_selector(".msg.assistant >> text=You said: hello after cancel")
+
+
+def test_reset_then_open_the_archived_generation_in_the_admin(june_server, make_user, new_page):
+    alice = make_user("alice")
+    staff = make_user("sam", staff=True)
+    page = open_chat(new_page(alice), "ops", "reset1")
+    send_message(page, "hello <b>archive</b>")
+    page.wait_for_selector(".msg.assistant >> text=You said: hello <b>archive</b>")
+    page.wait_for_function("document.querySelector('#turn-status').dataset.status === 'completed'")
+    page.once("dialog", lambda dialog: dialog.accept())  # the chat asks before a reset
+    page.click("#reset")
+    page.wait_for_selector("#notice >> text=archived as reset1#g0")
+    assert page.locator(".msg").count() == 0
+    session = m.Session.objects.get(key="reset1")
+    assert session.generation == 1 and session.status == "new"
+
+    admin = new_page(staff)
+    admin.goto("/admin/sessions_app/session/?q=reset1")
+    admin.click("#result_list a:text-is('reset1')")
+    admin.wait_for_selector(".june-generations")
+    assert admin.locator("tr.june-generation").count() == 2
+    row = admin.locator("tr.june-generation[data-generation='0']")
+    assert "alice" in row.text_content()
+    row.locator("a").click()
+    admin.wait_for_selector(".june-generation-page", timeout=DEADLINE_MS)
+    assert "reset1#g0" in admin.locator(".june-header").text_content()
+    assert re.search(r"Archived by a reset by\s+alice", admin.locator(".june-reset").text_content())
+    user_msg = admin.locator(".june-msg.user .text")
+    assert user_msg.text_content() == "hello <b>archive</b>"  # shown as text, not markup
+    assert admin.locator(".june-msg.user b").count() == 0
+    assert "You said: hello <b>archive</b>" in admin.locator(".june-msg.assistant .text").text_content()
+    assert admin.locator("tr.june-event[data-type='turn.completed']").count() == 1
+    assert admin.locator("tr.june-step").count() >= 1
