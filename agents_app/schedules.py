@@ -126,12 +126,13 @@ def next_tick(cron: str, tz: ZoneInfo, after: datetime) -> datetime:
 
 
 def tick_for(cron: str, tz: ZoneInfo, intended: datetime | None, now: datetime,
-             grace: timedelta = CATCH_UP_GRACE) -> datetime:
+             grace: timedelta | None = None) -> datetime:
     """The tick a firing belongs to.
 
     ``intended`` is the run time django-q2 scheduled (the same for every cluster that saw the
     due row, so they agree on the tick); a firing whose next tick passed more than ``grace``
     ago is a catch-up after downtime, and all catch-ups collapse into the latest tick."""
+    grace = CATCH_UP_GRACE if grace is None else grace
     tick = prev_tick(cron, tz, intended or now)
     if next_tick(cron, tz, tick) <= now - grace:
         tick = prev_tick(cron, tz, now)
