@@ -137,7 +137,8 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         .only("id", "order", "status", "kind", "cancel_reason", "attempts", "phase", "input", "created_at")[:500]
     )
     return {
-        "messages": messages,
+        # not "messages": the admin's base template shows the messages framework's under that name
+        "message_page": messages,
         "conversation": [message_view(row) for row in messages.object_list],
         "events": events,
         "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.created_at,
@@ -281,7 +282,10 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
         if obj.lease_expires_at is None:
             return "-"
         when = dt.datetime.fromtimestamp(obj.lease_expires_at, tz=dt.timezone.utc)
-        state = "expired" if when < timezone.now() else "held"
+        if obj.status != m.TurnStatus.RUNNING:
+            state = "last lease; the turn is not running"
+        else:
+            state = "expired" if when < timezone.now() else "held"
         return f"{timezone.localtime(when):%Y-%m-%d %H:%M:%S %Z} ({state})"
 
     def _json(self, value: Any):

@@ -65,6 +65,8 @@ def test_each_archived_generation_shows_its_own_transcript_steps_and_events(clie
     assert g0.status_code == 200
     page = g0.content.decode()
     assert "s1#g0" in page and "archived" in page
+    # regression: the transcript page must not leak into the admin's messages-framework banner
+    assert "Message object" not in page and 'class="messagelist"' not in page
     # the conversation: user, assistant with the tool call and its args, the tool result
     assert "order blue mugs" in page and "create_order" in page and "&quot;item&quot;: &quot;blue mugs&quot;" in page
     assert re.search(r'class="june-msg tool', page)
