@@ -281,3 +281,5 @@ def _session_for_schedule(decl: ScheduleDecl, key: str) -> None:
         agent=decl.agent, key=key, defaults={"owner": owner, "title": decl.title})
     if not created and session.owner_id is None and owner is not None:
         sm.Session.objects.filter(pk=session.pk, owner__isnull=True).update(owner=owner)
+    if not created and not session.title and decl.title:  # opened in the chat before its first run
+        sm.Session.objects.filter(pk=session.pk, title="").update(title=decl.title)
