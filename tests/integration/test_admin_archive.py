@@ -3,6 +3,7 @@ events, who reset and when), turns with the journal; read-only, escaped, staff o
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 
 import pytest
@@ -10,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from sessions_app import models as m
 from sessions_app import services
@@ -124,6 +126,11 @@ def test_search_by_key_agent_and_user(client, people, archived):
     assert keys(q="ops") == {"s1", "other"}
     assert keys(q="nothing-like-this") == set()
     assert keys(agent="ops", status="new") == {"s1"}
+    # by date (the list filter's own parameters)
+    today = timezone.localdate()
+    day = {"created_at__gte": today.isoformat(), "created_at__lt": (today + dt.timedelta(days=1)).isoformat()}
+    assert keys(**day) == {"s1", "other"}
+    assert keys(created_at__gte=(today + dt.timedelta(days=1)).isoformat()) == set()
     # the archive entry lists only reset sessions
     archive = client.get(reverse("admin:sessions_app_archivedsession_changelist"), {"q": "s1"}).content.decode()
     assert ">s1</a>" in archive
