@@ -28,6 +28,12 @@ def test_a_refund_card_in_the_chat_is_approved_by_an_operator_in_the_admin_inbox
     chat.wait_for_function("document.getElementById('turn-status').dataset.status === 'suspended'")
     turn = m.Turn.objects.get(session__key="refund-b")
     assert turn.status == "suspended"
+    # the speaker is not an operator: the card's Approve is refused (403) and nothing changes
+    chat.click(".approval button:has-text('Approve')")
+    chat.wait_for_function("document.querySelector('.approval .card-error').textContent.includes('operator')")
+    assert chat.locator(".approval").get_attribute("data-state") == "open"
+    turn.refresh_from_db()
+    assert turn.status == "suspended" and not m.Answer.objects.exists()
 
     # a staff user who is not an operator: an empty inbox, and the request itself is refused
     other = new_page(sam)
