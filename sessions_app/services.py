@@ -123,11 +123,12 @@ def turn_start(
     store = engine.store()
     ref = SessionRef(agent, key)
     with transaction.atomic():
-        running = _running_turns(agent, key) if replace else []
         rec, logged = store.create_turn_logged(
             ref, turn_input, turn_id=turn_id or uuid.uuid4().hex, replace=replace,
             policy=definition.policy_for(source), created_by=user if getattr(user, "pk", None) else None,
         )
+        # read under the session lock the store took: a turn claimed a moment before is included
+        running = _running_turns(agent, key) if replace else []
         publish_on_commit(ref, logged)
         signal_cancel_on_commit(running)
         enqueue_turn(rec.turn_id)
@@ -169,8 +170,8 @@ def session_reset(*, agent: str, key: str, user: Any = None) -> dict[str, Any]:
     store = engine.store()
     ref = SessionRef(agent, key)
     with transaction.atomic():
-        running = _running_turns(agent, key)
         previous, generation, logged = store.reset_sync(ref, by=user if getattr(user, "pk", None) else None)
+        running = _running_turns(agent, key)  # under the session lock: every turn that got the request
         publish_on_commit(ref, logged)
         signal_cancel_on_commit(running)
         _enqueue_next_txn(ref)

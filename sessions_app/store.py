@@ -218,15 +218,22 @@ class DjangoSessionStore:
             return record_of(turn, s), logged
 
     def _cancel_unfinished_txn(self, s: m.Session, reason: str, *, parked_too: bool = False) -> list[ev.TurnEvent]:
-        """Queued (and, for reset, parked) turns are cancelled now; running ones get the request."""
-        events: list[ev.TurnEvent] = []
-        now_cancel = [TurnStatus.QUEUED] + ([TurnStatus.SUSPENDED] if parked_too else [])
-        for turn_id in m.Turn.objects.filter(session=s, status__in=now_cancel).order_by("order").values_list("id", flat=True):
-            m.Turn.objects.filter(pk=turn_id).update(status=TurnStatus.CANCELLED, cancel_reason=reason,
-                                                     error={"reason": reason}, pending=None)
-            events.append(ev.TurnCancelled(turn_id, reason=reason))
+        """Queued (and, for reset, parked) turns are cancelled now; running ones get the request.
+
+        One conditional UPDATE (no read-then-write): a turn a worker claims meanwhile (claims do
+        not take the session lock) is left running and gets the request below, instead of being
+        flipped to cancelled under the worker's feet and then cancelled a second time."""
+        now_cancel = [str(TurnStatus.QUEUED)] + ([str(TurnStatus.SUSPENDED)] if parked_too else [])
+        with connection.cursor() as cur:
+            cur.execute(
+                "UPDATE sessions_app_turn SET status = %s, cancel_reason = %s, error = %s, pending = NULL "
+                f"WHERE session_id = %s AND status IN ({', '.join(['%s'] * len(now_cancel))}) "
+                'RETURNING id, "order"',
+                [str(TurnStatus.CANCELLED), reason, _dumps({"reason": reason}), s.pk, *now_cancel],
+            )
+            cancelled = sorted(cur.fetchall(), key=lambda row: row[1])
         m.Turn.objects.filter(session=s, status=TurnStatus.RUNNING, cancel_reason__isnull=True).update(cancel_reason=reason)
-        return events
+        return [ev.TurnCancelled(turn_id, reason=reason) for turn_id, _ in cancelled]
 
     def claim_sync(self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float) -> TurnRecord | None:
         """One conditional UPDATE: runnable, lease free or expired, first of its chain."""
