@@ -39,6 +39,10 @@ def run_turn(turn_id: str) -> str | None:
     from .worker import cancel_listener
 
     async def drive() -> str | None:
+        # the store runs on asgiref's one sync thread, which outlives this task: keep its
+        # connection for the next task (a connect costs more than a short turn's first step)
+        # unless it is broken
+        await sync_to_async(_drop_unusable_connections)()
         executor = engine.executor()
         executor.on_signals = cancel_listener
         try:
@@ -52,12 +56,18 @@ def run_turn(turn_id: str) -> str | None:
                 nxt = await executor.store.next_queued(rec.session)
                 if nxt:
                     await sync_to_async(enqueue_turn)(nxt)
-        finally:
-            # the store's thread keeps its own connection: do not leak it past the task
-            await sync_to_async(connections.close_all)()
+        except BaseException:
+            await sync_to_async(connections.close_all)()  # it may be the connection that failed
+            raise
         return str(status) if status else None
 
     return asyncio.run(drive())
+
+
+def _drop_unusable_connections() -> None:
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and (conn.errors_occurred or not conn.is_usable()):
+            conn.close()
 
 
 def sweep_expired_leases() -> dict[str, int]:

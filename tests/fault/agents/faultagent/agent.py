@@ -4,7 +4,8 @@ agent — the test process or a qcluster child). Turn shape, whatever the openin
     user -> assistant [fault_write (sync), fault_ping (async)] -> tool -> tool -> assistant
 
 The opening text ``"slow:<n>"`` streams n deltas (a long model step, for cancel tests);
-``"die"`` kills its own worker process at every attempt (retry budget tests).
+``"die"`` kills its own worker process at every attempt (retry budget tests); ``"steps:<n>"``
+calls the no-op sync tool ``fault_noop`` n times, one per model step, then answers (benchmarks).
 Pause points (tests/fault/faultkit.py): ``model<k>:start``, ``model<k>:mid``, ``model<k>:end``
 (k = the turn's assistant messages so far), ``write:before``, ``write:after``, ``ping:before``,
 ``ping:after``.
@@ -36,6 +37,13 @@ class FaultModel:
             faultkit.record("die", turn_id)
             os.kill(os.getpid(), signal.SIGKILL)
         calls: tuple[ToolCall, ...] = ()
+        if opening.startswith("steps:"):
+            more = k < int(opening.split(":", 1)[1])
+            yield ModelReply(text="", tool_calls=(ToolCall(id=f"n{k}", name="fault_noop", input={}),) if more else (),
+                             stop_reason=StopReason.TOOL_USE if more else StopReason.END_TURN,
+                             usage={"input_tokens": 1, "output_tokens": 1}) if more else ModelReply(
+                text="done", stop_reason=StopReason.END_TURN, usage={"input_tokens": 1, "output_tokens": 1})
+            return
         if opening.startswith("slow:"):
             pieces = ["tick "] * int(opening.split(":", 1)[1])
         elif k == 0:

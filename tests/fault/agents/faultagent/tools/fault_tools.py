@@ -26,3 +26,8 @@ async def fault_ping(input, ctx):
     faultkit.record("ping", ctx.turn_id)
     await faultkit.apoint("ping:after")
     return {"pinged": input["item"], "key": ctx.idempotency_key}
+
+
+@tool("fault_noop", "Do nothing (sync): the cheapest checkpointed step.", {"type": "object", "properties": {}})
+def fault_noop(input, ctx):
+    return {"ok": True}

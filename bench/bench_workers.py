@@ -1,0 +1,207 @@
+#!/usr/bin/env python
+"""The worker path, measured in ONE run (PostgreSQL by default):
+
+    .venv/bin/python bench/bench_workers.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/x .venv/bin/python bench/bench_workers.py
+
+Prints, with ratios computed from figures of the same run:
+  - floor: one psycopg transaction of three small statements (update, insert, insert);
+  - in-process per-step cost: the bare TurnLoop (unfenced) and the TurnExecutor (lease, heartbeat,
+    fenced checkpoints, journal) on DjangoSessionStore -> the extra cost of fencing + journal;
+  - through real qcluster workers (2 workers): turns/s and per-step cost (turn.started ->
+    turn.completed, from the event log) with an instant scripted model;
+  - queued -> started latency with an idle worker (Turn.created_at -> turn.started event);
+  - SIGKILL of a worker mid-turn -> the turn completed by another cluster (default lease).
+The agent is the fault-test agent (tests/fault/agents/faultagent, "steps:<n>": n model->no-op
+sync tool round trips). Targets: per step via a worker <= 2.5x the floor; kill -> completed
+within lease + 2 s; queued -> started <= 100 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+BENCH_DB = "june_bench_workers"
+_url = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
+if _url.startswith("postgres"):
+    _url = _url.rsplit("/", 1)[0] + "/" + BENCH_DB
+os.environ["DATABASE_URL"] = _url
+os.environ.setdefault("SECRET_KEY", "bench-workers")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
+os.environ["JUNE_AGENT_DIRS"] = str(ROOT / "tests" / "fault" / "agents")
+os.environ.setdefault("JUNE_VAR_DIR", tempfile.mkdtemp(prefix="june-bench-workers-"))
+FAULT_DIR = Path(tempfile.mkdtemp(prefix="june-bench-fault-"))
+os.environ["JUNE_FAULT_DIR"] = str(FAULT_DIR)
+
+STEPS = int(os.environ.get("BENCH_STEPS", "20"))  # model -> tool round trips per turn
+TURNS = int(os.environ.get("BENCH_TURNS", "40"))
+AGENT = "faultagent"
+
+
+def prepare_database() -> None:
+    if _url.startswith("postgres"):
+        import psycopg
+
+        with psycopg.connect(_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {BENCH_DB}")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def floor_ms(n: int = 300) -> float:
+    from django.db import connection, transaction
+
+    with connection.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS bench_floor_a (id int primary key, v int)")
+        cur.execute("CREATE TABLE IF NOT EXISTS bench_floor_b (id serial primary key, v text)")
+        cur.execute("INSERT INTO bench_floor_a VALUES (1, 0) ON CONFLICT DO NOTHING")
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute("UPDATE bench_floor_a SET v = v + 1 WHERE id = 1")
+            cur.execute("INSERT INTO bench_floor_b (v) VALUES (%s)", ["x" * 100])
+            cur.execute("INSERT INTO bench_floor_b (v) VALUES (%s)", ["y" * 100])
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1000
+
+
+def steps_of(turn_id: str) -> int:
+    from sessions_app.models import Step
+
+    return Step.objects.filter(turn_id=turn_id).count() + 1  # + the opening
+
+
+def in_process_ms(fenced: bool, repeats: int = 5) -> float:
+    """Per checkpointed step, engine in this process: the bare loop or the executor."""
+    from agents_app.runtime.loop import TurnLoop
+    from agents_app.runtime.seams import SessionRef, TurnInput
+    from sessions_app import engine
+
+    store = engine.store()
+    per_step = []
+    for _ in range(repeats):
+        turn_id = uuid.uuid4().hex
+        store.create_turn_sync(SessionRef(AGENT, f"inproc-{turn_id}"), TurnInput(text=f"steps:{STEPS}"), turn_id=turn_id)
+        t = time.perf_counter()
+        if fenced:
+            asyncio.run(engine.executor().drive(turn_id))
+        else:
+            agent = engine.agent(AGENT)
+            from agents_app.providers import model_for
+
+            loop = TurnLoop(agent=agent, store=store, sink=engine.sink(), model=model_for(agent))
+            asyncio.run(loop.run(turn_id, None))
+        elapsed = time.perf_counter() - t
+        assert store.get_turn_sync(turn_id).status == "completed"
+        per_step.append(elapsed * 1000 / steps_of(turn_id))
+    return statistics.median(per_step)
+
+
+def event_time(turn_id: str, type_: str):
+    from sessions_app.models import Event
+
+    return Event.objects.filter(turn_id=turn_id, type=type_).values_list("created_at", flat=True).first()
+
+
+def wait_status(turn_ids, status="completed", timeout=300.0) -> None:
+    from sessions_app.models import Turn
+
+    deadline = time.monotonic() + timeout
+    while Turn.objects.filter(pk__in=list(turn_ids), status=status).count() < len(turn_ids):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {len(turn_ids)} turns to be {status}")
+        time.sleep(0.01)
+
+
+def start(key: str, text: str) -> str:
+    from sessions_app import services
+
+    return services.turn_start(agent=AGENT, key=key, text=text, source="http").turn_id
+
+
+def main() -> None:
+    prepare_database()
+    from django.db import connection
+
+    from tests.fault.qcluster import Clusters
+
+    print(f"database: {connection.vendor} ({BENCH_DB})  steps/turn: {STEPS * 2 + 2}  turns: {TURNS}")
+    floor = floor_ms()
+    bare = in_process_ms(fenced=False)
+    fenced = in_process_ms(fenced=True)
+
+    clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-q-")))
+    base_env = {"JUNE_LEASE_SECONDS": os.environ.get("JUNE_LEASE_SECONDS", "10"), "JUNE_SWEEP_SECONDS": "1",
+                "JUNE_Q_POLL": "0.05", "LOG_LEVEL": "WARNING"}
+    try:
+        a = clusters.start(JUNE_Q_WORKERS="2", **base_env)
+        wait_status([start("warmup", "steps:1")])
+        # throughput: TURNS turns in TURNS sessions on 2 workers
+        t = time.perf_counter()
+        ids = [start(f"tp-{n}", f"steps:{STEPS}") for n in range(TURNS)]
+        wait_status(ids)
+        wall = time.perf_counter() - t
+        worker_steps = [
+            (event_time(i, "turn.completed") - event_time(i, "turn.started")).total_seconds() * 1000 / steps_of(i)
+            for i in ids
+        ]
+        # queued -> started with an idle worker, one at a time
+        from sessions_app.models import Turn
+
+        latencies = []
+        for n in range(20):
+            i = start(f"lat-{n}", "steps:0")
+            wait_status([i])
+            latencies.append((event_time(i, "turn.started") - Turn.objects.get(pk=i).created_at).total_seconds() * 1000)
+        a.kill()
+        # SIGKILL of a worker mid-turn -> completed on another cluster
+        victim = clusters.start(JUNE_Q_WORKERS="1", **base_env)
+        clusters.arm("model1:start")
+        doomed = start("kill", "mugs")
+        clusters.reached("model1:start")
+        other = clusters.start(JUNE_Q_WORKERS="1", **base_env)
+        wait_status([start("probe", "steps:0")])  # the other cluster is up and idle
+        killed = time.perf_counter()
+        victim.kill()
+        clusters.disarm("model1:start")
+        wait_status([doomed], timeout=120)
+        recovery = time.perf_counter() - killed
+        other.kill()
+    finally:
+        clusters.stop_all()
+
+    lease = float(base_env["JUNE_LEASE_SECONDS"])
+    per_worker = statistics.median(worker_steps)
+    lat = statistics.median(latencies)
+    print(f"floor (update+insert+insert, one transaction): {floor:.3f} ms")
+    print(f"in-process bare loop (unfenced):               {bare:.3f} ms/step  ({bare / floor:.2f}x floor)")
+    print(f"in-process executor (lease+fence+journal):     {fenced:.3f} ms/step  ({fenced / floor:.2f}x floor)")
+    print(f"  extra cost of fencing+lease+journal:         {fenced - bare:+.3f} ms/step")
+    print(f"through a worker (2 workers, median turn):     {per_worker:.3f} ms/step  ({per_worker / floor:.2f}x floor,"
+          f" {per_worker / fenced:.2f}x in-process)  target <= 2.5x floor: {'MET' if per_worker <= 2.5 * floor else 'MISSED'}")
+    print(f"throughput: {TURNS} turns x {STEPS * 2 + 2} steps in {wall:.2f}s = {TURNS / wall:.1f} turns/s,"
+          f" {TURNS * (STEPS * 2 + 2) / wall:.0f} steps/s")
+    print(f"queued -> started, idle worker: median {lat:.1f} ms, max {max(latencies):.1f} ms"
+          f"  target <= 100 ms: {'MET' if lat <= 100 else 'MISSED'}")
+    print(f"SIGKILL -> completed elsewhere: {recovery:.2f}s (lease {lease:.0f}s, sweep every"
+          f" {base_env['JUNE_SWEEP_SECONDS']}s)  target <= lease + 2 s: "
+          f"{'MET' if recovery <= lease + 2 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
