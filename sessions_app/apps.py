@@ -28,6 +28,10 @@ def _ensure_schedule(using: str = "default", **kwargs: object) -> None:
 
 
 def _start_watchdog(**kwargs: object) -> None:
+    from django_q.conf import Conf
+
+    if Conf.SYNC:  # tasks run inline in the caller (tests): no worker process to watch from
+        return
     from .worker import start_watchdog
 
     start_watchdog()
