@@ -115,7 +115,9 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 30},
+            # socket_timeout above channels_redis's 5 s blocking pop: redis-py 8 defaults to 5 s,
+            # which turns every idle websocket's receive into a TimeoutError (a 1011 close)
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1000, "expiry": 30},
         }
     }
 else:

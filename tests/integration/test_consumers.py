@@ -314,3 +314,19 @@ async def test_the_sink_coalesces_deltas_and_flushes_them_before_committed_event
         assert d["offset"] <= len(text)
         text = text[: d["offset"]] + d["text"]
     assert text == "".join(words)
+
+
+async def test_an_idle_socket_outlives_the_layers_blocking_receive():
+    """Regression: redis-py 8 defaults socket_timeout to 5 s, channels_redis blocks 5 s in
+    BZPOPMIN, so an idle consumer's receive raised TimeoutError and the socket closed (1011)."""
+    import asyncio
+
+    alice = await make_user("alice")
+    comm = communicator("/ws/agents/ops/sessions/idle/", await cookie_for(alice))
+    assert (await comm.connect(timeout=30))[0]
+    await receive_until_ready(comm)
+    await asyncio.sleep(6.5)  # the idle spell itself is what is tested
+    delta = {"type": "message.delta", "turn_id": "t1", "text": "still here", "offset": 0, "base": None}
+    await get_channel_layer().group_send(group_name(SessionRef("ops", "idle")), {"type": "june.delta", "event": delta})
+    assert await comm.receive_json_from(timeout=30) == delta
+    await comm.disconnect()
