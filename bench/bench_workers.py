@@ -47,6 +47,16 @@ TURNS = int(os.environ.get("BENCH_TURNS", "40"))
 AGENT = "faultagent"
 
 
+async def _drive_and_close(turn_id: str) -> None:
+    from sessions_app import engine
+
+    executor = engine.executor()
+    try:
+        await executor.drive(turn_id)
+    finally:
+        await executor.sink.close()
+
+
 def prepare_database() -> None:
     if _url.startswith("postgres"):
         import psycopg
@@ -99,7 +109,7 @@ def in_process_ms(fenced: bool, repeats: int = 5) -> float:
         store.create_turn_sync(SessionRef(AGENT, f"inproc-{turn_id}"), TurnInput(text=f"steps:{STEPS}"), turn_id=turn_id)
         t = time.perf_counter()
         if fenced:
-            asyncio.run(engine.executor().drive(turn_id))
+            asyncio.run(_drive_and_close(turn_id))
         else:
             agent = engine.agent(AGENT)
             from agents_app.providers import model_for

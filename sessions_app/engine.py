@@ -43,11 +43,12 @@ def store() -> DjangoSessionStore:
     return DjangoSessionStore()
 
 
-def sink() -> Any:
-    """The site's EventSink: the Channels layer (imported lazily: workers need no consumer)."""
+def sink(*, background: bool = False) -> Any:
+    """The site's EventSink: the Channels layer (imported lazily: workers need no consumer).
+    ``background``: layer sends leave the turn's critical path (a worker's loop; close() it)."""
     from .sink import ChannelsEventSink
 
-    return ChannelsEventSink()
+    return ChannelsEventSink(background=background)
 
 
 def delivery_sink() -> Any:
@@ -60,7 +61,7 @@ def delivery_sink() -> Any:
 def executor(*, extra_sinks: tuple[Any, ...] = ()) -> TurnExecutor:
     return TurnExecutor(
         store=store(),
-        sink=FanoutSink(sink(), delivery_sink(), *extra_sinks),
+        sink=FanoutSink(sink(background=True), delivery_sink(), *extra_sinks),
         agent_for=agent,
         model_for=model_for,
         clock=time.time,

@@ -64,13 +64,19 @@ class _Stream:
 
 class ChannelsEventSink:
     """EventSink over the Channels layer. One instance per event loop (a q2 task's loop or
-    daphne's): the coalescing timers live on the loop that calls it."""
+    daphne's): the coalescing timers live on the loop that calls it.
 
-    def __init__(self, layer: Any = None) -> None:
+    ``background=True`` (a worker's sink) hands layer messages to one sender task, in order, so
+    a turn's next step does not wait on the layer's round trips; ``close()`` drains it."""
+
+    def __init__(self, layer: Any = None, *, background: bool = False) -> None:
         self.layer = layer if layer is not None else get_channel_layer()
         self._streams: dict[SessionRef, _Stream] = {}
         #: layer messages sent (deltas and event batches): the bench reads it
         self.sent_messages = 0
+        self.background = background
+        self._outbox: asyncio.Queue | None = None
+        self._sender: asyncio.Task | None = None
 
     async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
         if self.layer is None or not events:
@@ -111,6 +117,11 @@ class ChannelsEventSink:
             async with stream.lock:
                 await self._flush_locked(session, stream)
             self._drop(session)
+        if self._outbox is not None:
+            await self._outbox.join()
+        if self._sender is not None:
+            self._sender.cancel()
+            self._sender = self._outbox = None
 
     # -- internals ------------------------------------------------------------------------------------
 
@@ -152,6 +163,23 @@ class ChannelsEventSink:
             stream.timer.cancel()
 
     async def _send(self, session: SessionRef, message: dict) -> None:
+        if self.background:
+            if self._outbox is None:
+                self._outbox = asyncio.Queue()
+                self._sender = asyncio.get_running_loop().create_task(self._drain(self._outbox))
+            self._outbox.put_nowait((session, message))
+            return
+        await self._send_now(session, message)
+
+    async def _drain(self, outbox: asyncio.Queue) -> None:
+        while True:
+            session, message = await outbox.get()
+            try:
+                await self._send_now(session, message)
+            finally:
+                outbox.task_done()
+
+    async def _send_now(self, session: SessionRef, message: dict) -> None:
         try:
             await self.layer.group_send(group_name(session), message)
             self.sent_messages += 1

@@ -59,6 +59,8 @@ def run_turn(turn_id: str) -> str | None:
         except BaseException:
             await sync_to_async(connections.close_all)()  # it may be the connection that failed
             raise
+        finally:
+            await executor.sink.close()  # the sink sends in the background: drain it
         return str(status) if status else None
 
     return asyncio.run(drive())

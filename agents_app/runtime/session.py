@@ -74,6 +74,13 @@ class FanoutSink:
         for sink in self.sinks:
             await sink.delta(session, event)
 
+    async def close(self) -> None:
+        """Let every sink that buffers send what it holds."""
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)
+            if close is not None:
+                await close()
+
 
 class LocalDispatcher:
     """Drives turns as asyncio tasks in this process, one session chain at a time."""
