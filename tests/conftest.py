@@ -51,6 +51,6 @@ def _close_thread_connections(request):
         await sync_to_async(connections.close_all)()
 
     try:
+        asyncio.get_running_loop()
+    except RuntimeError:  # no loop running here (the usual case): close on the store's thread
         asyncio.run(close())
-    except RuntimeError:  # called inside a running loop: nothing of ours to close there
-        pass
