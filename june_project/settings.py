@@ -167,6 +167,9 @@ JUNE_REDELIVER_AFTER = float(os.environ.get("JUNE_REDELIVER_AFTER", "30"))
 # a queued turn, first of its chain, with no task waiting after this many seconds is re-enqueued
 JUNE_REQUEUE_AFTER = float(os.environ.get("JUNE_REQUEUE_AFTER", "60"))
 JUNE_EMBEDDED = env_bool("JUNE_EMBEDDED", False)
+# checkpoints as prepared statements on PostgreSQL (turn off behind a transaction-mode pooler
+# that cannot keep prepared statements)
+JUNE_PREPARED_CHECKPOINTS = env_bool("JUNE_PREPARED_CHECKPOINTS", True)
 JUNE_MAX_TEXT_CHARS = int(os.environ.get("JUNE_MAX_TEXT_CHARS", "32000"))
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -12,7 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import connection
+import psycopg
+from django.conf import settings
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
@@ -80,47 +82,52 @@ def _write_plain(turn_id, attempt_id, changes, messages, steps, events) -> Writt
 
 
 def _write_postgresql(turn_id, attempt_id, changes, messages, steps, events) -> Written:
-    """Every statement of the checkpoint in ONE pipelined round trip (psycopg 3 pipeline mode):
-    the inserts read the turn's session and generation themselves, so nothing waits for the
-    fence's answer; a fence that matched no row raises, and the caller rolls everything back."""
+    """Every statement of the checkpoint in ONE pipelined round trip (psycopg 3 pipeline mode),
+    as prepared statements (planning them each time costs more than the round trip): the
+    inserts read the turn's session and generation themselves, so nothing waits for the fence's
+    answer; a fence that matched no row raises, and the caller rolls everything back."""
     fence, params = fence_sql(turn_id, attempt_id, changes)
     now = timezone.now()
     raw = connection.connection
     k = len(events)
+    prepare = settings.JUNE_PREPARED_CHECKPOINTS
     # a stale attempt's inserts must write nothing (not collide with the new owner's rows), so
     # the fence's 0 rows surfaces as StaleAttemptError rather than a unique violation
     owned, own = (" AND t.attempt_id = %s", [attempt_id]) if attempt_id is not None else ("", [])
     with raw.pipeline():
-        fence_cur = raw.cursor()
-        fence_cur.execute(fence + " RETURNING cancel_reason, session_id, generation", params)
-        cur = raw.cursor()
-        if messages:
-            cur.executemany(
+        fence_cur = psycopg.Cursor(raw)  # server-side binding: preparable, unlike Django's
+        fence_cur.execute(fence + " RETURNING cancel_reason, session_id, generation", params, prepare=prepare)
+        cur = psycopg.Cursor(raw)
+        for i, m in messages:
+            cur.execute(
                 'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at) '
-                "SELECT t.session_id, t.generation, %s, t.id, %s, %s, %s FROM sessions_app_turn t WHERE t.id = %s" + owned,
-                [(i, str(m.role), dumps(m.to_json()), now, turn_id, *own) for i, m in messages],
+                "SELECT t.session_id, t.generation, %s, t.id, %s, %s::jsonb, %s FROM sessions_app_turn t "
+                "WHERE t.id = %s" + owned,
+                [i, str(m.role), dumps(m.to_json()), now, turn_id, *own], prepare=prepare,
             )
-        if steps:
-            cur.executemany(
+        for key, idx, data in steps:
+            cur.execute(
                 "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
-                "SELECT t.id, %s, %s, %s, %s FROM sessions_app_turn t WHERE t.id = %s" + owned,
-                [(key, idx, dumps(data) if data is not None else None, now, turn_id, *own) for key, idx, data in steps],
+                "SELECT t.id, %s, %s, %s::jsonb, %s FROM sessions_app_turn t WHERE t.id = %s" + owned,
+                [key, idx, dumps(data) if data is not None else None, now, turn_id, *own], prepare=prepare,
             )
         if events:
-            seq_cur = raw.cursor()
+            seq_cur = psycopg.Cursor(raw)
             seq_cur.execute(
                 "UPDATE sessions_app_session SET event_seq = event_seq + %s "
                 "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s" + owned + ") "
                 "RETURNING event_seq, generation",
-                [k, turn_id, *own],
+                [k, turn_id, *own], prepare=prepare,
             )
-            cur.executemany(
-                "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
-                "SELECT t.session_id, t.generation, s.event_seq - %s + %s, %s, %s, %s, %s "
-                "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id WHERE t.id = %s" + owned,
-                [(k, n + 1, e.turn_id or turn_id, e.type, dumps(e.to_json()), now, turn_id, *own)
-                 for n, e in enumerate(events)],
-            )
+            for n, e in enumerate(events):
+                cur.execute(
+                    "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
+                    "SELECT t.session_id, t.generation, s.event_seq - %s + %s, %s, %s, %s::jsonb, %s "
+                    "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+                    "WHERE t.id = %s" + owned,
+                    [k, n + 1, e.turn_id or turn_id, e.type, dumps(e.to_json()), now, turn_id, *own],
+                    prepare=prepare,
+                )
     row = fence_cur.fetchone()
     if row is None:
         raise _stale(turn_id, attempt_id)
@@ -131,6 +138,24 @@ def _write_postgresql(turn_id, attempt_id, changes, messages, steps, events) -> 
         if live == generation:  # archived generations are not watched live
             logged = [LoggedEvent(last - k + 1 + n, e) for n, e in enumerate(events)]
     return Written(cancel_reason, session_id, generation, logged)
+
+
+def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> bool:
+    """An advisory journal write (provider_started) outside a checkpoint, fenced. On
+    PostgreSQL it does not wait for the WAL flush: a crash that loses it leaves the journal at
+    before_provider, from which recovery re-drives the same model step anyway."""
+    sql, params = fence_sql(turn_id, attempt_id, changes)
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.rowcount == 1
+    raw = connection.connection
+    with transaction.atomic():
+        with raw.pipeline():
+            raw.execute("SET LOCAL synchronous_commit TO OFF")
+            cur = psycopg.Cursor(raw)
+            cur.execute(sql, params, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+        return cur.rowcount == 1
 
 
 def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,

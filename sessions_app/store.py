@@ -147,13 +147,9 @@ class DjangoSessionStore:
         m.Session.objects.filter(pk=session_id).update(status=str(status))
 
     def journal_sync(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
-        sql, params = checkpoint.fence_sql(
-            turn_id, attempt_id, {"phase": str(phase), "journal": _dumps({**data, "attempt_id": attempt_id})}
-        )
-        with connection.cursor() as cur:
-            cur.execute(sql, params)
-            if cur.rowcount != 1:
-                raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
+        changes = {"phase": str(phase), "journal": _dumps({**data, "attempt_id": attempt_id})}
+        if not checkpoint.write_journal(turn_id, attempt_id, changes):
+            raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
 
     # -- loading ----------------------------------------------------------------------------------
 
