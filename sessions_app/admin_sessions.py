@@ -261,11 +261,13 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
         ("Lease and journal", {"fields": ("attempt_id", "attempts", "retry_budget", "revision", "lease_owner",
                                           "lease_expiry", "phase", "journal_json")}),
         ("Steps", {"fields": ("steps_table",)}),
+        ("Answers", {"fields": ("answers_table",)}),
     )
     readonly_fields = ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
                        "created_at", "updated_at", "input_json", "text", "cancel_reason", "error_json",
                        "usage_json", "pending_json", "policy_json", "attempt_id", "attempts", "retry_budget",
-                       "revision", "lease_owner", "lease_expiry", "phase", "journal_json", "steps_table")
+                       "revision", "lease_owner", "lease_expiry", "phase", "journal_json", "steps_table",
+                       "answers_table")
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("session", "created_by")
@@ -314,6 +316,19 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     @admin.display(description="journal")
     def journal_json(self, obj):
         return self._json(obj.journal)
+
+    @admin.display(description="answers to its parked requests")
+    def answers_table(self, obj):
+        rows = list(obj.answers.select_related("user").order_by("created_at")[:100])
+        if not rows:
+            return "-"
+        body = format_html_join(
+            "", "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((a.input_id, json.dumps(a.answer), a.user.get_username() if a.user else (a.by or "-"), a.via,
+              a.remote_addr or "-", timezone.localtime(a.created_at).strftime("%Y-%m-%d %H:%M:%S")) for a in rows),
+        )
+        return format_html("<table><tr><th>input</th><th>answer</th><th>by</th><th>via</th><th>from</th>"
+                           "<th>at</th></tr>{}</table>", body)
 
     @admin.display(description="steps (first 200)")
     def steps_table(self, obj):

@@ -228,7 +228,8 @@ def turn_resume(
     store = engine.store()
     with transaction.atomic():
         rec, logged = store.answer_sync(
-            turn_id, input_id, answer, {"by": who, "via": via},
+            turn_id, input_id, answer,
+            {"by": who, "via": via, "name": user.get_username() if getattr(user, "pk", None) else None},
             user=user if getattr(user, "pk", None) else None, remote_addr=remote_addr,
         )
         publish_on_commit(rec.session, logged)

@@ -81,6 +81,8 @@ class InputAnswered(TurnEvent):
     type: ClassVar[str] = "input.answered"
     input_id: str = ""
     by: str | None = None
+    #: the answerer's display name, where the host knows it
+    name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -167,7 +167,7 @@
       const card = cards.get(`${f.turn_id}:${f.input_id}`);
       if (card) {
         card.dataset.state = "answered";
-        card.querySelector(".approval-outcome").textContent = `Answered${f.by ? " by " + f.by : ""}.`;
+        card.querySelector(".approval-outcome").textContent = `Answered${f.name || f.by ? " by " + (f.name || f.by) : ""}.`;
         card.querySelectorAll("button, input, select").forEach((b) => { b.disabled = true; });
       }
       setTurn(f.turn_id, "queued");
