@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from agents_app.runtime import events as ev
 from agents_app.runtime.errors import StaleAttemptError
-from agents_app.runtime.loop import Signals
+from agents_app.runtime.control import Signals
 from agents_app.runtime.recovery import RecoveryState, classify_submission_state
 from agents_app.runtime.seams import Phase, TurnStatus
 

@@ -20,7 +20,8 @@ from .errors import (
 from .events import EVENT_TYPES, TERMINAL_TYPES, TurnEvent, event_from_json
 from .executor import TurnExecutor
 from .fakes import RecordingSink, ScriptedModel, reply
-from .loop import RetryableTurnError, Signals, TurnLoop
+from .control import RetryableTurnError, Signals
+from .loop import TurnLoop
 from .memory import InMemorySessionStore
 from .messages import Message, Role, ToolCall, input_step_id, model_step_id, tool_step_id
 from .model import ModelError, ModelReply, ModelRequest, ReasoningDelta, StopReason, TextDelta, ToolSpec

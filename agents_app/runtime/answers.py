@@ -14,7 +14,8 @@ from typing import Any
 
 import jsonschema
 
-from .errors import AuthorizeAnswerError, InvalidAnswerError, ResumeAuthorizationError
+from .errors import AuthorizeAnswerError, InvalidAnswerError, ResumeAuthorizationError, UnattestedSpeakerError
+from .seams import TurnRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,3 +107,16 @@ def may_answer(pending: dict[str, Any], *, by: str | None, granted: Grant | None
     except ResumeAuthorizationError:
         return False
     return True
+
+
+def default_answerers(turn: TurnRecord) -> dict[str, Any] | None:
+    """The turn's speaker when the channel attests it; unrestricted with no inbound speaker."""
+    user = turn.input.user
+    if turn.input.kind != "inbound" or not user:
+        return None
+    if not user.get("attested"):
+        raise UnattestedSpeakerError(
+            "request_input: the speaker of this turn is not attested by its channel, so nobody "
+            "can be trusted to answer by default; pass answerers={'user': …} or {'policy': …}"
+        )
+    return {"user": str(user["id"])}

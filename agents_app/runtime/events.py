@@ -6,7 +6,7 @@ it true; deltas are published live and never stored.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 
@@ -18,7 +18,8 @@ class TurnEvent:
     turn_id: str
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        # shallow: payloads are JSON values already, and asdict's deep copy is on the hot path
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["type"] = self.type
         return data
 

@@ -14,7 +14,8 @@ from typing import Any, Awaitable, Callable
 from . import events as ev
 from .agent import Agent
 from .errors import StaleAttemptError
-from .loop import RetryableTurnError, Signals, TurnLoop
+from .control import RetryableTurnError, Signals
+from .loop import TurnLoop
 from .seams import EventSink, Model, Phase, SessionStore, TurnStatus, Tx
 
 log = logging.getLogger(__name__)

@@ -9,15 +9,15 @@ transcript.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import events as ev
 from .agent import Agent
-from .errors import FatalToolError, StaleAttemptError, ToolDeclarationError, UnattestedSpeakerError
+from .answers import default_answerers
+from .control import Park, RetryableTurnError, Signals
+from .errors import FatalToolError, StaleAttemptError, ToolDeclarationError
 from .messages import Message, Role, ToolCall, model_step_id, tool_step_id
 from .model import ABNORMAL_STOPS, ModelError, ModelReply, ModelRequest, ReasoningDelta, TextDelta
 from .position import NextKind, close_dangling_calls, next_action, turn_tail_start
@@ -45,33 +45,6 @@ from .tools import (
 )
 
 log = logging.getLogger(__name__)
-
-
-class _Park(BaseException):
-    """Raised inside an async tool by ``request_input`` when no answer is stored (a
-    BaseException, so a tool's own ``except Exception`` cannot swallow the park)."""
-
-    def __init__(self, request: dict[str, Any]) -> None:
-        super().__init__(request["id"])
-        self.request = request
-
-
-class RetryableTurnError(Exception):
-    """The attempt failed in a way a redelivery may fix (nothing was committed)."""
-
-
-@dataclass(slots=True)
-class Signals:
-    """Live signals for a running attempt; ``cancel_reason`` is also refreshed from every
-    commit and heartbeat, so a durable cancel request is honoured without a live signal."""
-
-    cancel_reason: str | None = None
-    woke: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def cancel(self, reason: str) -> None:
-        if not self.cancel_reason:
-            self.cancel_reason = reason
-        self.woke.set()
 
 
 class _RecordingTx:
@@ -321,7 +294,7 @@ class TurnLoop:
         elif tool.is_async:
             try:
                 result = _json_safe(await tool.run(call.input, ctx))
-            except _Park as park:
+            except Park as park:
                 return await self._park(call, step_id, park.request)
             except FatalToolError as exc:
                 return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
@@ -402,7 +375,7 @@ class TurnLoop:
             if id in answers:
                 return answers[id]
             return_answerers = answerers if answerers is not None else default_answerers(turn)
-            raise _Park({"id": id, "prompt": prompt, "schema": schema, "answerers": return_answerers})
+            raise Park({"id": id, "prompt": prompt, "schema": schema, "answerers": return_answerers})
 
         return request_input
 
@@ -439,7 +412,15 @@ class TurnLoop:
         return TurnStatus.COMPLETED
 
     async def _fail(self, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
-        return await fail_turn(self, error, phase=phase, step=step)
+        turn_id = self.turn.turn_id
+
+        def work(tx: Tx) -> None:
+            tx.emit(ev.TurnFailed(turn_id, error=error, phase=phase, step=step))
+            tx.journal(Phase.COMMITTED)
+            tx.settle(TurnStatus.FAILED, error={"message": error, "phase": phase, "step": step})
+
+        await self._commit(work)
+        return TurnStatus.FAILED
 
     async def _cancel(self, owed: tuple[ToolCall, ...], *, index: int = -1) -> TurnStatus:
         turn = self.turn
@@ -458,28 +439,3 @@ class TurnLoop:
 
         await self._commit(work)
         return TurnStatus.CANCELLED
-
-
-async def fail_turn(loop: TurnLoop, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
-    turn_id = loop.turn.turn_id
-
-    def work(tx: Tx) -> None:
-        tx.emit(ev.TurnFailed(turn_id, error=error, phase=phase, step=step))
-        tx.journal(Phase.COMMITTED)
-        tx.settle(TurnStatus.FAILED, error={"message": error, "phase": phase, "step": step})
-
-    await loop._commit(work)
-    return TurnStatus.FAILED
-
-
-def default_answerers(turn: TurnRecord) -> dict[str, Any] | None:
-    """The turn's speaker when the channel attests it; unrestricted with no inbound speaker."""
-    user = turn.input.user
-    if turn.input.kind != "inbound" or not user:
-        return None
-    if not user.get("attested"):
-        raise UnattestedSpeakerError(
-            "request_input: the speaker of this turn is not attested by its channel, so nobody "
-            "can be trusted to answer by default; pass answerers={'user': …} or {'policy': …}"
-        )
-    return {"user": str(user["id"])}

@@ -14,7 +14,7 @@ from .answers import Grant, check_answer_schema, check_answerer
 from .errors import JuneError, NotFound, TurnConflictError, TurnNotResumable
 from .events import TurnEvent
 from .executor import TurnExecutor
-from .loop import Signals
+from .control import Signals
 from .seams import (
     SETTLED_STATUSES,
     CancelReason,
