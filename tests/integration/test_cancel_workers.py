@@ -9,13 +9,9 @@ within seconds can only have come through the live signal.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Callable
 
 import pytest
@@ -27,10 +23,10 @@ from agents_app.providers.demo import ESSAY, DemoModel
 from agents_app.runtime.seams import SessionRef
 from sessions_app import models as m
 from sessions_app import services
+from tests.fault.qcluster import Cluster, Clusters, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
 
-ROOT = Path(__file__).resolve().parents[2]
 #: how long the demo essay streams (what a cancel must beat by far)
 ESSAY_SECONDS = len(ESSAY * 3) / DemoModel().chunk * DemoModel().essay_delay
 
@@ -40,66 +36,18 @@ def live_layer() -> bool:
     return "InMemory" not in settings.CHANNEL_LAYERS["default"]["BACKEND"]
 
 
-def workers_database_url() -> str:
-    db = settings.DATABASES["default"]
-    if db["ENGINE"].endswith("sqlite3"):
-        return "sqlite:///" + str(db["NAME"])
-    user = db.get("USER") or "postgres"
-    auth = user + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-    return f"postgres://{auth}@{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
-
-
-class Cluster:
-    """``manage.py qcluster`` in its own process group, on the test database."""
-
-    def __init__(self, name: str, **env: str) -> None:
-        log_dir = Path(settings.VAR_DIR) / "test-clusters"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_dir / f"{name}-{os.getpid()}-{time.monotonic_ns()}.log"
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-        # the same signing key and queue name as this process (django-q2 signs its task rows)
-        full_env.update(DATABASE_URL=workers_database_url(), SECRET_KEY=settings.SECRET_KEY,
-                        JUNE_Q_NAME=settings.Q_CLUSTER["name"], JUNE_Q_WORKERS="1", JUNE_SWEEP_SECONDS="0.5",
-                        PYTHONUNBUFFERED="1", LOG_LEVEL="INFO")
-        full_env.update(env)
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=full_env,
-                                     stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
-
-    def stop(self) -> None:
-        """Tests need no graceful shutdown (a cluster waits for its workers): kill the group."""
-        self.signal(signal.SIGKILL)
-        try:
-            self.proc.wait(10)
-        finally:
-            self.log.close()
-
-    def kill(self) -> None:
-        self.signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def tail(self) -> str:
-        return self.log_path.read_text(errors="replace")[-4000:]
-
-
 @pytest.fixture
-def clusters():
-    started: list[Cluster] = []
+def clusters(tmp_path):
+    """Start ``manage.py qcluster`` process groups on the test database (tests/fault/qcluster.py),
+    with the site's defaults (lease 10 s) unless a test overrides them."""
+    manager = Clusters(tmp_path, JUNE_LEASE_SECONDS="10", JUNE_SWEEP_SECONDS="0.5", JUNE_Q_POLL="0.05")
 
     def start(name: str = "cluster", **env: str) -> Cluster:
-        c = Cluster(name, **env)
-        started.append(c)
-        return c
+        del name  # the log file is named by the manager
+        return manager.start(**env)
 
     yield start
-    for c in started:
-        c.stop()
+    manager.stop_all()
 
 
 @pytest.fixture
@@ -108,15 +56,11 @@ def alice():
 
 
 def poll(condition: Callable[[], object], what: str, *, timeout: float = 60.0, cluster: Cluster | None = None):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}" + (f"\n--- cluster log ---\n{cluster.tail()}"
-                                                                  if cluster else ""))
-        time.sleep(0.05)
+    try:
+        return wait_for(condition, timeout=timeout, what=what)
+    except AssertionError as exc:
+        log = f"\n--- cluster log ---\n{cluster.output()[-4000:]}" if cluster else ""
+        raise AssertionError(f"{exc}{log}") from None
 
 
 def turn(turn_id: str) -> m.Turn:
