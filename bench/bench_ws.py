@@ -22,7 +22,6 @@ import asyncio
 import json
 import os
 import re
-import statistics
 import subprocess
 import sys
 import tempfile

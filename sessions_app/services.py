@@ -6,7 +6,6 @@ publishes after the commit. Errors are JuneErrors: every transport maps them the
 
 from __future__ import annotations
 
-import inspect
 import re
 import uuid
 from typing import Any, Sequence

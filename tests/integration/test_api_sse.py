@@ -19,7 +19,6 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 import pytest
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.db import connection
 
 from sessions_app import models as m

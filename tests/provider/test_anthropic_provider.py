@@ -6,7 +6,6 @@ provider's ``sleep`` is a recorder).
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
