@@ -81,6 +81,17 @@ def _write_plain(turn_id, attempt_id, changes, messages, steps, events) -> Writt
     return Written(cancel_reason, session_id, generation, logged)
 
 
+def _preparing(raw: Any) -> bool:
+    """Whether checkpoint statements are prepared on this connection. Django opens psycopg
+    connections with prepare_threshold=None, which also ignores an explicit prepare=True; a
+    threshold no query reaches keeps the ORM's queries unprepared while these, which ask, are."""
+    if not settings.JUNE_PREPARED_CHECKPOINTS:
+        return False
+    if raw.prepare_threshold is None:
+        raw.prepare_threshold = 10**9
+    return True
+
+
 def _write_postgresql(turn_id, attempt_id, changes, messages, steps, events) -> Written:
     """Every statement of the checkpoint in ONE pipelined round trip (psycopg 3 pipeline mode),
     as prepared statements (planning them each time costs more than the round trip): the
@@ -90,7 +101,7 @@ def _write_postgresql(turn_id, attempt_id, changes, messages, steps, events) -> 
     now = timezone.now()
     raw = connection.connection
     k = len(events)
-    prepare = settings.JUNE_PREPARED_CHECKPOINTS
+    prepare = _preparing(raw)
     # a stale attempt's inserts must write nothing (not collide with the new owner's rows), so
     # the fence's 0 rows surfaces as StaleAttemptError rather than a unique violation
     owned, own = (" AND t.attempt_id = %s", [attempt_id]) if attempt_id is not None else ("", [])
@@ -154,7 +165,7 @@ def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any])
         with raw.pipeline():
             raw.execute("SET LOCAL synchronous_commit TO OFF")
             cur = psycopg.Cursor(raw)
-            cur.execute(sql, params, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+            cur.execute(sql, params, prepare=_preparing(raw))
         return cur.rowcount == 1
 
 

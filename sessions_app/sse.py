@@ -126,8 +126,9 @@ class SessionFollower:
     async def close(self) -> None:
         if self._pump is not None:
             self._pump.cancel()
-            with contextlib.suppress(BaseException):
-                await self._pump
+            # a layer receive can sit in a shielded blocking pop (channels_redis) for seconds
+            # after the cancel: never hold the end of the response for it
+            await asyncio.wait({self._pump}, timeout=1.0)
             self._pump = None
         if self.channel is not None:
             channel, self.channel = self.channel, None

@@ -9,6 +9,7 @@ transcript.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any, Callable
@@ -70,6 +71,16 @@ class _RecordingTx:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.tx, name)
+
+
+class _ToolRaised(Exception):
+    """A sync tool raised: its unit is abandoned (rolled back with the tool's writes) and the
+    error is recorded in a fresh one. Cheaper than a savepoint around every sync tool, which
+    costs two round trips on the path where the tool succeeds."""
+
+    def __init__(self, error: str) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 def _json_safe(value: Any) -> Any:
@@ -183,7 +194,11 @@ class TurnLoop:
         turn = self.turn
         step_id = model_step_id(index)
         stream_key = f"{turn.turn_id}:{step_id}:{self.attempt_id or '-'}"
-        await self.store.journal(turn.turn_id, self.attempt_id, Phase.PROVIDER_STARTED, stream_key=stream_key)
+        # recorded while the provider starts (not before it): a real model's first token takes far
+        # longer than the write, and the write lands before anything this step commits
+        journal = asyncio.ensure_future(
+            self.store.journal(turn.turn_id, self.attempt_id, Phase.PROVIDER_STARTED, stream_key=stream_key)
+        )
         request = ModelRequest(
             system=self.policy.get("system", ""),
             messages=self._request_messages(),
@@ -193,23 +208,25 @@ class TurnLoop:
         reply: ModelReply | None = None
         stream = self.model.stream(request)
         try:
-            async for chunk in stream:
-                if isinstance(chunk, TextDelta):
-                    await self.sink.delta(turn.session, ev.MessageDelta(turn.turn_id, text=chunk.text))
-                elif isinstance(chunk, ReasoningDelta):
-                    await self.sink.delta(turn.session, ev.ReasoningDelta(turn.turn_id, text=chunk.text))
-                elif isinstance(chunk, ModelReply):
-                    reply = chunk
-                if self.cancel_reason:
-                    break
+            try:
+                async for chunk in stream:
+                    if isinstance(chunk, TextDelta):
+                        await self.sink.delta(turn.session, ev.MessageDelta(turn.turn_id, text=chunk.text))
+                    elif isinstance(chunk, ReasoningDelta):
+                        await self.sink.delta(turn.session, ev.ReasoningDelta(turn.turn_id, text=chunk.text))
+                    elif isinstance(chunk, ModelReply):
+                        reply = chunk
+                    if self.cancel_reason:
+                        break
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                await journal  # a lost lease (StaleAttemptError) surfaces here, before any commit
         except ModelError as exc:
             if exc.retryable:
                 raise RetryableTurnError(f"model: {exc}") from exc
             return await self._fail(str(exc), phase="model", step=step_id)
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
         if self.cancel_reason:
             return await self._cancel(())
         if reply is None:
@@ -310,18 +327,19 @@ class TurnLoop:
     ) -> TurnStatus | None:
         def work(tx: Tx) -> None:
             try:
-                result = tx.savepoint(lambda: _json_safe(check_sync_result(tool, tool.run(call.input, ctx))))
-                error = None
+                result = _json_safe(check_sync_result(tool, tool.run(call.input, ctx)))
             except FatalToolError:
                 raise
-            except Exception as exc:  # rolled back to the savepoint: the error alone is recorded
-                result, error = None, format_tool_error(exc)
-            self._record_txn(tx, index, call, later, result, error)
+            except Exception as exc:  # abandon the unit: its rollback undoes the tool's writes
+                raise _ToolRaised(format_tool_error(exc)) from exc
+            self._record_txn(tx, index, call, later, result, None)
 
         try:
             await self._commit(work)
         except FatalToolError as exc:  # the whole unit rolled back; fail in a fresh one
             return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
+        except _ToolRaised as raised:  # rolled back, tool writes included: record the error alone
+            await self._commit(lambda tx: self._record_txn(tx, index, call, later, None, raised.error))
         return None
 
     def _record_txn(
