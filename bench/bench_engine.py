@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import fresh_database, floor_ms  # noqa: E402
 os.environ.setdefault("SECRET_KEY", "bench")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
 BENCH_DB = "june_bench"
@@ -37,67 +38,6 @@ else:
 HISTORIES = (10, 100, 1000)
 STEPS = int(os.environ.get("BENCH_STEPS", "40"))  # tool round trips per turn
 REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
-
-
-def prepare_database() -> None:
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        import psycopg
-
-        admin = url.rsplit("/", 1)[0] + "/postgres"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def floor_ms(n: int = 300) -> float:
-    """One transaction of three small statements, through the driver the store uses."""
-    from django.conf import settings
-
-    db = settings.DATABASES["default"]
-    times = []
-    if db["ENGINE"].endswith("postgresql"):
-        import psycopg
-
-        conn = psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"],
-                               password=db.get("PASSWORD") or None)
-        conn.execute("CREATE TABLE IF NOT EXISTS floor_a (id int primary key, n int)")
-        conn.execute("CREATE TABLE IF NOT EXISTS floor_b (id serial primary key, v text)")
-        conn.execute("INSERT INTO floor_a VALUES (1, 0) ON CONFLICT DO NOTHING")
-        conn.commit()
-        for _ in range(n):
-            t = time.perf_counter()
-            with conn.transaction():
-                conn.execute("UPDATE floor_a SET n = n + 1 WHERE id = 1")
-                conn.execute("INSERT INTO floor_b (v) VALUES (%s)", ("x" * 100,))
-                conn.execute("INSERT INTO floor_b (v) VALUES (%s)", ("y" * 100,))
-            times.append(time.perf_counter() - t)
-        conn.close()
-    else:
-        import sqlite3
-
-        conn = sqlite3.connect(db["NAME"], isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("CREATE TABLE IF NOT EXISTS floor_a (id int primary key, n int)")
-        conn.execute("CREATE TABLE IF NOT EXISTS floor_b (id integer primary key, v text)")
-        conn.execute("INSERT OR IGNORE INTO floor_a VALUES (1, 0)")
-        for _ in range(n):
-            t = time.perf_counter()
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("UPDATE floor_a SET n = n + 1 WHERE id = 1")
-            conn.execute("INSERT INTO floor_b (v) VALUES (?)", ("x" * 100,))
-            conn.execute("INSERT INTO floor_b (v) VALUES (?)", ("y" * 100,))
-            conn.execute("COMMIT")
-            times.append(time.perf_counter() - t)
-        conn.close()
-    return statistics.median(times) * 1000
 
 
 def seed_history(agent: str, key: str, size: int) -> None:
@@ -188,7 +128,7 @@ def storage_figures() -> tuple[float, float]:
 
 
 def main() -> None:
-    prepare_database()
+    fresh_database(BENCH_DB)
     from django.conf import settings
 
     backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]

@@ -25,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import fresh_database  # noqa: E402
 os.environ.setdefault("SECRET_KEY", "bench")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
 BENCH_DB = "june_bench_reset"
@@ -38,23 +39,6 @@ ARCHIVES = tuple(int(n) for n in os.environ.get("BENCH_ARCHIVES", "10,1000,10000
 LIVE = int(os.environ.get("BENCH_LIVE", "10"))  # live messages (and events) each reset archives
 REPEATS = int(os.environ.get("BENCH_REPEATS", "30"))
 BATCH = 5000
-
-
-def prepare_database() -> None:
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        import psycopg
-
-        admin = url.rsplit("/", 1)[0] + "/postgres"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
 
 
 def fill(session, turn, generation: int, count: int, first_seq: int) -> int:
@@ -132,7 +116,7 @@ def p90(samples: list[float]) -> float:
 
 
 def main() -> None:
-    prepare_database()
+    fresh_database(BENCH_DB)
     from django.db import connection
 
     from sessions_app import models as m

@@ -30,6 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.common import fresh_database, floor_ms  # noqa: E402
 BENCH_DB = "june_bench_workers"
 _url = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
 if _url.startswith("postgres"):
@@ -55,39 +56,6 @@ async def _drive_and_close(turn_id: str) -> None:
         await executor.drive(turn_id)
     finally:
         await executor.sink.close()
-
-
-def prepare_database() -> None:
-    if _url.startswith("postgres"):
-        import psycopg
-
-        with psycopg.connect(_url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-
-
-def floor_ms(n: int = 300) -> float:
-    from django.db import connection, transaction
-
-    with connection.cursor() as cur:
-        cur.execute("CREATE TABLE IF NOT EXISTS bench_floor_a (id int primary key, v int)")
-        cur.execute("CREATE TABLE IF NOT EXISTS bench_floor_b (id serial primary key, v text)")
-        cur.execute("INSERT INTO bench_floor_a VALUES (1, 0) ON CONFLICT DO NOTHING")
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        with transaction.atomic(), connection.cursor() as cur:
-            cur.execute("UPDATE bench_floor_a SET v = v + 1 WHERE id = 1")
-            cur.execute("INSERT INTO bench_floor_b (v) VALUES (%s)", ["x" * 100])
-            cur.execute("INSERT INTO bench_floor_b (v) VALUES (%s)", ["y" * 100])
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1000
 
 
 def steps_of(turn_id: str) -> int:
@@ -145,7 +113,7 @@ def start(key: str, text: str) -> str:
 
 
 def main() -> None:
-    prepare_database()
+    fresh_database(BENCH_DB)
     from django.db import connection
 
     from tests.fault.qcluster import Clusters

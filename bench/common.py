@@ -1,0 +1,71 @@
+"""What the benchmarks share: a fresh database for each run, and the physical floor (one
+transaction of three small statements through the driver the store uses) that every per-step
+figure is compared with, measured in the same run."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+
+
+def fresh_database(name: str) -> None:
+    """Drop and recreate ``name`` on PostgreSQL (DATABASE_URL already points at it), then set
+    Django up and migrate. On SQLite the caller points JUNE_VAR_DIR at a new folder."""
+    url = os.environ.get("DATABASE_URL", "")
+    if url.startswith("postgres"):
+        import psycopg
+
+        with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {name}")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def floor_ms(n: int = 300) -> float:
+    """One transaction of three small statements, through the driver the store uses."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    times = []
+    if db["ENGINE"].endswith("postgresql"):
+        import psycopg
+
+        conn = psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"],
+                               password=db.get("PASSWORD") or None)
+        conn.execute("CREATE TABLE IF NOT EXISTS floor_a (id int primary key, n int)")
+        conn.execute("CREATE TABLE IF NOT EXISTS floor_b (id serial primary key, v text)")
+        conn.execute("INSERT INTO floor_a VALUES (1, 0) ON CONFLICT DO NOTHING")
+        conn.commit()
+        for _ in range(n):
+            t = time.perf_counter()
+            with conn.transaction():
+                conn.execute("UPDATE floor_a SET n = n + 1 WHERE id = 1")
+                conn.execute("INSERT INTO floor_b (v) VALUES (%s)", ("x" * 100,))
+                conn.execute("INSERT INTO floor_b (v) VALUES (%s)", ("y" * 100,))
+            times.append(time.perf_counter() - t)
+        conn.close()
+    else:
+        import sqlite3
+
+        conn = sqlite3.connect(db["NAME"], isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("CREATE TABLE IF NOT EXISTS floor_a (id int primary key, n int)")
+        conn.execute("CREATE TABLE IF NOT EXISTS floor_b (id integer primary key, v text)")
+        conn.execute("INSERT OR IGNORE INTO floor_a VALUES (1, 0)")
+        for _ in range(n):
+            t = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("UPDATE floor_a SET n = n + 1 WHERE id = 1")
+            conn.execute("INSERT INTO floor_b (v) VALUES (?)", ("x" * 100,))
+            conn.execute("INSERT INTO floor_b (v) VALUES (?)", ("y" * 100,))
+            conn.execute("COMMIT")
+            times.append(time.perf_counter() - t)
+        conn.close()
+    return statistics.median(times) * 1000
