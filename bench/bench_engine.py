@@ -7,13 +7,16 @@
 A scripted model (instant) calls a no-op sync tool ``STEPS`` times per turn, after a session
 history of 10, 100 and 1,000 messages; per-step cost = turn time / steps (model + tool). The
 floor is one transaction of three small statements (update, insert, insert) through the same
-driver, measured in the same run. Also prints storage per message against the message's own
-JSON size. Ratios are what to compare: the machine is noisy.
+driver, measured between the turns of the same run (its median). Also prints the storage per
+message the engine writes (its row, step, events and every index), for small messages and for
+2,000-character texts, against the message's own JSON size. Ratios are what to compare: the
+machine is noisy.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import statistics
@@ -37,7 +40,7 @@ else:
 
 HISTORIES = (10, 100, 1000)
 STEPS = int(os.environ.get("BENCH_STEPS", "40"))  # tool round trips per turn
-REPEATS = int(os.environ.get("BENCH_REPEATS", "3"))
+REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))
 
 
 def seed_history(agent: str, key: str, size: int) -> None:
@@ -60,6 +63,12 @@ def seed_history(agent: str, key: str, size: int) -> None:
             msg = Message(Role.ASSISTANT, text=f"item {i} is fine", turn_id="old")
         rows.append(m.Message(session=session, generation=0, index=i, role=str(msg.role), data=msg.to_json()))
     m.Message.objects.bulk_create(rows, batch_size=500)
+
+
+def seeded(key: str, size: int) -> str:
+    seed_history("bench", key, size)
+    gc.collect()  # the seeding's garbage is not the turn's: collect it before the clock starts
+    return key
 
 
 def make_agent():
@@ -104,27 +113,66 @@ async def one_turn(agent, key: str) -> float:
     return elapsed
 
 
-def storage_figures() -> tuple[float, float]:
-    """(bytes stored per message incl. steps/events/indexes, bytes of the message's own JSON)."""
+def stored_bytes() -> int:
+    """Bytes of the message, step and event tables and all their indexes (main forks)."""
     from django.conf import settings
     from django.db import connection
 
-    from sessions_app import models as m
-
-    count = m.Message.objects.count()
-    own = sum(len(json.dumps(d, separators=(",", ":"))) for d in m.Message.objects.values_list("data", flat=True))
     with connection.cursor() as cur:
         if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
-            cur.execute("SELECT sum(pg_total_relation_size(c)) FROM unnest(ARRAY['sessions_app_message',"
-                        "'sessions_app_step','sessions_app_event']::regclass[]) AS c")
-            total = cur.fetchone()[0]
+            cur.execute(
+                "SELECT sum(pg_relation_size(c.oid)) FROM pg_class c WHERE c.oid IN ("
+                " SELECT t.oid FROM pg_class t WHERE t.relname IN ('sessions_app_message','sessions_app_step',"
+                "'sessions_app_event') UNION SELECT i.indexrelid FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid"
+                " WHERE t.relname IN ('sessions_app_message','sessions_app_step','sessions_app_event')"
+                " UNION SELECT t.reltoastrelid FROM pg_class t WHERE t.relname IN ('sessions_app_message',"
+                "'sessions_app_step','sessions_app_event') AND t.reltoastrelid <> 0)"
+            )
         else:
-            cur.execute("SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'sessions_app_message%' "
-                        "OR name LIKE 'sessions_app_step%' OR name LIKE 'sessions_app_event%' "
-                        "OR name IN (SELECT name FROM sqlite_master WHERE tbl_name IN "
-                        "('sessions_app_message','sessions_app_step','sessions_app_event'))")
-            total = cur.fetchone()[0] or 0
-    return float(total) / count, own / count
+            cur.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE "
+                        "tbl_name IN ('sessions_app_message','sessions_app_step','sessions_app_event'))")
+        return int(cur.fetchone()[0] or 0)
+
+
+def storage_figures(payload: int, turns: int = 8) -> tuple[float, float]:
+    """(bytes stored per message the engine wrote — its step, events and every index included —,
+    bytes of that message's own JSON), over ``turns`` turns of a fresh session whose replies and
+    tool results carry ``payload`` characters of text."""
+    import random
+
+    from agents_app.runtime import Agent, ScriptedModel, SessionRef, TurnExecutor, TurnInput, reply, tool
+    from sessions_app import models as m
+    from sessions_app.store import DjangoSessionStore
+
+    rnd = random.Random(payload)
+    words = ["turn", "step", "order", "stock", "item", "mug", "the", "a", "is", "ready", "shipped", "checking"]
+
+    def text() -> str:
+        out = ""
+        while len(out) < payload:
+            out += rnd.choice(words) + " "
+        return out[:payload]
+
+    @tool("lookup", "looks something up", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    def lookup(input, ctx):
+        return {"n": input.get("n"), "found": text()}
+
+    agent = Agent("bench", "You are a benchmark.", tools=[lookup])
+    store = DjangoSessionStore()
+    key = f"storage-{payload}"
+    before = stored_bytes()
+    for _ in range(turns):
+        script = [reply(text(), ("lookup", {"n": i}), call_prefix=f"s{i}_") for i in range(10)] + [reply(text() or "ok")]
+        model = ScriptedModel(script, chunk=1000)
+        executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
+                                model_for=lambda a, model=model: model, clock=time.time, lease_seconds=60)
+        turn_id = uuid.uuid4().hex
+        asyncio.run(store.create_turn(SessionRef("bench", key), TurnInput(text="go"), turn_id=turn_id))
+        assert str(asyncio.run(executor.drive(turn_id))) == "completed"
+    grown = stored_bytes() - before
+    datas = list(m.Message.objects.filter(session__key=key).values_list("data", flat=True))
+    own = sum(len(json.dumps(d, separators=(",", ":"))) for d in datas)
+    return grown / len(datas), own / len(datas)
 
 
 def main() -> None:
@@ -133,26 +181,28 @@ def main() -> None:
 
     backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     agent = make_agent()
-    floor = floor_ms()
-    per_step: dict[int, float] = {}
-    for size in HISTORIES:
-        samples = []
-        for r in range(REPEATS):
-            key = f"h{size}-{r}"
-            seed_history("bench", key, size)
-            elapsed = asyncio.run(one_turn(agent, key))
-            samples.append(elapsed * 1000 / (2 * STEPS + 1))
-        per_step[size] = statistics.median(samples)
-    floor_after = floor_ms()
-    floor = statistics.median([floor, floor_after])
-    stored, own = storage_figures()
+    asyncio.run(one_turn(agent, seeded("warmup", 10)))  # connections open, statements prepared
+    # rounds interleave the sizes and the floor, so a drift of the machine (these machines are
+    # noisy: the floor moved 2x within minutes here) weighs on every figure alike
+    samples: dict[int, list[float]] = {size: [] for size in HISTORIES}
+    floors = [floor_ms(100)]
+    for r in range(REPEATS):
+        for size in HISTORIES:
+            elapsed = asyncio.run(one_turn(agent, seeded(f"h{size}-{r}", size)))
+            samples[size].append(elapsed * 1000 / (2 * STEPS + 1))
+            floors.append(floor_ms(100))
+    per_step = {size: statistics.median(xs) for size, xs in samples.items()}
+    floor = statistics.median(floors)
+    storage = {0: storage_figures(0, turns=40), 2000: storage_figures(2000)}  # enough rows to fill pages
     print(f"backend: {backend}   steps per turn: {2 * STEPS + 1}   repeats: {REPEATS}")
     print(f"floor (1 txn: update+insert+insert): {floor:.3f} ms")
     for size, ms in per_step.items():
         print(f"per step at {size:>5} messages of history: {ms:.3f} ms   ({ms / floor:.2f}x floor)")
     print(f"flatness: cost at {HISTORIES[-1]} / cost at {HISTORIES[0]} = {per_step[HISTORIES[-1]] / per_step[HISTORIES[0]]:.2f}x")
-    print(f"storage per message (message+step+event rows, indexes): {stored:.0f} B; "
-          f"the message's own JSON: {own:.0f} B ({stored / own:.2f}x)")
+    for payload, (stored, own) in storage.items():
+        print(f"storage per message written by the engine (its row, step, events, indexes), "
+              f"{'small messages' if not payload else f'{payload}-character texts'}: {stored:.0f} B; "
+              f"the message's own JSON: {own:.0f} B ({stored / own:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,9 @@
 """Writing one checkpoint: the fence, the transcript rows, the step memo and the events.
 
-Two shapes, one result. On PostgreSQL every statement goes in one pipelined round trip, so a
-step costs about what one small transaction costs. Elsewhere (SQLite, in-process: no network)
-it is a few plain statements. Both run inside the unit's transaction; a fence that matched no
-row raises StaleAttemptError and the caller rolls the whole unit back.
+Two shapes, one result. On PostgreSQL every statement goes in one round trip (``wire.Batch``),
+so a step costs less than one small transaction of separate statements. On SQLite (in-process:
+no round trips) it is a few plain statements. A fence that matched no row raises
+StaleAttemptError and the whole unit rolls back, a sync tool's writes included.
 """
 
 from __future__ import annotations
@@ -13,14 +13,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
-from agents_app.runtime.seams import LoggedEvent
+from agents_app.runtime.seams import LoggedEvent, SessionStatus, TurnStatus
+
+from . import wire
+
+IDLE = TransactionStatus.IDLE
+INTRANS = TransactionStatus.INTRANS
+LEASE_LOST = "JUNE1"  # SQLSTATE of june_lease_lost()
 
 #: columns a unit of work may set on its turn (Tx.journal / Tx.settle)
 TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage"})
@@ -50,10 +57,27 @@ def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> 
     return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}", params
 
 
+def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> tuple[str, list[Any]]:
+    """The fence as one statement that returns (cancel_reason, session_id, generation) or, when
+    it matched no row, raises ``june_lease_lost`` (SQLSTATE JUNE1; migration 0004)."""
+    update, params = fence_sql(turn_id, attempt_id, changes)
+    return (
+        f"WITH f AS ({update} RETURNING cancel_reason, session_id, generation) "
+        "SELECT f.cancel_reason, f.session_id, f.generation, "
+        "CASE WHEN f.session_id IS NULL THEN june_lease_lost(%s::text, %s::text) END "
+        "FROM (SELECT 1) AS one LEFT JOIN f ON true",
+        [*params, turn_id, attempt_id],
+    )
+
+
 def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], messages: list[tuple[int, Message]],
           steps: list[tuple[str, int | None, Any]], events: list[ev.TurnEvent]) -> Written:
+    """Inside the unit's transaction on Django's connection (a sync tool's writes are in it)."""
     if connection.vendor == "postgresql":
-        return _write_postgresql(turn_id, attempt_id, changes, messages, steps, events)
+        # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
+        ends = len(connection.atomic_blocks) == 1
+        return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
+                                ends_transaction=ends)
     return _write_plain(turn_id, attempt_id, changes, messages, steps, events)
 
 
@@ -77,96 +101,140 @@ def _write_plain(turn_id, attempt_id, changes, messages, steps, events) -> Writt
                 "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
                 [(turn_id, key, idx, dumps(data) if data is not None else None, now) for key, idx, data in steps],
             )
+        if "status" in changes:
+            cur.execute(session_status_sql(by_turn=False), session_status_params(session_id))
     logged = log_events(session_id, events, turn_id=turn_id, generation=generation)
     return Written(cancel_reason, session_id, generation, logged)
 
 
-def _preparing(raw: Any) -> bool:
-    """Whether checkpoint statements are prepared on this connection. Django opens psycopg
-    connections with prepare_threshold=None, which also ignores an explicit prepare=True; a
-    threshold no query reaches keeps the ORM's queries unprepared while these, which ask, are."""
-    if not settings.JUNE_PREPARED_CHECKPOINTS:
-        return False
-    if raw.prepare_threshold is None:
-        raw.prepare_threshold = 10**9
-    return True
+def session_status_sql(*, by_turn: bool) -> str:
+    """Recompute a session's status from its turns and messages in one statement."""
+    target = "(SELECT session_id FROM sessions_app_turn WHERE id = %s)" if by_turn else "%s"
+    return (
+        "UPDATE sessions_app_session SET status = CASE "
+        "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
+        "AND t.status = %s AND t.generation = sessions_app_session.generation) THEN %s "
+        "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
+        "AND t.status IN (%s, %s)) THEN %s "
+        "WHEN EXISTS (SELECT 1 FROM sessions_app_message mm WHERE mm.session_id = sessions_app_session.id "
+        "AND mm.generation = sessions_app_session.generation) THEN %s "
+        f"ELSE %s END WHERE id = {target}"
+    )
 
 
-def _write_postgresql(turn_id, attempt_id, changes, messages, steps, events) -> Written:
-    """Every statement of the checkpoint in ONE pipelined round trip (psycopg 3 pipeline mode),
-    as prepared statements (planning them each time costs more than the round trip): the
-    inserts read the turn's session and generation themselves, so nothing waits for the fence's
-    answer; a fence that matched no row raises, and the caller rolls everything back."""
-    fence, params = fence_sql(turn_id, attempt_id, changes)
+def session_status_params(target: Any) -> list[Any]:
+    return [str(TurnStatus.SUSPENDED), str(SessionStatus.SUSPENDED), str(TurnStatus.QUEUED), str(TurnStatus.RUNNING),
+            str(SessionStatus.RUNNING), str(SessionStatus.IDLE), str(SessionStatus.NEW), target]
+
+
+SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
+INSERT_MESSAGE = wire.numbered(
+    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at) '
+    "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::jsonb, %s::timestamptz "
+    "FROM sessions_app_turn t WHERE t.id = %s::text"
+)
+INSERT_STEP = wire.numbered(
+    "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
+    "SELECT t.id, %s::text, %s::integer, %s::jsonb, %s::timestamptz FROM sessions_app_turn t WHERE t.id = %s::text"
+)
+BUMP_EVENT_SEQ = wire.numbered(
+    "UPDATE sessions_app_session SET event_seq = event_seq + %s::integer "
+    "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s::text) "
+    "RETURNING event_seq, generation"
+)
+INSERT_EVENT = wire.numbered(
+    "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
+    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, %s::text, %s::text, %s::jsonb, "
+    "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+    "WHERE t.id = %s::text"
+)
+ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
+
+
+def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any],
+                     messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
+                     events: list[ev.TurnEvent], *, ends_transaction: bool = True) -> Written:
+    """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements.
+
+    ``raw`` is Django's connection inside the unit's atomic block (a sync tool's unit), or the
+    store's own connection (``sessions_app.direct``) for a unit that runs no tool code. With no
+    transaction open the batch is its own transaction, committed at its Sync; after a sync tool's
+    writes it ends with COMMIT. Inside an enclosing atomic block (``ends_transaction=False``) it
+    ends nothing: the enclosing block commits or rolls back.
+
+    The inserts read the turn's session and generation themselves, so nothing waits for the
+    fence's answer. The fence raises inside the server when the attempt lost its lease
+    (``june_lease_lost``): the rest of the batch is skipped, COMMIT included, and everything
+    rolls back, the tool's writes included.
+    """
     now = timezone.now()
-    raw = connection.connection
     k = len(events)
-    prepare = _preparing(raw)
-    # a stale attempt's inserts must write nothing (not collide with the new owner's rows), so
-    # the fence's 0 rows surfaces as StaleAttemptError rather than a unique violation
-    owned, own = (" AND t.attempt_id = %s", [attempt_id]) if attempt_id is not None else ("", [])
-    with raw.pipeline():
-        fence_cur = psycopg.Cursor(raw)  # server-side binding: preparable, unlike Django's
-        fence_cur.execute(fence + " RETURNING cancel_reason, session_id, generation", params, prepare=prepare)
-        cur = psycopg.Cursor(raw)
-        for i, m in messages:
-            cur.execute(
-                'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at) '
-                "SELECT t.session_id, t.generation, %s, t.id, %s, %s::jsonb, %s FROM sessions_app_turn t "
-                "WHERE t.id = %s" + owned,
-                [i, str(m.role), dumps(m.to_json()), now, turn_id, *own], prepare=prepare,
-            )
-        for key, idx, data in steps:
-            cur.execute(
-                "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
-                "SELECT t.id, %s, %s, %s::jsonb, %s FROM sessions_app_turn t WHERE t.id = %s" + owned,
-                [key, idx, dumps(data) if data is not None else None, now, turn_id, *own], prepare=prepare,
-            )
-        if events:
-            seq_cur = psycopg.Cursor(raw)
-            seq_cur.execute(
-                "UPDATE sessions_app_session SET event_seq = event_seq + %s "
-                "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s" + owned + ") "
-                "RETURNING event_seq, generation",
-                [k, turn_id, *own], prepare=prepare,
-            )
-            for n, e in enumerate(events):
-                cur.execute(
-                    "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
-                    "SELECT t.session_id, t.generation, s.event_seq - %s + %s, %s, %s, %s::jsonb, %s "
-                    "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
-                    "WHERE t.id = %s" + owned,
-                    [k, n + 1, e.turn_id or turn_id, e.type, dumps(e.to_json()), now, turn_id, *own],
-                    prepare=prepare,
-                )
-    row = fence_cur.fetchone()
-    if row is None:
-        raise _stale(turn_id, attempt_id)
-    cancel_reason, session_id, generation = row
+    batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    status = raw.pgconn.transaction_status
+    if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
+        batch.add(b"BEGIN")
+    fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes)
+    fence = batch.add(wire.numbered(fence_sql_), fence_params)
+    for i, m in messages:
+        batch.add(INSERT_MESSAGE, [i, str(m.role), dumps(m.to_json()), now, turn_id])
+    for key, idx, data in steps:
+        batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
+    if events:
+        seq = batch.add(BUMP_EVENT_SEQ, [k, turn_id])
+        for n, e in enumerate(events):
+            batch.add(INSERT_EVENT, [k, n + 1, e.turn_id or turn_id, e.type, dumps(e.to_json()), now, turn_id])
+    if "status" in changes:
+        batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id))
+    if ends_transaction and status == INTRANS:  # a sync tool's writes began it
+        batch.add(b"COMMIT")
+    try:
+        results = batch.run()
+    except psycopg.Error as exc:
+        if exc.sqlstate == LEASE_LOST:
+            raise _stale(turn_id, attempt_id) from None
+        raise
+    row = results[fence]
+    cancel_reason, session_id, generation = wire.value(row, 0), int(wire.value(row, 1)), int(wire.value(row, 2))
     logged: list[LoggedEvent] = []
     if events:
-        last, live = seq_cur.fetchone()
+        last, live = int(wire.value(results[seq], 0)), int(wire.value(results[seq], 1))
         if live == generation:  # archived generations are not watched live
             logged = [LoggedEvent(last - k + 1 + n, e) for n, e in enumerate(events)]
     return Written(cancel_reason, session_id, generation, logged)
 
 
-def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> bool:
-    """An advisory journal write (provider_started) outside a checkpoint, fenced. On
-    PostgreSQL it does not wait for the WAL flush: a crash that loses it leaves the journal at
-    before_provider, from which recovery re-drives the same model step anyway."""
-    sql, params = fence_sql(turn_id, attempt_id, changes)
-    if connection.vendor != "postgresql":
+def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
+                  raw: psycopg.Connection | None = None, *, defer: bool = False) -> None:
+    """An advisory journal write (provider_started) outside a checkpoint, fenced (raises
+    StaleAttemptError). On PostgreSQL it does not wait for the WAL flush: a crash that loses it
+    leaves the journal at before_provider, from which recovery re-drives the same model step
+    anyway. ``raw``: a PostgreSQL connection outside any transaction (default: Django's).
+    ``defer``: send it and return; it lands before the next batch on ``raw``, which reads its
+    answer (a refusal is logged there: that batch's own fence refuses the attempt)."""
+    if raw is None and connection.vendor != "postgresql":
+        sql, params = fence_sql(turn_id, attempt_id, changes)
         with connection.cursor() as cur:
             cur.execute(sql, params)
-            return cur.rowcount == 1
-    raw = connection.connection
-    with transaction.atomic():
-        with raw.pipeline():
-            raw.execute("SET LOCAL synchronous_commit TO OFF")
-            cur = psycopg.Cursor(raw)
-            cur.execute(sql, params, prepare=_preparing(raw))
-        return cur.rowcount == 1
+            if cur.rowcount != 1:
+                raise _stale(turn_id, attempt_id)
+        return
+    if raw is None:
+        connection.ensure_connection()
+        raw = connection.connection
+    assert raw.pgconn.transaction_status == IDLE, "write_journal runs outside a transaction"
+    sql, params = fence_raising_sql(turn_id, attempt_id, changes)
+    batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    batch.add(ASYNC_COMMIT)  # for this batch's transaction only
+    batch.add(wire.numbered(sql), params)
+    if defer:
+        batch.defer()
+        return
+    try:
+        batch.run()
+    except psycopg.Error as exc:
+        if exc.sqlstate == LEASE_LOST:
+            raise _stale(turn_id, attempt_id) from None
+        raise
 
 
 def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
@@ -193,3 +261,4 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
     if gen != live_generation:
         return []
     return [LoggedEvent(first + n, e) for n, e in enumerate(events)]
+

@@ -1,10 +1,12 @@
 """DjangoSessionStore: the SessionStore on the Django database (SQLite or PostgreSQL).
 
-The one module that opens transactions for the engine. Each unit of work runs in one
-synchronous function on one thread (``sync_to_async``), so a sync tool's ORM writes and the
-checkpoint share one ``transaction.atomic()``. Every checkpoint is fenced: it commits only if
-the attempt still owns the turn (a conditional UPDATE), else everything — tool writes
-included — rolls back.
+The one module that opens transactions for the engine. A unit of work that runs a sync tool
+runs in one synchronous function on the thread that owns Django's connection
+(``sync_to_async``), so the tool's ORM writes and the checkpoint share one
+``transaction.atomic()``. A unit that runs no tool code (``inline=True``) runs, on PostgreSQL,
+on the caller's thread and the store's own connection (``sessions_app.direct``): no thread hop.
+Every checkpoint is fenced: it commits only if the attempt still owns the turn, else
+everything — tool writes included — rolls back.
 """
 
 from __future__ import annotations
@@ -40,10 +42,9 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 
-from . import checkpoint
+from . import checkpoint, direct
 from . import models as m
 
-UNFINISHED = (TurnStatus.QUEUED, TurnStatus.RUNNING)
 CHAIN_BLOCKING = (TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.SUSPENDED)
 
 
@@ -94,8 +95,7 @@ class _DjangoTx:
         self.events.append(event)
 
     def journal(self, phase: Phase, **data: Any) -> None:
-        self.turn_changes["phase"] = str(phase)
-        self.turn_changes["journal"] = _dumps({**data, "attempt_id": self.attempt_id})
+        self.turn_changes.update(_journal_changes(self.attempt_id, phase, data))
 
     def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
                pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
@@ -124,9 +124,8 @@ class DjangoSessionStore:
         tx = _DjangoTx(turn_id, attempt_id)
         with transaction.atomic():
             value = work(tx)
+            # the checkpoint also recomputes the session's status when the turn's status changes
             written = checkpoint.write(turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events)
-            if "status" in tx.turn_changes:
-                self._session_status_txn(written.session_id)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, value=value)
 
     def _log_txn(self, session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
@@ -134,33 +133,41 @@ class DjangoSessionStore:
         return checkpoint.log_events(session_id, events, turn_id=turn_id, generation=generation)
 
     def _session_status_txn(self, session_id: int) -> None:
-        s = m.Session.objects.only("id", "generation").get(pk=session_id)
-        turns = m.Turn.objects.filter(session_id=session_id)
-        if turns.filter(status=TurnStatus.SUSPENDED, generation=s.generation).exists():
-            status = SessionStatus.SUSPENDED
-        elif turns.filter(status__in=UNFINISHED).exists():
-            status = SessionStatus.RUNNING
-        elif m.Message.objects.filter(session_id=session_id, generation=s.generation).exists():
-            status = SessionStatus.IDLE
-        else:
-            status = SessionStatus.NEW
-        m.Session.objects.filter(pk=session_id).update(status=str(status))
+        with connection.cursor() as cur:
+            cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id))
+
+    def atomic_inline(self, raw: Any, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any]) -> Commit:
+        """A unit that runs no tool code, on the caller's thread and the store's own PostgreSQL
+        connection (``sessions_app.direct``): one round trip, COMMIT included."""
+        tx = _DjangoTx(turn_id, attempt_id)
+        value = work(tx)
+        written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
+                                              tx.events)
+        return Commit(events=written.events, cancel_reason=written.cancel_reason, value=value)
 
     def journal_sync(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
-        changes = {"phase": str(phase), "journal": _dumps({**data, "attempt_id": attempt_id})}
-        if not checkpoint.write_journal(turn_id, attempt_id, changes):
-            raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
+        # raises StaleAttemptError
+        checkpoint.write_journal(turn_id, attempt_id, _journal_changes(attempt_id, phase, data))
 
     # -- loading ----------------------------------------------------------------------------------
 
     def load_sync(self, turn_id: str) -> TurnState:
         turn = self._turn(turn_id)
         with connection.cursor() as cur:
-            cur.execute(
-                "SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s ORDER BY \"index\"",
-                [turn.session_id, turn.generation],
-            )
-            transcript = [RtMessage.from_json(_loads(row[0])) for row in cur.fetchall()]
+            if connection.vendor == "postgresql":  # one JSON array: one decode, not one per row
+                cur.execute(
+                    "SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
+                    "WHERE session_id = %s AND generation = %s",
+                    [turn.session_id, turn.generation],
+                )
+                transcript = [RtMessage.from_json(d) for d in json.loads(cur.fetchone()[0])]
+            else:
+                cur.execute(
+                    "SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s "
+                    "ORDER BY \"index\"",
+                    [turn.session_id, turn.generation],
+                )
+                transcript = [RtMessage.from_json(_loads(row[0])) for row in cur.fetchall()]
             cur.execute("SELECT key, data FROM sessions_app_step WHERE turn_id = %s", [turn_id])
             rows = cur.fetchall()
         prefix = f"input:{turn_id}:"
@@ -364,11 +371,17 @@ class DjangoSessionStore:
 
     # -- the async SessionStore face ------------------------------------------------------------------
 
-    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any]) -> Commit:
+    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any], *,
+                     inline: bool = False) -> Commit:
+        if inline and (raw := direct.connection()) is not None:
+            return self.atomic_inline(raw, turn_id, attempt_id, work)
         return await sync_to_async(self.atomic_sync)(turn_id, attempt_id, work)
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
-        await sync_to_async(self.journal_sync)(turn_id, attempt_id, phase, **data)
+        if (raw := direct.connection()) is not None:  # lands before the next checkpoint on raw
+            checkpoint.write_journal(turn_id, attempt_id, _journal_changes(attempt_id, phase, data), raw, defer=True)
+        else:
+            await sync_to_async(self.journal_sync)(turn_id, attempt_id, phase, **data)
 
     async def load(self, turn_id: str) -> TurnState:
         return await sync_to_async(self.load_sync)(turn_id)
@@ -410,6 +423,10 @@ class DjangoSessionStore:
 
     async def next_queued(self, session: SessionRef) -> str | None:
         return await sync_to_async(self.next_queued_sync)(session)
+
+
+def _journal_changes(attempt_id: str | None, phase: Phase, data: dict[str, Any]) -> dict[str, Any]:
+    return {"phase": str(phase), "journal": _dumps({**data, "attempt_id": attempt_id})}
 
 
 def _loads(value: Any) -> Any:

@@ -35,7 +35,7 @@ class Q2Dispatcher:
 
 
 def run_turn(turn_id: str) -> str | None:
-    from . import engine
+    from . import direct, engine
     from .worker import cancel_listener
 
     async def drive() -> str | None:
@@ -43,6 +43,7 @@ def run_turn(turn_id: str) -> str | None:
         # connection for the next task (a connect costs more than a short turn's first step)
         # unless it is broken
         await sync_to_async(_drop_unusable_connections)()
+        direct.drop_unusable()  # the store's own connection, on this (the loop's) thread
         executor = engine.executor()
         executor.on_signals = cancel_listener
         try:
@@ -58,6 +59,7 @@ def run_turn(turn_id: str) -> str | None:
                     await sync_to_async(enqueue_turn)(nxt)
         except BaseException:
             await sync_to_async(connections.close_all)()  # it may be the connection that failed
+            direct.close_all()
             raise
         finally:
             await executor.sink.close()  # the sink sends in the background: drain it

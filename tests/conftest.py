@@ -36,8 +36,9 @@ def is_postgres() -> bool:
 
 @pytest.fixture(autouse=True)
 def _close_thread_connections(request):
-    """The Django store runs on sync_to_async's worker thread, which keeps its own connection:
-    close it after each database test so the test database can be flushed and dropped."""
+    """The Django store runs on sync_to_async's worker thread, which keeps its own connection,
+    and has a connection of its own on PostgreSQL (sessions_app.direct): close them after each
+    database test so the test database can be flushed and dropped."""
     yield
     marker = request.node.get_closest_marker("django_db")
     if marker is None and "transactional_db" not in request.fixturenames:
@@ -47,9 +48,12 @@ def _close_thread_connections(request):
     from asgiref.sync import sync_to_async
     from django.db import connections
 
+    from sessions_app import direct
+
     async def close() -> None:
         await sync_to_async(connections.close_all)()
 
+    direct.close_all()
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # no loop running here (the usual case): close on the store's thread

@@ -107,7 +107,9 @@ class TurnLoop:
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    async def _commit(self, work: Callable[[Any], Any]) -> Commit:
+    async def _commit(self, work: Callable[[Any], Any], *, tool_code: bool = False) -> Commit:
+        """One checkpoint. ``tool_code``: ``work`` runs a sync tool (which may use the store's
+        connection), so the store must not run it inline on the loop's thread."""
         recorder_box: list[_RecordingTx] = []
 
         def unit(tx: Tx) -> Any:
@@ -115,7 +117,7 @@ class TurnLoop:
             recorder_box.append(rec)
             return work(rec)
 
-        commit = await self.store.atomic(self.turn.turn_id, self.attempt_id, unit)
+        commit = await self.store.atomic(self.turn.turn_id, self.attempt_id, unit, inline=not tool_code)
         rec = recorder_box[-1]
         self.transcript.extend(rec.appended)
         self.state.steps.update(rec.steps)
@@ -335,7 +337,7 @@ class TurnLoop:
             self._record_txn(tx, index, call, later, result, None)
 
         try:
-            await self._commit(work)
+            await self._commit(work, tool_code=True)
         except FatalToolError as exc:  # the whole unit rolled back; fail in a fresh one
             return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
         except _ToolRaised as raised:  # rolled back, tool writes included: record the error alone

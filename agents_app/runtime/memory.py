@@ -200,7 +200,8 @@ class InMemorySessionStore:
         steps = {k for k in turn.steps if not k.startswith("input:")}
         return TurnState(turn=turn.record, transcript=list(s.messages), steps=steps, answers=answers)
 
-    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any]) -> Commit:
+    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any], *,
+                     inline: bool = False) -> Commit:
         turn = self._turn(turn_id)
         if attempt_id is not None and turn.record.attempt_id != attempt_id:
             raise StaleAttemptError(turn_id)

@@ -210,12 +210,16 @@ class SessionStore(Protocol):
         """The turn, the live transcript, its memoized steps and answers: O(1) queries."""
 
     async def atomic(self, turn_id: str, attempt_id: str | None,
-                     work: Callable[[Tx], Any]) -> Commit:
+                     work: Callable[[Tx], Any], *, inline: bool = False) -> Commit:
         """Run ``work`` in one transaction fenced on ``attempt_id`` (StaleAttemptError and
-        a full rollback if the attempt no longer owns the turn)."""
+        a full rollback if the attempt no longer owns the turn). ``inline``: ``work`` only
+        calls ``tx`` (no tool code, no database access of its own), so the store may run it on
+        the caller's thread instead of handing it to the thread that owns its connection."""
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
-        """Record a journal phase outside a checkpoint (fenced)."""
+        """Record a journal phase outside a checkpoint (fenced). A store may send it without
+        waiting; it then lands before the attempt's next ``atomic``, which refuses a stale
+        attempt anyway."""
 
     async def request_cancel(self, turn_id: str, reason: str) -> TurnRecord:
         """Store a cancel request; a queued turn is cancelled at once (turn.cancelled logged)."""

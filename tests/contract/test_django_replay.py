@@ -42,6 +42,13 @@ class CrashingStore(DjangoSessionStore):
         self.after, self.inside, self.commits = after, inside, 0
 
     def atomic_sync(self, turn_id: str, attempt_id: str | None, work: Any):
+        return self._crashing(super().atomic_sync, turn_id, attempt_id, work)
+
+    def atomic_inline(self, raw: Any, turn_id: str, attempt_id: str | None, work: Any):
+        # PostgreSQL: units without tool code commit here, on the store's own connection
+        return self._crashing(lambda *a: super(CrashingStore, self).atomic_inline(raw, *a), turn_id, attempt_id, work)
+
+    def _crashing(self, commit_unit: Any, turn_id: str, attempt_id: str | None, work: Any):
         if self.inside is not None and self.commits + 1 == self.inside:
             self.inside = None
 
@@ -49,8 +56,8 @@ class CrashingStore(DjangoSessionStore):
                 work(tx)  # the sync tool's ORM write happens here, inside the transaction...
                 raise Crash("died before the commit")  # ...and must roll back with it
 
-            return super().atomic_sync(turn_id, attempt_id, dying)
-        commit = super().atomic_sync(turn_id, attempt_id, work)
+            return commit_unit(turn_id, attempt_id, dying)
+        commit = commit_unit(turn_id, attempt_id, work)
         self.commits += 1
         if self.after is not None and self.commits == self.after:
             self.after = None

@@ -68,3 +68,81 @@ def test_a_sync_tools_writes_roll_back_with_its_unit():
 
     store.atomic_sync(turn_id, attempt, savepointed)
     assert list(Order.objects.values_list("item", flat=True)) == ["committed"]
+
+
+def _claimed(key: str) -> tuple[object, str, str]:
+    from sessions_app.store import DjangoSessionStore
+
+    store = DjangoSessionStore()
+    turn_id, attempt = uuid.uuid4().hex, uuid.uuid4().hex
+    store.create_turn_sync(SessionRef("ops", key), TurnInput(text="x"), turn_id=turn_id)
+    store.claim_sync(turn_id, owner="w", attempt_id=attempt, now=1.0, lease_seconds=10)
+    return store, turn_id, attempt
+
+
+def _note(turn_id: str, text: str):
+    def work(tx):
+        tx.append(Message(Role.USER, text=text, turn_id=turn_id), 0)
+        tx.emit(ev.MessageCompleted(turn_id, text=text))
+
+    return work
+
+
+def test_a_unit_inside_an_enclosing_transaction_rolls_back_with_it():
+    """The checkpoint commits its own transaction only: inside someone else's atomic block (the
+    sweeper's, say) it must neither commit early nor end the enclosing transaction."""
+    from django.db import transaction
+
+    from sessions_app.models import Event, Message as MessageRow
+
+    store, turn_id, attempt = _claimed("nested")
+    with pytest.raises(ZeroDivisionError):
+        with transaction.atomic():
+            store.atomic_sync(turn_id, attempt, _note(turn_id, "undone"))  # nothing ran before it
+            1 / 0
+    assert not MessageRow.objects.filter(turn_id=turn_id).exists()
+    assert not Event.objects.filter(turn_id=turn_id).exists()
+    with transaction.atomic():
+        store.get_turn_sync(turn_id)  # the enclosing transaction has begun
+        store.atomic_sync(turn_id, attempt, _note(turn_id, "kept"))
+        assert connection.in_atomic_block  # still inside it: the unit did not end it
+    assert [m.data["text"] for m in MessageRow.objects.filter(turn_id=turn_id)] == ["kept"]
+
+
+def test_a_stale_unit_rolls_back_the_tools_writes_and_leaves_the_connection_usable():
+    from agents_app.models import Order
+    from agents_app.runtime import StaleAttemptError
+    from sessions_app.models import Message as MessageRow
+
+    store, turn_id, attempt = _claimed("stale-tool")
+    assert store.claim_sync(turn_id, owner="w2", attempt_id="other", now=100.0, lease_seconds=10)
+
+    def tool_then_note(tx):
+        Order.objects.create(item="written by a stale attempt")
+        _note(turn_id, "stale")(tx)
+
+    with pytest.raises(StaleAttemptError):
+        store.atomic_sync(turn_id, attempt, tool_then_note)
+    assert Order.objects.count() == 0 and not MessageRow.objects.filter(turn_id=turn_id).exists()
+    store.atomic_sync(turn_id, "other", _note(turn_id, "owner"))  # the same connection goes on
+    assert [m.data["text"] for m in MessageRow.objects.filter(turn_id=turn_id)] == ["owner"]
+
+
+def test_a_deferred_journal_lands_before_the_next_checkpoint():
+    """PostgreSQL: provider_started is sent on the store's own connection without waiting; the
+    next unit on that connection reads its answer. Elsewhere it is written at once."""
+    import asyncio
+
+    from agents_app.runtime import Phase
+    from sessions_app.models import Turn
+
+    store, turn_id, attempt = _claimed("journal")
+
+    async def go():
+        await store.journal(turn_id, attempt, Phase.PROVIDER_STARTED, stream_key="k1")
+        await store.atomic(turn_id, attempt, _note(turn_id, "after"), inline=True)
+
+    asyncio.run(go())
+    turn = Turn.objects.get(pk=turn_id)
+    assert turn.phase == "provider_started" and turn.journal == {"stream_key": "k1", "attempt_id": attempt}
+    assert turn.revision == 3  # claim, journal, checkpoint: the journal landed before the unit

@@ -43,11 +43,11 @@ class CrashingStore(InMemorySessionStore):
         self.crash_after, self.crash_before = crash_after, crash_before
         self.commits = 0
 
-    async def atomic(self, turn_id: str, attempt_id: str | None, work: Any) -> Any:
+    async def atomic(self, turn_id: str, attempt_id: str | None, work: Any, **kw: Any) -> Any:
         if self.crash_before is not None and self.commits + 1 == self.crash_before:
             self.crash_before = None
             raise Crash(f"before commit {self.commits + 1}")
-        commit = await super().atomic(turn_id, attempt_id, work)
+        commit = await super().atomic(turn_id, attempt_id, work, **kw)
         self.commits += 1
         if self.crash_after is not None and self.commits == self.crash_after:
             self.crash_after = None

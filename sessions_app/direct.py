@@ -1,0 +1,63 @@
+"""The store's own PostgreSQL connection, for units of work that run no tool code.
+
+A unit that only records what the engine did (a model step, an async tool's result, the
+journal, the endings) needs nothing from Django's connection: it is one pipelined round trip of
+the store's own statements. Handing it to asgiref's sync thread costs a thread hop each way,
+which on a small machine costs as much as the round trip itself. So on PostgreSQL such a unit
+runs on the event loop's thread, on a psycopg connection of its own (one per thread, in
+autocommit mode, opened from the Django settings), and holds the loop for that one round trip.
+A sync tool's unit still goes to the thread that owns the Django connection, so the tool's ORM
+writes share the checkpoint's transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+from django.db import connections
+
+from . import wire
+
+_local = threading.local()
+_opened: set[psycopg.Connection] = set()
+_lock = threading.Lock()
+
+
+def connection() -> psycopg.Connection | None:
+    """This thread's connection, opened on first use; None when the database is not PostgreSQL."""
+    conn = getattr(_local, "conn", None)
+    if conn is not None and not conn.closed and not conn.broken:
+        return conn
+    wrapper = connections["default"]
+    if wrapper.vendor != "postgresql":
+        return None
+    params = wrapper.get_connection_params()
+    params.pop("cursor_factory", None)
+    params["prepare_threshold"] = None  # as Django's: checkpoint.preparing() decides
+    conn = psycopg.connect(**params, autocommit=True)
+    _local.conn = conn
+    with _lock:
+        _opened.add(conn)
+    return conn
+
+
+def drop_unusable() -> None:
+    """Close this thread's connection if the server went away (a worker calls it per task)."""
+    conn = getattr(_local, "conn", None)
+    if conn is None or conn.closed:
+        return
+    try:
+        wire.drain(conn)
+        conn.execute("SELECT 1")
+    except psycopg.Error:
+        conn.close()
+
+
+def close_all() -> None:
+    """Close every thread's connection (tests, before the test database is flushed or dropped)."""
+    with _lock:
+        opened = list(_opened)
+        _opened.clear()
+    for conn in opened:
+        conn.close()
