@@ -137,7 +137,7 @@ def stored_bytes() -> int:
 def storage_figures(payload: int, turns: int = 8) -> tuple[float, float]:
     """(bytes stored per message the engine wrote — its step, events and every index included —,
     bytes of that message's own JSON), over ``turns`` turns of a fresh session whose replies and
-    tool results carry ``payload`` characters of text."""
+    tool results carry ``payload`` characters of prose."""
     import random
 
     from agents_app.runtime import Agent, ScriptedModel, SessionRef, TurnExecutor, TurnInput, reply, tool
@@ -145,13 +145,12 @@ def storage_figures(payload: int, turns: int = 8) -> tuple[float, float]:
     from sessions_app.store import DjangoSessionStore
 
     rnd = random.Random(payload)
-    words = ["turn", "step", "order", "stock", "item", "mug", "the", "a", "is", "ready", "shipped", "checking"]
+    # real prose (this project's docs), so compression does what it would do to a model's text
+    corpus = " ".join(f.read_text() for f in sorted((ROOT / "docs").glob("*.md")))
 
     def text() -> str:
-        out = ""
-        while len(out) < payload:
-            out += rnd.choice(words) + " "
-        return out[:payload]
+        start = rnd.randrange(0, len(corpus) - payload) if payload else 0
+        return corpus[start:start + payload]
 
     @tool("lookup", "looks something up", {"type": "object", "properties": {"n": {"type": "integer"}}})
     def lookup(input, ctx):
@@ -201,7 +200,7 @@ def main() -> None:
     print(f"flatness: cost at {HISTORIES[-1]} / cost at {HISTORIES[0]} = {per_step[HISTORIES[-1]] / per_step[HISTORIES[0]]:.2f}x")
     for payload, (stored, own) in storage.items():
         print(f"storage per message written by the engine (its row, step, events, indexes), "
-              f"{'small messages' if not payload else f'{payload}-character texts'}: {stored:.0f} B; "
+              f"{'small messages' if not payload else f'{payload}-character prose'}: {stored:.0f} B; "
               f"the message's own JSON: {own:.0f} B ({stored / own:.2f}x)")
 
 

@@ -22,6 +22,7 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from . import eventlog
 from . import models as m
 
 MESSAGES_PER_PAGE = 100
@@ -142,7 +143,9 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         "conversation": [message_view(row) for row in messages.object_list],
         "events": events,
         "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.created_at,
-                        "data": pretty_json(e.data)} for e in events.object_list],
+                        "data": pretty_json(data)}
+                       for e, data in zip(events.object_list, eventlog.restore(
+                           (session.pk, generation, e.data) for e in events.object_list))],
         "steps": steps,
         "step_rows": [{"key": s.key, "turn_id": s.turn_id, "message_index": s.message_index,
                        "created_at": s.created_at, "data": pretty_json(s.data) if s.data is not None else ""}

@@ -23,7 +23,7 @@ from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionStatus, TurnStatus
 
-from . import wire
+from . import eventlog, wire
 
 IDLE = TransactionStatus.IDLE
 INTRANS = TransactionStatus.INTRANS
@@ -103,7 +103,7 @@ def _write_plain(turn_id, attempt_id, changes, messages, steps, events) -> Writt
             )
         if "status" in changes:
             cur.execute(session_status_sql(by_turn=False), session_status_params(session_id))
-    logged = log_events(session_id, events, turn_id=turn_id, generation=generation)
+    logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages)
     return Written(cancel_reason, session_id, generation, logged)
 
 
@@ -182,7 +182,8 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     if events:
         seq = batch.add(BUMP_EVENT_SEQ, [k, turn_id])
         for n, e in enumerate(events):
-            batch.add(INSERT_EVENT, [k, n + 1, e.turn_id or turn_id, e.type, dumps(e.to_json()), now, turn_id])
+            batch.add(INSERT_EVENT, [k, n + 1, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, messages)),
+                                     now, turn_id])
     if "status" in changes:
         batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id))
     if ends_transaction and status == INTRANS:  # a sync tool's writes began it
@@ -238,9 +239,10 @@ def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
 
 
 def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
-               generation: int | None = None) -> list[LoggedEvent]:
+               generation: int | None = None, unit: list[tuple[int, Message]] = ()) -> list[LoggedEvent]:
     """Number and insert events; a turn of an archived generation logs into its archive (and
-    returns nothing to publish: nobody watches an archive live)."""
+    returns nothing to publish: nobody watches an archive live). ``unit``: the messages written
+    in the same transaction, which events refer to instead of repeating them (``eventlog``)."""
     if not events:
         return []
     with connection.cursor() as cur:
@@ -255,7 +257,7 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
         cur.executemany(
             "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(session_id, gen, first + n, e.turn_id or turn_id, e.type, dumps(e.to_json()), now)
+            [(session_id, gen, first + n, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, list(unit))), now)
              for n, e in enumerate(events)],
         )
     if gen != live_generation:

@@ -42,7 +42,7 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 
-from . import checkpoint, direct
+from . import checkpoint, direct, eventlog
 from . import models as m
 
 CHAIN_BLOCKING = (TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.SUSPENDED)
@@ -357,8 +357,10 @@ class DjangoSessionStore:
         s = m.Session.objects.filter(agent=session.agent, key=session.key).first()
         if s is None:
             return []
-        rows = m.Event.objects.filter(session=s, generation=s.generation, seq__gt=after).order_by("seq")[:limit]
-        return [LoggedEvent(r.seq, ev.event_from_json(r.data)) for r in rows]
+        rows = list(m.Event.objects.filter(session=s, generation=s.generation, seq__gt=after).order_by("seq")
+                    .values_list("seq", "data")[:limit])
+        whole = eventlog.restore((s.pk, s.generation, data) for _, data in rows)
+        return [LoggedEvent(seq, ev.event_from_json(data)) for (seq, _), data in zip(rows, whole)]
 
     def next_queued_sync(self, session: SessionRef) -> str | None:
         first = (

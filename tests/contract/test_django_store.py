@@ -146,3 +146,33 @@ def test_a_deferred_journal_lands_before_the_next_checkpoint():
     turn = Turn.objects.get(pk=turn_id)
     assert turn.phase == "provider_started" and turn.journal == {"stream_key": "k1", "attempt_id": attempt}
     assert turn.revision == 3  # claim, journal, checkpoint: the journal landed before the unit
+
+
+@pytest.mark.parametrize("inline", [False, True])
+def test_the_event_log_refers_to_the_transcript_instead_of_repeating_it(inline):
+    """A reply, a call and a result are stored once (in the transcript); their events keep the
+    message's position and are whole again when the log is read."""
+    import asyncio
+
+    from agents_app.runtime import ToolCall
+    from sessions_app.models import Event
+
+    store, turn_id, attempt = _claimed(f"dedupe-{inline}")
+    big = "a long reply " * 400
+    call = ToolCall("c1", "lookup", {"q": big})
+
+    def work(tx):
+        tx.append(Message(Role.ASSISTANT, text=big, turn_id=turn_id, tool_calls=(call,)), 0)
+        tx.emit(ev.MessageCompleted(turn_id, text=big, index=0))
+        tx.emit(ev.ActionRequested(turn_id, call=call.to_json()))
+        tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="lookup", result={"r": big}), 1)
+        tx.emit(ev.ActionCompleted(turn_id, call_id="c1", name="lookup", result={"r": big}))
+        tx.emit(ev.ActionCompleted(turn_id, call_id="c9", name="other", result="held by no message"))
+
+    commit = asyncio.run(store.atomic(turn_id, attempt, work, inline=inline))
+    stored = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("data", flat=True))
+    assert [d.get("$from") for d in stored] == [0, 0, 1, None]
+    assert all(big not in str(d) for d in stored)
+    replayed = store.events_sync(SessionRef("ops", f"dedupe-{inline}"))
+    assert [e.event for e in replayed] == [e.event for e in commit.events]
+    assert replayed[0].event.text == big and replayed[2].event.result == {"r": big}

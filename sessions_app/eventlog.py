@@ -1,0 +1,101 @@
+"""The durable event log keeps no second copy of what the transcript holds.
+
+An event that repeats the payload of a message written in the same checkpoint (the opening
+text of ``turn.started``, the reply of ``message.completed``, the call of ``action.requested``,
+the result of ``action.completed``) is stored with that payload replaced by the message's
+position (``"$from": <index>``). Both rows commit in the same transaction and are archived and
+deleted together, so the reference always resolves. ``restore`` puts the payloads back when the
+log is read (replay over websockets and SSE, the staff archive), with one query for all the
+messages a page of events refers to. Live events are published from memory, whole.
+
+A model's reply or a tool's result is then stored once, which is what keeps the storage per
+message close to the message's own size (bench/bench_engine.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Callable, Iterable
+
+from agents_app.runtime import events as ev
+from agents_app.runtime.messages import Message, Role
+
+FROM = "$from"
+CALL = "$call"
+
+
+def _text(message: Message) -> Any:
+    return message.text
+
+
+def _call(message: Message, call_id: str) -> Any:
+    return next((c.to_json() for c in message.tool_calls if c.id == call_id), None)
+
+
+def _source(e: ev.TurnEvent, unit: list[tuple[int, Message]]) -> tuple[int, str] | None:
+    """(index of the unit's message that holds the event's payload, the payload's field)."""
+    if isinstance(e, ev.MessageCompleted):
+        found = [i for i, m in unit if i == e.index and m.role == Role.ASSISTANT and m.text == e.text]
+        field = "text"
+    elif isinstance(e, ev.TurnStarted):
+        found = [i for i, m in unit if m.role in (Role.USER, Role.TRIGGER) and m.text == e.text]
+        field = "text"
+    elif isinstance(e, ev.ActionCompleted):
+        found = [i for i, m in unit if m.role == Role.TOOL and m.call_id == e.call_id and m.result == e.result]
+        field = "result"
+    elif isinstance(e, ev.ActionRequested):
+        call_id = e.call.get("id")
+        found = [i for i, m in unit if m.role == Role.ASSISTANT and _call(m, call_id) == e.call]
+        field = "call"
+    else:
+        return None
+    return (found[0], field) if found else None
+
+
+def stored(e: ev.TurnEvent, unit: list[tuple[int, Message]]) -> dict[str, Any]:
+    """The JSON an event row keeps: the event's, its repeated payload replaced by a reference."""
+    data = e.to_json()
+    source = _source(e, unit) if unit else None
+    if source is None:
+        return data
+    index, field = source
+    if field == "call":
+        data[CALL] = data["call"].get("id")
+    del data[field]
+    data[FROM] = index
+    return data
+
+
+_RESTORE: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], Any]]] = {
+    "turn.started": ("text", lambda msg, data: msg.get("text", "")),
+    "message.completed": ("text", lambda msg, data: msg.get("text", "")),
+    "action.completed": ("result", lambda msg, data: msg.get("result")),
+    "action.requested": ("call", lambda msg, data: next(
+        (c for c in msg.get("tool_calls", ()) if c.get("id") == data.get(CALL)), {})),
+}
+
+
+def restore(rows: Iterable[tuple[int, int, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Whole event JSON for ``(session_id, generation, stored data)`` rows, in their order."""
+    from .models import Message as MessageRow
+
+    rows = list(rows)
+    wanted: dict[tuple[int, int], set[int]] = defaultdict(set)
+    for session_id, generation, data in rows:
+        if FROM in data:
+            wanted[(session_id, generation)].add(data[FROM])
+    messages: dict[tuple[int, int, int], dict[str, Any]] = {}
+    for (session_id, generation), indexes in wanted.items():
+        found = MessageRow.objects.filter(session_id=session_id, generation=generation, index__in=indexes)
+        for index, data in found.values_list("index", "data"):
+            messages[(session_id, generation, index)] = data
+    out = []
+    for session_id, generation, data in rows:
+        if FROM in data:
+            data = dict(data)
+            msg = messages.get((session_id, generation, data.pop(FROM)), {})
+            field, value = _RESTORE[data["type"]]
+            data[field] = value(msg, data)
+            data.pop(CALL, None)
+        out.append(data)
+    return out
