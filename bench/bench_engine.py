@@ -21,22 +21,16 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import fresh_database, floor_ms  # noqa: E402
-os.environ.setdefault("SECRET_KEY", "bench")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
+from bench.common import fresh_database, floor_ms, use_database  # noqa: E402
+
 BENCH_DB = "june_bench"
-if os.environ.get("DATABASE_URL", "").startswith("postgres"):
-    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-    os.environ["DATABASE_URL"] = f"{base}/{BENCH_DB}"
-else:
-    os.environ["JUNE_VAR_DIR"] = tempfile.mkdtemp(prefix="june-bench-")
+use_database(BENCH_DB)
 
 HISTORIES = (10, 100, 1000)
 STEPS = int(os.environ.get("BENCH_STEPS", "40"))  # tool round trips per turn

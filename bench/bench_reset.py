@@ -18,22 +18,16 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import fresh_database  # noqa: E402
-os.environ.setdefault("SECRET_KEY", "bench")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
+from bench.common import fresh_database, use_database  # noqa: E402
+
 BENCH_DB = "june_bench_reset"
-if os.environ.get("DATABASE_URL", "").startswith("postgres"):
-    base = os.environ["DATABASE_URL"].rsplit("/", 1)[0]
-    os.environ["DATABASE_URL"] = f"{base}/{BENCH_DB}"
-else:
-    os.environ["JUNE_VAR_DIR"] = tempfile.mkdtemp(prefix="june-bench-reset-")
+use_database(BENCH_DB)
 
 ARCHIVES = tuple(int(n) for n in os.environ.get("BENCH_ARCHIVES", "10,1000,100000").split(","))
 LIVE = int(os.environ.get("BENCH_LIVE", "10"))  # live messages (and events) each reset archives

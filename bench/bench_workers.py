@@ -33,16 +33,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import fresh_database, floor_ms  # noqa: E402
+from bench.common import fresh_database, floor_ms, use_database  # noqa: E402
+
 BENCH_DB = "june_bench_workers"
-_url = os.environ.get("DATABASE_URL") or "postgres://postgres@127.0.0.1:5432/postgres"
-if _url.startswith("postgres"):
-    _url = _url.rsplit("/", 1)[0] + "/" + BENCH_DB
-os.environ["DATABASE_URL"] = _url
-os.environ.setdefault("SECRET_KEY", "bench-workers")
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
+use_database(BENCH_DB, postgres_by_default=True)
 os.environ["JUNE_AGENT_DIRS"] = str(ROOT / "tests" / "fault" / "agents")
-os.environ.setdefault("JUNE_VAR_DIR", tempfile.mkdtemp(prefix="june-bench-workers-"))
 FAULT_DIR = Path(tempfile.mkdtemp(prefix="june-bench-fault-"))
 os.environ["JUNE_FAULT_DIR"] = str(FAULT_DIR)
 

@@ -6,7 +6,24 @@ from __future__ import annotations
 
 import os
 import statistics
+import tempfile
 import time
+
+
+def use_database(name: str, *, postgres_by_default: bool = False) -> None:
+    """Before Django is set up: point DATABASE_URL at database ``name`` on the PostgreSQL server
+    it names (or on the local one, ``postgres_by_default``), else JUNE_VAR_DIR at a new folder so
+    SQLite starts from an empty file; plus the settings a bench needs."""
+    url = os.environ.get("DATABASE_URL") or (
+        "postgres://postgres@127.0.0.1:5432/postgres" if postgres_by_default else "")
+    if url.startswith("postgres"):
+        os.environ["DATABASE_URL"] = f"{url.rsplit('/', 1)[0]}/{name}"
+        os.environ.setdefault("JUNE_VAR_DIR", tempfile.mkdtemp(prefix=f"{name}-"))
+    else:
+        os.environ.pop("DATABASE_URL", None)
+        os.environ["JUNE_VAR_DIR"] = tempfile.mkdtemp(prefix=f"{name}-")
+    os.environ.setdefault("SECRET_KEY", name)
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
 
 
 def fresh_database(name: str) -> None:

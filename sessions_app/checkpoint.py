@@ -204,38 +204,28 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     return Written(cancel_reason, session_id, generation, logged)
 
 
-def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-                  raw: psycopg.Connection | None = None, *, defer: bool = False) -> None:
-    """An advisory journal write (provider_started) outside a checkpoint, fenced (raises
-    StaleAttemptError). On PostgreSQL it does not wait for the WAL flush: a crash that loses it
-    leaves the journal at before_provider, from which recovery re-drives the same model step
-    anyway. ``raw``: a PostgreSQL connection outside any transaction (default: Django's).
-    ``defer``: send it and return; it lands before the next batch on ``raw``, which reads its
-    answer (a refusal is logged there: that batch's own fence refuses the attempt)."""
-    if raw is None and connection.vendor != "postgresql":
-        sql, params = fence_sql(turn_id, attempt_id, changes)
-        with connection.cursor() as cur:
-            cur.execute(sql, params)
-            if cur.rowcount != 1:
-                raise _stale(turn_id, attempt_id)
-        return
-    if raw is None:
-        connection.ensure_connection()
-        raw = connection.connection
-    assert raw.pgconn.transaction_status == IDLE, "write_journal runs outside a transaction"
+def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
+    """An advisory journal write (provider_started) outside a checkpoint, on Django's connection:
+    one fenced UPDATE (StaleAttemptError when it matches no row). The store uses it where it has
+    no connection of its own (SQLite); on PostgreSQL it uses ``send_journal``."""
+    sql, params = fence_sql(turn_id, attempt_id, changes)
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        if cur.rowcount != 1:
+            raise _stale(turn_id, attempt_id)
+
+
+def send_journal(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
+    """The journal write on PostgreSQL: sent on ``raw`` (the store's own connection) without
+    waiting. It lands before the next batch on ``raw``, which reads its answer; a refusal is
+    logged there, and that batch's own fence refuses the attempt. It does not wait for the WAL
+    flush either: a crash that loses it leaves the journal at before_provider, from which
+    recovery re-drives the same model step anyway."""
     sql, params = fence_raising_sql(turn_id, attempt_id, changes)
     batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
     batch.add(ASYNC_COMMIT)  # for this batch's transaction only
     batch.add(wire.numbered(sql), params)
-    if defer:
-        batch.defer()
-        return
-    try:
-        batch.run()
-    except psycopg.Error as exc:
-        if exc.sqlstate == LEASE_LOST:
-            raise _stale(turn_id, attempt_id) from None
-        raise
+    batch.defer()
 
 
 def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,

@@ -381,7 +381,7 @@ class DjangoSessionStore:
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
         if (raw := direct.connection()) is not None:  # lands before the next checkpoint on raw
-            checkpoint.write_journal(turn_id, attempt_id, _journal_changes(attempt_id, phase, data), raw, defer=True)
+            checkpoint.send_journal(raw, turn_id, attempt_id, _journal_changes(attempt_id, phase, data))
         else:
             await sync_to_async(self.journal_sync)(turn_id, attempt_id, phase, **data)
 

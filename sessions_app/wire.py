@@ -20,6 +20,7 @@ fence refuses the attempt anyway.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import select
@@ -60,6 +61,7 @@ class _State:
 _states: weakref.WeakKeyDictionary[psycopg.Connection, _State] = weakref.WeakKeyDictionary()
 
 
+@functools.lru_cache(maxsize=256)  # a checkpoint's fence is built per unit from a few shapes
 def numbered(sql: str) -> bytes:
     """``%s`` placeholders (the ORM's style, shared with the SQLite path) -> ``$1, $2, ...``."""
     parts = sql.split("%s")
@@ -101,11 +103,7 @@ class Batch:
         state = _state(self.conn)
         pg = self.conn.pgconn
         expected = self._send(pg, state)
-        earlier, state.pending = state.pending, []
-        for deferred in earlier:
-            _, error = _read(pg, deferred, state)
-            if error is not None:
-                log.info("a deferred write was refused: %s", error)
+        _read_deferred(pg, state)
         results, error = _read(pg, expected, state)
         pg.exit_pipeline_mode()
         if error is not None:
@@ -188,13 +186,16 @@ def drain(conn: psycopg.Connection) -> None:
     state = _states.get(conn)
     if state is None or not state.pending:
         return
-    pg = conn.pgconn
+    _read_deferred(conn.pgconn, state)
+    conn.pgconn.exit_pipeline_mode()
+
+
+def _read_deferred(pg: Any, state: _State) -> None:
     earlier, state.pending = state.pending, []
     for deferred in earlier:
         _, error = _read(pg, deferred, state)
         if error is not None:
             log.info("a deferred write was refused: %s", error)
-    pg.exit_pipeline_mode()
 
 
 def _state(conn: psycopg.Connection) -> _State:
