@@ -3,8 +3,9 @@
 
     python3 dev.py run    install, migrate, create the demo data and login, and start daphne
                           and a django-q2 cluster on http://127.0.0.1:8000 (Ctrl-C stops both)
-    python3 dev.py test   install (with the test tools and Debian's Chromium) and run the suite
-                          (extra arguments go to pytest; DATABASE_URL / REDIS_URL pick the backends)
+    python3 dev.py test   install (with the test tools and Debian's Chromium), check the import
+                          contracts (lint-imports) and run the suite (extra arguments go to
+                          pytest; DATABASE_URL / REDIS_URL pick the backends)
 """
 
 from __future__ import annotations
@@ -102,6 +103,9 @@ def test(args: list[str]) -> None:
     ensure_venv("test")
     ensure_chromium()
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "june_project.settings", "DJANGO_ALLOW_ASYNC_UNSAFE": "true"}
+    # the architecture's import contracts (pyproject.toml): a back-arrow or a cycle fails the run
+    if sh(VENV / "bin" / "lint-imports", "--no-cache", env=env, check=False) != 0:
+        sys.exit("lint-imports: an import contract is broken (see above; docs/architecture.md)")
     sys.exit(sh(PY, "-m", "pytest", *args, env=env, check=False))
 
 

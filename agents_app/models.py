@@ -23,13 +23,13 @@ class Refund(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
 
-# -- proactive turns and inbound channels (agents_app.schedules, sessions_app.inbound) ------------
+# -- proactive turns and inbound channels (sessions_app.proactive.schedules, sessions_app.proactive.channels) ------------
 
 from django_q.models import Schedule as Q2Schedule  # noqa: E402
 
 
 class AgentSchedule(Q2Schedule):
-    """The django-q2 schedules declared by agents (``func = agents_app.schedules.fire``), for the
+    """The django-q2 schedules declared by agents (``func = sessions_app.proactive.schedules.fire``), for the
     admin: enable/disable, next run, last run and its turn."""
 
     class Meta:

@@ -86,9 +86,9 @@ def time_resets(session, how: str) -> list[float]:
     from django.db import transaction
 
     from agents_app.runtime.seams import SessionRef
-    from sessions_app import engine, models as m, services
+    from sessions_app import wiring, models as m, services
 
-    store = engine.store()
+    store = wiring.store()
     ref = SessionRef(session.agent, session.key)
     samples = []
     for _ in range(REPEATS):

@@ -48,9 +48,9 @@ AGENT = "faultagent"
 
 
 async def _drive_and_close(turn_id: str) -> None:
-    from sessions_app import engine
+    from sessions_app import wiring
 
-    executor = engine.executor()
+    executor = wiring.executor()
     try:
         await executor.drive(turn_id)
     finally:
@@ -58,9 +58,9 @@ async def _drive_and_close(turn_id: str) -> None:
 
 
 async def _bare_loop(TurnLoop, agent, store, model, turn_id: str) -> None:
-    from sessions_app import engine
+    from sessions_app import wiring
 
-    sink = engine.sink(background=True)  # the executor's sink, so only fencing + lease + journal differ
+    sink = wiring.sink(background=True)  # the executor's sink, so only fencing + lease + journal differ
     try:
         await TurnLoop(agent=agent, store=store, sink=sink, model=model).run(turn_id, None)
     finally:
@@ -77,9 +77,9 @@ def in_process_ms(fenced: bool, repeats: int = 5) -> float:
     """Per checkpointed step, engine in this process: the bare loop or the executor."""
     from agents_app.runtime.loop import TurnLoop
     from agents_app.runtime.seams import SessionRef, TurnInput
-    from sessions_app import engine
+    from sessions_app import wiring
 
-    store = engine.store()
+    store = wiring.store()
     per_step = []
     for _ in range(repeats):
         turn_id = uuid.uuid4().hex
@@ -87,7 +87,7 @@ def in_process_ms(fenced: bool, repeats: int = 5) -> float:
         if fenced:
             asyncio.run(_drive_and_close(turn_id))
         else:
-            agent = engine.agent(AGENT)
+            agent = wiring.agent(AGENT)
             from agents_app.providers import model_for
 
             asyncio.run(_bare_loop(TurnLoop, agent, store, model_for(agent), turn_id))

@@ -121,7 +121,7 @@ async def throughput(url: str, cookie: str, messages: int, window: int) -> None:
     from channels.layers import get_channel_layer
 
     from agents_app.runtime.seams import SessionRef
-    from sessions_app.sink import group_name
+    from sessions_app.outbox.sink import group_name
 
     ws = await connect(url, cookie, "throughput")
     layer, group = get_channel_layer(), group_name(SessionRef("bench", "throughput"))

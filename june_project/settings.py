@@ -121,10 +121,10 @@ if REDIS_URL:
         }
     }
 else:
-    # no server: daphne and the q2 workers talk over unix sockets in VAR_DIR (sessions_app.layers)
+    # no server: daphne and the q2 workers talk over unix sockets in VAR_DIR (sessions_app.outbox.layers)
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "sessions_app.layers.UnixSocketChannelLayer",
+            "BACKEND": "sessions_app.outbox.layers.UnixSocketChannelLayer",
             "CONFIG": {"path": str(VAR_DIR / "channels"), "capacity": 1000, "expiry": 30},
         }
     }

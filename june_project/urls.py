@@ -6,11 +6,11 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("api/", include("sessions_app.api_urls")),
-    path("api/", include("sessions_app.webhook_urls")),
-    path("", include("sessions_app.urls")),
+    path("api/", include("sessions_app.web.api_urls")),
+    path("api/", include("sessions_app.proactive.webhook_urls")),
+    path("", include("sessions_app.web.urls")),
 ]
 
 # JSON errors under /api/ (Django's pages elsewhere)
-handler404 = "sessions_app.api.handler404"
-handler500 = "sessions_app.api.handler500"
+handler404 = "sessions_app.web.api.handler404"
+handler500 = "sessions_app.web.api.handler500"

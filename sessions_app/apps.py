@@ -8,30 +8,36 @@ class SessionsAppConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # imported here: these modules use models, which cannot load before the app registry
         from django.db.models.signals import post_migrate
         from django_q.signals import post_spawn
 
-        # `manage.py migrate` creates the sweeper's django-q2 schedule (docs/workers.md)
-        post_migrate.connect(_ensure_schedule, sender=self, dispatch_uid="june.sweeper_schedule")
+        # `manage.py migrate` creates the sweeper's django-q2 schedule (docs/workers.md) and the
+        # agents' declared schedules (deploys also run ``manage.py june_sync_schedules``)
+        post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="june.schedules")
         # every qcluster worker process runs the lease watchdog (a fast sweeper thread)
         post_spawn.connect(_start_watchdog, dispatch_uid="june.watchdog")
 
 
-def _ensure_schedule(using: str = "default", **kwargs: object) -> None:
+def _ensure_schedules(using: str = "default", **kwargs: object) -> None:
+    # imported here: apps.py loads before the models it would pull in
     from django.db import connections
+
+    from sessions_app.proactive.schedules import schedules_sync
+    from sessions_app.workers.tasks import ensure_sweeper_schedule
 
     if "django_q_schedule" not in connections[using].introspection.table_names():
         return  # django_q is not migrated yet (a partial migrate): the next migrate creates it
-    from .tasks import ensure_sweeper_schedule
-
     ensure_sweeper_schedule()
+    schedules_sync()
 
 
 def _start_watchdog(**kwargs: object) -> None:
+    # imported here: apps.py loads before the models it would pull in
     from django_q.conf import Conf
+
+    from sessions_app.workers.sweeper import start_watchdog
 
     if Conf.SYNC:  # tasks run inline in the caller (tests): no worker process to watch from
         return
-    from .worker import start_watchdog
-
     start_watchdog()

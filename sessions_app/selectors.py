@@ -7,8 +7,8 @@ from typing import Any
 
 from agents_app.runtime.seams import LoggedEvent, SessionRef
 
-from . import engine
-from . import models as m
+from sessions_app import models as m
+from sessions_app import wiring
 
 EVENT_BATCH = 500
 
@@ -34,7 +34,7 @@ def agents_with_sessions(*, user: Any) -> list[AgentSessions]:
     for s in sessions_for_user(user=user):
         mine.setdefault(s.agent, []).append(s)
     out = []
-    for name, definition in sorted(engine.agents().items()):
+    for name, definition in sorted(wiring.agents().items()):
         description = getattr(definition, "description", "") or ""
         out.append(AgentSessions(name, description, mine.get(name, [])))
     return out
@@ -42,7 +42,7 @@ def agents_with_sessions(*, user: Any) -> list[AgentSessions]:
 
 def events_since(*, agent: str, key: str, after: int, limit: int = EVENT_BATCH) -> list[dict[str, Any]]:
     """The live generation's logged events after ``after`` as JSON frames (``seq`` included)."""
-    logged: list[LoggedEvent] = engine.store().events_sync(SessionRef(agent, key), after, limit)
+    logged: list[LoggedEvent] = wiring.store().events_sync(SessionRef(agent, key), after, limit)
     return [{"seq": e.seq, **e.event.to_json()} for e in logged]
 
 

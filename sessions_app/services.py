@@ -25,10 +25,11 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 
-from . import engine
-from . import models as m
-from .errors import AccessDenied, BadRequest, PayloadTooLarge
-from .tasks import enqueue_turn
+from sessions_app import models as m
+from sessions_app import wiring
+from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
+from sessions_app.outbox.doorbell import ring
+from sessions_app.outbox.queue import enqueue_turn
 
 SESSION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
 INPUT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
@@ -52,7 +53,7 @@ def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -
     """The session if ``user`` may see it (its owner; staff see every session in the admin,
     not here). Creates it, owned by ``user``, when ``create`` and absent. AccessDenied for a
     session of someone else."""
-    engine.agent(agent)  # NotFound for an unknown agent
+    wiring.agent(agent)  # NotFound for an unknown agent
     validate_session_key(key)
     session = m.Session.objects.filter(agent=agent, key=key).first()
     if session is None:
@@ -71,18 +72,16 @@ def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -
 def publish_on_commit(ref: SessionRef, events: Sequence[LoggedEvent]) -> None:
     if not events:
         return
-    sink = engine.sink()
+    sink = wiring.sink()
     transaction.on_commit(lambda: async_to_sync(sink.publish)(ref, list(events)))
 
 
 def signal_cancel_on_commit(turn_ids: Sequence[str]) -> None:
     """A live signal that makes a cancel reach a running worker promptly (the request itself
     is a row, honoured at the next commit or heartbeat even if the signal is lost)."""
-    from .signals import send_cancel
-
     ids = list(turn_ids)
     if ids:
-        transaction.on_commit(lambda: send_cancel(ids))
+        transaction.on_commit(lambda: ring(ids))
 
 
 # -- turns ------------------------------------------------------------------------------------------
@@ -112,14 +111,14 @@ def turn_start(
 ) -> TurnRecord:
     """Queue a turn (after access checks) and enqueue it for a worker after the commit."""
     text = validate_text(text)
-    definition = engine.agent(agent)
+    definition = wiring.agent(agent)
     if user is not None:
         session_for_user(agent=agent, key=key, user=user, create=True)
     turn_input = TurnInput(
         text=text, kind=kind, by=by, source=source,
         user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
     )
-    store = engine.store()
+    store = wiring.store()
     ref = SessionRef(agent, key)
     with transaction.atomic():
         rec, logged = store.create_turn_logged(
@@ -151,7 +150,7 @@ def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, 
 def turn_cancel(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None,
                 reason: str = CancelReason.REQUESTED) -> TurnRecord:
     turn = _turn_in(turn_id=turn_id, agent=agent, key=key, user=user)
-    store = engine.store()
+    store = wiring.store()
     with transaction.atomic():
         rec, logged = store.request_cancel_sync(turn_id, str(reason))
         publish_on_commit(rec.session, logged)
@@ -166,7 +165,7 @@ def turn_cancel(*, turn_id: str, agent: str | None = None, key: str | None = Non
 def session_reset(*, agent: str, key: str, user: Any = None) -> dict[str, Any]:
     if user is not None:
         session_for_user(agent=agent, key=key, user=user, create=True)
-    store = engine.store()
+    store = wiring.store()
     ref = SessionRef(agent, key)
     with transaction.atomic():
         previous, generation, logged = store.reset_sync(ref, by=user if getattr(user, "pk", None) else None)
@@ -178,7 +177,7 @@ def session_reset(*, agent: str, key: str, user: Any = None) -> dict[str, Any]:
 
 
 def _enqueue_next_txn(ref: SessionRef) -> None:
-    nxt = engine.store().next_queued_sync(ref)
+    nxt = wiring.store().next_queued_sync(ref)
     if nxt:
         enqueue_turn(nxt)
 
@@ -187,7 +186,7 @@ def _enqueue_next_txn(ref: SessionRef) -> None:
 
 def grant_for(*, turn: m.Turn, by: str | None, principal: Any) -> answers.Grant | None:
     """Evaluate the agent's ``authorize_answer`` now, on this thread (it may read the database)."""
-    hook = engine.agent(turn.session.agent).authorize_answer
+    hook = wiring.agent(turn.session.agent).authorize_answer
     return answers.grant_answer_sync(turn.pending or {}, {"by": by, "principal": principal}, hook,
                                      run_awaitable=lambda aw: async_to_sync(_await)(aw))
 
@@ -224,7 +223,7 @@ def turn_resume(
     granted = grant_for(turn=turn, by=who, principal=principal) if "policy" in (request.get("answerers") or {}) else None
     answers.check_answerer(request, by=who, granted=granted)
     answers.check_answer_schema(request, answer)
-    store = engine.store()
+    store = wiring.store()
     with transaction.atomic():
         rec, logged = store.answer_sync(
             turn_id, input_id, answer,

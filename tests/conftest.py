@@ -37,7 +37,7 @@ def is_postgres() -> bool:
 @pytest.fixture(autouse=True)
 def _close_thread_connections(request):
     """The Django store runs on sync_to_async's worker thread, which keeps its own connection,
-    and has a connection of its own on PostgreSQL (sessions_app.direct): close them after each
+    and has a connection of its own on PostgreSQL (sessions_app.store.direct): close them after each
     database test so the test database can be flushed and dropped."""
     yield
     marker = request.node.get_closest_marker("django_db")
@@ -48,7 +48,7 @@ def _close_thread_connections(request):
     from asgiref.sync import sync_to_async
     from django.db import connections
 
-    from sessions_app import direct
+    from sessions_app.store import direct
 
     async def close() -> None:
         await sync_to_async(connections.close_all)()

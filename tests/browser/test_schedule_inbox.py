@@ -11,7 +11,7 @@ def test_the_scheduled_summary_appears_live_in_the_ops_inbox(june_server, make_u
     from django.utils import timezone
     from django_q.models import Schedule
 
-    from agents_app.schedules import schedules_sync
+    from sessions_app.proactive.schedules import schedules_sync
 
     demo = make_user("demo")
     schedules_sync()

@@ -1,4 +1,4 @@
-"""sessions_app.wire: a checkpoint's statements in one libpq pipeline segment (PostgreSQL only;
+"""sessions_app.store.wire: a checkpoint's statements in one libpq pipeline segment (PostgreSQL only;
 the SQLite run skips this module, the PostgreSQL run of CI runs it)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ INSERT = b"INSERT INTO wire_t (n, v) VALUES ($1::integer, $2::text) RETURNING n 
 @postgres_only
 @pytest.mark.parametrize("prepare", [True, False])
 def test_a_batch_is_one_transaction_committed_at_its_end(conn, prepare):
-    from sessions_app import wire
+    from sessions_app.store import wire
 
     batch = wire.Batch(conn, prepare=prepare)
     first = batch.add(INSERT, [1, "a"])
@@ -55,7 +55,7 @@ def test_a_batch_is_one_transaction_committed_at_its_end(conn, prepare):
 
 @postgres_only
 def test_a_deferred_batch_lands_first_and_its_failure_does_not_fail_the_next(conn):
-    from sessions_app import wire
+    from sessions_app.store import wire
 
     deferred = wire.Batch(conn)
     deferred.add(INSERT, [1, "deferred"])
@@ -73,7 +73,7 @@ def test_a_deferred_batch_lands_first_and_its_failure_does_not_fail_the_next(con
 
 @postgres_only
 def test_statements_are_prepared_again_after_deallocate_all(conn):
-    from sessions_app import wire
+    from sessions_app.store import wire
 
     batch = wire.Batch(conn)
     batch.add(INSERT, [1, "a"])
@@ -90,6 +90,6 @@ def test_statements_are_prepared_again_after_deallocate_all(conn):
 
 
 def test_numbered_placeholders():
-    from sessions_app import wire
+    from sessions_app.store import wire
 
     assert wire.numbered("SELECT %s, %s::jsonb WHERE x = %s") == b"SELECT $1, $2::jsonb WHERE x = $3"

@@ -19,12 +19,12 @@ def clusters(tmp_path_factory, django_db_setup, django_db_blocker):
 
 @pytest.fixture
 def fault_agent(settings):
-    from sessions_app import engine
+    from sessions_app import wiring
 
     settings.JUNE_AGENT_DIRS = [str(AGENTS)]
-    engine.agents.cache_clear()
+    wiring.agents.cache_clear()
     yield "faultagent"
-    engine.agents.cache_clear()
+    wiring.agents.cache_clear()
 
 
 def turn_summary(turn_id: str) -> dict:

@@ -80,7 +80,7 @@ def test_each_archived_generation_shows_its_own_transcript_steps_and_events(clie
     assert "model:1" in page and "tool:1:call_1_0" in page
     g0_events = m.Event.objects.filter(session=archived, generation=0).count()
     assert page.count('class="june-event"') == g0_events
-    # events refer to the transcript in storage (sessions_app.eventlog); the page shows them whole
+    # events refer to the transcript in storage (sessions_app.store.eventlog); the page shows them whole
     assert m.Event.objects.filter(session=archived, generation=0, data__has_key="$from").exists()
     assert "$from" not in page and page.count("&quot;item&quot;: &quot;blue mugs&quot;") >= 2
     assert "second generation hello" not in page

@@ -16,9 +16,9 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from agents_app.models import Refund
-from sessions_app import engine, services
+from sessions_app import wiring, services
 from sessions_app import models as m
-from sessions_app.admin_inbox import AnswerForm, form_kind
+from sessions_app.admin.inbox import AnswerForm, form_kind
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -162,7 +162,7 @@ def test_the_schema_is_enforced_server_side_for_a_form_of_fields(parked, users):
 
 
 def test_a_raising_authorize_answer_is_a_500_class_error_and_the_same_answer_can_be_retried(parked, users, monkeypatch):
-    agent = engine.agent("ops")
+    agent = wiring.agent("ops")
     good = agent.authorize_answer
 
     def broken(**kwargs):

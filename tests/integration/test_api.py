@@ -27,7 +27,8 @@ BASE = "/api/agents/ops/sessions"
 def inline_worker(monkeypatch):
     """The q2 task ``run_turn`` runs on commit on a fresh thread (as a worker would, with its
     own event loop); q2's own sync mode would nest event loops inside the async view."""
-    from sessions_app import services, tasks
+    from sessions_app import services
+    from sessions_app.workers import tasks
 
     def run(turn_id: str) -> None:
         errors: list[BaseException] = []
@@ -213,7 +214,7 @@ def test_a_parked_refund_is_listed_refused_to_others_and_answered_by_an_operator
 
 
 def test_authorize_answer_raising_is_a_500_and_applies_nothing(inline_worker, monkeypatch):
-    from sessions_app import engine
+    from sessions_app import wiring
 
     olga = make_user("olga", operator=True)
     ops = Api(token_for(olga))
@@ -222,7 +223,7 @@ def test_authorize_answer_raising_is_a_500_and_applies_nothing(inline_worker, mo
     def broken(**_kw):
         raise RuntimeError("directory down")
 
-    monkeypatch.setattr(engine.agent("ops"), "authorize_answer", broken)
+    monkeypatch.setattr(wiring.agent("ops"), "authorize_answer", broken)
     status, body, _ = ops.post(f"{BASE}/o1/turns/{own['turn_id']}/resume", {"input_id": "approve-refund", "answer": True})
     assert status == 500 and body["error"]["code"] == "authorize_answer_failed"
     assert "Traceback" not in json.dumps(body)
@@ -359,7 +360,7 @@ def test_the_admin_creates_a_token_and_shows_it_once(alice):
 def test_openapi_describes_every_route():
     from django.urls import URLPattern
 
-    from sessions_app import api_urls
+    from sessions_app.web import api_urls
 
     response = Client().get("/api/openapi.json")
     assert response.status_code == 200

@@ -76,7 +76,7 @@ def wait_for_delta(ref: SessionRef, turn_id: str, timeout: float = 30.0) -> None
     """Wait until the worker streams a live delta of the turn (proves the cancel is mid-stream)."""
     from channels.layers import get_channel_layer
 
-    from sessions_app.sink import group_name
+    from sessions_app.outbox.sink import group_name
 
     async def listen() -> None:
         layer = get_channel_layer()

@@ -17,8 +17,8 @@ from agents_app.runtime import events as ev
 from agents_app.runtime.seams import SessionRef
 from sessions_app import models as m
 from sessions_app import selectors
-from sessions_app.consumers import MAX_FRAME_BYTES
-from sessions_app.sink import group_name
+from sessions_app.web.consumers import MAX_FRAME_BYTES
+from sessions_app.outbox.sink import group_name
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
@@ -250,7 +250,7 @@ async def test_the_server_less_layer_carries_messages_across_processes():
     import sys
     import tempfile
 
-    from sessions_app.layers import MAX_DATAGRAM, UnixSocketChannelLayer
+    from sessions_app.outbox.layers import MAX_DATAGRAM, UnixSocketChannelLayer
 
     path = tempfile.mkdtemp(prefix="jl", dir="/tmp")
     try:
@@ -260,7 +260,7 @@ async def test_the_server_less_layer_carries_messages_across_processes():
         big = "x" * (MAX_DATAGRAM * 2)  # goes through a spool file
         script = (
             "import asyncio\n"
-            "from sessions_app.layers import UnixSocketChannelLayer as L\n"
+            "from sessions_app.outbox.layers import UnixSocketChannelLayer as L\n"
             f"layer = L(path={path!r})\n"
             "async def main():\n"
             "    await layer.group_send('g', {'type': 'x', 'n': 1})\n"
@@ -295,7 +295,7 @@ class RecordingLayer:
 
 async def test_the_sink_coalesces_deltas_and_flushes_them_before_committed_events():
     from agents_app.runtime.seams import LoggedEvent
-    from sessions_app.sink import ChannelsEventSink
+    from sessions_app.outbox.sink import ChannelsEventSink
 
     layer = RecordingLayer()
     sink = ChannelsEventSink(layer)

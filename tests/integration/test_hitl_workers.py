@@ -18,7 +18,7 @@ from django.urls import reverse
 from django_q.models import OrmQ
 
 from agents_app.models import Refund
-from sessions_app import engine, services
+from sessions_app import wiring, services
 from sessions_app import models as m
 from tests.fault.qcluster import Clusters, wait_for
 
@@ -105,7 +105,7 @@ def test_a_parked_refund_survives_killing_every_worker_and_is_answered_from_the_
     assert operator.post(url, {**approve, "decision": "perhaps"}).status_code == 422
     assert_parked_and_nothing_queued()
     # 500: the agent's authorize_answer raises; nothing applied, the same answer is retried below
-    agent = engine.agent("ops")
+    agent = wiring.agent("ops")
     good = agent.authorize_answer
 
     def broken(**kwargs):

@@ -19,10 +19,11 @@ from agents_app.models import DeliveryStatus, ScheduleRun, WebhookDelivery
 from agents_app.runtime.channels import ChannelError, DeliveryError, receive
 from agents_app.runtime.errors import SessionSuspendedError
 from agents_app.runtime.session import LocalDispatcher
-from agents_app.schedules import declaration, fire, prev_tick, schedules_sync
-from sessions_app import engine, services
+from agents_app.schedules import prev_tick
+from sessions_app.proactive.schedules import declaration, fire, schedules_sync
+from sessions_app import wiring, services
 from sessions_app import models as m
-from sessions_app.inbound import WebhookChannel, sign
+from sessions_app.proactive.channels import WebhookChannel, sign
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "s3cret-for-tests"
@@ -61,12 +62,12 @@ def test_deploy_sync_makes_the_q2_schedule_in_the_declared_time_zone():
     report = schedules_sync(now=now)
     assert "june:ops:daily-summary" in report["created"]
     row = Schedule.objects.get(name="june:ops:daily-summary")
-    assert (row.func, row.cron, row.schedule_type, row.repeats) == ("agents_app.schedules.fire", "0 9 * * *", "C", -1)
+    assert (row.func, row.cron, row.schedule_type, row.repeats) == ("sessions_app.proactive.schedules.fire", "0 9 * * *", "C", -1)
     # 09:00 in Paris in July is 07:00 UTC (the next one after noon UTC is tomorrow's)
     assert row.next_run == datetime(2026, 7, 2, 7, 0, tzinfo=UTC)
     # an admin's disable survives the next deploy; an undeclared schedule goes
     Schedule.objects.filter(pk=row.pk).update(repeats=0)
-    Schedule.objects.create(name="june:ops:gone", func="agents_app.schedules.fire", schedule_type="C",
+    Schedule.objects.create(name="june:ops:gone", func="sessions_app.proactive.schedules.fire", schedule_type="C",
                             cron="* * * * *", kwargs="{'agent': 'ops', 'name': 'gone'}")
     report = schedules_sync(now=now)
     assert report["removed"] == ["june:ops:gone"] and report["created"] == []
@@ -160,7 +161,7 @@ def test_a_schedule_into_a_parked_session_fails_loudly(q2_sync, demo_user):
 
 
 def test_a_fresh_session_per_run(monkeypatch, demo_user):
-    ops = engine.agent("ops")
+    ops = wiring.agent("ops")
     decl = dict(ops.schedules[0], name="dated", session="daily-{date}", owner=None)
     monkeypatch.setattr(ops, "schedules", [*ops.schedules, decl])
     schedules_sync()
@@ -196,15 +197,15 @@ def test_a_parked_webhook_turn_resumes_with_its_policy(client, q2_sync, monkeypa
     from django.contrib.auth.models import Group
 
     seen: list = []
-    real = engine.model_for
-    monkeypatch.setattr(engine, "model_for", lambda agent: Recording(real(agent), seen))
+    real = wiring.model_for
+    monkeypatch.setattr(wiring, "model_for", lambda agent: Recording(real(agent), seen))
     r = signed_post(client, {"session": "hook-park", "text": "refund order 42 10", "user": "billing"})
     turn = m.Turn.objects.get(pk=r.json()["turn_id"])
     assert turn.status == "suspended"
-    saved = engine.agent("ops").policy_for("webhook")
+    saved = wiring.agent("ops").policy_for("webhook")
     assert turn.policy == saved and turn.pending["policy"] == saved
     # the agent's instructions and policy change while the turn is parked ...
-    ops = engine.agent("ops")
+    ops = wiring.agent("ops")
     monkeypatch.setattr(ops, "overlays", {"webhook": "something else entirely"})
     monkeypatch.setattr(ops, "surfaces", {})
     operator = get_user_model().objects.create_user("olga", password="pw-olga-123", is_staff=True)
@@ -300,7 +301,7 @@ def test_a_delivery_that_keeps_failing_is_recorded_and_shown_in_the_admin(client
 
 
 async def _receive_webhook(turn_id: str | None = None) -> Any:
-    rt = engine.runtime(dispatcher=LocalDispatcher())
+    rt = wiring.runtime(dispatcher=LocalDispatcher())
     return await receive(WebhookChannel("ops"), seed="summary of today", target={}, trigger={
         "kind": "proactive", "by": "cron:hourly"}, session=rt.session("ops", "hooked"), timeout=60)
 

@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agents_app.runtime.errors import AgentConfigError
-from agents_app.schedules import FIRE, declarations, prev_tick, tick_for
+from agents_app.schedules import declarations, prev_tick, tick_for
+from sessions_app.outbox.queue import FIRE
 from tests.fault.qcluster import Clusters, wait_for
 
 UTC = dt_timezone.utc
@@ -70,12 +71,12 @@ def test_bad_declarations_are_config_errors(decl, message):
 
 @pytest.fixture
 def cron_agent(settings):
-    from sessions_app import engine
+    from sessions_app import wiring
 
     settings.JUNE_AGENT_DIRS = [str(AGENTS)]
-    engine.agents.cache_clear()
+    wiring.agents.cache_clear()
     yield "cronagent"
-    engine.agents.cache_clear()
+    wiring.agents.cache_clear()
 
 
 @pytest.mark.django_db(transaction=True)
@@ -85,7 +86,7 @@ def test_two_clusters_fire_each_tick_exactly_once(cron_agent, tmp_path):
     from django_q.tasks import async_task
 
     from agents_app.models import ScheduleRun
-    from agents_app.schedules import schedules_sync
+    from sessions_app.proactive.schedules import schedules_sync
     from sessions_app import models as m
 
     schedules_sync()

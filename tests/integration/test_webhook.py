@@ -10,9 +10,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from agents_app.models import SeenWebhook
-from sessions_app import engine
+from sessions_app import wiring
 from sessions_app import models as m
-from sessions_app.inbound import sign
+from sessions_app.proactive.channels import sign
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "s3cret-for-tests"
@@ -35,7 +35,7 @@ def q2_sync(monkeypatch):
 @pytest.fixture
 def unsigned(monkeypatch):
     def set_rule(rule: str) -> None:
-        monkeypatch.setitem(engine.agent("ops").settings, "webhook", {"unsigned": rule})
+        monkeypatch.setitem(wiring.agent("ops").settings, "webhook", {"unsigned": rule})
 
     return set_rule
 
@@ -62,7 +62,7 @@ def test_a_signed_webhook_runs_an_attested_turn_with_the_webhook_policy(client, 
     assert turn.source == "webhook" and turn.kind == "inbound"
     assert turn.input["user"] == {"id": "webhook:monitor", "name": "monitor", "attested": True}
     assert turn.session.owner is None  # webhook sessions belong to no user: staff see them in the admin
-    policy = engine.agent("ops").policy_for("webhook")
+    policy = wiring.agent("ops").policy_for("webhook")
     assert turn.policy == policy and policy["deny_tools"] == ["create_order"]
     assert "through a webhook" in policy["system"] and policy["system"].startswith("You are the ops assistant")
 

@@ -15,12 +15,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture
 def fault_agent(settings):
-    from sessions_app import engine
+    from sessions_app import wiring
 
     settings.JUNE_AGENT_DIRS = [str(AGENTS)]
-    engine.agents.cache_clear()
+    wiring.agents.cache_clear()
     yield "faultagent"
-    engine.agents.cache_clear()
+    wiring.agents.cache_clear()
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_sweeper_schedule_is_created_and_a_tick_fires_once():
     from django_q.scheduler import scheduler
     from django_q.signing import SignedPackage
 
-    from sessions_app.tasks import SWEEP, SWEEP_SCHEDULE
+    from sessions_app.workers.tasks import SWEEP, SWEEP_SCHEDULE
 
     schedule = Schedule.objects.get(name=SWEEP_SCHEDULE)  # created by migrate (post_migrate)
     assert schedule.func == SWEEP and schedule.schedule_type == Schedule.MINUTES and schedule.repeats < 0
@@ -67,12 +67,12 @@ def test_sweeper_schedule_is_created_and_a_tick_fires_once():
 
 def test_sweeper_redelivers_an_expired_lease_once_and_fails_a_spent_budget(fault_agent):
     from agents_app.runtime.seams import SessionRef, TurnInput
-    from sessions_app import engine
+    from sessions_app import wiring
     from sessions_app.models import Event, Turn
-    from sessions_app.tasks import pending_turn_ids
-    from sessions_app.worker import sweep_expired, sweep_queued
+    from sessions_app.workers.tasks import pending_turn_ids
+    from sessions_app.workers.sweeper import sweep_expired, sweep_queued
 
-    store = engine.store()
+    store = wiring.store()
     ref = SessionRef(fault_agent, "sweep")
     first = store.create_turn_sync(ref, TurnInput(text="a"), turn_id="t1").turn_id
     second = store.create_turn_sync(ref, TurnInput(text="b"), turn_id="t2").turn_id

@@ -1,50 +1,62 @@
-"""The import contract: agents_app.runtime is pure Python and asyncio, no Django, no SDK."""
+"""The import contracts of pyproject.toml (import-linter), which `python3 dev.py test` also runs
+before the suite: the runtime imports no Django and nothing of the project outside it,
+agents_app never imports sessions_app, sessions_app's layers point one way and its entry points
+are independent. These tests prove the contracts bite: a copy of the tree with one deliberate
+back-import fails."""
 
 from __future__ import annotations
 
-import ast
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import agents_app.runtime
 
-RUNTIME = Path(agents_app.runtime.__file__).parent
-FORBIDDEN = ("django", "channels", "django_q", "daphne", "sessions_app", "anthropic",
-             "agents_app.providers", "agents_app.agents")
+ROOT = Path(agents_app.runtime.__file__).resolve().parents[2]
+LINT = Path(sys.executable).parent / "lint-imports"
 
 
-def _forbidden(module: str) -> bool:
-    return any(module == f or module.startswith(f + ".") for f in FORBIDDEN)
+def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(LINT), "--no-cache"], cwd=tree, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)})
 
 
-def _imports(path: Path) -> list[str]:
-    names: list[str] = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: resolve against agents_app.runtime
-                base = "agents_app.runtime" if node.level == 1 else "agents_app"
-                mod = f"{base}.{node.module}" if node.module else base
-                names.append(mod)
-                names += [f"{mod}.{a.name}" for a in node.names]
-            elif node.module:
-                names.append(node.module)
-                names += [f"{node.module}.{a.name}" for a in node.names]
-    return names
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    for name in ("agents_app", "sessions_app", "june_project"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
 
 
-def test_the_checker_sees_forbidden_imports():
-    assert _forbidden("django.db") and _forbidden("agents_app.providers.anthropic")
-    assert not _forbidden("djangoish") and not _forbidden("agents_app.runtime.loop")
+def _add_import(tree: Path, module: str, line: str) -> None:
+    path = tree / (module.replace(".", "/") + ".py")
+    path.write_text(path.read_text() + f"\n{line}\n")
 
 
-def test_no_runtime_module_imports_django_or_a_provider():
-    files = sorted(RUNTIME.rglob("*.py"))
-    assert len(files) >= 14
-    bad = {str(p.relative_to(RUNTIME)): [n for n in _imports(p) if _forbidden(n)] for p in files}
-    assert {k: v for k, v in bad.items() if v} == {}
+def test_the_tree_keeps_every_contract(tree: Path):
+    out = _lint(tree)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "3 kept, 0 broken" in out.stdout
+
+
+@pytest.mark.parametrize("module, line, contract", [
+    ("agents_app.runtime.loop", "import django.db  # noqa", "the runtime is pure Python"),
+    ("agents_app.runtime.loop", "from sessions_app import models  # noqa", "the runtime is pure Python"),
+    ("agents_app.loader", "from sessions_app import wiring  # noqa", "agents_app (what a turn IS)"),
+    ("sessions_app.store.checkpoint", "from sessions_app import services  # noqa", "sessions_app layers"),
+    ("sessions_app.workers.tasks", "from sessions_app.web import api  # noqa", "sessions_app layers"),
+])
+def test_a_back_import_breaks_its_contract(tree: Path, module: str, line: str, contract: str):
+    _add_import(tree, module, line)
+    out = _lint(tree)
+    assert out.returncode != 0
+    assert "0 broken" not in out.stdout
+    broken = out.stdout.split("Broken contracts", 1)[1]
+    assert contract in broken.replace("\n", " ")
 
 
 def test_importing_the_runtime_loads_no_django():
@@ -53,7 +65,6 @@ def test_importing_the_runtime_loads_no_django():
             "('django', 'channels', 'django_q', 'daphne', 'sessions_app', 'anthropic')"
             " or m.startswith(('agents_app.providers', 'agents_app.agents'))]; "
             "print(','.join(bad) or 'clean')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
-                         cwd=RUNTIME.parent.parent)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "clean"

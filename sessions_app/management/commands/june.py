@@ -12,6 +12,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents_app.runtime import JuneError, LocalDispatcher, TurnInput
 from agents_app.runtime.events import TurnEvent
+from sessions_app import wiring
+from sessions_app.models import ApiToken
 
 
 class Command(BaseCommand):
@@ -35,8 +37,6 @@ class Command(BaseCommand):
         return self.chat(opts)
 
     def token(self, username: str, name: str) -> None:
-        from sessions_app.models import ApiToken
-
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user named {username!r}")
@@ -44,12 +44,10 @@ class Command(BaseCommand):
         self.stdout.write(raw)
 
     def chat(self, opts) -> None:
-        from sessions_app import engine
-
         if len(opts["text"]) > 32_000:
             raise CommandError("text is longer than 32,000 characters")
         try:
-            engine.agent(opts["agent"])
+            wiring.agent(opts["agent"])
         except JuneError as exc:
             raise CommandError(str(exc)) from None
         as_json = opts["json"]
@@ -77,7 +75,7 @@ class Command(BaseCommand):
                 out.write(f"[{t}] {detail}".rstrip())
 
         async def run() -> str:
-            rt = engine.runtime(dispatcher=LocalDispatcher())
+            rt = wiring.runtime(dispatcher=LocalDispatcher())
             session = rt.session(opts["agent"], opts["session"])
             session.observe(show)
             turn_id = await session.start(TurnInput(text=opts["text"], source="cli"), replace=opts["replace"])

@@ -27,9 +27,9 @@ from django.utils.timesince import timesince
 
 from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnNotResumable
 
-from . import models as m
-from . import services
-from .errors import Unprocessable
+from sessions_app import models as m
+from sessions_app import services
+from sessions_app.errors import Unprocessable
 
 log = logging.getLogger(__name__)
 

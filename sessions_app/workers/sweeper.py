@@ -1,5 +1,4 @@
-"""Worker-side helpers for django-q2 processes: the live cancel listener, the lease sweeper and
-the watchdog thread that runs the sweeper inside every worker process.
+"""The lease sweeper and the watchdog thread that runs it inside every worker process.
 
 The sweeper is the only thing that notices a dead worker: django-q2's ORM broker would hand the
 killed task out again only after ``retry`` seconds (half an hour here), so expired leases are
@@ -13,25 +12,29 @@ claim finds the lease taken and returns).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import random
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import close_old_connections, connections, transaction
 from django.utils import timezone
+from django_q.conf import Conf
+from django_q.models import OrmQ
+from django_q.signing import BadSignature, SignedPackage
 
 from agents_app.runtime import events as ev
 from agents_app.runtime.errors import StaleAttemptError
-from agents_app.runtime.control import Signals
 from agents_app.runtime.recovery import RecoveryState, classify_submission_state
 from agents_app.runtime.seams import Phase, TurnStatus
 
-from . import models as m
+from sessions_app import models as m
+from sessions_app import wiring
+from sessions_app.outbox.queue import RUN_TURN, enqueue_turn
+from sessions_app.services import publish_on_commit
 
 log = logging.getLogger(__name__)
 
@@ -40,69 +43,18 @@ SWEPT = "swept:"
 BUDGET_REASON = "retry budget exhausted"
 
 
-# -- the live cancel listener ---------------------------------------------------------------------
-
-def cancel_listener(turn_id: str, signals: Signals) -> Callable[[], None]:
-    """The executor's ``on_signals`` hook: listen on the turn's cancel group while the attempt
-    runs, so a cancel reaches this worker at once (the durable row is honoured anyway at the
-    next commit or heartbeat; this only makes it prompt). Returns the unsubscribe."""
-    from channels.layers import get_channel_layer
-
-    from .signals import cancel_group
-
-    layer = get_channel_layer()
-    if layer is None:
-        return lambda: None
-    task = asyncio.get_running_loop().create_task(_listen(layer, cancel_group(turn_id), turn_id, signals))
-    return task.cancel
-
-
-async def _listen(layer: Any, group: str, turn_id: str, signals: Signals) -> None:
-    channel = await layer.new_channel()
-    await layer.group_add(group, channel)
-    try:
-        while True:
-            message = await layer.receive(channel)
-            if message.get("type") == "june.cancel":
-                reason = message.get("reason") or await _durable_reason(turn_id)
-                log.info("turn %s: live cancel (%s)", turn_id, reason)
-                signals.cancel(reason)
-    except asyncio.CancelledError:
-        raise
-    except Exception:  # the layer is a doorbell: the row still carries the request
-        log.exception("turn %s: cancel listener stopped", turn_id)
-    finally:
-        try:
-            await asyncio.shield(layer.group_discard(group, channel))
-        except BaseException:  # the loop may be closing; groups expire on their own
-            pass
-
-
-async def _durable_reason(turn_id: str) -> str:
-    from asgiref.sync import sync_to_async
-
-    reason = await sync_to_async(
-        lambda: m.Turn.objects.filter(pk=turn_id).values_list("cancel_reason", flat=True).first()
-    )()
-    return reason or "requested"
-
-
 # -- the sweeper ------------------------------------------------------------------------------------
 
 def _tools_of(agent_name: str) -> dict[str, tuple[bool, str]]:
-    from . import engine
-
     try:
-        agent = engine.agent(agent_name)
+        agent = wiring.agent(agent_name)
     except Exception:  # an agent that is gone: its tools count as sync (re-run, never reported)
         return {}
     return {name: (t.is_async, t.on_interrupt) for name, t in agent.tools.items()}
 
 
 def _classify(turn_id: str, now: float) -> tuple[RecoveryState, Any]:
-    from . import engine
-
-    state = engine.store().load_sync(turn_id)
+    state = wiring.store().load_sync(turn_id)
     recovery = classify_submission_state(
         state.turn, state.steps, state.transcript, now,
         tools=_tools_of(state.turn.session.agent), max_attempts=settings.JUNE_MAX_ATTEMPTS,
@@ -139,8 +91,6 @@ def _recover(turn_id: str, attempt_id: str | None, owner: str | None, expires: f
         return None
     if recovery == RecoveryState.BUDGET_EXHAUSTED:
         return "failed" if fail_exhausted(turn_id, attempt_id=attempt_id, attempts=rec.attempts) else None
-    from .tasks import enqueue_turn
-
     with transaction.atomic():
         # one sweeper wins this expiry: the row must still be exactly as it was read
         marked = m.Turn.objects.filter(
@@ -156,11 +106,7 @@ def _recover(turn_id: str, attempt_id: str | None, owner: str | None, expires: f
 def fail_exhausted(turn_id: str, *, attempt_id: str | None, attempts: int) -> bool:
     """Fail a turn whose retry budget is spent (fenced on the attempt that was read), publish
     ``turn.failed`` and hand the session's chain to its next queued turn."""
-    from . import engine
-    from .services import publish_on_commit
-    from .tasks import enqueue_turn
-
-    store = engine.store()
+    store = wiring.store()
     message = f"{BUDGET_REASON} after {attempts} attempts"
 
     def work(tx: Any) -> None:
@@ -184,13 +130,24 @@ def fail_exhausted(turn_id: str, *, attempt_id: str | None, attempts: int) -> bo
     return True
 
 
+def pending_turn_ids() -> set[str]:
+    """Turn ids with a ``run_turn`` task waiting in the ORM queue (not yet taken by a cluster)."""
+    ids: set[str] = set()
+    for payload in OrmQ.objects.filter(key=Conf.CLUSTER_NAME, lock__lte=timezone.now()).values_list("payload", flat=True):
+        try:
+            task = SignedPackage.loads(payload)
+        except (BadSignature, TypeError, ValueError):
+            continue
+        if task.get("func") == RUN_TURN and task.get("args"):
+            ids.add(str(task["args"][0]))
+    return ids
+
+
 def sweep_queued(*, now: float | None = None, requeue_after: float | None = None) -> int:
     """Queued turns first in their session's chain, older than ``requeue_after`` seconds, with no
     task waiting in the queue for them: their enqueue was lost (e.g. a cluster died holding the
     task). Re-enqueue them. Run by the scheduled sweep, not the watchdog (at most one duplicate
     a tick)."""
-    from .tasks import enqueue_turn, pending_turn_ids
-
     now_dt = timezone.now()
     requeue_after = settings.JUNE_REQUEUE_AFTER if requeue_after is None else requeue_after
     old = m.Turn.objects.filter(status=TurnStatus.QUEUED, created_at__lt=now_dt - timedelta(seconds=requeue_after))
@@ -251,4 +208,4 @@ def _watch(period: float) -> None:
         time.sleep(period * random.uniform(0.8, 1.2))
 
 
-__all__ = ["cancel_listener", "sweep_expired", "sweep_queued", "fail_exhausted", "start_watchdog"]
+__all__ = ["pending_turn_ids", "sweep_expired", "sweep_queued", "fail_exhausted", "start_watchdog"]

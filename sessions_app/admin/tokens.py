@@ -7,7 +7,7 @@ import secrets
 
 from django.contrib import admin, messages
 
-from .models import ApiToken
+from sessions_app.models import ApiToken
 
 
 @admin.register(ApiToken)

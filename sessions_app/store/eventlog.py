@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable
 
 from agents_app.runtime import events as ev
 from agents_app.runtime.messages import Message, Role
+from sessions_app.models import Message as MessageRow
 
 FROM = "$from"
 CALL = "$call"
@@ -77,8 +78,6 @@ _RESTORE: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], Any]]]
 
 def restore(rows: Iterable[tuple[int, int, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Whole event JSON for ``(session_id, generation, stored data)`` rows, in their order."""
-    from .models import Message as MessageRow
-
     rows = list(rows)
     wanted: dict[tuple[int, int], set[int]] = defaultdict(set)
     for session_id, generation, data in rows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from agents_app.schedules import schedules_sync
+from sessions_app.proactive.schedules import schedules_sync
 
 
 class Command(BaseCommand):

@@ -2,7 +2,7 @@
 
 from django.urls import re_path
 
-from .consumers import SessionConsumer
+from sessions_app.web.consumers import SessionConsumer
 
 websocket_urlpatterns = [
     re_path(r"^ws/agents/(?P<agent>[A-Za-z0-9_-]{1,64})/sessions/(?P<session>[^/]{1,200})/$",

@@ -16,8 +16,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agents_app.runtime.errors import NotFound
 
-from . import selectors, services
-from .errors import AccessDenied, BadRequest
+from sessions_app import selectors, services
+from sessions_app.errors import AccessDenied, BadRequest
 
 
 @require_GET

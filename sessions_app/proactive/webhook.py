@@ -19,8 +19,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents_app.runtime.errors import JuneError
 
-from . import engine, inbound
-from .errors import BadRequest, PayloadTooLarge, Unauthenticated, error_body
+from sessions_app import wiring
+from sessions_app.proactive import channels
+from sessions_app.errors import BadRequest, PayloadTooLarge, Unauthenticated, error_body
 
 MAX_BODY = 64 * 1024
 
@@ -51,12 +52,12 @@ def agent_webhook(request: HttpRequest, agent: str) -> JsonResponse:
     try:
         if request.method != "POST":
             raise MethodNotAllowed("use POST")
-        engine.agent(agent)  # 404 for an unknown agent
+        wiring.agent(agent)  # 404 for an unknown agent
         body = _body(request)
-        verdict = inbound.verify_signature(
+        verdict = channels.verify_signature(
             agent=agent, signature=request.headers.get("X-June-Signature"),
             timestamp=request.headers.get("X-June-Timestamp"), body=body, now=time.time())
-        if verdict.signature is None and inbound.webhook_settings(agent)["unsigned"] == "refuse":
+        if verdict.signature is None and channels.webhook_settings(agent)["unsigned"] == "refuse":
             raise Unauthenticated("this agent accepts signed webhooks only (X-June-Signature)")
         if not (request.content_type or "").startswith("application/json"):
             raise BadRequest("Content-Type must be application/json")
@@ -64,7 +65,7 @@ def agent_webhook(request: HttpRequest, agent: str) -> JsonResponse:
             data = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError):
             raise BadRequest("the body is not valid JSON") from None
-        out = inbound.webhook_receive(agent=agent, data=data, verdict=verdict)
+        out = channels.webhook_receive(agent=agent, data=data, verdict=verdict)
     except JuneError as exc:
         response = JsonResponse(error_body(exc), status=exc.http_status)
         if exc.http_status == 405:

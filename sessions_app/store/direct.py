@@ -17,7 +17,7 @@ import threading
 import psycopg
 from django.db import connections
 
-from . import wire
+from sessions_app.store import wire
 
 _local = threading.local()
 _opened: set[psycopg.Connection] = set()

@@ -2,7 +2,7 @@
 
 from django.urls import path, re_path
 
-from . import api
+from sessions_app.web import api
 
 SESSION = "agents/<str:agent>/sessions/<str:session>/"
 

@@ -6,7 +6,7 @@ results are delivered.
 - ``webhook``  ``POST /api/agents/<agent>/webhook``; attested only with a valid HMAC signature
                (``JUNE_WEBHOOK_SECRET_<AGENT>``); results are POSTed, signed, to the agent's
                configured URL, retried with backoff (``WebhookDelivery`` rows, in the admin).
-- ``schedule`` proactive turns of ``agents_app.schedules``; delivered to the session's chat.
+- ``schedule`` proactive turns of ``sessions_app.proactive.schedules``; delivered to the session's chat.
 - ``cli``      ``manage.py june chat``.
 
 Chat delivery is the event log itself: a settled turn's events already reached the session's
@@ -26,7 +26,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -36,20 +36,19 @@ from django.utils import timezone
 from agents_app.models import DeliveryStatus, ScheduleRun, SeenWebhook, WebhookDelivery
 from agents_app.runtime.channels import ChannelError, DeliveryError
 from agents_app.runtime.errors import JuneError
-from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnStatus
+from agents_app.runtime.seams import FINAL_STATUSES
 from agents_app.runtime.session import TurnResult
 
-from . import engine, services
-from . import models as m
-from .errors import AccessDenied, BadRequest, Unauthenticated
+from sessions_app import models as m
+from sessions_app import services, wiring
+from sessions_app.errors import AccessDenied, BadRequest, Unauthenticated
+from sessions_app.outbox.deliveries import deliveries_settled
+from sessions_app.outbox.queue import enqueue_delivery
 
 log = logging.getLogger(__name__)
 
-#: the sources the site's mounted channels emit (a policy for any other source logs a warning)
-MOUNTED_SOURCES = ("web", "http", "webhook", "schedule", "cli")
 SIGNATURE_WINDOW = 300  # seconds either side of now
 SEEN_KEEP = timedelta(seconds=2 * SIGNATURE_WINDOW + 60)
-FINAL = (TurnStatus.COMPLETED, TurnStatus.FAILED, TurnStatus.CANCELLED)
 USER_RE = re.compile(r"^[\w.@:+-]{1,150}$")
 
 
@@ -108,7 +107,7 @@ def webhook_secret(agent: str) -> bytes | None:
 
 
 def webhook_settings(agent: str) -> dict[str, Any]:
-    conf = dict((engine.agent(agent).settings or {}).get("webhook") or {})
+    conf = dict((wiring.agent(agent).settings or {}).get("webhook") or {})
     unsigned = conf.get("unsigned", "refuse")
     if unsigned not in ("refuse", "unattested"):
         raise ChannelError(f"agent {agent!r}: settings['webhook']['unsigned'] must be 'refuse' or 'unattested'")
@@ -256,7 +255,7 @@ class WebhookChannel:
         url = webhook_settings(self.agent)["deliver_url"]
         if not url:
             raise ChannelError(f"agent {self.agent!r} has no webhook URL")
-        rec = engine.store().get_turn_sync(result.turn_id)
+        rec = wiring.store().get_turn_sync(result.turn_id)
         delivery, _ = WebhookDelivery.objects.get_or_create(
             turn_id=result.turn_id,
             defaults={"agent": self.agent, "session_key": rec.session.key, "url": url,
@@ -271,7 +270,7 @@ def delivery_run(delivery_id: int) -> str:
             status=DeliveryStatus.DELIVERING, updated_at=timezone.now()):
         return "not pending"
     delivery = WebhookDelivery.objects.get(pk=delivery_id)
-    result = TurnResult.of(engine.store().get_turn_sync(delivery.turn_id))
+    result = TurnResult.of(wiring.store().get_turn_sync(delivery.turn_id))
     try:
         deliver_with_retries(delivery, result)
     except DeliveryError as exc:
@@ -279,40 +278,10 @@ def delivery_run(delivery_id: int) -> str:
     return "delivered"
 
 
-def deliveries_settled(turn_ids: Sequence[str]) -> list[int]:
-    """Turns that settled: their waiting deliveries become pending and are enqueued."""
-    from django_q.tasks import async_task
-
-    enqueued = []
-    for row in WebhookDelivery.objects.filter(turn_id__in=list(turn_ids), status=DeliveryStatus.WAITING):
-        turn = m.Turn.objects.filter(pk=row.turn_id).values_list("status", flat=True).first()
-        if turn not in FINAL:
-            continue  # parked: the result is delivered when the resumed turn ends
-        if WebhookDelivery.objects.filter(pk=row.pk, status=DeliveryStatus.WAITING).update(
-                status=DeliveryStatus.PENDING, updated_at=timezone.now()):
-            async_task("sessions_app.inbound.delivery_run", row.pk, task_name=f"deliver {row.turn_id}",
-                       group="june.deliveries")
-            enqueued.append(row.pk)
-    return enqueued
-
-
-def delivery_retry(*, delivery_id: int) -> bool:
-    """Admin action: send a failed delivery again."""
-    from django_q.tasks import async_task
-
-    if WebhookDelivery.objects.filter(pk=delivery_id, status=DeliveryStatus.FAILED).update(
-            status=DeliveryStatus.PENDING, updated_at=timezone.now()):
-        async_task("sessions_app.inbound.delivery_run", delivery_id, group="june.deliveries")
-        return True
-    return False
-
-
 def deliveries_sweep() -> int:
     """Every minute: deliveries whose trigger was lost (crash between commit and publish, a
     task lost with its worker) are sent again."""
-    from django_q.tasks import async_task
-
-    settled = m.Turn.objects.filter(status__in=FINAL).values("pk")
+    settled = m.Turn.objects.filter(status__in=FINAL_STATUSES).values("pk")
     waiting = list(WebhookDelivery.objects.filter(status=DeliveryStatus.WAITING, turn_id__in=settled)
                    .values_list("turn_id", flat=True))
     count = len(deliveries_settled(waiting))
@@ -321,22 +290,6 @@ def deliveries_sweep() -> int:
                                              updated_at__lt=stuck).values_list("pk", flat=True):
         WebhookDelivery.objects.filter(pk=pk, updated_at__lt=stuck).update(status=DeliveryStatus.PENDING,
                                                                            updated_at=timezone.now())
-        async_task("sessions_app.inbound.delivery_run", pk, group="june.deliveries")
+        enqueue_delivery(pk)
         count += 1
     return count
-
-
-class DeliverySink:
-    """An EventSink on the executor: when a turn settles, its waiting webhook delivery is sent."""
-
-    async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
-        ended = [e.event.turn_id for e in events if e.event.type in ("turn.completed", "turn.failed", "turn.cancelled")]
-        if ended:
-            try:
-                await sync_to_async(deliveries_settled)(ended)
-            except Exception:  # the sweep retries; a delivery must not fail the turn
-                log.exception("could not enqueue webhook deliveries for %s", ended)
-
-    async def delta(self, session: SessionRef, event: Any) -> None:
-        return None
-

@@ -25,7 +25,8 @@ from django.conf import settings
 from agents_app.runtime.events import TERMINAL_TYPES
 from agents_app.runtime.seams import SessionRef
 
-from .sink import group_name
+from sessions_app import wiring
+from sessions_app.outbox.sink import group_name
 
 log = logging.getLogger(__name__)
 
@@ -147,9 +148,7 @@ class SessionFollower:
 
     async def read_log(self) -> list[Item]:
         """Committed events after the last seen, in order, through the store (the truth)."""
-        from . import engine
-
-        store = engine.store()
+        store = wiring.store()
         out: list[Item] = []
         while True:
             batch = await sync_to_async(store.events_sync)(self.ref, self.last, 500)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from sessions_app.web import views
 
 app_name = "sessions_app"
 urlpatterns = [

@@ -27,11 +27,12 @@ from django.views import defaults
 from agents_app.runtime.errors import JuneError, NotFound, TurnConflictError
 from agents_app.runtime.seams import SessionRef, TurnStatus
 
-from . import models as m
-from . import services
-from .auth import authenticate
-from .errors import BadRequest, PayloadTooLarge, error_body
-from .sse import SessionFollower, event_stream, parse_seq, setting
+from sessions_app import models as m
+from sessions_app import services
+from sessions_app.web.auth import authenticate
+from sessions_app.web.openapi import document
+from sessions_app.errors import BadRequest, PayloadTooLarge, error_body
+from sessions_app.web.sse import SessionFollower, event_stream, parse_seq, setting
 
 log = logging.getLogger(__name__)
 
@@ -343,6 +344,4 @@ async def events(request: HttpRequest, user: Any, agent: str, session: str) -> H
 
 @api_view("GET", auth=False)
 def openapi_document(request: HttpRequest, user: Any) -> HttpResponse:
-    from .openapi import document
-
     return JsonResponse(document())

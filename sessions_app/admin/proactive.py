@@ -3,13 +3,20 @@ turn, run now) and webhook deliveries (failures, retry)."""
 
 from __future__ import annotations
 
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
 from django.contrib import admin, messages
 from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
-from .models import AgentSchedule, ScheduleRun, WebhookDelivery
-from .schedules import FIRE
+from agents_app.models import AgentSchedule, ScheduleRun, WebhookDelivery
+from agents_app.schedules import declarations, next_tick
+from sessions_app import wiring
+from sessions_app.models import Turn
+from sessions_app.outbox.deliveries import delivery_retry
+from sessions_app.outbox.queue import FIRE
 
 
 def _turn_link(turn_id: str) -> str:
@@ -59,8 +66,6 @@ class AgentScheduleAdmin(admin.ModelAdmin):
         run = self._last(obj)
         if run is None:
             return "—"
-        from sessions_app.models import Turn
-
         turn = Turn.objects.filter(pk=run.turn_id).values_list("status", flat=True).first()
         return f"{run.status} / turn {turn or 'not started'}" + (f": {run.error[:100]}" if run.error else "")
 
@@ -81,10 +86,11 @@ class AgentScheduleAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if "cron" in form.changed_data and "next_run" not in form.changed_data:
-            from .schedules import declaration, next_tick
-
             _, agent, name = obj.name.split(":", 2)
-            obj.next_run = next_tick(obj.cron, declaration(agent, name).tz(), timezone.now())
+            decl = next((d for d in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE) if d.name == name),
+                        None)
+            tz = decl.tz() if decl else ZoneInfo(settings.TIME_ZONE)
+            obj.next_run = next_tick(obj.cron, tz, timezone.now())
         super().save_model(request, obj, form, change)
 
 
@@ -123,8 +129,6 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
 
     @admin.action(description="Retry the selected failed deliveries")
     def retry(self, request, queryset):
-        from sessions_app.inbound import delivery_retry
-
         n = sum(delivery_retry(delivery_id=pk) for pk in queryset.values_list("pk", flat=True))
         self.message_user(request, f"{n} delivery(ies) queued again", messages.SUCCESS if n else messages.WARNING)
 

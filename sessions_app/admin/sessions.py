@@ -22,8 +22,8 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from . import eventlog
-from . import models as m
+from sessions_app.store import eventlog
+from sessions_app import models as m
 
 MESSAGES_PER_PAGE = 100
 EVENTS_PER_PAGE = 200

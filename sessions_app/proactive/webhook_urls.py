@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from . import webhook
+from sessions_app.proactive import webhook
 
 urlpatterns = [
     path("agents/<str:agent>/webhook", webhook.agent_webhook, name="agent-webhook"),

@@ -31,9 +31,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
 
-from . import selectors, services
-from .errors import AccessDenied, BadRequest, PayloadTooLarge
-from .sink import group_name
+from sessions_app import selectors, services
+from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
+from sessions_app.outbox.sink import group_name
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionStatus, TurnStatus
 
-from . import eventlog, wire
+from sessions_app.store import eventlog, wire
 
 IDLE = TransactionStatus.IDLE
 INTRANS = TransactionStatus.INTRANS
@@ -157,7 +157,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements.
 
     ``raw`` is Django's connection inside the unit's atomic block (a sync tool's unit), or the
-    store's own connection (``sessions_app.direct``) for a unit that runs no tool code. With no
+    store's own connection (``sessions_app.store.direct``) for a unit that runs no tool code. With no
     transaction open the batch is its own transaction, committed at its Sync; after a sync tool's
     writes it ends with COMMIT. Inside an enclosing atomic block (``ends_transaction=False``) it
     ends nothing: the enclosing block commits or rolls back.

@@ -4,7 +4,7 @@ The one module that opens transactions for the engine. A unit of work that runs 
 runs in one synchronous function on the thread that owns Django's connection
 (``sync_to_async``), so the tool's ORM writes and the checkpoint share one
 ``transaction.atomic()``. A unit that runs no tool code (``inline=True``) runs, on PostgreSQL,
-on the caller's thread and the store's own connection (``sessions_app.direct``): no thread hop.
+on the caller's thread and the store's own connection (``sessions_app.store.direct``): no thread hop.
 Every checkpoint is fenced: it commits only if the attempt still owns the turn, else
 everything — tool writes included — rolls back.
 """
@@ -16,7 +16,7 @@ import time
 from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
-from django.db import connection, transaction
+from django.db import connection, connections, transaction
 from django.db.models import F
 
 from agents_app.runtime import events as ev
@@ -42,8 +42,8 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 
-from . import checkpoint, direct, eventlog
-from . import models as m
+from sessions_app.store import checkpoint, direct, eventlog
+from sessions_app import models as m
 
 CHAIN_BLOCKING = (TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.SUSPENDED)
 
@@ -118,6 +118,18 @@ class DjangoSessionStore:
     def unwrap(self) -> Any:
         return connection
 
+    # -- connections (a worker keeps them across tasks) ----------------------------------------------
+
+    async def drop_broken_connections(self) -> None:
+        """Close the connections the server dropped, keep the rest (a connect costs more than a
+        short turn's first step)."""
+        await sync_to_async(_drop_unusable_connections)()
+        direct.drop_unusable()
+
+    async def close_connections(self) -> None:
+        await sync_to_async(connections.close_all)()
+        direct.close_all()
+
     # -- the checkpoint ---------------------------------------------------------------------------
 
     def atomic_sync(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any]) -> Commit:
@@ -138,7 +150,7 @@ class DjangoSessionStore:
 
     def atomic_inline(self, raw: Any, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any]) -> Commit:
         """A unit that runs no tool code, on the caller's thread and the store's own PostgreSQL
-        connection (``sessions_app.direct``): one round trip, COMMIT included."""
+        connection (``sessions_app.store.direct``): one round trip, COMMIT included."""
         tx = _DjangoTx(turn_id, attempt_id)
         value = work(tx)
         written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
@@ -433,3 +445,9 @@ def _journal_changes(attempt_id: str | None, phase: Phase, data: dict[str, Any])
 
 def _loads(value: Any) -> Any:
     return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def _drop_unusable_connections() -> None:
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and (conn.errors_occurred or not conn.is_usable()):
+            conn.close()

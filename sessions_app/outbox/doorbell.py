@@ -1,0 +1,72 @@
+"""The cancel doorbell: a live message to the worker running a turn. The request itself is a
+row (honoured at the attempt's next commit or heartbeat); the doorbell only makes it prompt,
+so a lost ring costs latency, never correctness.
+
+``ring`` is the sending side (services, after the commit); ``cancel_listener`` the receiving
+side (the executor's ``on_signals`` hook in a worker)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Callable, Sequence
+
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+
+from agents_app.runtime.control import Signals
+from sessions_app import models as m
+
+log = logging.getLogger(__name__)
+
+
+def cancel_group(turn_id: str) -> str:
+    return f"june.turn.{turn_id}"
+
+
+def ring(turn_ids: Sequence[str]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    for turn_id in turn_ids:
+        try:
+            async_to_sync(layer.group_send)(cancel_group(turn_id), {"type": "june.cancel", "turn_id": turn_id})
+        except Exception:  # the row is the truth: the worker sees it at its next commit or heartbeat
+            log.exception("cancel doorbell for %s failed", turn_id)
+
+
+def cancel_listener(turn_id: str, signals: Signals) -> Callable[[], None]:
+    """Listen on the turn's doorbell while the attempt runs. Returns the unsubscribe."""
+    layer = get_channel_layer()
+    if layer is None:
+        return lambda: None
+    task = asyncio.get_running_loop().create_task(_listen(layer, cancel_group(turn_id), turn_id, signals))
+    return task.cancel
+
+
+async def _listen(layer: Any, group: str, turn_id: str, signals: Signals) -> None:
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+    try:
+        while True:
+            message = await layer.receive(channel)
+            if message.get("type") == "june.cancel":
+                reason = message.get("reason") or await _durable_reason(turn_id)
+                log.info("turn %s: live cancel (%s)", turn_id, reason)
+                signals.cancel(reason)
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # a doorbell: the row still carries the request
+        log.exception("turn %s: cancel listener stopped", turn_id)
+    finally:
+        try:
+            await asyncio.shield(layer.group_discard(group, channel))
+        except BaseException:  # the loop may be closing; groups expire on their own
+            pass
+
+
+async def _durable_reason(turn_id: str) -> str:
+    reason = await sync_to_async(
+        lambda: m.Turn.objects.filter(pk=turn_id).values_list("cancel_reason", flat=True).first()
+    )()
+    return reason or "requested"

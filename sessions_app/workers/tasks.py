@@ -1,0 +1,75 @@
+"""django-q2 entry points: thin, load by id.
+
+``run_turn`` drives one turn (claim, heartbeat, the loop, a live cancel listener) and then hands
+the session's chain to its next queued turn. ``sweep_expired_leases`` is the scheduled sweeper
+(see ``sessions_app.workers.sweeper`` and docs/workers.md). Their dotted names are in
+``sessions_app.outbox.queue``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django_q.models import Schedule
+
+from agents_app.runtime.seams import TurnStatus
+from sessions_app import wiring
+from sessions_app.outbox.doorbell import cancel_listener
+from sessions_app.outbox.queue import SWEEP, SWEEP_SCHEDULE, enqueue_turn
+from sessions_app.workers.sweeper import pending_turn_ids, sweep_expired, sweep_queued  # noqa: F401 (re-exported)
+
+log = logging.getLogger(__name__)
+
+
+def run_turn(turn_id: str) -> str | None:
+    async def drive() -> str | None:
+        executor = wiring.executor()
+        store = executor.store
+        # the store's connections outlive this task (a connect costs more than a short turn's
+        # first step): keep them for the next task unless they are broken
+        await store.drop_broken_connections()
+        executor.on_signals = cancel_listener
+        try:
+            status = await executor.drive(turn_id)
+            if status == TurnStatus.RUNNING:
+                # the loop returns RUNNING only when its attempt lost the lease (fenced out)
+                log.warning("turn %s: attempt of %s lost its lease; its last unit was refused",
+                            turn_id, executor.owner)
+            elif status is not None:
+                rec = await store.get_turn(turn_id)
+                nxt = await store.next_queued(rec.session)
+                if nxt:
+                    await sync_to_async(enqueue_turn)(nxt)
+        except BaseException:
+            await store.close_connections()  # it may be the connection that failed
+            raise
+        finally:
+            await executor.sink.close()  # the sink sends in the background: drain it
+        return str(status) if status else None
+
+    return asyncio.run(drive())
+
+
+def sweep_expired_leases() -> dict[str, int]:
+    """The scheduled sweeper: expired leases (re-enqueue or fail on a spent budget) and queued
+    turns whose task was lost."""
+    counts = sweep_expired()
+    counts["requeued"] = sweep_queued()
+    return counts
+
+
+def ensure_sweeper_schedule(**_: object) -> None:
+    """Create (or correct) the django-q2 schedule that runs the sweeper; idempotent. Connected to
+    ``post_migrate`` so ``manage.py migrate`` sets it up; editable in the admin afterwards
+    (only func and the interval are enforced)."""
+    minutes = max(int(settings.JUNE_SWEEP_MINUTES), 1)
+    schedule, created = Schedule.objects.get_or_create(
+        name=SWEEP_SCHEDULE,
+        defaults={"func": SWEEP, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
+    )
+    if not created and (schedule.func != SWEEP or schedule.minutes != minutes or schedule.repeats == 0):
+        Schedule.objects.filter(pk=schedule.pk).update(func=SWEEP, schedule_type=Schedule.MINUTES,
+                                                       minutes=minutes, repeats=-1)
