@@ -86,9 +86,10 @@ def time_resets(session, how: str) -> list[float]:
     from django.db import transaction
 
     from agents_app.runtime.seams import SessionRef
-    from sessions_app import wiring, models as m, services
+    from sessions_app import models as m
+    from sessions_app import services
+    from sessions_app.store import control
 
-    store = wiring.store()
     ref = SessionRef(session.agent, session.key)
     samples = []
     for _ in range(REPEATS):
@@ -97,7 +98,7 @@ def time_resets(session, how: str) -> list[float]:
         t0 = time.perf_counter()
         if how == "store":
             with transaction.atomic():
-                store.reset_sync(ref)
+                control.reset(ref)
         else:
             services.session_reset(agent=session.agent, key=session.key)
         samples.append((time.perf_counter() - t0) * 1000)
@@ -128,7 +129,7 @@ def main() -> None:
         rows.append((archived, statistics.median(store_ms), p90(store_ms), statistics.median(service_ms),
                      p90(service_ms)))
         print(f"  archive {archived:>7,} msgs (built in {built:5.1f}s, {total:,} rows after): "
-              f"store.reset_sync median {rows[-1][1]:6.2f} ms  p90 {rows[-1][2]:6.2f} ms | "
+              f"store.control.reset median {rows[-1][1]:6.2f} ms  p90 {rows[-1][2]:6.2f} ms | "
               f"services.session_reset median {rows[-1][3]:6.2f} ms  p90 {rows[-1][4]:6.2f} ms", flush=True)
     small, large = rows[0], rows[-1]
     print(f"ratio {large[0]:,} / {small[0]:,} archived messages: store {large[1] / small[1]:.2f}x, "

@@ -75,7 +75,6 @@ class Turn(models.Model):
     attempt_id = models.CharField(max_length=32, null=True, blank=True)
     revision = models.IntegerField(default=0)
     attempts = models.IntegerField(default=0)
-    retry_budget = models.IntegerField(default=5)
     # the journal (seed 003)
     phase = models.CharField(max_length=32, null=True, blank=True)
     journal = models.JSONField(default=dict, blank=True)

@@ -1,13 +1,13 @@
-"""Writes used by views, consumers, tasks and the admin (keyword-only, typed).
-
-Each service validates, calls the store (which opens the transaction), and enqueues or
-publishes after the commit. Errors are JuneErrors: every transport maps them the same way
+"""Writes used by views, consumers, tasks, schedules, webhooks and the admin (keyword-only,
+typed): a thin adapter over the runtime's host API (``AgentSession``). A service validates the
+transport's input, resolves identity and ownership (who the Django user is, which sessions
+they may touch), and calls the host API, which applies the rules, asks the store, publishes
+and dispatches. Errors are JuneErrors: every transport maps them the same way
 (``sessions_app.errors``)."""
 
 from __future__ import annotations
 
 import re
-import uuid
 from typing import Any, Sequence
 
 from asgiref.sync import async_to_sync
@@ -15,21 +15,13 @@ from django.conf import settings
 from django.db import transaction
 
 from agents_app.runtime import answers
-from agents_app.runtime.errors import NotFound, TurnConflictError, TurnNotResumable
-from agents_app.runtime.seams import (
-    CancelReason,
-    LoggedEvent,
-    SessionRef,
-    TurnInput,
-    TurnRecord,
-    TurnStatus,
-)
+from agents_app.runtime.errors import NotFound
+from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 
 from sessions_app import models as m
 from sessions_app import wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
-from sessions_app.outbox.doorbell import ring
-from sessions_app.outbox.queue import enqueue_turn
+from sessions_app.outbox.queue import enqueue_turn, ring_on_commit
 
 SESSION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
 INPUT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
@@ -67,21 +59,13 @@ def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -
     return session
 
 
-# -- publishing -----------------------------------------------------------------------------------
+# -- publishing (for the sweeper, which settles turns outside the host API) ------------------------
 
 def publish_on_commit(ref: SessionRef, events: Sequence[LoggedEvent]) -> None:
     if not events:
         return
     sink = wiring.sink()
     transaction.on_commit(lambda: async_to_sync(sink.publish)(ref, list(events)))
-
-
-def signal_cancel_on_commit(turn_ids: Sequence[str]) -> None:
-    """A live signal that makes a cancel reach a running worker promptly (the request itself
-    is a row, honoured at the next commit or heartbeat even if the signal is lost)."""
-    ids = list(turn_ids)
-    if ids:
-        transaction.on_commit(lambda: ring(ids))
 
 
 # -- turns ------------------------------------------------------------------------------------------
@@ -92,6 +76,42 @@ def validate_text(text: Any) -> str:
     if len(text) > settings.JUNE_MAX_TEXT_CHARS:
         raise PayloadTooLarge(f"text is longer than {settings.JUNE_MAX_TEXT_CHARS} characters")
     return text
+
+
+class AfterCall:
+    """The host API's Dispatcher for one service call: the turns it dispatches and the running
+    turns it rings are handed to django-q2 and the cancel doorbell when the call has returned,
+    on this thread, after the commit (django-q2's sync mode would otherwise run the turn
+    inside the call's event loop)."""
+
+    def __init__(self) -> None:
+        self.turns: list[str] = []
+        self.rings: list[str] = []
+
+    async def dispatch(self, turn_id: str, session: SessionRef) -> None:
+        self.turns.append(turn_id)
+
+    async def ring(self, turn_ids: Sequence[str]) -> None:
+        self.rings += turn_ids
+
+    def flush(self) -> None:
+        ring_on_commit(self.rings)
+        for turn_id in self.turns:
+            enqueue_turn(turn_id)
+
+
+def _host_call(agent: str, key: str, operation: str, *args: Any, **kwargs: Any) -> Any:
+    """Call the runtime's host API (``AgentSession.<operation>``; the rules live there)."""
+    dispatcher = AfterCall()
+    host = wiring.runtime(dispatcher=dispatcher).session(agent, key)
+    try:
+        return async_to_sync(getattr(host, operation))(*args, **kwargs)
+    finally:
+        dispatcher.flush()
+
+
+def _user_row(user: Any) -> Any:
+    return user if getattr(user, "pk", None) else None
 
 
 def turn_start(
@@ -109,33 +129,17 @@ def turn_start(
     speaker: dict[str, Any] | None = None,
     turn_id: str | None = None,
 ) -> TurnRecord:
-    """Queue a turn (after access checks) and enqueue it for a worker after the commit."""
+    """Queue a turn (after access checks); a worker picks it up after the commit."""
     text = validate_text(text)
-    definition = wiring.agent(agent)
+    wiring.agent(agent)
     if user is not None:
         session_for_user(agent=agent, key=key, user=user, create=True)
     turn_input = TurnInput(
         text=text, kind=kind, by=by, source=source,
         user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
     )
-    store = wiring.store()
-    ref = SessionRef(agent, key)
-    with transaction.atomic():
-        rec, logged = store.create_turn_logged(
-            ref, turn_input, turn_id=turn_id or uuid.uuid4().hex, replace=replace,
-            policy=definition.policy_for(source), created_by=user if getattr(user, "pk", None) else None,
-        )
-        # read under the session lock the store took: a turn claimed a moment before is included
-        running = _running_turns(agent, key) if replace else []
-        publish_on_commit(ref, logged)
-        signal_cancel_on_commit(running)
-        enqueue_turn(rec.turn_id)
-    return rec
-
-
-def _running_turns(agent: str, key: str) -> list[str]:
-    return list(m.Turn.objects.filter(session__agent=agent, session__key=key, status=TurnStatus.RUNNING)
-                .values_list("id", flat=True))
+    return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id,
+                      created_by=_user_row(user))
 
 
 def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None) -> m.Turn:
@@ -150,49 +154,21 @@ def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, 
 def turn_cancel(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None,
                 reason: str = CancelReason.REQUESTED) -> TurnRecord:
     turn = _turn_in(turn_id=turn_id, agent=agent, key=key, user=user)
-    store = wiring.store()
-    with transaction.atomic():
-        rec, logged = store.request_cancel_sync(turn_id, str(reason))
-        publish_on_commit(rec.session, logged)
-        if rec.status == TurnStatus.RUNNING:
-            signal_cancel_on_commit([turn_id])
-        elif rec.status == TurnStatus.CANCELLED:
-            _enqueue_next_txn(rec.session)
-    del turn
-    return rec
+    return _host_call(turn.session.agent, turn.session.key, "cancel", turn_id, reason=str(reason))
 
 
 def session_reset(*, agent: str, key: str, user: Any = None) -> dict[str, Any]:
     if user is not None:
         session_for_user(agent=agent, key=key, user=user, create=True)
-    store = wiring.store()
-    ref = SessionRef(agent, key)
-    with transaction.atomic():
-        previous, generation, logged = store.reset_sync(ref, by=user if getattr(user, "pk", None) else None)
-        running = _running_turns(agent, key)  # under the session lock: every turn that got the request
-        publish_on_commit(ref, logged)
-        signal_cancel_on_commit(running)
-        _enqueue_next_txn(ref)
-    return {"previous_session": previous, "generation": generation}
-
-
-def _enqueue_next_txn(ref: SessionRef) -> None:
-    nxt = wiring.store().next_queued_sync(ref)
-    if nxt:
-        enqueue_turn(nxt)
+    return _host_call(agent, key, "reset", by=_user_row(user))
 
 
 # -- human in the loop --------------------------------------------------------------------------------
 
-def grant_for(*, turn: m.Turn, by: str | None, principal: Any) -> answers.Grant | None:
-    """Evaluate the agent's ``authorize_answer`` now, on this thread (it may read the database)."""
-    hook = wiring.agent(turn.session.agent).authorize_answer
-    return answers.grant_answer_sync(turn.pending or {}, {"by": by, "principal": principal}, hook,
-                                     run_awaitable=lambda aw: async_to_sync(_await)(aw))
-
-
-async def _await(x: Any) -> Any:
-    return await x
+def _answerer(user: Any, by: str | None) -> tuple[str | None, dict[str, Any] | None]:
+    who = by if by is not None else (str(user.pk) if getattr(user, "pk", None) else None)
+    principal = {"user_id": user.pk, "username": user.get_username()} if getattr(user, "pk", None) else None
+    return who, principal
 
 
 def turn_resume(
@@ -213,35 +189,27 @@ def turn_resume(
     if not isinstance(input_id, str) or not INPUT_ID_RE.match(input_id):
         raise BadRequest("input_id must be a short identifier")
     turn = _turn_in(turn_id=turn_id, agent=agent, key=key, user=user if check_session_access else None)
-    if turn.status != TurnStatus.SUSPENDED or not turn.pending or turn.generation != turn.session.generation:
-        raise TurnNotResumable(f"turn {turn_id} is not waiting for an answer")
-    request = turn.pending.get("request") or {}
-    if request.get("id") != input_id:
-        raise TurnConflictError(f"turn {turn_id} is waiting for {request.get('id')!r}, not {input_id!r}")
-    who = by if by is not None else (str(user.pk) if getattr(user, "pk", None) else None)
-    principal = {"user_id": user.pk, "username": user.get_username()} if getattr(user, "pk", None) else None
-    granted = grant_for(turn=turn, by=who, principal=principal) if "policy" in (request.get("answerers") or {}) else None
-    answers.check_answerer(request, by=who, granted=granted)
-    answers.check_answer_schema(request, answer)
-    store = wiring.store()
-    with transaction.atomic():
-        rec, logged = store.answer_sync(
-            turn_id, input_id, answer,
-            {"by": who, "via": via, "name": user.get_username() if getattr(user, "pk", None) else None},
-            user=user if getattr(user, "pk", None) else None, remote_addr=remote_addr,
-        )
-        publish_on_commit(rec.session, logged)
-        enqueue_turn(turn_id)
-    return rec
+    who, principal = _answerer(user, by)
+    row = _user_row(user)
+    record = {"name": row.get_username() if row else None, "user_id": row.pk if row else None,
+              "remote_addr": remote_addr}
+    return _host_call(turn.session.agent, turn.session.key, "resume", turn_id, input_id, answer, by=who,
+                      principal=principal, via=via, record=record)
 
 
 def may_answer(*, turn: m.Turn, user: Any) -> bool:
-    """Whether ``user`` may answer the turn's parked request (for listing the inbox)."""
-    request = (turn.pending or {}).get("request") or {}
-    who = str(user.pk)
-    principal = {"user_id": user.pk, "username": user.get_username()}
+    """Whether ``user`` may answer the turn's parked request (for listing the inbox): the
+    runtime's answerer rule, with the agent's grant evaluated now, on this thread."""
+    who, principal = _answerer(user, None)
+    pending = turn.pending or {}
     try:
-        granted = grant_for(turn=turn, by=who, principal=principal) if "policy" in (request.get("answerers") or {}) else None
+        granted = answers.grant_answer_sync(pending, {"by": who, "principal": principal},
+                                            wiring.agent(turn.session.agent).authorize_answer,
+                                            run_awaitable=async_to_sync(_await))
     except Exception:
         return False
-    return answers.may_answer(turn.pending or {}, by=who, granted=granted)
+    return answers.may_answer(pending, by=who, granted=granted)
+
+
+async def _await(x: Any) -> Any:
+    return await x

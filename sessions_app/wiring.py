@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import functools
 import time
+from typing import Any, Callable
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from agents_app.loader import discover
@@ -18,7 +20,6 @@ from agents_app.runtime.executor import TurnExecutor
 from agents_app.runtime.seams import EventSink
 from agents_app.runtime.session import Dispatcher, FanoutSink
 from sessions_app.outbox.deliveries import DeliverySink
-from sessions_app.outbox.queue import Q2Dispatcher
 from sessions_app.outbox.sink import ChannelsEventSink
 from sessions_app.store import DjangoSessionStore
 
@@ -63,14 +64,21 @@ def executor(*, extra_sinks: tuple[EventSink, ...] = ()) -> TurnExecutor:
     )
 
 
-def runtime(*, dispatcher: Dispatcher | None = None, extra_sinks: tuple[EventSink, ...] = ()) -> Runtime:
-    """A Runtime over the Django store; turns go to django-q2 unless a dispatcher is given."""
+def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = ()) -> Runtime:
+    """A Runtime over the Django store. ``dispatcher``: who drives its turns (the services' hands
+    them to django-q2 after the call; the CLI and schedules drive them in-process)."""
     return Runtime(
         store=store(),
         agents=agents(),
         model_for=model_for,
         sink=FanoutSink(sink(), DeliverySink(), *extra_sinks),
-        dispatcher=dispatcher or Q2Dispatcher(),
+        dispatcher=dispatcher,
         lease_seconds=settings.JUNE_LEASE_SECONDS,
         max_attempts=settings.JUNE_MAX_ATTEMPTS,
+        call_sync=_on_database_thread,
     )
+
+
+async def _on_database_thread(fn: Callable[[], Any]) -> Any:
+    """Agents' synchronous hooks may use the ORM: run them where Django's connection lives."""
+    return await sync_to_async(fn)()

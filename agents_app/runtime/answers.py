@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import jsonschema
 
@@ -65,16 +65,20 @@ def _ask(authorize_answer: Any, answerers: dict[str, Any], resume: dict[str, Any
         raise AuthorizeAnswerError(f"authorize_answer failed: {type(exc).__name__}: {exc}") from exc
 
 
-async def grant_answer(pending: dict[str, Any], resume: dict[str, Any], authorize_answer: Any) -> Grant | None:
+async def grant_answer(pending: dict[str, Any], resume: dict[str, Any], authorize_answer: Any,
+                       call: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None) -> Grant | None:
     """Ask the agent's ``authorize_answer(policy, scope, by, principal)`` for a grant.
 
     Returns the grant, or None when the request has no policy answerer or the hook says no.
     A hook that raises is an AuthorizeAnswerError (500): nothing is applied, retry is safe.
+    ``call`` runs a synchronous hook where the host wants it (e.g. where it may read the
+    host's database); an async hook is awaited here.
     """
     answerers = _policy_of(pending)
     if answerers is None or authorize_answer is None:
         return None
-    ok = _ask(authorize_answer, answerers, resume)
+    ask = lambda: _ask(authorize_answer, answerers, resume)  # noqa: E731
+    ok = await call(ask) if call is not None else ask()
     if inspect.isawaitable(ok):
         try:
             ok = await ok

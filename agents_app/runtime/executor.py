@@ -114,5 +114,5 @@ class TurnExecutor:
             tx.settle(TurnStatus.FAILED, error={"message": message, "reason": "budget_exhausted"})
 
         rec = await self.store.get_turn(turn_id)
-        commit = await self.store.atomic(turn_id, attempt_id, work, inline=True)
+        commit = await self.store.commit(turn_id, attempt_id, work)
         await self.sink.publish(rec.session, commit.events)

@@ -51,13 +51,12 @@ log = logging.getLogger(__name__)
 class _RecordingTx:
     """Wraps the store's Tx to mirror appended messages into the loop's transcript."""
 
-    __slots__ = ("tx", "base", "appended", "steps")
+    __slots__ = ("tx", "base", "appended")
 
     def __init__(self, tx: Tx, base: int) -> None:
         self.tx = tx
         self.base = base
         self.appended: list[Message] = []
-        self.steps: list[str] = []
 
     def append(self, message: Message) -> int:
         index = self.base + len(self.appended)
@@ -65,18 +64,13 @@ class _RecordingTx:
         self.appended.append(message)
         return index
 
-    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
-        self.steps.append(step_id)
-        self.tx.step(step_id, index, data)
-
     def __getattr__(self, name: str) -> Any:
         return getattr(self.tx, name)
 
 
 class _ToolRaised(Exception):
-    """A sync tool raised: its unit is abandoned (rolled back with the tool's writes) and the
-    error is recorded in a fresh one. Cheaper than a savepoint around every sync tool, which
-    costs two round trips on the path where the tool succeeds."""
+    """A sync tool raised: its unit is abandoned, so nothing the tool wrote commits, and the
+    error result is recorded by a unit of its own."""
 
     def __init__(self, error: str) -> None:
         super().__init__(error)
@@ -107,20 +101,21 @@ class TurnLoop:
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    async def _commit(self, work: Callable[[Any], Any], *, tool_code: bool = False) -> Commit:
-        """One checkpoint. ``tool_code``: ``work`` runs a sync tool (which may use the store's
-        connection), so the store must not run it inline on the loop's thread."""
+    async def _commit(self, work: Callable[[Any], None], *, tool_code: bool = False) -> Commit:
+        """One checkpoint. ``tool_code``: ``work`` runs a sync tool, whose own writes (through
+        the store's handle) commit with it (``SessionStore.atomic``); otherwise ``work`` only
+        records through ``tx`` (``SessionStore.commit``)."""
         recorder_box: list[_RecordingTx] = []
 
-        def unit(tx: Tx) -> Any:
+        def unit(tx: Tx) -> None:
             rec = _RecordingTx(tx, len(self.transcript))
             recorder_box.append(rec)
-            return work(rec)
+            work(rec)
 
-        commit = await self.store.atomic(self.turn.turn_id, self.attempt_id, unit, inline=not tool_code)
+        run = self.store.atomic if tool_code else self.store.commit
+        commit = await run(self.turn.turn_id, self.attempt_id, unit)
         rec = recorder_box[-1]
         self.transcript.extend(rec.appended)
-        self.state.steps.update(rec.steps)
         if commit.cancel_reason:
             self.signals.cancel(commit.cancel_reason)
         if commit.events:
@@ -341,7 +336,8 @@ class TurnLoop:
         except FatalToolError as exc:  # the whole unit rolled back; fail in a fresh one
             return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
         except _ToolRaised as raised:  # rolled back, tool writes included: record the error alone
-            await self._commit(lambda tx: self._record_txn(tx, index, call, later, None, raised.error))
+            error = raised.error
+            await self._commit(lambda tx: self._record_txn(tx, index, call, later, None, error))
         return None
 
     def _record_txn(

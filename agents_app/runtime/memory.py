@@ -7,18 +7,19 @@ writes are staged and applied only when the unit returns.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import events as ev
-from .errors import NotFound, SessionSuspendedError, StaleAttemptError, TurnConflictError, TurnNotResumable
+from . import rules
+from .errors import NotFound, StaleAttemptError
 from .messages import Message, input_step_id
 from .seams import (
     CancelReason,
     Commit,
     LoggedEvent,
+    Outcome,
     Phase,
     SessionRef,
     SessionStatus,
@@ -82,16 +83,14 @@ class _MemoryTx:
         if usage is not None:
             self.changes["usage"] = usage
 
-    def savepoint(self, fn: Callable[[], Any]) -> Any:
-        return fn()  # no rollback here: the in-memory backend has no transactional handle
-
 
 class InMemorySessionStore:
     def __init__(self) -> None:
         self._sessions: dict[SessionRef, _Session] = {}
         self._turns: dict[str, _Turn] = {}
         self._order = 0
-        self._lock = asyncio.Lock()
+        #: (session, previous_session, by) of every reset, for tests
+        self.resets: list[tuple[SessionRef, str, Any]] = []
 
     def unwrap(self) -> Any:
         return None
@@ -134,33 +133,37 @@ class InMemorySessionStore:
         else:
             session.status = SessionStatus.NEW
 
-    def _cancel_now(self, turn: _Turn, reason: str) -> list[ev.TurnEvent]:
-        self._set(turn, status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason})
-        return [ev.TurnCancelled(turn.record.turn_id, reason=reason)]
+    def _cancel(self, turns: list[_Turn], reason: str) -> tuple[list[ev.TurnEvent], list[str]]:
+        """``rules``: settle what a cancel settles at once, hand running turns the request."""
+        events: list[ev.TurnEvent] = []
+        running: list[str] = []
+        for t in turns:
+            if rules.cancel_now(t.record.status, reason=reason):
+                self._set(t, status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None)
+                events.append(ev.TurnCancelled(t.record.turn_id, reason=reason))
+            elif rules.gets_request(t.record):
+                self._set(t, cancel_reason=reason)
+                running.append(t.record.turn_id)
+        return events, running
 
     # -- SessionStore -------------------------------------------------------------------------
 
     async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
-                          replace: bool = False, policy: dict[str, Any] | None = None) -> TurnRecord:
+                          replace: bool = False, policy: dict[str, Any] | None = None,
+                          created_by: Any = None) -> Outcome:
         s = self._session(session)
-        if turn_id in self._turns:
-            raise TurnConflictError(f"turn {turn_id} exists")
-        if s.status == SessionStatus.SUSPENDED:
-            raise SessionSuspendedError("the session is waiting for an answer; resume or reset it first")
+        rules.check_start(turn_exists=turn_id in self._turns, parked=s.status == SessionStatus.SUSPENDED)
         events: list[ev.TurnEvent] = []
+        running: list[str] = []
         if replace:
-            for t in self._session_turns(session):
-                if t.record.status == TurnStatus.QUEUED:
-                    events += self._cancel_now(t, CancelReason.REPLACED)
-                elif t.record.status == TurnStatus.RUNNING and not t.record.cancel_reason:
-                    self._set(t, cancel_reason=CancelReason.REPLACED)
+            events, running = self._cancel(self._session_turns(session), CancelReason.REPLACED)
         self._order += 1
         record = TurnRecord(turn_id=turn_id, session=session, status=TurnStatus.QUEUED, input=input,
                             generation=s.generation, policy=policy)
         self._turns[turn_id] = _Turn(record, self._order)
-        self._log(s, events)
+        logged = self._log(s, events)
         self._refresh_session_status(s)
-        return record
+        return Outcome(events=logged, running=running, turn=record)
 
     async def get_turn(self, turn_id: str) -> TurnRecord:
         return self._turn(turn_id).record
@@ -174,7 +177,7 @@ class InMemorySessionStore:
         if rec.status == TurnStatus.RUNNING and rec.lease_expires is not None and rec.lease_expires > now:
             return None
         for other in self._session_turns(rec.session):
-            if other.order < turn.order and other.record.status in UNFINISHED + (TurnStatus.SUSPENDED,):
+            if other.order < turn.order and other.record.status in rules.CHAIN_BLOCKING:
                 return None
         self._set(turn, status=TurnStatus.RUNNING, attempt_id=attempt_id, attempts=rec.attempts + 1,
                   lease_owner=owner, lease_expires=now + lease_seconds)
@@ -197,16 +200,17 @@ class InMemorySessionStore:
         s = self._session(turn.record.session)
         prefix = f"input:{turn_id}:"
         answers = {k[len(prefix):]: v["data"] for k, v in turn.steps.items() if k.startswith(prefix)}
-        steps = {k for k in turn.steps if not k.startswith("input:")}
-        return TurnState(turn=turn.record, transcript=list(s.messages), steps=steps, answers=answers)
+        return TurnState(turn=turn.record, transcript=list(s.messages), answers=answers)
 
-    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any], *,
-                     inline: bool = False) -> Commit:
+    async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
+        return await self.atomic(turn_id, attempt_id, record)
+
+    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit:
         turn = self._turn(turn_id)
         if attempt_id is not None and turn.record.attempt_id != attempt_id:
             raise StaleAttemptError(turn_id)
         tx = _MemoryTx(self, turn)
-        value = work(tx)
+        work(tx)
         s = tx.session
         if turn.record.generation == s.generation:
             s.messages.extend(tx.messages)
@@ -217,7 +221,7 @@ class InMemorySessionStore:
             self._set(turn, **tx.changes)
         logged = self._log(s, tx.events) if turn.record.generation == s.generation else []
         self._refresh_session_status(s)
-        return Commit(events=logged, cancel_reason=turn.record.cancel_reason, value=value)
+        return Commit(events=logged, cancel_reason=turn.record.cancel_reason)
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
         turn = self._turn(turn_id)
@@ -225,51 +229,41 @@ class InMemorySessionStore:
             raise StaleAttemptError(turn_id)
         self._set(turn, phase=str(phase), journal={**data, "attempt_id": attempt_id})
 
-    async def request_cancel(self, turn_id: str, reason: str) -> TurnRecord:
+    async def request_cancel(self, turn_id: str, reason: str) -> Outcome:
         turn = self._turn(turn_id)
         s = self._session(turn.record.session)
-        if turn.record.status == TurnStatus.QUEUED:
-            self._log(s, self._cancel_now(turn, reason))
-        elif turn.record.status == TurnStatus.RUNNING and not turn.record.cancel_reason:
-            self._set(turn, cancel_reason=reason)
+        events, running = self._cancel([turn], reason)
+        logged = self._log(s, events)
         self._refresh_session_status(s)
-        return turn.record
+        return Outcome(events=logged, running=running, turn=turn.record)
 
-    async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> TurnRecord:
+    async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
         turn = self._turn(turn_id)
         rec = turn.record
         s = self._session(rec.session)
-        pending = rec.pending or {}
-        if rec.status != TurnStatus.SUSPENDED or rec.generation != s.generation:
-            raise TurnNotResumable(f"turn {turn_id} is not waiting for an answer")
-        if (pending.get("request") or {}).get("id") != input_id:
-            raise TurnConflictError(f"turn {turn_id} is not waiting for input {input_id!r}")
+        rules.check_resumable(rec, input_id=input_id, generation=s.generation)
         turn.steps[input_step_id(turn_id, input_id)] = {"index": None, "data": copy.deepcopy(answer)}
         self._set(turn, status=TurnStatus.QUEUED, pending=None,
                   journal={**rec.journal, "answered": {**record, "input_id": input_id}})
-        self._log(s, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"), name=record.get("name")),
-                      ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
+        logged = self._log(s, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"),
+                                                name=record.get("name")),
+                               ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
         self._refresh_session_status(s)
-        return turn.record
+        return Outcome(events=logged, turn=turn.record)
 
-    async def reset(self, session: SessionRef, *, by: str | None = None) -> tuple[str, int]:
+    async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
         s = self._session(session)
-        events: list[ev.TurnEvent] = []
-        for t in self._session_turns(session):
-            st = t.record.status
-            if st in (TurnStatus.QUEUED, TurnStatus.SUSPENDED):
-                events += self._cancel_now(t, CancelReason.RESET)
-            elif st == TurnStatus.RUNNING and not t.record.cancel_reason:
-                self._set(t, cancel_reason=CancelReason.RESET)
-        self._log(s, events)
+        events, running = self._cancel(self._session_turns(session), CancelReason.RESET)
+        logged = self._log(s, events)
         previous = f"{session.key}#g{s.generation}"
         s.archive[s.generation] = s.messages
         s.messages = []
         s.generation += 1
-        self._log(s, [ev.SessionReset("", previous_session=previous, generation=s.generation)])
+        self.resets.append((session, previous, by))
+        logged += self._log(s, [ev.SessionReset("", previous_session=previous, generation=s.generation)])
         self._refresh_session_status(s)
         s.status = SessionStatus.NEW
-        return previous, s.generation
+        return Outcome(events=logged, running=running, previous_session=previous, generation=s.generation)
 
     async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
         s = self._session(session)
@@ -285,7 +279,7 @@ class InMemorySessionStore:
 
     async def next_queued(self, session: SessionRef) -> str | None:
         for t in self._session_turns(session):
-            if t.record.status in UNFINISHED + (TurnStatus.SUSPENDED,):
+            if t.record.status in rules.CHAIN_BLOCKING:
                 return t.record.turn_id if t.record.status == TurnStatus.QUEUED else None
         return None
 

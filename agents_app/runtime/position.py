@@ -25,7 +25,6 @@ class Next:
     kind: NextKind
     index: int = -1
     calls: tuple[ToolCall, ...] = ()
-    opening: int = -1
 
 
 def turn_tail_start(transcript: Sequence[Message], turn_id: str) -> int:
@@ -48,15 +47,15 @@ def next_action(transcript: Sequence[Message], turn_id: str) -> Next:
             last_assistant = i
             break
     if last_assistant < 0:
-        return Next(NextKind.MODEL, index=len(transcript), opening=opening)
+        return Next(NextKind.MODEL, index=len(transcript))
     reply = transcript[last_assistant]
     if not reply.tool_calls:
-        return Next(NextKind.SETTLE, index=last_assistant, opening=opening)
+        return Next(NextKind.SETTLE, index=last_assistant)
     answered = {m.call_id for m in transcript[last_assistant + 1 :] if m.role == Role.TOOL}
     owed = tuple(c for c in reply.tool_calls if c.id not in answered)
     if owed:
-        return Next(NextKind.TOOLS, index=last_assistant, calls=owed, opening=opening)
-    return Next(NextKind.MODEL, index=len(transcript), opening=opening)
+        return Next(NextKind.TOOLS, index=last_assistant, calls=owed)
+    return Next(NextKind.MODEL, index=len(transcript))
 
 
 #: what the model reads for a call of an earlier turn that ended (failed) before it ran

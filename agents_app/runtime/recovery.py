@@ -1,10 +1,10 @@
-"""Recovery classification (seed 003): a pure function over the submission, its steps and
+"""Recovery classification (the durable envelope, docs/workers.md): a pure function over the submission, its steps and
 transcript, and ``now``. The sweeper and the worker act on its answer."""
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from .messages import Message
 from .position import NextKind, next_action
@@ -36,7 +36,6 @@ def call_was_in_flight(turn: TurnRecord, call_id: str, current_attempt: str | No
 
 def classify_submission_state(
     turn: TurnRecord,
-    steps: Iterable[str],
     transcript: Sequence[Message],
     now: float,
     *,
@@ -44,11 +43,8 @@ def classify_submission_state(
     max_attempts: int = 5,
 ) -> RecoveryState:
     """``tools`` maps a tool name to ``(is_async, on_interrupt)``; unknown tools count as sync.
-
-    ``steps`` is accepted for the memo's view; the position is read off the transcript, which
-    commits in the same transaction as every step.
-    """
-    del steps
+    The position is read off the transcript, which commits in the same transaction as every
+    step."""
     if turn.status in FINAL_STATUSES:
         return RecoveryState.FINISHED
     if turn.status == TurnStatus.SUSPENDED:

@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any, AsyncIterator, Callable, Protocol, Sequence, TypeVar
+from typing import Any, AsyncIterator, Callable, Protocol, Sequence
 
 from .events import TurnEvent
 from .messages import Message
 from .model import ModelChunk, ModelRequest
-
-T = TypeVar("T")
-
 
 class TurnStatus(StrEnum):
     QUEUED = "queued"
@@ -45,7 +42,8 @@ class CancelReason(StrEnum):
 
 
 class Phase(StrEnum):
-    """The turn journal (seed 003): where a turn was when its process stopped."""
+    """The turn journal (the durable envelope's four phases, plus parked): where a turn was
+    when its process stopped."""
 
     BEFORE_PROVIDER = "before_provider"
     PROVIDER_STARTED = "provider_started"
@@ -134,8 +132,6 @@ class TurnState:
 
     turn: TurnRecord
     transcript: list[Message]
-    #: step ids with a stored result (this turn)
-    steps: set[str]
     #: input id -> stored answer (this turn only: answers are turn-scoped)
     answers: dict[str, Any]
 
@@ -148,12 +144,24 @@ class LoggedEvent:
 
 @dataclass(slots=True)
 class Commit:
-    """What a unit of work left behind: the events it logged (with their sequence numbers),
-    the cancel request the turn carried at commit time, and the work's own return value."""
+    """What a unit of work left behind: the events it logged (with their sequence numbers) and
+    the cancel request the turn carried at commit time."""
 
     events: list[LoggedEvent]
     cancel_reason: str | None
-    value: Any = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a host operation (create, cancel, answer, reset) changed: the events it logged, to
+    publish, and the running turns that were handed a cancel request, to ring."""
+
+    events: list[LoggedEvent] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    turn: TurnRecord | None = None
+    #: reset only: the archived generation's name (``"key#gN"``) and the new generation number
+    previous_session: str | None = None
+    generation: int | None = None
 
 
 class Tx(Protocol):
@@ -176,20 +184,21 @@ class Tx(Protocol):
                pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
         """Set the turn's status (and the session's)."""
 
-    def savepoint(self, fn: Callable[[], T]) -> T:
-        """Run ``fn``; if it raises, undo its writes (where the backend can) and re-raise."""
-
 
 class SessionStore(Protocol):
-    """Durable state of sessions and turns."""
+    """Durable state of sessions and turns. Every change is atomic; the host rules
+    (``rules.py``) are applied inside the transaction that makes it."""
 
     def unwrap(self) -> Any:
         """The backend's handle for tools' transactional writes, or None (in-memory)."""
 
     async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
-                          replace: bool = False, policy: dict[str, Any] | None = None) -> TurnRecord:
-        """Write a queued turn (atomic). ``replace`` cancels every unfinished turn first.
-        Raises SessionSuspendedError while the session is parked."""
+                          replace: bool = False, policy: dict[str, Any] | None = None,
+                          created_by: Any = None) -> Outcome:
+        """Write a queued turn (atomic, serialized per session) under ``rules.check_start``;
+        ``replace`` first cancels every unfinished turn (``rules.cancel_now``). ``created_by``
+        is the host's own identity of the caller, kept with the turn (and as a new session's
+        owner). Returns the turn and the cancellations it logged."""
 
     async def get_turn(self, turn_id: str) -> TurnRecord:
         """One turn row; NotFound if absent."""
@@ -207,32 +216,33 @@ class SessionStore(Protocol):
         """Give the lease back (the turn is queued again) if this attempt still holds it."""
 
     async def load(self, turn_id: str) -> TurnState:
-        """The turn, the live transcript, its memoized steps and answers: O(1) queries."""
+        """The turn, the live transcript and its answers: O(1) queries."""
 
-    async def atomic(self, turn_id: str, attempt_id: str | None,
-                     work: Callable[[Tx], Any], *, inline: bool = False) -> Commit:
-        """Run ``work`` in one transaction fenced on ``attempt_id`` (StaleAttemptError and
-        a full rollback if the attempt no longer owns the turn). ``inline``: ``work`` only
-        calls ``tx`` (no tool code, no database access of its own), so the store may run it on
-        the caller's thread instead of handing it to the thread that owns its connection."""
+    async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Tx], None]) -> Commit:
+        """Apply what ``record`` writes through ``tx`` atomically, fenced on ``attempt_id``
+        (StaleAttemptError and nothing written if the attempt no longer owns the turn).
+        ``record`` only calls ``tx``: it reads and writes nothing else."""
+
+    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Tx], None]) -> Commit:
+        """Like ``commit``, for work that also writes through ``unwrap()`` (a sync tool's own
+        rows): those writes commit with the checkpoint or, fenced out or raising, not at all."""
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
-        """Record a journal phase outside a checkpoint (fenced). A store may send it without
-        waiting; it then lands before the attempt's next ``atomic``, which refuses a stale
-        attempt anyway."""
+        """Record a journal phase outside a checkpoint (fenced; advisory). A refused write may
+        surface at the attempt's next ``commit``/``atomic`` instead, which refuses it anyway."""
 
-    async def request_cancel(self, turn_id: str, reason: str) -> TurnRecord:
-        """Store a cancel request; a queued turn is cancelled at once (turn.cancelled logged)."""
+    async def request_cancel(self, turn_id: str, reason: str) -> Outcome:
+        """Store a cancel request under ``rules.cancel_now``/``rules.gets_request``: a queued
+        turn is cancelled at once (turn.cancelled logged), a running one carries the request."""
 
-    async def answer(self, turn_id: str, input_id: str, answer: Any,
-                     record: dict[str, Any]) -> TurnRecord:
-        """Store the answer under ``input:<turn_id>:<id>`` and re-queue the parked turn,
-        logging ``input.answered`` and ``turn.started(trigger=resume)``. 409 if not parked
-        on that input."""
+    async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
+        """Under ``rules.check_resumable`` (re-checked in the transaction): store the answer
+        under ``input:<turn_id>:<id>`` with ``record`` (who, via, …) and queue the parked turn
+        again, logging ``input.answered`` and ``turn.started(trigger=resume)``."""
 
-    async def reset(self, session: SessionRef, *, by: str | None = None) -> tuple[str, int]:
-        """Cancel unfinished turns (reason reset), archive the live generation, status new.
-        Returns (previous_session, new generation). O(1) in the archive's size."""
+    async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
+        """Cancel unfinished turns (reason reset, ``rules.cancel_now``), archive the live
+        generation (recording ``by``), status new. O(1) in the archive's size."""
 
     async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
         """The input requests the session is parked on."""

@@ -1,5 +1,8 @@
-"""AgentSession: the primitives a host uses — start, observe, result, turn, resume, cancel,
-reset, pending — over any SessionStore, EventSink and Dispatcher."""
+"""The host API: ``AgentSession`` — start, observe, result, turn, resume, cancel, reset,
+pending — over any SessionStore, EventSink and Dispatcher. The one place a host (the site's
+services, the CLI, schedules, unit tests) starts, answers, cancels or resets turns: it checks
+``rules``, asks the store (which applies them again inside its transaction), publishes the
+events the store logged, rings running turns and dispatches what became runnable."""
 
 from __future__ import annotations
 
@@ -7,11 +10,12 @@ import asyncio
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
+from . import rules
 from .agent import Agent
-from .answers import Grant, check_answer_schema, check_answerer
-from .errors import JuneError, NotFound, TurnConflictError, TurnNotResumable
+from .answers import Grant, grant_answer
+from .errors import JuneError, NotFound
 from .events import TurnEvent
 from .executor import TurnExecutor
 from .control import Signals
@@ -21,6 +25,7 @@ from .seams import (
     EventSink,
     LoggedEvent,
     Model,
+    Outcome,
     SessionRef,
     SessionStore,
     TurnInput,
@@ -36,6 +41,14 @@ class Dispatcher(Protocol):
 
     async def dispatch(self, turn_id: str, session: SessionRef) -> None:
         """Hand the turn to a runner (idempotent: a duplicate is harmless)."""
+
+    async def ring(self, turn_ids: Sequence[str]) -> None:
+        """Tell whatever process runs these turns that a cancel request is stored for them
+        (at-most-once: the stored request is honoured at their next checkpoint anyway)."""
+
+
+async def call_directly(fn: Callable[[], Any]) -> Any:
+    return fn()
 
 
 class LocalBus:
@@ -102,6 +115,9 @@ class LocalDispatcher:
                 return
             turn_id = await self.executor.store.next_queued(session)
 
+    async def ring(self, turn_ids: Sequence[str]) -> None:
+        return None  # attempts in this process are signalled through Runtime.live
+
     async def idle(self) -> None:
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
@@ -146,6 +162,9 @@ class Runtime:
     bus: LocalBus = field(default_factory=LocalBus)
     #: turn id -> the live Signals of its attempt running in this process
     live: dict[str, Signals] = field(default_factory=dict)
+    #: runs the agent's synchronous hooks (``authorize_answer``), e.g. on the thread that may
+    #: use the host's database; directly by default
+    call_sync: Callable[[Callable[[], Any]], Awaitable[Any]] = call_directly
 
     def __post_init__(self) -> None:
         self.fanout = FanoutSink(self.sink, self.bus) if self.sink else FanoutSink(self.bus)
@@ -190,17 +209,23 @@ class AgentSession:
 
     async def start(self, input: str | TurnInput, *, replace: bool = False, turn_id: str | None = None) -> str:
         """Queue a turn and return its id without waiting."""
+        return (await self.start_turn(input, replace=replace, turn_id=turn_id)).turn_id
+
+    async def start_turn(self, input: str | TurnInput, *, replace: bool = False, turn_id: str | None = None,
+                         created_by: Any = None) -> TurnRecord:
+        """``start``, returning the queued turn. ``created_by`` is the host's identity of the
+        caller (kept with the turn, and as a new session's owner)."""
         if isinstance(input, str):
             input = TurnInput(text=input)
         agent = self.runtime.agent(self.ref.agent)
-        turn_id = turn_id or uuid.uuid4().hex
-        await self.store.create_turn(
-            self.ref, input, turn_id=turn_id, replace=replace, policy=agent.policy_for(input.source)
+        outcome = await self.store.create_turn(
+            self.ref, input, turn_id=turn_id or uuid.uuid4().hex, replace=replace,
+            policy=agent.policy_for(input.source), created_by=created_by,
         )
-        if replace:
-            await self._signal_cancels()
-        await self.runtime.dispatcher.dispatch(turn_id, self.ref)
-        return turn_id
+        assert outcome.turn is not None
+        await self._after(outcome, CancelReason.REPLACED)
+        await self.runtime.dispatcher.dispatch(outcome.turn.turn_id, self.ref)
+        return outcome.turn
 
     def observe(self, cb: Observer, turn_id: str | None = None, *, replay: bool = False) -> Callable[[], None]:
         """Subscribe ``cb`` to this session's events (of ``turn_id`` only, if given).
@@ -272,47 +297,58 @@ class AgentSession:
         return result
 
     async def resume(self, turn_id: str, input_id: str, answer: Any, *, by: str | None = None,
-                     principal: Any = None, granted: Grant | None = None, via: str = "api") -> None:
-        """Answer a parked request and replay the turn (403 / 409 / 422 as JuneErrors)."""
+                     principal: Any = None, granted: Grant | None = None, via: str = "api",
+                     record: dict[str, Any] | None = None) -> TurnRecord:
+        """Answer a parked request and replay the turn (403 / 409 / 422 as JuneErrors).
+
+        ``by`` is the answerer's verified identity; a policy request is answered only with a
+        grant, which the agent's ``authorize_answer(policy, scope, by, principal)`` gives now
+        (unless the host passes ``granted``). ``record`` adds what the host keeps with the answer."""
         rec = await self.store.get_turn(turn_id)
-        if rec.session != self.ref:
-            raise TurnConflictError(f"turn {turn_id} is not a turn of session {self.ref}")
-        if rec.status != TurnStatus.SUSPENDED or not rec.pending:
-            raise TurnNotResumable(f"turn {turn_id} is not waiting for an answer")
-        request = rec.pending.get("request") or {}
-        if request.get("id") != input_id:
-            raise TurnConflictError(f"turn {turn_id} is waiting for {request.get('id')!r}, not {input_id!r}")
-        check_answerer(request, by=by, granted=granted)
-        check_answer_schema(request, answer)
-        await self.store.answer(turn_id, input_id, answer, {"by": by, "via": via, "at": self.runtime.clock()})
+        rules.check_turn_of(rec, self.ref)
+        request = rules.check_resumable(rec, input_id=input_id)
+        if granted is None and rules.needs_grant(request):
+            hook = self.runtime.agent(self.ref.agent).authorize_answer
+            granted = await grant_answer(rec.pending or {}, {"by": by, "principal": principal}, hook,
+                                         call=self.runtime.call_sync)
+        rules.check_answer(request, answer, by=by, granted=granted)
+        outcome = await self.store.answer(turn_id, input_id, answer,
+                                          {**(record or {}), "by": by, "via": via, "at": self.runtime.clock()})
+        await self._after(outcome, None)
         await self.runtime.dispatcher.dispatch(turn_id, self.ref)
+        assert outcome.turn is not None
+        return outcome.turn
 
     async def cancel(self, turn_id: str, *, reason: str = CancelReason.REQUESTED) -> TurnRecord:
-        rec = await self.store.get_turn(turn_id)
-        if rec.session != self.ref:
-            raise NotFound(f"no turn {turn_id} in session {self.ref}")
-        out = await self.store.request_cancel(turn_id, str(reason))
-        await self._signal_cancels()
-        if out.status == TurnStatus.CANCELLED:
+        rules.check_turn_of(await self.store.get_turn(turn_id), self.ref)
+        outcome = await self.store.request_cancel(turn_id, str(reason))
+        await self._after(outcome, str(reason))
+        assert outcome.turn is not None
+        if outcome.turn.status == TurnStatus.CANCELLED:
             await self._dispatch_next()
-        return out
+        return outcome.turn
 
-    async def reset(self, *, by: str | None = None) -> dict[str, Any]:
-        previous, generation = await self.store.reset(self.ref, by=by)
-        await self._signal_cancels()
+    async def reset(self, *, by: Any = None) -> dict[str, Any]:
+        """Archive the live generation; returns ``previous_session`` (``"key#gN"``) and ``generation``."""
+        outcome = await self.store.reset(self.ref, by=by)
+        await self._after(outcome, CancelReason.RESET)
         await self._dispatch_next()
-        return {"previous_session": previous, "generation": generation}
+        return {"previous_session": outcome.previous_session, "generation": outcome.generation}
 
     async def pending(self) -> list[dict[str, Any]]:
         return await self.store.pending(self.ref)
 
-    async def _signal_cancels(self) -> None:
-        """The stored request is the truth; a live signal makes it prompt (between deltas) for
-        this session's turns running in this process."""
-        for turn_id, signals in list(self.runtime.live.items()):
-            rec = await self.store.get_turn(turn_id)
-            if rec.session == self.ref and rec.cancel_reason:
-                signals.cancel(rec.cancel_reason)
+    async def _after(self, outcome: Outcome, reason: str | None) -> None:
+        """Publish what the store logged; ring the running turns that got a cancel request
+        (the stored request is the truth; the ring makes it prompt, between deltas)."""
+        if outcome.events:
+            await self.runtime.fanout.publish(self.ref, outcome.events)
+        if outcome.running:
+            for turn_id in outcome.running:
+                signals = self.runtime.live.get(turn_id)
+                if signals is not None and reason is not None:
+                    signals.cancel(reason)
+            await self.runtime.dispatcher.ring(outcome.running)
 
     async def _dispatch_next(self) -> None:
         nxt = await self.store.next_queued(self.ref)

@@ -261,14 +261,14 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
                            "created_at", "updated_at")}),
         ("Input and outcome", {"fields": ("input_json", "text", "cancel_reason", "error_json", "usage_json",
                                           "pending_json", "policy_json")}),
-        ("Lease and journal", {"fields": ("attempt_id", "attempts", "retry_budget", "revision", "lease_owner",
+        ("Lease and journal", {"fields": ("attempt_id", "attempts", "revision", "lease_owner",
                                           "lease_expiry", "phase", "journal_json")}),
         ("Steps", {"fields": ("steps_table",)}),
         ("Answers", {"fields": ("answers_table",)}),
     )
     readonly_fields = ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
                        "created_at", "updated_at", "input_json", "text", "cancel_reason", "error_json",
-                       "usage_json", "pending_json", "policy_json", "attempt_id", "attempts", "retry_budget",
+                       "usage_json", "pending_json", "policy_json", "attempt_id", "attempts",
                        "revision", "lease_owner", "lease_expiry", "phase", "journal_json", "steps_table",
                        "answers_table")
 

@@ -1,15 +1,16 @@
-"""django-q2 as the site's Dispatcher: the task names and the enqueue-after-commit.
+"""django-q2: the task names, and turns enqueued after the commit.
 
 Task functions are named by dotted path (django-q2 stores the name with the task), so this
 module names them without importing the workers that define them."""
 
 from __future__ import annotations
 
-from asgiref.sync import sync_to_async
+from typing import Sequence
+
 from django.db import transaction
 from django_q.tasks import async_task
 
-from agents_app.runtime.seams import SessionRef
+from sessions_app.outbox import doorbell
 
 RUN_TURN = "sessions_app.workers.tasks.run_turn"
 SWEEP = "sessions_app.workers.tasks.sweep_expired_leases"
@@ -38,8 +39,7 @@ def enqueue_delivery(delivery_id: int, *, turn_id: str = "") -> None:
                group="june.deliveries")
 
 
-class Q2Dispatcher:
-    """The runtime's Dispatcher on django-q2."""
-
-    async def dispatch(self, turn_id: str, session: SessionRef) -> None:
-        await sync_to_async(enqueue_turn)(turn_id)
+def ring_on_commit(turn_ids: Sequence[str]) -> None:
+    ids = list(turn_ids)
+    if ids:
+        transaction.on_commit(lambda: doorbell.ring(ids))

@@ -56,7 +56,7 @@ def _tools_of(agent_name: str) -> dict[str, tuple[bool, str]]:
 def _classify(turn_id: str, now: float) -> tuple[RecoveryState, Any]:
     state = wiring.store().load_sync(turn_id)
     recovery = classify_submission_state(
-        state.turn, state.steps, state.transcript, now,
+        state.turn, state.transcript, now,
         tools=_tools_of(state.turn.session.agent), max_attempts=settings.JUNE_MAX_ATTEMPTS,
     )
     return recovery, state.turn

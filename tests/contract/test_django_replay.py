@@ -8,6 +8,7 @@ import uuid
 from typing import Any
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from agents_app.models import Order
 from agents_app.runtime import (
@@ -44,9 +45,9 @@ class CrashingStore(DjangoSessionStore):
     def atomic_sync(self, turn_id: str, attempt_id: str | None, work: Any):
         return self._crashing(super().atomic_sync, turn_id, attempt_id, work)
 
-    def atomic_inline(self, raw: Any, turn_id: str, attempt_id: str | None, work: Any):
+    def commit_direct(self, raw: Any, turn_id: str, attempt_id: str | None, work: Any):
         # PostgreSQL: units without tool code commit here, on the store's own connection
-        return self._crashing(lambda *a: super(CrashingStore, self).atomic_inline(raw, *a), turn_id, attempt_id, work)
+        return self._crashing(lambda *a: super(CrashingStore, self).commit_direct(raw, *a), turn_id, attempt_id, work)
 
     def _crashing(self, commit_unit: Any, turn_id: str, attempt_id: str | None, work: Any):
         if self.inside is not None and self.commits + 1 == self.inside:
@@ -117,13 +118,17 @@ async def run(store: DjangoSessionStore, key: str) -> dict[str, Any]:
     return {
         "status": state.turn.status,
         "transcript": [msg.to_json() | {"turn_id": None} for msg in state.transcript],
-        "steps": sorted(state.steps),
+        "steps": sorted(await sync_to_async(_step_keys)(turn_id)),
         "events": [e.event.to_json() | {"turn_id": None} for e in await store.events(ref)],
         "turn_id": turn_id,
         "pings": len(pings),
         "deltas": "".join(e.text for _, e in sink.deltas if isinstance(e, MessageDelta)),
         "model_calls": model.calls,
     }
+
+
+def _step_keys(turn_id: str) -> list[str]:
+    return list(m.Step.objects.filter(turn_id=turn_id).exclude(key__startswith="input:").values_list("key", flat=True))
 
 
 def _sync(fn, *args):

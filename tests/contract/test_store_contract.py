@@ -30,7 +30,7 @@ REF = SessionRef("ops", "contract")
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=["memory", "django", "django-inline"])
+@pytest.fixture(params=["memory", "django", "django-commit"])
 def store(request):
     if request.param == "memory":
         return InMemorySessionStore()
@@ -39,14 +39,27 @@ def store(request):
     if request.param == "django":
         return DjangoSessionStore()
 
-    class Inline(DjangoSessionStore):
-        """Every unit as the engine sends one that runs no tool code (on PostgreSQL: the store's
-        own connection on the caller's thread, no hop; elsewhere the same as "django")."""
+    class EveryUnitCommitted(DjangoSessionStore):
+        """Every unit as the engine sends one that only records through the Tx (``commit``;
+        on PostgreSQL the store runs those differently from ``atomic``)."""
 
-        async def atomic(self, turn_id, attempt_id, work, *, inline=True):
-            return await super().atomic(turn_id, attempt_id, work, inline=inline)
+        async def atomic(self, turn_id, attempt_id, work):
+            return await self.commit(turn_id, attempt_id, work)
 
-    return Inline()
+    return EveryUnitCommitted()
+
+
+async def step_keys(store, turn_id: str) -> set[str]:
+    """The memoized step ids of a turn (not part of the Protocol: the loop reads its position
+    off the transcript; the memo is for the admin, the archive and answers)."""
+    if isinstance(store, InMemorySessionStore):
+        return {k for k in store.steps(turn_id) if not k.startswith("input:")}
+    from asgiref.sync import sync_to_async
+
+    from sessions_app import models as m
+
+    keys = await sync_to_async(lambda: list(m.Step.objects.filter(turn_id=turn_id).values_list("key", flat=True)))()
+    return {k for k in keys if not k.startswith("input:")}
 
 
 def tid() -> str:
@@ -64,8 +77,8 @@ async def claimed(store, ref=REF, text="hi", now=100.0, **kw):
 
 async def test_create_and_get_turn(store):
     turn_id = tid()
-    rec = await store.create_turn(REF, TurnInput(text="hello", source="web"), turn_id=turn_id,
-                                  policy={"system": "s", "deny_tools": []})
+    rec = (await store.create_turn(REF, TurnInput(text="hello", source="web"), turn_id=turn_id,
+                                   policy={"system": "s", "deny_tools": []})).turn
     assert rec.status == TurnStatus.QUEUED
     got = await store.get_turn(turn_id)
     assert got.input.text == "hello" and got.input.source == "web"
@@ -87,15 +100,13 @@ async def test_unit_of_work_commits_messages_steps_events_together(store):
         tx.emit(ev.TurnCompleted(turn_id, text="hello"))
         tx.journal(Phase.COMMITTED)
         tx.settle(TurnStatus.COMPLETED, text="hello", usage={"output_tokens": 3})
-        return "value"
 
     commit = await store.atomic(turn_id, attempt, work)
-    assert commit.value == "value"
     assert [e.event.type for e in commit.events] == ["message.completed", "turn.completed"]
     assert commit.events[1].seq == commit.events[0].seq + 1
     state = await store.load(turn_id)
     assert [m.text for m in state.transcript] == ["hi", "hello"]
-    assert state.steps == {"model:1"}
+    assert await step_keys(store, turn_id) == {"model:1"}
     assert state.turn.status == TurnStatus.COMPLETED and state.turn.text == "hello"
     assert state.turn.usage == {"output_tokens": 3}
     assert state.turn.phase == Phase.COMMITTED
@@ -136,7 +147,7 @@ async def test_fencing_refuses_a_stale_attempt(store):
     except StaleAttemptError:
         pass
     with pytest.raises(StaleAttemptError):
-        await store.atomic(turn_id, attempt, work, inline=True)
+        await store.commit(turn_id, attempt, work)
     state = await store.load(turn_id)
     assert state.transcript == []
     assert state.turn.journal.get("attempt_id") != attempt  # the stale journal write was refused too
@@ -185,13 +196,17 @@ async def test_cancel_of_a_queued_turn_is_immediate(store):
     first, second = tid(), tid()
     await store.create_turn(REF, TurnInput(text="1"), turn_id=first)
     await store.create_turn(REF, TurnInput(text="2"), turn_id=second)
-    rec = await store.request_cancel(second, "requested")
-    assert rec.status == TurnStatus.CANCELLED
+    outcome = await store.request_cancel(second, "requested")
+    assert outcome.turn.status == TurnStatus.CANCELLED and outcome.running == []
+    assert [e.event.type for e in outcome.events] == ["turn.cancelled"]
     assert [e.event.type for e in await store.events(REF)] == ["turn.cancelled"]
     running, attempt = first, tid()
     await store.claim(running, owner="w", attempt_id=attempt, now=1.0, lease_seconds=10)
-    rec = await store.request_cancel(running, "requested")
-    assert rec.status == TurnStatus.RUNNING and rec.cancel_reason == "requested"
+    outcome = await store.request_cancel(running, "requested")
+    assert outcome.turn.status == TurnStatus.RUNNING and outcome.turn.cancel_reason == "requested"
+    assert outcome.running == [running] and outcome.events == []
+    again = await store.request_cancel(running, "requested")
+    assert again.running == [] and again.turn.cancel_reason == "requested"  # the first request wins
     commit = await store.atomic(running, attempt, lambda tx: None)
     assert commit.cancel_reason == "requested"
 
@@ -201,7 +216,9 @@ async def test_replace_cancels_unfinished_turns(store):
     queued = tid()
     await store.create_turn(REF, TurnInput(text="q"), turn_id=queued)
     newest = tid()
-    await store.create_turn(REF, TurnInput(text="new"), turn_id=newest, replace=True)
+    outcome = await store.create_turn(REF, TurnInput(text="new"), turn_id=newest, replace=True)
+    assert [(e.event.type, e.event.turn_id) for e in outcome.events] == [("turn.cancelled", queued)]
+    assert outcome.running == [running] and outcome.turn.turn_id == newest
     assert (await store.get_turn(queued)).status == TurnStatus.CANCELLED
     assert (await store.get_turn(running)).cancel_reason == "replaced"
     assert (await store.get_turn(newest)).status == TurnStatus.QUEUED
@@ -228,8 +245,9 @@ async def test_park_answer_and_one_park_per_session(store):
         await store.create_turn(REF, TurnInput(text="other"), turn_id=tid())
     with pytest.raises(TurnConflictError):
         await store.answer(turn_id, "wrong-id", True, {"by": "u1"})
-    rec = await store.answer(turn_id, "approve", True, {"by": "u1"})
-    assert rec.status == TurnStatus.QUEUED
+    outcome = await store.answer(turn_id, "approve", True, {"by": "u1"})
+    assert outcome.turn.status == TurnStatus.QUEUED
+    assert [e.event.type for e in outcome.events] == ["input.answered", "turn.started"]
     state = await store.load(turn_id)
     assert state.answers == {"approve": True}
     assert await store.pending(REF) == []
@@ -245,8 +263,10 @@ async def test_reset_archives_and_starts_a_new_generation(store):
                                                      tx.emit(ev.TurnStarted(turn_id))))
     queued = tid()
     await store.create_turn(REF, TurnInput(text="q"), turn_id=queued)
-    previous, generation = await store.reset(REF)
-    assert previous == "contract#g0" and generation == 1
+    outcome = await store.reset(REF)
+    assert outcome.previous_session == "contract#g0" and outcome.generation == 1
+    assert outcome.running == [turn_id]
+    assert [e.event.type for e in outcome.events] == ["turn.cancelled", "session.reset"]
     assert (await store.get_turn(queued)).status == TurnStatus.CANCELLED
     assert (await store.get_turn(turn_id)).cancel_reason == "reset"
     assert [e.event.type for e in await store.events(REF)] == ["session.reset"]

@@ -82,7 +82,7 @@ TABLE: list[tuple[str, TurnRecord, list[Message], RecoveryState]] = [
 
 @pytest.mark.parametrize(("case", "rec", "transcript", "expected"), TABLE, ids=[row[0] for row in TABLE])
 def test_classify_submission_state(case: str, rec: TurnRecord, transcript: list[Message], expected: RecoveryState):
-    assert classify_submission_state(rec, set(), transcript, NOW, tools=TOOLS, max_attempts=5) == expected
+    assert classify_submission_state(rec, transcript, NOW, tools=TOOLS, max_attempts=5) == expected
 
 
 def test_the_table_covers_every_recovery_state():
@@ -93,6 +93,6 @@ def test_classification_is_pure():
     rec, transcript = turn(in_flight="c0"), [USER, calls("charge")]
     before: Any = (rec, list(transcript))
     for _ in range(2):
-        assert classify_submission_state(rec, ["model:1"], transcript, NOW, tools=TOOLS) == \
+        assert classify_submission_state(rec, transcript, NOW, tools=TOOLS) == \
             RecoveryState.REPORT_INTERRUPTED_TOOL
     assert (rec, transcript) == before

@@ -1,0 +1,71 @@
+"""What the engine and the site read: a turn's state in O(1) queries, its row, the session's
+pending requests, its event log, the head of its chain."""
+
+from __future__ import annotations
+
+import json
+
+from django.db import connection
+
+from agents_app.runtime import events as ev
+from agents_app.runtime import rules
+from agents_app.runtime.messages import Message
+from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnState, TurnStatus
+from sessions_app import models as m
+from sessions_app.store import eventlog
+from sessions_app.store.records import loads, record_of, turn_row
+
+TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
+                 "WHERE session_id = %s AND generation = %s")
+TRANSCRIPT = "SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s ORDER BY \"index\""
+ANSWERS = "SELECT key, data FROM sessions_app_step WHERE turn_id = %s AND key LIKE %s"
+
+
+def load(turn_id: str) -> TurnState:
+    turn = turn_row(turn_id)
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":  # one JSON array: one decode, not one per row
+            cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation])
+            transcript = [Message.from_json(d) for d in json.loads(cur.fetchone()[0])]
+        else:
+            cur.execute(TRANSCRIPT, [turn.session_id, turn.generation])
+            transcript = [Message.from_json(loads(row[0])) for row in cur.fetchall()]
+        prefix = f"input:{turn_id}:"
+        cur.execute(ANSWERS, [turn_id, prefix + "%"])
+        answers = {k[len(prefix):]: loads(d) for k, d in cur.fetchall()}
+    return TurnState(turn=record_of(turn), transcript=transcript, answers=answers)
+
+
+def get_turn(turn_id: str) -> TurnRecord:
+    return record_of(turn_row(turn_id))
+
+
+def pending(session: SessionRef) -> list[dict]:
+    s = m.Session.objects.filter(agent=session.agent, key=session.key).first()
+    if s is None:
+        return []
+    return [
+        {"turn_id": t.id, **(t.pending or {})}
+        for t in m.Turn.objects.filter(session=s, status=TurnStatus.SUSPENDED, generation=s.generation)
+    ]
+
+
+def events(session: SessionRef, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
+    s = m.Session.objects.filter(agent=session.agent, key=session.key).first()
+    if s is None:
+        return []
+    rows = list(m.Event.objects.filter(session=s, generation=s.generation, seq__gt=after).order_by("seq")
+                .values_list("seq", "data")[:limit])
+    whole = eventlog.restore((s.pk, s.generation, data) for _, data in rows)
+    return [LoggedEvent(seq, ev.event_from_json(data)) for (seq, _), data in zip(rows, whole)]
+
+
+def next_queued(session: SessionRef) -> str | None:
+    first = (
+        m.Turn.objects.filter(session__agent=session.agent, session__key=session.key,
+                              status__in=rules.CHAIN_BLOCKING)
+        .order_by("order")
+        .values_list("id", "status")
+        .first()
+    )
+    return first[0] if first and first[1] == TurnStatus.QUEUED else None
