@@ -51,6 +51,12 @@ class ScheduleDecl:
     def tz(self) -> ZoneInfo:
         return ZoneInfo(self.timezone)
 
+    def session_pattern(self) -> re.Pattern[str]:
+        """Every key ``session_key`` can produce (``{date}``/``{time}`` as digits)."""
+        parts = re.split(r"(\{date\}|\{time\})", self.session)
+        return re.compile("".join(r"\d{4}-\d{2}-\d{2}" if p == "{date}" else r"\d{4}" if p == "{time}"
+                                  else re.escape(p) for p in parts))
+
     def session_key(self, tick: datetime) -> str:
         """The run's session: ``{date}``/``{time}`` are the tick's, in the schedule's zone."""
         local = tick.astimezone(self.tz())

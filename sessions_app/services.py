@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 
 from agents_app.runtime import answers
+from agents_app.schedules import declarations
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 
@@ -41,21 +42,50 @@ def validate_session_key(key: str) -> str:
     return key
 
 
+#: session keys in this namespace belong to the webhook channel (``webhook_session_key``)
+WEBHOOK_PREFIX = "webhook:"
+
+
+def webhook_session_key(key: str) -> str:
+    """Where a webhook's session lives: a namespace no user can create, so a user cannot
+    squat a key a webhook will use, nor a webhook reach a user's session."""
+    validate_session_key(key)
+    if len(key) > 200 - len(WEBHOOK_PREFIX):
+        raise BadRequest(f"a webhook session key is at most {200 - len(WEBHOOK_PREFIX)} characters")
+    return WEBHOOK_PREFIX + key
+
+
+def _schedule_owner(agent: str, key: str) -> tuple[bool, str | None]:
+    """(declared, owner username) when ``key`` is the session of one of the agent's schedules."""
+    for decl in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE):
+        if decl.session_pattern().fullmatch(key):
+            return True, decl.owner
+    return False, None
+
+
 def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -> m.Session | None:
-    """The session if ``user`` may see it (its owner; staff see every session in the admin,
-    not here). Creates it, owned by ``user``, when ``create`` and absent. AccessDenied for a
-    session of someone else."""
+    """The session if ``user`` may use it from a user-facing transport (chat, API, websocket):
+    only its owner may. Creates it, owned by ``user``, when ``create`` and absent. Sessions
+    with no owner (webhook sessions, schedules without an owner) are reachable by nobody here:
+    staff see them in the admin, and answer their requests there under the same policies.
+    A key that the webhook channel or one of the agent's schedules owns cannot be created by
+    anyone else. AccessDenied otherwise."""
     wiring.agent(agent)  # NotFound for an unknown agent
     validate_session_key(key)
     session = m.Session.objects.filter(agent=agent, key=key).first()
     if session is None:
         if not create:
             return None
+        if key.startswith(WEBHOOK_PREFIX):
+            raise AccessDenied(f"session keys starting with {WEBHOOK_PREFIX!r} belong to the webhook channel")
+        declared, owner = _schedule_owner(agent, key)
+        if declared and owner != getattr(user, "get_username", lambda: None)():
+            raise AccessDenied("this session key belongs to a schedule of the agent")
         session, _ = m.Session.objects.get_or_create(agent=agent, key=key, defaults={"owner": user})
-    if session.owner_id is not None and session.owner_id != getattr(user, "pk", None):
+    if session.owner_id is None:
+        raise AccessDenied("this session has no owner: it is reachable in the admin only")
+    if session.owner_id != getattr(user, "pk", None):
         raise AccessDenied("this session belongs to another user")
-    if session.owner_id is None and not getattr(user, "is_staff", False):
-        raise AccessDenied("this session has no owner; only staff may open it")
     return session
 
 

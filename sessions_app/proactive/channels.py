@@ -161,7 +161,8 @@ def webhook_receive(*, agent: str, data: Any, verdict: Verdict) -> dict[str, Any
     unknown = set(data) - {"session", "text", "user"}
     if unknown:
         raise BadRequest(f"unknown fields: {sorted(unknown)}")
-    key = services.validate_session_key(data.get("session"))
+    name = services.validate_session_key(data.get("session"))
+    key = services.webhook_session_key(name)
     text = services.validate_text(data.get("text"))
     user = data.get("user")
     if user is not None and (not isinstance(user, str) or not USER_RE.match(user)):
@@ -178,7 +179,7 @@ def webhook_receive(*, agent: str, data: Any, verdict: Verdict) -> dict[str, Any
             except IntegrityError:
                 raise Replayed("this signed request was already received") from None
         session = m.Session.objects.filter(agent=agent, key=key).first()
-        if session is not None and session.owner_id is not None:
+        if session is not None and session.owner_id is not None:  # unreachable: users cannot create the key
             raise AccessDenied("this session belongs to a user; a webhook may only use its own sessions")
         rec = services.turn_start(agent=agent, key=key, text=text, user=None, source="webhook", speaker=speaker)
         delivery = None
@@ -186,14 +187,15 @@ def webhook_receive(*, agent: str, data: Any, verdict: Verdict) -> dict[str, Any
             delivery = WebhookDelivery.objects.create(agent=agent, session_key=key, turn_id=rec.turn_id,
                                                       url=conf["deliver_url"])
     SeenWebhook.objects.filter(seen_at__lt=timezone.now() - SEEN_KEEP).delete()
-    return {"turn_id": rec.turn_id, "status": str(rec.status), "session": key, "attested": attested,
+    return {"turn_id": rec.turn_id, "status": str(rec.status), "session": name, "attested": attested,
             "delivery": delivery.pk if delivery else None}
 
 
 # -- webhook: outbound delivery ---------------------------------------------------------------------------
 
 def _payload(agent: str, key: str, result: TurnResult) -> dict[str, Any]:
-    return {"agent": agent, "session": key, "turn_id": result.turn_id, "status": str(result.status),
+    return {"agent": agent, "session": key.removeprefix(services.WEBHOOK_PREFIX), "turn_id": result.turn_id,
+            "status": str(result.status),
             "text": result.text, "error": result.error, "request": result.request}
 
 

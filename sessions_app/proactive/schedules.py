@@ -30,7 +30,7 @@ from django_q.models import Schedule
 
 from agents_app.models import ScheduleRun
 from agents_app.schedules import ScheduleDecl, declarations, next_tick, tick_for
-from agents_app.runtime.channels import receive
+from agents_app.runtime.channels import ChannelError, receive
 from agents_app.runtime.errors import AgentConfigError, SessionSuspendedError, TurnConflictError
 from agents_app.runtime.session import LocalDispatcher
 from sessions_app import models as sm
@@ -86,8 +86,6 @@ def schedules_sync(*, agents: Iterable[Any] | None = None, now: datetime | None 
 # -- firing (the q2 task) -----------------------------------------------------------------------------
 
 def declaration(agent: str, name: str) -> ScheduleDecl:
-
-
     for d in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE):
         if d.name == name:
             return d
@@ -100,8 +98,6 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
     Returns ``fired``, ``duplicate`` (this tick's turn exists: another cluster or an earlier
     delivery of this task started it) or ``disabled``; raises when the turn cannot start or
     its result cannot be delivered (the ScheduleRun keeps the error; q2 records a failure)."""
-
-
     decl = declaration(agent, name)
     row = Schedule.objects.filter(name=decl.q2_name).first()
     if row is not None and row.repeats == 0:
@@ -117,8 +113,8 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
     )
     if sm.Turn.objects.filter(pk=run.turn_id).exists():
         return "duplicate"
-    _session_for_schedule(decl, run.session_key)
     try:
+        _session_for_schedule(decl, run.session_key)
         asyncio.run(_receive(decl, run))
     except Exception as exc:
         # a concurrent firing of this tick created the turn first (conflict on its id)
@@ -133,8 +129,6 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
 
 
 async def _receive(decl: ScheduleDecl, run: Any) -> None:
-
-
     # the firing worker drives its turn itself: no second worker is needed to wait on it
     rt = wiring.runtime(dispatcher=LocalDispatcher())
     rt.poll_interval = 0.5
@@ -149,15 +143,18 @@ async def _receive(decl: ScheduleDecl, run: Any) -> None:
 
 
 def _session_for_schedule(decl: ScheduleDecl, key: str) -> None:
-    """The run's session, owned by the declared user so it shows in their chat session list."""
-
-
+    """The run's session, owned by the declared user so it shows in their chat session list.
+    A session of that key owned by anyone else is refused (ChannelError: the run fails loudly),
+    never shared: users cannot create a schedule's key (``services.session_for_user``), and one
+    made before that rule existed is not delivered into."""
     owner = get_user_model().objects.filter(username=decl.owner).first() if decl.owner else None
     if decl.owner and owner is None:
         log.warning("schedule %s: owner %r does not exist; the session has no owner (staff only)",
                     decl.q2_name, decl.owner)
     session, created = sm.Session.objects.get_or_create(
         agent=decl.agent, key=key, defaults={"owner": owner, "title": decl.title})
+    if not created and session.owner_id is not None and session.owner_id != getattr(owner, "pk", None):
+        raise ChannelError(f"schedule {decl.q2_name}: session {key!r} belongs to another user; not delivering into it")
     if not created and session.owner_id is None and owner is not None:
         sm.Session.objects.filter(pk=session.pk, owner__isnull=True).update(owner=owner)
     if not created and not session.title and decl.title:  # opened in the chat before its first run

@@ -174,10 +174,15 @@ def test_method_agent_and_content_type_errors_are_json(client):
 
 
 def test_a_webhook_cannot_post_into_a_users_session(client, q2_sync):
+    """A webhook's sessions live in their own namespace: naming a user's key reaches a
+    webhook session of that name, never the user's session."""
     alice = get_user_model().objects.create_user("alice", password="pw-alice-123")
-    m.Session.objects.create(agent="ops", key="alice-chat", owner=alice)
+    mine = m.Session.objects.create(agent="ops", key="alice-chat", owner=alice)
     r = post(client, {"session": "alice-chat", "text": "hi"})
-    assert r.status_code == 403 and m.Turn.objects.count() == 0
+    assert r.status_code == 202 and r.json()["session"] == "alice-chat"
+    assert not m.Turn.objects.filter(session=mine).exists()
+    hook = m.Session.objects.get(agent="ops", key="webhook:alice-chat")
+    assert hook.owner is None and m.Turn.objects.filter(session=hook).count() == 1
 
 
 def test_csrf_does_not_apply_but_the_signature_does(q2_sync):
