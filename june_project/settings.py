@@ -171,6 +171,18 @@ JUNE_EMBEDDED = env_bool("JUNE_EMBEDDED", False)
 # that cannot keep prepared statements)
 JUNE_PREPARED_CHECKPOINTS = env_bool("JUNE_PREPARED_CHECKPOINTS", True)
 JUNE_MAX_TEXT_CHARS = int(os.environ.get("JUNE_MAX_TEXT_CHARS", "32000"))
+# the HTTP API and SSE (docs/api.md)
+JUNE_API_WAIT_SECONDS = float(os.environ.get("JUNE_API_WAIT_SECONDS", "120"))
+JUNE_API_STREAM_SECONDS = float(os.environ.get("JUNE_API_STREAM_SECONDS", "3600"))
+JUNE_SSE_KEEPALIVE_SECONDS = float(os.environ.get("JUNE_SSE_KEEPALIVE_SECONDS", "15"))
+#: how often a stream re-reads the log when the live channel is silent (default: 0.25 s on a
+#: layer inside this process, else 2 s)
+JUNE_SSE_POLL_SECONDS = float(os.environ["JUNE_SSE_POLL_SECONDS"]) if os.environ.get("JUNE_SSE_POLL_SECONDS") else None
+# webhook deliveries (docs/proactive.md)
+JUNE_WEBHOOK_RETRIES = int(os.environ.get("JUNE_WEBHOOK_RETRIES", "5"))
+JUNE_WEBHOOK_BACKOFF = float(os.environ.get("JUNE_WEBHOOK_BACKOFF", "1.0"))
+#: how long a schedule's firing worker waits for its turn to settle
+JUNE_SCHEDULE_TURN_TIMEOUT = float(os.environ.get("JUNE_SCHEDULE_TURN_TIMEOUT", "900"))
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -75,7 +75,7 @@ class Turn(models.Model):
     attempt_id = models.CharField(max_length=32, null=True, blank=True)
     revision = models.IntegerField(default=0)
     attempts = models.IntegerField(default=0)
-    # the journal (seed 003)
+    # the journal (the durable envelope, docs/workers.md)
     phase = models.CharField(max_length=32, null=True, blank=True)
     journal = models.JSONField(default=dict, blank=True)
     pending = models.JSONField(null=True, blank=True)

@@ -20,7 +20,7 @@ from .errors import FatalToolError, ToolDeclarationError
 from .model import ToolSpec
 
 #: What a replay records for an async tool that declared ``on_interrupt="report"`` and was in
-#: flight when its process died (seed 003's repair): the model decides what to do.
+#: flight when its process died (the durable envelope's repair, docs/workers.md): the model decides what to do.
 INTERRUPTED_TOOL_RESULT = {
     "error": "interrupted: the tool execution was interrupted before its result was recorded; "
     "it may or may not have taken effect",

@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from agents_app.models import DeliveryStatus, WebhookDelivery
+from agents_app.runtime.events import TERMINAL_TYPES
 from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent, SessionRef
 from sessions_app import models as m
 from sessions_app.outbox.queue import enqueue_delivery
@@ -46,7 +47,7 @@ class DeliverySink:
     """An EventSink on the executor: when a turn settles, its waiting webhook delivery is sent."""
 
     async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
-        ended = [e.event.turn_id for e in events if e.event.type in ("turn.completed", "turn.failed", "turn.cancelled")]
+        ended = [e.event.turn_id for e in events if e.event.type in TERMINAL_TYPES]
         if ended:
             try:
                 await sync_to_async(deliveries_settled)(ended)

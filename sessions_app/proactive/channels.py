@@ -34,7 +34,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents_app.models import DeliveryStatus, ScheduleRun, SeenWebhook, WebhookDelivery
-from agents_app.runtime.channels import ChannelError, DeliveryError
+from agents_app.runtime.proactive import ChannelError, DeliveryError
 from agents_app.runtime.errors import JuneError
 from agents_app.runtime.seams import FINAL_STATUSES
 from agents_app.runtime.session import TurnResult
@@ -50,13 +50,6 @@ log = logging.getLogger(__name__)
 SIGNATURE_WINDOW = 300  # seconds either side of now
 SEEN_KEEP = timedelta(seconds=2 * SIGNATURE_WINDOW + 60)
 USER_RE = re.compile(r"^[\w.@:+-]{1,150}$")
-
-
-def _conf(name: str, default: float) -> float:
-    value = getattr(settings, name, None)
-    if value is None:
-        value = os.environ.get(name, default)
-    return float(value)
 
 
 # -- chat channels ------------------------------------------------------------------------------
@@ -216,8 +209,8 @@ def post_signed(*, agent: str, url: str, payload: dict[str, Any], timeout: float
 def deliver_with_retries(delivery: WebhookDelivery, result: TurnResult, *, sleep: Any = time.sleep) -> None:
     """POST until a 2xx, with exponential backoff; every failure is recorded on the row (the
     admin lists failed deliveries and can retry them). Raises DeliveryError when all fail."""
-    tries = int(_conf("JUNE_WEBHOOK_RETRIES", 5))
-    backoff = _conf("JUNE_WEBHOOK_BACKOFF", 1.0)
+    tries = settings.JUNE_WEBHOOK_RETRIES
+    backoff = settings.JUNE_WEBHOOK_BACKOFF
     payload = _payload(delivery.agent, delivery.session_key, result)
     for n in range(tries):
         try:

@@ -30,7 +30,7 @@ from django_q.models import Schedule
 
 from agents_app.models import ScheduleRun
 from agents_app.schedules import ScheduleDecl, declarations, next_tick, tick_for
-from agents_app.runtime.channels import ChannelError, receive
+from agents_app.runtime.proactive import ChannelError, receive
 from agents_app.runtime.errors import AgentConfigError, SessionSuspendedError, TurnConflictError
 from agents_app.runtime.session import LocalDispatcher
 from sessions_app import models as sm
@@ -136,7 +136,7 @@ async def _receive(decl: ScheduleDecl, run: Any) -> None:
         await receive(
             ScheduleChannel(), seed=decl.seed, target={"agent": decl.agent, "session": run.session_key},
             trigger={"kind": "proactive", "by": f"cron:{decl.name}"}, session=rt.session(decl.agent, run.session_key),
-            turn_id=run.turn_id, timeout=getattr(settings, "JUNE_SCHEDULE_TURN_TIMEOUT", 900),
+            turn_id=run.turn_id, timeout=settings.JUNE_SCHEDULE_TURN_TIMEOUT,
         )
     finally:
         await sync_to_async(connections.close_all)()

@@ -25,19 +25,19 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views import defaults
 
 from agents_app.runtime.errors import JuneError, NotFound, TurnConflictError
-from agents_app.runtime.seams import SessionRef, TurnStatus
+from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 
 from sessions_app import models as m
 from sessions_app import services
 from sessions_app.web.auth import authenticate
 from sessions_app.web.openapi import document
 from sessions_app.errors import BadRequest, PayloadTooLarge, error_body
-from sessions_app.web.sse import SessionFollower, event_stream, parse_seq, setting
+from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
 
 log = logging.getLogger(__name__)
 
 TURN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-ENDED = frozenset({TurnStatus.COMPLETED, TurnStatus.FAILED, TurnStatus.CANCELLED, TurnStatus.SUSPENDED})
+ENDED = SETTLED_STATUSES
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
@@ -258,10 +258,10 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
         await follower.close()
         raise
     if wants_stream(request):
-        stream = event_stream(follower, until_terminal=True, max_seconds=setting("JUNE_API_STREAM_SECONDS", 3600))
+        stream = event_stream(follower, until_terminal=True, max_seconds=settings.JUNE_API_STREAM_SECONDS)
         return StreamingHttpResponse(stream, content_type="text/event-stream",
                                      headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id})
-    deadline = time.monotonic() + setting("JUNE_API_WAIT_SECONDS", 120)
+    deadline = time.monotonic() + settings.JUNE_API_WAIT_SECONDS
     try:
         async for item in follower.items():
             if item.terminal or time.monotonic() >= deadline:

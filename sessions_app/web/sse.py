@@ -13,7 +13,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
@@ -32,14 +31,6 @@ log = logging.getLogger(__name__)
 
 #: a reconnecting EventSource waits this long (ms) before it tries again
 RETRY_MS = 2000
-
-
-def setting(name: str, default: float) -> float:
-    """A number from Django settings, else from the environment (12-factor), else ``default``."""
-    value = getattr(settings, name, None)
-    if value is None:
-        value = os.environ.get(name) or default
-    return float(value)
 
 
 # -- frames ---------------------------------------------------------------------------------------
@@ -103,7 +94,7 @@ class SessionFollower:
         self.layer = get_channel_layer()
         # the in-memory layer never hears from workers in other processes: poll the log often
         in_process = self.layer is None or type(self.layer).__name__ == "InMemoryChannelLayer"
-        self.poll = setting("JUNE_SSE_POLL_SECONDS", 0.25 if in_process else 2.0)
+        self.poll = settings.JUNE_SSE_POLL_SECONDS or (0.25 if in_process else 2.0)
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=10_000)
         self.channel: str | None = None
         self._pump: asyncio.Task | None = None
@@ -234,7 +225,7 @@ async def event_stream(
     """SSE bytes from a follower (which this generator closes): committed events with ``id:``,
     deltas without, keep-alive comments while idle. Ends after the first terminal event when
     ``until_terminal``, after ``limit`` committed events, or after ``max_seconds``."""
-    keepalive = setting("JUNE_SSE_KEEPALIVE_SECONDS", 15.0)
+    keepalive = settings.JUNE_SSE_KEEPALIVE_SECONDS
     deadline = time.monotonic() + max_seconds if max_seconds else None
     sent = 0
     last_write = time.monotonic()

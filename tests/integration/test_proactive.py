@@ -16,7 +16,7 @@ from django.contrib.auth import get_user_model
 from django_q.models import Schedule
 
 from agents_app.models import DeliveryStatus, ScheduleRun, WebhookDelivery
-from agents_app.runtime.channels import ChannelError, DeliveryError, receive
+from agents_app.runtime.proactive import ChannelError, DeliveryError, receive
 from agents_app.runtime.errors import SessionSuspendedError
 from agents_app.runtime.session import LocalDispatcher
 from agents_app.schedules import prev_tick

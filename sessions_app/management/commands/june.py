@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from agents_app.runtime import JuneError, LocalDispatcher, TurnInput
-from agents_app.runtime.events import TurnEvent
+from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
 from sessions_app import wiring
 from sessions_app.models import ApiToken
 
@@ -70,7 +70,7 @@ class Command(BaseCommand):
                 out.write(f"← {data['name']}: " + (f"error: {data['error']}" if data["error"] else json.dumps(data["result"])))
             elif t == "input.requested":
                 out.write(f"? waiting for input: {data['request'].get('prompt')}")
-            elif t in ("turn.completed", "turn.failed", "turn.cancelled"):
+            elif t in TERMINAL_TYPES:
                 detail = data.get("error") or data.get("reason") or ""
                 out.write(f"[{t}] {detail}".rstrip())
 

@@ -1,6 +1,7 @@
-"""Channels and agent-initiated turns.
+"""Agent-initiated (proactive) turns, and the channels they are delivered through.
 
-A **channel** is how turns reach an agent and how results leave it: it names the ``source``
+(A "channel" here is the runtime's surface concept; Django Channels' transport is always called
+"the channel layer" in this project.) A **channel** is how turns reach an agent and how results leave it: it names the ``source``
 its turns carry (web, http, webhook, schedule, …: set by the channel, never by a user) and
 renders a settled turn to a target with ``deliver(target, result)``.
 
