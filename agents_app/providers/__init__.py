@@ -39,11 +39,11 @@ def model_for(agent: Agent) -> Model:
     if name in _FACTORIES:
         return _FACTORIES[name](agent)
     if name == "demo":
-        from .demo import DemoModel
+        from .demo import DemoModel  # imported when chosen, like the SDK below
 
         return DemoModel(**_demo_options(agent))
     if name == "anthropic":
-        from .anthropic import from_settings
+        from .anthropic import from_settings  # imported here: only a site that uses it loads the SDK
 
         return from_settings(dict(agent.model_config))
     raise AgentConfigError(f"agent {agent.name!r}: unknown model provider {name!r}")

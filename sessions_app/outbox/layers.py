@@ -41,6 +41,7 @@ from typing import Any
 import msgpack
 from channels.exceptions import ChannelFull
 from channels.layers import BaseChannelLayer
+from django.conf import settings
 
 log = logging.getLogger(__name__)
 
@@ -55,8 +56,6 @@ class UnixSocketChannelLayer(BaseChannelLayer):
                  capacity: int = 100, channel_capacity: Any = None) -> None:
         super().__init__(expiry=expiry, capacity=capacity, channel_capacity=channel_capacity)
         if path is None:
-            from django.conf import settings
-
             path = str(Path(settings.VAR_DIR) / "channels")
         self.dir = Path(path)
         self.group_expiry = group_expiry

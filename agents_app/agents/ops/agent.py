@@ -13,6 +13,7 @@ def authorize_answer(*, policy, scope, by, principal):
     """An ``operator`` grant goes to active staff members of the operators group."""
     if policy != "operator" or principal is None:
         return False
+    # imported here: an agent folder loads without Django (unit tests run it on the engine's fakes)
     from django.contrib.auth import get_user_model
 
     user = get_user_model().objects.filter(pk=principal.get("user_id") if isinstance(principal, dict) else principal).first()

@@ -16,6 +16,8 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from agents_app.models import Order
+
 OPERATORS_GROUP = "operators"
 
 
@@ -49,8 +51,6 @@ def _user(username: str, password: str, *, staff: bool):
 
 
 def _demo_orders() -> None:
-    from agents_app.models import Order
-
     if not Order.objects.exists():
         Order.objects.create(item="blue mugs", quantity=12)
         Order.objects.create(item="green tea", quantity=3)

@@ -15,6 +15,7 @@ from agents_app.runtime import require_handle, tool
 def create_order(input, ctx):
     """Sync: the Order row commits in the step's transaction (exactly-once)."""
     require_handle(ctx)  # the in-memory backend has no transaction to join: fail the turn
+    # imported here: an agent folder loads without Django (unit tests run it on the engine's fakes)
     from agents_app.models import Order
 
     order = Order.objects.create(item=input["item"], quantity=input.get("quantity", 1),

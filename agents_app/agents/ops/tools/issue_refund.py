@@ -20,6 +20,7 @@ async def issue_refund(input, ctx):
     if approved is not True:
         return {"refunded": False}
     # the side effect goes after the answer; the idempotency key dedupes a retried call
+    # imported here: an agent folder loads without Django (unit tests run it on the engine's fakes)
     from asgiref.sync import sync_to_async
 
     from agents_app.models import Refund
