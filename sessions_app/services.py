@@ -15,10 +15,9 @@ from django.conf import settings
 from django.db import transaction
 
 from agents_app.runtime import answers
-from agents_app.schedules import declarations
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
-
+from agents_app.schedules import declarations
 from sessions_app import models as m
 from sessions_app import wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
