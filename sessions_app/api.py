@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import logging
 import re
 import time
@@ -20,15 +19,17 @@ from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 
 from agents_app.runtime.errors import JuneError, NotFound, TurnConflictError
 from agents_app.runtime.seams import SessionRef, TurnStatus
 
 from . import models as m
-from . import services
+from . import safejson, services
 from .auth import authenticate
 from .errors import BadRequest, PayloadTooLarge, error_body
 from .sse import SessionFollower, event_stream, parse_seq, setting
@@ -56,6 +57,18 @@ def json_error(exc: JuneError) -> JsonResponse:
     return response
 
 
+def unexpected(request: HttpRequest, exc: Exception) -> JsonResponse:
+    """A request Django itself could not read (a form body over the size limit, too many
+    fields, a broken multipart body: met by the CSRF check of cookie callers) is the client's
+    error; anything else is logged and a bare 500."""
+    if isinstance(exc, RequestDataTooBig):
+        return json_error(PayloadTooLarge(f"the body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"))
+    if isinstance(exc, (SuspiciousOperation, MultiPartParserError)):
+        return json_error(BadRequest("the request body cannot be read"))
+    log.exception("API %s %s failed", request.method, request.path)
+    return error_response(500, "internal_error", "internal error")
+
+
 def api_view(*methods: str, auth: bool = True) -> Callable:
     """Method check (405 with ``Allow``), authentication (the user is passed as the second
     argument), JSON errors. Works for sync and async handlers; CSRF is checked by ``auth``
@@ -78,9 +91,8 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
                     return await fn(request, user, **kwargs)
                 except JuneError as exc:
                     return json_error(exc)
-                except Exception:
-                    log.exception("API %s %s failed", request.method, request.path)
-                    return error_response(500, "internal_error", "internal error")
+                except Exception as exc:
+                    return unexpected(request, exc)
         else:
             @functools.wraps(fn)
             def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
@@ -91,9 +103,8 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
                     return fn(request, user, **kwargs)
                 except JuneError as exc:
                     return json_error(exc)
-                except Exception:
-                    log.exception("API %s %s failed", request.method, request.path)
-                    return error_response(500, "internal_error", "internal error")
+                except Exception as exc:
+                    return unexpected(request, exc)
 
         view.csrf_exempt = True  # type: ignore[attr-defined]
         return view
@@ -101,8 +112,11 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
     return decorate
 
 
+@csrf_exempt
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-    return error_response(404, "not_found", f"no API route {request.path}")
+    """Every path under /api/ no route takes, any method (june_project/urls.py routes them
+    here, so neither DEBUG's page, nor the CSRF page, nor an APPEND_SLASH redirect is HTML)."""
+    return error_response(404, "not_found", f"no API route {request.path[:300]}")
 
 
 def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -110,6 +124,13 @@ def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return not_found(request)
     return defaults.page_not_found(request, exception)
+
+
+def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refused before any view (e.g. a Host not in ALLOWED_HOSTS)."""
+    if request.path.startswith("/api/"):
+        return error_response(400, "bad_request", "bad request")
+    return defaults.bad_request(request, exception)
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
@@ -134,10 +155,7 @@ def read_json(request: HttpRequest, *, allowed: set[str]) -> dict[str, Any]:
         raise PayloadTooLarge(f"the body is larger than {limit} bytes") from None
     if not raw.strip():
         return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("the body is not valid JSON") from None
+    data = safejson.loads(raw)
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object")
     unknown = sorted(set(data) - allowed)

@@ -25,7 +25,7 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 
-from . import engine
+from . import engine, safejson
 from . import models as m
 from .errors import AccessDenied, BadRequest, PayloadTooLarge
 from .tasks import enqueue_turn
@@ -92,7 +92,7 @@ def validate_text(text: Any) -> str:
         raise BadRequest("text must be a non-empty string")
     if len(text) > settings.JUNE_MAX_TEXT_CHARS:
         raise PayloadTooLarge(f"text is longer than {settings.JUNE_MAX_TEXT_CHARS} characters")
-    return text
+    return safejson.check_string(text)  # NUL, lone surrogates: also from callers that parsed no JSON
 
 
 def turn_start(

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from asgiref.sync import sync_to_async
 from django.db import connection, transaction
 from django.db.models import F
+from django.utils import timezone
 
 from agents_app.runtime import events as ev
 from agents_app.runtime.errors import (
@@ -134,7 +135,8 @@ class DjangoSessionStore:
 
     def _session_status_txn(self, session_id: int) -> None:
         with connection.cursor() as cur:
-            cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id))
+            now = connection.ops.adapt_datetimefield_value(timezone.now())
+            cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id, now))
 
     def atomic_inline(self, raw: Any, turn_id: str, attempt_id: str | None, work: Callable[[Any], Any]) -> Commit:
         """A unit that runs no tool code, on the caller's thread and the store's own PostgreSQL
@@ -336,7 +338,8 @@ class DjangoSessionStore:
             logged = self._log_txn(s.pk, cancelled, turn_id=None)
             previous = f"{s.key}#g{s.generation}"
             m.SessionReset.objects.create(session=s, generation=s.generation, by=by)
-            m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW)
+            m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW,
+                                                     updated_at=timezone.now())
             generation = s.generation + 1
             logged += self._log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
                                     turn_id=None)
