@@ -37,6 +37,8 @@ from .sse import SessionFollower, event_stream, parse_seq, setting
 log = logging.getLogger(__name__)
 
 TURN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+INTEGER_RE = re.compile(r"[0-9]{1,20}")
+NUMBER_RE = re.compile(r"[0-9]{1,20}(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?")
 ENDED = frozenset({TurnStatus.COMPLETED, TurnStatus.FAILED, TurnStatus.CANCELLED, TurnStatus.SUSPENDED})
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -177,13 +179,13 @@ def query_bool(request: HttpRequest, name: str, default: bool) -> bool:
 
 
 def query_number(request: HttpRequest, name: str, *, maximum: float, integer: bool = False) -> float | None:
+    """ASCII digits only (``int``/``float`` also take "٣", "1_0", "inf"): what the document says."""
     value = request.GET.get(name)
     if value is None or value == "":
         return None
-    try:
-        number = int(value) if integer else float(value)
-    except ValueError:
-        raise BadRequest(f"?{name}= must be a number") from None
+    if not (INTEGER_RE if integer else NUMBER_RE).fullmatch(value):
+        raise BadRequest(f"?{name}= must be {'an integer' if integer else 'a number'}")
+    number = int(value) if integer else float(value)
     if not 0 < number <= maximum:
         raise BadRequest(f"?{name}= must be greater than 0 and at most {maximum:g}")
     return number
@@ -355,7 +357,10 @@ async def events(request: HttpRequest, user: Any, agent: str, session: str) -> H
     await sync_to_async(session_of)(agent=agent, key=session, user=user)
     follower = SessionFollower(SessionRef(agent, session), after=after or 0)
     await follower.__aenter__()
-    stream = event_stream(follower, until_terminal=until == "terminal", limit=limit and int(limit), max_seconds=timeout)
+    # bounded like a turn's stream: an EventSource reconnects with Last-Event-ID by itself
+    cap = setting("JUNE_API_STREAM_SECONDS", 3600)
+    stream = event_stream(follower, until_terminal=until == "terminal", limit=limit and int(limit),
+                          max_seconds=min(timeout or cap, cap))
     return StreamingHttpResponse(stream, content_type="text/event-stream", headers=SSE_HEADERS)
 
 
