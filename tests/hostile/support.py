@@ -6,22 +6,42 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 from typing import Any
 from urllib.parse import quote
 
 from django.contrib.auth import get_user_model
+from hypothesis import HealthCheck, settings
 from django.contrib.auth.models import Group
 from django.db.models import Count, Max
-from django.test import Client
+from asgiref.sync import async_to_sync
+from django.test import AsyncClient
 
 from sessions_app import models as m
 
 BASE = "/api/agents/ops/sessions"
 
+_COMMON = dict(deadline=None, print_blob=True, database=None,
+               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                                      HealthCheck.data_too_large, HealthCheck.filter_too_much,
+                                      HealthCheck.large_base_example])
+settings.register_profile("hostile", max_examples=60, **_COMMON)
+settings.register_profile("hostile-long", max_examples=600, **_COMMON)
+#: the settings of every property here (a decorator): ``JUNE_HOSTILE_PROFILE`` picks the profile
+HOSTILE = settings(settings.get_profile(os.environ.get("JUNE_HOSTILE_PROFILE", "hostile")))
+
+
+def hostile(max_examples: int) -> settings:
+    """The profile, with this property's own example count (scaled by the long profile)."""
+    scale = 10 if os.environ.get("JUNE_HOSTILE_PROFILE") == "hostile-long" else 1
+    return settings(HOSTILE, max_examples=max_examples * scale)
+
 #: hostile cases generated, per endpoint (printed at the end of the run: tests/hostile/conftest.py)
 CASES: collections.Counter[str] = collections.Counter()
 #: answers with a 5xx status seen, per endpoint (must stay 0)
 SERVER_ERRORS: collections.Counter[str] = collections.Counter()
+#: accepted (2xx) answers per endpoint: the hostile traffic also reaches the success paths
+ACCEPTED: collections.Counter[str] = collections.Counter()
 
 
 def make_user(name: str, *, operator: bool = False) -> Any:
@@ -41,23 +61,30 @@ def path_segment(value: str) -> str:
 
 
 class Api:
-    """Bearer-token client; ``send`` returns (status, parsed JSON body, response) and asserts the
-    answer is JSON (every answer under /api/ is)."""
+    """Bearer-token client; ``send`` returns (status, parsed JSON body or the stream's bytes,
+    response) and asserts the answer is JSON unless it is a stream. Through Django's AsyncClient,
+    so a stream is read on the event loop that made it."""
 
     def __init__(self, token: str | None) -> None:
-        self.client = Client(raise_request_exception=False)
-        self.headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
 
     def send(self, method: str, path: str, body: bytes | None = None, **extra: Any):
-        kwargs: dict[str, Any] = {**self.headers, **extra}
+        return async_to_sync(self._send)(method, path, body, extra)
+
+    async def _send(self, method: str, path: str, body: bytes | None, extra: dict[str, Any]):
+        headers = dict(self.headers)
+        for name, value in extra.items():  # META-style names, as Client takes them
+            assert name.startswith("HTTP_"), name
+            # as a server decodes what a client sent as UTF-8: latin-1, byte by byte
+            headers[name[5:].replace("_", "-").title()] = value.encode("utf-8", "surrogatepass").decode("latin-1")
+        client = AsyncClient(raise_request_exception=False)
         if body is not None:
-            kwargs.setdefault("content_type", "application/json")
-            response = getattr(self.client, method)(path, data=body, **kwargs)
+            response = await getattr(client, method)(path, data=body, content_type="application/json",
+                                                     headers=headers)
         else:
-            response = getattr(self.client, method)(path, **kwargs)
+            response = await getattr(client, method)(path, headers=headers)
         if response.streaming:
-            content = b"".join(response.streaming_content)
-            return response.status_code, content, response
+            return response.status_code, b"".join([chunk async for chunk in response.streaming_content]), response
         assert response["Content-Type"].startswith("application/json"), (path, response.status_code,
                                                                            response.content[:300])
         return response.status_code, json.loads(response.content), response
@@ -66,6 +93,8 @@ class Api:
 def check_answer(endpoint: str, status: int, body: Any, response: Any, *, ok: tuple[int, ...]) -> None:
     """The only acceptable answers: the documented success, or a 4xx JSON error."""
     CASES[endpoint] += 1
+    if 200 <= status < 300:
+        ACCEPTED[endpoint] += 1
     if status >= 500:
         SERVER_ERRORS[endpoint] += 1
     assert status < 500, (endpoint, status, body)

@@ -1,0 +1,19 @@
+"""The closing count of hostile cases per endpoint (and 5xx seen: must be 0).
+
+The Hypothesis profiles live in ``support.py`` (``hostile``: tens of examples per property, so
+the folder runs in about a minute on two cores; ``JUNE_HOSTILE_PROFILE=hostile-long`` for a
+soak with ten times as many). Deadlines are off: a request's time is the machine's."""
+
+from __future__ import annotations
+
+from .support import ACCEPTED, CASES, SERVER_ERRORS
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not CASES:
+        return
+    terminalreporter.section("hostile cases per endpoint")
+    for endpoint in sorted(CASES):
+        terminalreporter.write_line(f"{endpoint:<40} {CASES[endpoint]:>6} cases  {ACCEPTED[endpoint]:>5} accepted  "
+                                    f"{SERVER_ERRORS[endpoint]} 5xx")
+    terminalreporter.write_line(f"{'total':<40} {sum(CASES.values()):>6} cases  {sum(SERVER_ERRORS.values())} 5xx")
