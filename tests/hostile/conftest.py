@@ -6,7 +6,9 @@ soak with ten times as many). Deadlines are off: a request's time is the machine
 
 from __future__ import annotations
 
-from .support import ACCEPTED, CASES, SERVER_ERRORS
+import pytest
+
+from .support import ACCEPTED, CASES, SERVER_ERRORS, STATUSES
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -14,6 +16,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         return
     terminalreporter.section("hostile cases per endpoint")
     for endpoint in sorted(CASES):
-        terminalreporter.write_line(f"{endpoint:<40} {CASES[endpoint]:>6} cases  {ACCEPTED[endpoint]:>5} accepted  "
-                                    f"{SERVER_ERRORS[endpoint]} 5xx")
+        statuses = " ".join(f"{status}:{n}" for (name, status), n in sorted(STATUSES.items()) if name == endpoint)
+        terminalreporter.write_line(f"{endpoint:<28} {CASES[endpoint]:>5} cases {ACCEPTED[endpoint]:>4} accepted "
+                                    f"{SERVER_ERRORS[endpoint]} 5xx  ({statuses})")
     terminalreporter.write_line(f"{'total':<40} {sum(CASES.values()):>6} cases  {sum(SERVER_ERRORS.values())} 5xx")
+
+
+@pytest.fixture(autouse=True)
+def _fast_passwords(settings):
+    """Users are made per test: a fast hasher (these tests are about requests, not passwords)."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -90,15 +90,46 @@ whole_bodies = st.one_of(
 )
 
 
-def body(fields: dict[str, st.SearchStrategy], *, raw_at: tuple[str, ...] = ()) -> st.SearchStrategy[bytes]:
-    """Mostly objects with the endpoint's fields (hostile values), sometimes anything at all."""
-    return st.one_of(body_with(fields, raw_at=raw_at), body_with(fields, raw_at=raw_at), whole_bodies)
+@st.composite
+def plausible_body(draw: st.DrawFn, fields: dict[str, st.SearchStrategy]) -> bytes:
+    """A body a client could mean: the fields with legal (if odd) values, raw UTF-8 or escaped."""
+    obj = {name: draw(strategy) for name, strategy in fields.items()}
+    return encode(obj, ascii_only=draw(st.booleans()))
 
 
-session_keys = st.one_of(st.sampled_from(["s1", "s2", "k.e_y:1@x-", "a" * 200]), strings.filter(bool))
+@st.composite
+def body(draw: st.DrawFn, fields: dict[str, st.SearchStrategy], *, raw_at: tuple[str, ...] = (),
+         plausible: dict[str, st.SearchStrategy] | None = None) -> bytes:
+    """Objects with the endpoint's fields (hostile values), bodies that could be meant
+    (``plausible``, half the time: they reach the success paths), and anything at all."""
+    mode = draw(st.integers(0, 3))
+    if plausible is not None and mode <= 1:
+        return draw(plausible_body(plausible))
+    if mode == 2:
+        return draw(whole_bodies)
+    return draw(body_with(fields, raw_at=raw_at))
+
+
+#: legal but odd text: any Unicode scalar value but NUL, not only whitespace
+legal_texts = st.one_of(
+    st.sampled_from(["order blue mugs", "refund order 42 10", "stock mugs", "€" * 100, "\U0001f600 hi", "a" * 32_000,
+                     "\u202eevil", "line\nbreak", "tab\there", "\u2028", "<b>x</b>", "'; --"]),
+    st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=60).filter(str.strip),
+)
+legal_keys = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.:@-]{0,30}\Z")
+@st.composite
+def mostly(draw: st.DrawFn, legal: st.SearchStrategy, hostile: st.SearchStrategy) -> Any:
+    """``legal`` two times in three, else ``hostile``."""
+    return draw(legal if draw(st.integers(0, 2)) < 2 else hostile)
+
+
+session_keys = mostly(st.one_of(st.sampled_from(["s1", "s2", "k.e_y:1@x-", "a" * 200]), legal_keys),
+                      strings.filter(bool))
 turn_ids = st.one_of(st.text("0123456789abcdef", min_size=32, max_size=32), strings.filter(bool))
-seqs = st.one_of(st.sampled_from(["0", "1", "9" * 18, "9" * 19, "1" * 23, "²", "٣", "-1", "+1", " 7 ", "1_0", "0x1"]),
+legal_seqs = st.one_of(st.sampled_from(["0", "1", "2", "9" * 18]), st.integers(0, 10**18 - 1).map(str))
+seqs = st.one_of(legal_seqs, st.sampled_from(["0", "1", "9" * 18, "9" * 19, "1" * 23, "²", "٣", "-1", "+1", " 7 ", "1_0", "0x1"]),
                  strings)
-query_bools = st.one_of(st.sampled_from(["1", "0", "true", "FALSE", " yes ", "on", "off", "maybe", ""]), strings)
+legal_bools = st.sampled_from(["1", "0", "true", "FALSE", " yes ", "on", "off", "No"])
+query_bools = st.one_of(st.sampled_from(["maybe", "", "2", "truee", "\u0000"]), strings)
 query_numbers = st.one_of(st.sampled_from(["1", "0", "0.5", "1e-05", "inf", "nan", "1e400", "٣", "1_0", "-1",
                                            "86400", "86401", "1000000", "1000001", "9" * 400]), strings)

@@ -42,6 +42,8 @@ CASES: collections.Counter[str] = collections.Counter()
 SERVER_ERRORS: collections.Counter[str] = collections.Counter()
 #: accepted (2xx) answers per endpoint: the hostile traffic also reaches the success paths
 ACCEPTED: collections.Counter[str] = collections.Counter()
+#: (endpoint, status) of every answer
+STATUSES: collections.Counter[tuple[str, int]] = collections.Counter()
 
 
 def make_user(name: str, *, operator: bool = False) -> Any:
@@ -93,6 +95,7 @@ class Api:
 def check_answer(endpoint: str, status: int, body: Any, response: Any, *, ok: tuple[int, ...]) -> None:
     """The only acceptable answers: the documented success, or a 4xx JSON error."""
     CASES[endpoint] += 1
+    STATUSES[endpoint, status] += 1
     if 200 <= status < 300:
         ACCEPTED[endpoint] += 1
     if status >= 500:
