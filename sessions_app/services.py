@@ -19,7 +19,7 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.schedules import declarations
 from sessions_app import models as m
-from sessions_app import wiring
+from sessions_app import safejson, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.queue import enqueue_turn, ring_on_commit
 
@@ -104,7 +104,7 @@ def validate_text(text: Any) -> str:
         raise BadRequest("text must be a non-empty string")
     if len(text) > settings.JUNE_MAX_TEXT_CHARS:
         raise PayloadTooLarge(f"text is longer than {settings.JUNE_MAX_TEXT_CHARS} characters")
-    return text
+    return safejson.check_string(text)  # NUL, lone surrogates: also from callers that parsed no JSON
 
 
 class AfterCall:

@@ -102,16 +102,18 @@ def _write_plain(turn_id, attempt_id, changes, messages, steps, events) -> Writt
                 [(turn_id, key, idx, dumps(data) if data is not None else None, now) for key, idx, data in steps],
             )
         if "status" in changes:
-            cur.execute(session_status_sql(by_turn=False), session_status_params(session_id))
+            cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
     logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages)
     return Written(cancel_reason, session_id, generation, logged)
 
 
 def session_status_sql(*, by_turn: bool) -> str:
-    """Recompute a session's status from its turns and messages in one statement."""
+    """Recompute a session's status from its turns and messages in one statement, and stamp
+    ``updated_at`` (``auto_now`` does not fire on an UPDATE): a turn was created, settled,
+    cancelled or answered, which is what the session list orders by."""
     target = "(SELECT session_id FROM sessions_app_turn WHERE id = %s)" if by_turn else "%s"
     return (
-        "UPDATE sessions_app_session SET status = CASE "
+        "UPDATE sessions_app_session SET updated_at = %s, status = CASE "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
         "AND t.status = %s AND t.generation = sessions_app_session.generation) THEN %s "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
@@ -122,8 +124,9 @@ def session_status_sql(*, by_turn: bool) -> str:
     )
 
 
-def session_status_params(target: Any) -> list[Any]:
-    return [str(TurnStatus.SUSPENDED), str(SessionStatus.SUSPENDED), str(TurnStatus.QUEUED), str(TurnStatus.RUNNING),
+def session_status_params(target: Any, now: Any) -> list[Any]:
+    """``now``: the time as the connection's driver takes it (adapted on SQLite)."""
+    return [now, str(TurnStatus.SUSPENDED), str(SessionStatus.SUSPENDED), str(TurnStatus.QUEUED), str(TurnStatus.RUNNING),
             str(SessionStatus.RUNNING), str(SessionStatus.IDLE), str(SessionStatus.NEW), target]
 
 
@@ -185,7 +188,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
             batch.add(INSERT_EVENT, [k, n + 1, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, messages)),
                                      now, turn_id])
     if "status" in changes:
-        batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id))
+        batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
     if ends_transaction and status == INTRANS:  # a sync tool's writes began it
         batch.add(b"COMMIT")
     try:

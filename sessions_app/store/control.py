@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F
+from django.utils import timezone
 
 from agents_app.runtime import events as ev
 from agents_app.runtime import rules
@@ -44,7 +45,8 @@ def log_txn(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
 
 def session_status_txn(session_id: int) -> None:
     with connection.cursor() as cur:
-        cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id))
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id, now))
 
 
 def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
@@ -151,7 +153,8 @@ def reset(session: SessionRef, *, by: Any = None) -> Outcome:
         logged = log_txn(s.pk, cancelled, turn_id=None)
         previous = f"{s.key}#g{s.generation}"
         m.SessionReset.objects.create(session=s, generation=s.generation, by=by if getattr(by, "pk", None) else None)
-        m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW)
+        m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW,
+                                                 updated_at=timezone.now())
         generation = s.generation + 1
         logged += log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
                           turn_id=None)
