@@ -20,7 +20,6 @@ listener cannot connect (retried every ``RECONNECT_SECONDS``), ``dequeue`` is dj
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import time
@@ -97,7 +96,6 @@ class NotifyingORM(ORM):
     _listener: Listener | None = None
     _listener_pid: int | None = None
     _retry_at = 0.0
-    _process: int | None = None  # the process whose first dequeue froze the heap
 
     @property
     def channel(self) -> str:
@@ -124,10 +122,6 @@ class NotifyingORM(ORM):
             return cursor.fetchone()[0]
 
     def dequeue(self):
-        if self._process != os.getpid():  # the pusher's start-up is done: keep gen-2 GC off the path
-            self._process = os.getpid()
-            gc.collect()
-            gc.freeze()
         listener = self._ensure_listener()
         if listener is None:
             return super().dequeue()  # polling: SQLite, or the listener is down
