@@ -5,9 +5,10 @@ in ONE run (PostgreSQL by default):
     .venv/bin/python bench/bench_queue.py
     BENCH_TURNS=200 DATABASE_URL=postgres://postgres@127.0.0.1:5432/x .venv/bin/python bench/bench_queue.py
 
-For each broker, an idle cluster of 2 workers (the same poll, ``JUNE_Q_POLL``, default 0.05 s)
-gets BENCH_TURNS turns one at a time (``services.turn_start``, what POST ?wait=false runs),
-each started after the previous one completed. Per turn, from the database's own timestamps:
+For each broker, an idle cluster of 2 workers (the same poll, ``JUNE_Q_POLL``, default 0.05 s;
+lease and sweep at their defaults) gets BENCH_TURNS turns one at a time (``services.turn_start``,
+what POST ?wait=false runs), each started after the previous one completed; the brokers take
+turns in BENCH_ROUNDS rounds (the machine drifts). Per turn, from the database's own timestamps:
 
   - queued -> started: ``Turn.created_at`` -> the ``turn.started`` event (p50, p99, max);
   - of which queued -> enqueued: ``Turn.created_at`` -> django-q2's task ``started`` (the
@@ -39,6 +40,7 @@ os.environ["JUNE_AGENT_DIRS"] = str(ROOT / "tests" / "fault" / "agents")
 os.environ.setdefault("JUNE_FAULT_DIR", tempfile.mkdtemp(prefix="june-bench-fault-"))
 
 TURNS = int(os.environ.get("BENCH_TURNS", "200"))
+ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
 POLL = os.environ.get("JUNE_Q_POLL", "0.05")
 BROKERS = {"ORM (django-q2)": "django_q.brokers.orm.ORM", "NOTIFY": "sessions_app.workers.broker.NotifyingORM"}
 
@@ -48,30 +50,20 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
-def wait_started(turn_id: str, timeout: float = 60.0) -> None:
-    from sessions_app.models import Event
-
-    deadline = time.monotonic() + timeout
-    while not Event.objects.filter(turn_id=turn_id, type="turn.started").exists():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"turn {turn_id} did not start")
-        time.sleep(0.01)  # the figures come from the database's timestamps, not from this poll
-
-
-def through_workers(clusters, broker: str, label: str) -> dict[str, list[float]]:
+def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, list[float]]:
     from django_q.conf import Conf
     from django_q.models import Task
 
     from sessions_app.models import Event, Turn
 
     Conf.BROKER_CLASS = broker  # this process enqueues through the same broker
-    cluster = clusters.start(JUNE_Q_WORKERS="2", JUNE_Q_BROKER=broker, JUNE_Q_POLL=POLL, LOG_LEVEL="WARNING")
+    cluster = clusters.start(JUNE_Q_WORKERS="2", JUNE_Q_BROKER=broker, JUNE_Q_POLL=POLL, LOG_LEVEL="WARNING",
+                             JUNE_LEASE_SECONDS="10", JUNE_SWEEP_SECONDS="1")  # the defaults, not the fault tests'
     try:
         wait_status([start(f"warm-{label}-{n}", "steps:0") for n in range(4)], timeout=120)
         ids = []
-        for n in range(TURNS):
+        for n in range(turns):
             turn_id = start(f"q-{label}-{n}", "steps:0")
-            wait_started(turn_id)
             wait_status([turn_id])  # the cluster is idle again before the next turn
             ids.append(turn_id)
     finally:
@@ -140,10 +132,13 @@ def main() -> None:
     print(f"database: {connection.vendor} ({BENCH_DB})  turns per broker: {TURNS}  poll: {POLL}s  workers: 2"
           "  agent: faultagent steps:0")
     clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-q-")))
-    results = {}
+    results = {label: {"total": [], "enqueue": [], "wake": []} for label in BROKERS}
     try:
-        for label, dotted in BROKERS.items():
-            results[label] = through_workers(clusters, dotted, label.split()[0].lower())
+        for r in range(ROUNDS):  # alternate the brokers: the shared machine drifts
+            for label, dotted in BROKERS.items():
+                got = through_workers(clusters, dotted, f"{label.split()[0].lower()}{r}", TURNS // ROUNDS)
+                for part, values in got.items():
+                    results[label][part].extend(values)
     finally:
         clusters.stop_all()
     alone = {label: broker_alone(dotted, max(TURNS // 2, 20)) for label, dotted in BROKERS.items()}
