@@ -101,6 +101,11 @@ class NotifyingORM(ORM):
     def channel(self) -> str:
         return channel_for(self.list_key or Conf.CLUSTER_NAME)
 
+    def info(self) -> str:
+        if not self._info:
+            self._info = f"ORM {Conf.ORM} + LISTEN/NOTIFY" if self._on_postgresql() else f"ORM {Conf.ORM}"
+        return self._info
+
     @staticmethod
     def _on_postgresql() -> bool:
         return db.connections[Conf.ORM].vendor == "postgresql"
