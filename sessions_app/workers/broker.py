@@ -60,6 +60,10 @@ class Listener:
             params.pop(key, None)
         params.setdefault("application_name", "june-q2-listener")
         params.setdefault("connect_timeout", 5)
+        # an idle connection that died without a word is noticed within minutes, not hours
+        params.setdefault("keepalives_idle", 60)
+        params.setdefault("keepalives_interval", 10)
+        params.setdefault("keepalives_count", 3)
         self.conn = psycopg.connect(autocommit=True, **params)
         try:
             self.conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))

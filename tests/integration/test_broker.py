@@ -13,10 +13,8 @@ from django.db import connection, connections, transaction
 
 from tests.fault.qcluster import AGENTS, Clusters, wait_for
 
-pytestmark = [
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's"),
-]
+pytestmark = pytest.mark.django_db(transaction=True)
+postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's")
 
 
 @pytest.fixture
@@ -88,6 +86,7 @@ def terminate(pid: int) -> None:
         cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
 
 
+@postgresql
 def test_the_notification_commits_with_the_row_and_not_with_a_rollback(broker, listen):
     """A NOTIFY sent outside the enqueuing transaction could wake a pusher before the row is
     visible, or for a row that was rolled back."""
@@ -106,6 +105,7 @@ def test_the_notification_commits_with_the_row_and_not_with_a_rollback(broker, l
     assert OrmQ.objects.filter(key="test-broker", payload="autocommit").exists()
 
 
+@postgresql
 def test_a_waiting_dequeue_is_woken_by_the_notification(broker, pusher, monkeypatch):
     """The pusher slept out the whole poll interval before looking at the queue again."""
     from django_q.conf import Conf
@@ -118,6 +118,7 @@ def test_a_waiting_dequeue_is_woken_by_the_notification(broker, pusher, monkeypa
     assert p.got == [(pk, "wake")]
 
 
+@postgresql
 def test_a_task_without_a_notification_is_found_by_the_poll(broker, pusher, monkeypatch):
     """A lost notification (or an enqueue by a broker that sends none) must not strand a task:
     the wait ends after the poll interval and the queue is looked at again."""
@@ -133,6 +134,7 @@ def test_a_task_without_a_notification_is_found_by_the_poll(broker, pusher, monk
     assert p.got == [(row.pk, "silent")]
 
 
+@postgresql
 def test_a_task_enqueued_while_the_listener_is_down_is_picked_up_and_the_listener_returns(
         broker, pusher, monkeypatch):
     """The listener's connection dies (a server restart, a terminated backend): its NOTIFY is
@@ -156,6 +158,17 @@ def test_a_task_enqueued_while_the_listener_is_down_is_picked_up_and_the_listene
     pk = broker.enqueue("after")
     wait_for(lambda: len(p.got) == 2, timeout=20, what="the task, by the new listener")
     assert p.got[1] == (pk, "after")
+
+
+def test_elsewhere_it_is_the_orm_broker(broker, monkeypatch):
+    """On SQLite (or any database without LISTEN) the broker must still queue and poll."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(broker, "_on_postgresql", lambda: False)
+    monkeypatch.setattr(Conf, "POLL", 0.01)
+    pk = broker.enqueue("plain")
+    assert broker.dequeue() == [(pk, "plain")]
+    assert broker.dequeue() is None and broker._listener is None  # an empty queue: a poll's sleep
 
 
 # -- through a real qcluster ----------------------------------------------------------------------
@@ -196,6 +209,7 @@ def listeners() -> set[int]:
         return {pid for (pid,) in cursor.fetchall()}
 
 
+@postgresql
 def test_a_cluster_is_woken_by_notify_and_still_picks_up_a_turn_whose_notify_was_lost(
         clusters, fault_agent, monkeypatch):
     """Workers must not depend on the notification: with the listener's backend killed and a
