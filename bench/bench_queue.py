@@ -130,7 +130,7 @@ def main() -> None:
     from tests.fault.qcluster import Clusters
 
     print(f"database: {connection.vendor} ({BENCH_DB})  turns per broker: {TURNS}  poll: {POLL}s  workers: 2"
-          "  agent: faultagent steps:0")
+          f"  agent: faultagent steps:0  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-q-")))
     results = {label: {"total": [], "enqueue": [], "wake": []} for label in BROKERS}
     try:
@@ -158,6 +158,7 @@ def main() -> None:
         print(f"queued -> started p{p}: ORM {o:.1f} ms / NOTIFY {n:.1f} ms = {o / n:.1f}x")
     a, b = (alone[k] for k in BROKERS)
     print(f"broker alone p50: {pct(a, 50):.1f} ms / {pct(b, 50):.1f} ms = {pct(a, 50) / pct(b, 50):.1f}x")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f} (the figures stretch with the machine's load)")
     p50, p99 = pct(new["total"], 50), pct(new["total"], 99)
     print(f"target p50 <= 20 ms: {'MET' if p50 <= 20 else 'MISSED'} ({p50:.1f});"
           f" p99 <= 60 ms: {'MET' if p99 <= 60 else 'MISSED'} ({p99:.1f})")
