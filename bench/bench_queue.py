@@ -15,6 +15,8 @@ turns in BENCH_ROUNDS rounds (the machine drifts). Per turn, from the database's
     enqueue in the commit hook), and enqueued -> started: the pusher's wait, its claim, the
     hand-off to a worker process and the worker's claim of the turn.
 
+Each cluster's idle cost is measured too (CPU of its processes, database sessions opened per
+second over BENCH_IDLE_SECONDS): the poll rate is the same, its price is not.
 Then the broker alone, in this process: enqueue -> ``dequeue()`` returns the task, with a
 thread looping on ``dequeue()`` like the pusher (the wake-up without the worker's part).
 Ratios are old / new, from figures of the same run. Target (issue 16): queued -> started
@@ -24,6 +26,7 @@ p50 <= 20 ms and p99 <= 60 ms with the NOTIFY broker.
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -50,6 +53,39 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
+IDLE_SECONDS = float(os.environ.get("BENCH_IDLE_SECONDS", "5"))
+
+
+def cpu_seconds(session: int) -> float:
+    """utime + stime of every live process of a cluster's session (sentinel, pusher, monitor, workers)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session:  # field 6 of stat: the session id
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def sessions_opened() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+def idle_cost(cluster) -> tuple[float, float]:
+    """What an idle cluster costs, over IDLE_SECONDS of measuring (not waiting): its CPU in ms
+    per second and the database sessions it opens per second."""
+    cpu, opened, t = cpu_seconds(cluster.pid), sessions_opened(), time.monotonic()
+    time.sleep(IDLE_SECONDS)
+    span = time.monotonic() - t
+    return (cpu_seconds(cluster.pid) - cpu) * 1000 / span, (sessions_opened() - opened) / span
+
+
 def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, list[float]]:
     from django_q.conf import Conf
     from django_q.models import Task
@@ -61,6 +97,7 @@ def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, 
                              JUNE_LEASE_SECONDS="10", JUNE_SWEEP_SECONDS="1")  # the defaults, not the fault tests'
     try:
         wait_status([start(f"warm-{label}-{n}", "steps:0") for n in range(4)], timeout=120)
+        idle = idle_cost(cluster)
         ids = []
         for n in range(turns):
             turn_id = start(f"q-{label}-{n}", "steps:0")
@@ -77,6 +114,8 @@ def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, 
         "total": [ms(created[i], started[i]) for i in ids],
         "enqueue": [ms(created[i], enqueued[i]) for i in ids if i in enqueued],
         "wake": [ms(enqueued[i], started[i]) for i in ids if i in enqueued],
+        "idle_cpu": [idle[0]],
+        "idle_sessions": [idle[1]],
     }
 
 
@@ -132,7 +171,7 @@ def main() -> None:
     print(f"database: {connection.vendor} ({BENCH_DB})  turns per broker: {TURNS}  poll: {POLL}s  workers: 2"
           f"  agent: faultagent steps:0  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
     clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-q-")))
-    results = {label: {"total": [], "enqueue": [], "wake": []} for label in BROKERS}
+    results = {label: {"total": [], "enqueue": [], "wake": [], "idle_cpu": [], "idle_sessions": []} for label in BROKERS}
     try:
         for r in range(ROUNDS):  # alternate the brokers: the shared machine drifts
             for label, dotted in BROKERS.items():
@@ -153,6 +192,10 @@ def main() -> None:
     print(f"\n{'broker alone: enqueue -> dequeued':<34}{'p50':>8}{'p99':>8}{'max':>8}")
     for label, v in alone.items():
         print(f"{label:<34}{pct(v, 50):8.1f}{pct(v, 99):8.1f}{max(v):8.1f}")
+    print()
+    for label, r in results.items():
+        print(f"{label} idle cluster: {statistics.median(r['idle_cpu']):.0f} ms CPU/s (its processes),"
+              f" {statistics.median(r['idle_sessions']):.1f} database sessions opened/s")
     for p in (50, 99):
         o, n = pct(old["total"], p), pct(new["total"], p)
         print(f"queued -> started p{p}: ORM {o:.1f} ms / NOTIFY {n:.1f} ms = {o / n:.1f}x")
