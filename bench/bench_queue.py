@@ -19,7 +19,9 @@ Each cluster's idle cost is measured too (CPU of its processes, database session
 second over BENCH_IDLE_SECONDS): the poll rate is the same, its price is not.
 Then the broker alone, in this process: enqueue -> ``dequeue()`` returns the task, with a
 thread looping on ``dequeue()`` like the pusher (the wake-up without the worker's part).
-Ratios are old / new, from figures of the same run. Target (issue 16): queued -> started
+Last, a full garbage collection of this process's heap (a worker's, roughly) before and after
+``gc.freeze()``, which every worker runs once after start-up. Ratios are old / new, from
+figures of the same run. Target (issue 16): queued -> started
 p50 <= 20 ms and p99 <= 60 ms with the NOTIFY broker.
 """
 
@@ -162,6 +164,29 @@ def broker_alone(dotted: str, n: int) -> list[float]:
     return out
 
 
+def gen2_pause_ms(repeats: int = 5) -> tuple[float, float, int]:
+    """A full collection in this process (Django, the apps and the engine loaded, as in a worker
+    after its first turn) before and after ``gc.freeze()``, and the objects frozen."""
+    import gc
+
+    from sessions_app import engine, tasks  # noqa: F401  what a worker has imported by its first turn
+
+    def collect() -> float:
+        times = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            gc.collect()
+            times.append((time.perf_counter() - t) * 1000)
+        return statistics.median(times)
+
+    before = collect()
+    gc.freeze()
+    try:
+        return before, collect(), gc.get_freeze_count()
+    finally:
+        gc.unfreeze()
+
+
 def main() -> None:
     fresh_database(BENCH_DB)
     from django.db import connection
@@ -201,6 +226,9 @@ def main() -> None:
         print(f"queued -> started p{p}: ORM {o:.1f} ms / NOTIFY {n:.1f} ms = {o / n:.1f}x")
     a, b = (alone[k] for k in BROKERS)
     print(f"broker alone p50: {pct(a, 50):.1f} ms / {pct(b, 50):.1f} ms = {pct(a, 50) / pct(b, 50):.1f}x")
+    before, after, frozen = gen2_pause_ms()
+    print(f"a full (gen-2) collection of a worker-like heap: {before:.1f} ms; after gc.freeze()"
+          f" ({frozen} objects frozen): {after:.2f} ms")
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (the figures stretch with the machine's load)")
     p50, p99 = pct(new["total"], 50), pct(new["total"], 99)
     print(f"target p50 <= 20 ms: {'MET' if p50 <= 20 else 'MISSED'} ({p50:.1f});"
