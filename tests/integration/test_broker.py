@@ -160,6 +160,29 @@ def test_a_task_enqueued_while_the_listener_is_down_is_picked_up_and_the_listene
     assert p.got[1] == (pk, "after")
 
 
+@postgresql
+def test_the_pusher_survives_the_death_of_its_open_connection(broker, pusher, monkeypatch):
+    """The pusher keeps its queue connection open; a server that drops it (a restart, an idle
+    timeout) must cost one reconnect — django-q2's pusher dies on an exception from dequeue."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "POLL", 0.2)
+    p = pusher()
+    listener = p.listening()
+
+    def pusher_connections() -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                           " AND backend_type = 'client backend' AND pid NOT IN (pg_backend_pid(), %s)", [listener])
+            return [pid for (pid,) in cursor.fetchall()]
+
+    for pid in wait_for(pusher_connections, timeout=10, what="the pusher's connection"):
+        terminate(pid)
+    pk = broker.enqueue("after the drop")
+    wait_for(lambda: p.got, timeout=20, what="the task")
+    assert p.got == [(pk, "after the drop")] and p.thread.is_alive()
+
+
 def test_elsewhere_it_is_the_orm_broker(broker, monkeypatch):
     """On SQLite (or any database without LISTEN) the broker must still queue and poll."""
     from django_q.conf import Conf
