@@ -151,6 +151,12 @@ Q_CLUSTER = {
     "label": "Django Q2",
     "sync": env_bool("JUNE_Q_SYNC", False),
 }
+# the queue's broker: on PostgreSQL the ORM broker woken by LISTEN/NOTIFY (docs/workers.md)
+_q_broker = os.environ.get("JUNE_Q_BROKER", "")
+if not _q_broker and _db["ENGINE"] == "django.db.backends.postgresql":
+    _q_broker = "sessions_app.workers.broker.NotifyingORM"
+if _q_broker:
+    Q_CLUSTER["broker_class"] = _q_broker
 if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
     raise ImproperlyConfigured("JUNE_Q_TIMEOUT must be below JUNE_Q_RETRY (else a running task is handed out twice)")
 
