@@ -1,3 +1,5 @@
+import gc
+
 from django.apps import AppConfig
 
 
@@ -47,7 +49,5 @@ def _start_watchdog(**kwargs: object) -> None:
 def _freeze_heap(**kwargs: object) -> None:
     """A worker has started up: move what start-up allocated (Django, the apps, the modules) out
     of the garbage collector's view, so gen-2 collections stay short while turns run."""
-    import gc
-
     gc.collect()
     gc.freeze()

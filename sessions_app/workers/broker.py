@@ -25,6 +25,7 @@ import os
 import time
 
 from django import db
+from psycopg import sql
 from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
@@ -53,7 +54,6 @@ class Listener:
 
     def __init__(self, channel: str) -> None:
         import psycopg
-        from psycopg import sql
 
         params = db.connections[Conf.ORM].get_connection_params()
         for key in ("cursor_factory", "context", "prepare_threshold"):  # Django's adapters: not needed
