@@ -19,6 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
+from agents_app.runtime import rules
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionStatus, TurnStatus
@@ -52,6 +53,8 @@ def _stale(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
 def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> tuple[str, list[Any]]:
     assert set(changes) <= TURN_COLUMNS, changes
     sets = ["revision = revision + 1"] + [f"{column} = %s" for column in changes]
+    if changes.get("status") in rules.REFUNDS_ATTEMPT:  # parking gives its claim back
+        sets.append("attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END")
     where = "id = %s AND attempt_id = %s" if attempt_id is not None else "id = %s"
     params = [*changes.values(), turn_id] + ([attempt_id] if attempt_id is not None else [])
     return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}", params
