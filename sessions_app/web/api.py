@@ -21,6 +21,7 @@ from typing import Any, Callable
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views import defaults
 
@@ -57,6 +58,16 @@ def json_error(exc: JuneError) -> JsonResponse:
     return response
 
 
+def unexpected_error(request: HttpRequest, exc: Exception) -> JsonResponse:
+    """An exception no JuneError describes: the database out of reach (down, restarting) is a
+    503 ``unavailable`` to retry; anything else is logged and a bare 500."""
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        log.warning("API %s %s: database unavailable (%s)", request.method, request.path, exc)
+        return error_response(503, "unavailable", "the database is unavailable; retry shortly", Retry_After="2")
+    log.exception("API %s %s failed", request.method, request.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal error")
+
+
 def api_view(*methods: str, auth: bool = True) -> Callable:
     """Method check (405 with ``Allow``), authentication (the user is passed as the second
     argument), JSON errors. Works for sync and async handlers; CSRF is checked by ``auth``
@@ -79,9 +90,8 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
                     return await fn(request, user, **kwargs)
                 except JuneError as exc:
                     return json_error(exc)
-                except Exception:
-                    log.exception("API %s %s failed", request.method, request.path)
-                    return error_response(500, "internal_error", "internal error")
+                except Exception as exc:
+                    return unexpected_error(request, exc)
         else:
             @functools.wraps(fn)
             def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
@@ -92,9 +102,8 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
                     return fn(request, user, **kwargs)
                 except JuneError as exc:
                     return json_error(exc)
-                except Exception:
-                    log.exception("API %s %s failed", request.method, request.path)
-                    return error_response(500, "internal_error", "internal error")
+                except Exception as exc:
+                    return unexpected_error(request, exc)
 
         view.csrf_exempt = True  # type: ignore[attr-defined]
         return view
