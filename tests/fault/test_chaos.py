@@ -173,14 +173,16 @@ def test_chaos_kills_and_a_database_restart_lose_and_duplicate_nothing(clusters,
             running[victim] = clusters.start()
             if postgres and not restarts and time.monotonic() >= restart_at:
                 start_of_down = time.monotonic()
-                _postgres("stop")
                 seen = len(answers)
+                _postgres("stop")
+                stopped = time.monotonic()
                 try:  # down until a request has been refused (bounded: a request every ~0.1 s)
                     wait_for(lambda: any(a.status == 503 for a in answers[seen:]), timeout=10,
                              what="a request refused while PostgreSQL is down")
                 finally:
                     _postgres("start")
                 down = (start_of_down, time.monotonic())
+                print(f"\nPostgreSQL down {down[1] - down[0]:.1f} s (its stop took {stopped - start_of_down:.1f} s)")
                 restarts += 1
         stop.set()
         submitter.join(30)
