@@ -304,6 +304,9 @@ class TurnLoop:
         elif (problem := validate_input(tool.spec, call.input)) is not None:
             result, error = None, problem
         elif interrupted and tool.is_async and tool.on_interrupt == "report":
+            log.warning("turn %s: async tool %s (call %s) was interrupted by a crash; not re-run "
+                        "(on_interrupt='report'): the model gets the interrupted marker",
+                        self.turn.turn_id, call.name, call.id)
             result, error = INTERRUPTED_TOOL_RESULT, INTERRUPTED_TOOL_RESULT["error"]
         elif tool.is_async:
             try:

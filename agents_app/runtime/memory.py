@@ -218,7 +218,8 @@ class InMemorySessionStore:
             s.archive.setdefault(turn.record.generation, []).extend(tx.messages)
         turn.steps.update(tx.steps)
         if tx.changes:
-            self._set(turn, **tx.changes)
+            attempts = rules.attempts_after(turn.record.attempts, tx.changes.get("status"))
+            self._set(turn, **tx.changes, attempts=attempts)
         logged = self._log(s, tx.events) if turn.record.generation == s.generation else []
         self._refresh_session_status(s)
         return Commit(events=logged, cancel_reason=turn.record.cancel_reason)

@@ -19,6 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
+from agents_app.runtime import rules
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionStatus, TurnStatus
@@ -52,6 +53,8 @@ def _stale(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
 def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> tuple[str, list[Any]]:
     assert set(changes) <= TURN_COLUMNS, changes
     sets = ["revision = revision + 1"] + [f"{column} = %s" for column in changes]
+    if changes.get("status") in rules.REFUNDS_ATTEMPT:  # parking gives its claim back
+        sets.append("attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END")
     where = "id = %s AND attempt_id = %s" if attempt_id is not None else "id = %s"
     params = [*changes.values(), turn_id] + ([attempt_id] if attempt_id is not None else [])
     return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}", params
@@ -152,6 +155,12 @@ INSERT_EVENT = wire.numbered(
     "WHERE t.id = %s::text"
 )
 ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
+#: the store's lock order (sessions_app.store): the session row before its turn's (the fence
+#: next), as the host operations take them; the event and status updates upgrade this lock
+LOCK_SESSION = wire.numbered(
+    "SELECT 1 FROM sessions_app_session WHERE id = (SELECT session_id FROM sessions_app_turn WHERE id = %s::text) "
+    "FOR NO KEY UPDATE"
+)
 
 
 def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any],
@@ -165,8 +174,9 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     writes it ends with COMMIT. Inside an enclosing atomic block (``ends_transaction=False``) it
     ends nothing: the enclosing block commits or rolls back.
 
-    The inserts read the turn's session and generation themselves, so nothing waits for the
-    fence's answer. The fence raises inside the server when the attempt lost its lease
+    The batch locks the turn's session row first (``LOCK_SESSION``: the store's lock order,
+    which the host operations follow too), then fences the turn. The inserts read the turn's
+    session and generation themselves, so nothing waits for the fence's answer. The fence raises inside the server when the attempt lost its lease
     (``june_lease_lost``): the rest of the batch is skipped, COMMIT included, and everything
     rolls back, the tool's writes included.
     """
@@ -176,6 +186,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     status = raw.pgconn.transaction_status
     if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
+    batch.add(LOCK_SESSION, [turn_id])
     fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes)
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
     for i, m in messages:

@@ -103,6 +103,7 @@ def cancel_unfinished_txn(s: m.Session, reason: str) -> tuple[list[ev.TurnEvent]
 def request_cancel(turn_id: str, reason: str) -> Outcome:
     with transaction.atomic():
         turn = turn_row(turn_id)
+        _locked_session_txn(turn.session_id)  # the lock order: the session row, then the turn's
         logged: list[LoggedEvent] = []
         running: list[str] = []
         now_cancel = [st for st in TurnStatus if rules.cancel_now(st, reason=reason)]

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.views import defaults
@@ -61,14 +62,18 @@ def json_error(exc: JuneError) -> JsonResponse:
 
 
 def unexpected(request: HttpRequest, exc: Exception) -> JsonResponse:
-    """A request Django itself could not read (a form body over the size limit, too many
-    fields, a broken multipart body: met by the CSRF check of cookie callers) is the client's
-    error; anything else is logged and a bare 500."""
+    """An exception no JuneError describes. A request Django itself could not read (a form body
+    over the size limit, too many fields, a broken multipart body: met by the CSRF check of
+    cookie callers) is the client's error; the database out of reach (down, restarting) is a
+    503 ``unavailable`` to retry; anything else is logged and a bare 500."""
     if isinstance(exc, RequestDataTooBig):
         return json_error(PayloadTooLarge(f"the body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"))
     if isinstance(exc, (SuspiciousOperation, MultiPartParserError)):
         return json_error(BadRequest("the request body cannot be read"))
-    log.exception("API %s %s failed", request.method, request.path)
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        log.warning("API %s %s: database unavailable (%s)", request.method, request.path, exc)
+        return error_response(503, "unavailable", "the database is unavailable; retry shortly", Retry_After="2")
+    log.exception("API %s %s failed", request.method, request.path, exc_info=exc)
     return error_response(500, "internal_error", "internal error")
 
 

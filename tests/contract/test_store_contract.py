@@ -306,3 +306,32 @@ async def test_a_position_is_taken_once(store):
     with pytest.raises(Exception):
         await store.atomic(turn_id, attempt, lambda tx: tx.append(Message(Role.USER, text="b", turn_id=turn_id), 0))
     assert [m.text for m in (await store.load(turn_id)).transcript] == ["a"]
+
+
+async def test_a_park_gives_its_attempt_back_a_crash_does_not(store):
+    """Pins "retry budget exhausted after 5 attempts" for a tool that asked five questions
+    (issue 13, item 10): every claim counted, the claims after resumes too. An attempt that
+    parks settled; only attempts that ended without settling spend the budget."""
+    turn_id, attempt = await claimed(store)
+    assert (await store.get_turn(turn_id)).attempts == 1
+    for n in range(6):
+        await _park_again(store, turn_id, attempt, n)
+        assert (await store.get_turn(turn_id)).attempts == 0, "the parked attempt is not counted"
+        await store.answer(turn_id, f"q{n}", True, {"by": "u1"})
+        attempt = uuid.uuid4().hex
+        rec = await store.claim(turn_id, owner="w1", attempt_id=attempt, now=100.0, lease_seconds=10)
+        assert rec.attempts == 1
+    # an attempt that dies holding the lease (no unit settles it) stays counted
+    crashed = uuid.uuid4().hex
+    assert (await store.claim(turn_id, owner="w2", attempt_id=crashed, now=200.0, lease_seconds=10)).attempts == 2
+
+
+async def _park_again(store, turn_id, attempt, n):
+    request = {"id": f"q{n}", "prompt": "ok?", "schema": {"type": "boolean"}, "answerers": None}
+
+    def work(tx):
+        tx.emit(ev.InputRequested(turn_id, request=request, call_id="c0"))
+        tx.journal(Phase.PARKED, call_id="c0")
+        tx.settle(TurnStatus.SUSPENDED, pending={"request": request, "call_id": "c0"})
+
+    await store.atomic(turn_id, attempt, work)
