@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.db.models import F
 
 from agents_app.runtime import events as ev
+from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.errors import (
     NotFound,
     SessionSuspendedError,
@@ -84,6 +85,7 @@ class _DjangoTx:
         self.steps: list[tuple[str, int | None, Any]] = []
         self.events: list[ev.TurnEvent] = []
         self.turn_changes: dict[str, Any] = {}
+        self.moved: tuple[int, int] | None = None
 
     def append(self, message: RtMessage, index: int) -> None:
         self.messages.append((index, message))
@@ -96,6 +98,9 @@ class _DjangoTx:
 
     def journal(self, phase: Phase, **data: Any) -> None:
         self.turn_changes.update(_journal_changes(self.attempt_id, phase, data))
+
+    def boundary(self, index: int, summary_index: int) -> None:
+        self.moved = (index, summary_index)
 
     def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
                pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
@@ -125,7 +130,8 @@ class DjangoSessionStore:
         with transaction.atomic():
             value = work(tx)
             # the checkpoint also recomputes the session's status when the turn's status changes
-            written = checkpoint.write(turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events)
+            written = checkpoint.write(turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
+                                       tx.moved)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, value=value)
 
     def _log_txn(self, session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
@@ -142,7 +148,7 @@ class DjangoSessionStore:
         tx = _DjangoTx(turn_id, attempt_id)
         value = work(tx)
         written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
-                                              tx.events)
+                                              tx.events, boundary=tx.moved)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, value=value)
 
     def journal_sync(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
@@ -153,27 +159,33 @@ class DjangoSessionStore:
 
     def load_sync(self, turn_id: str) -> TurnState:
         turn = self._turn(turn_id)
+        s = turn.session
+        # from the boundary on (the live generation's; or this turn's opening, if it compacted)
+        live = turn.generation == s.generation
+        boundary, summary = (s.boundary, s.summary_index) if live else (0, None)
         with connection.cursor() as cur:
+            cur.execute("SELECT key, data FROM sessions_app_step WHERE turn_id = %s", [turn_id])
+            rows = cur.fetchall()
+            base = transcript_start(boundary, ((k, _loads(d)) for k, d in rows if k.startswith("compact:")))
             if connection.vendor == "postgresql":  # one JSON array: one decode, not one per row
                 cur.execute(
                     "SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
-                    "WHERE session_id = %s AND generation = %s",
-                    [turn.session_id, turn.generation],
+                    "WHERE session_id = %s AND generation = %s AND \"index\" >= %s",
+                    [turn.session_id, turn.generation, base],
                 )
                 transcript = [RtMessage.from_json(d) for d in json.loads(cur.fetchone()[0])]
             else:
                 cur.execute(
                     "SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s "
-                    "ORDER BY \"index\"",
-                    [turn.session_id, turn.generation],
+                    "AND \"index\" >= %s ORDER BY \"index\"",
+                    [turn.session_id, turn.generation, base],
                 )
                 transcript = [RtMessage.from_json(_loads(row[0])) for row in cur.fetchall()]
-            cur.execute("SELECT key, data FROM sessions_app_step WHERE turn_id = %s", [turn_id])
-            rows = cur.fetchall()
         prefix = f"input:{turn_id}:"
         answers = {k[len(prefix):]: _loads(d) for k, d in rows if k.startswith(prefix)}
         steps = {k for k, _ in rows if not k.startswith("input:")}
-        return TurnState(turn=record_of(turn), transcript=transcript, steps=steps, answers=answers)
+        return TurnState(turn=record_of(turn), transcript=transcript, steps=steps, answers=answers,
+                         base=base, boundary=boundary, summary=summary)
 
     def _turn(self, turn_id: str) -> m.Turn:
         try:
@@ -336,7 +348,8 @@ class DjangoSessionStore:
             logged = self._log_txn(s.pk, cancelled, turn_id=None)
             previous = f"{s.key}#g{s.generation}"
             m.SessionReset.objects.create(session=s, generation=s.generation, by=by)
-            m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW)
+            m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW,
+                                                     boundary=0, summary_index=None)
             generation = s.generation + 1
             logged += self._log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
                                     turn_id=None)
