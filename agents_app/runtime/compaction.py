@@ -223,7 +223,10 @@ def _line(message: Message) -> str:
     if message.role == Role.TRIGGER:
         return f"Trigger ({message.by or 'proactive'}): {message.text}"
     if message.role == Role.ASSISTANT:
-        return f"Assistant: {message.text}" if message.text else ""
+        # a provider's own compaction block carries a summary of what came before it
+        server = [b["content"] for b in message.blocks if b.get("type") == "compaction" and b.get("content")]
+        lines = [SUMMARY_PREFIX + s for s in server] + ([f"Assistant: {message.text}"] if message.text else [])
+        return "\n\n".join(lines)
     return f"Result of {message.name}: {_cut(_json(message.result))}"
 
 
