@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import replace
 from typing import Any, Callable
 
 from . import events as ev
@@ -399,7 +400,9 @@ class TurnLoop:
                 tx.journal(Phase.PROVIDER_STARTED, step=step_id)
 
             await self._commit(begin)
-        text, usage, error = await self._summarize(summary_request(summarized, self.compaction, self.window))
+        request = replace(summary_request(summarized, self.compaction, self.window),
+                          stream_key=f"{turn.turn_id}:{step_id}:{self.attempt_id or '-'}")
+        text, usage, error = await self._summarize(request)
         if error is not None:
             if reason == "reactive":
                 return await self._fail(f"compaction failed: {error}", phase="compact", step=step_id)
