@@ -69,7 +69,20 @@ def seed(key: str, size: int, *, compacted: bool) -> None:
         rows.append(m.Message(session=session, generation=0, index=size, role="summary", data=summary.to_json()))
         m.Session.objects.filter(pk=session.pk).update(boundary=boundary, summary_index=size)
     m.Message.objects.bulk_create(rows, batch_size=2000)
+    settle_database()
     gc.collect()
+
+
+def settle_database() -> None:
+    """The seeding's after-effects are not the turn's: SQLite folds its write-ahead log back (an
+    automatic checkpoint would otherwise land inside the turn), PostgreSQL refreshes statistics."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        if connection.vendor == "sqlite":
+            cur.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        else:
+            cur.execute("ANALYZE sessions_app_message")
 
 
 def make_agent(compaction: bool):
