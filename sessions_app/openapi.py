@@ -217,7 +217,8 @@ def components() -> dict[str, Any]:
                 "properties": {"type": {"type": "string", "enum": [
                     "turn.started", "reasoning.delta", "message.delta", "message.completed", "action.requested",
                     "action.completed", "input.requested", "input.answered", "turn.completed", "turn.failed",
-                    "turn.cancelled", "session.reset"]}, "turn_id": {"type": "string"}},
+                    "turn.cancelled", "session.reset", "compaction.started", "compaction.completed",
+                    "compaction.failed"]}, "turn_id": {"type": "string"}},
                 "additionalProperties": True,
             },
         },
