@@ -9,8 +9,10 @@ from django.urls import reverse
 
 from agents_app import providers
 from agents_app.providers.demo import DemoModel
+from agents_app.runtime import SessionRef
 from sessions_app import models as m
 from sessions_app import services
+from sessions_app.store import DjangoSessionStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,6 +47,13 @@ def test_the_archive_shows_every_message_and_marks_the_boundaries(client, compac
     for s in summaries:
         assert f'data-boundary="{s.data["boundary"]}"' in page
     assert "compaction.completed" in page
+    # the event log keeps no second copy of a summary: it refers to the message, restored on read
+    assert m.Event.objects.filter(session=compacted, type="compaction.completed", data__has_key="$from").count() \
+        == len(summaries)
+    logged = [e.event for e in DjangoSessionStore().events_sync(SessionRef("ops", "long"))
+              if e.event.type == "compaction.completed"]
+    assert [e.summary for e in logged] == [s.data["text"] for s in summaries]
+    assert "Earlier in this conversation" in page
     turn = m.Turn.objects.get(pk=summaries[0].turn_id)
     page = client.get(reverse("admin:sessions_app_turn_change", args=[turn.pk])).content.decode()
     assert f"compact:{summaries[0].index}" in page and "messages summarized" in page
