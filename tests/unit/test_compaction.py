@@ -365,3 +365,48 @@ async def test_a_retryable_error_of_the_summarizer_redelivers():
     assert results[-1].status == TurnStatus.COMPLETED
     assert len(await logged(store, s.ref, "compaction.started")) == 1  # announced once
     assert len(await logged(store, s.ref, "compaction.completed")) == 1
+
+
+async def test_a_second_overflow_cuts_inside_the_turn_and_the_turn_still_knows_where_it_stands():
+    """The second compaction of a step may cut inside the running turn (at its last assistant
+    message); the turn's opening is then before the boundary, and a reload still starts at it."""
+
+    @tool("f", "a tool")
+    async def f(input: dict[str, Any], ctx: Any) -> Any:
+        return {"data": "x" * 50}
+
+    def script(request: ModelRequest) -> Any:
+        last = request.messages[-1]
+        mine = [m for m in request.messages if m.turn_id == last.turn_id]
+        tools_done = sum(1 for m in mine if m.role == Role.TOOL)
+        if any(m.role == Role.USER and m.text != "work" for m in mine):
+            return reply("ok")  # the other turns: one plain reply
+        if tools_done >= 3 and not (request.messages[0].role == Role.SUMMARY
+                                    and request.messages[1].role == Role.ASSISTANT):
+            return reply(stop=StopReason.CONTEXT_OVERFLOW)  # until the cut is inside this turn
+        if last.role == Role.USER or (last.role == Role.TOOL and tools_done < 3):
+            return reply("", ToolCall(f"c{tools_done}", "f", {}))
+        return reply("finished")
+
+    model = ScriptedModel(summarizing(script))
+    agent = Agent("a", "i", tools=[f], compaction={"keep_last": 1})
+    rt, store, sink = make_runtime(agent, model)
+    s = rt.session("a", "s1")
+    first = await s.turn("earlier", timeout=5)
+    assert first.status == TurnStatus.COMPLETED
+    result = await s.turn("work", timeout=5)
+    assert result.status == TurnStatus.COMPLETED and result.text == "finished"
+    done = await logged(store, s.ref, "compaction.completed")
+    assert len(done) == 2
+    state = await store.load(result.turn_id)
+    log = store.transcript(s.ref)
+    opening = next(i for i, m in enumerate(log) if m.turn_id == result.turn_id)
+    assert state.boundary > opening and state.base == opening  # loaded from the opening
+    assert log[state.boundary].role == Role.ASSISTANT
+    redo = [r for r in model.requests if r.purpose == "turn"][-1]
+    assert redo.messages[0].role == Role.SUMMARY and redo.messages[1].role == Role.ASSISTANT
+    assert_transcript_valid(list(redo.messages))
+    # a later turn loads from the boundary only
+    nxt = await s.turn("next", timeout=5)
+    assert nxt.status == TurnStatus.COMPLETED
+    assert (await store.load(nxt.turn_id)).base == state.boundary
