@@ -169,7 +169,8 @@ def gen2_pause_ms(repeats: int = 5) -> tuple[float, float, int]:
     after its first turn) before and after ``gc.freeze()``, and the objects frozen."""
     import gc
 
-    from sessions_app import engine, tasks  # noqa: F401  what a worker has imported by its first turn
+    from sessions_app import wiring  # noqa: F401  what a worker has imported by its first turn
+    from sessions_app.workers import tasks  # noqa: F401
 
     def collect() -> float:
         times = []

@@ -93,11 +93,14 @@ def generation_rows(session: m.Session, page_number: Any) -> Any:
     return page
 
 
-def message_view(row: m.Message) -> dict[str, Any]:
-    """One message of the log as the conversation template shows it (escaped by the template)."""
+def message_view(row: m.Message, boundaries: dict[int, list[int]] | None = None) -> dict[str, Any]:
+    """One message of the log as the conversation template shows it (escaped by the template).
+    ``boundaries``: position -> the summaries whose kept part starts there (compaction)."""
     data = row.data or {}
     result = data.get("result")
     return {
+        "boundary_of": (boundaries or {}).get(row.index, []),
+        "summarizes_before": data.get("boundary") if row.role == "summary" else None,
         "index": row.index,
         "role": row.role,
         "turn_id": row.turn_id,
@@ -137,10 +140,14 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         m.Turn.objects.filter(session=session, generation=generation).order_by("order")
         .only("id", "order", "status", "kind", "cancel_reason", "attempts", "phase", "input", "created_at")[:500]
     )
+    boundaries: dict[int, list[int]] = {}
+    for index, data in m.Message.objects.filter(session=session, generation=generation, role="summary") \
+            .values_list("index", "data"):
+        boundaries.setdefault(int((data or {}).get("boundary", 0)), []).append(index)
     return {
         # not "messages": the admin's base template shows the messages framework's under that name
         "message_page": messages,
-        "conversation": [message_view(row) for row in messages.object_list],
+        "conversation": [message_view(row, boundaries) for row in messages.object_list],
         "events": events,
         "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.created_at,
                         "data": pretty_json(data)}
@@ -152,6 +159,16 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
                       for s in steps.object_list],
         "turns": turns,
     }
+
+
+def step_note(key: str, data: Any) -> str:
+    """A line for the steps the turn page explains: a compaction says what it did."""
+    if key.startswith("compact:") and isinstance(data, dict):
+        return (f"compaction ({data.get('reason', '?')}): {data.get('messages', '?')} messages summarized; "
+                f"the model sees the summary, then the messages from #{data.get('boundary', '?')} on")
+    if key.startswith("compact:") and key.endswith(":started"):
+        return "compaction started"
+    return ""
 
 
 # -- sessions -----------------------------------------------------------------------------------
@@ -335,12 +352,13 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
 
     @admin.display(description="steps (first 200)")
     def steps_table(self, obj):
-        rows = list(obj.steps.order_by("id").values_list("key", "message_index", "created_at")[:200])
+        rows = list(obj.steps.order_by("id").values_list("key", "message_index", "created_at", "data")[:200])
         if not rows:
             return "-"
         body = format_html_join(
-            "", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
-            ((key, "" if idx is None else idx, timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S"))
-             for key, idx, when in rows),
+            "", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((key, "" if idx is None else idx, step_note(key, data),
+              timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S"))
+             for key, idx, when, data in rows),
         )
-        return format_html("<table><tr><th>step</th><th>message</th><th>at</th></tr>{}</table>", body)
+        return format_html("<table><tr><th>step</th><th>message</th><th>what</th><th>at</th></tr>{}</table>", body)

@@ -65,7 +65,8 @@ class DjangoSessionStore:
         with transaction.atomic():
             work(tx)
             # the checkpoint also recomputes the session's status when the turn's status changes
-            written = checkpoint.write(turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events)
+            written = checkpoint.write(turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
+                                       tx.moved)
         return Commit(events=written.events, cancel_reason=written.cancel_reason)
 
     async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit:
@@ -83,7 +84,7 @@ class DjangoSessionStore:
         tx = UnitWriter(turn_id, attempt_id)
         record(tx)
         written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
-                                              tx.events)
+                                              tx.events, boundary=tx.moved)
         return Commit(events=written.events, cancel_reason=written.cancel_reason)
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:

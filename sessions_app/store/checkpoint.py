@@ -74,17 +74,19 @@ def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, A
 
 
 def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], messages: list[tuple[int, Message]],
-          steps: list[tuple[str, int | None, Any]], events: list[ev.TurnEvent]) -> Written:
-    """Inside the unit's transaction on Django's connection (a sync tool's writes are in it)."""
+          steps: list[tuple[str, int | None, Any]], events: list[ev.TurnEvent],
+          boundary: tuple[int, int] | None = None) -> Written:
+    """Inside the unit's transaction on Django's connection (a sync tool's writes are in it).
+    ``boundary``: (boundary, summary index) the unit moves the session's boundary to."""
     if connection.vendor == "postgresql":
         # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
         ends = len(connection.atomic_blocks) == 1
         return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
-                                ends_transaction=ends)
-    return _write_plain(turn_id, attempt_id, changes, messages, steps, events)
+                                ends_transaction=ends, boundary=boundary)
+    return _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary)
 
 
-def _write_plain(turn_id, attempt_id, changes, messages, steps, events) -> Written:
+def _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary=None) -> Written:
     fence, params = fence_sql(turn_id, attempt_id, changes)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cur:
@@ -104,6 +106,8 @@ def _write_plain(turn_id, attempt_id, changes, messages, steps, events) -> Writt
                 "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
                 [(turn_id, key, idx, dumps(data) if data is not None else None, now) for key, idx, data in steps],
             )
+        if boundary is not None:  # only the live generation's: an archived one keeps its own
+            cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
         if "status" in changes:
             cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
     logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages)
@@ -154,6 +158,14 @@ INSERT_EVENT = wire.numbered(
     "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
     "WHERE t.id = %s::text"
 )
+MOVE_BOUNDARY_PLAIN = (
+    "UPDATE sessions_app_session SET boundary = %s, summary_index = %s WHERE id = %s AND generation = %s"
+)
+MOVE_BOUNDARY = wire.numbered(
+    "UPDATE sessions_app_session SET boundary = %s::integer, summary_index = %s::integer "
+    "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
+    "AND sessions_app_session.generation = t.generation"
+)
 ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
 #: the store's lock order (sessions_app.store): the session row before its turn's (the fence
 #: next), as the host operations take them; the event and status updates upgrade this lock
@@ -165,7 +177,8 @@ LOCK_SESSION = wire.numbered(
 
 def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any],
                      messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
-                     events: list[ev.TurnEvent], *, ends_transaction: bool = True) -> Written:
+                     events: list[ev.TurnEvent], *, ends_transaction: bool = True,
+                     boundary: tuple[int, int] | None = None) -> Written:
     """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements.
 
     ``raw`` is Django's connection inside the unit's atomic block (a sync tool's unit), or the
@@ -198,6 +211,8 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         for n, e in enumerate(events):
             batch.add(INSERT_EVENT, [k, n + 1, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, messages)),
                                      now, turn_id])
+    if boundary is not None:
+        batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
     if "status" in changes:
         batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
     if ends_transaction and status == INTRANS:  # a sync tool's writes began it

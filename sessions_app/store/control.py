@@ -155,7 +155,7 @@ def reset(session: SessionRef, *, by: Any = None) -> Outcome:
         previous = f"{s.key}#g{s.generation}"
         m.SessionReset.objects.create(session=s, generation=s.generation, by=by if getattr(by, "pk", None) else None)
         m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW,
-                                                 updated_at=timezone.now())
+                                                 updated_at=timezone.now(), boundary=0, summary_index=None)
         generation = s.generation + 1
         logged += log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
                           turn_id=None)

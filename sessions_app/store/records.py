@@ -62,6 +62,8 @@ class UnitWriter:
         self.steps: list[tuple[str, int | None, Any]] = []
         self.events: list[ev.TurnEvent] = []
         self.turn_changes: dict[str, Any] = {}
+        #: (boundary, summary index) when a compaction moved the session's boundary
+        self.moved: tuple[int, int] | None = None
 
     def append(self, message: Message, index: int) -> None:
         self.messages.append((index, message))
@@ -74,6 +76,9 @@ class UnitWriter:
 
     def journal(self, phase: Phase, **data: Any) -> None:
         self.turn_changes.update(journal_changes(self.attempt_id, phase, data))
+
+    def boundary(self, index: int, summary_index: int) -> None:
+        self.moved = (index, summary_index)
 
     def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
                pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agents_app.runtime.events import EVENT_TYPES as RUNTIME_EVENT_TYPES
 from sessions_app import services, wiring
 
 ERROR = {"$ref": "#/components/schemas/Error"}
@@ -77,9 +78,7 @@ COMMON = ("400", "401", "403", "404", "405")
 #: a stream's schema describes ONE event (OpenAPI 3.1 has no ``itemSchema``; 3.2 reads it this way)
 SSE = {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}
 TURN_REF = {"$ref": "#/components/schemas/Turn"}
-EVENT_TYPES = ["turn.started", "reasoning.delta", "message.delta", "message.completed", "action.requested",
-               "action.completed", "input.requested", "input.answered", "turn.completed", "turn.failed",
-               "turn.cancelled", "session.reset"]
+EVENT_TYPES = list(RUNTIME_EVENT_TYPES)  # every type the runtime defines, in its order
 NO_BODY = _body({"type": "object", "maxProperties": 0, "description": "Nothing, or `{}`"}, required=False)
 
 

@@ -20,6 +20,7 @@
   const tools = new Map();        // call_id -> timeline row
   const cards = new Map();        // "turn:input" -> approval card
   const pendingFrames = new Map(); // frame id -> card (to show an error on it)
+  const compacting = new Map();   // turn_id -> the "summarizing…" note of a compaction under way
 
   // -- small DOM helpers --------------------------------------------------------------------------
   function el(tag, className, text) {
@@ -181,9 +182,31 @@
       add(el("div", "note", `Turn cancelled (${f.reason}).`));
       endTurn(f.turn_id, "cancelled");
     },
+    "compaction.started": (f) => {
+      compacting.set(f.turn_id, add(el("div", "note compacting", "Summarizing earlier messages…")));
+    },
+    // a divider: the model now sees this summary instead of the messages above it (they stay
+    // here and in the log); it expands to the summary
+    "compaction.completed": (f) => {
+      const note = compacting.get(f.turn_id);
+      compacting.delete(f.turn_id);
+      if (note) note.remove();
+      const divider = el("details", "compaction");
+      divider.dataset.messages = f.messages;
+      divider.dataset.reason = f.reason;
+      divider.appendChild(el("summary", null, `${f.messages} earlier message${f.messages === 1 ? "" : "s"} summarized`));
+      divider.appendChild(el("div", "compaction-summary", f.summary));
+      add(divider);
+    },
+    "compaction.failed": (f) => {
+      const note = compacting.get(f.turn_id);
+      compacting.delete(f.turn_id);
+      if (note) note.remove();
+      add(el("div", "note error", `Could not summarize earlier messages: ${f.error}`));
+    },
     "session.reset": (f) => {
       log.replaceChildren();
-      streams.clear(); tools.clear(); cards.clear(); finalized.clear(); turnStatus.clear();
+      streams.clear(); tools.clear(); cards.clear(); finalized.clear(); turnStatus.clear(); compacting.clear();
       currentTurn = null;
       setTurn(null, "idle");
       const notice = $("notice");

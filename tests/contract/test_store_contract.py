@@ -335,3 +335,73 @@ async def _park_again(store, turn_id, attempt, n):
         tx.settle(TurnStatus.SUSPENDED, pending={"request": request, "call_id": "c0"})
 
     await store.atomic(turn_id, attempt, work)
+# --- compaction: the boundary ----------------------------------------------------------------
+
+def _history(turn_id, n):
+    def work(tx):
+        for i in range(n):
+            role = Role.USER if i % 2 == 0 else Role.ASSISTANT
+            tx.append(Message(role, text=str(i), turn_id=turn_id), i)
+    return work
+
+
+def _compact(turn_id, cut, at, opening=0):
+    def work(tx):
+        tx.append(Message(Role.SUMMARY, text="summary", turn_id=turn_id, boundary=cut), at)
+        tx.step(f"compact:{at}", at, {"boundary": cut, "opening": opening, "reason": "proactive", "messages": cut})
+        tx.boundary(cut, at)
+        tx.emit(ev.CompactionCompleted(turn_id, boundary=cut, index=at, summary="summary"))
+    return work
+
+
+async def test_a_boundary_moves_with_its_unit_and_loads_read_from_it(store):
+    turn_id, attempt = await claimed(store)
+    await store.atomic(turn_id, attempt, _history(turn_id, 6))
+    await store.atomic(turn_id, attempt, _compact(turn_id, cut=4, at=6, opening=4), inline=True)
+    await store.atomic(turn_id, attempt, lambda tx: tx.settle(TurnStatus.COMPLETED))
+    later, later_attempt = await claimed(store, now=200.0)
+    state = await store.load(later)
+    assert (state.base, state.boundary, state.summary) == (4, 4, 6)
+    assert [m.text for m in state.transcript] == ["4", "5", "summary"]
+    assert state.transcript[-1].role == Role.SUMMARY and state.transcript[-1].boundary == 4
+    # a unit that raises moves nothing
+    def raising(tx):
+        tx.boundary(5, 7)
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await store.atomic(later, later_attempt, raising)
+    assert (await store.load(later)).boundary == 4
+
+
+async def test_a_turn_that_compacted_inside_itself_loads_from_its_opening(store):
+    turn_id, attempt = await claimed(store)
+    await store.atomic(turn_id, attempt, _history(turn_id, 6))
+    await store.atomic(turn_id, attempt, _compact(turn_id, cut=5, at=6, opening=2))
+    state = await store.load(turn_id)
+    assert (state.base, state.boundary, state.summary) == (2, 5, 6)
+    assert [m.text for m in state.transcript] == ["2", "3", "4", "5", "summary"]
+
+
+async def test_a_stale_attempt_moves_no_boundary(store):
+    turn_id, attempt = await claimed(store, now=100.0)
+    await store.atomic(turn_id, attempt, _history(turn_id, 4))
+    other = tid()
+    assert await store.claim(turn_id, owner="w2", attempt_id=other, now=200.0, lease_seconds=10)
+    for inline in (False, True):
+        with pytest.raises(StaleAttemptError):
+            await store.atomic(turn_id, attempt, _compact(turn_id, cut=2, at=4), inline=inline)
+    state = await store.load(turn_id)
+    assert (state.base, state.boundary, state.summary) == (0, 0, None) and len(state.transcript) == 4
+
+
+async def test_reset_sets_the_boundary_back_and_an_archived_turn_moves_none(store):
+    turn_id, attempt = await claimed(store)
+    await store.atomic(turn_id, attempt, _history(turn_id, 4))
+    await store.reset(REF)
+    # the old turn, still running in the archived generation, compacts its own transcript
+    await store.atomic(turn_id, attempt, _compact(turn_id, cut=2, at=4))
+    await store.atomic(turn_id, attempt, lambda tx: tx.settle(TurnStatus.CANCELLED))
+    fresh, _ = await claimed(store, now=300.0)
+    state = await store.load(fresh)
+    assert (state.base, state.boundary, state.summary, state.transcript) == (0, 0, None, [])

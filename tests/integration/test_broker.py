@@ -198,12 +198,12 @@ def test_elsewhere_it_is_the_orm_broker(broker, monkeypatch):
 
 @pytest.fixture
 def fault_agent(settings):
-    from sessions_app import engine
+    from sessions_app import wiring
 
     settings.JUNE_AGENT_DIRS = [str(AGENTS)]
-    engine.agents.cache_clear()
+    wiring.agents.cache_clear()
     yield "faultagent"
-    engine.agents.cache_clear()
+    wiring.agents.cache_clear()
 
 
 @pytest.fixture
