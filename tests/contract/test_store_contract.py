@@ -357,7 +357,7 @@ def _compact(turn_id, cut, at, opening=0):
 async def test_a_boundary_moves_with_its_unit_and_loads_read_from_it(store):
     turn_id, attempt = await claimed(store)
     await store.atomic(turn_id, attempt, _history(turn_id, 6))
-    await store.atomic(turn_id, attempt, _compact(turn_id, cut=4, at=6, opening=4), inline=True)
+    await store.commit(turn_id, attempt, _compact(turn_id, cut=4, at=6, opening=4))
     await store.atomic(turn_id, attempt, lambda tx: tx.settle(TurnStatus.COMPLETED))
     later, later_attempt = await claimed(store, now=200.0)
     state = await store.load(later)
@@ -388,9 +388,9 @@ async def test_a_stale_attempt_moves_no_boundary(store):
     await store.atomic(turn_id, attempt, _history(turn_id, 4))
     other = tid()
     assert await store.claim(turn_id, owner="w2", attempt_id=other, now=200.0, lease_seconds=10)
-    for inline in (False, True):
+    for unit in (store.atomic, store.commit):
         with pytest.raises(StaleAttemptError):
-            await store.atomic(turn_id, attempt, _compact(turn_id, cut=2, at=4), inline=inline)
+            await unit(turn_id, attempt, _compact(turn_id, cut=2, at=4))
     state = await store.load(turn_id)
     assert (state.base, state.boundary, state.summary) == (0, 0, None) and len(state.transcript) == 4
 

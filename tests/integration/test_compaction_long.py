@@ -67,7 +67,7 @@ def test_a_daily_schedule_over_365_days_stays_within_the_window():
     """The ops agent's daily-summary declaration, 365 ticks through the schedule's channel and
     ``receive`` (what ``sessions_app.proactive.schedules.fire`` runs for a tick, minus its once-per-tick
     bookkeeping, tested in test_schedules.py), in one event loop, on the demo model."""
-    from agents_app.runtime.channels import receive
+    from agents_app.runtime.proactive import receive
     from agents_app.runtime.session import LocalDispatcher
     from sessions_app.proactive.schedules import declaration, tick_for
     from sessions_app.proactive.channels import ScheduleChannel
