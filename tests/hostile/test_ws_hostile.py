@@ -133,7 +133,7 @@ async def _exchange(cookie: bytes, sent: list[tuple[str, Any]]) -> list[dict[str
     return replies
 
 
-@hostile(80)
+@hostile(50)
 @given(data=st.data())
 def test_every_frame_gets_one_4xx_or_ack_reply_and_the_socket_stays_usable(olga, data):
     sent = data.draw(st.lists(frames(olga["parked"]), min_size=1, max_size=5))
@@ -174,7 +174,7 @@ async def _handshake(path: str, query: str, origin: bytes, cookie: bytes) -> tup
     return connected, (code, first)
 
 
-@hostile(80)
+@hostile(50)
 @given(path=paths, query=queries, origin=origins)
 def test_every_handshake_is_accepted_or_closed(olga, path, query, origin):
     connected, (code, first) = async_to_sync(_handshake)(path, query, origin, olga["cookie"])
