@@ -97,17 +97,48 @@ def plausible_body(draw: st.DrawFn, fields: dict[str, st.SearchStrategy]) -> byt
     return encode(obj, ascii_only=draw(st.booleans()))
 
 
+ATTACKS = ["plausible", "plausible", "plausible", "fields", "whole", "deep", "nul", "surrogate", "number"]
+DEPTHS = [65, 1_000, 30_000]  # 30,000: a 60 KB body, under every transport's size bound
+
+
+def _splice(obj: dict[str, Any], name: str, raw: str, *, ascii_only: bool = True) -> bytes:
+    """``obj`` as JSON with ``name``'s value replaced by the raw text ``raw``."""
+    rest = {k: v for k, v in obj.items() if k != name}
+    text = encode(rest, ascii_only=ascii_only).decode("utf-8", "surrogatepass")
+    member = json.dumps(name) + ":" + raw
+    return ("{" + member + ("," + text[1:] if rest else "}")).encode("utf-8", "surrogatepass")
+
+
 @st.composite
 def body(draw: st.DrawFn, fields: dict[str, st.SearchStrategy], *, raw_at: tuple[str, ...] = (),
          plausible: dict[str, st.SearchStrategy] | None = None) -> bytes:
-    """Objects with the endpoint's fields (hostile values), bodies that could be meant
-    (``plausible``, half the time: they reach the success paths), and anything at all."""
-    mode = draw(st.integers(0, 3))
-    if plausible is not None and mode <= 1:
-        return draw(plausible_body(plausible))
-    if mode == 2:
+    """One attack, drawn evenly: a body a client could mean (``plausible``: the success paths),
+    the endpoint's fields with hostile values, anything at all, or a plausible body with one
+    value turned hostile: nested past the bound, a NUL or a lone surrogate in a string or a
+    key, a number JSON cannot store."""
+    attack = draw(st.sampled_from(ATTACKS))
+    if plausible is None or attack == "fields":
+        return draw(body_with(fields, raw_at=raw_at))
+    if attack == "whole":
         return draw(whole_bodies)
-    return draw(body_with(fields, raw_at=raw_at))
+    obj = {name: draw(strategy) for name, strategy in plausible.items()}
+    if attack == "plausible":
+        return encode(obj, ascii_only=draw(st.booleans()))
+    name = draw(st.sampled_from(sorted(obj)))
+    if attack == "deep":
+        return _splice(obj, name, nested(draw(st.sampled_from(DEPTHS))))
+    if attack == "number":
+        return _splice(obj, name, draw(st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "1" * 5000])))
+    bad = "\x00" if attack == "nul" else draw(st.sampled_from(["\ud800", "\udfff", "\ud83d"]))
+    where = draw(st.sampled_from(["value", "key", "nested"]))
+    if where == "key":
+        obj["k" + bad] = 1
+    elif where == "nested" or not isinstance(obj[name], str):
+        obj[name] = {"note": ["x" + bad]}
+    else:
+        at = draw(st.integers(0, len(obj[name])))
+        obj[name] = obj[name][:at] + bad + obj[name][at:]
+    return encode(obj, ascii_only=attack == "nul" or draw(st.booleans()))
 
 
 #: legal but odd text: any Unicode scalar value but NUL, not only whitespace

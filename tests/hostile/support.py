@@ -11,7 +11,7 @@ from typing import Any
 from urllib.parse import quote
 
 from django.contrib.auth import get_user_model
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from django.contrib.auth.models import Group
 from django.db.models import Count, Max
 from asgiref.sync import async_to_sync
@@ -32,9 +32,11 @@ HOSTILE = settings(settings.get_profile(os.environ.get("JUNE_HOSTILE_PROFILE", "
 
 
 def hostile(max_examples: int) -> settings:
-    """The profile, with this property's own example count (scaled by the long profile)."""
+    """The profile, with this property's own example count (scaled by the long profile).
+    ``JUNE_HOSTILE_NO_SHRINK=1``: report the first failure as found (fast, against a broken tree)."""
     scale = 10 if os.environ.get("JUNE_HOSTILE_PROFILE") == "hostile-long" else 1
-    return settings(HOSTILE, max_examples=max_examples * scale)
+    extra = {"phases": [Phase.explicit, Phase.reuse, Phase.generate]} if os.environ.get("JUNE_HOSTILE_NO_SHRINK") else {}
+    return settings(HOSTILE, max_examples=max_examples * scale, **extra)
 
 #: hostile cases generated, per endpoint (printed at the end of the run: tests/hostile/conftest.py)
 CASES: collections.Counter[str] = collections.Counter()

@@ -150,14 +150,14 @@ def test_cancel_turn(world, existing, turn_id, body):
     check_answer("POST turns/<id>/cancel", status, answer, response, ok=(200, 202))
 
 
-@hostile(40)
+@hostile(50)
 @given(key=hs.session_keys, body=st.one_of(st.just(b""), hs.whole_bodies, hs.body({"generation": hs.values})))
 def test_reset(world, key, body):
     status, answer, response = world["alice"].send("post", f"{BASE}/{path_segment(key)}/reset", body)
     check_answer("POST reset", status, answer, response, ok=(200,))
 
 
-@hostile(40)
+@hostile(50)
 @given(key=st.one_of(st.just("parked"), st.just("bobs"), hs.session_keys))
 def test_pending(world, key):
     status, answer, response = world["olga"].send("get", f"{BASE}/{path_segment(key)}/pending")

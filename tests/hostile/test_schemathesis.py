@@ -33,7 +33,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 90.0
-EXAMPLES = int(os.environ.get("JUNE_SCHEMATHESIS_EXAMPLES", "15"))
+EXAMPLES = int(os.environ.get("JUNE_SCHEMATHESIS_EXAMPLES", "10"))
 #: the document's statuses for a request it calls invalid: also 413 (text over JUNE_MAX_TEXT_CHARS)
 REJECTED = ["400", "401", "403", "404", "405", "409", "413", "422"]
 
