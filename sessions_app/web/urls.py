@@ -1,10 +1,12 @@
 from django.urls import path
 
-from sessions_app.web import views
+from sessions_app.web import apidocs, views
 
 app_name = "sessions_app"
 urlpatterns = [
     path("", views.home, name="home"),
+    # the HTTP API's document for people (the API itself: api_urls, mounted at /api/ before this)
+    path("api/docs/", apidocs.api_docs, name="api-docs"),
     path("agents/<str:agent>/sessions/new", views.session_new, name="session-new"),
     path("agents/<str:agent>/sessions/<str:key>/", views.chat, name="chat"),
 ]
