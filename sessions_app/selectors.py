@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import F, OuterRef, Q, Subquery
+from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
 from agents_app.runtime.seams import LoggedEvent, SessionRef
@@ -123,3 +124,63 @@ def requested_by(turn: m.Turn) -> str:
         return turn.created_by.get_username()
     by = (turn.input or {}).get("by")
     return str(by) if by else (turn.kind or turn.source or "")
+
+
+def queued_turns(*, agent: str, key: str) -> list[dict[str, Any]]:
+    """The live generation's turns still waiting to start, in chain order, as the chat shows
+    them under the log (``turn.started`` moves each into it): sent with the websocket's
+    ``ready`` frame, so a reload shows what is queued too."""
+    rows = (m.Turn.objects.filter(session__agent=agent, session__key=key, status=m.TurnStatus.QUEUED,
+                                  generation=F("session__generation"), attempts=0)
+            .order_by("order").values_list("id", "input", "kind")[:100])
+    return [{"turn_id": turn_id, "text": str((data or {}).get("text") or ""), "kind": kind}
+            for turn_id, data, kind in rows]
+
+
+# -- the owner's read-only archive (issue 17: the chat's "View the archive") ----------------------
+
+ARCHIVE_MESSAGES = 2000
+
+
+def archived_generations(*, session: m.Session) -> list[dict[str, Any]]:
+    """The session's archived generations (every one before the live one), newest first, with
+    when and by whom each was reset and how many messages it holds."""
+    if session.generation == 0:
+        return []
+    resets = {r.generation: r for r in m.SessionReset.objects.filter(session=session).select_related("by")}
+    counts = dict(m.Message.objects.filter(session=session, generation__lt=session.generation)
+                  .values("generation").annotate(n=Count("id")).values_list("generation", "n"))
+    out = []
+    for g in range(session.generation - 1, -1, -1):
+        reset = resets.get(g)
+        out.append({"generation": g, "name": f"{session.key}#g{g}", "messages": counts.get(g, 0),
+                    "reset_at": reset.created_at if reset else None,
+                    "reset_by": reset.by.get_username() if reset and reset.by else ""})
+    return out
+
+
+def transcript(*, session: m.Session, generation: int, limit: int = ARCHIVE_MESSAGES) -> list[dict[str, Any]]:
+    """One generation's conversation as the archive page shows it (text only; escaped by the
+    template): user and assistant text, tool calls and their results."""
+    out = []
+    rows = m.Message.objects.filter(session=session, generation=generation).order_by("index")[:limit]
+    for row in rows:
+        data = row.data or {}
+        item = {"role": row.role, "created_at": row.created_at, "text": str(data.get("text") or "")}
+        if row.role == "assistant":
+            item["tool_calls"] = [{"name": c.get("name"), "input": _compact(c.get("input"))}
+                                  for c in data.get("tool_calls", ()) if isinstance(c, dict)]
+        if row.role == "tool":
+            result = data.get("result")
+            item.update(name=data.get("name") or "", result=_compact(result),
+                        is_error=bool(data.get("is_error")) or (isinstance(result, dict) and "error" in result))
+        out.append(item)
+    return out
+
+
+def _compact(value: Any, limit: int = 2000) -> str:
+    try:
+        text = json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -333,7 +333,8 @@ class DjangoSessionStore:
             if not updated:
                 raise TurnNotResumable(f"turn {turn_id} is not waiting for an answer")
             logged = self._log_txn(s.pk, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"),
-                                                           name=record.get("name")),
+                                                           name=record.get("name"), answer=answer,
+                                                           via=record.get("via")),
                                           ev.TurnStarted(turn_id, trigger="resume", text=turn.input.get("text", ""))],
                                    turn_id=turn_id)
             self._session_status_txn(s.pk)

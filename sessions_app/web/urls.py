@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions_app.web import apidocs, views
+from sessions_app.web import apidocs, archive, views
 
 app_name = "sessions_app"
 urlpatterns = [
@@ -9,4 +9,7 @@ urlpatterns = [
     path("api/docs/", apidocs.api_docs, name="api-docs"),
     path("agents/<str:agent>/sessions/new", views.session_new, name="session-new"),
     path("agents/<str:agent>/sessions/<str:key>/", views.chat, name="chat"),
+    path("agents/<str:agent>/sessions/<str:key>/archive/", archive.archive, name="archive"),
+    path("agents/<str:agent>/sessions/<str:key>/archive/<int:generation>/", archive.archive_generation,
+         name="archive-generation"),
 ]
