@@ -7,6 +7,7 @@ REDIS_URL (channel layer), SECRET_KEY, DEBUG=0, ALLOWED_HOSTS.
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import sys
@@ -198,6 +199,10 @@ JUNE_EMBEDDED = env_bool("JUNE_EMBEDDED", False)
 # that cannot keep prepared statements)
 JUNE_PREPARED_CHECKPOINTS = env_bool("JUNE_PREPARED_CHECKPOINTS", True)
 JUNE_MAX_TEXT_CHARS = int(os.environ.get("JUNE_MAX_TEXT_CHARS", "32000"))
+# US dollars per million tokens by model id (or id prefix), merged over the defaults in
+# sessions_app/admin/console.py (Anthropic list prices, zero for demo): e.g.
+# JUNE_MODEL_PRICES='{"claude-sonnet-4": {"input": 3, "output": 15}}'
+JUNE_MODEL_PRICES = json.loads(os.environ.get("JUNE_MODEL_PRICES") or "{}")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

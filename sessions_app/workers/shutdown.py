@@ -43,7 +43,7 @@ class PromptCluster(Cluster):
 
     stop_signal: int | None = None
 
-    def sig_handler(self, signum, frame):  # noqa: ARG002 (q2's signature)
+    def sig_handler(self, signum, frame):
         # nothing that can block here: no logging, no multiprocessing primitive
         self.stop_signal = signum
 
