@@ -18,11 +18,43 @@ EVENT_BATCH = 500
 
 
 def sessions_for_user(*, user: Any, agent: str | None = None, limit: int = 200) -> list[m.Session]:
-    """The user's own sessions, most recently active first."""
+    """The user's own sessions, most recently active first, each with ``display_title`` (its
+    title, else its first message, else its key) and ``preview`` (its last turn's reply)."""
     qs = m.Session.objects.filter(owner=user)
     if agent is not None:
         qs = qs.filter(agent=agent)
-    return list(qs.order_by("-updated_at")[:limit])
+    return with_titles(list(qs.order_by("-updated_at")[:limit]))
+
+
+TITLE_CHARS = 60
+
+
+def title_from(text: str) -> str:
+    """A session title from a message: its first line, shortened at a word."""
+    line = " ".join(str(text or "").split())
+    if len(line) <= TITLE_CHARS:
+        return line
+    cut = line[: TITLE_CHARS - 1].rsplit(" ", 1)[0] or line[: TITLE_CHARS - 1]
+    return cut + "…"
+
+
+def with_titles(rows: list[m.Session]) -> list[m.Session]:
+    """Set ``display_title`` and ``preview`` on sessions (two queries for any number of rows)."""
+    ids = [s.pk for s in rows]
+    if not ids:
+        return rows
+    first: dict[int, str] = {}
+    for session_id, data in (m.Turn.objects.filter(session_id__in=ids, kind="inbound")
+                             .order_by("session_id", "order").values_list("session_id", "input")):
+        first.setdefault(session_id, str((data or {}).get("text") or ""))
+    last: dict[int, m.Turn] = {}
+    for turn in (m.Turn.objects.filter(session_id__in=ids, generation=F("session__generation"))
+                 .order_by("session_id", "-order").only("session_id", "text", "input", "order")):
+        last.setdefault(turn.session_id, turn)
+    for s in rows:
+        s.display_title = s.title or title_from(first.get(s.pk, "")) or s.key
+        s.preview = preview(last.get(s.pk))
+    return rows
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@
     return node;
   }
   function add(node) {
+    stampTime(node);
     const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 80;
     log.appendChild(node);
     if (atBottom) log.scrollTop = log.scrollHeight;
@@ -140,6 +141,7 @@
       row.appendChild(el("span", "tool-state", "requested"));
       row.appendChild(el("div", "tool-result"));
       tools.set(call.id, add(row));
+      watchRunning(row);
     },
     "action.completed": (f) => {
       let row = tools.get(f.call_id);
@@ -193,6 +195,7 @@
       endTurn(f.turn_id, "failed");
     },
     "turn.cancelled": (f) => {
+      discardPartial(f.turn_id);
       const text = unqueue(f.turn_id);
       add(el("div", "note", text !== null ? `Queued message cancelled (${f.reason}): “${text}”` : `Turn cancelled (${f.reason}).`));
       endTurn(f.turn_id, "cancelled");
@@ -520,6 +523,34 @@
     close.addEventListener("click", () => { notice.hidden = true; $("text").focus(); });
     notice.appendChild(close);
     notice.hidden = false;
+  }
+
+  // -- long work shows progress; cancelled partial text is marked; times on hover -------------------
+  let ticking = null;
+  function watchRunning(row) {
+    row.dataset.since = String(Date.now());
+    if (!ticking) ticking = setInterval(tickRunning, 1000);
+  }
+  function tickRunning() {
+    const rows = log.querySelectorAll(".tool[data-state=requested][data-since]");
+    if (!rows.length) { clearInterval(ticking); ticking = null; return; }
+    for (const row of rows) {
+      const seconds = Math.floor((Date.now() - Number(row.dataset.since)) / 1000);
+      const state = row.querySelector(".tool-state");
+      // replayed rows started before this page: their time is at least this much
+      if (seconds >= 2 && !state.textContent.includes("result below")) state.textContent = `running, ${ready && row.dataset.live ? "" : "≥ "}${seconds} s`;
+    }
+  }
+  function discardPartial(turnId) {
+    const s = streams.get(turnId);
+    if (!s || !s.text) return;
+    s.el.classList.add("discarded");
+    s.el.title = "The turn was cancelled: this partial reply was discarded (it is not part of the conversation).";
+  }
+  function stampTime(node) {
+    if (!ready || node.title) return;  // replayed rows: the archive pages and the admin have the times
+    if (node.classList && node.classList.contains("tool")) node.dataset.live = "1";
+    node.title = `at ${new Date().toLocaleTimeString()}`;
   }
 
   connect();

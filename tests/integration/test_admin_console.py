@@ -115,3 +115,35 @@ def test_the_dashboard_shows_running_expired_queued_parked_failed_and_cost(inlin
     assert "/generation/0/" in inbox
     answer_page = c.get(f"/admin/sessions_app/approvalrequest/{parked['turn_id']}/change/").content.decode()
     assert f"/admin/sessions_app/turn/{parked['turn_id']}/change/" in answer_page
+
+
+def test_the_demo_operator_sees_schedules_runs_and_deliveries_and_runs_a_schedule_now(settings):
+    """Issue 17 item 12: docs/proactive.md followed from the embedded default — the demo's
+    operator (not a superuser) could not see schedules, runs or webhook deliveries."""
+    import io
+
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from agents_app.models import AgentSchedule
+
+    settings.JUNE_EMBEDDED = True
+    out = io.StringIO()
+    call_command("june_demo", stdout=out)
+    call_command("june_sync_schedules", stdout=io.StringIO())
+    assert "/admin/june/dashboard/" in out.getvalue()
+    operator = get_user_model().objects.get(username="operator")
+    assert not operator.is_superuser
+    c = staff_client(operator)
+    for url in ("/admin/agents_app/agentschedule/", "/admin/agents_app/schedulerun/",
+                "/admin/agents_app/webhookdelivery/", "/admin/june/dashboard/"):
+        assert c.get(url).status_code == 200, url
+    schedule = AgentSchedule.objects.filter(func="sessions_app.proactive.schedules.fire").exclude(repeats=0).first()
+    assert schedule is not None, "the demo agent declares a schedule"
+    later = timezone.now() + timezone.timedelta(days=1)
+    AgentSchedule.objects.filter(pk=schedule.pk).update(next_run=later)
+    response = c.post("/admin/agents_app/agentschedule/", {"action": "run_now", "_selected_action": [schedule.pk]})
+    assert response.status_code == 302
+    schedule.refresh_from_db()
+    assert schedule.next_run <= timezone.now(), "run now made it due"
