@@ -79,7 +79,16 @@ def agents_with_sessions(*, user: Any) -> list[AgentSessions]:
 def events_since(*, agent: str, key: str, after: int, limit: int = EVENT_BATCH) -> list[dict[str, Any]]:
     """The live generation's logged events after ``after`` as JSON frames (``seq`` included)."""
     logged: list[LoggedEvent] = wiring.store().events_sync(SessionRef(agent, key), after, limit)
-    return [{"seq": e.seq, **e.event.to_json()} for e in logged]
+    frames = [{"seq": e.seq, **e.event.to_json()} for e in logged]
+    if frames:  # when each was committed (the chat shows it on hover): one range read
+        row = m.Session.objects.filter(agent=agent, key=key).values_list("pk", "generation").first()
+        if row is not None:
+            at = dict(m.Event.objects.filter(session_id=row[0], generation=row[1], seq__gt=after,
+                                             seq__lte=frames[-1]["seq"]).values_list("seq", "created_at"))
+            for frame in frames:
+                if frame["seq"] in at:
+                    frame["at"] = at[frame["seq"]].isoformat()
+    return frames
 
 
 def session_last_seq(*, agent: str, key: str) -> int:

@@ -86,6 +86,7 @@
 
   // -- frames in ------------------------------------------------------------------------------------
   function onFrame(f) {
+    frameAt = f.at ? new Date(f.at) : new Date();  // replayed frames say when they were committed
     if (typeof f.seq === "number") {
       if (f.seq <= lastSeq) return;  // the server dedupes; this guards a reconnect race
       lastSeq = f.seq;
@@ -527,8 +528,9 @@
 
   // -- long work shows progress; cancelled partial text is marked; times on hover -------------------
   let ticking = null;
+  let frameAt = new Date();
   function watchRunning(row) {
-    row.dataset.since = String(Date.now());
+    row.dataset.since = String(frameAt.getTime());
     if (!ticking) ticking = setInterval(tickRunning, 1000);
   }
   function tickRunning() {
@@ -537,8 +539,7 @@
     for (const row of rows) {
       const seconds = Math.floor((Date.now() - Number(row.dataset.since)) / 1000);
       const state = row.querySelector(".tool-state");
-      // replayed rows started before this page: their time is at least this much
-      if (seconds >= 2 && !state.textContent.includes("result below")) state.textContent = `running, ${ready && row.dataset.live ? "" : "≥ "}${seconds} s`;
+      if (seconds >= 2 && !state.textContent.includes("result below")) state.textContent = `running, ${seconds} s`;
     }
   }
   function discardPartial(turnId) {
@@ -548,9 +549,9 @@
     s.el.title = "The turn was cancelled: this partial reply was discarded (it is not part of the conversation).";
   }
   function stampTime(node) {
-    if (!ready || node.title) return;  // replayed rows: the archive pages and the admin have the times
-    if (node.classList && node.classList.contains("tool")) node.dataset.live = "1";
-    node.title = `at ${new Date().toLocaleTimeString()}`;
+    if (node.title) return;
+    const today = frameAt.toDateString() === new Date().toDateString();
+    node.title = `at ${today ? "" : frameAt.toLocaleDateString() + " "}${frameAt.toLocaleTimeString()}`;
   }
 
   connect();

@@ -144,3 +144,18 @@ def test_a_cancelled_partial_reply_is_marked_discarded(june_server, make_user, n
     chat.wait_for_selector(".msg.assistant.discarded")
     assert "discarded" in chat.locator(".msg.assistant.discarded").get_attribute("title")
     chat.wait_for_selector(".msg.user[data-tag=cancelled]")
+
+
+def test_a_long_tool_shows_its_running_time_also_after_a_reload(june_server, make_user, new_page):
+    alice = make_user("alice")
+    chat = open_chat(new_page(alice), "ops", "long-tool")
+    send_message(chat, "wait 8")
+    chat.wait_for_selector(".tool[data-state=requested] .tool-state >> text=/running, [4-9] s/")
+    chat.reload()
+    wait_live(chat)
+    # the replayed row is timed from when its request was committed, not from the reload (which
+    # would first read "running, 2 s")
+    state = chat.wait_for_selector(".tool[data-state=requested] .tool-state >> text=/running, \\d+ s/")
+    assert int(state.text_content().split(", ")[1].split()[0]) >= 4
+    assert chat.locator(".msg.user").first.get_attribute("title").startswith("at ")
+    chat.wait_for_selector(".tool[data-state=completed] >> text=wait", timeout=DEADLINE_MS)
