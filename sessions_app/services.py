@@ -242,3 +242,18 @@ def may_answer(*, turn: m.Turn, user: Any) -> bool:
 
 async def _await(x: Any) -> Any:
     return await x
+
+
+# -- a session's title (the chat header's Rename) -------------------------------------------
+
+def session_rename(*, agent: str, key: str, user: Any, title: Any) -> m.Session:
+    """Set the session's title (blank: back to its first message). Owner only (AccessDenied)."""
+    if not isinstance(title, str) or len(title) > 200:
+        raise BadRequest("a title is a string of at most 200 characters")
+    session = session_for_user(agent=agent, key=key, user=user)
+    if session is None:
+        raise NotFound(f"no session {key!r} of agent {agent!r}")
+    title = " ".join(title.split())
+    m.Session.objects.filter(pk=session.pk).update(title=title)
+    session.title = title
+    return session

@@ -84,6 +84,9 @@ class InputAnswered(TurnEvent):
     by: str | None = None
     #: the answerer's display name, where the host knows it
     name: str | None = None
+    #: the answer itself (the card shows "Approved by …" / "Denied by …") and the channel it came by
+    answer: Any = None
+    via: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

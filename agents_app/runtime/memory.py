@@ -263,7 +263,8 @@ class InMemorySessionStore:
         self._set(turn, status=TurnStatus.QUEUED, pending=None,
                   journal={**rec.journal, "answered": {**record, "input_id": input_id}})
         logged = self._log(s, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"),
-                                                name=record.get("name")),
+                                                name=record.get("name"), answer=copy.deepcopy(answer),
+                                                via=record.get("via")),
                                ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
         self._refresh_session_status(s)
         return Outcome(events=logged, turn=turn.record)

@@ -22,6 +22,9 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from django.template.loader import render_to_string
+
+from sessions_app.admin import console
 from sessions_app.store import eventlog
 from sessions_app import models as m
 
@@ -208,7 +211,8 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
             page = generation_rows(session, request.GET.get("g"))
             for row in page.rows:
                 row["url"] = self.generation_url(session, row["generation"])
-            extra.update(generations=page, live_url=self.generation_url(session, session.generation))
+            extra.update(generations=page, live_url=self.generation_url(session, session.generation),
+                         usage=console.session_usage(session))
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
     def generation_view(self, request, object_id, generation: int):
@@ -274,6 +278,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     list_per_page = 50
     show_full_result_count = False
     fieldsets = (
+        ("Timeline", {"fields": ("timeline_table", "phase_words", "lease_words", "usage_cost")}),
         (None, {"fields": ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
                            "created_at", "updated_at")}),
         ("Input and outcome", {"fields": ("input_json", "text", "cancel_reason", "error_json", "usage_json",
@@ -287,7 +292,28 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
                        "created_at", "updated_at", "input_json", "text", "cancel_reason", "error_json",
                        "usage_json", "pending_json", "policy_json", "attempt_id", "attempts",
                        "revision", "lease_owner", "lease_expiry", "phase", "journal_json", "steps_table",
-                       "answers_table")
+                       "answers_table", "timeline_table", "phase_words", "lease_words", "usage_cost")
+
+    # -- the operator console's reading of the turn (sessions_app/admin/console.py) ----------------
+
+    @admin.display(description="steps")
+    def timeline_table(self, obj):
+        return render_to_string("admin/june/_timeline.html", {"steps": console.timeline(obj), "turn": obj})
+
+    @admin.display(description="where it is")
+    def phase_words(self, obj):
+        return console.phase_text(obj)
+
+    @admin.display(description="lease")
+    def lease_words(self, obj):
+        return console.lease_text(obj, timezone.now().timestamp())
+
+    @admin.display(description="tokens and cost")
+    def usage_cost(self, obj):
+        model = console.agent_model(obj.session.agent)
+        cost = console.cost_of(obj.usage, model)
+        tokens = ", ".join(f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in (obj.usage or {}).items()) or "none"
+        return f"{tokens} — {model}: " + ("no price configured" if cost is None else f"${cost:.4f}")
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("session", "created_by")

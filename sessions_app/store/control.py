@@ -138,7 +138,7 @@ def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> 
         if not updated:  # cannot happen under the session lock; kept as the conditional write
             rules.check_resumable(record_of(turn_row(turn_id), s), input_id=input_id, generation=s.generation)
         logged = log_txn(s.pk, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"),
-                                                 name=record.get("name")),
+                                                 name=record.get("name"), answer=answer, via=record.get("via")),
                                 ev.TurnStarted(turn_id, trigger="resume", text=turn.input.get("text", ""))],
                          turn_id=turn_id)
         session_status_txn(s.pk)

@@ -75,7 +75,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.last_seq = after
         async with self.sending:
             await self._send_log()
-        await self.send_json({"type": "ready", "last_seq": self.last_seq})
+        queued = await database_sync_to_async(selectors.queued_turns)(agent=self.agent, key=self.key)
+        await self.send_json({"type": "ready", "last_seq": self.last_seq, "queued": queued})
         self.catchup = asyncio.ensure_future(self._catchup_forever())
 
     async def dispatch(self, message: dict[str, Any]) -> None:

@@ -100,8 +100,8 @@ def document() -> dict[str, Any]:
         },
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}, {"session": []}],
-        "paths": paths(),
-        "components": components(),
+        "paths": merge_paths(paths(), list_paths()),
+        "components": {**(c := components()), "schemas": {**c["schemas"], **list_schemas()}},
     }
 
 
@@ -278,6 +278,116 @@ def components() -> dict[str, Any]:
                 "type": "object", "required": ["type", "turn_id"],
                 "properties": {"type": {"type": "string", "enum": EVENT_TYPES}, "turn_id": {"type": "string"}},
                 "additionalProperties": True,
+            },
+        },
+    }
+
+
+# -- the lists and the approvals API (issue 17: sessions_app/web/lists.py, approvals.py) ----------
+
+def merge_paths(*parts: dict[str, Any]) -> dict[str, Any]:
+    """Path items of several tables, the operations of one path side by side."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for route, item in part.items():
+            out[route] = {**out.get(route, {}), **item}
+    return out
+
+
+PAGE_PARAMS = [
+    {"name": "limit", "in": "query", "description": "Rows per page (default 50)",
+     "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
+    {"name": "cursor", "in": "query", "description": "The `next` link's cursor of the previous page (opaque)",
+     "schema": {"type": "string"}},
+]
+NEXT = {"type": ["string", "null"], "description": "The next page's URL (null on the last page)"}
+
+
+def list_paths() -> dict[str, Any]:
+    approval = {"$ref": "#/components/schemas/Approval"}
+    return {
+        "/api/agents/{agent}/sessions/": {
+            "parameters": [session_params()[0]],
+            "get": {
+                "operationId": "listSessions",
+                "summary": "The caller's sessions of the agent, most recent activity first",
+                "parameters": PAGE_PARAMS,
+                "responses": {"200": _json("A page of sessions", {
+                    "type": "object", "required": ["sessions", "next"],
+                    "properties": {"sessions": {"type": "array", "items": {"$ref": "#/components/schemas/SessionSummary"}},
+                                   "next": NEXT}}),
+                    **_errors("400", "401", "404", "405")},
+            },
+        },
+        f"{SESSION_PATH}/turns": {
+            "get": {
+                "operationId": "listTurns",
+                "summary": "The session's turns (its live generation), newest first",
+                "parameters": PAGE_PARAMS,
+                "responses": {"200": _json("A page of turns", {
+                    "type": "object", "required": ["turns", "next"],
+                    "properties": {"turns": {"type": "array", "items": {"allOf": [TURN_REF, {
+                        "type": "object", "properties": {"input_text": {"type": "string"},
+                                                         "source": {"type": "string"},
+                                                         "order": {"type": "integer"}}}]}},
+                                   "next": NEXT}}),
+                    **_errors(*COMMON)},
+            },
+        },
+        "/api/approvals/": {
+            "get": {
+                "operationId": "listApprovals",
+                "summary": "Every parked request the caller may answer, across sessions, oldest first",
+                "description": "The approval inbox over HTTP: requests whose answerers name the caller or "
+                               "a policy the agent's `authorize_answer` grants the caller now; a request "
+                               "without answerers is listed to its session's owner and to staff.",
+                "responses": {"200": _json("The waiting requests", {
+                    "type": "object", "required": ["approvals"],
+                    "properties": {"approvals": {"type": "array", "items": approval}}}),
+                    **_errors("401", "405")},
+            },
+        },
+        "/api/approvals/{turn_id}/answer": {
+            "parameters": [_param("turn_id", "The parked turn's id (from the listing)")],
+            "post": {
+                "operationId": "answerApproval",
+                "summary": "Answer a parked request listed by GET /api/approvals/ (recorded with via=api)",
+                "requestBody": _body({"type": "object", "additionalProperties": False, "required": ["input_id", "answer"],
+                                      "properties": {"input_id": {"type": "string"},
+                                                     "answer": {"description": "Any JSON matching the request's schema"}}}),
+                "responses": {"200": _json("The turn ran on and ended", TURN_REF),
+                              "202": _json("Accepted: the turn is queued again", TURN_REF),
+                              **_errors(*COMMON, "409", "413", "422", "500")},
+            },
+        },
+    }
+
+
+def list_schemas() -> dict[str, Any]:
+    return {
+        "SessionSummary": {
+            "type": "object", "required": ["agent", "session", "status", "updated_at"],
+            "properties": {
+                "agent": {"type": "string"}, "session": {"type": "string"}, "title": {"type": "string"},
+                "status": {"type": "string", "enum": ["new", "idle", "running", "suspended"]},
+                "generation": {"type": "integer"},
+                "preview": {"type": "string", "description": "The last turn's reply (or message), shortened"},
+                "last_turn": {"type": ["object", "null"], "properties": {"turn_id": {"type": "string"},
+                                                                         "status": {"type": "string"}}},
+                "created_at": {"type": "string", "format": "date-time"},
+                "updated_at": {"type": "string", "format": "date-time"},
+                "url": {"type": "string"},
+            },
+        },
+        "Approval": {
+            "type": "object", "required": ["turn_id", "agent", "session", "request"],
+            "properties": {
+                "turn_id": {"type": "string"}, "agent": {"type": "string"}, "session": {"type": "string"},
+                "request": {"$ref": "#/components/schemas/InputRequest"},
+                "call": {"type": "object", "properties": {"name": {"type": ["string", "null"]}, "input": {}}},
+                "requested_by": {"type": "string", "description": "Who started the turn that asks"},
+                "parked_at": {"type": ["string", "null"], "format": "date-time"},
+                "turn_url": {"type": "string"}, "answer_url": {"type": "string"},
             },
         },
     }
