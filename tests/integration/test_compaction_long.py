@@ -14,12 +14,12 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 
 from agents_app import providers
 from agents_app.providers.demo import CONTEXT_WINDOW, DemoModel
 from agents_app.runtime.compaction import view_tokens
-from sessions_app import engine, services
+from sessions_app import direct, engine, services
 from sessions_app import models as m
 from tests.fault.qcluster import AGENTS
 
@@ -37,18 +37,24 @@ def compact_agent(settings):
 def test_a_thousand_turns_never_fail_for_overflow(compact_agent, monkeypatch):
     monkeypatch.setattr("sessions_app.tasks.async_task", lambda *a, **kw: None)  # driven below, in-process
 
-    async def drive(turn_id: str) -> None:
-        executor = engine.executor()  # what sessions_app.tasks.run_turn does, minus the queue
+    async def thousand() -> str:
+        # one event loop (one thread) for every turn, as a worker's: the store's own connection
+        # is the loop thread's, opened once; the executor is what sessions_app.tasks.run_turn
+        # drives, minus the queue
+        executor = engine.executor()
+        turn_id = ""
         try:
-            await executor.drive(turn_id)
+            for n in range(1000):
+                text = f"turn {n}" + (":tool" if n % 5 == 0 else "")
+                turn_id = (await sync_to_async(services.turn_start)(agent=compact_agent, key="thousand", text=text,
+                                                                     source="http")).turn_id
+                await executor.drive(turn_id)
         finally:
             await executor.sink.close()
+            direct.close_all()
+        return turn_id
 
-    last = None
-    for n in range(1000):
-        last = services.turn_start(agent=compact_agent, key="thousand", text=f"turn {n}" + (":tool" if n % 5 == 0 else ""),
-                                   source="http").turn_id
-        async_to_sync(drive)(last)
+    last = async_to_sync(thousand)()
     session = m.Session.objects.get(key="thousand")
     statuses = list(m.Turn.objects.filter(session=session).values_list("status", flat=True))
     assert statuses.count("completed") == 1000, {s: statuses.count(s) for s in set(statuses)}
