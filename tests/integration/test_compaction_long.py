@@ -6,7 +6,8 @@ the worker's executor (lease, heartbeat, fenced checkpoints; no django-q2 hop):
 - the ops agent's daily-summary schedule, 365 simulated days through its channel (the demo
   model's small window), keeps its session alive and inside the window.
 
-The same 1,000 turns through real qcluster workers: tests/fault/test_compaction_workers.py.
+Through real qcluster workers (200 turns by default, JUNE_COMPACTION_TURNS=1000 for all):
+tests/fault/test_compaction_workers.py.
 """
 
 from __future__ import annotations
