@@ -6,7 +6,8 @@ the worker's executor (lease, heartbeat, fenced checkpoints; no django-q2 hop):
 - the ops agent's daily-summary schedule, 365 simulated days through its channel (the demo
   model's small window), keeps its session alive and inside the window.
 
-The same 1,000 turns through real qcluster workers: tests/fault/test_compaction_workers.py.
+Through real qcluster workers (200 turns by default, JUNE_COMPACTION_TURNS=1000 for all):
+tests/fault/test_compaction_workers.py.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 
 from agents_app import providers
 from agents_app.providers.demo import CONTEXT_WINDOW, DemoModel
 from agents_app.runtime.compaction import view_tokens
+from sessions_app.store import direct
 from sessions_app import wiring, services
 from sessions_app import models as m
 from tests.fault.qcluster import AGENTS
@@ -35,20 +37,26 @@ def compact_agent(settings):
 
 
 def test_a_thousand_turns_never_fail_for_overflow(compact_agent, monkeypatch):
-    monkeypatch.setattr("sessions_app.outbox.queue.async_task", lambda *a, **kw: None)  # driven below, in-process
+    monkeypatch.setattr("sessions_app.workers.tasks.async_task", lambda *a, **kw: None)  # driven below, in-process
 
-    async def drive(turn_id: str) -> None:
-        executor = wiring.executor()  # what sessions_app.workers.tasks.run_turn does, minus the queue
+    async def thousand() -> str:
+        # one event loop (one thread) for every turn, as a worker's: the store's own connection
+        # is the loop thread's, opened once; the executor is what sessions_app.workers.tasks.run_turn
+        # drives, minus the queue
+        executor = wiring.executor()
+        turn_id = ""
         try:
-            await executor.drive(turn_id)
+            for n in range(1000):
+                text = f"turn {n}" + (":tool" if n % 5 == 0 else "")
+                turn_id = (await sync_to_async(services.turn_start)(agent=compact_agent, key="thousand", text=text,
+                                                                     source="http")).turn_id
+                await executor.drive(turn_id)
         finally:
             await executor.sink.close()
+            direct.close_all()
+        return turn_id
 
-    last = None
-    for n in range(1000):
-        last = services.turn_start(agent=compact_agent, key="thousand", text=f"turn {n}" + (":tool" if n % 5 == 0 else ""),
-                                   source="http").turn_id
-        async_to_sync(drive)(last)
+    last = async_to_sync(thousand)()
     session = m.Session.objects.get(key="thousand")
     statuses = list(m.Turn.objects.filter(session=session).values_list("status", flat=True))
     assert statuses.count("completed") == 1000, {s: statuses.count(s) for s in set(statuses)}
@@ -67,7 +75,7 @@ def test_a_daily_schedule_over_365_days_stays_within_the_window():
     """The ops agent's daily-summary declaration, 365 ticks through the schedule's channel and
     ``receive`` (what ``sessions_app.proactive.schedules.fire`` runs for a tick, minus its once-per-tick
     bookkeeping, tested in test_schedules.py), in one event loop, on the demo model."""
-    from agents_app.runtime.proactive import receive
+    from agents_app.runtime.channels import receive
     from agents_app.runtime.session import LocalDispatcher
     from sessions_app.proactive.schedules import declaration, tick_for
     from sessions_app.proactive.channels import ScheduleChannel
