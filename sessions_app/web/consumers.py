@@ -153,7 +153,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         try:
             if text_data is None:
                 raise BadRequest("frames are JSON text")
-            if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode()) > MAX_FRAME_BYTES:
+            # surrogatepass: a lone surrogate (no real server delivers one) is refused by the parser
+            if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
                 raise PayloadTooLarge(f"a frame is at most {MAX_FRAME_BYTES} bytes")
             frame = safejson.loads(text_data, what="the frame")
             if not isinstance(frame, dict):

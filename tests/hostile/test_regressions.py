@@ -197,8 +197,9 @@ async def test_nul_and_lone_surrogates_are_error_frames_on_the_websocket():
         for frame in ({"type": "start", "text": bad}, {"type": "cancel", "turn_id": bad},
                       {"type": "resume", "turn_id": "t", "input_id": bad, "answer": True},
                       {"type": "resume", "turn_id": "t", "input_id": "i", "answer": [bad]}):
-            reply = await frame_reply(comm, json.dumps(frame))
-            assert (reply["type"], reply["status"], reply["message"]) == ("error", 400, BAD_STRING), (frame, reply)
+            for raw in (json.dumps(frame), json.dumps(frame, ensure_ascii=False)):  # escaped, and raw characters
+                reply = await frame_reply(comm, raw)
+                assert (reply["type"], reply["status"], reply["message"]) == ("error", 400, BAD_STRING), (raw, reply)
     assert not await sync_to_async(m.Turn.objects.exists)()
     await comm.disconnect()
 
