@@ -18,8 +18,8 @@ from sessions_app import selectors, wiring
 from sessions_app.errors import BadRequest
 from sessions_app.web import api
 
-SESSION_CURSOR_RE = re.compile(r"^(\d{1,20})\.(\d{1,20})$")
-TURN_CURSOR_RE = re.compile(r"^\d{1,20}$")
+SESSION_CURSOR_RE = re.compile(r"^(\d{1,18})\.(\d{1,18})$")  # 18 digits: within a bigint
+TURN_CURSOR_RE = re.compile(r"^\d{1,18}$")
 
 
 def page_limit(request: HttpRequest) -> int:

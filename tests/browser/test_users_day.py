@@ -198,3 +198,35 @@ def test_keyboard_only_on_a_phone_sized_viewport(june_server, make_user, browser
         assert "stop the current reply" in page.locator("label:has(#replace)").text_content()
     finally:
         context.close()
+
+
+def test_a_send_while_disconnected_keeps_the_text(june_server, make_user, new_page):
+    """The socket drops (the page's websocket is routed through the test, which cuts it)."""
+    alice = make_user("alice")
+    page = new_page(alice)
+    routes: list = []
+    cut = {"on": False}
+
+    def route(ws) -> None:
+        if cut["on"]:
+            ws.close(code=1012, reason="test: still down")  # the reconnects fail too, for now
+            return
+        ws.connect_to_server()
+        routes.append(ws)
+
+    page.route_web_socket("**/ws/**", route)
+    chat = open_chat(page, "ops", "day-offline")
+    cut["on"] = True
+    for ws in routes:
+        ws.close(code=1012, reason="test: connection dropped")
+    chat.wait_for_function("document.getElementById('conn').dataset.state !== 'live'")
+    chat.fill("#text", "are you there?")
+    chat.press("#text", "Enter")
+    chat.wait_for_selector("#composer-error:not([hidden])")
+    assert "not connected" in chat.locator("#composer-error").text_content().lower()
+    assert chat.input_value("#text") == "are you there?"
+    cut["on"] = False
+    wait_live(chat)
+    chat.press("#text", "Enter")
+    chat.wait_for_selector(".msg.user >> text=are you there?")
+    assert chat.input_value("#text") == ""

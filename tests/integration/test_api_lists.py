@@ -63,6 +63,8 @@ def test_sessions_list_is_the_callers_newest_activity_first_and_paginated(api, a
     # errors are JSON
     assert api.get("/api/agents/nope/sessions/")[0] == 404
     assert api.get("/api/agents/ops/sessions/?cursor=garbage")[1]["error"]["code"] == "bad_request"
+    assert api.get("/api/agents/ops/sessions/?cursor=" + "9" * 18 + "." + "9" * 18)[0] == 400  # year 33658
+    assert api.get("/api/agents/ops/sessions/?cursor=1." + "9" * 20)[0] == 400
     assert api.get("/api/agents/ops/sessions/?limit=0")[0] == 400
     assert api.get("/api/agents/ops/sessions/?limit=201")[0] == 400
     assert Api(None).get("/api/agents/ops/sessions/")[0] == 401
@@ -85,6 +87,8 @@ def test_turns_list_is_paginated_newest_first(api):
     assert bob.get(f"{BASE}/s1/turns")[0] == 403
     assert api.get(f"{BASE}/never/turns")[0] == 404
     assert api.get(f"{BASE}/s1/turns?cursor=-1")[0] == 400
+    assert api.get(f"{BASE}/s1/turns?cursor=" + "9" * 20)[0] == 400  # past a bigint: refused, not a 500
+    assert api.get(f"{BASE}/s1/turns?cursor=" + "9" * 18)[1]["turns"]  # the largest accepted: all of them
     # POST on the same path still starts a turn
     assert api.post(f"{BASE}/s1/turns?wait=false", {"text": "more"})[0] == 202
 
