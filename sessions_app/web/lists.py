@@ -16,10 +16,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from sessions_app import models as m
 from sessions_app import selectors, wiring
 from sessions_app.errors import BadRequest
-from sessions_app.web import api
+from sessions_app.web import api, openapi
 
-SESSION_CURSOR_RE = re.compile(r"^(\d{1,18})\.(\d{1,18})$")  # 18 digits: within a bigint
-TURN_CURSOR_RE = re.compile(r"^\d{1,18}$")
+SESSION_CURSOR_RE = re.compile(openapi.SESSION_CURSOR)
+TURN_CURSOR_RE = re.compile(openapi.TURN_CURSOR)
 
 
 def page_limit(request: HttpRequest) -> int:

@@ -294,12 +294,19 @@ def merge_paths(*parts: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-PAGE_PARAMS = [
-    {"name": "limit", "in": "query", "description": "Rows per page (default 50)",
-     "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
-    {"name": "cursor", "in": "query", "description": "The `next` link's cursor of the previous page (opaque)",
-     "schema": {"type": "string"}},
-]
+#: the lists' cursors (web/lists.py parses exactly these): <updated_at µs>.<pk>, and a turn order;
+#: ASCII digits, bounded so that every cursor the pattern admits is a position the server can read
+SESSION_CURSOR = r"^([0-9]{1,16})\.([0-9]{1,18})$"
+TURN_CURSOR = r"^[0-9]{1,18}$"
+
+
+def page_params(cursor: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "limit", "in": "query", "description": "Rows per page (default 50)",
+         "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
+        {"name": "cursor", "in": "query", "description": "The `next` link's cursor of the previous page",
+         "schema": {"type": "string", "pattern": cursor}},
+    ]
 NEXT = {"type": ["string", "null"], "description": "The next page's URL (null on the last page)"}
 
 
@@ -311,7 +318,7 @@ def list_paths() -> dict[str, Any]:
             "get": {
                 "operationId": "listSessions",
                 "summary": "The caller's sessions of the agent, most recent activity first",
-                "parameters": PAGE_PARAMS,
+                "parameters": page_params(SESSION_CURSOR),
                 "responses": {"200": _json("A page of sessions", {
                     "type": "object", "required": ["sessions", "next"],
                     "properties": {"sessions": {"type": "array", "items": {"$ref": "#/components/schemas/SessionSummary"}},
@@ -323,7 +330,7 @@ def list_paths() -> dict[str, Any]:
             "get": {
                 "operationId": "listTurns",
                 "summary": "The session's turns (its live generation), newest first",
-                "parameters": PAGE_PARAMS,
+                "parameters": page_params(TURN_CURSOR),
                 "responses": {"200": _json("A page of turns", {
                     "type": "object", "required": ["turns", "next"],
                     "properties": {"turns": {"type": "array", "items": {"allOf": [TURN_REF, {
@@ -353,7 +360,8 @@ def list_paths() -> dict[str, Any]:
                 "operationId": "answerApproval",
                 "summary": "Answer a parked request listed by GET /api/approvals/ (recorded with via=api)",
                 "requestBody": _body({"type": "object", "additionalProperties": False, "required": ["input_id", "answer"],
-                                      "properties": {"input_id": {"type": "string"},
+                                      "properties": {"input_id": {"type": "string",
+                                                                  "pattern": services.INPUT_ID_RE.pattern},
                                                      "answer": {"description": "Any JSON matching the request's schema"}}}),
                 "responses": {"200": _json("The turn ran on and ended", TURN_REF),
                               "202": _json("Accepted: the turn is queued again", TURN_REF),
