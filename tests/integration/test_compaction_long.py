@@ -37,7 +37,7 @@ def compact_agent(settings):
 
 
 def test_a_thousand_turns_never_fail_for_overflow(compact_agent, monkeypatch):
-    monkeypatch.setattr("sessions_app.workers.tasks.async_task", lambda *a, **kw: None)  # driven below, in-process
+    monkeypatch.setattr("sessions_app.outbox.queue.async_task", lambda *a, **kw: None)  # driven below, in-process
 
     async def thousand() -> str:
         # one event loop (one thread) for every turn, as a worker's: the store's own connection
@@ -75,7 +75,7 @@ def test_a_daily_schedule_over_365_days_stays_within_the_window():
     """The ops agent's daily-summary declaration, 365 ticks through the schedule's channel and
     ``receive`` (what ``sessions_app.proactive.schedules.fire`` runs for a tick, minus its once-per-tick
     bookkeeping, tested in test_schedules.py), in one event loop, on the demo model."""
-    from agents_app.runtime.channels import receive
+    from agents_app.runtime.proactive import receive
     from agents_app.runtime.session import LocalDispatcher
     from sessions_app.proactive.schedules import declaration, tick_for
     from sessions_app.proactive.channels import ScheduleChannel
