@@ -173,10 +173,14 @@ class Runtime:
         self.executor = TurnExecutor(
             store=self.store, sink=self.fanout, agent_for=self.agent, model_for=self.model_for,
             clock=self.clock, lease_seconds=self.lease_seconds, max_attempts=self.max_attempts,
-            on_signals=self._wire_signals,
+            on_signals=self._wire_signals, on_runnable=self._dispatch_runnable,
         )
         if isinstance(self.dispatcher, LocalDispatcher):
             self.dispatcher.executor = self.executor
+
+    async def _dispatch_runnable(self, runnable: list[tuple[str, SessionRef]]) -> None:
+        for turn_id, ref in runnable:
+            await self.dispatcher.dispatch(turn_id, ref)
 
     def _wire_signals(self, turn_id: str, signals: Signals) -> Callable[[], None]:
         self.live[turn_id] = signals
@@ -270,14 +274,14 @@ class AgentSession:
         return self.runtime.bus.subscribe(self.ref, lambda e: cb(e) if wanted(e) else None)
 
     async def result(self, turn_id: str, *, timeout: float | None = None) -> TurnResult:
-        """Wait until the turn is completed, suspended, failed or cancelled."""
+        """Wait until the turn is completed, suspended (for an answer), failed or cancelled."""
         deadline = None if timeout is None else time.monotonic() + timeout
         woke = asyncio.Event()
         unsubscribe = self.runtime.bus.subscribe(self.ref, lambda e: woke.set() if e.turn_id == turn_id else None)
         try:
             while True:
                 rec = await self.store.get_turn(turn_id)
-                if rec.status in SETTLED_STATUSES:
+                if rec.status in SETTLED_STATUSES and not rec.waiting:  # parked on children: not yet
                     return TurnResult.of(rec)
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(f"turn {turn_id} still {rec.status}")
@@ -343,12 +347,16 @@ class AgentSession:
         (the stored request is the truth; the ring makes it prompt, between deltas)."""
         if outcome.events:
             await self.runtime.fanout.publish(self.ref, outcome.events)
-        if outcome.running:
+        await self.runtime._dispatch_runnable(outcome.runnable)
+        if outcome.running or outcome.cascaded:
             for turn_id in outcome.running:
                 signals = self.runtime.live.get(turn_id)
                 if signals is not None and reason is not None:
                     signals.cancel(reason)
-            await self.runtime.dispatcher.ring(outcome.running)
+            for turn_id in outcome.cascaded:
+                if (signals := self.runtime.live.get(turn_id)) is not None:
+                    signals.cancel(rules.CASCADE)
+            await self.runtime.dispatcher.ring(outcome.running + outcome.cascaded)
 
     async def _dispatch_next(self) -> None:
         nxt = await self.store.next_queued(self.ref)
