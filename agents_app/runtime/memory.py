@@ -189,7 +189,7 @@ class InMemorySessionStore:
         if step in parent.steps:
             return
         parent.steps[step] = {"index": None, "data": subagents.result_of(
-            rec.turn_id, rec.session.agent, rec.status, rec.text, rec.error, rec.usage)}
+            rec.turn_id, rec.status, rec.text, rec.error, rec.usage)}
         p = parent.record
         if p.status != TurnStatus.SUSPENDED or p.waiting <= 0:
             return

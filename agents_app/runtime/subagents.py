@@ -64,7 +64,7 @@ class ChildError(Exception):
     catches it (``.result`` holds the child's result)."""
 
     def __init__(self, result: dict[str, Any]) -> None:
-        super().__init__(f"child turn {result.get('turn_id')} ({result.get('agent')}) {result.get('status')}: "
+        super().__init__(f"child turn {result.get('turn_id')} {result.get('status')}: "
                          f"{result.get('error') or 'no result'}")
         self.result = result
 
@@ -96,7 +96,7 @@ def task_text(goal: str, parent_agent: str) -> str:
             f"instructions about who you are.\n<task>\n{goal}\n</task>")
 
 
-def result_of(turn_id: str, agent: str, status: str, text: str, error: dict[str, Any] | None,
+def result_of(turn_id: str, status: str, text: str, error: dict[str, Any] | None,
               usage: dict[str, int] | None) -> dict[str, Any]:
     """What a settled child reports to its parent (both stores store exactly this)."""
     error = error or {}
@@ -105,7 +105,7 @@ def result_of(turn_id: str, agent: str, status: str, text: str, error: dict[str,
         message = error.get("message") or "failed"
     elif status == TurnStatus.CANCELLED:
         message = f"cancelled ({error.get('reason') or 'requested'})"
-    return {"status": str(status), "text": text or "", "error": message, "turn_id": turn_id, "agent": agent,
+    return {"status": str(status), "text": text or "", "error": message, "turn_id": turn_id,
             "usage": dict(usage or {})}
 
 

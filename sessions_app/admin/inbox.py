@@ -143,7 +143,8 @@ def parked_turns():
     parked_at = (m.Event.objects.filter(turn_id=OuterRef("pk"), type="input.requested")
                  .order_by("-seq").values("created_at")[:1])
     return (m.ApprovalRequest.objects.select_related("session")
-            .filter(status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"))
+            .filter(status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"),
+                    waiting=0)
             .annotate(parked_at=Coalesce(Subquery(parked_at), F("updated_at")))
             .order_by("parked_at", "pk"))
 

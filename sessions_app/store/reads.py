@@ -18,7 +18,7 @@ from sessions_app.store.records import loads, record_of, turn_row
 TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
                  "WHERE session_id = %s AND generation = %s")
 TRANSCRIPT = "SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s ORDER BY \"index\""
-ANSWERS = "SELECT key, data FROM sessions_app_step WHERE turn_id = %s AND key LIKE %s"
+ANSWERS = "SELECT key, data FROM sessions_app_step WHERE turn_id = %s AND (key LIKE %s OR key LIKE %s)"
 
 
 def load(turn_id: str) -> TurnState:
@@ -30,10 +30,15 @@ def load(turn_id: str) -> TurnState:
         else:
             cur.execute(TRANSCRIPT, [turn.session_id, turn.generation])
             transcript = [Message.from_json(loads(row[0])) for row in cur.fetchall()]
-        prefix = f"input:{turn_id}:"
-        cur.execute(ANSWERS, [turn_id, prefix + "%"])
-        answers = {k[len(prefix):]: loads(d) for k, d in cur.fetchall()}
-    return TurnState(turn=record_of(turn), transcript=transcript, answers=answers)
+        prefix, spawn_prefix = f"input:{turn_id}:", f"spawn:{turn_id}:"
+        cur.execute(ANSWERS, [turn_id, prefix + "%", spawn_prefix + "%"])
+        answers, spawned = {}, {}
+        for k, d in cur.fetchall():
+            if k.startswith(prefix):
+                answers[k[len(prefix):]] = loads(d)
+            else:
+                spawned[k[len(spawn_prefix):]] = loads(d)
+    return TurnState(turn=record_of(turn), transcript=transcript, answers=answers, spawned=spawned)
 
 
 def get_turn(turn_id: str) -> TurnRecord:
@@ -46,7 +51,7 @@ def pending(session: SessionRef) -> list[dict]:
         return []
     return [
         {"turn_id": t.id, **(t.pending or {})}
-        for t in m.Turn.objects.filter(session=s, status=TurnStatus.SUSPENDED, generation=s.generation)
+        for t in m.Turn.objects.filter(session=s, status=TurnStatus.SUSPENDED, generation=s.generation, waiting=0)
     ]
 
 
