@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
-from . import rules
+from . import rules, subagents
 from .agent import Agent
 from .answers import Grant, grant_answer
 from .errors import JuneError, NotFound
@@ -159,6 +159,9 @@ class Runtime:
     lease_seconds: float = 10.0
     max_attempts: int = 5
     poll_interval: float = 0.05
+    #: subagents: how deep a tree of turns may grow, how many children one tool call may spawn
+    max_depth: int = subagents.MAX_DEPTH
+    max_fanout: int = subagents.MAX_FANOUT
     bus: LocalBus = field(default_factory=LocalBus)
     #: turn id -> the live Signals of its attempt running in this process
     live: dict[str, Signals] = field(default_factory=dict)
@@ -174,6 +177,7 @@ class Runtime:
             store=self.store, sink=self.fanout, agent_for=self.agent, model_for=self.model_for,
             clock=self.clock, lease_seconds=self.lease_seconds, max_attempts=self.max_attempts,
             on_signals=self._wire_signals, on_runnable=self._dispatch_runnable,
+            max_depth=self.max_depth, max_fanout=self.max_fanout,
         )
         if isinstance(self.dispatcher, LocalDispatcher):
             self.dispatcher.executor = self.executor
