@@ -49,3 +49,14 @@ def events_since(*, agent: str, key: str, after: int, limit: int = EVENT_BATCH) 
 def session_last_seq(*, agent: str, key: str) -> int:
     """The last sequence number handed out in the session (0 for none)."""
     return m.Session.objects.filter(agent=agent, key=key).values_list("event_seq", flat=True).first() or 0
+
+
+def children_started(*, agent: str, key: str) -> list[dict[str, Any]]:
+    """The children the live generation's turns spawned (``child.started`` events): the
+    references a client follows to their own events (docs/subagents.md)."""
+    s = m.Session.objects.filter(agent=agent, key=key).first()
+    if s is None:
+        return []
+    rows = m.Event.objects.filter(session=s, generation=s.generation, type="child.started").order_by("seq")
+    return [{**(data.get("child") or {}), "parent_turn": turn_id, "call_id": data.get("call_id")}
+            for turn_id, data in rows.values_list("turn_id", "data")]
