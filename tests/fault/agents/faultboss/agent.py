@@ -1,7 +1,8 @@
-"""Fault-test parent agent: model ``faultboss``. Opening ``fan:<n>`` → one ``fan_out`` call that
-spawns n ``faultagent`` children in parallel (each: a sync write and an async ping), then a
-reply naming the children's statuses. Pause point ``fanout:<run>`` in the tool (run = how many
-times the tool started for this turn, from 1)."""
+"""Fault-test parent agent: model ``faultboss``. Opening ``fan:<n>[:<child text>]`` → one
+``fan_out`` call that spawns n ``faultagent`` children in parallel (by default each: a sync write
+and an async ping; ``slow:2`` makes each stream for 0.5 s), ``seq:<n>[:…]`` one after the other,
+``fan:0`` a plain async tool call; then a reply naming the children's statuses. Pause point
+``boss:resumed`` before that reply."""
 
 from __future__ import annotations
 
@@ -27,8 +28,10 @@ class BossModel:
             yield TextDelta(text)
             yield ModelReply(text=text, stop_reason=StopReason.END_TURN, usage={"output_tokens": 1})
             return
-        n = int(opening.split(":", 1)[1]) if opening.startswith("fan:") else 2
-        yield ModelReply(text="", tool_calls=(ToolCall(id="f1", name="fan_out", input={"n": n}),),
+        mode, _, rest = opening.partition(":")
+        n, _, child = rest.partition(":")
+        args = {"n": int(n or 2), "mode": "seq" if mode == "seq" else "all", "child": child or "item"}
+        yield ModelReply(text="", tool_calls=(ToolCall(id="f1", name="fan_out", input=args),),
                          stop_reason=StopReason.TOOL_USE, usage={"output_tokens": 1})
 
 
