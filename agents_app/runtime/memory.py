@@ -196,7 +196,8 @@ class InMemorySessionStore:
         if p.waiting > 1:
             self._set(parent, waiting=p.waiting - 1)
             return
-        self._set(parent, waiting=0, status=TurnStatus.QUEUED, pending=None)
+        # a fresh retry budget: the park ended its attempt well (``attempts`` counts claims)
+        self._set(parent, waiting=0, status=TurnStatus.QUEUED, pending=None, attempts=0)
         self._refresh_session_status(self._session(p.session))
         self._runnable.append((p.turn_id, p.session))
 

@@ -27,7 +27,9 @@ def dumps(value: Any) -> str:
 
 #: the report, one statement (PostgreSQL, in the checkpoint's pipeline): store the result under
 #: the parent's step once; only when it was stored, count the child off a parent that still
-#: waits and queue that parent when it was the last. Returns the woken parent's session.
+#: waits and queue that parent when it was the last — with a fresh retry budget (``attempts``
+#: counts claims; a park ended its attempt well, and a tool spawning 8 children one after the
+#: other is claimed 9 times). Returns the woken parent's session.
 REPORT_PG = wire.numbered(
     "WITH ins AS (INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
     "SELECT c.parent_id, c.spawn_step, NULL, %s::jsonb, %s::timestamptz FROM sessions_app_turn c "
@@ -35,7 +37,8 @@ REPORT_PG = wire.numbered(
     "ON CONFLICT (turn_id, key) DO NOTHING RETURNING turn_id) "
     "UPDATE sessions_app_turn SET waiting = waiting - 1, "
     "status = CASE WHEN waiting = 1 THEN %s::text ELSE status END, "
-    "pending = CASE WHEN waiting = 1 THEN NULL ELSE pending END "
+    "pending = CASE WHEN waiting = 1 THEN NULL ELSE pending END, "
+    "attempts = CASE WHEN waiting = 1 THEN 0 ELSE attempts END "
     "WHERE id IN (SELECT turn_id FROM ins) AND status = %s::text AND waiting > 0 "
     "RETURNING id, status, (SELECT s.agent FROM sessions_app_session s WHERE s.id = session_id), "
     "(SELECT s.key FROM sessions_app_session s WHERE s.id = session_id)"
@@ -74,7 +77,8 @@ def report_txn(turn_id: str, result: dict[str, Any]) -> list[tuple[str, SessionR
         cur.execute(
             "UPDATE sessions_app_turn SET waiting = waiting - 1, "
             "status = CASE WHEN waiting = 1 THEN %s ELSE status END, "
-            "pending = CASE WHEN waiting = 1 THEN NULL ELSE pending END "
+            "pending = CASE WHEN waiting = 1 THEN NULL ELSE pending END, "
+            "attempts = CASE WHEN waiting = 1 THEN 0 ELSE attempts END "
             "WHERE id = %s AND status = %s AND waiting > 0",
             [str(TurnStatus.QUEUED), parent_id, str(TurnStatus.SUSPENDED)],
         )

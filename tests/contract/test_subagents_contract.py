@@ -103,6 +103,7 @@ async def test_the_last_child_to_settle_wakes_the_parent_with_every_result(store
     assert second.runnable == [(parent, PARENT)]
     rec = await store.get_turn(parent)
     assert rec.status == TurnStatus.QUEUED and rec.waiting == 0 and rec.pending is None
+    assert rec.attempts == 0  # a wake starts a fresh retry budget
     spawned = (await store.load(parent)).spawned
     assert spawned["c0:0"] == {"status": "completed", "text": "one", "error": None, "turn_id": kids[0].turn_id,
                                "usage": {"output_tokens": 3}}

@@ -275,3 +275,14 @@ async def test_the_parent_session_is_running_not_parked_while_children_run(text)
     gates.open.set()
     assert (await s.result(tid, timeout=5)).status == TurnStatus.COMPLETED
     assert (await s.result(queued, timeout=5)).status == TurnStatus.COMPLETED
+
+
+async def test_a_parent_spawning_one_child_after_another_is_not_failed_by_the_retry_budget():
+    """Regression: ``attempts`` counts claims and a woken parent is claimed again, so a tool that
+    spawned more children one after the other than JUNE_MAX_ATTEMPTS failed with "retry budget
+    exhausted". A wake starts a fresh budget."""
+    rt, store, sink, seen = build()
+    rt.executor.max_attempts = 3
+    tid, res = await run(rt, "seq " + " and ".join(f"t{n}" for n in range(6)))
+    assert res.status == TurnStatus.COMPLETED, res.error
+    assert len(tool_result(store).result) == 6
