@@ -79,7 +79,7 @@ def main() -> None:
     try:
         clusters.start(**env)
         wait_completed(start("warmup", "fan:1:steps:0"))
-        plain, spawn, child_span = [], [], []
+        plain, spawn, child_span, hop_child, hop_parent = [], [], [], [], []
         for n in range(REPEATS):
             p = start(f"plain-{n}", "fan:0")
             wait_completed(p)
@@ -89,6 +89,8 @@ def main() -> None:
             child = Turn.objects.get(parent_id=s).pk
             spawn.append(ms(at(s, "child.started"), at(s, "action.completed")))
             child_span.append(ms(at(child, "turn.started"), at(child, "turn.completed")))
+            hop_child.append(ms(at(s, "child.started"), at(child, "turn.started")))
+            hop_parent.append(ms(at(child, "turn.completed"), at(s, "action.completed")))
         walls = {}
         for mode in ("fan", "seq"):
             t = start(f"{mode}-{FAN}", f"{mode}:{FAN}:slow:2")
@@ -100,11 +102,15 @@ def main() -> None:
 
     plain_ms, spawn_ms, child_ms = (statistics.median(x) for x in (plain, spawn, child_span))
     overhead = spawn_ms - child_ms
+    hop1, hop2 = statistics.median(hop_child), statistics.median(hop_parent)
     print(f"plain async tool call (requested -> completed):     {plain_ms:8.1f} ms")
     print(f"one spawn (child.started -> the parent's result):   {spawn_ms:8.1f} ms")
     print(f"  of which the child's own turn (started -> ended):  {child_ms:8.1f} ms")
     print(f"  spawn overhead (park, 2 enqueues + claims, wake):  {overhead:8.1f} ms"
           f"  ({overhead / plain_ms:.1f}x a plain tool call)")
+    print(f"    park committed -> the child's first commit:      {hop1:8.1f} ms  (enqueue, pickup, claim, load)")
+    print(f"    the child's last commit -> the parent's result:  {hop2:8.1f} ms  (enqueue, pickup, claim, load,"
+          " the tool again)")
     print(f"{FAN} children of 0.5 s, in parallel on 2 workers:     {walls['fan']:8.2f} s")
     print(f"{FAN} children of 0.5 s, one after the other:          {walls['seq']:8.2f} s"
           f"  (parallel is {walls['seq'] / walls['fan']:.2f}x faster; the ideal on 2 workers is 2x)")

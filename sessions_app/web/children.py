@@ -29,6 +29,37 @@ from sessions_app.outbox.sink import group_name
 ENDED = frozenset({"turn.completed", "turn.failed", "turn.cancelled"})
 
 
+class ChildLogs:
+    """The HTTP API's SSE (``sse.SessionFollower``): the same ``child.event`` frames, read from
+    each followed child's log when the parent's log is read and on every poll (no ``id:``
+    line: the ids are the parent's; child text deltas are the websocket's only)."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, dict[str, Any]] = {}
+
+    def found(self, event: dict[str, Any]) -> None:
+        if event.get("type") == "child.started" and isinstance(event.get("child"), dict):
+            ref = {**event["child"], "parent_turn": event.get("turn_id"), "call_id": event.get("call_id")}
+            self.children.setdefault(ref.get("turn_id"), {"ref": ref, "last": 0})
+
+    async def read(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for turn_id, child in list(self.children.items()):
+            if child.get("ended"):
+                continue
+            ref = child["ref"]
+            batch = await database_sync_to_async(selectors.events_since)(
+                agent=ref["agent"], key=ref["session"], after=child["last"])
+            for event in batch:
+                child["last"] = event["seq"]
+                if event.get("turn_id") != turn_id:
+                    continue
+                out.append({"type": "child.event", "child": ref, "event": event})
+                child["ended"] = child.get("ended") or event.get("type") in ENDED
+                self.found(event)  # a grandchild
+        return out
+
+
 class ChildRelay:
     """Mixed into the session consumer (which has ``send_json``, ``channel_layer``,
     ``channel_name``, ``agent``, ``key``)."""
