@@ -286,3 +286,43 @@ async def test_a_parent_spawning_one_child_after_another_is_not_failed_by_the_re
     tid, res = await run(rt, "seq " + " and ".join(f"t{n}" for n in range(6)))
     assert res.status == TurnStatus.COMPLETED, res.error
     assert len(tool_result(store).result) == 6
+
+
+async def test_a_cancel_that_lands_as_the_parent_parks_cancels_the_children_it_just_created():
+    """Regression for the failure class "cancel during the child's start reports success and
+    orphans a child that then starts": the cancel request reaches the parent's row between its
+    spawn and the commit of its park; the park commits (the fence is the lease, not the cancel),
+    so the loop must cancel the parent at once, which cascades to the new children."""
+    from agents_app.runtime import InMemorySessionStore
+
+    class CancelAtPark(InMemorySessionStore):
+        async def commit(self, turn_id, attempt_id, record):
+            probe = _Probe()
+            record(probe)
+            if probe.spawns:
+                await self.request_cancel(turn_id, "requested")
+            return await super().commit(turn_id, attempt_id, record)
+
+    rt, store, sink, seen = build(store=CancelAtPark())
+    s = rt.session("boss", "b1")
+    tid = await s.start("all a and b")
+    res = await s.result(tid, timeout=5)
+    assert res.status == TurnStatus.CANCELLED
+    await rt.dispatcher.idle()
+    children = children_of(store, tid)
+    assert len(children) == 2
+    assert [(c.status, c.error) for c in children] == [(TurnStatus.CANCELLED, {"reason": "parent"})] * 2
+    assert seen["children"] == []  # no child ever ran its model
+
+
+class _Probe:
+    """A Tx that only notes whether a unit spawns."""
+
+    def __init__(self) -> None:
+        self.spawns = 0
+
+    def spawn(self, child) -> None:
+        self.spawns += 1
+
+    def __getattr__(self, name):
+        return lambda *a, **k: None
