@@ -29,11 +29,11 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from . import events as ev
 from .errors import ToolDeclarationError
+from .messages import ToolCall
 from .seams import ChildTurn, Phase, SessionRef, TurnInput, TurnRecord, TurnStatus, Tx
 
-if TYPE_CHECKING:  # the loop imports this module
+if TYPE_CHECKING:  # for annotations only: the loop drives this module, not the other way round
     from .loop import TurnLoop
-    from .messages import ToolCall
 
 #: how deep a tree of turns may grow (a root turn is depth 0) and how many children one tool
 #: call may spawn; both hosts may lower or raise them (settings JUNE_SUBAGENT_MAX_DEPTH/FANOUT)
@@ -129,7 +129,7 @@ def _spec(item: Any) -> tuple[str, str, str | None]:
 class Spawner:
     """The spawns of one tool call (``ctx.spawn`` / ``ctx.spawn_all``)."""
 
-    def __init__(self, loop: "TurnLoop", call: "ToolCall") -> None:
+    def __init__(self, loop: "TurnLoop", call: ToolCall) -> None:
         self.loop = loop
         self.call = call
         self.count = 0
@@ -202,7 +202,7 @@ def describe(child: ChildTurn) -> dict[str, Any]:
             "index": (child.input.target or {}).get("index"), "goal": (child.input.target or {}).get("goal")}
 
 
-async def park_on_children(loop: "TurnLoop", call: "ToolCall", step_id: str, children: list[ChildTurn]) -> TurnStatus:
+async def park_on_children(loop: "TurnLoop", call: ToolCall, step_id: str, children: list[ChildTurn]) -> TurnStatus:
     """One unit: create the children, park the parent on them. If the parent carried a cancel
     request at that commit, cancel it now (the rules cascade to the children just created), so
     no child of a cancelled parent is left to run."""

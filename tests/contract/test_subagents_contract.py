@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from agents_app.runtime import InMemorySessionStore, LocalDispatcher, SessionRef, StaleAttemptError, TurnInput, TurnStatus
+from agents_app.runtime import InMemorySessionStore, SessionRef, StaleAttemptError, TurnInput, TurnStatus
 from agents_app.runtime import events as ev
 from agents_app.runtime import subagents
 from agents_app.runtime.seams import ChildTurn, Phase

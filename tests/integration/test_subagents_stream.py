@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from asgiref.sync import sync_to_async
 
 from agents_app.runtime import LocalDispatcher, TurnInput, TurnStatus
 from sessions_app import wiring

@@ -9,6 +9,7 @@ from typing import Any
 
 from agents_app.runtime import (
     Agent,
+    FatalToolError,
     InMemorySessionStore,
     ModelError,
     ModelRequest,
@@ -62,8 +63,6 @@ def build(*, gates: Gates | None = None, store: Any = None, dispatcher: Any = No
 
     @tool("fatal", "spawns, then fails the turn")
     async def fatal(input: dict[str, Any], ctx: Any) -> Any:
-        from agents_app.runtime import FatalToolError
-
         await ctx.spawn("researcher", "x")
         raise FatalToolError("cannot go on")
 

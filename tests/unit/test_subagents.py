@@ -5,7 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from agents_app.runtime import SessionRef, TurnStatus
+from agents_app.runtime import (
+    Agent,
+    InMemorySessionStore,
+    LocalDispatcher,
+    Runtime,
+    ScriptedModel,
+    SessionRef,
+    TurnStatus,
+    reply,
+    tool,
+)
 from agents_app.runtime import subagents
 
 from ._subagents import Gates, build
@@ -145,8 +155,6 @@ async def test_cancel_of_the_parent_cancels_queued_children_at_once():
         async def ring(self, turn_ids):
             return None
 
-    from agents_app.runtime import LocalDispatcher
-
     hold = Hold()
     hold.inner = LocalDispatcher()
     rt, store, sink, seen = build(dispatcher=hold)
@@ -250,8 +258,6 @@ async def test_a_duplicate_delivery_of_a_parked_parent_does_nothing():
 
 
 async def test_spawn_from_a_sync_tool_is_refused():
-    from agents_app.runtime import Agent, InMemorySessionStore, Runtime, ScriptedModel, reply, tool
-
     @tool("bad", "sync")
     def bad(input, ctx):
         return ctx.spawn("x", "y")
@@ -293,8 +299,6 @@ async def test_a_cancel_that_lands_as_the_parent_parks_cancels_the_children_it_j
     orphans a child that then starts": the cancel request reaches the parent's row between its
     spawn and the commit of its park; the park commits (the fence is the lease, not the cancel),
     so the loop must cancel the parent at once, which cascades to the new children."""
-    from agents_app.runtime import InMemorySessionStore
-
     class CancelAtPark(InMemorySessionStore):
         async def commit(self, turn_id, attempt_id, record):
             probe = _Probe()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents_app.runtime import TurnStatus
+from agents_app.runtime import InMemorySessionStore, TurnStatus
 from agents_app.runtime.seams import FINAL_STATUSES
 
 from ._subagents import build
@@ -121,7 +121,7 @@ async def test_crashes_at_every_boundary_in_one_run_still_converge(baseline):
 
     class EveryTime(CrashingStore):
         async def atomic(self, turn_id, attempt_id, work, **kw):
-            commit = await InMemoryAtomic(self, turn_id, attempt_id, work)
+            await InMemoryAtomic(self, turn_id, attempt_id, work)
             self.commits += 1
             raise Crash(f"after commit {self.commits}")
 
@@ -132,8 +132,6 @@ async def test_crashes_at_every_boundary_in_one_run_still_converge(baseline):
 
 
 async def InMemoryAtomic(store: CrashingStore, turn_id: str, attempt_id: Any, work: Any) -> Any:
-    from agents_app.runtime import InMemorySessionStore
-
     return await InMemorySessionStore.atomic(store, turn_id, attempt_id, work)
 
 
