@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from agents_app.runtime import subagents
 from agents_app.runtime.seams import LoggedEvent, SessionRef
 
 from sessions_app import models as m
@@ -32,7 +33,8 @@ def agents_with_sessions(*, user: Any) -> list[AgentSessions]:
     """Every agent of the site with the user's sessions of it (the chat home page)."""
     mine: dict[str, list[m.Session]] = {}
     for s in sessions_for_user(user=user):
-        mine.setdefault(s.agent, []).append(s)
+        if not s.key.startswith(subagents.SESSION_PREFIX):  # children show in their parent's chat
+            mine.setdefault(s.agent, []).append(s)
     out = []
     for name, definition in sorted(wiring.agents().items()):
         description = getattr(definition, "description", "") or ""

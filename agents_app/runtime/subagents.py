@@ -42,6 +42,8 @@ MAX_FANOUT = 8
 #: the source and kind of a child turn (its policy is the agent's ``spawn`` surface)
 SOURCE = "spawn"
 KIND = "child"
+#: every child session's key starts with it (``child_key``)
+SESSION_PREFIX = "sub:"
 
 
 class SpawnPark(BaseException):
@@ -84,9 +86,9 @@ def child_key(parent: TurnRecord, call_id: str, index: int, key: str | None) -> 
     """The child's session key: one session per spawn, or ``key`` (a session the tool names, so
     a specialist keeps its history across calls) in the parent session's namespace."""
     if key is None:
-        return f"sub:{parent.turn_id}:{call_id}:{index}"[:200]
+        return f"{SESSION_PREFIX}{parent.turn_id}:{call_id}:{index}"[:200]
     space = hashlib.sha256(f"{parent.session.agent}\0{parent.session.key}".encode()).hexdigest()[:12]
-    return f"sub:{space}:{key}"[:200]
+    return f"{SESSION_PREFIX}{space}:{key}"[:200]
 
 
 def task_text(goal: str, parent_agent: str) -> str:

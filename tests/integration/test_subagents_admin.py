@@ -46,3 +46,10 @@ def test_the_archive_of_a_reset_parent_lists_its_children(client, staff):
     page = client.get(url).content.decode()
     child = m.Turn.objects.get(parent_id=parent)
     assert "Child turns (1)" in page and child.id in page and "tides" in page
+
+
+def test_child_sessions_are_not_listed_on_the_chat_home_page(client, staff):
+    """Children show nested in their parent's chat; the home page lists the parent only."""
+    async_to_sync(run_tree)(staff, "home1", "research tides")
+    page = client.get("/").content.decode()
+    assert "home1" in page and "sub:" not in page
