@@ -76,7 +76,7 @@ def run() -> None:
     procs = [
         subprocess.Popen([str(PY), "-m", "daphne", "-b", host, "-p", port, "june_project.asgi:application"],
                          cwd=ROOT, env=env),
-        subprocess.Popen([str(PY), "manage.py", "qcluster"], cwd=ROOT, env=env),
+        subprocess.Popen([str(PY), "manage.py", "june_worker"], cwd=ROOT, env=env),
     ]
     print(f"\nJune is running on http://{host}:{port}/  (Ctrl-C stops it)\n", flush=True)
     try:
@@ -88,8 +88,8 @@ def run() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not skip the clean-up
         for p in procs:
             if p.poll() is None:
-                p.terminate()  # daphne and qcluster both stop cleanly on SIGTERM
-        deadline = time.time() + 15
+                p.terminate()  # daphne and june_worker both stop within a second or two on SIGTERM
+        deadline = time.time() + 10
         for p in procs:
             try:
                 p.wait(max(0.1, deadline - time.time()))

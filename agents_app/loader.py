@@ -1,7 +1,7 @@
 """Agents are folders, found by convention:
 
     <name>/agent.py             optional: model, model_config, surfaces, schedules,
-                                authorize_answer, settings
+                                authorize_answer, settings, compaction
     <name>/instructions.md      the base system prompt
     <name>/instructions.<source>.md   per-source overlays
     <name>/tools/*.py           each module's Tool objects (``tool``, ``define_action``)
@@ -73,6 +73,7 @@ def load_agent(folder: Path) -> Agent:
         authorize_answer=getattr(conf, "authorize_answer", None),
         schedules=list(getattr(conf, "schedules", [])),
         settings=dict(getattr(conf, "settings", {})),
+        compaction=getattr(conf, "compaction", None),
     )
 
 

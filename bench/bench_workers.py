@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import fresh_database, floor_ms, use_database  # noqa: E402
+from bench.common import fresh_database, floor_ms, start, use_database, wait_status  # noqa: E402
 
 BENCH_DB = "june_bench_workers"
 use_database(BENCH_DB, postgres_by_default=True)
@@ -106,22 +106,6 @@ def per_step_of(turn_id: str) -> float:
     """ms per checkpointed step of a finished turn, from its event log (turn.started -> turn.completed)."""
     span = event_time(turn_id, "turn.completed") - event_time(turn_id, "turn.started")
     return span.total_seconds() * 1000 / steps_of(turn_id)
-
-
-def wait_status(turn_ids, status="completed", timeout=300.0) -> None:
-    from sessions_app.models import Turn
-
-    deadline = time.monotonic() + timeout
-    while Turn.objects.filter(pk__in=list(turn_ids), status=status).count() < len(turn_ids):
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {len(turn_ids)} turns to be {status}")
-        time.sleep(0.05)  # figures come from the event log, not from this poll: keep it light
-
-
-def start(key: str, text: str) -> str:
-    from sessions_app import services
-
-    return services.turn_start(agent=AGENT, key=key, text=text, source="http").turn_id
 
 
 def main() -> None:

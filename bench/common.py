@@ -86,3 +86,20 @@ def floor_ms(n: int = 300) -> float:
             times.append(time.perf_counter() - t)
         conn.close()
     return statistics.median(times) * 1000
+
+
+def start(key: str, text: str, agent: str = "faultagent") -> str:
+    """Queue a turn as POST ?wait=false does (the fault-test agent by default)."""
+    from sessions_app import services
+
+    return services.turn_start(agent=agent, key=key, text=text, source="http").turn_id
+
+
+def wait_status(turn_ids, status="completed", timeout=300.0) -> None:
+    from sessions_app.models import Turn
+
+    deadline = time.monotonic() + timeout
+    while Turn.objects.filter(pk__in=list(turn_ids), status=status).count() < len(turn_ids):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {len(turn_ids)} turns to be {status}")
+        time.sleep(0.05)  # figures come from the event log, not from this poll: keep it light

@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, websockets through Channels (auth + origin checked)."""
+"""ASGI entry point: HTTP through Django, websockets through Channels (auth + origin checked:
+scheme, host and port, sessions_app.web.origin)."""
 
 import os
 
@@ -9,13 +10,13 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from sessions_app.web.routing import websocket_urlpatterns  # noqa: E402
+from sessions_app.web.origin import SameOriginValidator  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -7,7 +7,9 @@ REDIS_URL (channel layer), SECRET_KEY, DEBUG=0, ALLOWED_HOSTS.
 
 from __future__ import annotations
 
+import json
 import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -31,10 +33,35 @@ def env_list(name: str, default: str) -> list[str]:
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = os.environ.get("SECRET_KEY", "")
+
+
+def _embedded_secret_key() -> str:
+    """The embedded default's key: random, made once, kept in var/secret_key (so every
+    ``manage.py`` command of a checkout — dev.py run's processes, ``june token``, a shell —
+    signs django-q2 tasks alike, and no two checkouts share a key)."""
+    path = VAR_DIR / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        VAR_DIR.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(key)
+        return key
+    except OSError:
+        return ""
+
+
 if not SECRET_KEY:
-    if not env_bool("JUNE_EMBEDDED", False) and not DEBUG and "pytest" not in sys.modules:
+    if "pytest" in sys.modules:
+        SECRET_KEY = "june-test-insecure-key-do-not-use-in-production"
+    # the embedded default (SQLite under var/, no DATABASE_URL): `python manage.py …` works as
+    # the docs write it; a deployment (DATABASE_URL) must set SECRET_KEY
+    elif env_bool("JUNE_EMBEDDED", False) or DEBUG or not os.environ.get("DATABASE_URL"):
+        SECRET_KEY = _embedded_secret_key()
+    if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY must be set (or run the embedded default: python dev.py run)")
-    SECRET_KEY = "june-embedded-insecure-key-do-not-use-in-production"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000")
 
@@ -49,6 +76,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_q",
+    "drf_spectacular_sidecar",  # Swagger UI's files, served by whitenoise at /api/docs/
     "agents_app",
     "sessions_app",
 ]
@@ -151,6 +179,12 @@ Q_CLUSTER = {
     "label": "Django Q2",
     "sync": env_bool("JUNE_Q_SYNC", False),
 }
+# the queue's broker: on PostgreSQL the ORM broker woken by LISTEN/NOTIFY (docs/workers.md)
+_q_broker = os.environ.get("JUNE_Q_BROKER", "")
+if not _q_broker and _db["ENGINE"] == "django.db.backends.postgresql":
+    _q_broker = "sessions_app.workers.broker.NotifyingORM"
+if _q_broker:
+    Q_CLUSTER["broker_class"] = _q_broker
 if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
     raise ImproperlyConfigured("JUNE_Q_TIMEOUT must be below JUNE_Q_RETRY (else a running task is handed out twice)")
 
@@ -186,6 +220,10 @@ JUNE_WEBHOOK_RETRIES = int(os.environ.get("JUNE_WEBHOOK_RETRIES", "5"))
 JUNE_WEBHOOK_BACKOFF = float(os.environ.get("JUNE_WEBHOOK_BACKOFF", "1.0"))
 #: how long a schedule's firing worker waits for its turn to settle
 JUNE_SCHEDULE_TURN_TIMEOUT = float(os.environ.get("JUNE_SCHEDULE_TURN_TIMEOUT", "900"))
+# US dollars per million tokens by model id (or id prefix), merged over the defaults in
+# sessions_app/admin/console.py (Anthropic list prices, zero for demo): e.g.
+# JUNE_MODEL_PRICES='{"claude-sonnet-4": {"input": 3, "output": 15}}'
+JUNE_MODEL_PRICES = json.loads(os.environ.get("JUNE_MODEL_PRICES") or "{}")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -46,6 +46,10 @@ class Session(models.Model):
     event_seq = models.BigIntegerField(default=0)
     #: turns started so far: a turn's ``order`` in its session's chain
     turn_seq = models.BigIntegerField(default=0)
+    #: compaction, for the live generation: the model sees the summary message at
+    #: ``summary_index``, then the messages from ``boundary`` on (a reset sets both back)
+    boundary = models.IntegerField(default=0)
+    summary_index = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

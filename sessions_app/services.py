@@ -15,12 +15,11 @@ from django.conf import settings
 from django.db import transaction
 
 from agents_app.runtime import answers
-from agents_app.schedules import declarations
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
-
+from agents_app.schedules import declarations
 from sessions_app import models as m
-from sessions_app import wiring
+from sessions_app import safejson, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.queue import enqueue_turn, ring_on_commit
 
@@ -105,7 +104,7 @@ def validate_text(text: Any) -> str:
         raise BadRequest("text must be a non-empty string")
     if len(text) > settings.JUNE_MAX_TEXT_CHARS:
         raise PayloadTooLarge(f"text is longer than {settings.JUNE_MAX_TEXT_CHARS} characters")
-    return text
+    return safejson.check_string(text)  # NUL, lone surrogates: also from callers that parsed no JSON
 
 
 class AfterCall:
@@ -243,3 +242,18 @@ def may_answer(*, turn: m.Turn, user: Any) -> bool:
 
 async def _await(x: Any) -> Any:
     return await x
+
+
+# -- a session's title (the chat header's Rename) -------------------------------------------
+
+def session_rename(*, agent: str, key: str, user: Any, title: Any) -> m.Session:
+    """Set the session's title (blank: back to its first message). Owner only (AccessDenied)."""
+    if not isinstance(title, str) or len(title) > 200:
+        raise BadRequest("a title is a string of at most 200 characters")
+    session = session_for_user(agent=agent, key=key, user=user)
+    if session is None:
+        raise NotFound(f"no session {key!r} of agent {agent!r}")
+    title = " ".join(title.split())
+    m.Session.objects.filter(pk=session.pk).update(title=title)
+    session.title = title
+    return session

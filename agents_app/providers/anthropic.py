@@ -9,6 +9,12 @@ data, tool_use inputs), so the engine can store them and send them back unchange
 The pieces are pure functions over plain data so they can be tested by table:
 ``build_messages`` (transcript → API messages), ``fold_event`` (one raw stream event into a
 snapshot), ``reply_from`` (snapshot → ModelReply) and ``classify_error`` (SDK error → what to do).
+
+Context overflow (the stop reason ``model_context_window_exceeded``, a 400 "prompt is too long",
+a 413 ``request_too_large``) ends the stream with an empty ``CONTEXT_OVERFLOW`` reply: the engine
+compacts and redoes the step. ``server_compaction`` turns on the API's own compaction
+(``compact_20260112``, a beta): its ``compaction`` blocks are kept on the assistant message and
+sent back verbatim, like signed thinking blocks.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 import anthropic
 import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
+from agents_app.runtime.compaction import SUMMARY_PREFIX
 from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.messages import Message, Role, ToolCall
 from agents_app.runtime.model import (
@@ -39,6 +46,10 @@ from agents_app.runtime.model import (
 DEFAULT_MODEL = "claude-sonnet-4-6"  # claude-sonnet-4-5 is deprecated in this SDK
 DEFAULT_MAX_TOKENS = 4096
 DEFAULT_MAX_RETRIES = 4
+#: the context window of the Claude models this provider defaults to (tokens)
+DEFAULT_CONTEXT_WINDOW = 200_000
+#: the beta that server-side compaction (``compact_20260112``) needs in this SDK
+COMPACTION_BETA = "compact-2026-01-12"
 #: a server asking us to wait longer than this is waited on for this long, then retried
 MAX_RETRY_AFTER = 60.0
 BACKOFF_INITIAL = 0.5
@@ -57,7 +68,9 @@ _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "
 #: error types the API reports (in a status body or an ``error`` stream event) that pass
 _TRANSIENT_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 _OVERFLOW = re.compile(r"prompt is too long|context window|context limit|exceeds? .*context", re.I)
-_SETTINGS_KEYS = frozenset({"model", "max_tokens", "temperature", "thinking_budget", "max_retries"})
+_SETTINGS_KEYS = frozenset({"model", "max_tokens", "temperature", "thinking_budget", "max_retries", "context_window",
+                            "server_compaction"})
+_SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
 
 
 # --- request ---------------------------------------------------------------------------------
@@ -67,6 +80,9 @@ def _api_content(message: Message) -> tuple[str, list[dict[str, Any]]]:
     if message.role in (Role.USER, Role.TRIGGER):
         # a trigger (proactive seed) reads to the model as an ordinary user message
         return "user", ([{"type": "text", "text": message.text}] if message.text else [])
+    if message.role == Role.SUMMARY:
+        # a compaction's summary reads as user text (merged with a user message after it)
+        return "user", [{"type": "text", "text": SUMMARY_PREFIX + message.text}]
     if message.role == Role.ASSISTANT:
         if message.blocks:
             return "assistant", [dict(b) for b in message.blocks]
@@ -143,6 +159,10 @@ def fold_event(snapshot: Snapshot, event: dict[str, Any]) -> TextDelta | Reasoni
             return ReasoningDelta(delta["thinking"]) if delta["thinking"] else None
         if dtype == "signature_delta":
             block["signature"] = delta["signature"]
+        elif dtype == "compaction_delta":  # the whole summary at once, not a fragment
+            for key in ("content", "encrypted_content"):
+                if key in delta:
+                    block[key] = delta[key]
         elif dtype == "input_json_delta":
             snapshot.partial_json[index] = snapshot.partial_json.get(index, "") + delta["partial_json"]
         elif dtype == "citations_delta":
@@ -174,7 +194,9 @@ def reply_from(snapshot: Snapshot) -> ModelReply:
     """The final reply of a complete stream."""
     usage = {key: snapshot.usage.get(key, 0) for key in _USAGE_KEYS}
     # a null field carries nothing and some request schemas refuse it: send back what is set
-    blocks = tuple({k: v for k, v in b.items() if v is not None} for b in snapshot.content)
+    # (a compaction block goes back exactly as it came, a null ``content`` included)
+    blocks = tuple(dict(b) if b.get("type") == "compaction" else {k: v for k, v in b.items() if v is not None}
+                   for b in snapshot.content)
     text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
     calls = tuple(ToolCall(id=b["id"], name=b["name"], input=b.get("input") or {})
                   for b in blocks if b.get("type") == "tool_use")
@@ -219,7 +241,7 @@ def classify_error(exc: BaseException) -> Failure:
         if status == 200:  # an ``error`` event inside a stream that had started
             return Failure(f"Anthropic API {etype} mid-stream: {detail}", etype in _TRANSIENT_TYPES)
         message = f"Anthropic API {etype} ({status}): {detail}"
-        if status == 400 and _OVERFLOW.search(detail or ""):
+        if (status == 400 and _OVERFLOW.search(detail or "")) or status == 413:
             return Failure(message, retryable=False, overflow=True)
         transient = status in (408, 409, 429) or status >= 500
         return Failure(message, transient, retry_after=_retry_after(exc.response.headers) if transient else None)
@@ -256,6 +278,8 @@ class AnthropicModel:
         api_key: str | None = None,
         base_url: str | None = None,
         max_retries: int = DEFAULT_MAX_RETRIES,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        server_compaction: dict[str, Any] | None = None,
         timeout: float = 600.0,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
@@ -264,6 +288,10 @@ class AnthropicModel:
         self.temperature = temperature
         self.thinking_budget = thinking_budget
         self.max_retries = max_retries
+        #: read by the engine's compactor (its threshold is a share of this)
+        self.context_window = context_window
+        #: ``{"trigger": tokens, "instructions": str}`` turns on the API's own compaction
+        self.server_compaction = server_compaction
         self._sleep = sleep
         # the SDK's retries are off: the policy above is ours, and visible to tests
         self._client = anthropic.AsyncAnthropic(
@@ -289,6 +317,14 @@ class AnthropicModel:
         if self.temperature is not None:
             # this SDK version has no ``temperature`` keyword; the API still accepts the field
             params["extra_body"] = {"temperature": self.temperature}
+        if self.server_compaction is not None and request.purpose == "turn":
+            edit: dict[str, Any] = {"type": "compact_20260112"}
+            if self.server_compaction.get("trigger"):
+                edit["trigger"] = {"type": "input_tokens", "value": int(self.server_compaction["trigger"])}
+            if self.server_compaction.get("instructions"):
+                edit["instructions"] = self.server_compaction["instructions"]
+            params["betas"] = [COMPACTION_BETA]
+            params["context_management"] = {"edits": [edit]}
         return params
 
     def backoff(self, attempt: int, failure: Failure) -> float:
@@ -309,7 +345,8 @@ class AnthropicModel:
             yielded = False
             snapshot = Snapshot()
             try:
-                events = await self._client.messages.create(**params, stream=True)
+                create = self._client.beta.messages.create if "betas" in params else self._client.messages.create
+                events = await create(**params, stream=True)
                 async with events:
                     async for event in events:
                         chunk = fold_event(snapshot, event.to_dict(mode="json"))
@@ -342,7 +379,9 @@ class AnthropicModel:
 def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:
     """An :class:`AnthropicModel` from an agent's model settings.
 
-    Keys: ``model``, ``max_tokens``, ``temperature``, ``thinking_budget``, ``max_retries``
+    Keys: ``model``, ``max_tokens``, ``temperature``, ``thinking_budget``, ``max_retries``,
+    ``context_window`` (tokens, for the engine's compaction), ``server_compaction`` (``True`` or
+    ``{"trigger": input tokens, "instructions": str}``: the API's own compaction, a beta)
     (``provider`` is ignored); the API key and base URL come from the environment. An unknown
     key or a bad value raises :class:`AgentConfigError` (a typo must not silently do nothing).
     """
@@ -360,7 +399,24 @@ def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:
     temperature = config.get("temperature")
     if temperature is not None and not isinstance(temperature, (int, float)):
         raise AgentConfigError(f"temperature must be a number, not {temperature!r}")
+    window = config.get("context_window", DEFAULT_CONTEXT_WINDOW)
+    if not isinstance(window, int) or window < 1024:
+        raise AgentConfigError(f"context_window must be an integer >= 1024, not {window!r}")
+    server = config.get("server_compaction")
+    if server is True:
+        server = {}
+    if server is not None and server is not False:
+        if not isinstance(server, dict) or set(server) - _SERVER_COMPACTION_KEYS:
+            raise AgentConfigError("server_compaction must be True or a dict of trigger, instructions "
+                                   f"(pause_after_compaction is not supported), not {server!r}")
+        trigger = server.get("trigger")
+        if trigger is not None and (not isinstance(trigger, int) or trigger < 1):
+            raise AgentConfigError(f"server_compaction trigger must be a positive integer, not {trigger!r}")
+    else:
+        server = None
     return AnthropicModel(
+        context_window=window,
+        server_compaction=server,
         model=str(config.get("model") or DEFAULT_MODEL),
         max_tokens=max_tokens,
         temperature=None if temperature is None else float(temperature),

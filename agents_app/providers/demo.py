@@ -16,6 +16,12 @@ Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user 
 - anything else                  → answers in prose, echoing the message
 
 After tool results it answers in prose, describing each result. Text streams in small deltas.
+
+Its context window is small on purpose (``CONTEXT_WINDOW`` "tokens", counted as characters / 4),
+so compaction shows within a dozen messages (``essay`` fills it fast) and the daily summary
+session lives forever: past the window it stops with ``context_overflow`` (the engine compacts
+and asks again), and a compaction's summarizing call gets a deterministic summary that names
+the user's messages it covers.
 """
 
 from __future__ import annotations
@@ -25,8 +31,12 @@ import json
 import re
 from typing import Any, AsyncIterator
 
+from agents_app.runtime.compaction import SUMMARY_PREFIX, view_tokens
 from agents_app.runtime.messages import Message, Role, ToolCall
 from agents_app.runtime.model import ModelChunk, ModelReply, ModelRequest, StopReason, TextDelta
+
+#: the demo model's context window, in "tokens" of 4 characters
+CONTEXT_WINDOW = 1_600
 
 ESSAY = (
     "Durable execution means a turn is a process, not a request. Every step commits as it "
@@ -63,20 +73,43 @@ def _rules(text: str) -> tuple[str, dict[str, Any]] | None:
     return None
 
 
+def summarize(request: ModelRequest) -> str:
+    """A compaction's summary, deterministic: the earlier summary's gist and the user's
+    messages it covers (each cut short), never longer than a few hundred characters."""
+    text = request.messages[-1].text if request.messages else ""
+    said = [line[len("User: "):] for line in text.split("\n\n") if line.startswith("User: ")]
+    seeds = sum(1 for line in text.split("\n\n") if line.startswith("Trigger ("))
+    quoted = ", ".join(repr(s[:30] + ("…" if len(s) > 30 else "")) for s in said[-6:])
+    parts = ["Earlier in this conversation"]
+    if text.startswith(SUMMARY_PREFIX):
+        parts.append(" (continuing an earlier summary)")
+    parts.append(f": the user sent {len(said)} message{'s' if len(said) != 1 else ''}")
+    if quoted:
+        parts.append(f" (latest: {quoted})")
+    if seeds:
+        parts.append(f"; {seeds} scheduled seed{'s' if seeds != 1 else ''} ran")
+    parts.append("; the assistant answered each.")
+    return "".join(parts)
+
+
 def _describe(result: Any) -> str:
     return json.dumps(result, sort_keys=True) if not isinstance(result, str) else result
 
 
 class DemoModel:
-    def __init__(self, *, delay: float = 0.01, chunk: int = 6, essay_delay: float = 0.15) -> None:
+    def __init__(self, *, delay: float = 0.01, chunk: int = 6, essay_delay: float = 0.15,
+                 context_window: int = CONTEXT_WINDOW) -> None:
         self.delay = delay
         self.chunk = chunk
         self.essay_delay = essay_delay
+        self.context_window = context_window
 
     def _decide(self, request: ModelRequest) -> tuple[str, tuple[ToolCall, ...], float]:
         transcript = request.messages
         last = transcript[-1] if transcript else Message(Role.USER)
-        index = len(transcript)
+        # a call id from the step's position (stable, unique in the session) when it is known
+        key = request.stream_key.split(":")
+        index = key[2] if len(key) > 2 and key[1] == "model" else str(len(transcript))
         available = {t.name for t in request.tools}
         if last.role == Role.TOOL and last.name == "search_notes" and isinstance(last.result, dict):
             notes = last.result.get("notes") or []
@@ -109,6 +142,14 @@ class DemoModel:
         return f"You said: {text}", (), self.delay
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        tokens = view_tokens(request.system, request.messages)
+        if tokens > self.context_window:
+            yield ModelReply(stop_reason=StopReason.CONTEXT_OVERFLOW, usage={"input_tokens": tokens})
+            return
+        if request.purpose == "compact":
+            summary = summarize(request)
+            yield ModelReply(text=summary, usage={"input_tokens": tokens, "output_tokens": len(summary) // 4})
+            return
         text, calls, delay = self._decide(request)
         for i in range(0, len(text), self.chunk):
             if delay:
@@ -118,5 +159,5 @@ class DemoModel:
             text=text,
             tool_calls=calls,
             stop_reason=StopReason.TOOL_USE if calls else StopReason.END_TURN,
-            usage={"input_tokens": sum(len(m.text) for m in request.messages) // 4, "output_tokens": len(text) // 4},
+            usage={"input_tokens": tokens, "output_tokens": len(text) // 4},
         )

@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable
 
+from .compaction import Compaction, compaction_config
 from .errors import AgentConfigError
 from .model import ToolSpec
 from .tools import Tool
@@ -39,8 +40,11 @@ class Agent:
     authorize_answer: AuthorizeAnswer | None = None
     schedules: list[dict[str, Any]] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    #: compaction settings (``compaction`` in agent.py: a dict, or False to turn it off)
+    compaction: Compaction = field(default_factory=Compaction)
 
     def __post_init__(self) -> None:
+        self.compaction = compaction_config(self.compaction)
         if isinstance(self.tools, (list, tuple)):
             self.tools = {t.name: t for t in self.tools}
         self.surfaces = {k: v if isinstance(v, SurfacePolicy) else surface(**v) for k, v in self.surfaces.items()}

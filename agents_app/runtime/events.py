@@ -84,6 +84,9 @@ class InputAnswered(TurnEvent):
     by: str | None = None
     #: the answerer's display name, where the host knows it
     name: str | None = None
+    #: the answer itself (the card shows "Approved by …" / "Denied by …") and the channel it came by
+    answer: Any = None
+    via: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +128,45 @@ class SessionReset(TurnEvent):
     generation: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class CompactionStarted(TurnEvent):
+    """A compaction began (its summarizing call is under way)."""
+
+    type: ClassVar[str] = "compaction.started"
+    reason: str = "proactive"  # proactive | reactive
+    step: str = ""
+    #: messages of the view that are being summarized
+    messages: int = 0
+    tokens_before: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionCompleted(TurnEvent):
+    """The summary and the new boundary committed: the model now sees ``summary`` and the
+    messages from position ``boundary`` on; ``index`` is the summary message's position."""
+
+    type: ClassVar[str] = "compaction.completed"
+    reason: str = "proactive"
+    step: str = ""
+    messages: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    boundary: int = 0
+    index: int = 0
+    summary: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionFailed(TurnEvent):
+    """A proactive compaction could not be made (the turn completed anyway; the boundary did
+    not move). A reactive one that fails fails its turn (``turn.failed``)."""
+
+    type: ClassVar[str] = "compaction.failed"
+    reason: str = "proactive"
+    step: str = ""
+    error: str = ""
+
+
 EVENT_TYPES: dict[str, type[TurnEvent]] = {
     cls.type: cls
     for cls in (
@@ -141,6 +183,9 @@ EVENT_TYPES: dict[str, type[TurnEvent]] = {
         TurnFailed,
         TurnCancelled,
         SessionReset,
+        CompactionStarted,
+        CompactionCompleted,
+        CompactionFailed,
     )
 }
 

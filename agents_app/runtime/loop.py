@@ -12,16 +12,35 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
 from . import events as ev
 from . import subagents
 from .agent import Agent
 from .answers import default_answerers
+from .compaction import (
+    input_tokens,
+    live_view,
+    proactive_due,
+    reactive_count,
+    select_boundary,
+    summary_request,
+    view_tokens,
+)
 from .control import Park, RetryableTurnError, Signals
 from .errors import FatalToolError, StaleAttemptError, ToolDeclarationError
-from .messages import Message, Role, ToolCall, model_step_id, tool_step_id
-from .model import ABNORMAL_STOPS, ModelError, ModelReply, ModelRequest, ReasoningDelta, TextDelta
+from .messages import Message, Role, ToolCall, compact_step_id, model_step_id, tool_step_id
+from .model import (
+    ABNORMAL_STOPS,
+    ContextOverflowError,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    ReasoningDelta,
+    StopReason,
+    TextDelta,
+)
 from .position import NextKind, close_dangling_calls, next_action, turn_tail_start
 from .recovery import call_was_in_flight
 from .seams import (
@@ -53,18 +72,28 @@ log = logging.getLogger(__name__)
 class _RecordingTx:
     """Wraps the store's Tx to mirror appended messages into the loop's transcript."""
 
-    __slots__ = ("tx", "base", "appended")
+    __slots__ = ("tx", "base", "appended", "steps", "moved")
 
     def __init__(self, tx: Tx, base: int) -> None:
         self.tx = tx
         self.base = base
         self.appended: list[Message] = []
+        self.steps: list[str] = []
+        self.moved: tuple[int, int] | None = None
 
     def append(self, message: Message) -> int:
         index = self.base + len(self.appended)
         self.tx.append(message, index)
         self.appended.append(message)
         return index
+
+    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
+        self.steps.append(step_id)
+        self.tx.step(step_id, index, data)
+
+    def boundary(self, index: int, summary_index: int) -> None:
+        self.moved = (index, summary_index)
+        self.tx.boundary(index, summary_index)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.tx, name)
@@ -111,7 +140,7 @@ class TurnLoop:
         self.agent_for = agent_for or (lambda name: agent if name == agent.name else _no_agent(name))
         self.on_runnable = on_runnable
         self.max_depth, self.max_fanout = max_depth, max_fanout
-        self._history: tuple[int, tuple[Message, ...]] | None = None
+        self._history: tuple[tuple[int, ...], tuple[Message, ...]] | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -122,7 +151,7 @@ class TurnLoop:
         recorder_box: list[_RecordingTx] = []
 
         def unit(tx: Tx) -> None:
-            rec = _RecordingTx(tx, len(self.transcript))
+            rec = _RecordingTx(tx, self.base + len(self.transcript))
             recorder_box.append(rec)
             work(rec)
 
@@ -130,6 +159,9 @@ class TurnLoop:
         commit = await run(self.turn.turn_id, self.attempt_id, unit)
         rec = recorder_box[-1]
         self.transcript.extend(rec.appended)
+        self.state.steps.update(rec.steps)
+        if rec.moved is not None:
+            self._moved(*rec.moved)
         if commit.cancel_reason:
             self.signals.cancel(commit.cancel_reason)
         if commit.events:
@@ -158,6 +190,9 @@ class TurnLoop:
         self.state: TurnState = await self.store.load(turn_id)
         self.turn: TurnRecord = self.state.turn
         self.transcript = self.state.transcript
+        self.base, self.boundary, self.summary_at = self.state.base, self.state.boundary, self.state.summary
+        self.compaction = self.agent.compaction
+        self.window = self.compaction.window(self.model)
         if self.turn.status in FINAL_STATUSES:
             return self.turn.status
         if self.turn.cancel_reason:
@@ -179,15 +214,20 @@ class TurnLoop:
                     return await self._cancel(())
                 await self._open()
             elif nxt.kind == NextKind.SETTLE:
-                return await self._settle(self.transcript[nxt.index].text)
+                text = self.transcript[nxt.index].text
+                if not self._proactive_due():
+                    return await self._settle(text)
+                status = await self._compact("proactive", settle_text=text)
+                if status is not None:
+                    return status
             elif nxt.kind == NextKind.MODEL:
                 if self.cancel_reason:
                     return await self._cancel(())
-                status = await self._model_step(nxt.index)
+                status = await self._model_step(self.base + nxt.index)
                 if status is not None:
                     return status
             else:
-                status = await self._tool_steps(nxt.index, nxt.calls, replay=first)
+                status = await self._tool_steps(self.base + nxt.index, nxt.calls, replay=first)
                 if status is not None:
                     return status
             first = False
@@ -223,6 +263,7 @@ class TurnLoop:
             stream_key=stream_key,
         )
         reply: ModelReply | None = None
+        overflow: str | None = None
         stream = self.model.stream(request)
         try:
             try:
@@ -240,12 +281,20 @@ class TurnLoop:
                 if aclose is not None:
                     await aclose()
                 await journal  # a lost lease (StaleAttemptError) surfaces here, before any commit
+        except ContextOverflowError as exc:
+            if not self.compaction.enabled:
+                return await self._fail(str(exc), phase="model", step=step_id)
+            overflow = str(exc)
         except ModelError as exc:
             if exc.retryable:
                 raise RetryableTurnError(f"model: {exc}") from exc
             return await self._fail(str(exc), phase="model", step=step_id)
         if self.cancel_reason:
             return await self._cancel(())
+        if overflow is not None or (
+            reply is not None and reply.stop_reason == StopReason.CONTEXT_OVERFLOW and self.compaction.enabled
+        ):
+            return await self._overflowed(step_id)
         if reply is None:
             raise RetryableTurnError("model: the stream ended without a reply")
         if reply.is_empty and reply.stop_reason in ABNORMAL_STOPS:
@@ -261,6 +310,8 @@ class TurnLoop:
             usage=dict(reply.usage),
         )
         usage = self._usage_with(reply.usage)
+        # the turn's last reply: settle now, or first compact (a step of this turn)
+        compact_next = not message.tool_calls and self._proactive_due(message, request)
 
         def work(tx: Tx) -> None:
             at = tx.append(message)
@@ -271,25 +322,173 @@ class TurnLoop:
                 tx.emit(ev.ActionRequested(turn.turn_id, call=call.to_json()))
             if message.tool_calls:
                 tx.journal(Phase.TOOL_REQUEST_RECORDED, tool_request=message.tool_calls[0].to_json(), index=at)
+            elif compact_next:
+                tx.journal(Phase.BEFORE_PROVIDER)
             else:
                 self._settle_txn(tx, message.text, usage)
 
         await self._commit(work)
-        return TurnStatus.COMPLETED if not message.tool_calls else None
+        return TurnStatus.COMPLETED if not message.tool_calls and not compact_next else None
 
     def _request_messages(self) -> tuple[Message, ...]:
-        """The transcript as the model sees it. Earlier turns are repaired once per attempt
-        (not per step), so a step costs the same at 10 or 10,000 messages of history."""
+        """The live view as the model sees it: the summary, then the messages from the boundary
+        on. Earlier turns are repaired once per attempt (not per step), so a step costs the
+        same at 10 or 10,000 messages of live history."""
         start = turn_tail_start(self.transcript, self.turn.turn_id)
-        if self._history is None or self._history[0] != start:
-            self._history = (start, tuple(close_dangling_calls(self.transcript[:start])))
-        return self._history[1] + tuple(close_dangling_calls(self.transcript[start:]))
+        b = self.boundary - self.base
+        key = (self.base, self.boundary, start)
+        if self._history is None or self._history[0] != key:
+            earlier = [m for m in self.transcript[b:start] if m.role != Role.SUMMARY]
+            self._history = (key, tuple(close_dangling_calls(earlier)))
+        head = (self.transcript[self.summary_at - self.base],) if self.summary_at is not None else ()
+        tail = [m for m in self.transcript[max(b, start):] if m.role != Role.SUMMARY]
+        return head + self._history[1] + tuple(close_dangling_calls(tail))
+
+    # -- compaction ---------------------------------------------------------------------------
+
+    def _tail(self) -> list[Message]:
+        return self.transcript[turn_tail_start(self.transcript, self.turn.turn_id):]
+
+    def _proactive_due(self, reply: Message | None = None, request: ModelRequest | None = None) -> bool:
+        """After the turn's last reply (``reply``, about to commit, or the transcript's):
+        did its step's input pass the threshold? A pure function of the transcript, so a
+        replay decides what the first attempt decided."""
+        tail = self._tail() + ([reply] if reply is not None else [])
+        if request is not None:
+            seen: Any = (*request.messages, reply)
+        else:
+            seen = self._request_messages()
+        return proactive_due(self.compaction, self.window, tail,
+                             lambda: view_tokens(self.policy.get("system", ""), seen))
+
+    async def _overflowed(self, step_id: str) -> TurnStatus | None:
+        """The model step overflowed the context window: compact and redo it, at most
+        ``max_reactive`` times (counted off the transcript, so a replay counts the same)."""
+        done = reactive_count(self._tail())
+        if done >= self.compaction.max_reactive:
+            return await self._fail(
+                f"the model's context window is still exceeded after {done} compactions: what is kept "
+                "verbatim (the current turn's messages, or a single message) does not fit it",
+                phase="model", step=step_id,
+            )
+        return await self._compact("reactive", aggressive=done >= 1, failed_step=step_id)
+
+    def _moved(self, boundary: int, summary_at: int) -> None:
+        """The boundary moved: forget what the model no longer sees (the turn's own messages
+        stay: the loop reads where it stands off them)."""
+        opening = self.base + turn_tail_start(self.transcript, self.turn.turn_id)
+        start = min(boundary, opening)
+        if start > self.base:
+            del self.transcript[: start - self.base]
+            self.base = start
+        self.boundary, self.summary_at = boundary, summary_at
+        self._history = None
+
+    async def _compact(self, reason: str, *, aggressive: bool = False, settle_text: str = "",
+                       failed_step: str | None = None) -> TurnStatus | None:
+        """One compaction step (``compact:<n>``): summarize the older part of the view with one
+        call to the agent's model, then commit the summary and the new boundary together.
+        Returns the turn's status if it ended the turn (a proactive one that had nothing to do
+        or failed settles it; a reactive one that failed fails it), else None."""
+        turn = self.turn
+        system = self.policy.get("system", "")
+        view = live_view(self.transcript, self.base, self.boundary, self.summary_at)
+        k = select_boundary(view, keep_last=0 if aggressive else self.compaction.keep_last)
+        if k is None and reason == "reactive" and not aggressive:
+            k = select_boundary(view, keep_last=0)
+        if k is None:
+            if reason == "proactive":
+                return await self._settle(settle_text)
+            return await self._fail(
+                "the model's context window is exceeded and nothing is left to summarize: the current "
+                "turn's messages alone do not fit it", phase="model", step=failed_step,
+            )
+        at = self.base + len(self.transcript)
+        step_id = compact_step_id(at)
+        summarized = [m for _, m in view[:k]]
+        kept = [m for _, m in view[k:]]
+        cut = view[k][0]
+        opening = self.base + turn_tail_start(self.transcript, turn.turn_id)
+        last = next((m for m in reversed(summarized + kept) if m.role == Role.ASSISTANT), None)
+        used = input_tokens(last.usage) if last is not None and reason == "proactive" else None
+        before = used if used is not None else view_tokens(system, summarized + kept)
+        started = f"{step_id}:started"
+        if started not in self.state.steps:  # a replay does not announce it twice
+            def begin(tx: Tx) -> None:
+                tx.step(started)
+                tx.emit(ev.CompactionStarted(turn.turn_id, reason=reason, step=step_id, messages=len(summarized),
+                                             tokens_before=before))
+                tx.journal(Phase.PROVIDER_STARTED, step=step_id)
+
+            await self._commit(begin)
+        request = replace(summary_request(summarized, self.compaction, self.window),
+                          stream_key=f"{turn.turn_id}:{step_id}:{self.attempt_id or '-'}")
+        text, usage, error = await self._summarize(request)
+        if error is not None:
+            if reason == "reactive":
+                return await self._fail(f"compaction failed: {error}", phase="compact", step=step_id)
+            return await self._compaction_failed(step_id, error, settle_text)
+        summary = Message(Role.SUMMARY, text=text, turn_id=turn.turn_id, usage=usage, boundary=cut)
+        after = view_tokens(system, [summary, *kept])
+
+        def work(tx: Tx) -> None:
+            index = tx.append(summary)
+            tx.step(step_id, index, {"boundary": cut, "opening": opening, "reason": reason,
+                                     "messages": len(summarized)})
+            tx.boundary(cut, index)
+            tx.emit(ev.CompactionCompleted(turn.turn_id, reason=reason, step=step_id, messages=len(summarized),
+                                           tokens_before=before, tokens_after=after, boundary=cut, index=index,
+                                           summary=text))
+            tx.journal(Phase.BEFORE_PROVIDER)
+
+        await self._commit(work)
+        return None
+
+    async def _summarize(self, request: ModelRequest) -> tuple[str, dict[str, int], str | None]:
+        """The summarizing call: (summary, usage, error). Its deltas are not streamed: the
+        summary is not the assistant's reply. An empty summary is an error, never a boundary."""
+        reply: ModelReply | None = None
+        stream = self.model.stream(request)
+        try:
+            async for chunk in stream:
+                if isinstance(chunk, ModelReply):
+                    reply = chunk
+        except ContextOverflowError:
+            return "", {}, "the summarizer's request is itself longer than the model's context window"
+        except ModelError as exc:
+            if exc.retryable:
+                raise RetryableTurnError(f"compaction: {exc}") from exc
+            return "", {}, str(exc)
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+        if reply is None:
+            raise RetryableTurnError("compaction: the stream ended without a reply")
+        if reply.stop_reason == StopReason.CONTEXT_OVERFLOW:
+            return "", {}, "the summarizer's request is itself longer than the model's context window"
+        if not reply.text.strip():
+            why = "with a tool call" if reply.tool_calls else f"({reply.stop_reason})"
+            return "", dict(reply.usage), f"the summarizer answered {why} without a summary"
+        return reply.text.strip(), dict(reply.usage), None
+
+    async def _compaction_failed(self, step_id: str, error: str, text: str) -> TurnStatus:
+        """A proactive compaction failed: the turn completes (its reply committed); the
+        boundary stays where it was and the failure is logged."""
+        usage = self._usage_with({})
+
+        def work(tx: Tx) -> None:
+            tx.emit(ev.CompactionFailed(self.turn.turn_id, reason="proactive", step=step_id, error=error))
+            self._settle_txn(tx, text, usage)
+
+        await self._commit(work)
+        return TurnStatus.COMPLETED
 
     def _usage_with(self, extra: dict[str, int]) -> dict[str, int]:
         total: dict[str, int] = {}
         tail = self.transcript[turn_tail_start(self.transcript, self.turn.turn_id):]
         for m in tail:
-            if m.role == Role.ASSISTANT:
+            if m.role in (Role.ASSISTANT, Role.SUMMARY):  # a compaction's call costs too
                 for k, v in m.usage.items():
                     total[k] = total.get(k, 0) + int(v)
         for k, v in extra.items():
@@ -326,6 +525,9 @@ class TurnLoop:
         elif (problem := validate_input(tool.spec, call.input)) is not None:
             result, error = None, problem
         elif interrupted and tool.is_async and tool.on_interrupt == "report":
+            log.warning("turn %s: async tool %s (call %s) was interrupted by a crash; not re-run "
+                        "(on_interrupt='report'): the model gets the interrupted marker",
+                        self.turn.turn_id, call.name, call.id)
             result, error = INTERRUPTED_TOOL_RESULT, INTERRUPTED_TOOL_RESULT["error"]
         elif tool.is_async:
             try:

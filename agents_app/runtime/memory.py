@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from . import events as ev
 from . import rules, subagents
+from .compaction import transcript_start
 from .errors import NotFound, StaleAttemptError
 from .messages import Message, input_step_id
 from .seams import (
@@ -43,6 +44,9 @@ class _Session:
     messages: list[Message] = field(default_factory=list)
     events: list[tuple[int, int, ev.TurnEvent]] = field(default_factory=list)  # (generation, seq, event)
     archive: dict[int, list[Message]] = field(default_factory=dict)
+    #: the live generation's boundary and summary position (compaction)
+    boundary: int = 0
+    summary: int | None = None
 
 
 @dataclass
@@ -62,6 +66,7 @@ class _MemoryTx:
         self.events: list[ev.TurnEvent] = []
         self.changes: dict[str, Any] = {}
         self.children: list[ChildTurn] = []
+        self.moved: tuple[int, int] | None = None
 
     def append(self, message: Message, index: int) -> None:
         live = self.session.messages if self.turn.record.generation == self.session.generation else \
@@ -79,6 +84,9 @@ class _MemoryTx:
     def journal(self, phase: Phase, **data: Any) -> None:
         self.changes["phase"] = str(phase)
         self.changes["journal"] = {**data, "attempt_id": self.turn.record.attempt_id}
+
+    def boundary(self, index: int, summary_index: int) -> None:
+        self.moved = (index, summary_index)
 
     def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
                pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
@@ -267,7 +275,13 @@ class InMemorySessionStore:
         spawn_prefix = f"spawn:{turn_id}:"
         spawned = {k[len(spawn_prefix):]: copy.deepcopy(v["data"]) for k, v in turn.steps.items()
                    if k.startswith(spawn_prefix)}
-        return TurnState(turn=turn.record, transcript=list(s.messages), answers=answers, spawned=spawned)
+        steps = {k for k in turn.steps if not k.startswith("input:")}
+        live = turn.record.generation == s.generation
+        boundary, summary = (s.boundary, s.summary) if live else (0, None)
+        base = transcript_start(boundary, ((k, v["data"]) for k, v in turn.steps.items()))
+        messages = s.messages if live else s.archive.get(turn.record.generation, [])
+        return TurnState(turn=turn.record, transcript=list(messages[base:]), steps=steps, answers=answers,
+                         base=base, boundary=boundary, summary=summary, spawned=spawned)
 
     async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
         return await self.atomic(turn_id, attempt_id, record)
@@ -281,13 +295,16 @@ class InMemorySessionStore:
         s = tx.session
         if turn.record.generation == s.generation:
             s.messages.extend(tx.messages)
+            if tx.moved is not None:
+                s.boundary, s.summary = tx.moved
         else:  # a turn of an archived generation keeps writing into its archive
             s.archive.setdefault(turn.record.generation, []).extend(tx.messages)
         turn.steps.update(tx.steps)
         runnable = [self._create_child(turn, child) for child in tx.children]
         runnable = [r for r in runnable if r is not None]
         if tx.changes:
-            self._set(turn, **tx.changes)
+            attempts = rules.attempts_after(turn.record.attempts, tx.changes.get("status"))
+            self._set(turn, **tx.changes, attempts=attempts)
         logged = self._log(s, tx.events) if turn.record.generation == s.generation else []
         self._refresh_session_status(s)
         if "status" in tx.changes:
@@ -331,7 +348,8 @@ class InMemorySessionStore:
         self._set(turn, status=TurnStatus.QUEUED, pending=None,
                   journal={**rec.journal, "answered": {**record, "input_id": input_id}})
         logged = self._log(s, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"),
-                                                name=record.get("name")),
+                                                name=record.get("name"), answer=copy.deepcopy(answer),
+                                                via=record.get("via")),
                                ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
         self._refresh_session_status(s)
         return Outcome(events=logged, turn=turn.record)
@@ -343,6 +361,7 @@ class InMemorySessionStore:
         previous = f"{session.key}#g{s.generation}"
         s.archive[s.generation] = s.messages
         s.messages = []
+        s.boundary, s.summary = 0, None
         s.generation += 1
         self.resets.append((session, previous, by))
         logged += self._log(s, [ev.SessionReset("", previous_session=previous, generation=s.generation)])

@@ -18,6 +18,7 @@ class Role(StrEnum):
     TRIGGER = "trigger"  # a proactive seed: no human sent it; attributed to ``by``
     ASSISTANT = "assistant"
     TOOL = "tool"
+    SUMMARY = "summary"  # a compaction's summary of the messages before ``boundary``
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class Message:
     - ``assistant``: ``text``, ``tool_calls`` and ``blocks`` (the provider's raw content
       blocks that must be sent back unchanged, e.g. thinking blocks with signatures).
     - ``tool``: ``call_id``, ``name``, ``result`` (any JSON) and ``is_error``.
+    - ``summary``: ``text`` summarizes the live view before position ``boundary`` (compaction).
     """
 
     role: Role
@@ -55,6 +57,7 @@ class Message:
     result: Any = None
     is_error: bool = False
     usage: dict[str, int] = field(default_factory=dict)
+    boundary: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"role": str(self.role)}
@@ -76,6 +79,8 @@ class Message:
                 data["is_error"] = True
         if self.usage:
             data["usage"] = self.usage
+        if self.boundary is not None:
+            data["boundary"] = self.boundary
         return data
 
     @classmethod
@@ -92,6 +97,7 @@ class Message:
             result=data.get("result"),
             is_error=bool(data.get("is_error", False)),
             usage=dict(data.get("usage", {})),
+            boundary=data.get("boundary"),
         )
 
 
@@ -103,6 +109,11 @@ def model_step_id(index: int) -> str:
 def tool_step_id(index: int, call_id: str) -> str:
     """The memo id of a tool call made by the assistant message at ``index``."""
     return f"tool:{index}:{call_id}"
+
+
+def compact_step_id(index: int) -> str:
+    """The memo id of the compaction whose summary message lands at ``index``."""
+    return f"compact:{index}"
 
 
 def input_step_id(turn_id: str, input_id: str) -> str:

@@ -51,6 +51,8 @@ class ModelRequest:
     tools: tuple[ToolSpec, ...]
     #: stable per (turn, step, attempt): lets a provider dedupe or trace a stream
     stream_key: str = ""
+    #: ``turn`` (a model step) or ``compact`` (a compaction's summarizing call)
+    purpose: str = "turn"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,3 +89,11 @@ class ModelError(Exception):
     def __init__(self, message: str, *, retryable: bool = True) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class ContextOverflowError(ModelError):
+    """The request does not fit the model's context window (e.g. a 400 "prompt is too long"):
+    the loop compacts and redoes the step, as for the stop reason CONTEXT_OVERFLOW."""
+
+    def __init__(self, message: str = "the prompt is longer than the model's context window") -> None:
+        super().__init__(message, retryable=False)

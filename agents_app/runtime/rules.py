@@ -28,6 +28,17 @@ CANCEL_AT_ONCE_WAITING = frozenset({TurnStatus.SUSPENDED})
 #: once or by request (the children of those children likewise); it settles a queued or parked
 #: child at once, a running one at its next boundary
 CASCADE = CancelReason.PARENT
+#: The retry budget (``attempts`` against max_attempts) counts the attempts that ended without
+#: settling: a crash, a lost lease, a retryable failure. Every claim counts its attempt; the
+#: unit that parks the turn (it settled, waiting for an answer) gives it back, so a tool that
+#: asks five questions does not exhaust the budget. A final status keeps its count (nothing
+#: retries it; ``attempts`` then says how many attempts the turn took).
+REFUNDS_ATTEMPT = frozenset({TurnStatus.SUSPENDED})
+
+
+def attempts_after(attempts: int, status: TurnStatus | str | None) -> int:
+    """``attempts`` after a unit that sets ``status`` commits (``REFUNDS_ATTEMPT``)."""
+    return max(attempts - 1, 0) if status in REFUNDS_ATTEMPT else attempts
 
 
 def check_start(*, turn_exists: bool, parked: bool) -> None:

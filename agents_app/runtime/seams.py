@@ -138,10 +138,19 @@ class TurnState:
 
     turn: TurnRecord
     transcript: list[Message]
+    #: step ids with a stored result (this turn): what a replay must not announce twice
+    steps: set[str]
     #: input id -> stored answer (this turn only: answers are turn-scoped)
     answers: dict[str, Any]
     #: ``<call_id>:<index>`` -> a settled child's result (``subagents.py``)
     spawned: dict[str, Any] = field(default_factory=dict)
+    #: position of ``transcript[0]``: the live transcript starts at the session's boundary (or
+    #: at this turn's opening, when a compaction of this turn cut inside it)
+    base: int = 0
+    #: the session's boundary: the model sees the summary, then the messages from here on
+    boundary: int = 0
+    #: position of the live summary message, if the session was compacted
+    summary: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +218,11 @@ class Tx(Protocol):
     def journal(self, phase: Phase, **data: Any) -> None:
         """Record the journal phase on the turn."""
 
+    def boundary(self, index: int, summary_index: int) -> None:
+        """Move the session's boundary to transcript position ``index``, with the summary at
+        ``summary_index``, in this unit's commit (a turn of an archived generation moves
+        nothing). Loads then read the transcript from the boundary only."""
+
     def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
                pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
         """Set the turn's status (and the session's). A child turn settling in a final status
@@ -255,7 +269,10 @@ class SessionStore(Protocol):
         """Give the lease back (the turn is queued again) if this attempt still holds it."""
 
     async def load(self, turn_id: str) -> TurnState:
-        """The turn, the live transcript and its answers: O(1) queries."""
+        """The turn, the live transcript, its memoized steps and answers: O(1) queries. The
+        transcript starts at the session's boundary, or at the turn's opening if that comes
+        first (a ``compact:<n>`` step of the turn records it as ``{"opening": …}``): what it
+        reads does not grow with the session's age."""
 
     async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Tx], None]) -> Commit:
         """Apply what ``record`` writes through ``tx`` atomically, fenced on ``attempt_id``

@@ -16,8 +16,6 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import quote, unquote
-from django.db.models import F, OuterRef, Subquery
-from django.db.models.functions import Coalesce
 from django.http import HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import NoReverseMatch, path, reverse
@@ -28,7 +26,7 @@ from django.utils.timesince import timesince
 from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnNotResumable
 
 from sessions_app import models as m
-from sessions_app import services
+from sessions_app import selectors, services
 from sessions_app.errors import Unprocessable
 
 log = logging.getLogger(__name__)
@@ -140,13 +138,12 @@ class AnswerForm(forms.Form):
 
 def parked_turns():
     """Every parked input in a live generation, oldest first, with when it parked."""
-    parked_at = (m.Event.objects.filter(turn_id=OuterRef("pk"), type="input.requested")
-                 .order_by("-seq").values("created_at")[:1])
-    return (m.ApprovalRequest.objects.select_related("session")
-            .filter(status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"),
-                    waiting=0)
-            .annotate(parked_at=Coalesce(Subquery(parked_at), F("updated_at")))
-            .order_by("parked_at", "pk"))
+    return selectors.parked_requests()
+
+
+def waiting_count(user: Any) -> int:
+    """How many parked requests ``user`` may answer now (the inbox title, the admin index)."""
+    return len(answerable_ids(user, parked_turns()))
 
 
 def answerable_ids(user: Any, turns) -> list[str]:
@@ -196,7 +193,7 @@ def _remote_addr(request) -> str:
 
 @admin.register(m.ApprovalRequest)
 class ApprovalInboxAdmin(admin.ModelAdmin):
-    list_display = ("prompt", "agent", "session_key", "tool_call", "waited")
+    list_display = ("prompt", "agent", "session_key", "requested_by", "tool_call", "waited", "turn_link")
     list_display_links = ("prompt",)
     list_per_page = 50
     actions = None
@@ -232,7 +229,20 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
 
     @admin.display(description="session", ordering="session__key")
     def session_key(self, turn):
-        return turn.session.key
+        try:
+            url = reverse("admin:sessions_app_session_generation", args=(turn.session_id, turn.generation))
+        except NoReverseMatch:
+            return turn.session.key
+        return format_html('<a href="{}">{}</a>', url, turn.session.key)
+
+    @admin.display(description="requested by")
+    def requested_by(self, turn):
+        return selectors.requested_by(turn) or "—"
+
+    @admin.display(description="turn")
+    def turn_link(self, turn):
+        url = _turn_admin_url(turn)
+        return format_html('<a href="{}">timeline</a>', url) if url else "—"
 
     @admin.display(description="tool call")
     def tool_call(self, turn):
@@ -246,7 +256,9 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
     # -- pages ----------------------------------------------------------------------------------------
 
     def changelist_view(self, request, extra_context=None):
-        return super().changelist_view(request, {"title": "Approval inbox", **(extra_context or {})})
+        waiting = waiting_count(request.user)
+        title = f"Approval inbox ({waiting} waiting)" if waiting else "Approval inbox"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name

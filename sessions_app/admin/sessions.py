@@ -22,6 +22,9 @@ from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from django.template.loader import render_to_string
+
+from sessions_app.admin import console
 from sessions_app.store import eventlog
 from sessions_app import models as m
 from sessions_app.admin import tree
@@ -94,11 +97,14 @@ def generation_rows(session: m.Session, page_number: Any) -> Any:
     return page
 
 
-def message_view(row: m.Message) -> dict[str, Any]:
-    """One message of the log as the conversation template shows it (escaped by the template)."""
+def message_view(row: m.Message, boundaries: dict[int, list[int]] | None = None) -> dict[str, Any]:
+    """One message of the log as the conversation template shows it (escaped by the template).
+    ``boundaries``: position -> the summaries whose kept part starts there (compaction)."""
     data = row.data or {}
     result = data.get("result")
     return {
+        "boundary_of": (boundaries or {}).get(row.index, []),
+        "summarizes_before": data.get("boundary") if row.role == "summary" else None,
         "index": row.index,
         "role": row.role,
         "turn_id": row.turn_id,
@@ -138,10 +144,14 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         m.Turn.objects.filter(session=session, generation=generation).order_by("order")
         .only("id", "order", "status", "kind", "cancel_reason", "attempts", "phase", "input", "created_at")[:500]
     )
+    boundaries: dict[int, list[int]] = {}
+    for index, data in m.Message.objects.filter(session=session, generation=generation, role="summary") \
+            .values_list("index", "data"):
+        boundaries.setdefault(int((data or {}).get("boundary", 0)), []).append(index)
     return {
         # not "messages": the admin's base template shows the messages framework's under that name
         "message_page": messages,
-        "conversation": [message_view(row) for row in messages.object_list],
+        "conversation": [message_view(row, boundaries) for row in messages.object_list],
         "events": events,
         "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.created_at,
                         "data": pretty_json(data)}
@@ -154,6 +164,16 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         "turns": turns,
         "child_turns": tree.archived_children(session, generation),
     }
+
+
+def step_note(key: str, data: Any) -> str:
+    """A line for the steps the turn page explains: a compaction says what it did."""
+    if key.startswith("compact:") and isinstance(data, dict):
+        return (f"compaction ({data.get('reason', '?')}): {data.get('messages', '?')} messages summarized; "
+                f"the model sees the summary, then the messages from #{data.get('boundary', '?')} on")
+    if key.startswith("compact:") and key.endswith(":started"):
+        return "compaction started"
+    return ""
 
 
 # -- sessions -----------------------------------------------------------------------------------
@@ -193,7 +213,8 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
             page = generation_rows(session, request.GET.get("g"))
             for row in page.rows:
                 row["url"] = self.generation_url(session, row["generation"])
-            extra.update(generations=page, live_url=self.generation_url(session, session.generation))
+            extra.update(generations=page, live_url=self.generation_url(session, session.generation),
+                         usage=console.session_usage(session))
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
     def generation_view(self, request, object_id, generation: int):
@@ -259,6 +280,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     list_per_page = 50
     show_full_result_count = False
     fieldsets = (
+        ("Timeline", {"fields": ("timeline_table", "phase_words", "lease_words", "usage_cost")}),
         (None, {"fields": ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
                            "created_at", "updated_at")}),
         ("Input and outcome", {"fields": ("input_json", "text", "cancel_reason", "error_json", "usage_json",
@@ -273,11 +295,32 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
                        "created_at", "updated_at", "input_json", "text", "cancel_reason", "error_json",
                        "usage_json", "pending_json", "policy_json", "attempt_id", "attempts",
                        "revision", "lease_owner", "lease_expiry", "phase", "journal_json", "steps_table",
-                       "answers_table", "turn_tree")
+                       "answers_table", "timeline_table", "phase_words", "lease_words", "usage_cost", "turn_tree")
 
     @admin.display(description="tree")
     def turn_tree(self, obj):
         return tree.tree_html(obj, self.admin_site.name)
+
+    # -- the operator console's reading of the turn (sessions_app/admin/console.py) ----------------
+
+    @admin.display(description="steps")
+    def timeline_table(self, obj):
+        return render_to_string("admin/june/_timeline.html", {"steps": console.timeline(obj), "turn": obj})
+
+    @admin.display(description="where it is")
+    def phase_words(self, obj):
+        return console.phase_text(obj)
+
+    @admin.display(description="lease")
+    def lease_words(self, obj):
+        return console.lease_text(obj, timezone.now().timestamp())
+
+    @admin.display(description="tokens and cost")
+    def usage_cost(self, obj):
+        model = console.agent_model(obj.session.agent)
+        cost = console.cost_of(obj.usage, model)
+        tokens = ", ".join(f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in (obj.usage or {}).items()) or "none"
+        return f"{tokens} — {model}: " + ("no price configured" if cost is None else f"${cost:.4f}")
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("session", "created_by")
@@ -342,12 +385,13 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
 
     @admin.display(description="steps (first 200)")
     def steps_table(self, obj):
-        rows = list(obj.steps.order_by("id").values_list("key", "message_index", "created_at")[:200])
+        rows = list(obj.steps.order_by("id").values_list("key", "message_index", "created_at", "data")[:200])
         if not rows:
             return "-"
         body = format_html_join(
-            "", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
-            ((key, "" if idx is None else idx, timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S"))
-             for key, idx, when in rows),
+            "", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((key, "" if idx is None else idx, step_note(key, data),
+              timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S"))
+             for key, idx, when, data in rows),
         )
-        return format_html("<table><tr><th>step</th><th>message</th><th>at</th></tr>{}</table>", body)
+        return format_html("<table><tr><th>step</th><th>message</th><th>what</th><th>at</th></tr>{}</table>", body)

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("sessions_app", "0005_drop_retry_budget")]
+    dependencies = [("sessions_app", "0006_compaction")]
 
     operations = [
         migrations.AddField(

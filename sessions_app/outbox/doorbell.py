@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from typing import Any, Callable, Sequence
 
 from asgiref.sync import async_to_sync, sync_to_async
-from channels.layers import get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers, get_channel_layer
 
 from agents_app.runtime.control import Signals
 from sessions_app import models as m
@@ -35,9 +37,33 @@ def ring(turn_ids: Sequence[str]) -> None:
             log.exception("cancel doorbell for %s failed", turn_id)
 
 
+#: each event loop's own channels_redis client (see ``receiving_layer``)
+_loop_layers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+
+def receiving_layer() -> Any:
+    """The channel layer to receive on from the running event loop (None without a layer).
+
+    A channels_redis client keeps its receive state (the lock on the process's channel, the
+    buffers) on the instance, bound to the loop that first waited on it. A worker runs every
+    task in a fresh ``asyncio.run``: an attempt that ended mid-receive left that lock bound to its
+    dead loop, and the next attempt's listener stopped with "… is bound to a different event
+    loop" — its live cancel was lost. So each loop receives through a client of its own (its
+    pools close with the loop). Other layers are shared: ours (``outbox.layers``) receives on any
+    loop, and an in-memory layer's copy would hear nothing."""
+    layer = get_channel_layer()
+    if layer is None or not type(layer).__module__.startswith("channels_redis"):
+        return layer
+    loop = asyncio.get_running_loop()
+    own = _loop_layers.get(loop)
+    if own is None:
+        own = _loop_layers[loop] = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+    return own
+
+
 def cancel_listener(turn_id: str, signals: Signals) -> Callable[[], None]:
     """Listen on the turn's doorbell while the attempt runs. Returns the unsubscribe."""
-    layer = get_channel_layer()
+    layer = receiving_layer()
     if layer is None:
         return lambda: None
     task = asyncio.get_running_loop().create_task(_listen(layer, cancel_group(turn_id), turn_id, signals))

@@ -10,7 +10,6 @@ the authentication. Errors are JSON ``{"error": {"code", "message"}}``.
 
 from __future__ import annotations
 
-import json
 import time
 
 from django.core.exceptions import RequestDataTooBig
@@ -19,7 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents_app.runtime.errors import JuneError
 
-from sessions_app import wiring
+from sessions_app import safejson, wiring
 from sessions_app.proactive import channels
 from sessions_app.errors import BadRequest, PayloadTooLarge, Unauthenticated, error_body
 
@@ -61,10 +60,7 @@ def agent_webhook(request: HttpRequest, agent: str) -> JsonResponse:
             raise Unauthenticated("this agent accepts signed webhooks only (X-June-Signature)")
         if not (request.content_type or "").startswith("application/json"):
             raise BadRequest("Content-Type must be application/json")
-        try:
-            data = json.loads(body)
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise BadRequest("the body is not valid JSON") from None
+        data = safejson.loads(body)
         out = channels.webhook_receive(agent=agent, data=data, verdict=verdict)
     except JuneError as exc:
         response = JsonResponse(error_body(exc), status=exc.http_status)

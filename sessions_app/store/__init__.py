@@ -18,7 +18,13 @@ records through the Tx) runs, on PostgreSQL, on the caller's thread and the stor
 connection: one round trip, no thread hop. Every checkpoint is fenced: it commits only if the
 attempt still owns the turn, else everything — tool writes included — rolls back.
 
-Lock order (every transaction that takes both): the session row, then its turns' rows.
+Lock order (every transaction that takes both): the session row, then its turns' rows. The
+host operations (``control``: create, replace, cancel, answer, reset) lock the session with
+``SELECT … FOR UPDATE`` before they touch a turn; a checkpoint's batch opens with
+``checkpoint.LOCK_SESSION`` (``FOR NO KEY UPDATE`` of its turn's session) before its fence
+UPDATE of the turn row, and only then bumps the session's event counter and status. Claim,
+heartbeat and release are single-row statements in their own transaction. Taken in the other
+order, a checkpoint (turn, then session) and a replace (session, then its turns) deadlocked.
 """
 
 from __future__ import annotations
@@ -69,7 +75,7 @@ class DjangoSessionStore:
         runnable = tree.create_txn(tx.turn_id, tx.children) if tx.children else []
         # the checkpoint also recomputes the session's status when the turn's status changes
         written = checkpoint.write(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
-                                   result=tx.result)
+                                   tx.moved, result=tx.result)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=runnable + written.runnable)
 
     async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit:
@@ -91,7 +97,7 @@ class DjangoSessionStore:
         tx = UnitWriter(turn_id, attempt_id)
         record(tx)
         written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
-                                              tx.events, result=tx.result)
+                                              tx.events, boundary=tx.moved, result=tx.result)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:

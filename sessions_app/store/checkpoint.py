@@ -19,6 +19,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
+from agents_app.runtime import rules
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, SessionStatus, TurnStatus
@@ -54,6 +55,8 @@ def _stale(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
 def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> tuple[str, list[Any]]:
     assert set(changes) <= TURN_COLUMNS, changes
     sets = ["revision = revision + 1"] + [f"{column} = %s" for column in changes]
+    if changes.get("status") in rules.REFUNDS_ATTEMPT:  # parking gives its claim back
+        sets.append("attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END")
     where = "id = %s AND attempt_id = %s" if attempt_id is not None else "id = %s"
     params = [*changes.values(), turn_id] + ([attempt_id] if attempt_id is not None else [])
     return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}", params
@@ -74,18 +77,19 @@ def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, A
 
 def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], messages: list[tuple[int, Message]],
           steps: list[tuple[str, int | None, Any]], events: list[ev.TurnEvent],
-          result: dict[str, Any] | None = None) -> Written:
+          boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
     """Inside the unit's transaction on Django's connection (a sync tool's writes are in it).
+    ``boundary``: (boundary, summary index) the unit moves the session's boundary to.
     ``result``: the turn settles for good; a child reports it to its parent (``children``)."""
     if connection.vendor == "postgresql":
         # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
         ends = len(connection.atomic_blocks) == 1
         return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
-                                ends_transaction=ends, result=result)
-    return _write_plain(turn_id, attempt_id, changes, messages, steps, events, result)
+                                ends_transaction=ends, boundary=boundary, result=result)
+    return _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary, result)
 
 
-def _write_plain(turn_id, attempt_id, changes, messages, steps, events, result=None) -> Written:
+def _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary=None, result=None) -> Written:
     fence, params = fence_sql(turn_id, attempt_id, changes)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cur:
@@ -105,18 +109,22 @@ def _write_plain(turn_id, attempt_id, changes, messages, steps, events, result=N
                 "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
                 [(turn_id, key, idx, dumps(data) if data is not None else None, now) for key, idx, data in steps],
             )
+        if boundary is not None:  # only the live generation's: an archived one keeps its own
+            cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
         if "status" in changes:
-            cur.execute(session_status_sql(by_turn=False), session_status_params(session_id))
+            cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
     logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages)
     woken = children.report_txn(turn_id, result) if result is not None else []
     return Written(cancel_reason, session_id, generation, logged, woken)
 
 
 def session_status_sql(*, by_turn: bool) -> str:
-    """Recompute a session's status from its turns and messages in one statement."""
+    """Recompute a session's status from its turns and messages in one statement, and stamp
+    ``updated_at`` (``auto_now`` does not fire on an UPDATE): a turn was created, settled,
+    cancelled or answered, which is what the session list orders by."""
     target = "(SELECT session_id FROM sessions_app_turn WHERE id = %s)" if by_turn else "%s"
     return (
-        "UPDATE sessions_app_session SET status = CASE "
+        "UPDATE sessions_app_session SET updated_at = %s, status = CASE "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
         "AND t.status = %s AND t.waiting = 0 AND t.generation = sessions_app_session.generation) THEN %s "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
@@ -127,8 +135,9 @@ def session_status_sql(*, by_turn: bool) -> str:
     )
 
 
-def session_status_params(target: Any) -> list[Any]:
-    return [str(TurnStatus.SUSPENDED), str(SessionStatus.SUSPENDED), str(TurnStatus.QUEUED), str(TurnStatus.RUNNING),
+def session_status_params(target: Any, now: Any) -> list[Any]:
+    """``now``: the time as the connection's driver takes it (adapted on SQLite)."""
+    return [now, str(TurnStatus.SUSPENDED), str(SessionStatus.SUSPENDED), str(TurnStatus.QUEUED), str(TurnStatus.RUNNING),
             str(SessionStatus.RUNNING), str(SessionStatus.IDLE), str(SessionStatus.NEW), target]
 
 
@@ -153,13 +162,27 @@ INSERT_EVENT = wire.numbered(
     "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
     "WHERE t.id = %s::text"
 )
+MOVE_BOUNDARY_PLAIN = (
+    "UPDATE sessions_app_session SET boundary = %s, summary_index = %s WHERE id = %s AND generation = %s"
+)
+MOVE_BOUNDARY = wire.numbered(
+    "UPDATE sessions_app_session SET boundary = %s::integer, summary_index = %s::integer "
+    "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
+    "AND sessions_app_session.generation = t.generation"
+)
 ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
+#: the store's lock order (sessions_app.store): the session row before its turn's (the fence
+#: next), as the host operations take them; the event and status updates upgrade this lock
+LOCK_SESSION = wire.numbered(
+    "SELECT 1 FROM sessions_app_session WHERE id = (SELECT session_id FROM sessions_app_turn WHERE id = %s::text) "
+    "FOR NO KEY UPDATE"
+)
 
 
 def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any],
                      messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
                      events: list[ev.TurnEvent], *, ends_transaction: bool = True,
-                     result: dict[str, Any] | None = None) -> Written:
+                     boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
     """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements.
 
     ``raw`` is Django's connection inside the unit's atomic block (a sync tool's unit), or the
@@ -168,8 +191,9 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     writes it ends with COMMIT. Inside an enclosing atomic block (``ends_transaction=False``) it
     ends nothing: the enclosing block commits or rolls back.
 
-    The inserts read the turn's session and generation themselves, so nothing waits for the
-    fence's answer. The fence raises inside the server when the attempt lost its lease
+    The batch locks the turn's session row first (``LOCK_SESSION``: the store's lock order,
+    which the host operations follow too), then fences the turn. The inserts read the turn's
+    session and generation themselves, so nothing waits for the fence's answer. The fence raises inside the server when the attempt lost its lease
     (``june_lease_lost``): the rest of the batch is skipped, COMMIT included, and everything
     rolls back, the tool's writes included.
     """
@@ -179,6 +203,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     status = raw.pgconn.transaction_status
     if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
+    batch.add(LOCK_SESSION, [turn_id])
     fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes)
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
     for i, m in messages:
@@ -190,8 +215,10 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         for n, e in enumerate(events):
             batch.add(INSERT_EVENT, [k, n + 1, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, messages)),
                                      now, turn_id])
+    if boundary is not None:
+        batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
     if "status" in changes:
-        batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id))
+        batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
     report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
     if ends_transaction and status == INTRANS:  # a sync tool's writes began it
         batch.add(b"COMMIT")

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import F, Q
+from django.utils import timezone
 
 from agents_app.runtime import events as ev
 from agents_app.runtime import rules, subagents
@@ -44,7 +45,8 @@ def log_txn(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
 
 def session_status_txn(session_id: int) -> None:
     with connection.cursor() as cur:
-        cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id))
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id, now))
 
 
 def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
@@ -107,6 +109,7 @@ def cancel_unfinished_txn(s: m.Session, reason: str) -> tuple[list[ev.TurnEvent]
 def request_cancel(turn_id: str, reason: str) -> Outcome:
     with transaction.atomic():
         turn = turn_row(turn_id)
+        _locked_session_txn(turn.session_id)  # the lock order: the session row, then the turn's
         logged: list[LoggedEvent] = []
         running: list[str] = []
         runnable: list[tuple[str, SessionRef]] = []
@@ -148,7 +151,7 @@ def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> 
         if not updated:  # cannot happen under the session lock; kept as the conditional write
             rules.check_resumable(record_of(turn_row(turn_id), s), input_id=input_id, generation=s.generation)
         logged = log_txn(s.pk, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"),
-                                                 name=record.get("name")),
+                                                 name=record.get("name"), answer=answer, via=record.get("via")),
                                 ev.TurnStarted(turn_id, trigger="resume", text=turn.input.get("text", ""))],
                          turn_id=turn_id)
         session_status_txn(s.pk)
@@ -166,7 +169,8 @@ def reset(session: SessionRef, *, by: Any = None) -> Outcome:
         logged = log_txn(s.pk, cancelled, turn_id=None)
         previous = f"{s.key}#g{s.generation}"
         m.SessionReset.objects.create(session=s, generation=s.generation, by=by if getattr(by, "pk", None) else None)
-        m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW)
+        m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW,
+                                                 updated_at=timezone.now(), boundary=0, summary_index=None)
         generation = s.generation + 1
         logged += log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
                           turn_id=None)

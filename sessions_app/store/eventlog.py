@@ -2,7 +2,7 @@
 
 An event that repeats the payload of a message written in the same checkpoint (the opening
 text of ``turn.started``, the reply of ``message.completed``, the call of ``action.requested``,
-the result of ``action.completed``) is stored with that payload replaced by the message's
+the result of ``action.completed``, the summary of ``compaction.completed``) is stored with that payload replaced by the message's
 position (``"$from": <index>``). Both rows commit in the same transaction and are archived and
 deleted together, so the reference always resolves. ``restore`` puts the payloads back when the
 log is read (replay over websockets and SSE, the staff archive), with one query for all the
@@ -44,6 +44,9 @@ def _source(e: ev.TurnEvent, unit: list[tuple[int, Message]]) -> tuple[int, str]
     elif isinstance(e, ev.ActionCompleted):
         found = [i for i, m in unit if m.role == Role.TOOL and m.call_id == e.call_id and m.result == e.result]
         field = "result"
+    elif isinstance(e, ev.CompactionCompleted):
+        found = [i for i, m in unit if i == e.index and m.role == Role.SUMMARY and m.text == e.summary]
+        field = "summary"
     elif isinstance(e, ev.ActionRequested):
         call_id = e.call.get("id")
         found = [i for i, m in unit if m.role == Role.ASSISTANT and _call(m, call_id) == e.call]
@@ -71,6 +74,7 @@ _RESTORE: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], Any]]]
     "turn.started": ("text", lambda msg, data: msg.get("text", "")),
     "message.completed": ("text", lambda msg, data: msg.get("text", "")),
     "action.completed": ("result", lambda msg, data: msg.get("result")),
+    "compaction.completed": ("summary", lambda msg, data: msg.get("text", "")),
     "action.requested": ("call", lambda msg, data: next(
         (c for c in msg.get("tool_calls", ()) if c.get("id") == data.get(CALL)), {})),
 }

@@ -9,6 +9,7 @@ from django.db import connection
 
 from agents_app.runtime import events as ev
 from agents_app.runtime import rules
+from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnState, TurnStatus
 from sessions_app import models as m
@@ -16,29 +17,35 @@ from sessions_app.store import eventlog
 from sessions_app.store.records import loads, record_of, turn_row
 
 TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
-                 "WHERE session_id = %s AND generation = %s")
-TRANSCRIPT = "SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s ORDER BY \"index\""
-ANSWERS = "SELECT key, data FROM sessions_app_step WHERE turn_id = %s AND (key LIKE %s OR key LIKE %s)"
+                 "WHERE session_id = %s AND generation = %s AND \"index\" >= %s")
+TRANSCRIPT = ("SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s "
+              "ORDER BY \"index\"")
+STEPS = "SELECT key, data FROM sessions_app_step WHERE turn_id = %s"
 
 
 def load(turn_id: str) -> TurnState:
+    """From the boundary on (the live generation's; or this turn's opening, if it compacted):
+    what a turn reads does not grow with the session's age."""
     turn = turn_row(turn_id)
+    s = turn.session
+    live = turn.generation == s.generation
+    boundary, summary = (s.boundary, s.summary_index) if live else (0, None)
     with connection.cursor() as cur:
+        cur.execute(STEPS, [turn_id])
+        rows = [(k, loads(d)) for k, d in cur.fetchall()]
+        base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
         if connection.vendor == "postgresql":  # one JSON array: one decode, not one per row
-            cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation])
+            cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation, base])
             transcript = [Message.from_json(d) for d in json.loads(cur.fetchone()[0])]
         else:
-            cur.execute(TRANSCRIPT, [turn.session_id, turn.generation])
+            cur.execute(TRANSCRIPT, [turn.session_id, turn.generation, base])
             transcript = [Message.from_json(loads(row[0])) for row in cur.fetchall()]
-        prefix, spawn_prefix = f"input:{turn_id}:", f"spawn:{turn_id}:"
-        cur.execute(ANSWERS, [turn_id, prefix + "%", spawn_prefix + "%"])
-        answers, spawned = {}, {}
-        for k, d in cur.fetchall():
-            if k.startswith(prefix):
-                answers[k[len(prefix):]] = loads(d)
-            else:
-                spawned[k[len(spawn_prefix):]] = loads(d)
-    return TurnState(turn=record_of(turn), transcript=transcript, answers=answers, spawned=spawned)
+    prefix, spawn_prefix = f"input:{turn_id}:", f"spawn:{turn_id}:"
+    answers = {k[len(prefix):]: d for k, d in rows if k.startswith(prefix)}
+    spawned = {k[len(spawn_prefix):]: d for k, d in rows if k.startswith(spawn_prefix)}
+    steps = {k for k, _ in rows if not k.startswith("input:")}
+    return TurnState(turn=record_of(turn), transcript=transcript, steps=steps, answers=answers,
+                     base=base, boundary=boundary, summary=summary, spawned=spawned)
 
 
 def get_turn(turn_id: str) -> TurnRecord:

@@ -69,6 +69,8 @@ class UnitWriter:
         self.children: list[ChildTurn] = []
         #: what this turn reports to its parent, if it has one, when the unit settles it for good
         self.result: dict[str, Any] | None = None
+        #: (boundary, summary index) when a compaction moved the session's boundary
+        self.moved: tuple[int, int] | None = None
 
     def append(self, message: Message, index: int) -> None:
         self.messages.append((index, message))
@@ -81,6 +83,9 @@ class UnitWriter:
 
     def journal(self, phase: Phase, **data: Any) -> None:
         self.turn_changes.update(journal_changes(self.attempt_id, phase, data))
+
+    def boundary(self, index: int, summary_index: int) -> None:
+        self.moved = (index, summary_index)
 
     def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
                pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
@@ -100,3 +105,4 @@ class UnitWriter:
         """Hand what this writer collected to ``other`` (a unit recorded once, written there)."""
         other.messages, other.steps, other.events = self.messages, self.steps, self.events
         other.turn_changes, other.children, other.result = self.turn_changes, self.children, self.result
+        other.moved = self.moved

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from django.db import connection
 from django.db.models import F
+from django.utils import timezone
 
 from agents_app.runtime import events as ev
 from agents_app.runtime import rules
@@ -35,8 +36,7 @@ def create_txn(parent_id: str, children: list[ChildTurn]) -> list[tuple[str, Ses
             policy=child.policy, created_by_id=parent.created_by_id, parent_id=parent_id,
             spawn_step=child.step, depth=child.depth,
         )
-        with connection.cursor() as cur:
-            cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(s.pk))
+        _session_status(s.pk)
         created.append((child.turn_id, child.session))
     if created:
         m.Turn.objects.filter(pk=parent_id).update(waiting=F("waiting") + len(created))
@@ -78,9 +78,14 @@ def cascade_txn(turn_ids: list[str]) -> list[str]:
             by_session.setdefault(session_id, []).append(ev.TurnCancelled(turn_id, reason=reason))
         for session_id, events in by_session.items():
             checkpoint.log_events(session_id, events, turn_id=None)
-            with connection.cursor() as cur:
-                cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id))
+            _session_status(session_id)
     return rung
+
+
+def _session_status(session_id: int) -> None:
+    with connection.cursor() as cur:
+        now = connection.ops.adapt_datetimefield_value(timezone.now())
+        cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id, now))
 
 
 def candidates_txn(session_id: int, reason: str) -> list[str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import json
 import logging
 import re
 import time
@@ -20,23 +19,28 @@ from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
 
 from agents_app.runtime.errors import JuneError, NotFound, TurnConflictError
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 
 from sessions_app import models as m
-from sessions_app import services
+from sessions_app import safejson, services
+from sessions_app.errors import BadRequest, PayloadTooLarge, error_body
 from sessions_app.web.auth import authenticate
 from sessions_app.web.openapi import document
-from sessions_app.errors import BadRequest, PayloadTooLarge, error_body
 from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
 
 log = logging.getLogger(__name__)
 
 TURN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+INTEGER_RE = re.compile(r"[0-9]{1,20}")
+NUMBER_RE = re.compile(r"[0-9]{1,20}(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?")
 ENDED = SETTLED_STATUSES
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -55,6 +59,22 @@ def json_error(exc: JuneError) -> JsonResponse:
     if exc.http_status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="june"'
     return response
+
+
+def unexpected(request: HttpRequest, exc: Exception) -> JsonResponse:
+    """An exception no JuneError describes. A request Django itself could not read (a form body
+    over the size limit, too many fields, a broken multipart body: met by the CSRF check of
+    cookie callers) is the client's error; the database out of reach (down, restarting) is a
+    503 ``unavailable`` to retry; anything else is logged and a bare 500."""
+    if isinstance(exc, RequestDataTooBig):
+        return json_error(PayloadTooLarge(f"the body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"))
+    if isinstance(exc, (SuspiciousOperation, MultiPartParserError)):
+        return json_error(BadRequest("the request body cannot be read"))
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        log.warning("API %s %s: database unavailable (%s)", request.method, request.path, exc)
+        return error_response(503, "unavailable", "the database is unavailable; retry shortly", Retry_After="2")
+    log.exception("API %s %s failed", request.method, request.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal error")
 
 
 def api_view(*methods: str, auth: bool = True) -> Callable:
@@ -79,9 +99,8 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
                     return await fn(request, user, **kwargs)
                 except JuneError as exc:
                     return json_error(exc)
-                except Exception:
-                    log.exception("API %s %s failed", request.method, request.path)
-                    return error_response(500, "internal_error", "internal error")
+                except Exception as exc:
+                    return unexpected(request, exc)
         else:
             @functools.wraps(fn)
             def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
@@ -92,9 +111,8 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
                     return fn(request, user, **kwargs)
                 except JuneError as exc:
                     return json_error(exc)
-                except Exception:
-                    log.exception("API %s %s failed", request.method, request.path)
-                    return error_response(500, "internal_error", "internal error")
+                except Exception as exc:
+                    return unexpected(request, exc)
 
         view.csrf_exempt = True  # type: ignore[attr-defined]
         return view
@@ -102,8 +120,11 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
     return decorate
 
 
+@csrf_exempt
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-    return error_response(404, "not_found", f"no API route {request.path}")
+    """Every path under /api/ no route takes, any method (june_project/urls.py routes them
+    here, so neither DEBUG's page, nor the CSRF page, nor an APPEND_SLASH redirect is HTML)."""
+    return error_response(404, "not_found", f"no API route {request.path[:300]}")
 
 
 def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
@@ -111,6 +132,13 @@ def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
     if request.path.startswith("/api/"):
         return not_found(request)
     return defaults.page_not_found(request, exception)
+
+
+def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refused before any view (e.g. a Host not in ALLOWED_HOSTS)."""
+    if request.path.startswith("/api/"):
+        return error_response(400, "bad_request", "bad request")
+    return defaults.bad_request(request, exception)
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
@@ -135,10 +163,7 @@ def read_json(request: HttpRequest, *, allowed: set[str]) -> dict[str, Any]:
         raise PayloadTooLarge(f"the body is larger than {limit} bytes") from None
     if not raw.strip():
         return {}
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequest("the body is not valid JSON") from None
+    data = safejson.loads(raw)
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object")
     unknown = sorted(set(data) - allowed)
@@ -160,13 +185,13 @@ def query_bool(request: HttpRequest, name: str, default: bool) -> bool:
 
 
 def query_number(request: HttpRequest, name: str, *, maximum: float, integer: bool = False) -> float | None:
+    """ASCII digits only (``int``/``float`` also take "٣", "1_0", "inf"): what the document says."""
     value = request.GET.get(name)
     if value is None or value == "":
         return None
-    try:
-        number = int(value) if integer else float(value)
-    except ValueError:
-        raise BadRequest(f"?{name}= must be a number") from None
+    if not (INTEGER_RE if integer else NUMBER_RE).fullmatch(value):
+        raise BadRequest(f"?{name}= must be {'an integer' if integer else 'a number'}")
+    number = int(value) if integer else float(value)
     if not 0 < number <= maximum:
         raise BadRequest(f"?{name}= must be greater than 0 and at most {maximum:g}")
     return number
@@ -338,7 +363,10 @@ async def events(request: HttpRequest, user: Any, agent: str, session: str) -> H
     await sync_to_async(session_of)(agent=agent, key=session, user=user)
     follower = SessionFollower(SessionRef(agent, session), after=after or 0)
     await follower.__aenter__()
-    stream = event_stream(follower, until_terminal=until == "terminal", limit=limit and int(limit), max_seconds=timeout)
+    # bounded like a turn's stream: an EventSource reconnects with Last-Event-ID by itself
+    cap = settings.JUNE_API_STREAM_SECONDS
+    stream = event_stream(follower, until_terminal=until == "terminal", limit=limit and int(limit),
+                          max_seconds=min(timeout or cap, cap))
     return StreamingHttpResponse(stream, content_type="text/event-stream", headers=SSE_HEADERS)
 
 

@@ -19,7 +19,6 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -31,10 +30,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
 
-from sessions_app import selectors, services
+from sessions_app import safejson, selectors, services
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.sink import group_name
 from sessions_app.web.children import ChildRelay
+from sessions_app.web.sse import parse_seq
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,8 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         async with self.sending:
             await self._send_log()
             await self._follow_existing()  # children started before ``after`` (a reconnect)
-        await self.send_json({"type": "ready", "last_seq": self.last_seq})
+        queued = await database_sync_to_async(selectors.queued_turns)(agent=self.agent, key=self.key)
+        await self.send_json({"type": "ready", "last_seq": self.last_seq, "queued": queued})
         self.catchup = asyncio.ensure_future(self._catchup_forever())
 
     async def dispatch(self, message: dict[str, Any]) -> None:
@@ -169,19 +170,20 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         try:
             if text_data is None:
                 raise BadRequest("frames are JSON text")
-            if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode()) > MAX_FRAME_BYTES:
+            # surrogatepass: a lone surrogate (no real server delivers one) is refused by the parser
+            if len(text_data) > MAX_FRAME_BYTES or len(text_data.encode("utf-8", "surrogatepass")) > MAX_FRAME_BYTES:
                 raise PayloadTooLarge(f"a frame is at most {MAX_FRAME_BYTES} bytes")
-            try:
-                frame = json.loads(text_data)
-            except ValueError:
-                raise BadRequest("a frame is a JSON object") from None
+            frame = safejson.loads(text_data, what="the frame")
             if not isinstance(frame, dict):
                 raise BadRequest("a frame is a JSON object")
-            handler = FRAME_HANDLERS.get(frame.get("type"))  # type: ignore[arg-type]
+            kind = frame.get("type")
+            if not isinstance(kind, str):
+                raise BadRequest(f"a frame's type is a string, one of {sorted(FRAME_HANDLERS)}")
+            handler = FRAME_HANDLERS.get(kind)
             if handler is None:
-                raise BadRequest(f"unknown frame type {frame.get('type')!r}; expected one of {sorted(FRAME_HANDLERS)}")
+                raise BadRequest(f"unknown frame type {kind[:40]!r}; expected one of {sorted(FRAME_HANDLERS)}")
             reply = await handler(self, frame)
-            await self.send_json({"type": "ack", "for": frame["type"], "id": frame.get("id"), **reply})
+            await self.send_json({"type": "ack", "for": kind, "id": frame.get("id"), **reply})
         except JuneError as exc:
             await self._error(frame, exc.code, str(exc) or exc.code, exc.http_status)
         except Exception:
@@ -218,6 +220,20 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         return await database_sync_to_async(services.session_reset)(agent=self.agent, key=self.key, user=self.user)
 
 
+class NoRouteConsumer(AsyncJsonWebsocketConsumer):
+    """Every websocket path no route matches: accepted, told why, closed with 4404 (a browser
+    sees the code; a refused handshake would be 1006 and, in daphne, a traceback)."""
+
+    async def connect(self) -> None:
+        await self.accept()
+        await self.send_json({"type": "error", "code": "refused", "status": 404,
+                              "message": "no websocket route here"})
+        await self.close(code=CLOSE_NOT_FOUND)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:
+        return None
+
+
 FRAME_HANDLERS = {
     "start": SessionConsumer.frame_start,
     "cancel": SessionConsumer.frame_cancel,
@@ -227,14 +243,12 @@ FRAME_HANDLERS = {
 
 
 def _parse_after(query_string: bytes) -> int:
-    values = parse_qs(query_string.decode("latin-1")).get("after") or ["0"]
+    """``?after=`` through the SSE endpoint's parser: the same digits, bound and message."""
+    values = parse_qs(query_string.decode("latin-1")).get("after") or [""]
     try:
-        after = int(values[-1])
-    except ValueError:
-        raise BadRequest("after must be a sequence number") from None
-    if after < 0:
-        raise BadRequest("after must be a sequence number")
-    return after
+        return parse_seq(values[-1], name="?after=") or 0
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
 
 
 def _required_str(frame: dict[str, Any], name: str) -> str:

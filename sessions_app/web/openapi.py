@@ -8,17 +8,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+
+from agents_app.runtime.events import EVENT_TYPES as RUNTIME_EVENT_TYPES
+from sessions_app import services, wiring
+
 ERROR = {"$ref": "#/components/schemas/Error"}
 SESSION_PATH = "/api/agents/{agent}/sessions/{session}"
 
 ERROR_TEXT = {
-    "400": "Malformed JSON, a wrong type, an unknown field or a bad session key",
+    "400": "Malformed JSON (also: nested over 64 levels, NUL or an unpaired surrogate in a string, a number "
+           "beyond a double's range), a wrong type, an unknown field, a bad session key or query parameter",
     "401": "No credentials, or an invalid bearer token",
     "403": "Another user's session, a failed CSRF check (cookie callers), or not an allowed answerer",
     "404": "Unknown agent, session or turn",
     "405": "Method not allowed",
     "409": "The session or turn is not in a state that allows this",
-    "413": "The body or the text is too large",
+    "413": "The body is over 256 KiB, or the text over JUNE_MAX_TEXT_CHARS characters",
     "422": "The answer does not match the request's schema",
     "500": "The agent's authorize_answer raised; nothing was applied (retry is safe)",
 }
@@ -37,21 +43,50 @@ def _body(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
     return {"required": required, "content": {"application/json": {"schema": schema}}}
 
 
-def _param(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "description": description, "schema": {"type": "string"}}
+def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "description": description,
+            "schema": schema or {"type": "string"}}
 
 
-SESSION_PARAMS = [
-    _param("agent", "Agent name (a folder under the agent directories, e.g. `ops`)"),
-    _param("session", "Session key: 1-200 of letters, digits and `_ . : @ -`; created on first use"),
-]
-TURN_PARAMS = [*SESSION_PARAMS, _param("turn_id", "Turn id, as returned when the turn was started")]
+#: no string in a JSON body may hold NUL (sessions_app.safejson; unpaired surrogates are refused
+#: too, which a pattern cannot say portably)
+NO_NUL = "^[^\\x00]*$"
+SAFE_STRING = {"type": "string", "pattern": NO_NUL}
+#: the server's boolean query values (api.query_bool): 1/0, true/false, yes/no, on/off, any case
+BOOL_QUERY = {"type": "string", "pattern": "^\\s*(1|0|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|[Yy][Ee][Ss]|[Nn][Oo]|"
+                                         "[Oo][Nn]|[Oo][Ff][Ff])\\s*$"}
+#: sse.parse_seq: 1-18 ASCII digits (blanks around them ignored); empty is absent
+SEQ = {"type": "string", "pattern": "^$|^[ \\t]*[0-9]{1,18}[ \\t]*$"}
+TURN_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}  # api.TURN_ID_RE; others are 404s
+
+
+def session_params() -> list[dict[str, Any]]:
+    return [
+        _param("agent", "A deployed agent (a folder under the agent directories, e.g. `ops`)",
+               {"type": "string", "enum": sorted(wiring.agents())}),
+        _param("session", "Session key: 1-200 of letters, digits and `_ . : @ -`, starting with a letter or "
+                          "digit; created on first use",
+               {"type": "string", "minLength": 1, "maxLength": 200, "pattern": services.SESSION_KEY_RE.pattern}),
+    ]
+
+
+def turn_params() -> list[dict[str, Any]]:
+    return [*session_params(), _param("turn_id", "Turn id, as returned when the turn was started", TURN_ID)]
+
+
 COMMON = ("400", "401", "403", "404", "405")
-SSE = {"text/event-stream": {"schema": {"type": "string", "description": (
-    "Server-sent events. Committed events carry `id: <seq>` (the session's event sequence number) "
-    "and `event: <type>`; live deltas (`message.delta`, `reasoning.delta`) carry no id. `data:` is "
-    "the event as JSON (see the Event schema). Comment lines (`: keep-alive`) are sent while idle.")}}}
+#: a stream's schema describes ONE event (OpenAPI 3.1 has no ``itemSchema``; 3.2 reads it this way)
+SSE = {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}
 TURN_REF = {"$ref": "#/components/schemas/Turn"}
+EVENT_TYPES = list(RUNTIME_EVENT_TYPES)  # every type the runtime defines, in its order
+NO_BODY = _body({"type": "object", "maxProperties": 0, "description": "Nothing, or `{}`"}, required=False)
+
+
+def text_schema() -> dict[str, Any]:
+    limit = settings.JUNE_MAX_TEXT_CHARS
+    return {"type": "string", "minLength": 1, "maxLength": limit, "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$",
+            "description": f"Not only whitespace, no NUL or unpaired surrogate (400); at most {limit} characters "
+                           "(JUNE_MAX_TEXT_CHARS; longer: 413)"}
 
 
 def document() -> dict[str, Any]:
@@ -65,8 +100,8 @@ def document() -> dict[str, Any]:
         },
         "servers": [{"url": "/"}],
         "security": [{"bearer": []}, {"session": []}],
-        "paths": paths(),
-        "components": components(),
+        "paths": merge_paths(paths(), list_paths()),
+        "components": {**(c := components()), "schemas": {**c["schemas"], **list_schemas()}},
     }
 
 
@@ -77,7 +112,7 @@ def paths() -> dict[str, Any]:
                     "responses": {"200": _json("The OpenAPI description", {"type": "object"})}},
         },
         f"{SESSION_PATH}/turns": {
-            "parameters": SESSION_PARAMS,
+            "parameters": session_params(),
             "post": {
                 "operationId": "startTurn",
                 "summary": "Start a turn",
@@ -87,13 +122,14 @@ def paths() -> dict[str, Any]:
                                "ended turn, or 202 with the turn id if it has not ended; `?wait=false` "
                                "answers 202 at once. `replace` cancels the session's unfinished turns first.",
                 "parameters": [
-                    {"name": "wait", "in": "query", "schema": {"type": "boolean", "default": True}},
-                    {"name": "replace", "in": "query", "schema": {"type": "boolean", "default": False}},
+                    {"name": "wait", "in": "query", "description": "Boolean: 1/0, true/false, yes/no, on/off "
+                     "(default true)", "schema": BOOL_QUERY},
+                    {"name": "replace", "in": "query", "description": "Boolean, as `wait` (default false)",
+                     "schema": BOOL_QUERY},
                 ],
                 "requestBody": _body({
                     "type": "object", "additionalProperties": False, "required": ["text"],
-                    "properties": {"text": {"type": "string", "minLength": 1, "maxLength": 32000},
-                                   "replace": {"type": "boolean", "default": False}},
+                    "properties": {"text": text_schema(), "replace": {"type": "boolean", "default": False}},
                 }),
                 "responses": {
                     "200": {"description": "The turn ended (completed, failed, cancelled) or parked (suspended)",
@@ -106,34 +142,38 @@ def paths() -> dict[str, Any]:
             },
         },
         f"{SESSION_PATH}/turns/{{turn_id}}": {
-            "parameters": TURN_PARAMS,
+            "parameters": turn_params(),
             "get": {"operationId": "getTurn", "summary": "A turn: status, result, error, pending request, usage",
                     "responses": {"200": _json("The turn", TURN_REF), **_errors(*COMMON)}},
         },
         f"{SESSION_PATH}/turns/{{turn_id}}/resume": {
-            "parameters": TURN_PARAMS,
+            "parameters": turn_params(),
             "post": {
                 "operationId": "resumeTurn",
                 "summary": "Answer the turn's parked request",
                 "requestBody": _body({"type": "object", "additionalProperties": False, "required": ["input_id", "answer"],
-                                      "properties": {"input_id": {"type": "string"},
-                                                     "answer": {"description": "Any JSON matching the request's schema"}}}),
+                                      "properties": {"input_id": {"type": "string",
+                                                                  "pattern": services.INPUT_ID_RE.pattern},
+                                                     "answer": {"$ref": "#/components/schemas/JsonValue",
+                                                                "description": "Any JSON matching the request's "
+                                                                               "schema"}}}),
                 "responses": {"200": _json("The turn ran on and ended", TURN_REF),
                               "202": _json("Accepted: the turn is queued again", TURN_REF),
                               **_errors(*COMMON, "409", "413", "422", "500")},
             },
         },
         f"{SESSION_PATH}/turns/{{turn_id}}/cancel": {
-            "parameters": TURN_PARAMS,
-            "post": {"operationId": "cancelTurn", "summary": "Cancel a queued or running turn",
+            "parameters": turn_params(),
+            "post": {"operationId": "cancelTurn", "summary": "Cancel a queued or running turn", "requestBody": NO_BODY,
                      "description": "A queued turn is cancelled at once (200); a running one at its next "
                                     "checkpoint (202). A parked or finished turn: 409.",
                      "responses": {"200": _json("Cancelled", TURN_REF), "202": _json("Cancel requested", TURN_REF),
                                    **_errors(*COMMON, "409", "413")}},
         },
         f"{SESSION_PATH}/reset": {
-            "parameters": SESSION_PARAMS,
+            "parameters": session_params(),
             "post": {"operationId": "resetSession", "summary": "Archive the session and start afresh",
+                     "requestBody": NO_BODY,
                      "responses": {"200": _json("Archived", {
                          "type": "object", "required": ["previous_session", "generation"],
                          "properties": {"previous_session": {"type": "string", "examples": ["s1#g0"]},
@@ -141,7 +181,7 @@ def paths() -> dict[str, Any]:
                          **_errors(*COMMON, "413")}},
         },
         f"{SESSION_PATH}/pending": {
-            "parameters": SESSION_PARAMS,
+            "parameters": session_params(),
             "get": {"operationId": "listPending", "summary": "The session's parked requests",
                     "responses": {"200": _json("Parked requests", {
                         "type": "object", "properties": {"pending": {"type": "array", "items": {
@@ -152,7 +192,7 @@ def paths() -> dict[str, Any]:
                         **_errors(*COMMON)}},
         },
         f"{SESSION_PATH}/events": {
-            "parameters": SESSION_PARAMS,
+            "parameters": session_params(),
             "get": {
                 "operationId": "streamEvents",
                 "summary": "The session's event log as SSE, then live",
@@ -160,12 +200,12 @@ def paths() -> dict[str, Any]:
                                "`?after=`, then streams live. Reconnect with the last id seen: nothing is "
                                "missed or repeated. Long-lived by default, with keep-alive comments.",
                 "parameters": [
-                    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string", "pattern": "^[0-9]+$"}},
-                    {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-                    {"name": "until", "in": "query", "description": "`terminal`: end after the first terminal event",
-                     "schema": {"type": "string", "enum": ["terminal"]}},
+                    {"name": "Last-Event-ID", "in": "header", "description": "The last seq seen", "schema": SEQ},
+                    {"name": "after", "in": "query", "description": "The last seq seen", "schema": SEQ},
+                    {"name": "until", "in": "query", "description": "`terminal`: end after the first terminal event "
+                     "(empty: no such end)", "schema": {"type": "string", "enum": ["", "terminal"]}},
                     {"name": "limit", "in": "query", "description": "End after this many committed events",
-                     "schema": {"type": "integer", "minimum": 1}},
+                     "schema": {"type": "integer", "minimum": 1, "maximum": 1_000_000}},
                     {"name": "timeout", "in": "query", "description": "End after this many seconds",
                      "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400}},
                 ],
@@ -207,6 +247,28 @@ def components() -> dict[str, Any]:
                     "created_at": {"type": "string", "format": "date-time"},
                 },
             },
+            "JsonValue": {
+                "description": "Any JSON value, at most 64 arrays/objects deep; no string (key or value) with NUL "
+                               "or an unpaired surrogate; no number beyond a double's range",
+                "anyOf": [{"type": ["null", "boolean", "number"]}, SAFE_STRING,
+                          {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
+                          {"type": "object", "propertyNames": SAFE_STRING,
+                           "additionalProperties": {"$ref": "#/components/schemas/JsonValue"}}],
+            },
+            "ServerSentEvent": {
+                "description": "One event of a stream. Committed events carry `id` (the session's event sequence "
+                               "number); live deltas (`message.delta`, `reasoning.delta`) carry none (a client "
+                               "keeps the last id it saw). The stream opens with `retry: 2000`; comment lines "
+                               "(`: keep-alive`, `: timeout`) come while idle and when a time bound ends it.",
+                "type": "object", "required": ["data", "event"],
+                "properties": {
+                    "event": {"type": "string", "enum": EVENT_TYPES},
+                    "id": {"type": "string", "pattern": "^[0-9]+$"},
+                    "retry": {"type": "integer"},
+                    "data": {"type": "string", "contentMediaType": "application/json",
+                             "contentSchema": {"$ref": "#/components/schemas/Event"}},
+                },
+            },
             "InputRequest": {
                 "type": "object",
                 "properties": {"id": {"type": "string"}, "prompt": {"type": "string"},
@@ -214,11 +276,126 @@ def components() -> dict[str, Any]:
             },
             "Event": {
                 "type": "object", "required": ["type", "turn_id"],
-                "properties": {"type": {"type": "string", "enum": [
-                    "turn.started", "reasoning.delta", "message.delta", "message.completed", "action.requested",
-                    "action.completed", "input.requested", "input.answered", "turn.completed", "turn.failed",
-                    "turn.cancelled", "session.reset"]}, "turn_id": {"type": "string"}},
+                "properties": {"type": {"type": "string", "enum": EVENT_TYPES}, "turn_id": {"type": "string"}},
                 "additionalProperties": True,
+            },
+        },
+    }
+
+
+# -- the lists and the approvals API (issue 17: sessions_app/web/lists.py, approvals.py) ----------
+
+def merge_paths(*parts: dict[str, Any]) -> dict[str, Any]:
+    """Path items of several tables, the operations of one path side by side."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        for route, item in part.items():
+            out[route] = {**out.get(route, {}), **item}
+    return out
+
+
+#: the lists' cursors (web/lists.py parses exactly these): <updated_at µs>.<pk>, and a turn order;
+#: ASCII digits, bounded so that every cursor the pattern admits is a position the server can read
+SESSION_CURSOR = r"^([0-9]{1,16})\.([0-9]{1,18})$"
+TURN_CURSOR = r"^[0-9]{1,18}$"
+
+
+def page_params(cursor: str) -> list[dict[str, Any]]:
+    return [
+        {"name": "limit", "in": "query", "description": "Rows per page (default 50)",
+         "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
+        {"name": "cursor", "in": "query", "description": "The `next` link's cursor of the previous page",
+         "schema": {"type": "string", "pattern": cursor}},
+    ]
+NEXT = {"type": ["string", "null"], "description": "The next page's URL (null on the last page)"}
+
+
+def list_paths() -> dict[str, Any]:
+    approval = {"$ref": "#/components/schemas/Approval"}
+    return {
+        "/api/agents/{agent}/sessions/": {
+            "parameters": [session_params()[0]],
+            "get": {
+                "operationId": "listSessions",
+                "summary": "The caller's sessions of the agent, most recent activity first",
+                "parameters": page_params(SESSION_CURSOR),
+                "responses": {"200": _json("A page of sessions", {
+                    "type": "object", "required": ["sessions", "next"],
+                    "properties": {"sessions": {"type": "array", "items": {"$ref": "#/components/schemas/SessionSummary"}},
+                                   "next": NEXT}}),
+                    **_errors("400", "401", "404", "405")},
+            },
+        },
+        f"{SESSION_PATH}/turns": {
+            "get": {
+                "operationId": "listTurns",
+                "summary": "The session's turns (its live generation), newest first",
+                "parameters": page_params(TURN_CURSOR),
+                "responses": {"200": _json("A page of turns", {
+                    "type": "object", "required": ["turns", "next"],
+                    "properties": {"turns": {"type": "array", "items": {"allOf": [TURN_REF, {
+                        "type": "object", "properties": {"input_text": {"type": "string"},
+                                                         "source": {"type": "string"},
+                                                         "order": {"type": "integer"}}}]}},
+                                   "next": NEXT}}),
+                    **_errors(*COMMON)},
+            },
+        },
+        "/api/approvals/": {
+            "get": {
+                "operationId": "listApprovals",
+                "summary": "Every parked request the caller may answer, across sessions, oldest first",
+                "description": "The approval inbox over HTTP: requests whose answerers name the caller or "
+                               "a policy the agent's `authorize_answer` grants the caller now; a request "
+                               "without answerers is listed to its session's owner and to staff.",
+                "responses": {"200": _json("The waiting requests", {
+                    "type": "object", "required": ["approvals"],
+                    "properties": {"approvals": {"type": "array", "items": approval}}}),
+                    **_errors("401", "405")},
+            },
+        },
+        "/api/approvals/{turn_id}/answer": {
+            "parameters": [_param("turn_id", "The parked turn's id (from the listing)")],
+            "post": {
+                "operationId": "answerApproval",
+                "summary": "Answer a parked request listed by GET /api/approvals/ (recorded with via=api)",
+                "requestBody": _body({"type": "object", "additionalProperties": False, "required": ["input_id", "answer"],
+                                      "properties": {"input_id": {"type": "string",
+                                                                  "pattern": services.INPUT_ID_RE.pattern},
+                                                     "answer": {"description": "Any JSON matching the request's schema"}}}),
+                "responses": {"200": _json("The turn ran on and ended", TURN_REF),
+                              "202": _json("Accepted: the turn is queued again", TURN_REF),
+                              **_errors(*COMMON, "409", "413", "422", "500")},
+            },
+        },
+    }
+
+
+def list_schemas() -> dict[str, Any]:
+    return {
+        "SessionSummary": {
+            "type": "object", "required": ["agent", "session", "status", "updated_at"],
+            "properties": {
+                "agent": {"type": "string"}, "session": {"type": "string"}, "title": {"type": "string"},
+                "status": {"type": "string", "enum": ["new", "idle", "running", "suspended"]},
+                "generation": {"type": "integer"},
+                "preview": {"type": "string", "description": "The last turn's reply (or message), shortened"},
+                "last_turn": {"type": ["object", "null"], "properties": {"turn_id": {"type": "string"},
+                                                                         "status": {"type": "string"}}},
+                "created_at": {"type": "string", "format": "date-time"},
+                "updated_at": {"type": "string", "format": "date-time"},
+                "url": {"type": "string"},
+            },
+        },
+        "Approval": {
+            "type": "object", "required": ["turn_id", "agent", "session", "request"],
+            "properties": {
+                "turn_id": {"type": "string"}, "agent": {"type": "string"}, "session": {"type": "string"},
+                "request": {"$ref": "#/components/schemas/InputRequest"},
+                "call": {"type": "object", "properties": {"name": {"type": ["string", "null"]}, "input": {}}},
+                "requested_by": {"type": "string", "description": "Who started the turn that asks"},
+                "parked_at": {"type": ["string", "null"], "format": "date-time"},
+                "turn_url": {"type": "string"}, "answer_url": {"type": "string"},
             },
         },
     }

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 #: a reconnecting EventSource waits this long (ms) before it tries again
 RETRY_MS = 2000
+SEQ_DIGITS = 18
 
 
 # -- frames ---------------------------------------------------------------------------------------
@@ -55,13 +57,19 @@ def opening() -> bytes:
     return f"retry: {RETRY_MS}\n\n".encode()
 
 
+#: a sequence number as clients send it: ASCII digits only (``str.isdigit`` also takes "²"),
+#: at most 18 of them (always below 2**63, PostgreSQL's bigint)
+SEQ_RE = re.compile(r"[0-9]{1,%d}" % SEQ_DIGITS)
+
+
 def parse_seq(value: str | None, *, name: str) -> int | None:
-    """A sequence number from ``Last-Event-ID`` or ``?after=``; ValueError if malformed."""
+    """A sequence number from ``Last-Event-ID``, ``?after=`` (SSE) or the websocket's
+    ``?after=``: the one parser of all three. None when absent or empty; ValueError if malformed."""
     if value is None or value == "":
         return None
-    value = value.strip()
-    if not value.isdigit() or len(value) > 18:
-        raise ValueError(f"{name} must be a non-negative integer")
+    value = value.strip(" \t")
+    if not SEQ_RE.fullmatch(value):
+        raise ValueError(f"{name} must be a sequence number: 1 to {SEQ_DIGITS} digits 0-9")
     return int(value)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import secrets
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
@@ -48,5 +49,22 @@ def chat(request, agent: str, key: str):
         raise Http404("no such agent or session") from None
     except AccessDenied:
         raise PermissionDenied("this session belongs to another user") from None
-    config = {"agent": agent, "key": key, "ws_path": f"/ws/agents/{agent}/sessions/{key}/"}
+    config = {"agent": agent, "key": key, "ws_path": f"/ws/agents/{agent}/sessions/{key}/",
+              "user_id": str(request.user.pk), "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
+              "pending_url": f"/api/agents/{agent}/sessions/{key}/pending",
+              "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key})}
+    selectors.with_titles([session])
     return render(request, "sessions_app/chat.html", {"session": session, "config": config})
+
+
+@require_POST
+@login_required
+def session_title(request, agent: str, key: str):
+    """Rename the session (the chat header's form); blank goes back to its first message."""
+    try:
+        services.session_rename(agent=agent, key=key, user=request.user, title=request.POST.get("title", ""))
+    except (NotFound, BadRequest):
+        raise Http404("no such agent or session") from None
+    except AccessDenied:
+        raise PermissionDenied("this session belongs to another user") from None
+    return redirect(reverse("sessions_app:chat", kwargs={"agent": agent, "key": key}))

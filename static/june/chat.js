@@ -20,6 +20,10 @@
   const tools = new Map();        // call_id -> timeline row
   const cards = new Map();        // "turn:input" -> approval card
   const pendingFrames = new Map(); // frame id -> card (to show an error on it)
+  const compacting = new Map();   // turn_id -> the "summarizing…" note of a compaction under way
+  const composerFrames = new Map(); // frame id -> text of a message the server has not accepted yet
+  const queued = new Map();       // turn_id -> element in #queue (sent, not started yet)
+  let ready = false;              // the replay is over: events from now on are live
 
   // -- small DOM helpers --------------------------------------------------------------------------
   function el(tag, className, text) {
@@ -29,6 +33,7 @@
     return node;
   }
   function add(node) {
+    stampTime(node);
     const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 80;
     log.appendChild(node);
     if (atBottom) log.scrollTop = log.scrollHeight;
@@ -55,6 +60,8 @@
       onFrame(frame);
     };
     socket.onclose = (ev) => {
+      ready = false;
+      composerDropped();
       if (FINAL_CLOSE[ev.code]) {
         setConn("closed");
         showError(`Disconnected: ${FINAL_CLOSE[ev.code]}.`);
@@ -80,6 +87,7 @@
 
   // -- frames in ------------------------------------------------------------------------------------
   function onFrame(f) {
+    frameAt = f.at ? new Date(f.at) : new Date();  // replayed frames say when they were committed
     if (typeof f.seq === "number") {
       if (f.seq <= lastSeq) return;  // the server dedupes; this guards a reconnect race
       lastSeq = f.seq;
@@ -90,15 +98,17 @@
   }
 
   const HANDLERS = {
-    "ready": () => setConn("live"),
+    "ready": (f) => { setConn("live"); ready = true; showQueued(f.queued || []); refreshAnswerable(); },
     "ack": (f) => {
       showError("");
+      if (composerFrames.has(f.id)) composerAccepted(f);
       const card = pendingFrames.get(f.id);
       pendingFrames.delete(f.id);
       if (card) card.dataset.state = "sent";
-      if (f.for === "start") { setTurn(f.turn_id, f.status); }
+      if (f.for === "start" && !turnStatus.has(f.turn_id)) { setTurn(f.turn_id, f.status); }
     },
     "error": (f) => {
+      if (composerRefused(f)) return;
       const card = pendingFrames.get(f.id);
       pendingFrames.delete(f.id);
       if (card) {
@@ -109,8 +119,9 @@
       }
     },
     "turn.started": (f) => {
+      unqueue(f.turn_id);
       if (f.trigger === "resume") add(el("div", "note", "Resumed after the answer."));
-      else add(el("div", `msg ${f.trigger === "proactive" ? "trigger" : "user"}`, f.text));
+      else userBubble(f.turn_id, f.text, f.trigger === "proactive" ? "trigger" : "user");
       setTurn(f.turn_id, "running");
     },
     "message.delta": onDelta,
@@ -133,6 +144,7 @@
       row.appendChild(el("span", "tool-state", "requested"));
       row.appendChild(el("div", "tool-result"));
       tools.set(call.id, add(row));
+      watchRunning(row);
     },
     "action.completed": (f) => {
       let row = tools.get(f.call_id);
@@ -142,6 +154,7 @@
         row.appendChild(el("span", "tool-state"));
         row.appendChild(el("div", "tool-result"));
       }
+      row = resultRow(row, f);
       row.dataset.state = f.error ? "error" : "completed";
       row.querySelector(".tool-state").textContent = f.error ? "error" : "completed";
       row.querySelector(".tool-result").textContent = f.error ? f.error : json(f.result);
@@ -155,7 +168,10 @@
       card.appendChild(el("div", "approval-title", "Approval needed"));
       card.appendChild(el("p", "approval-prompt", req.prompt));
       const who = req.answerers || {};
+      card.dataset.turnId = f.turn_id;
+      card.dataset.answerers = who.policy ? "policy" : who.user ? "user" : "owner";
       if (who.policy) card.appendChild(el("p", "hint", `Answerable under the ${who.policy} policy (${json(who.scope)}); operators can answer in the admin inbox.`));
+      card.appendChild(el("p", "approval-waiting"));
       card.appendChild(answerForm(req.schema || {}, (answer) => {
         card.querySelector(".card-error").textContent = "";
         if (send({ type: "resume", turn_id: f.turn_id, input_id: req.id, answer: answer }, card)) card.dataset.state = "sending";
@@ -163,12 +179,15 @@
       card.appendChild(el("p", "card-error"));
       card.appendChild(el("p", "approval-outcome"));
       cards.set(`${f.turn_id}:${req.id}`, add(card));
+      initAnswerable(card, who);
     },
     "input.answered": (f) => {
       const card = cards.get(`${f.turn_id}:${f.input_id}`);
       if (card) {
         card.dataset.state = "answered";
-        card.querySelector(".approval-outcome").textContent = `Answered${f.name || f.by ? " by " + (f.name || f.by) : ""}.`;
+        card.querySelector(".approval-outcome").textContent = outcomeText(f);
+        card.dataset.outcome = f.answer === true ? "approved" : f.answer === false ? "denied" : "answered";
+        card.querySelector(".approval-waiting").textContent = "";
         card.querySelectorAll("button, input, select").forEach((b) => { b.disabled = true; });
       }
       setTurn(f.turn_id, "queued");
@@ -179,17 +198,40 @@
       endTurn(f.turn_id, "failed");
     },
     "turn.cancelled": (f) => {
-      add(el("div", "note", `Turn cancelled (${f.reason}).`));
+      discardPartial(f.turn_id);
+      const text = unqueue(f.turn_id);
+      add(el("div", "note", text !== null ? `Queued message cancelled (${f.reason}): “${text}”` : `Turn cancelled (${f.reason}).`));
       endTurn(f.turn_id, "cancelled");
+    },
+    "compaction.started": (f) => {
+      compacting.set(f.turn_id, add(el("div", "note compacting", "Summarizing earlier messages…")));
+    },
+    // a divider: the model now sees this summary instead of the messages above it (they stay
+    // here and in the log); it expands to the summary
+    "compaction.completed": (f) => {
+      const note = compacting.get(f.turn_id);
+      compacting.delete(f.turn_id);
+      if (note) note.remove();
+      const divider = el("details", "compaction");
+      divider.dataset.messages = f.messages;
+      divider.dataset.reason = f.reason;
+      divider.appendChild(el("summary", null, `${f.messages} earlier message${f.messages === 1 ? "" : "s"} summarized`));
+      divider.appendChild(el("div", "compaction-summary", f.summary));
+      add(divider);
+    },
+    "compaction.failed": (f) => {
+      const note = compacting.get(f.turn_id);
+      compacting.delete(f.turn_id);
+      if (note) note.remove();
+      add(el("div", "note error", `Could not summarize earlier messages: ${f.error}`));
     },
     "session.reset": (f) => {
       log.replaceChildren();
-      streams.clear(); tools.clear(); cards.clear(); finalized.clear(); turnStatus.clear();
+      streams.clear(); tools.clear(); cards.clear(); finalized.clear(); turnStatus.clear(); compacting.clear();
+      clearQueue();
       currentTurn = null;
       setTurn(null, "idle");
-      const notice = $("notice");
-      notice.textContent = `The session was reset: earlier messages are archived as ${f.previous_session} (now generation ${f.generation}).`;
-      notice.hidden = false;
+      resetNotice(f);
     },
   };
 
@@ -221,16 +263,28 @@
     setTurn(turnId, status);
   }
 
+  // Each turn has its own status (on its message, or its row in the queue); the header shows
+  // the session's: running beats waiting-for-an-answer beats queued beats the last ending.
   function setTurn(turnId, status) {
+    let last = status;
     if (turnId) {
+      turnStatus.delete(turnId);  // re-insert: the map's order is the order of the latest change
       turnStatus.set(turnId, status);
-      if (["queued", "running", "suspended"].includes(status)) currentTurn = turnId;
-      else if (turnId !== currentTurn) return;  // an older turn ended: the badge follows the newest
+      turnTag(turnId, status);
+      last = null;
     }
+    const of = (want) => [...turnStatus.entries()].filter(([, s]) => s === want).map(([id]) => id);
+    const running = of("running"), parked = of("suspended"), waiting = of("queued");
+    const ended = [...turnStatus.values()].filter((s) => !["running", "suspended", "queued"].includes(s));
+    const session = running.length ? "running" : parked.length ? "suspended" : waiting.length ? "queued"
+      : last || ended[ended.length - 1] || "idle";
+    currentTurn = running[0] || waiting[0] || null;  // the header's Cancel: the running turn
     const badge = $("turn-status");
-    badge.dataset.status = status;
-    badge.textContent = status === "suspended" ? "waiting for an answer" : status;
-    $("cancel").disabled = !(currentTurn && ["queued", "running"].includes(status));
+    badge.dataset.status = session;
+    badge.textContent = (session === "suspended" ? "waiting for an answer" : session)
+      + (waiting.length && session !== "queued" ? ` · ${waiting.length} queued` : "");
+    $("cancel").disabled = !currentTurn;
+    $("cancel").title = running.length ? "Cancel the running turn" : "Cancel the first queued message";
   }
 
   // -- approval forms, built from the request's JSON schema ------------------------------------------
@@ -298,9 +352,7 @@
   // -- controls -------------------------------------------------------------------------------------
   $("composer").addEventListener("submit", (ev) => {
     ev.preventDefault();
-    const text = $("text").value;
-    if (!text.trim()) return;
-    if (send({ type: "start", text: text, replace: $("replace").checked })) $("text").value = "";
+    submitComposer();
   });
   $("text").addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); $("composer").requestSubmit(); }
@@ -309,6 +361,222 @@
   $("reset").addEventListener("click", () => {
     if (confirm("Reset this session? Its messages are archived and the conversation starts over.")) send({ type: "reset" });
   });
+
+  // -- the composer: the text stays in the box until the server accepts it (issue 17) ----------------
+  function composerMessage(text) {
+    const box = $("composer-error");
+    box.textContent = text || "";
+    box.hidden = !text;
+  }
+  function submitComposer() {
+    const text = $("text").value;
+    if (!text.trim()) return;
+    const max = config.max_text_chars || 32000;
+    if (text.length > max) {
+      composerMessage(`Not sent: your message has ${text.length.toLocaleString()} characters; the limit is ${max.toLocaleString()}. Shorten it and send again.`);
+      return;
+    }
+    if (!socket || socket.readyState !== WebSocket.OPEN) {
+      composerMessage("Not sent: not connected (reconnecting…). Your message is kept; send it again in a moment.");
+      return;
+    }
+    const frame = { type: "start", text: text, replace: $("replace").checked, id: nextFrameId++ };
+    composerFrames.set(frame.id, text);
+    composerMessage("");
+    $("composer").dataset.state = "sending";
+    socket.send(JSON.stringify(frame));
+  }
+  function composerAccepted(f) {
+    const text = composerFrames.get(f.id);
+    composerFrames.delete(f.id);
+    if (!composerFrames.size) delete $("composer").dataset.state;
+    if ($("text").value === text) $("text").value = "";  // text typed meanwhile stays
+    $("replace").checked = false;
+    if (f.status === "queued" && !turnStatus.has(f.turn_id) && text !== undefined) {
+      setTurn(f.turn_id, "queued");
+      enqueue(f.turn_id, text);
+    }
+    $("text").focus();
+  }
+  function composerRefused(f) {
+    // an error frame names the frame it answers; a frame too large to parse is answered with id null
+    let id = f.id;
+    if ((id === null || id === undefined) && composerFrames.size) id = composerFrames.keys().next().value;
+    if (!composerFrames.has(id)) return false;
+    composerFrames.delete(id);
+    if (!composerFrames.size) delete $("composer").dataset.state;
+    composerMessage(`Not sent: ${f.message || f.code}. Your message is kept in the box.`);
+    return true;
+  }
+  function composerDropped() {
+    if (!composerFrames.size) return;
+    composerFrames.clear();
+    delete $("composer").dataset.state;
+    composerMessage("The connection dropped before the server confirmed your message. It is kept in the box: if it does not appear above once reconnected, send it again.");
+  }
+
+  // -- messages waiting for their turn: shown at once under the log, each with its Cancel ------------
+  function enqueue(turnId, text) {
+    if (queued.has(turnId)) return;
+    const row = el("div", "queued-msg");
+    row.dataset.turnId = turnId;
+    row.appendChild(el("span", "queued-text", text));
+    row.appendChild(el("span", "turn-tag", "queued"));
+    const cancel = el("button", "link", "Cancel");
+    cancel.type = "button";
+    cancel.setAttribute("aria-label", `Cancel the queued message: ${text.slice(0, 60)}`);
+    cancel.addEventListener("click", () => send({ type: "cancel", turn_id: turnId }));
+    row.appendChild(cancel);
+    $("queue").appendChild(row);
+    $("queue").hidden = false;
+    queued.set(turnId, row);
+  }
+  function unqueue(turnId) {
+    const row = queued.get(turnId);
+    if (!row) return null;
+    queued.delete(turnId);
+    row.remove();
+    $("queue").hidden = queued.size === 0;
+    return row.querySelector(".queued-text").textContent;
+  }
+  function clearQueue() {
+    for (const id of [...queued.keys()]) unqueue(id);
+  }
+  function showQueued(list) {
+    for (const t of list) {
+      if (!turnStatus.has(t.turn_id) || turnStatus.get(t.turn_id) === "queued") {
+        setTurn(t.turn_id, "queued");
+        enqueue(t.turn_id, t.text);
+      }
+    }
+  }
+
+  // -- one status per turn, on its message ----------------------------------------------------------
+  // the tag is drawn by CSS from data-tag, so the bubble's text stays the message alone
+  function userBubble(turnId, text, kind) {
+    const bubble = el("div", `msg ${kind}`, text);
+    bubble.dataset.turnId = turnId;
+    return add(bubble);
+  }
+  const TAGS = { running: "running", suspended: "waiting for an answer", failed: "failed", cancelled: "cancelled", queued: "queued" };
+  function turnTag(turnId, status) {
+    const bubble = log.querySelector(`.msg[data-turn-id="${CSS.escape(turnId)}"]`);
+    if (!bubble) return;
+    if (TAGS[status]) bubble.dataset.tag = TAGS[status]; else delete bubble.dataset.tag;
+    bubble.dataset.status = status;
+  }
+
+  // -- tool rows in time order: a result that comes after other rows (an approval) is drawn there ----
+  function resultRow(row, f) {
+    if (row === log.lastElementChild) return row;
+    row.querySelector(".tool-state").textContent = "requested (result below)";
+    const later = add(el("div", "tool"));
+    later.dataset.callId = f.call_id;
+    later.appendChild(el("span", "tool-name", f.name || row.querySelector(".tool-name").textContent));
+    later.appendChild(el("span", "tool-state"));
+    later.appendChild(el("div", "tool-result"));
+    tools.set(f.call_id, later);
+    return later;
+  }
+
+  // -- approval cards: who may answer, and the outcome -----------------------------------------------
+  function outcomeText(f) {
+    const who = f.name || (f.by ? `user ${f.by}` : "someone");
+    const via = f.via === "admin" ? " in the admin inbox" : f.via === "api" ? " over the API" : "";
+    if (f.answer === true) return `Approved by ${who}${via}.`;
+    if (f.answer === false) return `Denied by ${who}${via}.`;
+    if (f.answer === undefined || f.answer === null) return `Answered by ${who}${via}.`;
+    return `Answered by ${who}${via}: ${json(f.answer)}`;
+  }
+  function setAnswerable(card, may, why) {
+    card.dataset.answerable = may ? "yes" : "no";
+    const form = card.querySelector("form.answer");
+    if (form) form.hidden = !may;
+    card.querySelector(".approval-waiting").textContent = may ? "" : why;
+  }
+  function initAnswerable(card, who) {
+    if (who.user !== undefined && who.user !== null) {
+      const mine = String(who.user) === String(config.user_id);
+      setAnswerable(card, mine, "Waiting for the user this request names to answer.");
+    } else if (who.policy) {
+      setAnswerable(card, false, "Checking who may answer…");
+      card.dataset.answerable = "checking";
+      if (ready) refreshAnswerable();
+    } else {
+      setAnswerable(card, true, "");
+    }
+  }
+  // the server decides a policy (the agent's authorize_answer): ask it for the open cards
+  function refreshAnswerable() {
+    const open = [...cards.values()].filter((c) => c.dataset.state !== "answered" && c.dataset.answerers === "policy");
+    if (!open.length) return;
+    fetch(config.pending_url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`HTTP ${r.status}`))))
+      .then((body) => {
+        const may = new Map((body.pending || []).map((p) => [`${p.turn_id}:${(p.request || {}).id}`, p.may_answer]));
+        for (const [key, card] of cards) {
+          if (card.dataset.answerers !== "policy" || card.dataset.state === "answered") continue;
+          const policy = card.querySelector(".hint") ? "an operator" : "someone allowed";
+          setAnswerable(card, may.get(key) === true, `Waiting for ${policy} to answer. The outcome will appear here.`);
+        }
+      })
+      .catch(() => {
+        for (const card of open) setAnswerable(card, true, "");  // let the server refuse, with its reason
+      });
+  }
+
+  // -- reset: a divider in the log; a banner only when it happens live, dismissible -------------------
+  function resetNotice(f) {
+    const note = el("div", "note reset-divider");
+    note.appendChild(document.createTextNode(`Session reset: the earlier conversation is archived as ${f.previous_session}. `));
+    if (config.archive_url) {
+      const link = el("a", null, "View the archive");
+      link.href = config.archive_url;
+      note.appendChild(link);
+    }
+    add(note);
+    const notice = $("notice");
+    if (!ready) { notice.hidden = true; return; }  // replayed: the divider says it; no banner on reload
+    notice.replaceChildren(document.createTextNode(`The session was reset: earlier messages are archived as ${f.previous_session} (now generation ${f.generation}). `));
+    if (config.archive_url) {
+      const link = el("a", null, "View the archive");
+      link.href = config.archive_url;
+      notice.appendChild(link);
+    }
+    const close = el("button", "link dismiss", "Dismiss");
+    close.type = "button";
+    close.addEventListener("click", () => { notice.hidden = true; $("text").focus(); });
+    notice.appendChild(close);
+    notice.hidden = false;
+  }
+
+  // -- long work shows progress; cancelled partial text is marked; times on hover -------------------
+  let ticking = null;
+  let frameAt = new Date();
+  function watchRunning(row) {
+    row.dataset.since = String(frameAt.getTime());
+    if (!ticking) ticking = setInterval(tickRunning, 1000);
+  }
+  function tickRunning() {
+    const rows = log.querySelectorAll(".tool[data-state=requested][data-since]");
+    if (!rows.length) { clearInterval(ticking); ticking = null; return; }
+    for (const row of rows) {
+      const seconds = Math.floor((Date.now() - Number(row.dataset.since)) / 1000);
+      const state = row.querySelector(".tool-state");
+      if (seconds >= 2 && !state.textContent.includes("result below")) state.textContent = `running, ${seconds} s`;
+    }
+  }
+  function discardPartial(turnId) {
+    const s = streams.get(turnId);
+    if (!s || !s.text) return;
+    s.el.classList.add("discarded");
+    s.el.title = "The turn was cancelled: this partial reply was discarded (it is not part of the conversation).";
+  }
+  function stampTime(node) {
+    if (node.title) return;
+    const today = frameAt.toDateString() === new Date().toDateString();
+    node.title = `at ${today ? "" : frameAt.toLocaleDateString() + " "}${frameAt.toLocaleTimeString()}`;
+  }
 
   connect();
 })();

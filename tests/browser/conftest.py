@@ -123,7 +123,7 @@ def june_server(django_db_setup, django_db_blocker) -> Iterator[JuneServer]:
     server = JuneServer(url=f"http://127.0.0.1:{port}", logs=logs)
     commands = {
         "daphne": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "june_project.asgi:application"],
-        "qcluster": [sys.executable, "manage.py", "qcluster"],
+        "qcluster": [sys.executable, "manage.py", "june_worker"],
     }
     # production-like static files: whitenoise serves the collected, compressed copies
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env, check=True)

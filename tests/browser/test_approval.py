@@ -28,9 +28,11 @@ def test_a_refund_card_in_the_chat_is_approved_by_an_operator_in_the_admin_inbox
     chat.wait_for_function("document.getElementById('turn-status').dataset.status === 'suspended'")
     turn = m.Turn.objects.get(session__key="refund-b")
     assert turn.status == "suspended"
-    # the speaker is not an operator: the card's Approve is refused (403) and nothing changes
-    chat.click(".approval button:has-text('Approve')")
-    chat.wait_for_function("document.querySelector('.approval .card-error').textContent.includes('operator')")
+    # the speaker is not an operator: the card says it waits for an operator, without buttons
+    # (issue 17: the server's 403 for such an answer is pinned in tests/integration/test_api_lists.py)
+    chat.wait_for_selector(".approval[data-answerable=no]")
+    assert "operator" in chat.locator(".approval .approval-waiting").text_content()
+    assert not chat.locator(".approval button:has-text('Approve')").is_visible()
     assert chat.locator(".approval").get_attribute("data-state") == "open"
     turn.refresh_from_db()
     assert turn.status == "suspended" and not m.Answer.objects.exists()

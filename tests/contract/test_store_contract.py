@@ -306,3 +306,102 @@ async def test_a_position_is_taken_once(store):
     with pytest.raises(Exception):
         await store.atomic(turn_id, attempt, lambda tx: tx.append(Message(Role.USER, text="b", turn_id=turn_id), 0))
     assert [m.text for m in (await store.load(turn_id)).transcript] == ["a"]
+
+
+async def test_a_park_gives_its_attempt_back_a_crash_does_not(store):
+    """Pins "retry budget exhausted after 5 attempts" for a tool that asked five questions
+    (issue 13, item 10): every claim counted, the claims after resumes too. An attempt that
+    parks settled; only attempts that ended without settling spend the budget."""
+    turn_id, attempt = await claimed(store)
+    assert (await store.get_turn(turn_id)).attempts == 1
+    for n in range(6):
+        await _park_again(store, turn_id, attempt, n)
+        assert (await store.get_turn(turn_id)).attempts == 0, "the parked attempt is not counted"
+        await store.answer(turn_id, f"q{n}", True, {"by": "u1"})
+        attempt = uuid.uuid4().hex
+        rec = await store.claim(turn_id, owner="w1", attempt_id=attempt, now=100.0, lease_seconds=10)
+        assert rec.attempts == 1
+    # an attempt that dies holding the lease (no unit settles it) stays counted
+    crashed = uuid.uuid4().hex
+    assert (await store.claim(turn_id, owner="w2", attempt_id=crashed, now=200.0, lease_seconds=10)).attempts == 2
+
+
+async def _park_again(store, turn_id, attempt, n):
+    request = {"id": f"q{n}", "prompt": "ok?", "schema": {"type": "boolean"}, "answerers": None}
+
+    def work(tx):
+        tx.emit(ev.InputRequested(turn_id, request=request, call_id="c0"))
+        tx.journal(Phase.PARKED, call_id="c0")
+        tx.settle(TurnStatus.SUSPENDED, pending={"request": request, "call_id": "c0"})
+
+    await store.atomic(turn_id, attempt, work)
+# --- compaction: the boundary ----------------------------------------------------------------
+
+def _history(turn_id, n):
+    def work(tx):
+        for i in range(n):
+            role = Role.USER if i % 2 == 0 else Role.ASSISTANT
+            tx.append(Message(role, text=str(i), turn_id=turn_id), i)
+    return work
+
+
+def _compact(turn_id, cut, at, opening=0):
+    def work(tx):
+        tx.append(Message(Role.SUMMARY, text="summary", turn_id=turn_id, boundary=cut), at)
+        tx.step(f"compact:{at}", at, {"boundary": cut, "opening": opening, "reason": "proactive", "messages": cut})
+        tx.boundary(cut, at)
+        tx.emit(ev.CompactionCompleted(turn_id, boundary=cut, index=at, summary="summary"))
+    return work
+
+
+async def test_a_boundary_moves_with_its_unit_and_loads_read_from_it(store):
+    turn_id, attempt = await claimed(store)
+    await store.atomic(turn_id, attempt, _history(turn_id, 6))
+    await store.commit(turn_id, attempt, _compact(turn_id, cut=4, at=6, opening=4))
+    await store.atomic(turn_id, attempt, lambda tx: tx.settle(TurnStatus.COMPLETED))
+    later, later_attempt = await claimed(store, now=200.0)
+    state = await store.load(later)
+    assert (state.base, state.boundary, state.summary) == (4, 4, 6)
+    assert [m.text for m in state.transcript] == ["4", "5", "summary"]
+    assert state.transcript[-1].role == Role.SUMMARY and state.transcript[-1].boundary == 4
+    # a unit that raises moves nothing
+    def raising(tx):
+        tx.boundary(5, 7)
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError):
+        await store.atomic(later, later_attempt, raising)
+    assert (await store.load(later)).boundary == 4
+
+
+async def test_a_turn_that_compacted_inside_itself_loads_from_its_opening(store):
+    turn_id, attempt = await claimed(store)
+    await store.atomic(turn_id, attempt, _history(turn_id, 6))
+    await store.atomic(turn_id, attempt, _compact(turn_id, cut=5, at=6, opening=2))
+    state = await store.load(turn_id)
+    assert (state.base, state.boundary, state.summary) == (2, 5, 6)
+    assert [m.text for m in state.transcript] == ["2", "3", "4", "5", "summary"]
+
+
+async def test_a_stale_attempt_moves_no_boundary(store):
+    turn_id, attempt = await claimed(store, now=100.0)
+    await store.atomic(turn_id, attempt, _history(turn_id, 4))
+    other = tid()
+    assert await store.claim(turn_id, owner="w2", attempt_id=other, now=200.0, lease_seconds=10)
+    for unit in (store.atomic, store.commit):
+        with pytest.raises(StaleAttemptError):
+            await unit(turn_id, attempt, _compact(turn_id, cut=2, at=4))
+    state = await store.load(turn_id)
+    assert (state.base, state.boundary, state.summary) == (0, 0, None) and len(state.transcript) == 4
+
+
+async def test_reset_sets_the_boundary_back_and_an_archived_turn_moves_none(store):
+    turn_id, attempt = await claimed(store)
+    await store.atomic(turn_id, attempt, _history(turn_id, 4))
+    await store.reset(REF)
+    # the old turn, still running in the archived generation, compacts its own transcript
+    await store.atomic(turn_id, attempt, _compact(turn_id, cut=2, at=4))
+    await store.atomic(turn_id, attempt, lambda tx: tx.settle(TurnStatus.CANCELLED))
+    fresh, _ = await claimed(store, now=300.0)
+    state = await store.load(fresh)
+    assert (state.base, state.boundary, state.summary, state.transcript) == (0, 0, None, [])

@@ -1,4 +1,6 @@
-"""Start, kill, pause and resume real ``manage.py qcluster`` processes on the test database.
+"""Start, kill, pause and resume real worker clusters on the test database: ``manage.py
+june_worker`` (the production command: django-q2's cluster with a prompt stop) unless a test
+asks for plain ``qcluster``.
 
 Each cluster runs in its own process group (``start_new_session``) so the whole cluster —
 sentinel, pusher, monitor, workers — dies with one ``os.killpg``. The child's settings point at
@@ -45,13 +47,13 @@ def wait_for(cond: Callable[[], Any], *, timeout: float = 60.0, interval: float 
 
 
 class Cluster:
-    """One ``manage.py qcluster`` process group."""
+    """One worker cluster (``manage.py june_worker`` or ``qcluster``) in its own process group."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, command: str = "june_worker") -> None:
         self.log_path = log_path
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
+            [sys.executable, "manage.py", command], cwd=ROOT, env=env,
             stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
         )
 
@@ -122,9 +124,9 @@ class Clusters:
         env.update(extra)
         return env
 
-    def start(self, **extra: str) -> Cluster:
+    def start(self, command: str = "june_worker", **extra: str) -> Cluster:
         n = len(self.started)
-        cluster = Cluster(self.env(**extra), self.workdir / f"qcluster-{n}.log")
+        cluster = Cluster(self.env(**extra), self.workdir / f"qcluster-{n}.log", command)
         self.started.append(cluster)
         return cluster
 

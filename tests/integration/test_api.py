@@ -272,7 +272,7 @@ def test_every_error_is_json_with_its_status(api, alice):
         (api.get(f"{BASE}/mine/whatever"), 404, "not_found"),
         (api.get("/api/no/such/route"), 404, "not_found"),
         # 405
-        (api.get(f"{BASE}/s1/turns"), 405, "method_not_allowed"),
+        (api.call("delete", f"{BASE}/s1/turns"), 405, "method_not_allowed"),  # GET lists them (issue 17)
         (api.call("delete", f"{BASE}/s1/reset"), 405, "method_not_allowed"),
         (api.post(f"{BASE}/mine/pending"), 405, "method_not_allowed"),
         # 413
@@ -283,7 +283,7 @@ def test_every_error_is_json_with_its_status(api, alice):
         assert (status, body["error"]["code"]) == (want_status, want_code), (n, body)
         assert body["error"]["message"] and "Traceback" not in body["error"]["message"]
     assert cases[14][0][2]["WWW-Authenticate"].startswith("Bearer")
-    assert cases[30][0][2]["Allow"] == "POST"
+    assert cases[30][0][2]["Allow"] == "GET, POST"
     # nothing was written by any refused request
     assert list(m.Turn.objects.values_list("pk", flat=True)) == [turn_id]
     assert not m.Session.objects.filter(key__in=["s1", "never-used"]).exists()

@@ -22,7 +22,7 @@ from django.db import connections
 from agents_app.providers.demo import ESSAY, DemoModel
 from agents_app.runtime.seams import SessionRef
 from sessions_app import models as m
-from sessions_app import services
+from sessions_app import services, wiring
 from tests.fault.qcluster import Cluster, Clusters, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(240)]
@@ -170,9 +170,15 @@ def test_reset_cancels_queued_and_running_turns_and_the_next_starts_empty(cluste
     live = list(m.Message.objects.filter(session__key="r1", generation=1).order_by("index")
                 .values_list("index", "role", "turn_id"))
     assert live == [(0, "user", fresh.turn_id), (1, "assistant", fresh.turn_id)]
-    # the model saw only the new message (the demo counts its request's characters)
+    # the model saw only the new message (the demo counts its request's characters: the system
+    # prompt and the transcript it was sent)
+    from agents_app.runtime.compaction import view_tokens
+    from agents_app.runtime.messages import Message, Role
+
     reply = m.Message.objects.get(session__key="r1", generation=1, role="assistant")
-    assert reply.data["usage"]["input_tokens"] == len("fresh start") // 4
+    system = wiring.agent("ops").policy_for("web")["system"]
+    alone = view_tokens(system, [Message(Role.USER, text="fresh start", turn_id=fresh.turn_id)])
+    assert reply.data["usage"]["input_tokens"] == alone
     assert reply.data["text"] == "You said: fresh start"
     archived = m.Message.objects.filter(session__key="r1", generation=0).values_list("turn_id", flat=True)
     assert set(archived) == {running.turn_id}

@@ -45,6 +45,30 @@ def test_q_cluster_settings_give_at_least_once_delivery():
     assert settings.JUNE_LEASE_SECONDS <= 10 and 0 < settings.JUNE_SWEEP_SECONDS < settings.JUNE_LEASE_SECONDS
 
 
+def test_the_queue_is_woken_by_notify_on_postgresql_only():
+    from django.db import connection
+
+    expected = "sessions_app.workers.broker.NotifyingORM" if connection.vendor == "postgresql" else None
+    assert settings.Q_CLUSTER.get("broker_class") == expected
+
+
+def test_a_worker_freezes_its_start_up_heap():
+    """Generation-2 collections in a worker walked the whole start-up heap (Django, the apps)
+    in the middle of turns."""
+    import gc
+
+    from django_q.signals import post_spawn
+
+    from sessions_app.apps import _freeze_heap
+
+    assert _freeze_heap in post_spawn._live_receivers("django_q")[0]  # run at every worker's start
+    try:
+        _freeze_heap()
+        assert gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+
+
 def test_sweeper_schedule_is_created_and_a_tick_fires_once():
     from django.utils import timezone
     from django_q.brokers import get_broker

@@ -104,6 +104,14 @@ class StreamBuilder:
     def redacted_thinking(self, data: str) -> "StreamBuilder":
         return self._block({"type": "redacted_thinking", "data": data}, [])
 
+    def compaction(self, content: str | None, encrypted_content: str, signature: str | None = None) -> "StreamBuilder":
+        """A server-side compaction block (``compact_20260112``): its summary comes in one delta."""
+        start = {"type": "compaction", "content": None, "encrypted_content": None}
+        if signature is not None:
+            start["signature"] = signature
+        return self._block(start, [{"type": "compaction_delta", "content": content,
+                                    "encrypted_content": encrypted_content}])
+
     def tool_use(self, tool_id: str, name: str, partial_json: list[str]) -> "StreamBuilder":
         return self._block({"type": "tool_use", "id": tool_id, "name": name, "input": {}},
                            [{"type": "input_json_delta", "partial_json": p} for p in partial_json])

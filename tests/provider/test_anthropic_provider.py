@@ -6,6 +6,7 @@ provider's ``sleep`` is a recorder).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -482,3 +483,93 @@ async def test_two_tool_turn_through_the_engine(api, make_model):
              "content": '{"error": "LookupError: unknown timezone Mars/Olympus"}', "is_error": True},
         ]},
     ]
+
+
+# --- compaction ------------------------------------------------------------------------------
+
+def test_a_summary_is_user_text_merged_with_the_user_message_after_it():
+    summary = Message(Role.SUMMARY, text="they ordered tea", boundary=3)
+    assert build_messages([summary, Message(Role.USER, text="and now?")]) == [
+        {"role": "user", "content": [{"type": "text", "text": "[Summary of the earlier conversation]\nthey ordered tea"},
+                                     {"type": "text", "text": "and now?"}]},
+    ]
+
+
+async def test_request_too_large_is_a_context_overflow_reply(api, make_model, sleeps):
+    api.script(HTTPError(413, "request_too_large", "Request exceeds the maximum allowed number of bytes"))
+    chunks, error = await collect(make_model(), request(user("a very long story")))
+    assert error is None and chunks == [ModelReply(stop_reason=StopReason.CONTEXT_OVERFLOW)] and sleeps == []
+
+
+def test_context_window_and_server_compaction_settings():
+    model = from_settings({"context_window": 1_000_000, "server_compaction": {"trigger": 150_000}})
+    assert model.context_window == 1_000_000 and model.server_compaction == {"trigger": 150_000}
+    assert from_settings({}).context_window == 200_000 and from_settings({}).server_compaction is None
+    assert from_settings({"server_compaction": True}).server_compaction == {}
+    for bad in ({"context_window": 10}, {"server_compaction": {"pause_after_compaction": True}},
+                {"server_compaction": {"trigger": -1}}, {"server_compaction": "yes"}):
+        with pytest.raises(AgentConfigError):
+            from_settings(bad)
+
+
+def _engine(model, **agent_kw):
+    from agents_app.runtime import Agent, InMemorySessionStore, Runtime
+
+    store = InMemorySessionStore()
+    agent = Agent(name="a", instructions="You are terse.", **agent_kw)
+    runtime = Runtime(store=store, agents={"a": agent}, model_for=lambda _agent: model)
+    return store, runtime.session("a", "s1")
+
+
+@pytest.mark.parametrize("overflow", ["prompt_too_long", "stop_reason"])
+async def test_overflow_compacts_through_the_engine(api, make_model, overflow):
+    """Reactive compaction on the real provider: the overflowed step is summarized with no
+    tools and the summarizing instruction, then redone over the summary and the tail."""
+    from agents_app.runtime import TurnStatus
+
+    too_long = (HTTPError(400, "invalid_request_error", "prompt is too long: 212345 tokens > 200000 maximum")
+                if overflow == "prompt_too_long" else StreamBuilder().done("model_context_window_exceeded"))
+    api.script(
+        StreamBuilder().text("Hello.").done("end_turn"),
+        too_long,
+        StreamBuilder().text("The user said hello; the assistant greeted them.").done("end_turn"),
+        StreamBuilder().text("Still here.").done("end_turn"),
+    )
+    store, session = _engine(make_model(), compaction={"keep_last": 1})
+    assert (await session.turn("hello", timeout=10)).status == TurnStatus.COMPLETED
+    result = await session.turn("are you there?", timeout=10)
+    assert result.status == TurnStatus.COMPLETED and result.text == "Still here."
+    summarize, redo = api.bodies[2], api.bodies[3]
+    assert "tools" not in summarize and summarize["system"].startswith("You maintain the memory")
+    assert summarize["messages"][0]["content"][0]["text"] == "User: hello\n\nAssistant: Hello."
+    assert redo["system"] == "You are terse."
+    assert redo["messages"] == [{"role": "user", "content": [
+        {"type": "text", "text": "[Summary of the earlier conversation]\nThe user said hello; the assistant greeted them."},
+        {"type": "text", "text": "are you there?"}]}]
+    assert [m.role for m in store.transcript(session.ref)] == [
+        Role.USER, Role.ASSISTANT, Role.USER, Role.SUMMARY, Role.ASSISTANT]
+
+
+async def test_server_side_compaction_blocks_round_trip_byte_for_byte(api, make_model):
+    from agents_app.runtime import TurnStatus
+
+    encrypted = "Zm9vYmFy+/==" + "x" * 64
+    api.script(
+        StreamBuilder().compaction("Earlier: they talked about tea.", encrypted, signature="sig-42")
+        .text("Noted.").done("end_turn"),
+        StreamBuilder().text("Yes.").done("end_turn"),
+    )
+    store, session = _engine(make_model(server_compaction={"trigger": 50_000}))
+    assert (await session.turn("remember tea", timeout=10)).status == TurnStatus.COMPLETED
+    assert (await session.turn("tea?", timeout=10)).status == TurnStatus.COMPLETED
+    first, second = api.requests
+    assert first.body["context_management"] == {"edits": [{"type": "compact_20260112",
+                                                           "trigger": {"type": "input_tokens", "value": 50_000}}]}
+    assert "compact-2026-01-12" in first.headers.get("anthropic-beta", "")
+    stored = store.transcript(session.ref)[1].blocks[0]
+    assert stored == {"type": "compaction", "content": "Earlier: they talked about tea.",
+                      "encrypted_content": encrypted, "signature": "sig-42"}
+    sent = second.body["messages"][1]["content"][0]
+    assert sent == stored
+    # byte for byte: every field, in the order the API sent them, is in the next request's raw body
+    assert json.dumps(stored, separators=(",", ":")).encode() in second.raw

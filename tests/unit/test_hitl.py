@@ -255,3 +255,30 @@ async def test_request_input_from_a_sync_tool_fails_the_turn_clearly():
     assert res.status == TurnStatus.FAILED
     [failed] = await logged(store, s.ref, "turn.failed")
     assert failed.phase == "tool" and "request_input" in failed.error and "async" in failed.error
+
+
+async def test_a_tool_asking_more_questions_than_the_retry_budget_completes():
+    """Pins "retry budget exhausted after 5 attempts" for a turn whose tool asked five questions
+    (issue 13, item 10): the claim after each resume spent the budget. Answers are free."""
+    questions = 7  # more than the executor's max_attempts (5)
+
+    @tool("survey", "asks many questions")
+    async def survey(input: dict[str, Any], ctx: Any) -> Any:
+        return {"answers": [await ctx.request_input(id=f"q{n}", prompt=f"Q{n}?", schema={"type": "boolean"})
+                            for n in range(questions)]}
+
+    def survey_script(request: ModelRequest) -> Any:
+        if request.messages[-1].role == "tool":
+            return reply(f"done: {request.messages[-1].result}")
+        return reply("", ("survey", {}))
+
+    rt, store, _ = make_runtime(Agent("a", "instr", tools=[survey]), ScriptedModel(survey_script))
+    assert rt.executor.max_attempts < questions
+    s = rt.session("a", "s1")
+    tid = await s.start("hello")
+    for n in range(questions):
+        assert (await s.result(tid, timeout=5)).status == TurnStatus.SUSPENDED
+        await s.resume(tid, f"q{n}", True)
+    res = await s.result(tid, timeout=5)
+    assert res.status == TurnStatus.COMPLETED, res
+    assert (await store.get_turn(tid)).attempts == 1

@@ -5,10 +5,12 @@ agent — the test process or a qcluster child). Turn shape, whatever the openin
 
 The opening text ``"slow:<n>"`` streams n deltas (a long model step, for cancel tests);
 ``"die"`` kills its own worker process at every attempt (retry budget tests); ``"steps:<n>"``
-calls the no-op sync tool ``fault_noop`` n times, one per model step, then answers (benchmarks).
+calls the no-op sync tool ``fault_noop`` n times, one per model step, then answers (benchmarks);
+``"charge"`` calls the async ``fault_charge`` (``on_interrupt="report"``) and then answers
+``outcome: interrupted`` or ``outcome: charged`` from the tool result it reads.
 Pause points (tests/fault/faultkit.py): ``model<k>:start``, ``model<k>:mid``, ``model<k>:end``
 (k = the turn's assistant messages so far), ``write:before``, ``write:after``, ``ping:before``,
-``ping:after``.
+``ping:after``, ``charge:during``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,16 @@ class FaultModel:
                              stop_reason=StopReason.TOOL_USE if more else StopReason.END_TURN,
                              usage={"input_tokens": 1, "output_tokens": 1}) if more else ModelReply(
                 text="done", stop_reason=StopReason.END_TURN, usage={"input_tokens": 1, "output_tokens": 1})
+            return
+        if opening == "charge":  # one opted-in async tool (on_interrupt="report"), then its outcome
+            if k == 0:
+                yield ModelReply(text="", tool_calls=(ToolCall(id="c1", name="fault_charge", input={"item": "card"}),),
+                                 stop_reason=StopReason.TOOL_USE, usage={"input_tokens": 1, "output_tokens": 1})
+            else:
+                result = next((m.result for m in reversed(mine) if m.role == Role.TOOL), None)
+                seen = "interrupted" if isinstance(result, dict) and result.get("interrupted") else "charged"
+                yield ModelReply(text=f"outcome: {seen}", stop_reason=StopReason.END_TURN,
+                                 usage={"input_tokens": 1, "output_tokens": 1})
             return
         if opening.startswith("slow:"):
             pieces = ["tick "] * int(opening.split(":", 1)[1])

@@ -31,3 +31,10 @@ async def fault_ping(input, ctx):
 @tool("fault_noop", "Do nothing (sync): the cheapest checkpointed step.", {"type": "object", "properties": {}})
 def fault_noop(input, ctx):
     return {"ok": True}
+
+
+@tool("fault_charge", "Charge a card (async; never repeated: on_interrupt='report').", SCHEMA, on_interrupt="report")
+async def fault_charge(input, ctx):
+    faultkit.record("charge", ctx.turn_id)
+    await faultkit.apoint("charge:during")
+    return {"charged": input["item"]}

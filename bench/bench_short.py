@@ -1,0 +1,110 @@
+#!/usr/bin/env python
+"""Short turns, as users run them: one tool call per turn (model -> tool -> model: 3 steps),
+creation included, in one session whose history grows from 0 to 2,000 messages.
+
+    .venv/bin/python bench/bench_short.py                 # SQLite (a fresh file under /tmp)
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/bench_short.py
+
+Each turn is ``create_turn`` + ``TurnExecutor.drive`` on the Django store in this process, with
+an instant scripted model and a no-op sync tool. Per step = turn time / 3. Printed at 10, 100,
+1,000 and 2,000 messages of history (the median of the turns within a few messages of each
+size) with the one-transaction floor measured between the turns of the same run, its ratio,
+and the flatness 2,000 / 10. The machine is noisy: compare the ratios of one run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from bench.common import floor_ms, fresh_database, use_database  # noqa: E402
+
+BENCH_DB = "june_bench_short"
+use_database(BENCH_DB)
+
+SIZES = (10, 100, 1000, 2000)
+WINDOW = 12  # messages either side of a size whose turns count for it (3 turns each side)
+MESSAGES_PER_TURN = 4  # user, assistant (with the call), tool, assistant
+
+
+def make_agent():
+    from agents_app.runtime import Agent, tool
+
+    @tool("noop", "does nothing", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    def noop(input, ctx):
+        return {"ok": input.get("n")}
+
+    return Agent("bench", "You are a benchmark.", tools=[noop])
+
+
+class NullSink:
+    async def publish(self, session, events):
+        return None
+
+    async def delta(self, session, event):
+        return None
+
+
+async def one_turn(store, agent, key: str, n: int) -> float:
+    from agents_app.runtime import ScriptedModel, SessionRef, TurnExecutor, TurnInput, reply
+
+    model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
+    executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
+                            model_for=lambda a: model, clock=time.time, lease_seconds=60)
+    turn_id = uuid.uuid4().hex
+    t = time.perf_counter()
+    await store.create_turn(SessionRef("bench", key), TurnInput(text=f"check {n}"), turn_id=turn_id)
+    status = await executor.drive(turn_id)
+    elapsed = time.perf_counter() - t
+    assert str(status) == "completed", status
+    return elapsed
+
+
+async def run() -> tuple[dict[int, float], list[float]]:
+    from sessions_app.store import DjangoSessionStore
+
+    store = DjangoSessionStore()
+    agent = make_agent()
+    for n in range(5):  # warm-up: connections, prepared statements, caches
+        await one_turn(store, agent, "warmup", n)
+    floors = [floor_ms(100)]
+    samples: dict[int, list[float]] = {size: [] for size in SIZES}
+    turns = (SIZES[-1] + WINDOW) // MESSAGES_PER_TURN + 1
+    gc.collect()
+    for n in range(turns):
+        history = n * MESSAGES_PER_TURN
+        elapsed = await one_turn(store, agent, "grows", n)
+        for size in SIZES:
+            if abs(history - size) <= WINDOW:
+                samples[size].append(elapsed * 1000 / 3)
+        if n % 50 == 49:
+            floors.append(floor_ms(100))
+    floors.append(floor_ms(100))
+    return {size: statistics.median(xs) for size, xs in samples.items()}, floors
+
+
+def main() -> None:
+    fresh_database(BENCH_DB)
+    from django.conf import settings
+
+    backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    per_step, floors = asyncio.run(run())
+    floor = statistics.median(floors)
+    print(f"backend: {backend}   turns: 1 tool call (3 steps), creation included   floor samples: {len(floors)}")
+    print(f"floor (1 txn: update+insert+insert): median {floor:.3f} ms  (min {min(floors):.3f}, max {max(floors):.3f})")
+    for size, ms in per_step.items():
+        print(f"per step at {size:>5} messages of history: {ms:.3f} ms   ({ms / floor:.2f}x floor)")
+    print(f"flatness: cost at {SIZES[-1]} / cost at {SIZES[0]} = {per_step[SIZES[-1]] / per_step[SIZES[0]]:.2f}x")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("JUNE_LEASE_SECONDS", "60")
+    main()

@@ -1,0 +1,187 @@
+"""django-q2's ORM broker, woken by PostgreSQL ``NOTIFY`` instead of sleeping out the poll.
+
+The ORM broker's pusher looks at the queue, and when it is empty sleeps ``Conf.POLL`` before
+looking again: that sleep is the floor of queued -> started. ``NotifyingORM`` keeps the queue,
+the claim and the acknowledgement exactly as django-q2 has them (a task row claimed by a
+conditional ``UPDATE`` on its lock, deleted on acknowledge: at-least-once) and changes two things:
+
+- ``enqueue`` inserts the row and sends ``pg_notify(channel)`` in one statement, so in one
+  transaction (the caller's, when there is one): PostgreSQL delivers the notification at that
+  commit, never before the row is visible, and drops it with a rollback.
+- ``dequeue`` on an empty queue waits on a dedicated ``LISTEN`` connection for at most
+  ``Conf.POLL`` instead of sleeping it, then looks again. The poll rate is unchanged; a
+  notification only ends the wait early. Its queue queries keep the pusher's connection open
+  (the ORM broker reconnects for every look and every claim when ``CONN_MAX_AGE`` is 0).
+
+A lost notification (the listener down at enqueue time, a server restart) costs at most one
+poll interval: the look after the wait finds the row. On any other database, or while the
+listener cannot connect (retried every ``RECONNECT_SECONDS``), ``dequeue`` is django-q2's own.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+
+from django import db
+from psycopg import sql
+from django.utils import timezone
+from django_q.brokers.orm import ORM
+from django_q.conf import Conf
+from django_q.models import OrmQ
+
+log = logging.getLogger(__name__)
+
+#: seconds between attempts to (re)connect a broken listener; polling covers the gap
+RECONNECT_SECONDS = 1.0
+
+
+#: the ORM broker's row (key, payload, lock = now) and the queue's notification, in one statement
+INSERT_NOTIFY = (
+    'WITH task AS (INSERT INTO {table} ("key", payload, lock) VALUES (%s, %s, %s) RETURNING id) '
+    "SELECT id, pg_notify(%s, '') FROM task"
+)
+
+
+def channel_for(list_key: str) -> str:
+    """The notification channel of a queue (a PostgreSQL identifier: at most 63 bytes)."""
+    return f"django_q.{list_key}"[:63]
+
+
+class Listener:
+    """One psycopg connection in autocommit that ``LISTEN``s on a channel."""
+
+    def __init__(self, channel: str) -> None:
+        import psycopg
+
+        params = db.connections[Conf.ORM].get_connection_params()
+        for key in ("cursor_factory", "context", "prepare_threshold"):  # Django's adapters: not needed
+            params.pop(key, None)
+        params.setdefault("application_name", "june-q2-listener")
+        params.setdefault("connect_timeout", 5)
+        # an idle connection that died without a word is noticed within minutes, not hours
+        params.setdefault("keepalives_idle", 60)
+        params.setdefault("keepalives_interval", 10)
+        params.setdefault("keepalives_count", 3)
+        self.conn = psycopg.connect(autocommit=True, **params)
+        try:
+            self.conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
+        except BaseException:
+            self.conn.close()
+            raise
+
+    @property
+    def backend_pid(self) -> int:
+        return self.conn.info.backend_pid
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a notification arrives or ``timeout`` passes; True when one arrived.
+        Notifications queued meanwhile are drained (one look at the queue serves them all).
+        Raises psycopg's error when the connection is broken."""
+        woken = False
+        for _ in self.conn.notifies(timeout=timeout, stop_after=1):
+            woken = True
+        if woken:
+            for _ in self.conn.notifies(timeout=0):
+                pass
+        return woken
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # closing a broken connection: nothing left to release
+            pass
+
+
+class NotifyingORM(ORM):
+    """The ORM broker with a ``LISTEN``/``NOTIFY`` wake-up on PostgreSQL (see the module)."""
+
+    _listener: Listener | None = None
+    _listener_pid: int | None = None
+    _retry_at = 0.0
+
+    @property
+    def channel(self) -> str:
+        return channel_for(self.list_key or Conf.CLUSTER_NAME)
+
+    def info(self) -> str:
+        if not self._info:
+            self._info = f"ORM {Conf.ORM} + LISTEN/NOTIFY" if self._on_postgresql() else f"ORM {Conf.ORM}"
+        return self._info
+
+    @staticmethod
+    def _on_postgresql() -> bool:
+        return db.connections[Conf.ORM].vendor == "postgresql"
+
+    def enqueue(self, task):
+        if not self._on_postgresql():
+            return super().enqueue(task)
+        connection = db.connections[Conf.ORM]
+        if (connection.connection is not None and not connection.in_atomic_block
+                and connection.errors_occurred and not connection.is_usable()):
+            # the ORM broker closes every obsolete connection here, which with CONN_MAX_AGE=0 is
+            # every connection: a reconnect per enqueue. Only a broken one is replaced.
+            connection.close()
+        # one statement, so one transaction even in autocommit: the row and its notification
+        # commit together (inside the caller's transaction: at its commit)
+        with connection.cursor() as cursor:
+            cursor.execute(INSERT_NOTIFY.format(table=connection.ops.quote_name(OrmQ._meta.db_table)),
+                           [self.list_key or Conf.CLUSTER_NAME, task, timezone.now(), self.channel])
+            return cursor.fetchone()[0]
+
+    def dequeue(self):
+        listener = self._ensure_listener()
+        if listener is None:
+            return super().dequeue()  # polling: SQLite, or the listener is down
+        tasks = self._waiting()
+        if tasks:
+            return self._claim(tasks)
+        try:
+            listener.wait(Conf.POLL)
+        except Exception:
+            log.warning("queue listener lost; polling until it reconnects", exc_info=True)
+            self.close_listener()
+            self._retry_at = time.monotonic() + RECONNECT_SECONDS
+        return None
+
+    def _waiting(self) -> list[OrmQ]:
+        """Up to ``Conf.BULK`` unlocked rows, on the pusher's open connection (a broken one is
+        replaced once: the read is safe to repeat)."""
+        for retry in (False, True):
+            try:
+                return list(OrmQ.objects.using(Conf.ORM).filter(key=self.list_key, lock__lt=timezone.now())[:Conf.BULK])
+            except (db.InterfaceError, db.OperationalError):
+                if retry:
+                    raise
+                db.connections[Conf.ORM].close()
+        return []
+
+    def _claim(self, tasks: list[OrmQ]) -> list[tuple[int, str]]:
+        """django-q2's claim, unchanged: lock each row by a conditional UPDATE on the lock it was
+        read with; a row another cluster locked first is skipped."""
+        claimed = []
+        for task in tasks:
+            if OrmQ.objects.using(Conf.ORM).filter(id=task.id, lock=task.lock).update(lock=self.timeout(task)):
+                claimed.append((task.pk, task.payload))
+        return claimed
+
+    def _ensure_listener(self) -> Listener | None:
+        if self._listener is not None and self._listener_pid == os.getpid():
+            return self._listener
+        self._listener = None  # never use a connection inherited through fork
+        if time.monotonic() < self._retry_at or not self._on_postgresql():
+            return None
+        try:
+            self._listener = Listener(self.channel)
+        except Exception:
+            log.warning("queue listener cannot connect; polling (retry in %.0fs)", RECONNECT_SECONDS, exc_info=True)
+            self._retry_at = time.monotonic() + RECONNECT_SECONDS
+            return None
+        self._listener_pid = os.getpid()
+        return self._listener
+
+    def close_listener(self) -> None:
+        if self._listener is not None and self._listener_pid == os.getpid():
+            self._listener.close()
+        self._listener = None

@@ -1,0 +1,142 @@
+"""The store's lock order (sessions_app.store): the session row, then its turns' rows — in a
+checkpoint as in the host operations (create, replace, cancel, answer, reset).
+
+PostgreSQL only: these are row locks; SQLite has one database-wide write lock and no order.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import psycopg
+import pytest
+from django.db import connections
+
+from agents_app.runtime import Message, Role, SessionRef, TurnInput
+from agents_app.runtime import events as ev
+from agents_app.runtime.seams import TurnStatus
+from sessions_app import models as m
+from tests.conftest import is_postgres
+from tests.fault.qcluster import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _postgres_only():
+    if not is_postgres():
+        pytest.skip("row-lock order: SQLite has a single database write lock")
+
+
+def _connect(autocommit: bool) -> psycopg.Connection:
+    params = connections["default"].get_connection_params()
+    params.pop("cursor_factory", None)
+    return psycopg.connect(**params, autocommit=autocommit)
+
+
+def _claimed(key: str) -> tuple[object, str, str]:
+    from sessions_app.store import DjangoSessionStore
+
+    store = DjangoSessionStore()
+    turn_id, attempt = uuid.uuid4().hex, uuid.uuid4().hex
+    store.create_turn_sync(SessionRef("ops", key), TurnInput(text="x"), turn_id=turn_id)
+    store.claim_sync(turn_id, owner="w", attempt_id=attempt, now=1.0, lease_seconds=600)
+    return store, turn_id, attempt
+
+
+def _step(turn_id: str, n: int):
+    def work(tx):
+        tx.append(Message(Role.USER, text=f"m{n}", turn_id=turn_id), n)
+        tx.emit(ev.MessageCompleted(turn_id, text=f"m{n}"))
+    return work
+
+
+def _in_thread(fn) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+
+    def run() -> None:
+        from sessions_app.store import direct
+
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # reported to the test
+            out["error"] = exc
+        finally:
+            conn = getattr(direct._local, "conn", None)
+            if conn is not None:
+                conn.close()
+            connections.close_all()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def test_a_checkpoint_waiting_for_its_session_holds_no_turn_lock():
+    """Pins the DeadlockDetected of 400 sequential ``replace=true`` POSTs (issue 13, item 8): a
+    checkpoint locked its turn's row (the fence) and then its session's (the event counter),
+    while ``create_turn(replace=True)`` locked the session and then its turns. Now a checkpoint
+    blocked on its session's lock has not touched the turn row yet."""
+    store, turn_id, attempt = _claimed("lock-order")
+    session_id = m.Turn.objects.get(pk=turn_id).session_id
+    holder = _connect(autocommit=False)  # a replace in progress: the session row is locked
+    try:
+        holder.execute("SELECT 1 FROM sessions_app_session WHERE id = %s FOR UPDATE", [session_id])
+
+        def checkpoint():
+            from sessions_app.store import direct
+
+            return store.commit_direct(direct.connection(), turn_id, attempt, _step(turn_id, 0))
+
+        thread, out = _in_thread(checkpoint)
+        wait_for(lambda: holder.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
+                 timeout=20, what="the checkpoint to wait for the session lock")
+        # the replace goes on to its turns: under the old order the fence held this row -> deadlock
+        holder.execute("SELECT 1 FROM sessions_app_turn WHERE id = %s FOR UPDATE NOWAIT", [turn_id])
+        holder.commit()
+        thread.join(20)
+        assert "error" not in out, out.get("error")
+        assert [e.event.type for e in out["value"].events] == ["message.completed"]
+    finally:
+        holder.close()
+
+
+def test_checkpoints_and_replaces_of_one_session_never_deadlock():
+    """The same deadlock under load: a worker checkpointing its running turn (events and a status
+    change, the statements that touch the session row) while a client replaces turns of the same
+    session over and over. Zero DeadlockDetected."""
+    from sessions_app.store import control
+
+    store, turn_id, attempt = _claimed("storm")
+    ref = SessionRef("ops", "storm")
+    stop = threading.Event()
+    n_steps = 300
+
+    def worker():
+        from sessions_app.store import direct
+
+        raw = direct.connection()
+        for n in range(n_steps):
+            if stop.is_set():
+                break
+            store.commit_direct(raw, turn_id, attempt, _step(turn_id, n))
+        return n_steps
+
+    def replacer():
+        count = 0
+        while not stop.is_set():
+            control.create_turn(ref, TurnInput(text="again"), turn_id=uuid.uuid4().hex, replace=True)
+            count += 1
+        return count
+
+    threads = [_in_thread(worker), _in_thread(replacer)]
+    threads[0][0].join(120)
+    stop.set()
+    threads[1][0].join(120)
+    errors = [out["error"] for _, out in threads if "error" in out]
+    assert not errors, errors
+    assert threads[1][1]["value"] > 0
+    turn = m.Turn.objects.get(pk=turn_id)
+    assert turn.status == TurnStatus.RUNNING and turn.cancel_reason == "replaced"
+    assert m.Message.objects.filter(turn_id=turn_id).count() == n_steps

@@ -1,0 +1,149 @@
+"""The operator console (issue 17, items 8-11): the dashboard, the turn timeline, tokens and
+cost per turn / session / agent / day, and the inbox's "requested by", links and waiting count.
+
+Pins: the turn page was a wall of JSON with minute-precision times; nothing summed tokens or
+cost; the inbox did not say who asked nor link the session and turn; the admin index did not
+say how many requests wait."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from django.test import Client
+
+from sessions_app import models as m
+from sessions_app import services
+from sessions_app.admin import console
+
+from .test_api import BASE, Api, inline_worker, make_user, token_for  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def staff_client(user) -> Client:
+    c = Client()
+    c.force_login(user)
+    return c
+
+
+def test_prices_match_by_prefix_and_count_cache_tokens(settings):
+    assert console.price_for("claude-sonnet-4-6-20260101") == {"input": 3.0, "output": 15.0}
+    assert console.price_for("claude-opus-4-1-x")["output"] == 75.0  # the longer prefix wins over claude-opus-4
+    assert console.price_for("gpt-5") is None
+    assert console.cost_of({"input_tokens": 1_000_000, "output_tokens": 1_000_000}, "demo") == 0.0
+    cost = console.cost_of({"input_tokens": 1_000_000, "output_tokens": 2_000_000, "cache_read_input_tokens": 1_000_000,
+                            "cache_creation_input_tokens": 1_000_000}, "claude-sonnet-4-6")
+    assert cost == pytest.approx(3 + 30 + 0.3 + 3.75)
+    settings.JUNE_MODEL_PRICES = {"demo": {"input": 1.0, "output": 2.0}}
+    assert console.cost_of({"input_tokens": 500_000, "output_tokens": 500_000}, "demo") == pytest.approx(1.5)
+    assert console.cost_of({}, "unknown-model") is None
+
+
+def test_the_turn_page_reads_as_a_timeline_with_tokens_and_cost(inline_worker, settings):
+    settings.JUNE_MODEL_PRICES = {"demo": {"input": 1.0, "output": 1.0}}
+    alice = make_user("alice")
+    api = Api(token_for(alice))
+    status, body, _ = api.post(f"{BASE}/t1/turns", {"text": "order blue mugs"})
+    assert status == 200 and body["status"] == "completed"
+    turn = m.Turn.objects.get(pk=body["turn_id"])
+    steps = console.timeline(turn)
+    kinds = [s["kind"] for s in steps]
+    assert kinds[0] == "start" and kinds[-1] == "end" and "model" in kinds
+    tool = next(s for s in steps if s["kind"] == "tool")
+    assert tool["name"] == "create_order" and tool["state"] == "completed" and tool["duration"]
+    assert '"mugs"' in tool["input"] or "mugs" in tool["input"]
+    model = next(s for s in steps if s["kind"] == "model")
+    assert model["tokens"]["output_tokens"] > 0 and model["cost"] > 0
+
+    admin = make_user("root")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+    page = staff_client(admin).get(f"/admin/sessions_app/turn/{turn.pk}/change/").content.decode()
+    assert 'id="june-timeline"' in page and "create_order" in page
+    assert re.search(r"\d\d:\d\d:\d\d\.\d{3}</time>", page), "times to the millisecond"
+    assert "its last step is committed" in page  # the journal phase in words
+    assert "released (last held by" in page  # the lease in words
+    assert "demo: $" in page  # tokens and cost of the turn
+    session_page = staff_client(admin).get(f"/admin/sessions_app/session/{turn.session_id}/change/").content.decode()
+    assert 'id="june-session-usage"' in session_page and "Model <code>demo</code>" in session_page
+
+
+def test_the_dashboard_shows_running_expired_queued_parked_failed_and_cost(inline_worker):
+    alice = make_user("alice")
+    api = Api(token_for(alice))
+    status, parked, _ = api.post(f"{BASE}/p1/turns", {"text": "refund order 42 10"})
+    assert parked["status"] == "suspended"
+    status, done, _ = api.post(f"{BASE}/c1/turns", {"text": "stock tea"})
+    assert done["status"] == "completed"
+    # a turn a dead worker held (its lease ran out) and one waiting for a worker
+    session = m.Session.objects.create(agent="ops", key="x1", owner=alice)
+    m.Turn.objects.create(id="e" * 32, session=session, order=1, status="running", input={"text": "stuck"},
+                          lease_owner="host:1", lease_expires_at=time.time() - 30, attempts=1)
+    m.Turn.objects.create(id="d" * 32, session=session, order=2, status="queued", input={"text": "waiting"})
+    m.Turn.objects.create(id="a" * 32, session=session, order=0, status="failed", input={"text": "boom"}, attempts=2)
+    m.Event.objects.create(session=session, seq=1, turn_id="a" * 32, type="turn.failed", data={"error": "boom"})
+
+    data = console.dashboard_data()
+    assert data["counts"]["expired"] == 1 and data["counts"]["queued"] == 1 and data["counts"]["parked"] == 1
+    assert data["counts"]["failed_hour"] == 1 and data["counts"]["retried_hour"] == 1
+    assert [r["id"] for r in data["expired"]] == ["e" * 32] and "expired" in data["expired"][0]["lease"]
+    assert data["parked"][0]["by"] == "alice" and "refund" in data["parked"][0]["prompt"].lower()
+    assert data["usage_today"].turns >= 2 and "ops" in data["usage_per_agent"]
+    assert any(s["func"].endswith("sweep_expired_leases") for s in data["schedules"])
+
+    operator = make_user("olga", operator=True)
+    operator.is_staff = True
+    operator.save()
+    c = staff_client(operator)
+    page = c.get("/admin/june/dashboard/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="june-dashboard"' in html and "june/dashboard.js" in html and "stuck" in html
+    fragment = c.get("/admin/june/dashboard/?fragment=1").content.decode()
+    assert "<html" not in fragment and 'id="june-count-expired"' in fragment
+    # not staff: the admin's login
+    assert staff_client(alice).get("/admin/june/dashboard/").status_code == 302
+    # the admin index and the inbox say how many wait, who asked, and link session and turn
+    index = c.get("/admin/").content.decode()
+    assert 'id="june-waiting-count">1<' in index and "/admin/june/dashboard/" in index
+    inbox = c.get("/admin/sessions_app/approvalrequest/").content.decode()
+    assert "Approval inbox (1 waiting)" in inbox
+    assert "requested by" in inbox.lower() and ">alice<" in inbox
+    assert f"/admin/sessions_app/turn/{parked['turn_id']}/change/" in inbox
+    assert "/generation/0/" in inbox
+    answer_page = c.get(f"/admin/sessions_app/approvalrequest/{parked['turn_id']}/change/").content.decode()
+    assert f"/admin/sessions_app/turn/{parked['turn_id']}/change/" in answer_page
+
+
+def test_the_demo_operator_sees_schedules_runs_and_deliveries_and_runs_a_schedule_now(settings):
+    """Issue 17 item 12: docs/proactive.md followed from the embedded default — the demo's
+    operator (not a superuser) could not see schedules, runs or webhook deliveries."""
+    import io
+
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from agents_app.models import AgentSchedule
+
+    settings.JUNE_EMBEDDED = True
+    out = io.StringIO()
+    call_command("june_demo", stdout=out)
+    call_command("june_sync_schedules", stdout=io.StringIO())
+    assert "/admin/june/dashboard/" in out.getvalue()
+    operator = get_user_model().objects.get(username="operator")
+    assert not operator.is_superuser
+    c = staff_client(operator)
+    for url in ("/admin/agents_app/agentschedule/", "/admin/agents_app/schedulerun/",
+                "/admin/agents_app/webhookdelivery/", "/admin/june/dashboard/"):
+        assert c.get(url).status_code == 200, url
+    schedule = AgentSchedule.objects.filter(func="sessions_app.proactive.schedules.fire").exclude(repeats=0).first()
+    assert schedule is not None, "the demo agent declares a schedule"
+    later = timezone.now() + timezone.timedelta(days=1)
+    AgentSchedule.objects.filter(pk=schedule.pk).update(next_run=later)
+    response = c.post("/admin/agents_app/agentschedule/", {"action": "run_now", "_selected_action": [schedule.pk]})
+    assert response.status_code == 302
+    schedule.refresh_from_db()
+    assert schedule.next_run <= timezone.now(), "run now made it due"

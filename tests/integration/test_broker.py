@@ -1,0 +1,250 @@
+"""The NOTIFY broker (sessions_app/workers/broker.py) on PostgreSQL: the notification rides with
+the enqueuing commit, a waiting dequeue is woken by it, and a task whose notification was lost
+(the listener down, or no NOTIFY at all) is still found by the poll — in this process and
+through a real qcluster. Delivery is asserted, never timing: where a wake-up must have come from
+the notification, the poll is set far longer than the test's deadline."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from django.db import connection, connections, transaction
+
+from tests.fault.qcluster import AGENTS, Clusters, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's")
+
+
+@pytest.fixture
+def broker():
+    from sessions_app.workers.broker import NotifyingORM
+
+    b = NotifyingORM(list_key="test-broker")
+    yield b
+    b.close_listener()
+    b.purge_queue()
+
+
+@pytest.fixture
+def listen():
+    """A bare psycopg connection LISTENing on the test queue's channel."""
+    from sessions_app.workers.broker import Listener, channel_for
+
+    conn = Listener(channel_for("test-broker")).conn
+    yield conn
+    conn.close()
+
+
+class Pusher:
+    """``dequeue()`` in a loop on its own thread (and connection), as django-q2's pusher runs it."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.got: list[tuple[int, str]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                self.got.extend(self.broker.dequeue() or [])
+        finally:
+            self.broker.close_listener()
+            connections.close_all()
+
+    def listening(self) -> int:
+        """The listener's backend pid, once it LISTENs."""
+        return wait_for(lambda: self.broker._listener and self.broker._listener.backend_pid, timeout=10,
+                        what="the listener")
+
+    def close(self) -> None:
+        self.stop.set()
+        with connection.cursor() as cursor:  # end a long wait
+            cursor.execute("SELECT pg_notify(%s, '')", [self.broker.channel])
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive()
+
+
+@pytest.fixture
+def pusher(broker):
+    started = []
+
+    def make() -> Pusher:
+        started.append(Pusher(broker))
+        return started[-1]
+
+    yield make
+    for p in started:
+        p.close()
+
+
+def terminate(pid: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+@postgresql
+def test_the_notification_commits_with_the_row_and_not_with_a_rollback(broker, listen):
+    """A NOTIFY sent outside the enqueuing transaction could wake a pusher before the row is
+    visible, or for a row that was rolled back."""
+    from django_q.models import OrmQ
+
+    with pytest.raises(RuntimeError), transaction.atomic():
+        broker.enqueue("rolled back")
+        raise RuntimeError
+    with transaction.atomic():
+        pk = broker.enqueue("committed")
+    notes = list(listen.notifies(timeout=10, stop_after=1)) + list(listen.notifies(timeout=0))
+    assert [n.channel for n in notes] == [broker.channel]  # one: the rolled-back one never came
+    assert list(OrmQ.objects.filter(key="test-broker").values_list("pk", "payload")) == [(pk, "committed")]
+    broker.enqueue("autocommit")  # outside any transaction: its own, still with the row
+    assert [n.channel for n in listen.notifies(timeout=10, stop_after=1)] == [broker.channel]
+    assert OrmQ.objects.filter(key="test-broker", payload="autocommit").exists()
+
+
+@postgresql
+def test_a_waiting_dequeue_is_woken_by_the_notification(broker, pusher, monkeypatch):
+    """The pusher slept out the whole poll interval before looking at the queue again."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "POLL", 120.0)  # the poll alone would not find it within the deadline
+    p = pusher()
+    p.listening()
+    pk = broker.enqueue("wake")
+    wait_for(lambda: p.got, timeout=20, what="the task")
+    assert p.got == [(pk, "wake")]
+
+
+@postgresql
+def test_a_task_without_a_notification_is_found_by_the_poll(broker, pusher, monkeypatch):
+    """A lost notification (or an enqueue by a broker that sends none) must not strand a task:
+    the wait ends after the poll interval and the queue is looked at again."""
+    from django.utils import timezone
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    monkeypatch.setattr(Conf, "POLL", 0.2)
+    p = pusher()
+    p.listening()
+    row = OrmQ.objects.create(key="test-broker", payload="silent", lock=timezone.now())
+    wait_for(lambda: p.got, timeout=20, what="the task")
+    assert p.got == [(row.pk, "silent")]
+
+
+@postgresql
+def test_a_task_enqueued_while_the_listener_is_down_is_picked_up_and_the_listener_returns(
+        broker, pusher, monkeypatch):
+    """The listener's connection dies (a server restart, a terminated backend): its NOTIFY is
+    lost. The pusher must poll meanwhile and reconnect the listener, not fail or stop."""
+    from django_q.conf import Conf
+
+    from sessions_app.workers import broker as broker_module
+
+    monkeypatch.setattr(Conf, "POLL", 0.2)
+    monkeypatch.setattr(broker_module, "RECONNECT_SECONDS", 30.0)  # still down at the enqueue
+    p = pusher()
+    first = p.listening()
+    terminate(first)
+    wait_for(lambda: broker._listener is None, timeout=20, what="the pusher to notice")
+    pk = broker.enqueue("while down")  # nobody listens: the notification is lost
+    wait_for(lambda: p.got, timeout=20, what="the task, by polling")
+    assert p.got == [(pk, "while down")]
+    broker._retry_at = 0.0  # the reconnect is due
+    assert p.listening() != first
+    monkeypatch.setattr(Conf, "POLL", 120.0)
+    pk = broker.enqueue("after")
+    wait_for(lambda: len(p.got) == 2, timeout=20, what="the task, by the new listener")
+    assert p.got[1] == (pk, "after")
+
+
+@postgresql
+def test_the_pusher_survives_the_death_of_its_open_connection(broker, pusher, monkeypatch):
+    """The pusher keeps its queue connection open; a server that drops it (a restart, an idle
+    timeout) must cost one reconnect — django-q2's pusher dies on an exception from dequeue."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "POLL", 0.2)
+    p = pusher()
+    listener = p.listening()
+
+    def pusher_connections() -> list[int]:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                           " AND backend_type = 'client backend' AND pid NOT IN (pg_backend_pid(), %s)", [listener])
+            return [pid for (pid,) in cursor.fetchall()]
+
+    for pid in wait_for(pusher_connections, timeout=10, what="the pusher's connection"):
+        terminate(pid)
+    pk = broker.enqueue("after the drop")
+    wait_for(lambda: p.got, timeout=20, what="the task")
+    assert p.got == [(pk, "after the drop")] and p.thread.is_alive()
+
+
+def test_elsewhere_it_is_the_orm_broker(broker, monkeypatch):
+    """On SQLite (or any database without LISTEN) the broker must still queue and poll."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(broker, "_on_postgresql", lambda: False)
+    monkeypatch.setattr(Conf, "POLL", 0.01)
+    pk = broker.enqueue("plain")
+    assert broker.dequeue() == [(pk, "plain")]
+    assert broker.dequeue() is None and broker._listener is None  # an empty queue: a poll's sleep
+
+
+# -- through a real qcluster ----------------------------------------------------------------------
+
+@pytest.fixture
+def fault_agent(settings):
+    from sessions_app import wiring
+
+    settings.JUNE_AGENT_DIRS = [str(AGENTS)]
+    wiring.agents.cache_clear()
+    yield "faultagent"
+    wiring.agents.cache_clear()
+
+
+@pytest.fixture
+def clusters(tmp_path):
+    manager = Clusters(tmp_path)
+    yield manager
+    manager.stop_all()
+
+
+def start(agent: str, key: str) -> str:
+    from sessions_app import services
+
+    return services.turn_start(agent=agent, key=key, text="steps:0", source="http").turn_id
+
+
+def completed(turn_id: str) -> bool:
+    from sessions_app.models import Turn
+
+    return Turn.objects.get(pk=turn_id).status == "completed"
+
+
+def listeners() -> set[int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                       " AND application_name = 'june-q2-listener'")
+        return {pid for (pid,) in cursor.fetchall()}
+
+
+@postgresql
+def test_a_cluster_is_woken_by_notify_and_still_picks_up_a_turn_whose_notify_was_lost(
+        clusters, fault_agent, monkeypatch):
+    """Workers must not depend on the notification: with the listener's backend killed and a
+    turn enqueued without any NOTIFY, the turn still runs (the poll finds it)."""
+    from django_q.conf import Conf
+
+    clusters.start(JUNE_Q_POLL="1")
+    woken = start(fault_agent, "woken")
+    wait_for(lambda: completed(woken), timeout=60, what="a turn through the NOTIFY broker")
+    (pid,) = wait_for(listeners, timeout=20, what="the cluster's listener")
+    terminate(pid)
+    monkeypatch.setattr(Conf, "BROKER_CLASS", "django_q.brokers.orm.ORM")  # enqueue with no NOTIFY
+    lost = start(fault_agent, "lost")
+    wait_for(lambda: completed(lost), timeout=60, what="the turn whose notification was lost")
+    wait_for(lambda: listeners() - {pid}, timeout=30, what="the listener to reconnect")
