@@ -71,7 +71,7 @@ class DjangoSessionStore:
             return self._write_sync(tx)
 
     def _write_sync(self, tx: UnitWriter) -> Commit:
-        # a spawn's children first (leaves before the parent: ``children``), then the fence
+        # a spawn: the parent's session row first (the lock order), its children, then the fence
         runnable = tree.create_txn(tx.turn_id, tx.children) if tx.children else []
         # the checkpoint also recomputes the session's status when the turn's status changes
         written = checkpoint.write(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,

@@ -2,10 +2,11 @@
 checkpoint (``agents_app/runtime/subagents.py``; creating children and the cascade of a cancel
 are in ``tree``).
 
-Lock order, added to the store's: a tree's rows are taken from the leaves up — a child's turn
-(and its session) before its parent's turn. A child's final checkpoint fences its own turn, then
-updates its parent's; a cascade updates the deepest children first and the turns it was asked
-to cancel last; a spawn creates the children before its fence updates the parent.
+Lock order, added to the store's (a session row before its turns'): a child's session and turn
+before its parent's turn. A child's final checkpoint locks its session, fences its turn, then
+updates its parent's turn; a cascade locks and updates the deepest children first (each
+session, then its turns) and the turns it was asked to cancel last; a spawn locks the parent's
+session, creates the children (session, turn), then updates and fences the parent's turn.
 """
 
 from __future__ import annotations

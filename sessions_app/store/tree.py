@@ -22,6 +22,9 @@ def create_txn(parent_id: str, children: list[ChildTurn]) -> list[tuple[str, Ses
     and count them on the parent; a child id that exists is left alone. Inside the spawning
     unit's transaction, before its fence (which rolls all of it back for a stale attempt)."""
     parent = m.Turn.objects.select_related("session").get(pk=parent_id)
+    # the lock order: the parent's session row before any turn row (then the children's
+    # sessions and turns, then the parent's turn: its ``waiting`` here, its fence next)
+    list(m.Session.objects.select_for_update(no_key=True).filter(pk=parent.session_id).values_list("pk"))
     created: list[tuple[str, SessionRef]] = []
     for child in children:
         if m.Turn.objects.filter(pk=child.turn_id).exists():
@@ -59,6 +62,9 @@ def cascade_txn(turn_ids: list[str]) -> list[str]:
     rung: list[str] = []
     for level in reversed(levels):
         marks = ", ".join(["%s"] * len(level))
+        # the lock order: each child's session row before its turn's (as its checkpoint takes them)
+        sessions = m.Turn.objects.filter(id__in=level).values("session_id")
+        list(m.Session.objects.select_for_update().filter(pk__in=sessions).order_by("pk").values_list("pk"))
         with connection.cursor() as cur:
             cur.execute(
                 "UPDATE sessions_app_turn SET status = %s, cancel_reason = %s, error = %s, pending = NULL, waiting = 0 "
