@@ -161,7 +161,10 @@ class SessionFollower:
                     out.append(Item(logged.seq, data))
                     self.children.found(data)
             if len(batch) < 500:
-                return out + [Item(None, data) for data in await self.children.read()]
+                # the children's events before the turn's end (a stream stops at its terminal event)
+                kids = [Item(None, data) for data in await self.children.read()]
+                end = next((i for i, item in enumerate(out) if item.terminal), len(out))
+                return out[:end] + kids + out[end:]
 
     async def items(self) -> AsyncIterator[Item]:
         """Log first, then live: every committed event exactly once, in seq order; deltas as
