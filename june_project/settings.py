@@ -192,6 +192,9 @@ if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
 JUNE_AGENT_DIRS = env_list("JUNE_AGENT_DIRS", "")
 JUNE_LEASE_SECONDS = float(os.environ.get("JUNE_LEASE_SECONDS", "10"))
 JUNE_MAX_ATTEMPTS = int(os.environ.get("JUNE_MAX_ATTEMPTS", "5"))
+# subagents (docs/subagents.md): how deep a tree of turns may grow, how many children one tool call may spawn
+JUNE_SUBAGENT_MAX_DEPTH = int(os.environ.get("JUNE_SUBAGENT_MAX_DEPTH", "3"))
+JUNE_SUBAGENT_MAX_FANOUT = int(os.environ.get("JUNE_SUBAGENT_MAX_FANOUT", "8"))
 # the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)
 JUNE_SWEEP_SECONDS = float(os.environ.get("JUNE_SWEEP_SECONDS", "1"))
 # the scheduled sweeper (django-q2 schedule, created by migrate): minutes between runs

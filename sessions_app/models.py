@@ -88,6 +88,13 @@ class Turn(models.Model):
     usage = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
+    # subagents (agents_app/runtime/subagents.py): the turn that spawned this one, the parent's
+    # step its result goes to, how deep in the tree; ``waiting``: children this turn is parked on
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False,
+                               related_name="children")
+    spawn_step = models.CharField(max_length=300, blank=True, default="")
+    depth = models.IntegerField(default=0)
+    waiting = models.IntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

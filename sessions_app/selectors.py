@@ -9,6 +9,7 @@ from typing import Any
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
+from agents_app.runtime import subagents
 from agents_app.runtime.seams import LoggedEvent, SessionRef
 
 from sessions_app import models as m
@@ -68,7 +69,8 @@ def agents_with_sessions(*, user: Any) -> list[AgentSessions]:
     """Every agent of the site with the user's sessions of it (the chat home page)."""
     mine: dict[str, list[m.Session]] = {}
     for s in sessions_for_user(user=user):
-        mine.setdefault(s.agent, []).append(s)
+        if not s.key.startswith(subagents.SESSION_PREFIX):  # children show in their parent's chat
+            mine.setdefault(s.agent, []).append(s)
     out = []
     for name, definition in sorted(wiring.agents().items()):
         description = getattr(definition, "description", "") or ""
@@ -94,6 +96,17 @@ def events_since(*, agent: str, key: str, after: int, limit: int = EVENT_BATCH) 
 def session_last_seq(*, agent: str, key: str) -> int:
     """The last sequence number handed out in the session (0 for none)."""
     return m.Session.objects.filter(agent=agent, key=key).values_list("event_seq", flat=True).first() or 0
+
+
+def children_started(*, agent: str, key: str) -> list[dict[str, Any]]:
+    """The children the live generation's turns spawned (``child.started`` events): the
+    references a client follows to their own events (docs/subagents.md)."""
+    s = m.Session.objects.filter(agent=agent, key=key).first()
+    if s is None:
+        return []
+    rows = m.Event.objects.filter(session=s, generation=s.generation, type="child.started").order_by("seq")
+    return [{**(data.get("child") or {}), "parent_turn": turn_id, "call_id": data.get("call_id")}
+            for turn_id, data in rows.values_list("turn_id", "data")]
 
 
 # -- pages of the HTTP API's lists (issue 17: GET …/sessions/, GET …/turns, GET /api/approvals/) --
@@ -151,7 +164,8 @@ def parked_requests():
     parked_at = (m.Event.objects.filter(turn_id=OuterRef("pk"), type="input.requested")
                  .order_by("-seq").values("created_at")[:1])
     return (m.ApprovalRequest.objects.select_related("session", "created_by")
-            .filter(status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"))
+            .filter(status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"),
+                    waiting=0)  # a parent parked on its children waits for no person
             .annotate(parked_at=Coalesce(Subquery(parked_at), F("updated_at")))
             .order_by("parked_at", "pk"))
 

@@ -20,6 +20,7 @@ from agents_app.runtime.executor import TurnExecutor
 from agents_app.runtime.seams import EventSink
 from agents_app.runtime.session import Dispatcher, FanoutSink
 from sessions_app.outbox.deliveries import DeliverySink
+from sessions_app.outbox.queue import enqueue_turn
 from sessions_app.outbox.sink import ChannelsEventSink
 from sessions_app.store import DjangoSessionStore
 
@@ -61,7 +62,17 @@ def executor(*, extra_sinks: tuple[EventSink, ...] = ()) -> TurnExecutor:
         clock=time.time,
         lease_seconds=settings.JUNE_LEASE_SECONDS,
         max_attempts=settings.JUNE_MAX_ATTEMPTS,
+        on_runnable=enqueue_runnable,
+        max_depth=settings.JUNE_SUBAGENT_MAX_DEPTH,
+        max_fanout=settings.JUNE_SUBAGENT_MAX_FANOUT,
     )
+
+
+async def enqueue_runnable(runnable: list[tuple[str, Any]]) -> None:
+    """A worker's units made turns runnable (spawned children, a woken parent): to django-q2.
+    A lost enqueue is found by the sweeper's pass over queued turns."""
+    for turn_id, _ in runnable:
+        await sync_to_async(enqueue_turn)(turn_id)
 
 
 def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = ()) -> Runtime:
@@ -75,6 +86,8 @@ def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = ()) 
         dispatcher=dispatcher,
         lease_seconds=settings.JUNE_LEASE_SECONDS,
         max_attempts=settings.JUNE_MAX_ATTEMPTS,
+        max_depth=settings.JUNE_SUBAGENT_MAX_DEPTH,
+        max_fanout=settings.JUNE_SUBAGENT_MAX_FANOUT,
         call_sync=_on_database_thread,
     )
 

@@ -9,6 +9,10 @@ Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user 
 - ``wait <seconds>``             → calls ``wait`` (async, sleeps; try cancel/replace on it)
 - ``essay``                      → streams a long answer slowly (try cancel mid-stream)
 - ``summary``                    → a daily summary (what the ops schedule seeds)
+- ``research <a> [and <b> …]``   → calls ``research``: one ``researcher`` child turn per topic
+  (subagents, run in parallel); a researcher, given its topic as task data, calls
+  ``search_notes`` and answers with the notes (a topic with "secret" in it calls
+  ``ask_clearance`` instead: an operator approves it, as a refund)
 - anything else                  → answers in prose, echoing the message
 
 After tool results it answers in prose, describing each result. Text streams in small deltas.
@@ -43,8 +47,19 @@ ESSAY = (
 )
 
 
+TASK = re.compile(r"<task>\n(.*)\n</task>", re.S)
+
+
 def _rules(text: str) -> tuple[str, dict[str, Any]] | None:
     lowered = text.lower()
+    if task := TASK.search(text):  # a child turn's task data (subagents): research it
+        goal = task.group(1).strip()[:200]
+        if "secret" in goal.lower():
+            return "ask_clearance", {"topic": goal}
+        return "search_notes", {"query": goal}
+    if m := re.match(r"\s*research\s+(.+)", text, re.IGNORECASE | re.S):
+        topics = [t.strip()[:200] for t in re.split(r"\s+and\s+|,", m.group(1)) if t.strip()]
+        return "research", {"topics": topics[:8]}
     if m := re.search(r"refund order\s+(\S+)\s+\$?(\d+(?:\.\d+)?)", lowered):
         return "issue_refund", {"order_id": m.group(1), "amount": float(m.group(2))}
     if m := re.search(r"\border\s+(.+)", text, re.IGNORECASE):
@@ -96,6 +111,18 @@ class DemoModel:
         key = request.stream_key.split(":")
         index = key[2] if len(key) > 2 and key[1] == "model" else str(len(transcript))
         available = {t.name for t in request.tools}
+        if last.role == Role.TOOL and last.name == "search_notes" and isinstance(last.result, dict):
+            notes = last.result.get("notes") or []
+            return f"Findings on {last.result.get('query')}: " + "; ".join(notes) + ".", (), self.delay
+        if last.role == Role.TOOL and last.name == "ask_clearance" and isinstance(last.result, dict):
+            verdict = "cleared for release" if last.result.get("cleared") else "withheld by the operator"
+            return f"Findings on {last.result.get('topic')}: {verdict}.", (), self.delay
+        if last.role == Role.TOOL and last.name == "research":
+            found = last.result if isinstance(last.result, list) else [last.result]
+            lines = [f"{r.get('topic')}: {r.get('findings') or r.get('error')}" for r in found if isinstance(r, dict)]
+            if last.is_error:
+                lines = [str((last.result or {}).get("error"))]
+            return "Research done. " + " | ".join(lines), (), self.delay
         if last.role == Role.TOOL:
             results = []
             for m in reversed(transcript):

@@ -116,7 +116,8 @@ def may_answer(pending: dict[str, Any], *, by: str | None, granted: Grant | None
 def default_answerers(turn: TurnRecord) -> dict[str, Any] | None:
     """The turn's speaker when the channel attests it; unrestricted with no inbound speaker."""
     user = turn.input.user
-    if turn.input.kind != "inbound" or not user:
+    # a child turn (subagents) acts for its parent's speaker
+    if turn.input.kind not in ("inbound", "child") or not user:
         return None
     if not user.get("attested"):
         raise UnattestedSpeakerError(

@@ -90,6 +90,16 @@ class InputAnswered(TurnEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ChildStarted(TurnEvent):
+    """A tool call spawned a child turn (``subagents.py``): ``child`` is ``{turn_id, agent,
+    session, index, goal}``, the reference a client follows to the child's own events."""
+
+    type: ClassVar[str] = "child.started"
+    call_id: str = ""
+    child: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class TurnCompleted(TurnEvent):
     type: ClassVar[str] = "turn.completed"
     text: str = ""
@@ -168,6 +178,7 @@ EVENT_TYPES: dict[str, type[TurnEvent]] = {
         ActionCompleted,
         InputRequested,
         InputAnswered,
+        ChildStarted,
         TurnCompleted,
         TurnFailed,
         TurnCancelled,

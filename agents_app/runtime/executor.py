@@ -12,11 +12,12 @@ import uuid
 from typing import Any, Awaitable, Callable
 
 from . import events as ev
+from . import subagents
 from .agent import Agent
 from .errors import StaleAttemptError
 from .control import RetryableTurnError, Signals
 from .loop import TurnLoop
-from .seams import EventSink, Model, Phase, SessionStore, TurnStatus, Tx
+from .seams import EventSink, Model, Phase, SessionRef, SessionStore, TurnStatus, Tx
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,9 @@ class TurnExecutor:
         retry_delay: float = 0.5,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         on_signals: Callable[[str, Signals], Callable[[], None]] | None = None,
+        on_runnable: Callable[[list[tuple[str, SessionRef]]], Awaitable[None]] | None = None,
+        max_depth: int = subagents.MAX_DEPTH,
+        max_fanout: int = subagents.MAX_FANOUT,
     ) -> None:
         self.store = store
         self.sink = sink
@@ -55,6 +59,10 @@ class TurnExecutor:
         self.sleep = sleep
         #: a host hook that wires a live cancel signal to ``Signals``; returns an unsubscribe
         self.on_signals = on_signals
+        #: a host hook that dispatches the turns a unit made runnable (spawned children, a
+        #: parent its last child woke); without one they wait for the host's sweep of queued turns
+        self.on_runnable = on_runnable
+        self.max_depth, self.max_fanout = max_depth, max_fanout
 
     async def drive(self, turn_id: str) -> TurnStatus | None:
         """Run the turn until it settles or parks; None if another worker holds it or an
@@ -82,7 +90,9 @@ class TurnExecutor:
         unsubscribe = self.on_signals(turn_id, signals) if self.on_signals else None
         beat = asyncio.create_task(self._heartbeat(turn_id, attempt_id, signals))
         try:
-            loop = TurnLoop(agent=agent, store=self.store, sink=self.sink, model=self.model_for(agent), signals=signals)
+            loop = TurnLoop(agent=agent, store=self.store, sink=self.sink, model=self.model_for(agent), signals=signals,
+                            agent_for=self.agent_for, on_runnable=self.on_runnable, max_depth=self.max_depth,
+                            max_fanout=self.max_fanout)
             return await loop.run(turn_id, attempt_id)
         finally:
             beat.cancel()

@@ -13,9 +13,10 @@ import asyncio
 import json
 import logging
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from . import events as ev
+from . import subagents
 from .agent import Agent
 from .answers import default_answerers
 from .compaction import (
@@ -48,6 +49,7 @@ from .seams import (
     EventSink,
     Model,
     Phase,
+    SessionRef,
     SessionStore,
     TurnRecord,
     TurnState,
@@ -106,6 +108,10 @@ class _ToolRaised(Exception):
         self.error = error
 
 
+def _no_agent(name: str) -> Agent:
+    raise LookupError(name)
+
+
 def _json_safe(value: Any) -> Any:
     json.dumps(value)  # raises TypeError for what a store cannot keep
     return value
@@ -120,17 +126,25 @@ class TurnLoop:
         sink: EventSink,
         model: Model,
         signals: Signals | None = None,
+        agent_for: Callable[[str], Agent] | None = None,
+        on_runnable: Callable[[list[tuple[str, SessionRef]]], Awaitable[None]] | None = None,
+        max_depth: int = subagents.MAX_DEPTH,
+        max_fanout: int = subagents.MAX_FANOUT,
     ) -> None:
         self.agent = agent
         self.store = store
         self.sink = sink
         self.model = model
         self.signals = signals or Signals()
+        #: subagents: the agents a tool may spawn, who dispatches the turns a unit made runnable
+        self.agent_for = agent_for or (lambda name: agent if name == agent.name else _no_agent(name))
+        self.on_runnable = on_runnable
+        self.max_depth, self.max_fanout = max_depth, max_fanout
         self._history: tuple[tuple[int, ...], tuple[Message, ...]] | None = None
 
     # -- plumbing -----------------------------------------------------------------------------
 
-    async def _commit(self, work: Callable[[Any], None], *, tool_code: bool = False) -> Commit:
+    async def _commit(self, work: Callable[[Any], None], *, tool_code: bool = False, dispatch: bool = True) -> Commit:
         """One checkpoint. ``tool_code``: ``work`` runs a sync tool, whose own writes (through
         the store's handle) commit with it (``SessionStore.atomic``); otherwise ``work`` only
         records through ``tx`` (``SessionStore.commit``)."""
@@ -152,7 +166,13 @@ class TurnLoop:
             self.signals.cancel(commit.cancel_reason)
         if commit.events:
             await self.sink.publish(self.turn.session, commit.events)
+        if dispatch:
+            await self._dispatch(commit.runnable)
         return commit
+
+    async def _dispatch(self, runnable: list[tuple[str, SessionRef]]) -> None:
+        if runnable and self.on_runnable is not None:
+            await self.on_runnable(runnable)
 
     @property
     def cancel_reason(self) -> str | None:
@@ -473,6 +493,8 @@ class TurnLoop:
                     total[k] = total.get(k, 0) + int(v)
         for k, v in extra.items():
             total[k] = total.get(k, 0) + int(v)
+        for k, v in subagents.children_usage(self.state.spawned).items():
+            total[k] = total.get(k, 0) + v
         return total
 
     # -- tool steps ---------------------------------------------------------------------------
@@ -512,6 +534,8 @@ class TurnLoop:
                 result = _json_safe(await tool.run(call.input, ctx))
             except Park as park:
                 return await self._park(call, step_id, park.request)
+            except subagents.SpawnPark as park:
+                return await subagents.park_on_children(self, call, step_id, park.spawner.owed)
             except FatalToolError as exc:
                 return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
             except Exception as exc:  # a tool that raises does not fail the turn
@@ -570,6 +594,11 @@ class TurnLoop:
             source=turn.input.source,
         )
         ctx.request_input = self._request_input_for(call, tool)
+        if tool is not None and tool.is_async:
+            spawner = subagents.Spawner(self, call)
+            ctx.spawn, ctx.spawn_all = spawner.spawn, spawner.spawn_all
+        else:
+            ctx.spawn = ctx.spawn_all = subagents.refuse_for(call.name)
         return ctx
 
     def _request_input_for(self, call: ToolCall, tool: Tool | None) -> Callable[..., Any]:

@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import events as ev
-from . import rules
+from . import rules, subagents
 from .compaction import transcript_start
 from .errors import NotFound, StaleAttemptError
 from .messages import Message, input_step_id
 from .seams import (
+    FINAL_STATUSES,
     CancelReason,
+    ChildTurn,
     Commit,
     LoggedEvent,
     Outcome,
@@ -63,6 +65,7 @@ class _MemoryTx:
         self.steps: dict[str, Any] = {}
         self.events: list[ev.TurnEvent] = []
         self.changes: dict[str, Any] = {}
+        self.children: list[ChildTurn] = []
         self.moved: tuple[int, int] | None = None
 
     def append(self, message: Message, index: int) -> None:
@@ -91,12 +94,17 @@ class _MemoryTx:
         if usage is not None:
             self.changes["usage"] = usage
 
+    def spawn(self, child: ChildTurn) -> None:
+        self.children.append(child)
+
 
 class InMemorySessionStore:
     def __init__(self) -> None:
         self._sessions: dict[SessionRef, _Session] = {}
         self._turns: dict[str, _Turn] = {}
         self._order = 0
+        self._runnable: list[tuple[str, SessionRef]] = []
+        self._cascaded: list[str] = []
         #: (session, previous_session, by) of every reset, for tests
         self.resets: list[tuple[SessionRef, str, Any]] = []
 
@@ -132,9 +140,9 @@ class InMemorySessionStore:
 
     def _refresh_session_status(self, session: _Session) -> None:
         turns = self._session_turns(session.ref)
-        if any(t.record.status == TurnStatus.SUSPENDED and t.record.generation == session.generation for t in turns):
+        if any(_parked(t.record) and t.record.generation == session.generation for t in turns):
             session.status = SessionStatus.SUSPENDED
-        elif any(t.record.status in UNFINISHED for t in turns):
+        elif any(t.record.status in UNFINISHED or t.record.waiting for t in turns):
             session.status = SessionStatus.RUNNING
         elif session.messages:
             session.status = SessionStatus.IDLE
@@ -142,17 +150,72 @@ class InMemorySessionStore:
             session.status = SessionStatus.NEW
 
     def _cancel(self, turns: list[_Turn], reason: str) -> tuple[list[ev.TurnEvent], list[str]]:
-        """``rules``: settle what a cancel settles at once, hand running turns the request."""
+        """``rules``: settle what a cancel settles at once, hand running turns the request; the
+        unfinished children of both get ``rules.CASCADE`` first (children before parents; the
+        running ones are in ``self._cascaded``, to ring)."""
         events: list[ev.TurnEvent] = []
         running: list[str] = []
         for t in turns:
-            if rules.cancel_now(t.record.status, reason=reason):
-                self._set(t, status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None)
+            now = rules.cancel_now(t.record.status, reason=reason, waiting=t.record.waiting)
+            if now or rules.gets_request(t.record):
+                self._cascaded += self._cascade(t.record.turn_id)
+            if now:
+                self._set(t, status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None,
+                          waiting=0)
                 events.append(ev.TurnCancelled(t.record.turn_id, reason=reason))
+                if reason != rules.CASCADE:
+                    self._report(t)
             elif rules.gets_request(t.record):
                 self._set(t, cancel_reason=reason)
                 running.append(t.record.turn_id)
         return events, running
+
+    def _cascade(self, parent: str) -> list[str]:
+        """Cancel the unfinished children of ``parent`` (logged in their own sessions); the
+        running ones to ring."""
+        children = [t for t in self._turns.values() if t.record.parent == parent and t.record.status not in FINAL_STATUSES]
+        running: list[str] = []
+        by_session: dict[SessionRef, list[_Turn]] = {}
+        for child in children:
+            by_session.setdefault(child.record.session, []).append(child)
+        for ref, group in by_session.items():
+            s = self._session(ref)
+            events, ring = self._cancel(group, rules.CASCADE)
+            self._log(s, events)
+            self._refresh_session_status(s)
+            running += ring
+        return running
+
+    def _report(self, child: _Turn) -> None:
+        """A child settled: store its result under its parent's step (once) and wake the parent
+        when it was the last child owed and the parent still waits."""
+        rec = child.record
+        parent = self._turns.get(rec.parent or "")
+        if parent is None or rec.status not in FINAL_STATUSES:
+            return
+        step = subagents.step_key(rec.parent, rec.input.target["call_id"], rec.input.target["index"])
+        if step in parent.steps:
+            return
+        parent.steps[step] = {"index": None, "data": subagents.result_of(
+            rec.turn_id, rec.status, rec.text, rec.error, rec.usage)}
+        p = parent.record
+        if p.status != TurnStatus.SUSPENDED or p.waiting <= 0:
+            return
+        if p.waiting > 1:
+            self._set(parent, waiting=p.waiting - 1)
+            return
+        # a fresh retry budget: the park ended its attempt well (``attempts`` counts claims)
+        self._set(parent, waiting=0, status=TurnStatus.QUEUED, pending=None, attempts=0)
+        self._refresh_session_status(self._session(p.session))
+        self._runnable.append((p.turn_id, p.session))
+
+    def _woken(self) -> list[tuple[str, SessionRef]]:
+        woken, self._runnable = self._runnable, []
+        return woken
+
+    def _rung(self) -> list[str]:
+        rung, self._cascaded = self._cascaded, []
+        return rung
 
     # -- SessionStore -------------------------------------------------------------------------
 
@@ -160,7 +223,8 @@ class InMemorySessionStore:
                           replace: bool = False, policy: dict[str, Any] | None = None,
                           created_by: Any = None) -> Outcome:
         s = self._session(session)
-        rules.check_start(turn_exists=turn_id in self._turns, parked=s.status == SessionStatus.SUSPENDED)
+        parked = any(_parked(t.record) and t.record.generation == s.generation for t in self._session_turns(session))
+        rules.check_start(turn_exists=turn_id in self._turns, parked=parked)
         events: list[ev.TurnEvent] = []
         running: list[str] = []
         if replace:
@@ -171,7 +235,7 @@ class InMemorySessionStore:
         self._turns[turn_id] = _Turn(record, self._order)
         logged = self._log(s, events)
         self._refresh_session_status(s)
-        return Outcome(events=logged, running=running, turn=record)
+        return Outcome(events=logged, running=running, turn=record, runnable=self._woken(), cascaded=self._rung())
 
     async def get_turn(self, turn_id: str) -> TurnRecord:
         return self._turn(turn_id).record
@@ -208,13 +272,16 @@ class InMemorySessionStore:
         s = self._session(turn.record.session)
         prefix = f"input:{turn_id}:"
         answers = {k[len(prefix):]: v["data"] for k, v in turn.steps.items() if k.startswith(prefix)}
+        spawn_prefix = f"spawn:{turn_id}:"
+        spawned = {k[len(spawn_prefix):]: copy.deepcopy(v["data"]) for k, v in turn.steps.items()
+                   if k.startswith(spawn_prefix)}
         steps = {k for k in turn.steps if not k.startswith("input:")}
         live = turn.record.generation == s.generation
         boundary, summary = (s.boundary, s.summary) if live else (0, None)
         base = transcript_start(boundary, ((k, v["data"]) for k, v in turn.steps.items()))
         messages = s.messages if live else s.archive.get(turn.record.generation, [])
         return TurnState(turn=turn.record, transcript=list(messages[base:]), steps=steps, answers=answers,
-                         base=base, boundary=boundary, summary=summary)
+                         base=base, boundary=boundary, summary=summary, spawned=spawned)
 
     async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
         return await self.atomic(turn_id, attempt_id, record)
@@ -233,12 +300,30 @@ class InMemorySessionStore:
         else:  # a turn of an archived generation keeps writing into its archive
             s.archive.setdefault(turn.record.generation, []).extend(tx.messages)
         turn.steps.update(tx.steps)
+        runnable = [self._create_child(turn, child) for child in tx.children]
+        runnable = [r for r in runnable if r is not None]
         if tx.changes:
             attempts = rules.attempts_after(turn.record.attempts, tx.changes.get("status"))
             self._set(turn, **tx.changes, attempts=attempts)
         logged = self._log(s, tx.events) if turn.record.generation == s.generation else []
         self._refresh_session_status(s)
-        return Commit(events=logged, cancel_reason=turn.record.cancel_reason)
+        if "status" in tx.changes:
+            self._report(turn)
+        runnable += self._woken()
+        return Commit(events=logged, cancel_reason=turn.record.cancel_reason, runnable=runnable)
+
+    def _create_child(self, parent: _Turn, child: ChildTurn) -> tuple[str, SessionRef] | None:
+        if child.turn_id in self._turns:
+            return None
+        s = self._session(child.session)
+        self._order += 1
+        record = TurnRecord(turn_id=child.turn_id, session=child.session, status=TurnStatus.QUEUED,
+                            input=child.input, generation=s.generation, policy=child.policy,
+                            parent=parent.record.turn_id, depth=child.depth)
+        self._turns[child.turn_id] = _Turn(record, self._order)
+        self._set(parent, waiting=parent.record.waiting + 1)
+        self._refresh_session_status(s)
+        return child.turn_id, child.session
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
         turn = self._turn(turn_id)
@@ -252,7 +337,7 @@ class InMemorySessionStore:
         events, running = self._cancel([turn], reason)
         logged = self._log(s, events)
         self._refresh_session_status(s)
-        return Outcome(events=logged, running=running, turn=turn.record)
+        return Outcome(events=logged, running=running, turn=turn.record, runnable=self._woken(), cascaded=self._rung())
 
     async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
         turn = self._turn(turn_id)
@@ -282,14 +367,15 @@ class InMemorySessionStore:
         logged += self._log(s, [ev.SessionReset("", previous_session=previous, generation=s.generation)])
         self._refresh_session_status(s)
         s.status = SessionStatus.NEW
-        return Outcome(events=logged, running=running, previous_session=previous, generation=s.generation)
+        return Outcome(events=logged, running=running, previous_session=previous, generation=s.generation,
+                       runnable=self._woken(), cascaded=self._rung())
 
     async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
         s = self._session(session)
         return [
             {"turn_id": t.record.turn_id, **(t.record.pending or {})}
             for t in self._session_turns(session)
-            if t.record.status == TurnStatus.SUSPENDED and t.record.generation == s.generation
+            if _parked(t.record) and t.record.generation == s.generation
         ]
 
     async def events(self, session: SessionRef, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
@@ -314,3 +400,8 @@ class InMemorySessionStore:
         return dict(self._turn(turn_id).steps)
 
 
+
+
+def _parked(rec: TurnRecord) -> bool:
+    """Parked on an input request (a turn parked on its children is not waiting for a person)."""
+    return rec.status == TurnStatus.SUSPENDED and not rec.waiting

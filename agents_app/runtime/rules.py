@@ -22,6 +22,12 @@ CANCEL_AT_ONCE = frozenset({TurnStatus.QUEUED})
 CANCEL_AT_ONCE_ON_RESET = CANCEL_AT_ONCE | {TurnStatus.SUSPENDED}
 #: these carry the request until their next checkpoint or heartbeat honours it
 CANCEL_REQUESTED = frozenset({TurnStatus.RUNNING})
+#: a turn parked on its children (``waiting``) holds no worker: any cancel settles it at once
+CANCEL_AT_ONCE_WAITING = frozenset({TurnStatus.SUSPENDED})
+#: the reason a cancel hands down to the unfinished children of every turn it cancels, at
+#: once or by request (the children of those children likewise); it settles a queued or parked
+#: child at once, a running one at its next boundary
+CASCADE = CancelReason.PARENT
 #: The retry budget (``attempts`` against max_attempts) counts the attempts that ended without
 #: settling: a crash, a lost lease, a retryable failure. Every claim counts its attempt; the
 #: unit that parks the turn (it settled, waiting for an answer) gives it back, so a tool that
@@ -38,16 +44,20 @@ def attempts_after(attempts: int, status: TurnStatus | str | None) -> int:
 def check_start(*, turn_exists: bool, parked: bool) -> None:
     """A turn id is used once; one park per session: while the live generation has a suspended
     turn, other turns are refused (answer it or reset the session). Replace never cancels a
-    parked approval, because a parked session starts nothing."""
+    parked approval, because a parked session starts nothing. A turn parked on its children
+    (``waiting``) is not a park here: a new turn queues behind it, a replace cancels it."""
     if turn_exists:
         raise TurnConflictError("this turn id exists")
     if parked:
         raise SessionSuspendedError("the session is waiting for an answer; answer it or reset the session")
 
 
-def cancel_now(status: TurnStatus, *, reason: str) -> bool:
-    """Whether a cancel with ``reason`` settles a turn in ``status`` at once."""
-    at_once = CANCEL_AT_ONCE_ON_RESET if reason == CancelReason.RESET else CANCEL_AT_ONCE
+def cancel_now(status: TurnStatus, *, reason: str, waiting: int = 0) -> bool:
+    """Whether a cancel with ``reason`` settles a turn in ``status`` at once (``waiting``: the
+    children it is parked on)."""
+    if waiting and status in CANCEL_AT_ONCE_WAITING:
+        return True
+    at_once = CANCEL_AT_ONCE_ON_RESET if reason in (CancelReason.RESET, CASCADE) else CANCEL_AT_ONCE
     return status in at_once
 
 

@@ -39,6 +39,8 @@ class CancelReason(StrEnum):
     REQUESTED = "requested"
     REPLACED = "replaced"
     RESET = "reset"
+    #: a child turn cancelled because its parent was (``rules.CASCADE``)
+    PARENT = "parent"
 
 
 class Phase(StrEnum):
@@ -121,6 +123,10 @@ class TurnRecord:
     text: str = ""
     error: dict[str, Any] | None = None
     usage: dict[str, int] = field(default_factory=dict)
+    #: subagents (``subagents.py``): the parent turn, how deep in the tree, children still owed
+    parent: str | None = None
+    depth: int = 0
+    waiting: int = 0
 
     def evolve(self, **changes: Any) -> "TurnRecord":
         return replace(self, **changes)
@@ -136,6 +142,8 @@ class TurnState:
     steps: set[str]
     #: input id -> stored answer (this turn only: answers are turn-scoped)
     answers: dict[str, Any]
+    #: ``<call_id>:<index>`` -> a settled child's result (``subagents.py``)
+    spawned: dict[str, Any] = field(default_factory=dict)
     #: position of ``transcript[0]``: the live transcript starts at the session's boundary (or
     #: at this turn's opening, when a compaction of this turn cut inside it)
     base: int = 0
@@ -158,6 +166,23 @@ class Commit:
 
     events: list[LoggedEvent]
     cancel_reason: str | None
+    #: turns this unit made runnable, to dispatch: the children it spawned, or the parent its
+    #: child's ending woke
+    runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildTurn:
+    """A child turn a unit spawns (``Tx.spawn``): its id and session are derived from the parent
+    turn, the call and the spawn index, so a replay names the same child."""
+
+    turn_id: str
+    session: SessionRef
+    input: TurnInput
+    #: the parent's step key its result is stored under: ``spawn:<parent>:<call_id>:<index>``
+    step: str
+    depth: int
+    policy: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -171,6 +196,10 @@ class Outcome:
     #: reset only: the archived generation's name (``"key#gN"``) and the new generation number
     previous_session: str | None = None
     generation: int | None = None
+    #: turns the operation made runnable besides its own: a parent woken by a cancelled child
+    runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
+    #: running children of cancelled turns that were handed ``rules.CASCADE``, to ring
+    cascaded: list[str] = field(default_factory=list)
 
 
 class Tx(Protocol):
@@ -196,7 +225,17 @@ class Tx(Protocol):
 
     def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
                pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
-        """Set the turn's status (and the session's)."""
+        """Set the turn's status (and the session's). A child turn settling in a final status
+        also, in the same transaction, stores its result under its parent's step (once) and,
+        when it was the last child owed, queues the parent again — only while that parent still
+        waits on its children (a cancelled or reset parent is never woken); the woken parent is
+        in ``Commit.runnable``."""
+
+    def spawn(self, child: ChildTurn) -> None:
+        """Create ``child`` as a queued turn (its session too, owned by this turn's session's
+        owner), committing with this unit or not at all, and count it as owed to this turn:
+        the unit parks the turn on its children (``settle(SUSPENDED)``). A child id that exists
+        is left as it is. The child is in ``Commit.runnable``."""
 
 
 class SessionStore(Protocol):

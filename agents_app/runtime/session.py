@@ -12,7 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
-from . import rules
+from . import rules, subagents
 from .agent import Agent
 from .answers import Grant, grant_answer
 from .errors import JuneError, NotFound
@@ -159,6 +159,9 @@ class Runtime:
     lease_seconds: float = 10.0
     max_attempts: int = 5
     poll_interval: float = 0.05
+    #: subagents: how deep a tree of turns may grow, how many children one tool call may spawn
+    max_depth: int = subagents.MAX_DEPTH
+    max_fanout: int = subagents.MAX_FANOUT
     bus: LocalBus = field(default_factory=LocalBus)
     #: turn id -> the live Signals of its attempt running in this process
     live: dict[str, Signals] = field(default_factory=dict)
@@ -173,10 +176,15 @@ class Runtime:
         self.executor = TurnExecutor(
             store=self.store, sink=self.fanout, agent_for=self.agent, model_for=self.model_for,
             clock=self.clock, lease_seconds=self.lease_seconds, max_attempts=self.max_attempts,
-            on_signals=self._wire_signals,
+            on_signals=self._wire_signals, on_runnable=self._dispatch_runnable,
+            max_depth=self.max_depth, max_fanout=self.max_fanout,
         )
         if isinstance(self.dispatcher, LocalDispatcher):
             self.dispatcher.executor = self.executor
+
+    async def _dispatch_runnable(self, runnable: list[tuple[str, SessionRef]]) -> None:
+        for turn_id, ref in runnable:
+            await self.dispatcher.dispatch(turn_id, ref)
 
     def _wire_signals(self, turn_id: str, signals: Signals) -> Callable[[], None]:
         self.live[turn_id] = signals
@@ -270,14 +278,14 @@ class AgentSession:
         return self.runtime.bus.subscribe(self.ref, lambda e: cb(e) if wanted(e) else None)
 
     async def result(self, turn_id: str, *, timeout: float | None = None) -> TurnResult:
-        """Wait until the turn is completed, suspended, failed or cancelled."""
+        """Wait until the turn is completed, suspended (for an answer), failed or cancelled."""
         deadline = None if timeout is None else time.monotonic() + timeout
         woke = asyncio.Event()
         unsubscribe = self.runtime.bus.subscribe(self.ref, lambda e: woke.set() if e.turn_id == turn_id else None)
         try:
             while True:
                 rec = await self.store.get_turn(turn_id)
-                if rec.status in SETTLED_STATUSES:
+                if rec.status in SETTLED_STATUSES and not rec.waiting:  # parked on children: not yet
                     return TurnResult.of(rec)
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(f"turn {turn_id} still {rec.status}")
@@ -343,12 +351,16 @@ class AgentSession:
         (the stored request is the truth; the ring makes it prompt, between deltas)."""
         if outcome.events:
             await self.runtime.fanout.publish(self.ref, outcome.events)
-        if outcome.running:
+        await self.runtime._dispatch_runnable(outcome.runnable)
+        if outcome.running or outcome.cascaded:
             for turn_id in outcome.running:
                 signals = self.runtime.live.get(turn_id)
                 if signals is not None and reason is not None:
                     signals.cancel(reason)
-            await self.runtime.dispatcher.ring(outcome.running)
+            for turn_id in outcome.cascaded:
+                if (signals := self.runtime.live.get(turn_id)) is not None:
+                    signals.cancel(rules.CASCADE)
+            await self.runtime.dispatcher.ring(outcome.running + outcome.cascaded)
 
     async def _dispatch_next(self) -> None:
         nxt = await self.store.next_queued(self.ref)

@@ -47,6 +47,9 @@ class ToolContext:
     user: dict[str, Any] | None = None
     source: str | None = None
     request_input: Callable[..., Awaitable[Any]] | None = None
+    #: subagents (``subagents.py``): ``await spawn(agent, text, key=None)``, ``await spawn_all([...])``
+    spawn: Callable[..., Awaitable[Any]] | None = None
+    spawn_all: Callable[..., Awaitable[Any]] | None = None
 
 
 @dataclass(slots=True)

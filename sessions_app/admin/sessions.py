@@ -27,6 +27,7 @@ from django.template.loader import render_to_string
 from sessions_app.admin import console
 from sessions_app.store import eventlog
 from sessions_app import models as m
+from sessions_app.admin import tree
 
 MESSAGES_PER_PAGE = 100
 EVENTS_PER_PAGE = 200
@@ -161,6 +162,7 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
                        "created_at": s.created_at, "data": pretty_json(s.data) if s.data is not None else ""}
                       for s in steps.object_list],
         "turns": turns,
+        "child_turns": tree.archived_children(session, generation),
     }
 
 
@@ -285,6 +287,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
                                           "pending_json", "policy_json")}),
         ("Lease and journal", {"fields": ("attempt_id", "attempts", "revision", "lease_owner",
                                           "lease_expiry", "phase", "journal_json")}),
+        ("Subagents: the tree of turns", {"fields": ("turn_tree",)}),
         ("Steps", {"fields": ("steps_table",)}),
         ("Answers", {"fields": ("answers_table",)}),
     )
@@ -292,7 +295,11 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
                        "created_at", "updated_at", "input_json", "text", "cancel_reason", "error_json",
                        "usage_json", "pending_json", "policy_json", "attempt_id", "attempts",
                        "revision", "lease_owner", "lease_expiry", "phase", "journal_json", "steps_table",
-                       "answers_table", "timeline_table", "phase_words", "lease_words", "usage_cost")
+                       "answers_table", "timeline_table", "phase_words", "lease_words", "usage_cost", "turn_tree")
+
+    @admin.display(description="tree")
+    def turn_tree(self, obj):
+        return tree.tree_html(obj, self.admin_site.name)
 
     # -- the operator console's reading of the turn (sessions_app/admin/console.py) ----------------
 

@@ -181,7 +181,9 @@ class ChannelsEventSink:
 
     async def _send_now(self, session: SessionRef, message: dict) -> None:
         try:
-            await self.layer.group_send(group_name(session), message)
+            group = group_name(session)
+            # ``group``: a consumer following a child session's group (subagents) tells them apart
+            await self.layer.group_send(group, {**message, "group": group})
             self.sent_messages += 1
         except Exception:  # the log has it: a client re-reads after its last seq
             log.exception("publishing to %s failed", session)

@@ -45,7 +45,7 @@ from agents_app.runtime.seams import (
     TurnRecord,
     TurnState,
 )
-from sessions_app.store import checkpoint, control, direct, lease, reads
+from sessions_app.store import checkpoint, control, direct, lease, reads, tree
 from sessions_app.store.records import UnitWriter, journal_changes
 
 
@@ -64,10 +64,19 @@ class DjangoSessionStore:
         tx = UnitWriter(turn_id, attempt_id)
         with transaction.atomic():
             work(tx)
-            # the checkpoint also recomputes the session's status when the turn's status changes
-            written = checkpoint.write(turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
-                                       tx.moved)
-        return Commit(events=written.events, cancel_reason=written.cancel_reason)
+            return self._write_sync(tx)
+
+    def _written_sync(self, tx: UnitWriter) -> Commit:
+        with transaction.atomic():
+            return self._write_sync(tx)
+
+    def _write_sync(self, tx: UnitWriter) -> Commit:
+        # a spawn: the parent's session row first (the lock order), its children, then the fence
+        runnable = tree.create_txn(tx.turn_id, tx.children) if tx.children else []
+        # the checkpoint also recomputes the session's status when the turn's status changes
+        written = checkpoint.write(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
+                                   tx.moved, result=tx.result)
+        return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=runnable + written.runnable)
 
     async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit:
         return await sync_to_async(self.atomic_sync)(turn_id, attempt_id, work)
@@ -76,7 +85,11 @@ class DjangoSessionStore:
         raw = direct.connection()
         if raw is None:  # SQLite: Django's connection, on its thread
             return await sync_to_async(self.atomic_sync)(turn_id, attempt_id, record)
-        return self.commit_direct(raw, turn_id, attempt_id, record)
+        tx = UnitWriter(turn_id, attempt_id)
+        record(tx)
+        if tx.children:  # a spawn creates rows through the ORM: Django's connection, its thread
+            return await sync_to_async(self._written_sync)(tx)
+        return self.commit_direct(raw, turn_id, attempt_id, tx.into)
 
     def commit_direct(self, raw: Any, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
         """PostgreSQL: the unit on this thread and the store's own connection (``direct``),
@@ -84,8 +97,8 @@ class DjangoSessionStore:
         tx = UnitWriter(turn_id, attempt_id)
         record(tx)
         written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
-                                              tx.events, boundary=tx.moved)
-        return Commit(events=written.events, cancel_reason=written.cancel_reason)
+                                              tx.events, boundary=tx.moved, result=tx.result)
+        return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
         changes = journal_changes(attempt_id, phase, data)

@@ -9,7 +9,7 @@ StaleAttemptError and the whole unit rolls back, a sync tool's writes included.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -22,9 +22,9 @@ from agents_app.runtime import events as ev
 from agents_app.runtime import rules
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
-from agents_app.runtime.seams import LoggedEvent, SessionStatus, TurnStatus
+from agents_app.runtime.seams import LoggedEvent, SessionRef, SessionStatus, TurnStatus
 
-from sessions_app.store import eventlog, wire
+from sessions_app.store import children, eventlog, wire
 
 IDLE = TransactionStatus.IDLE
 INTRANS = TransactionStatus.INTRANS
@@ -44,6 +44,8 @@ class Written:
     session_id: int
     generation: int
     events: list[LoggedEvent]
+    #: a parent this unit's child woke (``children``)
+    runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
 
 
 def _stale(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
@@ -75,18 +77,19 @@ def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, A
 
 def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], messages: list[tuple[int, Message]],
           steps: list[tuple[str, int | None, Any]], events: list[ev.TurnEvent],
-          boundary: tuple[int, int] | None = None) -> Written:
+          boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
     """Inside the unit's transaction on Django's connection (a sync tool's writes are in it).
-    ``boundary``: (boundary, summary index) the unit moves the session's boundary to."""
+    ``boundary``: (boundary, summary index) the unit moves the session's boundary to.
+    ``result``: the turn settles for good; a child reports it to its parent (``children``)."""
     if connection.vendor == "postgresql":
         # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
         ends = len(connection.atomic_blocks) == 1
         return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
-                                ends_transaction=ends, boundary=boundary)
-    return _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary)
+                                ends_transaction=ends, boundary=boundary, result=result)
+    return _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary, result)
 
 
-def _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary=None) -> Written:
+def _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary=None, result=None) -> Written:
     fence, params = fence_sql(turn_id, attempt_id, changes)
     now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cur:
@@ -111,7 +114,8 @@ def _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary
         if "status" in changes:
             cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
     logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages)
-    return Written(cancel_reason, session_id, generation, logged)
+    woken = children.report_txn(turn_id, result) if result is not None else []
+    return Written(cancel_reason, session_id, generation, logged, woken)
 
 
 def session_status_sql(*, by_turn: bool) -> str:
@@ -122,9 +126,9 @@ def session_status_sql(*, by_turn: bool) -> str:
     return (
         "UPDATE sessions_app_session SET updated_at = %s, status = CASE "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
-        "AND t.status = %s AND t.generation = sessions_app_session.generation) THEN %s "
+        "AND t.status = %s AND t.waiting = 0 AND t.generation = sessions_app_session.generation) THEN %s "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
-        "AND t.status IN (%s, %s)) THEN %s "
+        "AND (t.status IN (%s, %s) OR t.waiting > 0)) THEN %s "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_message mm WHERE mm.session_id = sessions_app_session.id "
         "AND mm.generation = sessions_app_session.generation) THEN %s "
         f"ELSE %s END WHERE id = {target}"
@@ -178,7 +182,7 @@ LOCK_SESSION = wire.numbered(
 def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any],
                      messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
                      events: list[ev.TurnEvent], *, ends_transaction: bool = True,
-                     boundary: tuple[int, int] | None = None) -> Written:
+                     boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
     """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements.
 
     ``raw`` is Django's connection inside the unit's atomic block (a sync tool's unit), or the
@@ -215,6 +219,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
     if "status" in changes:
         batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
+    report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
     if ends_transaction and status == INTRANS:  # a sync tool's writes began it
         batch.add(b"COMMIT")
     try:
@@ -230,7 +235,8 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         last, live = int(wire.value(results[seq], 0)), int(wire.value(results[seq], 1))
         if live == generation:  # archived generations are not watched live
             logged = [LoggedEvent(last - k + 1 + n, e) for n, e in enumerate(events)]
-    return Written(cancel_reason, session_id, generation, logged)
+    woken = children.woken_pg(results[report]) if report is not None else []
+    return Written(cancel_reason, session_id, generation, logged, woken)
 
 
 def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:

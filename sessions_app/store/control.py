@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
-from agents_app.runtime import rules
+from agents_app.runtime import rules, subagents
 from agents_app.runtime.messages import input_step_id
 from agents_app.runtime.seams import (
     CancelReason,
@@ -23,7 +23,7 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 from sessions_app import models as m
-from sessions_app.store import checkpoint
+from sessions_app.store import checkpoint, children, tree
 from sessions_app.store.records import record_of, turn_row
 
 dumps = checkpoint.dumps
@@ -57,11 +57,14 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, replace:
         s = _locked_session_txn(s.pk)  # concurrent starts and replaces of a session serialize
         rules.check_start(
             turn_exists=m.Turn.objects.filter(pk=turn_id).exists(),
-            parked=m.Turn.objects.filter(session=s, status=TurnStatus.SUSPENDED, generation=s.generation).exists(),
+            parked=m.Turn.objects.filter(session=s, status=TurnStatus.SUSPENDED, generation=s.generation,
+                                         waiting=0).exists(),
         )
         events: list[ev.TurnEvent] = []
         running: list[str] = []
+        cascaded: list[str] = []
         if replace:
+            cascaded = tree.cascade_txn(tree.candidates_txn(s.pk, CancelReason.REPLACED))
             events, running = cancel_unfinished_txn(s, CancelReason.REPLACED)
         m.Session.objects.filter(pk=s.pk).update(turn_seq=F("turn_seq") + 1)
         turn = m.Turn.objects.create(
@@ -71,7 +74,8 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, replace:
         )
         logged = log_txn(s.pk, events, turn_id=None)
         session_status_txn(s.pk)
-        return Outcome(events=logged, running=running, turn=record_of(turn, s))
+        return Outcome(events=logged, running=running, turn=record_of(turn, s), cascaded=cascaded,
+                       runnable=_report_cancelled(events, CancelReason.REPLACED))
 
 
 def cancel_unfinished_txn(s: m.Session, reason: str) -> tuple[list[ev.TurnEvent], list[str]]:
@@ -81,12 +85,14 @@ def cancel_unfinished_txn(s: m.Session, reason: str) -> tuple[list[ev.TurnEvent]
     do not take the session lock) is left running and gets the request, instead of being
     flipped to cancelled under the worker's feet and then cancelled a second time."""
     now_cancel = sorted(str(st) for st in TurnStatus if rules.cancel_now(st, reason=reason))
+    waiting = sorted(str(st) for st in rules.CANCEL_AT_ONCE_WAITING)
     with connection.cursor() as cur:
         cur.execute(
-            "UPDATE sessions_app_turn SET status = %s, cancel_reason = %s, error = %s, pending = NULL "
-            f"WHERE session_id = %s AND status IN ({', '.join(['%s'] * len(now_cancel))}) "
+            "UPDATE sessions_app_turn SET status = %s, cancel_reason = %s, error = %s, pending = NULL, waiting = 0 "
+            f"WHERE session_id = %s AND (status IN ({', '.join(['%s'] * len(now_cancel))}) "
+            f"OR (waiting > 0 AND status IN ({', '.join(['%s'] * len(waiting))}))) "
             'RETURNING id, "order"',
-            [str(TurnStatus.CANCELLED), reason, dumps({"reason": reason}), s.pk, *now_cancel],
+            [str(TurnStatus.CANCELLED), reason, dumps({"reason": reason}), s.pk, *now_cancel, *waiting],
         )
         cancelled = sorted(cur.fetchall(), key=lambda row: row[1])
         requested = sorted(str(st) for st in rules.CANCEL_REQUESTED)
@@ -106,17 +112,24 @@ def request_cancel(turn_id: str, reason: str) -> Outcome:
         _locked_session_txn(turn.session_id)  # the lock order: the session row, then the turn's
         logged: list[LoggedEvent] = []
         running: list[str] = []
+        runnable: list[tuple[str, SessionRef]] = []
         now_cancel = [st for st in TurnStatus if rules.cancel_now(st, reason=reason)]
-        if m.Turn.objects.filter(pk=turn_id, status__in=now_cancel).update(
-            status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None
+        at_once = Q(status__in=now_cancel) | Q(waiting__gt=0, status__in=rules.CANCEL_AT_ONCE_WAITING)
+        cascaded = tree.cascade_txn([turn_id]) if (
+            rules.cancel_now(TurnStatus(turn.status), reason=reason, waiting=turn.waiting) or rules.gets_request(
+                record_of(turn))) else []
+        if m.Turn.objects.filter(at_once, pk=turn_id).update(
+            status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None, waiting=0
         ):
             logged = log_txn(turn.session_id, [ev.TurnCancelled(turn_id, reason=reason)], turn_id=turn_id)
             session_status_txn(turn.session_id)
+            runnable = _report_cancelled([ev.TurnCancelled(turn_id, reason=reason)], reason)
         elif m.Turn.objects.filter(pk=turn_id, status__in=rules.CANCEL_REQUESTED, cancel_reason__isnull=True).update(
             cancel_reason=reason
         ):
             running = [turn_id]
-        return Outcome(events=logged, running=running, turn=record_of(turn_row(turn_id)))
+        return Outcome(events=logged, running=running, turn=record_of(turn_row(turn_id)), cascaded=cascaded,
+                       runnable=runnable)
 
 
 def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
@@ -150,7 +163,9 @@ def reset(session: SessionRef, *, by: Any = None) -> Outcome:
     the user who reset (a ``User`` or None)."""
     with transaction.atomic():
         s = _locked_session_txn(session_row(session).pk)
+        cascaded = tree.cascade_txn(tree.candidates_txn(s.pk, CancelReason.RESET))
         cancelled, running = cancel_unfinished_txn(s, CancelReason.RESET)
+        runnable = _report_cancelled(cancelled, CancelReason.RESET)
         logged = log_txn(s.pk, cancelled, turn_id=None)
         previous = f"{s.key}#g{s.generation}"
         m.SessionReset.objects.create(session=s, generation=s.generation, by=by if getattr(by, "pk", None) else None)
@@ -159,4 +174,15 @@ def reset(session: SessionRef, *, by: Any = None) -> Outcome:
         generation = s.generation + 1
         logged += log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
                           turn_id=None)
-        return Outcome(events=logged, running=running, previous_session=previous, generation=generation)
+        return Outcome(events=logged, running=running, previous_session=previous, generation=generation,
+                       cascaded=cascaded, runnable=runnable)
+
+
+def _report_cancelled(cancelled: list[ev.TurnEvent], reason: str) -> list[tuple[str, SessionRef]]:
+    """Children among the turns a cancel settled at once report to their parents (the parent
+    may now be runnable); ``rules.CASCADE`` never gets here: its parents are cancelled too."""
+    woken: list[tuple[str, SessionRef]] = []
+    for event in cancelled:
+        woken += children.report_txn(event.turn_id, subagents.result_of(
+            event.turn_id, TurnStatus.CANCELLED, "", {"reason": reason}, None))
+    return woken

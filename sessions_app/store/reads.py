@@ -40,11 +40,12 @@ def load(turn_id: str) -> TurnState:
         else:
             cur.execute(TRANSCRIPT, [turn.session_id, turn.generation, base])
             transcript = [Message.from_json(loads(row[0])) for row in cur.fetchall()]
-    prefix = f"input:{turn_id}:"
+    prefix, spawn_prefix = f"input:{turn_id}:", f"spawn:{turn_id}:"
     answers = {k[len(prefix):]: d for k, d in rows if k.startswith(prefix)}
+    spawned = {k[len(spawn_prefix):]: d for k, d in rows if k.startswith(spawn_prefix)}
     steps = {k for k, _ in rows if not k.startswith("input:")}
     return TurnState(turn=record_of(turn), transcript=transcript, steps=steps, answers=answers,
-                     base=base, boundary=boundary, summary=summary)
+                     base=base, boundary=boundary, summary=summary, spawned=spawned)
 
 
 def get_turn(turn_id: str) -> TurnRecord:
@@ -57,7 +58,7 @@ def pending(session: SessionRef) -> list[dict]:
         return []
     return [
         {"turn_id": t.id, **(t.pending or {})}
-        for t in m.Turn.objects.filter(session=s, status=TurnStatus.SUSPENDED, generation=s.generation)
+        for t in m.Turn.objects.filter(session=s, status=TurnStatus.SUSPENDED, generation=s.generation, waiting=0)
     ]
 
 

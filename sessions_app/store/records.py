@@ -8,7 +8,8 @@ from typing import Any
 from agents_app.runtime import events as ev
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.messages import Message
-from agents_app.runtime.seams import Phase, SessionRef, TurnInput, TurnRecord, TurnStatus
+from agents_app.runtime import subagents
+from agents_app.runtime.seams import FINAL_STATUSES, ChildTurn, Phase, SessionRef, TurnInput, TurnRecord, TurnStatus
 from sessions_app import models as m
 from sessions_app.store.checkpoint import dumps
 
@@ -33,6 +34,9 @@ def record_of(turn: m.Turn, session: m.Session | None = None) -> TurnRecord:
         text=turn.text or "",
         error=turn.error,
         usage=turn.usage or {},
+        parent=turn.parent_id,
+        depth=turn.depth,
+        waiting=turn.waiting,
     )
 
 
@@ -62,6 +66,9 @@ class UnitWriter:
         self.steps: list[tuple[str, int | None, Any]] = []
         self.events: list[ev.TurnEvent] = []
         self.turn_changes: dict[str, Any] = {}
+        self.children: list[ChildTurn] = []
+        #: what this turn reports to its parent, if it has one, when the unit settles it for good
+        self.result: dict[str, Any] | None = None
         #: (boundary, summary index) when a compaction moved the session's boundary
         self.moved: tuple[int, int] | None = None
 
@@ -88,3 +95,14 @@ class UnitWriter:
         self.turn_changes["pending"] = dumps(pending) if pending is not None else None
         if usage is not None:
             self.turn_changes["usage"] = dumps(usage)
+        if status in FINAL_STATUSES:
+            self.result = subagents.result_of(self.turn_id, status, text, error, usage)
+
+    def spawn(self, child: ChildTurn) -> None:
+        self.children.append(child)
+
+    def into(self, other: "UnitWriter") -> None:
+        """Hand what this writer collected to ``other`` (a unit recorded once, written there)."""
+        other.messages, other.steps, other.events = self.messages, self.steps, self.events
+        other.turn_changes, other.children, other.result = self.turn_changes, self.children, self.result
+        other.moved = self.moved

@@ -33,6 +33,7 @@ from agents_app.runtime.seams import SessionRef
 from sessions_app import safejson, selectors, services
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.sink import group_name
+from sessions_app.web.children import ChildRelay
 from sessions_app.web.sse import parse_seq
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,9 @@ CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 
 
-class SessionConsumer(AsyncJsonWebsocketConsumer):
+class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
+        self._relay_init()
         self.last_seq = 0
         self.group = ""
         self.sending = asyncio.Lock()  # replay, live events and the periodic check take turns
@@ -75,6 +77,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
         self.last_seq = after
         async with self.sending:
             await self._send_log()
+            await self._follow_existing()  # children started before ``after`` (a reconnect)
         queued = await database_sync_to_async(selectors.queued_turns)(agent=self.agent, key=self.key)
         await self.send_json({"type": "ready", "last_seq": self.last_seq, "queued": queued})
         self.catchup = asyncio.ensure_future(self._catchup_forever())
@@ -94,6 +97,7 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             self.catchup.cancel()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        await self._relay_close()
 
     async def _refuse(self, code: int, message: str) -> None:
         # accept, then close with a code: a browser sees the code (a refused handshake is 1006)
@@ -106,6 +110,8 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
     async def june_events(self, message: dict[str, Any]) -> None:
         """Committed events from the layer: drop what was sent, fill a skip from the log."""
         async with self.sending:
+            if await self._relayed(message):
+                return
             for event in message.get("events") or ():
                 seq = event.get("seq")
                 if not isinstance(seq, int) or seq <= self.last_seq:
@@ -116,8 +122,13 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                         continue
                 await self.send_json(event)
                 self.last_seq = seq
+                if event.get("type") == "child.started":
+                    await self._follow({**event.get("child", {}), "parent_turn": event.get("turn_id"),
+                                        "call_id": event.get("call_id")})
 
     async def june_delta(self, message: dict[str, Any]) -> None:
+        if self.child_groups and await self._relayed(message):
+            return
         event = message.get("event")
         if isinstance(event, dict):
             await self.send_json(event)
@@ -129,6 +140,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
             for event in batch:
                 await self.send_json(event)
                 self.last_seq = event["seq"]
+                if event.get("type") == "child.started":
+                    await self._follow({**event.get("child", {}), "parent_turn": event.get("turn_id"),
+                                        "call_id": event.get("call_id")})
             if len(batch) < selectors.EVENT_BATCH:
                 return
 
@@ -141,6 +155,9 @@ class SessionConsumer(AsyncJsonWebsocketConsumer):
                 if last > self.last_seq:
                     async with self.sending:
                         await self._send_log()
+                if self.children:
+                    async with self.sending:
+                        await self._children_catchup()
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -27,6 +27,7 @@ from agents_app.runtime.seams import SessionRef
 
 from sessions_app import wiring
 from sessions_app.outbox.sink import group_name
+from sessions_app.web.children import ChildLogs
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +109,8 @@ class SessionFollower:
         self._pump: asyncio.Task | None = None
         #: seq of the last message.completed (or terminal event) yielded, per turn
         self._completed: dict[str | None, int] = {}
+        #: subagents: the children followed (from ``child.started``), with their last seq
+        self.children = ChildLogs()
 
     async def __aenter__(self) -> "SessionFollower":
         if self.layer is not None:
@@ -156,8 +159,12 @@ class SessionFollower:
                 data = logged.event.to_json()
                 if self.turn_id is None or data.get("turn_id") == self.turn_id:
                     out.append(Item(logged.seq, data))
+                    self.children.found(data)
             if len(batch) < 500:
-                return out
+                # the children's events before the turn's end (a stream stops at its terminal event)
+                kids = [Item(None, data) for data in await self.children.read()]
+                end = next((i for i, item in enumerate(out) if item.terminal), len(out))
+                return out[:end] + kids + out[end:]
 
     async def items(self) -> AsyncIterator[Item]:
         """Log first, then live: every committed event exactly once, in seq order; deltas as
@@ -184,6 +191,8 @@ class SessionFollower:
                     break
                 message = self._next_nowait()
             if message is None and read:
+                for data in await self.children.read():  # children: from their logs, each poll
+                    yield Item(None, data)
                 yield Item(None, None)
 
     def _note(self, item: Item) -> None:

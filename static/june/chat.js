@@ -94,6 +94,7 @@
     }
     const handler = HANDLERS[f.type];
     if (handler) handler(f);
+    if (!handler || f.type === "session.reset") log.dispatchEvent(new CustomEvent("june:frame", { detail: f }));  // children.js
   }
 
   const HANDLERS = {

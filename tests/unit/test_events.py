@@ -30,6 +30,8 @@ SAMPLES = [
     ev.InputRequested("t1", request={"id": "approve", "prompt": "?", "schema": {"type": "boolean"},
                                      "answerers": {"user": "u1"}}, call_id="c0"),
     ev.InputAnswered("t1", input_id="approve", by="u1"),
+    ev.ChildStarted("t1", call_id="c0", child={"turn_id": "k1", "agent": "researcher", "session": "sub:t1:c0:0",
+                                               "index": 0, "goal": "tides"}),
     ev.TurnCompleted("t1", text="done"),
     ev.TurnFailed("t1", error="boom", phase="tool", step="tool:1:c0"),
     ev.TurnCancelled("t1", reason="replaced"),

@@ -34,6 +34,8 @@ class FaultModel:
         mine = [m for m in request.messages if m.turn_id == turn_id]
         k = sum(1 for m in mine if m.role == Role.ASSISTANT)
         opening = next((m.text for m in mine if m.role in (Role.USER, Role.TRIGGER)), "")
+        if "<task>\n" in opening:  # a child turn (subagents): the task is the opening
+            opening = opening.split("<task>\n", 1)[1].rsplit("\n</task>", 1)[0]
         await faultkit.apoint(f"model{k}:start")
         if opening == "die":
             faultkit.record("die", turn_id)
