@@ -10,27 +10,15 @@ transcript.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
-from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
 from . import events as ev
 from . import subagents
 from .agent import Agent
-from .answers import default_answerers
-from .compaction import (
-    input_tokens,
-    live_view,
-    proactive_due,
-    reactive_count,
-    select_boundary,
-    summary_request,
-    view_tokens,
-)
-from .control import Park, RetryableTurnError, Signals
-from .errors import FatalToolError, StaleAttemptError, ToolDeclarationError
-from .messages import Message, Role, ToolCall, compact_step_id, model_step_id, tool_step_id
+from .control import RetryableTurnError, Signals
+from .errors import StaleAttemptError
+from .messages import Message, Role, ToolCall, model_step_id, tool_step_id
 from .model import (
     ABNORMAL_STOPS,
     ContextOverflowError,
@@ -42,7 +30,6 @@ from .model import (
     TextDelta,
 )
 from .position import NextKind, close_dangling_calls, next_action, turn_tail_start
-from .recovery import call_was_in_flight
 from .seams import (
     FINAL_STATUSES,
     Commit,
@@ -58,13 +45,10 @@ from .seams import (
 )
 from .tools import (
     CANCELLED_RESULT,
-    INTERRUPTED_TOOL_RESULT,
-    Tool,
-    ToolContext,
-    check_sync_result,
-    format_tool_error,
-    validate_input,
 )
+
+from .loop_compaction import CompactionSteps
+from .loop_tools import ToolSteps
 
 log = logging.getLogger(__name__)
 
@@ -99,25 +83,14 @@ class _RecordingTx:
         return getattr(self.tx, name)
 
 
-class _ToolRaised(Exception):
-    """A sync tool raised: its unit is abandoned, so nothing the tool wrote commits, and the
-    error result is recorded by a unit of its own."""
-
-    def __init__(self, error: str) -> None:
-        super().__init__(error)
-        self.error = error
-
-
 def _no_agent(name: str) -> Agent:
     raise LookupError(name)
 
 
-def _json_safe(value: Any) -> Any:
-    json.dumps(value)  # raises TypeError for what a store cannot keep
-    return value
+class TurnLoop(CompactionSteps, ToolSteps):
+    """One attempt of one turn. The compaction steps and the tool steps are its mixins
+    (``loop_compaction.py``, ``loop_tools.py``): one class, three files."""
 
-
-class TurnLoop:
     def __init__(
         self,
         *,
@@ -343,288 +316,6 @@ class TurnLoop:
         head = (self.transcript[self.summary_at - self.base],) if self.summary_at is not None else ()
         tail = [m for m in self.transcript[max(b, start):] if m.role != Role.SUMMARY]
         return head + self._history[1] + tuple(close_dangling_calls(tail))
-
-    # -- compaction ---------------------------------------------------------------------------
-
-    def _tail(self) -> list[Message]:
-        return self.transcript[turn_tail_start(self.transcript, self.turn.turn_id):]
-
-    def _proactive_due(self, reply: Message | None = None, request: ModelRequest | None = None) -> bool:
-        """After the turn's last reply (``reply``, about to commit, or the transcript's):
-        did its step's input pass the threshold? A pure function of the transcript, so a
-        replay decides what the first attempt decided."""
-        tail = self._tail() + ([reply] if reply is not None else [])
-        if request is not None:
-            seen: Any = (*request.messages, reply)
-        else:
-            seen = self._request_messages()
-        return proactive_due(self.compaction, self.window, tail,
-                             lambda: view_tokens(self.policy.get("system", ""), seen))
-
-    async def _overflowed(self, step_id: str) -> TurnStatus | None:
-        """The model step overflowed the context window: compact and redo it, at most
-        ``max_reactive`` times (counted off the transcript, so a replay counts the same)."""
-        done = reactive_count(self._tail())
-        if done >= self.compaction.max_reactive:
-            return await self._fail(
-                f"the model's context window is still exceeded after {done} compactions: what is kept "
-                "verbatim (the current turn's messages, or a single message) does not fit it",
-                phase="model", step=step_id,
-            )
-        return await self._compact("reactive", aggressive=done >= 1, failed_step=step_id)
-
-    def _moved(self, boundary: int, summary_at: int) -> None:
-        """The boundary moved: forget what the model no longer sees (the turn's own messages
-        stay: the loop reads where it stands off them)."""
-        opening = self.base + turn_tail_start(self.transcript, self.turn.turn_id)
-        start = min(boundary, opening)
-        if start > self.base:
-            del self.transcript[: start - self.base]
-            self.base = start
-        self.boundary, self.summary_at = boundary, summary_at
-        self._history = None
-
-    async def _compact(self, reason: str, *, aggressive: bool = False, settle_text: str = "",
-                       failed_step: str | None = None) -> TurnStatus | None:
-        """One compaction step (``compact:<n>``): summarize the older part of the view with one
-        call to the agent's model, then commit the summary and the new boundary together.
-        Returns the turn's status if it ended the turn (a proactive one that had nothing to do
-        or failed settles it; a reactive one that failed fails it), else None."""
-        turn = self.turn
-        system = self.policy.get("system", "")
-        view = live_view(self.transcript, self.base, self.boundary, self.summary_at)
-        k = select_boundary(view, keep_last=0 if aggressive else self.compaction.keep_last)
-        if k is None and reason == "reactive" and not aggressive:
-            k = select_boundary(view, keep_last=0)
-        if k is None:
-            if reason == "proactive":
-                return await self._settle(settle_text)
-            return await self._fail(
-                "the model's context window is exceeded and nothing is left to summarize: the current "
-                "turn's messages alone do not fit it", phase="model", step=failed_step,
-            )
-        at = self.base + len(self.transcript)
-        step_id = compact_step_id(at)
-        summarized = [m for _, m in view[:k]]
-        kept = [m for _, m in view[k:]]
-        cut = view[k][0]
-        opening = self.base + turn_tail_start(self.transcript, turn.turn_id)
-        last = next((m for m in reversed(summarized + kept) if m.role == Role.ASSISTANT), None)
-        used = input_tokens(last.usage) if last is not None and reason == "proactive" else None
-        before = used if used is not None else view_tokens(system, summarized + kept)
-        started = f"{step_id}:started"
-        if started not in self.state.steps:  # a replay does not announce it twice
-            def begin(tx: Tx) -> None:
-                tx.step(started)
-                tx.emit(ev.CompactionStarted(turn.turn_id, reason=reason, step=step_id, messages=len(summarized),
-                                             tokens_before=before))
-                tx.journal(Phase.PROVIDER_STARTED, step=step_id)
-
-            await self._commit(begin)
-        request = replace(summary_request(summarized, self.compaction, self.window),
-                          stream_key=f"{turn.turn_id}:{step_id}:{self.attempt_id or '-'}")
-        text, usage, error = await self._summarize(request)
-        if error is not None:
-            if reason == "reactive":
-                return await self._fail(f"compaction failed: {error}", phase="compact", step=step_id)
-            return await self._compaction_failed(step_id, error, settle_text)
-        summary = Message(Role.SUMMARY, text=text, turn_id=turn.turn_id, usage=usage, boundary=cut)
-        after = view_tokens(system, [summary, *kept])
-
-        def work(tx: Tx) -> None:
-            index = tx.append(summary)
-            tx.step(step_id, index, {"boundary": cut, "opening": opening, "reason": reason,
-                                     "messages": len(summarized)})
-            tx.boundary(cut, index)
-            tx.emit(ev.CompactionCompleted(turn.turn_id, reason=reason, step=step_id, messages=len(summarized),
-                                           tokens_before=before, tokens_after=after, boundary=cut, index=index,
-                                           summary=text))
-            tx.journal(Phase.BEFORE_PROVIDER)
-
-        await self._commit(work)
-        return None
-
-    async def _summarize(self, request: ModelRequest) -> tuple[str, dict[str, int], str | None]:
-        """The summarizing call: (summary, usage, error). Its deltas are not streamed: the
-        summary is not the assistant's reply. An empty summary is an error, never a boundary."""
-        reply: ModelReply | None = None
-        stream = self.model.stream(request)
-        try:
-            async for chunk in stream:
-                if isinstance(chunk, ModelReply):
-                    reply = chunk
-        except ContextOverflowError:
-            return "", {}, "the summarizer's request is itself longer than the model's context window"
-        except ModelError as exc:
-            if exc.retryable:
-                raise RetryableTurnError(f"compaction: {exc}") from exc
-            return "", {}, str(exc)
-        finally:
-            aclose = getattr(stream, "aclose", None)
-            if aclose is not None:
-                await aclose()
-        if reply is None:
-            raise RetryableTurnError("compaction: the stream ended without a reply")
-        if reply.stop_reason == StopReason.CONTEXT_OVERFLOW:
-            return "", {}, "the summarizer's request is itself longer than the model's context window"
-        if not reply.text.strip():
-            why = "with a tool call" if reply.tool_calls else f"({reply.stop_reason})"
-            return "", dict(reply.usage), f"the summarizer answered {why} without a summary"
-        return reply.text.strip(), dict(reply.usage), None
-
-    async def _compaction_failed(self, step_id: str, error: str, text: str) -> TurnStatus:
-        """A proactive compaction failed: the turn completes (its reply committed); the
-        boundary stays where it was and the failure is logged."""
-        usage = self._usage_with({})
-
-        def work(tx: Tx) -> None:
-            tx.emit(ev.CompactionFailed(self.turn.turn_id, reason="proactive", step=step_id, error=error))
-            self._settle_txn(tx, text, usage)
-
-        await self._commit(work)
-        return TurnStatus.COMPLETED
-
-    def _usage_with(self, extra: dict[str, int]) -> dict[str, int]:
-        total: dict[str, int] = {}
-        tail = self.transcript[turn_tail_start(self.transcript, self.turn.turn_id):]
-        for m in tail:
-            if m.role in (Role.ASSISTANT, Role.SUMMARY):  # a compaction's call costs too
-                for k, v in m.usage.items():
-                    total[k] = total.get(k, 0) + int(v)
-        for k, v in extra.items():
-            total[k] = total.get(k, 0) + int(v)
-        for k, v in subagents.children_usage(self.state.spawned).items():
-            total[k] = total.get(k, 0) + v
-        return total
-
-    # -- tool steps ---------------------------------------------------------------------------
-
-    async def _tool_steps(self, index: int, calls: tuple[ToolCall, ...], *, replay: bool) -> TurnStatus | None:
-        for n, call in enumerate(calls):
-            if self.cancel_reason:
-                return await self._cancel(calls[n:], index=index)
-            later = calls[n + 1 :]
-            status = await self._tool_step(index, call, later, interrupted=replay and n == 0 and self._was_in_flight(call))
-            if status is not None:
-                return status
-        return None
-
-    def _was_in_flight(self, call: ToolCall) -> bool:
-        return call_was_in_flight(self.turn, call.id, self.attempt_id)
-
-    async def _tool_step(
-        self, index: int, call: ToolCall, later: tuple[ToolCall, ...], *, interrupted: bool
-    ) -> TurnStatus | None:
-        step_id = tool_step_id(index, call.id)
-        tool = self.tools.get(call.name)
-        ctx = self._context(call, tool)
-        result: Any
-        error: str | None = None
-        if tool is None:
-            result, error = None, f"unknown tool: {call.name}"
-        elif (problem := validate_input(tool.spec, call.input)) is not None:
-            result, error = None, problem
-        elif interrupted and tool.is_async and tool.on_interrupt == "report":
-            log.warning("turn %s: async tool %s (call %s) was interrupted by a crash; not re-run "
-                        "(on_interrupt='report'): the model gets the interrupted marker",
-                        self.turn.turn_id, call.name, call.id)
-            result, error = INTERRUPTED_TOOL_RESULT, INTERRUPTED_TOOL_RESULT["error"]
-        elif tool.is_async:
-            try:
-                result = _json_safe(await tool.run(call.input, ctx))
-            except Park as park:
-                return await self._park(call, step_id, park.request)
-            except subagents.SpawnPark as park:
-                return await subagents.park_on_children(self, call, step_id, park.spawner.owed)
-            except FatalToolError as exc:
-                return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
-            except Exception as exc:  # a tool that raises does not fail the turn
-                result, error = None, format_tool_error(exc)
-        else:
-            return await self._sync_tool_step(index, call, later, tool, ctx, step_id)
-        await self._commit(lambda tx: self._record_txn(tx, index, call, later, result, error))
-        return None
-
-    async def _sync_tool_step(
-        self, index: int, call: ToolCall, later: tuple[ToolCall, ...], tool: Tool, ctx: ToolContext, step_id: str
-    ) -> TurnStatus | None:
-        def work(tx: Tx) -> None:
-            try:
-                result = _json_safe(check_sync_result(tool, tool.run(call.input, ctx)))
-            except FatalToolError:
-                raise
-            except Exception as exc:  # abandon the unit: its rollback undoes the tool's writes
-                raise _ToolRaised(format_tool_error(exc)) from exc
-            self._record_txn(tx, index, call, later, result, None)
-
-        try:
-            await self._commit(work, tool_code=True)
-        except FatalToolError as exc:  # the whole unit rolled back; fail in a fresh one
-            return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
-        except _ToolRaised as raised:  # rolled back, tool writes included: record the error alone
-            error = raised.error
-            await self._commit(lambda tx: self._record_txn(tx, index, call, later, None, error))
-        return None
-
-    def _record_txn(
-        self, tx: Tx, index: int, call: ToolCall, later: tuple[ToolCall, ...], result: Any, error: str | None
-    ) -> None:
-        turn_id = self.turn.turn_id
-        stored = {"error": error} if error is not None and result is None else result
-        at = tx.append(
-            Message(Role.TOOL, turn_id=turn_id, call_id=call.id, name=call.name, result=stored, is_error=error is not None)
-        )
-        tx.step(tool_step_id(index, call.id), at)
-        tx.emit(ev.ActionCompleted(turn_id, call_id=call.id, name=call.name, result=stored, error=error))
-        if later:
-            tx.journal(Phase.TOOL_REQUEST_RECORDED, tool_request=later[0].to_json(), index=index)
-        else:
-            tx.journal(Phase.BEFORE_PROVIDER)
-
-    def _context(self, call: ToolCall, tool: Tool | None) -> ToolContext:
-        turn = self.turn
-        ctx = ToolContext(
-            turn_id=turn.turn_id,
-            call_id=call.id,
-            session=turn.session.key,
-            agent=turn.session.agent,
-            store=self.store,
-            idempotency_key=f"{turn.turn_id}:{call.id}",
-            user=turn.input.user,
-            source=turn.input.source,
-        )
-        ctx.request_input = self._request_input_for(call, tool)
-        if tool is not None and tool.is_async:
-            spawner = subagents.Spawner(self, call)
-            ctx.spawn, ctx.spawn_all = spawner.spawn, spawner.spawn_all
-        else:
-            ctx.spawn = ctx.spawn_all = subagents.refuse_for(call.name)
-        return ctx
-
-    def _request_input_for(self, call: ToolCall, tool: Tool | None) -> Callable[..., Any]:
-        answers = self.state.answers
-        turn = self.turn
-
-        if tool is None or not tool.is_async:
-            # a plain function, so the refusal is raised at the call: an async one would hand a
-            # sync tool an un-awaited (truthy) coroutine and it would carry on as if answered
-            def refuse(**_: Any) -> Any:
-                raise ToolDeclarationError(
-                    f"tool {call.name!r}: request_input is only for async tools; a sync tool runs "
-                    "inside an open transaction that cannot be left open"
-                )
-
-            return refuse
-
-        async def request_input(
-            *, id: str, prompt: str, schema: dict[str, Any] | None = None, answerers: dict[str, Any] | None = None
-        ) -> Any:
-            if id in answers:
-                return answers[id]
-            return_answerers = answerers if answerers is not None else default_answerers(turn)
-            raise Park({"id": id, "prompt": prompt, "schema": schema, "answerers": return_answerers})
-
-        return request_input
 
     # -- endings ------------------------------------------------------------------------------
 
