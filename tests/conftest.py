@@ -58,3 +58,16 @@ def _close_thread_connections(request):
         asyncio.get_running_loop()
     except RuntimeError:  # no loop running here (the usual case): close on the store's thread
         asyncio.run(close())
+
+
+@pytest.fixture
+def fault_agent(settings):
+    """The fault-test agent (tests/fault/agents/faultagent), loaded in this process too (the
+    qcluster processes of tests/fault/qcluster.py load it from JUNE_AGENT_DIRS)."""
+    from sessions_app import wiring
+    from tests.fault.qcluster import AGENTS
+
+    settings.JUNE_AGENT_DIRS = [str(AGENTS)]
+    wiring.agents.cache_clear()
+    yield "faultagent"
+    wiring.agents.cache_clear()

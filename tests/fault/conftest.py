@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .qcluster import AGENTS, Clusters
+from .qcluster import Clusters
 
 
 @pytest.fixture(scope="module")
@@ -15,16 +15,6 @@ def clusters(tmp_path_factory, django_db_setup, django_db_blocker):
         yield manager
     finally:
         manager.stop_all()
-
-
-@pytest.fixture
-def fault_agent(settings):
-    from sessions_app import wiring
-
-    settings.JUNE_AGENT_DIRS = [str(AGENTS)]
-    wiring.agents.cache_clear()
-    yield "faultagent"
-    wiring.agents.cache_clear()
 
 
 def turn_summary(turn_id: str) -> dict:

@@ -11,7 +11,7 @@ import threading
 import pytest
 from django.db import connection, connections, transaction
 
-from tests.fault.qcluster import AGENTS, Clusters, wait_for
+from tests.fault.qcluster import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 postgresql = pytest.mark.skipif(connection.vendor != "postgresql", reason="LISTEN/NOTIFY is PostgreSQL's")
@@ -196,21 +196,6 @@ def test_elsewhere_it_is_the_orm_broker(broker, monkeypatch):
 
 # -- through a real qcluster ----------------------------------------------------------------------
 
-@pytest.fixture
-def fault_agent(settings):
-    from sessions_app import wiring
-
-    settings.JUNE_AGENT_DIRS = [str(AGENTS)]
-    wiring.agents.cache_clear()
-    yield "faultagent"
-    wiring.agents.cache_clear()
-
-
-@pytest.fixture
-def clusters(tmp_path):
-    manager = Clusters(tmp_path)
-    yield manager
-    manager.stop_all()
 
 
 def start(agent: str, key: str) -> str:

@@ -8,26 +8,11 @@ import time
 import pytest
 from django.conf import settings
 
-from tests.fault.qcluster import AGENTS, Clusters, wait_for
+from tests.fault.qcluster import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def fault_agent(settings):
-    from sessions_app import wiring
-
-    settings.JUNE_AGENT_DIRS = [str(AGENTS)]
-    wiring.agents.cache_clear()
-    yield "faultagent"
-    wiring.agents.cache_clear()
-
-
-@pytest.fixture
-def clusters(tmp_path):
-    manager = Clusters(tmp_path)
-    yield manager
-    manager.stop_all()
 
 
 def start(agent: str, key: str, text: str = "mugs") -> str:
