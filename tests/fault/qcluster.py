@@ -34,6 +34,15 @@ def database_url() -> str:
     return f"postgres://{auth}@{d.get('HOST') or '127.0.0.1'}:{d.get('PORT') or 5432}/{d['NAME']}"
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (for a daphne a test starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def wait_for(cond: Callable[[], Any], *, timeout: float = 60.0, interval: float = 0.05, what: str = "condition") -> Any:
     """Poll ``cond`` until it returns something truthy (never a bare sleep-to-wait)."""
     deadline = time.monotonic() + timeout

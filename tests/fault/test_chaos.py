@@ -18,7 +18,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -30,7 +29,7 @@ import pytest
 
 from tests.conftest import is_postgres
 
-from .qcluster import ROOT, wait_for
+from .qcluster import ROOT, free_port, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
 
@@ -49,15 +48,9 @@ class Answer:
     body: object
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Daphne:
     def __init__(self, env: dict[str, str], log: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.proc = subprocess.Popen(

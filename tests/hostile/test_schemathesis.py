@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from sessions_app import models as m
 
 from sessions_app.web.openapi import SESSION_PATH, document
 
 from .support import ACCEPTED, CASES, SERVER_ERRORS, STATUSES, make_user
+
+from tests.fault.qcluster import database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -38,31 +38,17 @@ EXAMPLES = int(os.environ.get("JUNE_SCHEMATHESIS_EXAMPLES", "10"))
 REJECTED = ["400", "401", "403", "404", "405", "409", "413", "422"]
 
 
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path="/" + db["NAME"]))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def daphne(django_db_setup, django_db_blocker, tmp_path_factory):
     """daphne alone on the test database; yields (base URL, its log file)."""
     with django_db_blocker.unblock():
-        database_url = _database_url()
+        db_url = database_url()
     log_path = tmp_path_factory.mktemp("schemathesis") / "daphne.log"
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "JUNE_MODEL", "PYTEST_CURRENT_TEST")}
-    env.update(DATABASE_URL=database_url, SECRET_KEY=settings.SECRET_KEY, DJANGO_SETTINGS_MODULE="june_project.settings",
+    env.update(DATABASE_URL=db_url, SECRET_KEY=settings.SECRET_KEY, DJANGO_SETTINGS_MODULE="june_project.settings",
                DEBUG="0", JUNE_Q_SYNC="0", JUNE_Q_NAME=settings.Q_CLUSTER["name"], JUNE_API_WAIT_SECONDS="0.2",
                JUNE_API_STREAM_SECONDS="0.5", JUNE_SSE_POLL_SECONDS="0.1", LOG_LEVEL="WARNING")
-    port = _free_port()
+    port = free_port()
     log = open(log_path, "wb")
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                              "june_project.asgi:application"], cwd=ROOT, env=env, stdout=log,

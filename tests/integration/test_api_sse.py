@@ -9,19 +9,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
 from django.conf import settings
-from django.db import connection
 
 from sessions_app import models as m
+
+from tests.fault.qcluster import database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -29,20 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 DEADLINE = 90.0  # a loaded 2-core machine: generous, and only ever polled
 BASE = "/api/agents/ops/sessions"
 DELTAS = {"message.delta", "reasoning.delta"}
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
-    parts = urlsplit(os.environ["DATABASE_URL"])
-    return urlunsplit(parts._replace(path="/" + db["NAME"]))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -60,10 +45,10 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
     """daphne + qcluster on the test database; yields the base URL."""
     logs = tmp_path_factory.mktemp("api-sse")
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "JUNE_MODEL", "PYTEST_CURRENT_TEST")}
-    env.update(DATABASE_URL=_database_url(), JUNE_Q_SYNC="0", JUNE_Q_WORKERS="1", JUNE_Q_POLL="0.05",
+    env.update(DATABASE_URL=database_url(), JUNE_Q_SYNC="0", JUNE_Q_WORKERS="1", JUNE_Q_POLL="0.05",
                JUNE_DEMO_DELAY="0", SECRET_KEY=settings.SECRET_KEY, JUNE_Q_NAME=settings.Q_CLUSTER["name"],
                DJANGO_SETTINGS_MODULE="june_project.settings", DEBUG="0")
-    port = _free_port()
+    port = free_port()
     procs = []
     for name, cmd in (("daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                   "june_project.asgi:application"]),
