@@ -130,9 +130,10 @@ class AfterCall:
 
 
 def _host_call(agent: str, key: str, operation: str, *args: Any, **kwargs: Any) -> Any:
-    """Call the runtime's host API (``AgentSession.<operation>``; the rules live there)."""
+    """Call the runtime's host API (``AgentSession.<operation>``; the rules live there), on
+    Django's connection of this thread: inside the caller's transaction, if one is open."""
     dispatcher = AfterCall()
-    host = wiring.runtime(dispatcher=dispatcher).session(agent, key)
+    host = wiring.runtime(dispatcher=dispatcher, own_connection=False).session(agent, key)
     try:
         return async_to_sync(getattr(host, operation))(*args, **kwargs)
     finally:

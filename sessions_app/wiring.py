@@ -43,8 +43,8 @@ def agent(name: str) -> Agent:
         raise NotFound(f"no agent named {name!r}") from None
 
 
-def store() -> DjangoSessionStore:
-    return DjangoSessionStore()
+def store(*, own_connection: bool = True) -> DjangoSessionStore:
+    return DjangoSessionStore(own_connection=own_connection)
 
 
 def sink(*, background: bool = False) -> ChannelsEventSink:
@@ -75,11 +75,13 @@ async def enqueue_runnable(runnable: list[tuple[str, Any]]) -> None:
         await sync_to_async(enqueue_turn)(turn_id)
 
 
-def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = ()) -> Runtime:
+def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = (),
+            own_connection: bool = True) -> Runtime:
     """A Runtime over the Django store. ``dispatcher``: who drives its turns (the services' hands
-    them to django-q2 after the call; the CLI and schedules drive them in-process)."""
+    them to django-q2 after the call; the CLI and schedules drive them in-process).
+    ``own_connection``: as ``DjangoSessionStore``'s (the services pass False)."""
     return Runtime(
-        store=store(),
+        store=store(own_connection=own_connection),
         agents=agents(),
         model_for=model_for,
         sink=FanoutSink(sink(), DeliverySink(), *extra_sinks),

@@ -1,5 +1,6 @@
-"""Runs attempts of a turn: claim the lease, heartbeat, drive the loop, retry within budget,
-then hand the session's chain to its next queued turn. The same code runs in-process and in a
+"""Runs attempts of a turn: claim the lease (and load the turn with it), heartbeat, drive the
+loop, retry within budget. The unit that settles the turn for good names the session's next
+queued turn (``Commit.runnable``), which ``on_runnable`` dispatches: the chain's hand-off. The same code runs in-process and in a
 django-q2 worker."""
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from .agent import Agent
 from .errors import StaleAttemptError
 from .control import RetryableTurnError, Signals
 from .loop import TurnLoop
-from .seams import EventSink, Model, Phase, SessionRef, SessionStore, TurnStatus, Tx
+from .seams import EventSink, Model, Phase, SessionRef, SessionStore, TurnRecord, TurnState, TurnStatus, Tx
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +70,25 @@ class TurnExecutor:
         earlier turn of its session is unfinished (that turn hands over when it ends)."""
         while True:
             attempt_id = uuid.uuid4().hex
-            rec = await self.store.claim(
+            state = await self.store.claim_and_load(
                 turn_id, owner=self.owner, attempt_id=attempt_id, now=self.clock(), lease_seconds=self.lease_seconds
             )
-            if rec is None:
+            if state is None:
                 return None
+            rec = state.turn
             if rec.attempts > self.max_attempts:
-                await self._exhausted(turn_id, attempt_id, rec.attempts - 1)
+                await self._exhausted(rec, attempt_id, rec.attempts - 1)
                 return TurnStatus.FAILED
             try:
-                return await self._attempt(rec.session.agent, turn_id, attempt_id)
+                return await self._attempt(state, attempt_id)
             except RetryableTurnError as exc:
                 log.warning("turn %s attempt %s failed (%s); retrying", turn_id, attempt_id, exc)
                 await self.store.release(turn_id, attempt_id=attempt_id)
                 await self.sleep(self.retry_delay * min(rec.attempts, 8))
 
-    async def _attempt(self, agent_name: str, turn_id: str, attempt_id: str) -> TurnStatus:
-        agent = self.agent_for(agent_name)
+    async def _attempt(self, state: TurnState, attempt_id: str) -> TurnStatus:
+        turn_id = state.turn.turn_id
+        agent = self.agent_for(state.turn.session.agent)
         signals = Signals()
         unsubscribe = self.on_signals(turn_id, signals) if self.on_signals else None
         beat = asyncio.create_task(self._heartbeat(turn_id, attempt_id, signals))
@@ -93,7 +96,7 @@ class TurnExecutor:
             loop = TurnLoop(agent=agent, store=self.store, sink=self.sink, model=self.model_for(agent), signals=signals,
                             agent_for=self.agent_for, on_runnable=self.on_runnable, max_depth=self.max_depth,
                             max_fanout=self.max_fanout)
-            return await loop.run(turn_id, attempt_id)
+            return await loop.run(turn_id, attempt_id, state=state)
         finally:
             beat.cancel()
             if unsubscribe:
@@ -115,7 +118,8 @@ class TurnExecutor:
             if reason:
                 signals.cancel(reason)
 
-    async def _exhausted(self, turn_id: str, attempt_id: str, attempts: int) -> None:
+    async def _exhausted(self, rec: TurnRecord, attempt_id: str, attempts: int) -> None:
+        turn_id = rec.turn_id
         message = f"retry budget exhausted after {attempts} attempts"
 
         def work(tx: Tx) -> None:
@@ -123,6 +127,7 @@ class TurnExecutor:
             tx.journal(Phase.COMMITTED)
             tx.settle(TurnStatus.FAILED, error={"message": message, "reason": "budget_exhausted"})
 
-        rec = await self.store.get_turn(turn_id)
         commit = await self.store.commit(turn_id, attempt_id, work)
         await self.sink.publish(rec.session, commit.events)
+        if commit.runnable and self.on_runnable is not None:  # the chain's hand-off
+            await self.on_runnable(commit.runnable)

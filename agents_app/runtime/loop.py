@@ -153,14 +153,15 @@ class TurnLoop(CompactionSteps, ToolSteps):
 
     # -- the loop -----------------------------------------------------------------------------
 
-    async def run(self, turn_id: str, attempt_id: str | None) -> TurnStatus:
+    async def run(self, turn_id: str, attempt_id: str | None, *, state: TurnState | None = None) -> TurnStatus:
         """Drive the turn from where the store says it is; return the status it ended in.
+        ``state``: what the attempt's claim already loaded (``SessionStore.claim_and_load``).
 
         Raises RetryableTurnError when a redelivery may succeed; returns quietly (with the
         status it believes) when another attempt took the turn over (StaleAttemptError).
         """
         self.attempt_id = attempt_id
-        self.state: TurnState = await self.store.load(turn_id)
+        self.state: TurnState = state if state is not None else await self.store.load(turn_id)
         self.turn: TurnRecord = self.state.turn
         self.transcript = self.state.transcript
         self.base, self.boundary, self.summary_at = self.state.base, self.state.boundary, self.state.summary

@@ -255,6 +255,11 @@ class InMemorySessionStore:
                   lease_owner=owner, lease_expires=now + lease_seconds)
         return turn.record
 
+    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                             lease_seconds: float) -> TurnState | None:
+        claimed = await self.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
+        return None if claimed is None else await self.load(turn_id)
+
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
         turn = self._turn(turn_id)
         if turn.record.attempt_id != attempt_id or turn.record.status != TurnStatus.RUNNING:
@@ -310,6 +315,8 @@ class InMemorySessionStore:
         if "status" in tx.changes:
             self._report(turn)
         runnable += self._woken()
+        if tx.changes.get("status") in FINAL_STATUSES and (nxt := self._next_queued(turn.record.session)):
+            runnable.append((nxt, turn.record.session))  # the chain's hand-off
         return Commit(events=logged, cancel_reason=turn.record.cancel_reason, runnable=runnable)
 
     def _create_child(self, parent: _Turn, child: ChildTurn) -> tuple[str, SessionRef] | None:
@@ -383,6 +390,9 @@ class InMemorySessionStore:
         return [LoggedEvent(seq, e) for g, seq, e in s.events if seq > after and g == s.generation][:limit]
 
     async def next_queued(self, session: SessionRef) -> str | None:
+        return self._next_queued(session)
+
+    def _next_queued(self, session: SessionRef) -> str | None:
         for t in self._session_turns(session):
             if t.record.status in rules.CHAIN_BLOCKING:
                 return t.record.turn_id if t.record.status == TurnStatus.QUEUED else None
@@ -398,8 +408,6 @@ class InMemorySessionStore:
 
     def steps(self, turn_id: str) -> dict[str, Any]:
         return dict(self._turn(turn_id).steps)
-
-
 
 
 def _parked(rec: TurnRecord) -> bool:

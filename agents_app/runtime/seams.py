@@ -166,8 +166,9 @@ class Commit:
 
     events: list[LoggedEvent]
     cancel_reason: str | None
-    #: turns this unit made runnable, to dispatch: the children it spawned, or the parent its
-    #: child's ending woke
+    #: turns this unit made runnable, to dispatch: the children it spawned, the parent its child's
+    #: ending woke, and — when the unit settles its turn for good — the next queued turn of the
+    #: session's chain (the hand-off; read in the unit's transaction, under the session's lock)
     runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
 
 
@@ -260,6 +261,12 @@ class SessionStore(Protocol):
                     lease_seconds: float) -> TurnRecord | None:
         """Take the lease if the turn is runnable, first in its session's chain, and not held
         by a live lease elsewhere (a conditional update). None if not claimed."""
+
+    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                             lease_seconds: float) -> TurnState | None:
+        """``claim``, then, if claimed, ``load``: the state of the turn this attempt now holds
+        (its ``turn`` is the claimed record). None if not claimed. A store may do both at once
+        (one round trip); nothing but the claiming attempt's reads follow its claim."""
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float,
                         lease_seconds: float) -> str | None:

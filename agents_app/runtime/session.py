@@ -108,12 +108,9 @@ class LocalDispatcher:
         task.add_done_callback(self.tasks.discard)
 
     async def _run(self, turn_id: str, session: SessionRef) -> None:
+        # the unit that settles the turn for good dispatches the chain's next turn (on_runnable)
         assert self.executor is not None
-        while turn_id is not None:
-            status = await self.executor.drive(turn_id)
-            if status is None:
-                return
-            turn_id = await self.executor.store.next_queued(session)
+        await self.executor.drive(turn_id)
 
     async def ring(self, turn_ids: Sequence[str]) -> None:
         return None  # attempts in this process are signalled through Runtime.live

@@ -9,21 +9,24 @@ The one package that opens transactions for the engine and knows SQL and the wir
 - ``records``     rows to the runtime's records; the unit's writer (the Tx)
 - ``reads``       a turn's state in O(1) queries, the event log, pending requests
 - ``lease``       claim, heartbeat, release (conditional UPDATEs)
+- ``opening``     PostgreSQL: a turn's creation, and its claim with its load, one round trip each
 - ``control``     create, cancel, answer, reset (the host rules, inside their transaction)
 
 How a unit runs is the store's business: ``atomic`` (work that writes through Django's
 connection — a sync tool's ORM rows) runs on the thread that owns that connection, so the
 tool's writes and the checkpoint share one ``transaction.atomic()``; ``commit`` (work that only
 records through the Tx) runs, on PostgreSQL, on the caller's thread and the store's own
-connection: one round trip, no thread hop. Every checkpoint is fenced: it commits only if the
+connection: one round trip, no thread hop. So do a turn's creation and its claim with its load
+(``opening``), for a store that owns its connection (``own_connection``). Every checkpoint is fenced: it commits only if the
 attempt still owns the turn, else everything — tool writes included — rolls back.
 
 Lock order (every transaction that takes both): the session row, then its turns' rows. The
-host operations (``control``: create, replace, cancel, answer, reset) lock the session with
-``SELECT … FOR UPDATE`` before they touch a turn; a checkpoint's batch opens with
-``checkpoint.LOCK_SESSION`` (``FOR NO KEY UPDATE`` of its turn's session) before its fence
-UPDATE of the turn row, and only then bumps the session's event counter and status. Claim,
-heartbeat and release are single-row statements in their own transaction. Taken in the other
+host operations (``control``, ``opening.create``: create, replace, cancel, answer, reset) lock
+the session with ``SELECT … FOR UPDATE`` before they touch a turn; a checkpoint's batch, and a
+claim with its load (``opening.claim_and_load``), open with ``checkpoint.LOCK_SESSION`` (``FOR NO
+KEY UPDATE`` of its turn's session) before their UPDATE of the turn row, and only then touch the
+session's counters and status. ``lease.claim`` (SQLite), heartbeat and release are single-row
+statements in their own transaction. Taken in the other
 order, a checkpoint (turn, then session) and a replace (session, then its turns) deadlocked.
 """
 
@@ -45,13 +48,23 @@ from agents_app.runtime.seams import (
     TurnRecord,
     TurnState,
 )
-from sessions_app.store import checkpoint, control, direct, lease, reads, tree
+from sessions_app.store import checkpoint, control, direct, lease, opening, reads, tree
 from sessions_app.store.records import UnitWriter, journal_changes
 
 
 class DjangoSessionStore:
-    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time, own_connection: bool = True) -> None:
+        """``own_connection``: on PostgreSQL, a turn's creation and its claim with its load run on
+        the store's own connection (``direct``), on the caller's thread. False keeps them on
+        Django's connection, where the services' host calls belong: each runs in a thread of its
+        own (``async_to_sync``), maybe inside the caller's transaction (a webhook's replay row
+        commits with its turn)."""
         self.clock = clock
+        self.own_connection = own_connection
+
+    def _own(self) -> Any:
+        """The store's own connection when it may use it (PostgreSQL), else None."""
+        return direct.connection() if self.own_connection else None
 
     def unwrap(self) -> Any:
         return connection
@@ -134,6 +147,21 @@ class DjangoSessionStore:
 
     claim_sync = staticmethod(lease.claim)
 
+    @staticmethod
+    def claim_and_load_sync(turn_id: str, *, owner: str, attempt_id: str, now: float,
+                            lease_seconds: float) -> TurnState | None:
+        if lease.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds) is None:
+            return None
+        return reads.load(turn_id)
+
+    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                             lease_seconds: float) -> TurnState | None:
+        if (raw := self._own()) is not None:
+            return opening.claim_and_load(raw, turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                          lease_seconds=lease_seconds)
+        return await sync_to_async(self.claim_and_load_sync)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                                             lease_seconds=lease_seconds)
+
     async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
                     lease_seconds: float) -> TurnRecord | None:
         return await sync_to_async(lease.claim)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
@@ -157,6 +185,8 @@ class DjangoSessionStore:
 
     async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
                           policy: dict[str, Any] | None = None, created_by: Any = None) -> Outcome:
+        if not replace and (raw := self._own()) is not None:
+            return opening.create(raw, session, input, turn_id=turn_id, policy=policy, created_by=created_by)
         return await sync_to_async(control.create_turn)(session, input, turn_id=turn_id, replace=replace,
                                                         policy=policy, created_by=created_by)
 

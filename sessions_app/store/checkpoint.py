@@ -22,7 +22,7 @@ from agents_app.runtime import events as ev
 from agents_app.runtime import rules
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
-from agents_app.runtime.seams import LoggedEvent, SessionRef, SessionStatus, TurnStatus
+from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent, SessionRef, SessionStatus, TurnStatus
 
 from sessions_app.store import children, eventlog, wire
 
@@ -44,7 +44,8 @@ class Written:
     session_id: int
     generation: int
     events: list[LoggedEvent]
-    #: a parent this unit's child woke (``children``)
+    #: a parent this unit's child woke (``children``); the next turn of the session's chain, when
+    #: this unit settled its turn for good (``NEXT_IN_CHAIN``)
     runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
 
 
@@ -115,7 +116,32 @@ def _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary
             cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
     logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages)
     woken = children.report_txn(turn_id, result) if result is not None else []
+    if changes.get("status") in FINAL_STATUSES:
+        with connection.cursor() as cur:
+            cur.execute(NEXT_IN_CHAIN, [turn_id, *CHAIN_BLOCKING])
+            woken += handed_over(cur.fetchone())
     return Written(cancel_reason, session_id, generation, logged, woken)
+
+
+#: the statuses that keep a session's chain waiting (``rules.CHAIN_BLOCKING``; ``lease.CLAIM``)
+CHAIN_BLOCKING = sorted(str(s) for s in rules.CHAIN_BLOCKING)
+#: the head of the turn's session's chain, read by the unit that settles the turn for good: the
+#: chain's hand-off. It follows the unit's fence, under the session's row lock, so it sees every
+#: turn created before the unit (a creation locks the session row too) and a turn created after
+#: it is dispatched by its creator, whose claim then sees this turn settled
+NEXT_IN_CHAIN = (
+    "SELECT n.id, n.status, s.agent, s.key FROM sessions_app_turn t "
+    "JOIN sessions_app_session s ON s.id = t.session_id JOIN sessions_app_turn n ON n.session_id = t.session_id "
+    f"WHERE t.id = %s AND n.status IN ({', '.join(['%s'] * len(CHAIN_BLOCKING))}) ORDER BY n.\"order\" LIMIT 1"
+)
+
+
+def handed_over(row: Any) -> list[tuple[str, SessionRef]]:
+    """The next turn to dispatch from ``NEXT_IN_CHAIN``'s row (id, status, agent, key): the head
+    of the chain when it is queued (a parked head keeps the chain waiting)."""
+    if row is None or row[1] != TurnStatus.QUEUED:
+        return []
+    return [(row[0], SessionRef(row[2], row[3]))]
 
 
 def session_status_sql(*, by_turn: bool) -> str:
@@ -170,6 +196,7 @@ MOVE_BOUNDARY = wire.numbered(
     "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
     "AND sessions_app_session.generation = t.generation"
 )
+NEXT_IN_CHAIN_PG = wire.numbered(NEXT_IN_CHAIN)
 ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
 #: the store's lock order (sessions_app.store): the session row before its turn's (the fence
 #: next), as the host operations take them; the event and status updates upgrade this lock
@@ -220,6 +247,8 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     if "status" in changes:
         batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
     report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
+    final = changes.get("status") in FINAL_STATUSES
+    nxt = batch.add(NEXT_IN_CHAIN_PG, [turn_id, *CHAIN_BLOCKING]) if final else None
     if ends_transaction and status == INTRANS:  # a sync tool's writes began it
         batch.add(b"COMMIT")
     try:
@@ -236,6 +265,8 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         if live == generation:  # archived generations are not watched live
             logged = [LoggedEvent(last - k + 1 + n, e) for n, e in enumerate(events)]
     woken = children.woken_pg(results[report]) if report is not None else []
+    if nxt is not None and results[nxt].ntuples:
+        woken += handed_over([wire.value(results[nxt], c) for c in range(4)])
     return Written(cancel_reason, session_id, generation, logged, woken)
 
 

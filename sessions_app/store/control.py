@@ -23,7 +23,7 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 from sessions_app import models as m
-from sessions_app.store import checkpoint, children, tree
+from sessions_app.store import checkpoint, children, opening, tree
 from sessions_app.store.records import record_of, turn_row
 
 dumps = checkpoint.dumps
@@ -51,7 +51,14 @@ def session_status_txn(session_id: int) -> None:
 
 def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
                 policy: dict[str, Any] | None = None, created_by: Any = None) -> Outcome:
-    """Create the queued turn (a new session is owned by ``created_by``)."""
+    """Create the queued turn (a new session is owned by ``created_by``). On PostgreSQL a plain
+    creation is one round trip on Django's connection (``opening.create``), in the caller's
+    transaction if one is open; a refusal rolls back to this block's savepoint."""
+    if not replace and connection.vendor == "postgresql":
+        connection.ensure_connection()
+        with transaction.atomic():
+            return opening.create(connection.connection, session, input, turn_id=turn_id, policy=policy,
+                                  created_by=created_by, ends_transaction=len(connection.atomic_blocks) == 1)
     with transaction.atomic():
         s = session_row(session, owner=created_by)
         s = _locked_session_txn(s.pk)  # concurrent starts and replaces of a session serialize

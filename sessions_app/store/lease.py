@@ -5,13 +5,11 @@ from __future__ import annotations
 
 from django.db import connection
 
-from agents_app.runtime import rules
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.seams import SessionStatus, TurnRecord, TurnStatus
 from sessions_app import models as m
+from sessions_app.store.checkpoint import CHAIN_BLOCKING
 from sessions_app.store.records import record_of, turn_row
-
-CHAIN_BLOCKING = sorted(str(s) for s in rules.CHAIN_BLOCKING)
 
 #: runnable, lease free or expired, first of its session's chain
 CLAIM = f"""

@@ -4,6 +4,7 @@ pending requests, its event log, the head of its chain."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.db import connection
 
@@ -13,7 +14,7 @@ from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnState, TurnStatus
 from sessions_app import models as m
-from sessions_app.store import eventlog
+from sessions_app.store import eventlog, wire
 from sessions_app.store.records import loads, record_of, turn_row
 
 TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
@@ -21,6 +22,19 @@ TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]')
 TRANSCRIPT = ("SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s "
               "ORDER BY \"index\"")
 STEPS = "SELECT key, data FROM sessions_app_step WHERE turn_id = %s"
+#: a claim's reads in its batch (``opening.claim_and_load``): nothing unless the attempt holds the
+#: turn; the transcript from the live boundary (``live_boundary``), one JSON array each
+STEPS_OF_ATTEMPT_PG = wire.numbered(
+    "SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM sessions_app_step st "
+    "JOIN sessions_app_turn t ON t.id = st.turn_id WHERE st.turn_id = %s::text AND t.attempt_id = %s::text"
+)
+TRANSCRIPT_OF_ATTEMPT_PG = wire.numbered(
+    "SELECT coalesce(json_agg(mm.data ORDER BY mm.\"index\")::text, '[]') FROM sessions_app_turn t "
+    "JOIN sessions_app_session s ON s.id = t.session_id JOIN sessions_app_message mm "
+    "ON mm.session_id = t.session_id AND mm.generation = t.generation "
+    "AND mm.\"index\" >= CASE WHEN t.generation = s.generation THEN s.boundary ELSE 0 END "
+    "WHERE t.id = %s::text AND t.attempt_id = %s::text"
+)
 
 
 def load(turn_id: str) -> TurnState:
@@ -28,23 +42,40 @@ def load(turn_id: str) -> TurnState:
     what a turn reads does not grow with the session's age."""
     turn = turn_row(turn_id)
     s = turn.session
-    live = turn.generation == s.generation
-    boundary, summary = (s.boundary, s.summary_index) if live else (0, None)
+    boundary, summary = live_boundary(turn.generation, s.generation, s.boundary, s.summary_index)
     with connection.cursor() as cur:
         cur.execute(STEPS, [turn_id])
         rows = [(k, loads(d)) for k, d in cur.fetchall()]
         base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
         if connection.vendor == "postgresql":  # one JSON array: one decode, not one per row
             cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation, base])
-            transcript = [Message.from_json(d) for d in json.loads(cur.fetchone()[0])]
+            transcript = messages_of(cur.fetchone()[0])
         else:
             cur.execute(TRANSCRIPT, [turn.session_id, turn.generation, base])
             transcript = [Message.from_json(loads(row[0])) for row in cur.fetchall()]
+    return state_of(record_of(turn), rows, transcript, base=base, boundary=boundary, summary=summary)
+
+
+def live_boundary(generation: int, live: int, boundary: int, summary: int | None) -> tuple[int, int | None]:
+    """(boundary, summary index) a turn of ``generation`` reads from: the session's, for the live
+    generation; an archived generation's turn reads its whole transcript."""
+    return (boundary, summary) if generation == live else (0, None)
+
+
+def messages_of(array: str) -> list[Message]:
+    """A transcript sent as one JSON array (PostgreSQL's ``json_agg``)."""
+    return [Message.from_json(d) for d in json.loads(array)]
+
+
+def state_of(rec: TurnRecord, rows: list[tuple[str, Any]], transcript: list[Message], *, base: int, boundary: int,
+             summary: int | None) -> TurnState:
+    """The TurnState from the turn's record, its step rows (key, data) and its transcript."""
+    turn_id = rec.turn_id
     prefix, spawn_prefix = f"input:{turn_id}:", f"spawn:{turn_id}:"
     answers = {k[len(prefix):]: d for k, d in rows if k.startswith(prefix)}
     spawned = {k[len(spawn_prefix):]: d for k, d in rows if k.startswith(spawn_prefix)}
     steps = {k for k, _ in rows if not k.startswith("input:")}
-    return TurnState(turn=record_of(turn), transcript=transcript, steps=steps, answers=answers,
+    return TurnState(turn=rec, transcript=transcript, steps=steps, answers=answers,
                      base=base, boundary=boundary, summary=summary, spawned=spawned)
 
 

@@ -80,6 +80,8 @@ def _text(value: Any) -> bytes | None:
         return b"t" if value else b"f"
     if isinstance(value, int):
         return str(value).encode()
+    if isinstance(value, float):
+        return repr(value).encode()
     if isinstance(value, datetime):
         return value.isoformat().encode()
     raise TypeError(f"cannot send {type(value).__name__} as a checkpoint parameter")

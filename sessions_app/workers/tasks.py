@@ -1,7 +1,8 @@
 """django-q2 entry points: thin, load by id.
 
-``run_turn`` drives one turn (claim, heartbeat, the loop, a live cancel listener) and then hands
-the session's chain to its next queued turn. ``sweep_expired_leases`` is the scheduled sweeper
+``run_turn`` drives one turn (claim, heartbeat, the loop, a live cancel listener); the unit that
+settles it for good hands the session's chain to its next queued turn (``Commit.runnable``, which
+the executor's ``on_runnable`` enqueues; the sweeper backs a lost enqueue up). ``sweep_expired_leases`` is the scheduled sweeper
 (see ``sessions_app.workers.sweeper`` and docs/workers.md). Their dotted names are in
 ``sessions_app.outbox.queue``.
 """
@@ -11,14 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django_q.models import Schedule
 
 from agents_app.runtime.seams import TurnStatus
 from sessions_app import wiring
 from sessions_app.outbox.doorbell import cancel_listener
-from sessions_app.outbox.queue import SWEEP, SWEEP_SCHEDULE, enqueue_turn
+from sessions_app.outbox.queue import SWEEP, SWEEP_SCHEDULE
 from sessions_app.workers.sweeper import pending_turn_ids, sweep_expired, sweep_queued  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -38,11 +38,6 @@ def run_turn(turn_id: str) -> str | None:
                 # the loop returns RUNNING only when its attempt lost the lease (fenced out)
                 log.warning("turn %s: attempt of %s lost its lease; its last unit was refused",
                             turn_id, executor.owner)
-            elif status is not None:
-                rec = await store.get_turn(turn_id)
-                nxt = await store.next_queued(rec.session)
-                if nxt:
-                    await sync_to_async(enqueue_turn)(nxt)
         except BaseException:
             await store.close_connections()  # it may be the connection that failed
             raise
