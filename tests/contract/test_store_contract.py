@@ -30,7 +30,7 @@ REF = SessionRef("ops", "contract")
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=["memory", "django", "django-commit"])
+@pytest.fixture(params=["memory", "django", "django-commit", "django-host"])
 def store(request):
     if request.param == "memory":
         return InMemorySessionStore()
@@ -38,6 +38,8 @@ def store(request):
 
     if request.param == "django":
         return DjangoSessionStore()
+    if request.param == "django-host":  # as the services call it: host operations on Django's connection
+        return DjangoSessionStore(own_connection=False)
 
     class EveryUnitCommitted(DjangoSessionStore):
         """Every unit as the engine sends one that only records through the Tx (``commit``;

@@ -1,0 +1,248 @@
+"""A turn's opening and closing on the Django store: how many round trips they take on
+PostgreSQL, what a creation keeps (the session's owner, nothing when refused, the caller's
+transaction), and the chain's hand-off racing a creation."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import uuid
+from collections import Counter
+
+import pytest
+from asgiref.sync import SyncToAsync
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.db.backends import utils as db_utils
+
+from agents_app.runtime import (
+    Agent,
+    ScriptedModel,
+    SessionRef,
+    TurnConflictError,
+    TurnExecutor,
+    TurnInput,
+    TurnStatus,
+    reply,
+    tool,
+)
+from sessions_app import models as m
+from tests.conftest import is_postgres
+from tests.contract.test_lock_order import _in_thread
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+
+def postgres_only() -> None:
+    if not is_postgres():
+        pytest.skip("round trips and row locks: PostgreSQL (SQLite has neither)")
+
+
+class RoundTrips:
+    """Counts what reaches the database: batches (``wire.Batch.run``, one round trip each),
+    deferred batches (read back by the next run), statements through Django's cursors, and
+    hops to asgiref's sync thread."""
+
+    def __init__(self, monkeypatch) -> None:
+        from sessions_app.store import wire
+
+        self.counts: Counter[str] = Counter()
+        for name, cls, attr in (("batch", wire.Batch, "run"), ("deferred", wire.Batch, "defer"),
+                                ("django", db_utils.CursorWrapper, "_execute"),
+                                ("django", db_utils.CursorWrapper, "_executemany"),
+                                ("hop", SyncToAsync, "__call__")):
+            monkeypatch.setattr(cls, attr, self._counting(name, getattr(cls, attr)))
+
+    def _counting(self, name, fn):
+        counts = self.counts
+
+        if asyncio.iscoroutinefunction(fn):
+            async def counted_async(*args, **kwargs):
+                counts[name] += 1
+                return await fn(*args, **kwargs)
+            return counted_async
+
+        def counted(*args, **kwargs):
+            counts[name] += 1
+            return fn(*args, **kwargs)
+        return counted
+
+    def take(self) -> dict[str, int]:
+        out = {k: v for k, v in self.counts.items() if v}
+        self.counts.clear()
+        return out
+
+
+@tool("noop", "does nothing", {"type": "object", "properties": {"n": {"type": "integer"}}})
+def noop(input, ctx):
+    return {"ok": input.get("n")}
+
+
+AGENT = Agent("bench", "You are a test.", tools=[noop])
+
+
+class NullSink:
+    async def publish(self, session, events):
+        return None
+
+    async def delta(self, session, event):
+        return None
+
+
+def test_opening_and_closing_a_turn_take_one_round_trip_each(monkeypatch):
+    """A 3-step turn (model -> sync tool -> model), creation included: the creation is one
+    round trip, the claim with its load one, then one per checkpoint (the opening, the model
+    step, the sync tool's step, the last model step, which also settles the turn and names the
+    chain's next turn); the journal rides along deferred. The only thread hop is the sync
+    tool's unit (its ORM writes share the checkpoint's transaction)."""
+    postgres_only()
+    from sessions_app.store import DjangoSessionStore, direct
+
+    store = DjangoSessionStore()
+    ref = SessionRef("bench", "trips")
+    handed: list = []
+
+    async def on_runnable(runnable):
+        handed.extend(runnable)
+
+    async def scenario(counter: RoundTrips) -> list[dict[str, int]]:
+        seen = []
+        for n in range(3):  # the first warms the connection and its prepared statements
+            model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
+            executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: AGENT,
+                                    model_for=lambda a: model, clock=time.time, lease_seconds=60,
+                                    on_runnable=on_runnable)
+            turn_id, queued = uuid.uuid4().hex, uuid.uuid4().hex
+            counter.take()
+            await store.create_turn(ref, TurnInput(text=f"check {n}"), turn_id=turn_id)
+            created = counter.take()
+            await store.create_turn(ref, TurnInput(text="behind it"), turn_id=queued)
+            counter.take()
+            handed.clear()
+            assert await executor.drive(turn_id) == TurnStatus.COMPLETED
+            seen.append({"create": created, "drive": counter.take(), "handed": list(handed), "queued": queued})
+            await store.request_cancel(queued, "requested")
+        return seen
+
+    counter = RoundTrips(monkeypatch)
+    try:
+        seen = asyncio.run(scenario(counter))
+    finally:
+        direct.close_all()
+    for turn in seen[1:]:
+        assert turn["create"] == {"batch": 1}
+        assert turn["drive"] == {"batch": 1 + 4, "deferred": 2, "hop": 1}
+        assert turn["handed"] == [(turn["queued"], ref)]  # no read after the turn
+
+
+def test_a_creation_on_djangos_connection_is_one_round_trip(monkeypatch):
+    """The services' path (``own_connection=False``): on the request's thread, in one round trip."""
+    postgres_only()
+    from sessions_app.store import DjangoSessionStore
+
+    store = DjangoSessionStore(own_connection=False)
+    counter = RoundTrips(monkeypatch)
+    for n in range(2):
+        counter.take()
+        store.create_turn_sync(SessionRef("ops", "host"), TurnInput(text="x"), turn_id=uuid.uuid4().hex)
+        created = counter.take()
+    assert created == {"batch": 1}
+
+
+def _user(name: str):
+    return get_user_model().objects.create_user(username=name, password="x")
+
+
+def test_a_new_session_is_owned_by_its_first_creator():
+    from sessions_app.store import DjangoSessionStore
+
+    alice, bob = _user("alice"), _user("bob")
+    for store in (DjangoSessionStore(), DjangoSessionStore(own_connection=False)):
+        first, second = uuid.uuid4().hex, uuid.uuid4().hex
+        ref = SessionRef("ops", f"owned-{store.own_connection}")
+        asyncio.run(store.create_turn(ref, TurnInput(text="1"), turn_id=first, created_by=alice))
+        asyncio.run(store.create_turn(ref, TurnInput(text="2"), turn_id=second, created_by=bob))
+        session = m.Session.objects.get(agent=ref.agent, key=ref.key)
+        assert session.owner_id == alice.pk and session.status == "running"
+        turns = {t.id: t for t in m.Turn.objects.filter(session=session)}
+        assert (turns[first].created_by_id, turns[second].created_by_id) == (alice.pk, bob.pk)
+        assert (turns[first].order, turns[second].order) == (1, 2)
+        assert m.Session.objects.get(pk=session.pk).turn_seq == 2
+
+
+def test_a_refused_creation_writes_nothing():
+    from sessions_app.store import DjangoSessionStore
+
+    for store in (DjangoSessionStore(), DjangoSessionStore(own_connection=False)):
+        turn_id = uuid.uuid4().hex
+        asyncio.run(store.create_turn(SessionRef("ops", "first"), TurnInput(text="1"), turn_id=turn_id))
+        fresh = SessionRef("ops", f"fresh-{store.own_connection}")
+        with pytest.raises(TurnConflictError):
+            asyncio.run(store.create_turn(fresh, TurnInput(text="again"), turn_id=turn_id))
+        assert not m.Session.objects.filter(key=fresh.key).exists()  # not even the session
+        assert m.Turn.objects.get(pk=turn_id).session.key == "first"
+
+
+def test_a_creation_belongs_to_the_callers_transaction():
+    """As a webhook's: the turn commits or rolls back with the caller's rows, and a refusal
+    leaves the caller's transaction usable."""
+    from sessions_app.store import DjangoSessionStore
+
+    store = DjangoSessionStore(own_connection=False)
+    gone, kept, taken = uuid.uuid4().hex, uuid.uuid4().hex, uuid.uuid4().hex
+    store.create_turn_sync(SessionRef("ops", "taken"), TurnInput(text="x"), turn_id=taken)
+    with pytest.raises(RuntimeError):
+        with transaction.atomic():
+            store.create_turn_sync(SessionRef("ops", "caller"), TurnInput(text="x"), turn_id=gone)
+            raise RuntimeError("the caller fails after the creation")
+    assert not m.Turn.objects.filter(pk=gone).exists()
+    with transaction.atomic():
+        m.Session.objects.create(agent="ops", key="callers-row")
+        with pytest.raises(TurnConflictError):
+            store.create_turn_sync(SessionRef("ops", "caller"), TurnInput(text="x"), turn_id=taken)
+        store.create_turn_sync(SessionRef("ops", "caller"), TurnInput(text="x"), turn_id=kept)
+    assert m.Session.objects.filter(key="callers-row").exists() and m.Turn.objects.filter(pk=kept).exists()
+
+
+def test_the_hand_off_never_misses_a_turn_created_as_the_chain_ends():
+    """A turn created while the running turn of its session settles is dispatched by one of
+    the two: the settling unit names it (it was created first), or its creator's dispatch
+    claims it (the settling unit committed first). Never neither."""
+    postgres_only()
+    from sessions_app.store import DjangoSessionStore, direct
+
+    store = DjangoSessionStore()
+    ref = SessionRef("ops", "race")
+    missed = []
+    for n in range(40):
+        running, attempt = uuid.uuid4().hex, uuid.uuid4().hex
+        store.create_turn_sync(ref, TurnInput(text="runs"), turn_id=running)
+        assert store.claim_sync(running, owner="w", attempt_id=attempt, now=1.0, lease_seconds=600)
+        late = uuid.uuid4().hex
+        go = threading.Barrier(2)
+
+        def settle():
+            go.wait()
+            commit = store.commit_direct(direct.connection(), running, attempt,
+                                         lambda tx: tx.settle(TurnStatus.COMPLETED))
+            return [turn_id for turn_id, _ in commit.runnable]
+
+        def create():
+            go.wait()
+            own = DjangoSessionStore()
+            asyncio.run(own.create_turn(ref, TurnInput(text="late"), turn_id=late))
+            return asyncio.run(own.claim_and_load(late, owner="w2", attempt_id=uuid.uuid4().hex, now=2.0,
+                                                  lease_seconds=600)) is not None
+
+        (settler, settled), (creator, created) = _in_thread(settle), _in_thread(create)
+        settler.join(30)
+        creator.join(30)
+        assert "error" not in settled and "error" not in created, (settled, created)
+        out = {"handed": settled["value"], "claimed": created["value"]}
+        if not (late in out.get("handed", []) or out.get("claimed")):
+            missed.append((n, out))
+        m.Turn.objects.filter(pk=late).update(status=TurnStatus.COMPLETED)
+    direct.close_all()
+    assert missed == []
