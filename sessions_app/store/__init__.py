@@ -8,6 +8,7 @@ The one package that opens transactions for the engine and knows SQL and the wir
 - ``eventlog``    events that repeat a message of their checkpoint store its position
 - ``records``     rows to the runtime's records; the unit's writer (the Tx)
 - ``reads``       a turn's state in O(1) queries, the event log, pending requests
+- ``transcripts`` the transcripts this process decoded already (a load reads past them only)
 - ``lease``       claim, heartbeat, release (conditional UPDATEs)
 - ``opening``     PostgreSQL: a turn's creation, and its claim with its load, one round trip each
 - ``control``     create, cancel, answer, reset (the host rules, inside their transaction)
@@ -48,7 +49,7 @@ from agents_app.runtime.seams import (
     TurnRecord,
     TurnState,
 )
-from sessions_app.store import checkpoint, control, direct, lease, opening, reads, tree
+from sessions_app.store import checkpoint, control, direct, lease, opening, reads, transcripts, tree
 from sessions_app.store.records import UnitWriter, journal_changes
 
 
@@ -111,6 +112,7 @@ class DjangoSessionStore:
         record(tx)
         written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                               tx.events, boundary=tx.moved, result=tx.result)
+        transcripts.wrote((written.session_id, written.generation), tx.messages)  # committed at its Sync
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:

@@ -24,7 +24,7 @@ from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent, SessionRef, SessionStatus, TurnStatus
 
-from sessions_app.store import children, eventlog, wire
+from sessions_app.store import children, eventlog, transcripts, wire
 
 IDLE = TransactionStatus.IDLE
 INTRANS = TransactionStatus.INTRANS
@@ -266,7 +266,10 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
             logged = [LoggedEvent(last - k + 1 + n, e) for n, e in enumerate(events)]
     woken = children.woken_pg(results[report]) if report is not None else []
     if nxt is not None and results[nxt].ntuples:
-        woken += handed_over([wire.value(results[nxt], c) for c in range(4)])
+        handed = handed_over([wire.value(results[nxt], c) for c in range(4)])
+        for next_turn, _ in handed:  # its load will look for this session's transcript
+            transcripts.remember(next_turn, session_id, generation)
+        woken += handed
     return Written(cancel_reason, session_id, generation, logged, woken)
 
 

@@ -17,7 +17,7 @@ import threading
 import psycopg
 from django.db import connections
 
-from sessions_app.store import wire
+from sessions_app.store import transcripts, wire
 
 _local = threading.local()
 _opened: set[psycopg.Connection] = set()
@@ -55,7 +55,9 @@ def drop_unusable() -> None:
 
 
 def close_all() -> None:
-    """Close every thread's connection (tests, before the test database is flushed or dropped)."""
+    """Close every thread's connection (tests, before the test database is flushed or dropped),
+    and forget the transcripts read through them."""
+    transcripts.clear()
     with _lock:
         opened = list(_opened)
         _opened.clear()

@@ -7,7 +7,8 @@ Django's, inside the caller's transaction):
   turn and recompute the session's status — ``control.create_turn``'s statements, sent at once;
 - ``claim_and_load``: lock the turn's session, claim the lease (``lease.CLAIM``, unchanged), mark
   the session running, and read back the claimed turn, its step memo and its transcript from the
-  boundary — ``lease.claim`` and ``reads.load`` in one transaction.
+  boundary — ``lease.claim`` and ``reads.load`` in one transaction; of the transcript, only what
+  this process has not decoded already (``transcripts``).
 
 Lock order (the store's): both lock the session row before they touch a turn's. A creation
 takes ``FOR UPDATE``, as every host operation does, so it serializes with a checkpoint of the
@@ -37,7 +38,7 @@ from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import Outcome, SessionRef, SessionStatus, TurnInput, TurnState, TurnStatus
 from sessions_app import models as m
-from sessions_app.store import checkpoint, lease, reads, wire
+from sessions_app.store import checkpoint, lease, reads, transcripts, wire
 from sessions_app.store.records import record_of
 
 START_REFUSED = "JUNE2"  # SQLSTATE of june_start_refused()
@@ -96,7 +97,7 @@ def _insert_turn() -> tuple[bytes, tuple[models.Field, ...]]:
         "WITH s AS (UPDATE sessions_app_session SET turn_seq = turn_seq + 1 "
         "WHERE agent = %s::text AND key = %s::text RETURNING id, turn_seq, generation) "
         f'INSERT INTO sessions_app_turn (session_id, "order", generation, {names}) '
-        f"SELECT s.id, s.turn_seq, s.generation, {casts} FROM s RETURNING generation"
+        f"SELECT s.id, s.turn_seq, s.generation, {casts} FROM s RETURNING generation, session_id"
     ), fields
 
 
@@ -134,6 +135,7 @@ def create(raw: psycopg.Connection, session: SessionRef, input: TurnInput, *, tu
     if not results[inserted].ntuples:
         raise NotFound(f"session {session} was deleted while the turn was created")
     turn.generation = int(wire.value(results[inserted], 0))
+    transcripts.remember(turn_id, int(wire.value(results[inserted], 1)), turn.generation)
     return Outcome(turn=record_of(turn, s))
 
 
@@ -156,7 +158,10 @@ def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt
                                 TurnStatus.QUEUED, TurnStatus.RUNNING, now, *lease.CHAIN_BLOCKING])
     batch.add(MARK_RUNNING, [SessionStatus.RUNNING, turn_id, attempt_id, SessionStatus.RUNNING])
     steps = batch.add(reads.STEPS_OF_ATTEMPT_PG, [turn_id, attempt_id])
-    messages = batch.add(reads.TRANSCRIPT_OF_ATTEMPT_PG, [turn_id, attempt_id])
+    held = transcripts.known(turn_id)
+    key, stretch = held if held is not None else ((None, None), transcripts.Stretch(0))
+    messages = batch.add(reads.TRANSCRIPT_OF_ATTEMPT_PG, [*key, stretch.start, stretch.end, stretch.end, turn_id,
+                                                          attempt_id])
     results = batch.run()
     row = results[claimed]
     if not row.ntuples:
@@ -166,11 +171,18 @@ def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt
     summary_at = wire.value(row, 5)
     boundary, summary = reads.live_boundary(rec.generation, int(wire.value(row, 3)), int(wire.value(row, 4)),
                                             None if summary_at is None else int(summary_at))
-    rows = [(key, data) for key, data in json.loads(wire.value(results[steps], 0))]
+    rows = [(k, data) for k, data in json.loads(wire.value(results[steps], 0))]
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
-    array = wire.value(results[messages], 0)
+    session = (columns["session_id"], rec.generation)
+    transcripts.remember(turn_id, *session)
     if base != boundary:  # a compaction of this turn cut inside it: read from its opening (rare)
         again = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
-        again.add(TRANSCRIPT_FROM, [columns["session_id"], rec.generation, base])
-        array = wire.value(again.run()[0], 0)
-    return reads.state_of(rec, rows, reads.messages_of(array), base=base, boundary=boundary, summary=summary)
+        again.add(TRANSCRIPT_FROM, [*session, base])
+        transcript = reads.messages_of(wire.value(again.run()[0], 0))
+    else:
+        read_from = int(wire.value(results[messages], 0))
+        unseen = reads.messages_of(wire.value(results[messages], 1))
+        transcripts.read(session, read_from, unseen)
+        # past the boundary, what this process held (``transcripts``), then what it had not seen
+        transcript = stretch.between(base, read_from) + unseen if read_from > base else unseen
+    return reads.state_of(rec, rows, transcript, base=base, boundary=boundary, summary=summary)

@@ -28,11 +28,16 @@ STEPS_OF_ATTEMPT_PG = wire.numbered(
     "SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM sessions_app_step st "
     "JOIN sessions_app_turn t ON t.id = st.turn_id WHERE st.turn_id = %s::text AND t.attempt_id = %s::text"
 )
+#: ... and where it read from: the live boundary (``live_boundary``), or past the end of what this
+#: process already holds (``transcripts``: session id, generation, start, end) when that stretch
+#: is of the turn's session and generation and covers the boundary
 TRANSCRIPT_OF_ATTEMPT_PG = wire.numbered(
-    "SELECT coalesce(json_agg(mm.data ORDER BY mm.\"index\")::text, '[]') FROM sessions_app_turn t "
-    "JOIN sessions_app_session s ON s.id = t.session_id JOIN sessions_app_message mm "
-    "ON mm.session_id = t.session_id AND mm.generation = t.generation "
-    "AND mm.\"index\" >= CASE WHEN t.generation = s.generation THEN s.boundary ELSE 0 END "
+    "SELECT f.pos, (SELECT coalesce(json_agg(mm.data ORDER BY mm.\"index\")::text, '[]') "
+    "FROM sessions_app_message mm WHERE mm.session_id = t.session_id AND mm.generation = t.generation "
+    "AND mm.\"index\" >= f.pos) FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+    "CROSS JOIN LATERAL (SELECT CASE WHEN t.generation = s.generation THEN s.boundary ELSE 0 END AS start) b "
+    "CROSS JOIN LATERAL (SELECT CASE WHEN t.session_id = %s::bigint AND t.generation = %s::integer "
+    "AND b.start BETWEEN %s::integer AND %s::integer THEN %s::integer ELSE b.start END AS pos) f "
     "WHERE t.id = %s::text AND t.attempt_id = %s::text"
 )
 

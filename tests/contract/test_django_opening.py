@@ -246,3 +246,51 @@ def test_the_hand_off_never_misses_a_turn_created_as_the_chain_ends():
         m.Turn.objects.filter(pk=late).update(status=TurnStatus.COMPLETED)
     direct.close_all()
     assert missed == []
+
+
+def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkeypatch):
+    """``transcripts``: a session's messages this process read or wrote are not read again; what
+    others wrote (here: a sync tool's unit, on Django's connection) is; a reset reads nothing
+    of the archived generation. Every load equals the plain one (``reads.load``)."""
+    postgres_only()
+    from agents_app.runtime import Message, Role
+    from sessions_app.store import DjangoSessionStore, direct
+
+    store = DjangoSessionStore()
+    ref = SessionRef("ops", "seen")
+    decoded = Counter()
+    from_json = Message.from_json.__func__
+    monkeypatch.setattr(Message, "from_json", classmethod(lambda cls, d: decoded.update(["n"]) or from_json(cls, d)))
+
+    def appended(turn_id, start, n):
+        def work(tx):
+            for i in range(start, start + n):
+                tx.append(Message(Role.USER if i % 2 == 0 else Role.ASSISTANT, text=str(i), turn_id=turn_id), i)
+        return work
+
+    async def turn(start: int, n: int, *, unit: str) -> tuple[int, list[str]]:
+        turn_id, attempt = uuid.uuid4().hex, uuid.uuid4().hex
+        await store.create_turn(ref, TurnInput(text="x"), turn_id=turn_id)
+        decoded.clear()
+        state = await store.claim_and_load(turn_id, owner="w", attempt_id=attempt, now=time.time(), lease_seconds=60)
+        loaded = decoded["n"], [m.text for m in state.transcript]
+        plain = await store.load(turn_id)  # reads.load: the plain load
+        assert [m.text for m in plain.transcript] == loaded[1]
+        if n:
+            write = store.commit if unit == "commit" else store.atomic
+            await write(turn_id, attempt, appended(turn_id, start, n))
+        await store.commit(turn_id, attempt, lambda tx: tx.settle(TurnStatus.COMPLETED))
+        return loaded
+
+    async def scenario():
+        try:
+            assert await turn(0, 50, unit="commit") == (0, [])
+            assert await turn(50, 3, unit="atomic") == (0, [str(i) for i in range(50)])  # all held
+            assert await turn(53, 0, unit="commit") == (3, [str(i) for i in range(53)])  # the 3 unit's only
+            assert (await turn(53, 0, unit="commit"))[0] == 0
+            await store.reset(ref)
+            assert await turn(0, 0, unit="commit") == (0, [])
+        finally:
+            await asyncio.to_thread(direct.close_all)
+
+    asyncio.run(scenario())

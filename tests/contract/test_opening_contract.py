@@ -10,8 +10,10 @@ import pytest
 
 from agents_app.runtime import Message, NotFound, Phase, Role, StaleAttemptError, TurnInput, TurnStatus
 from agents_app.runtime import events as ev
-from tests.contract.test_store_contract import REF, _compact, _history, claimed, store, tid  # noqa: F401
+from tests.contract import test_store_contract as contract
+from tests.contract.test_store_contract import REF, _compact, _history, claimed, tid
 
+store = contract.store  # the contract suite's fixture: every store
 pytestmark = pytest.mark.django_db(transaction=True)
 
 REQUEST = {"id": "approve", "prompt": "ok?", "schema": {"type": "object"}, "answerers": None}

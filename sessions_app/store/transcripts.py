@@ -1,0 +1,108 @@
+"""The transcripts this process has already decoded, so that loading a turn reads and decodes
+only the messages it has not seen: a turn's load costs the same at 10 or 2,000 messages.
+
+Sound because the message log is append-only: a position (session, generation, index) is taken
+once (a unique constraint) and no message row is ever updated, so a stretch of positions read
+once stays true; a reset moves the session to a new generation (another key), and a deleted
+session's id is never handed out again. Only committed rows go in: what a load read, and what
+a unit on the store's own connection wrote (its batch commits at its Sync). A stretch only
+grows at its end, one position after the other; a write that does not continue it is left for
+the next load to read.
+
+The load does not know a turn's session before its claim's batch comes back, so the turns
+this process created, claimed or handed its chain to are remembered with their session
+(``remember``): the load sends the stretch it holds for that session, and the database reads
+only past its end when the turn is in that session and generation (``reads.TRANSCRIPT_OF_ATTEMPT_PG``).
+Bounded: the most recently used sessions and turns.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from agents_app.runtime.messages import Message
+
+MAX_SESSIONS = 32
+MAX_TURNS = 1024
+
+Key = tuple[int, int]  # (session id, generation)
+
+
+@dataclass(slots=True)
+class Stretch:
+    """The messages at positions ``start`` .. ``end - 1`` of one session's generation."""
+
+    start: int
+    messages: list[Message] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.messages)
+
+    def between(self, start: int, end: int) -> list[Message]:
+        return self.messages[start - self.start:end - self.start]
+
+
+_lock = threading.Lock()
+_stretches: OrderedDict[Key, Stretch] = OrderedDict()
+_turns: OrderedDict[str, Key] = OrderedDict()
+
+
+def _bounded(cache: OrderedDict, key, value, limit: int) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > limit:
+        cache.popitem(last=False)
+
+
+def remember(turn_id: str, session_id: int, generation: int) -> None:
+    """``turn_id`` belongs to this session's generation (a guess a load checks)."""
+    with _lock:
+        _bounded(_turns, turn_id, (session_id, generation), MAX_TURNS)
+
+
+def known(turn_id: str) -> tuple[Key, Stretch] | None:
+    """A copy of the stretch held for the session ``turn_id`` was last seen in, if any."""
+    with _lock:
+        key = _turns.get(turn_id)
+        stretch = _stretches.get(key) if key is not None else None
+        if stretch is None:
+            return None
+        _stretches.move_to_end(key)
+        return key, Stretch(stretch.start, list(stretch.messages))
+
+
+def read(key: Key, start: int, messages: list[Message]) -> None:
+    """A load read ``messages`` from position ``start`` to the end (committed rows)."""
+    with _lock:
+        stretch = _stretches.get(key)
+        if stretch is not None and stretch.start <= start <= stretch.end:
+            del stretch.messages[start - stretch.start:]
+            stretch.messages.extend(messages)
+            _stretches.move_to_end(key)
+        else:
+            _bounded(_stretches, key, Stretch(start, list(messages)), MAX_SESSIONS)
+
+
+def wrote(key: Key, messages: list[tuple[int, Message]]) -> None:
+    """A committed unit wrote ``messages`` (position, message): they continue the stretch if
+    they start at its end."""
+    if not messages:
+        return
+    with _lock:
+        stretch = _stretches.get(key)
+        if stretch is None:
+            return
+        for index, message in messages:
+            if index != stretch.end:
+                return
+            stretch.messages.append(message)
+
+
+def clear() -> None:
+    """Forget everything (tests that recreate the database)."""
+    with _lock:
+        _stretches.clear()
+        _turns.clear()
