@@ -103,6 +103,8 @@ class Turn(models.Model):
         indexes = [
             models.Index(fields=["session", "status", "order"]),
             models.Index(fields=["status", "lease_expires_at"]),
+            # a session's parents parked on children (few): the session status reads it per change
+            models.Index(fields=["session"], condition=models.Q(waiting__gt=0), name="turn_waiting"),
         ]
 
     def __str__(self) -> str:

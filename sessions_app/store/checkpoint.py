@@ -147,14 +147,17 @@ def handed_over(row: Any) -> list[tuple[str, SessionRef]]:
 def session_status_sql(*, by_turn: bool) -> str:
     """Recompute a session's status from its turns and messages in one statement, and stamp
     ``updated_at`` (``auto_now`` does not fire on an UPDATE): a turn was created, settled,
-    cancelled or answered, which is what the session list orders by."""
+    cancelled or answered, which is what the session list orders by. Each EXISTS is an index
+    lookup (the session's unfinished turns, its parents parked on children: ``turn_waiting``),
+    not a scan of every turn the session ever ran."""
     target = "(SELECT session_id FROM sessions_app_turn WHERE id = %s)" if by_turn else "%s"
     return (
         "UPDATE sessions_app_session SET updated_at = %s, status = CASE "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
         "AND t.status = %s AND t.waiting = 0 AND t.generation = sessions_app_session.generation) THEN %s "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
-        "AND (t.status IN (%s, %s) OR t.waiting > 0)) THEN %s "
+        "AND t.status IN (%s, %s)) OR EXISTS (SELECT 1 FROM sessions_app_turn t "
+        "WHERE t.session_id = sessions_app_session.id AND t.waiting > 0) THEN %s "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_message mm WHERE mm.session_id = sessions_app_session.id "
         "AND mm.generation = sessions_app_session.generation) THEN %s "
         f"ELSE %s END WHERE id = {target}"

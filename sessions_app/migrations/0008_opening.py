@@ -2,9 +2,12 @@
 when ``rules.check_start`` refuses it, with the facts it was refused on in the error's DETAIL
 (a JSON object the store hands back to ``rules.check_start``). An error, not a conditional
 INSERT of 0 rows, so the creation is one round trip: the rest of its statements are skipped and
-its transaction rolls back, the session it may have just created included."""
+its transaction rolls back, the session it may have just created included.
 
-from django.db import migrations
+And ``turn_waiting``: the session status (recomputed at every turn's creation and status
+change) looks a session's parents parked on children up instead of scanning all its turns."""
+
+from django.db import migrations, models
 
 CREATE = """
 CREATE OR REPLACE FUNCTION june_start_refused(turn_exists boolean, parked boolean) RETURNS integer
@@ -30,4 +33,9 @@ def drop(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [("sessions_app", "0007_subagents")]
-    operations = [migrations.RunPython(create, drop)]
+    operations = [
+        migrations.RunPython(create, drop),
+        # the session status's "parked on children" lookup, without a scan of the session's turns
+        migrations.AddIndex(model_name="turn", index=models.Index(
+            fields=["session"], condition=models.Q(waiting__gt=0), name="turn_waiting")),
+    ]
