@@ -4,6 +4,7 @@ pending requests, its event log, the head of its chain."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from django.db import connection
 
@@ -27,19 +28,26 @@ def load(turn_id: str) -> TurnState:
     """From the boundary on (the live generation's; or this turn's opening, if it compacted):
     what a turn reads does not grow with the session's age."""
     turn = turn_row(turn_id)
-    s = turn.session
+    with connection.cursor() as cur:
+        return state_of(cur, turn, json_array=connection.vendor == "postgresql")
+
+
+def state_of(cur: Any, turn: Any, *, json_array: bool = False) -> TurnState:
+    """``load`` once the turn's row (with its ``session``) is read: its steps and transcript on
+    ``cur`` (Django's, or the store's own SQLite connection, ``lite``). ``json_array``: the
+    transcript as one JSON array (PostgreSQL: one decode, not one per row)."""
+    turn_id, s = turn.id, turn.session
     live = turn.generation == s.generation
     boundary, summary = (s.boundary, s.summary_index) if live else (0, None)
-    with connection.cursor() as cur:
-        cur.execute(STEPS, [turn_id])
-        rows = [(k, loads(d)) for k, d in cur.fetchall()]
-        base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
-        if connection.vendor == "postgresql":  # one JSON array: one decode, not one per row
-            cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation, base])
-            transcript = [Message.from_json(d) for d in json.loads(cur.fetchone()[0])]
-        else:
-            cur.execute(TRANSCRIPT, [turn.session_id, turn.generation, base])
-            transcript = [Message.from_json(loads(row[0])) for row in cur.fetchall()]
+    cur.execute(STEPS, [turn_id])
+    rows = [(k, loads(d)) for k, d in cur.fetchall()]
+    base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
+    if json_array:
+        cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation, base])
+        transcript = [Message.from_json(d) for d in json.loads(cur.fetchone()[0])]
+    else:
+        cur.execute(TRANSCRIPT, [turn.session_id, turn.generation, base])
+        transcript = [Message.from_json(loads(row[0])) for row in cur.fetchall()]
     prefix, spawn_prefix = f"input:{turn_id}:", f"spawn:{turn_id}:"
     answers = {k[len(prefix):]: d for k, d in rows if k.startswith(prefix)}
     spawned = {k[len(spawn_prefix):]: d for k, d in rows if k.startswith(spawn_prefix)}
@@ -72,12 +80,18 @@ def events(session: SessionRef, after: int = 0, limit: int = 1000) -> list[Logge
     return [LoggedEvent(seq, ev.event_from_json(data)) for (seq, _), data in zip(rows, whole)]
 
 
-def next_queued(session: SessionRef) -> str | None:
-    first = (
-        m.Turn.objects.filter(session__agent=session.agent, session__key=session.key,
-                              status__in=rules.CHAIN_BLOCKING)
-        .order_by("order")
-        .values_list("id", "status")
-        .first()
-    )
+CHAIN_BLOCKING = sorted(str(st) for st in rules.CHAIN_BLOCKING)
+#: the head of a session's chain: the first turn that blocks the ones after it
+NEXT_QUEUED = ("SELECT t.id, t.status FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+               f"WHERE s.agent = %s AND s.key = %s AND t.status IN ({', '.join(['%s'] * len(CHAIN_BLOCKING))}) "
+               'ORDER BY t."order" LIMIT 1')
+
+
+def next_queued(session: SessionRef, cur: Any = None) -> str | None:
+    """The head of the session's chain if it is queued (on ``cur``, else Django's connection)."""
+    if cur is None:
+        with connection.cursor() as cur:
+            return next_queued(session, cur)
+    cur.execute(NEXT_QUEUED, [session.agent, session.key, *CHAIN_BLOCKING])
+    first = cur.fetchone()
     return first[0] if first and first[1] == TurnStatus.QUEUED else None
