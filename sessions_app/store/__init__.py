@@ -192,6 +192,9 @@ class DjangoSessionStore:
 
     async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
                           policy: dict[str, Any] | None = None, created_by: Any = None) -> Outcome:
+        if not replace and lite.here():
+            with suppress(lite.Busy):
+                return lite.create_turn(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
         return await sync_to_async(control.create_turn)(session, input, turn_id=turn_id, replace=replace,
                                                         policy=policy, created_by=created_by)
 

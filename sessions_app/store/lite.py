@@ -5,7 +5,7 @@ Handing it to asgiref's sync thread (the one that owns Django's connection) cost
 each way, many times the statements themselves. So on SQLite, as on PostgreSQL (``direct``),
 the units that only record what the engine did (``commit``, ``journal``) and the turn's reads
 and lease calls (``load``, ``get_turn``, ``next_queued``, ``claim``, ``heartbeat``,
-``release``) run on the caller's thread, on a ``sqlite3`` connection of the store's own: one
+``release``) and the creation of a turn without a replace run on the caller's thread, on a ``sqlite3`` connection of the store's own: one
 per thread, never shared, opened from Django's settings for the default database with the same
 pragmas (``foreign_keys``, then ``OPTIONS["init_command"]``: WAL, synchronous=NORMAL).
 
@@ -23,8 +23,8 @@ unit rolls back and raises ``Busy`` at once, and the store runs it on the thread
 (Django's connection, whose busy timeout is the settings' ``timeout``), which waits off the loop.
 
 What stays on Django's thread and connection: a unit that runs a sync tool (``atomic``: its ORM
-writes share the checkpoint's transaction), a spawn (children created through the ORM), the host
-operations (``control``), an in-memory database (another connection would see another
+writes share the checkpoint's transaction), a spawn (children created through the ORM), the other
+host operations (``control``: a replace, cancel, answer, reset), an in-memory database (another connection would see another
 database), and a coroutine a sync caller awaits through ``async_to_sync``: that caller's thread
 may hold a transaction these statements must see, so they go there, as before.
 """
@@ -42,10 +42,15 @@ from types import SimpleNamespace
 from typing import Any, Iterator
 
 from asgiref.sync import AsyncToSync
+from django.db import connection as django_connection
 from django.db import connections
+from django.db.models.fields import AutoFieldMixin
 
 from agents_app.runtime.errors import NotFound
-from agents_app.runtime.seams import Commit, SessionRef, SessionStatus, TurnRecord, TurnState
+from agents_app.runtime import rules
+from agents_app.runtime.seams import (Commit, Outcome, SessionRef, SessionStatus, TurnInput, TurnRecord, TurnState,
+                                      TurnStatus)
+from sessions_app import models as m
 from sessions_app.store import checkpoint, lease, reads
 from sessions_app.store.records import UnitWriter, loads, record_of
 
@@ -211,6 +216,58 @@ def heartbeat(turn_id: str, *, attempt_id: str, now: float, lease_seconds: float
 def release(turn_id: str, *, attempt_id: str) -> None:
     with _cursor(None) as cur:
         lease.release(turn_id, attempt_id=attempt_id, cur=cur)
+
+
+def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None = None,
+                created_by: Any = None) -> Outcome:
+    """``control.create_turn`` without a replace (which cascades through the ORM), as plain
+    statements in one transaction: the session (created, owned by ``created_by``, if new; the
+    write lock serializes starts as the session's row lock does on PostgreSQL), the rules'
+    check, the next place in the chain, the queued turn, the session's status."""
+    now = checkpoint.plain_now()
+    owner = getattr(created_by, "pk", None)
+    with _write() as cur:
+        row = cur.execute(SESSION, [session.agent, session.key]).fetchone()
+        if row is None:
+            _insert(cur, m.Session, agent=session.agent, key=session.key, owner_id=owner, created_at=now,
+                    updated_at=now)
+            row = cur.execute(SESSION, [session.agent, session.key]).fetchone()
+        session_id, generation = row
+        exists, parked = cur.execute(STARTABLE, [turn_id, session_id, str(TurnStatus.SUSPENDED)]).fetchone()
+        rules.check_start(turn_exists=bool(exists), parked=bool(parked))
+        (order,) = cur.execute(NEXT_IN_CHAIN, [session_id]).fetchone()
+        _insert(cur, m.Turn, id=turn_id, session_id=session_id, order=order, generation=generation,
+                status=str(TurnStatus.QUEUED), kind=input.kind, source=input.source or "",
+                input=checkpoint.dumps(input.to_json()), policy=None if policy is None else checkpoint.dumps(policy),
+                created_by_id=owner, created_at=now, updated_at=now)
+        cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id, now))
+        return Outcome(turn=record_of(_turn(cur, turn_id)))
+
+
+SESSION = "SELECT id, generation FROM sessions_app_session WHERE agent = %s AND key = %s"
+#: rules.check_start's two facts: the id is taken; the live generation has a parked turn
+STARTABLE = ("SELECT EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
+             "EXISTS (SELECT 1 FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+             "WHERE s.id = %s AND t.status = %s AND t.waiting = 0 AND t.generation = s.generation)")
+NEXT_IN_CHAIN = "UPDATE sessions_app_session SET turn_seq = turn_seq + 1 WHERE id = %s RETURNING turn_seq"
+
+
+@functools.cache
+def _inserting(model: type) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
+    """An INSERT of a whole ``model`` row (its auto id aside): the statement, the fields'
+    attnames, and their defaults as the ORM saves them (the model stays their one source)."""
+    fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoFieldMixin)]
+    columns = ", ".join(f'"{f.column}"' for f in fields)
+    sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
+    defaults = tuple(f.get_db_prep_save(f.get_default(), django_connection) for f in fields)
+    return sql, tuple(f.attname for f in fields), defaults
+
+
+def _insert(cur: "Cursor", model: type, **values: Any) -> None:
+    """``values``: by attname, as the database takes them; the other fields get their defaults."""
+    sql, names, defaults = _inserting(model)
+    assert values.keys() <= set(names), set(values) - set(names)
+    cur.execute(sql, [values[n] if n in values else d for n, d in zip(names, defaults)])
 
 
 # -- a turn's row, as record_of and reads.state_of read it ----------------------------------------

@@ -50,16 +50,15 @@ def _database() -> str:
     return str(connections["default"].settings_dict["NAME"])
 
 
-async def test_record_only_units_reads_and_the_lease_run_on_the_calling_thread(monkeypatch):
-    store = DjangoSessionStore()
-    first, second = tid(), tid()
-    await store.create_turn(REF, TurnInput(text="1"), turn_id=first)
-    await store.create_turn(REF, TurnInput(text="2"), turn_id=second)
-
+async def test_creation_record_only_units_reads_and_the_lease_run_on_the_calling_thread(monkeypatch):
     def no_hop(*args, **kwargs):
         raise AssertionError("a thread hop")
 
     monkeypatch.setattr("sessions_app.store.sync_to_async", no_hop)
+    store = DjangoSessionStore()
+    first, second = tid(), tid()
+    await store.create_turn(REF, TurnInput(text="1"), turn_id=first)
+    await store.create_turn(REF, TurnInput(text="2"), turn_id=second)
     me = threading.get_ident()
     assert await store.next_queued(REF) == first
     attempt = tid()
@@ -110,10 +109,12 @@ async def test_a_locked_database_does_not_stall_the_loop():
     began = time.monotonic()
     beat = asyncio.create_task(ticker())
     freed = asyncio.create_task(release_later())
-    commit, claimed, _ = await asyncio.gather(
+    third = tid()
+    commit, claimed, _, created = await asyncio.gather(
         store.commit(turn_id, attempt, _opening(turn_id)),
         store.claim(other, owner="w", attempt_id=tid(), now=100.0, lease_seconds=10),
         store.heartbeat(turn_id, attempt_id=attempt, now=101.0, lease_seconds=10),
+        store.create_turn(SessionRef("ops", "lite-3"), TurnInput(text="3"), turn_id=third),
     )
     done = time.monotonic()
     await freed
@@ -123,6 +124,7 @@ async def test_a_locked_database_does_not_stall_the_loop():
     assert len(ticks) >= 20 and max(b - a for a, b in zip(ticks, ticks[1:])) < 0.1  # ...off the loop
     assert [e.event.type for e in commit.events] == ["turn.started"]
     assert claimed is not None and claimed.status == TurnStatus.RUNNING
+    assert created.turn.turn_id == third and (await store.get_turn(third)).status == TurnStatus.QUEUED
     assert [msg.text for msg in (await store.load(turn_id)).transcript] == ["hi"]
     assert (await store.get_turn(turn_id)).lease_expires == 111.0
 
@@ -176,3 +178,48 @@ def test_a_short_lived_threads_connection_closes_with_it():
     assert opened and opened[0] not in [own.conn for own in lite._opened]
     with pytest.raises(sqlite3.ProgrammingError):
         opened[0].execute("SELECT 1")
+
+
+async def test_a_turn_created_here_is_the_row_the_orm_creates():
+    """``lite.create_turn`` writes the rows ``control.create_turn`` writes (ids and times aside),
+    and refuses what the rules refuse."""
+    from django.contrib.auth.models import User
+
+    from agents_app.runtime import SessionSuspendedError, TurnConflictError
+
+    user = await sync_to_async(User.objects.create)(username="lite")
+    store = DjangoSessionStore()
+    policy = {"system": "s", "deny_tools": []}
+    made = {}
+    for how in ("orm", "lite"):
+        turn_id, text = tid(), TurnInput(text="hi", source="web", by={"id": "u"})
+        ref = SessionRef("ops", f"made-{how}")
+        if how == "orm":
+            outcome = await sync_to_async(control.create_turn)(ref, text, turn_id=turn_id, policy=policy,
+                                                               created_by=user)
+        else:
+            outcome = lite.create_turn(ref, text, turn_id=turn_id, policy=policy, created_by=user)
+        assert outcome.turn.turn_id == turn_id and outcome.events == [] and outcome.running == []
+        made[how] = outcome.turn
+
+    def rows(how: str) -> tuple[dict, dict]:
+        s = m.Session.objects.filter(key=f"made-{how}").values().get()
+        t = m.Turn.objects.filter(session_id=s["id"]).values().get()
+        for row in (s, t):
+            for column in ("id", "key", "session_id", "created_at", "updated_at"):
+                row.pop(column, None)
+        return s, t
+
+    assert await sync_to_async(rows)("lite") == await sync_to_async(rows)("orm")
+    assert made["lite"].input == made["orm"].input and made["lite"].policy == policy
+    with pytest.raises(TurnConflictError):
+        await store.create_turn(SessionRef("ops", "made-lite"), TurnInput(text="again"), turn_id=made["lite"].turn_id)
+    second = tid()
+    await store.create_turn(SessionRef("ops", "made-lite"), TurnInput(text="2"), turn_id=second)
+    assert (await store.get_turn(second)).turn_id == second
+    await sync_to_async(m.Turn.objects.filter(pk=made["lite"].turn_id).update)(status="suspended")
+    with pytest.raises(SessionSuspendedError):
+        await store.create_turn(SessionRef("ops", "made-lite"), TurnInput(text="3"), turn_id=tid())
+    orders = await sync_to_async(lambda: list(m.Turn.objects.filter(session__key="made-lite")
+                                             .order_by("order").values_list("order", flat=True)))()
+    assert orders == [1, 2]
