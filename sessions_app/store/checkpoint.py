@@ -123,8 +123,9 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
     if "status" in changes:
         cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
-    logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages, cur=cur)
-    woken = children.report_txn(turn_id, result, cur=cur) if result is not None else []
+    logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages, cur=cur,
+                        now=now)
+    woken = children.report_txn(turn_id, result, cur=cur, now=now) if result is not None else []
     return Written(cancel_reason, session_id, generation, logged, woken)
 
 
@@ -277,16 +278,16 @@ def send_journal(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, 
 
 def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
                generation: int | None = None, unit: list[tuple[int, Message]] = (),
-               cur: Any = None) -> list[LoggedEvent]:
+               cur: Any = None, now: Any = None) -> list[LoggedEvent]:
     """Number and insert events; a turn of an archived generation logs into its archive (and
     returns nothing to publish: nobody watches an archive live). ``unit``: the messages written
     in the same transaction, which events refer to instead of repeating them (``eventlog``).
-    ``cur``: the unit's cursor (``write_plain``); else Django's connection."""
+    ``cur``, ``now``: the unit's cursor and time (``write_plain``); else Django's connection, now."""
     if not events:
         return []
     if cur is None:
         with connection.cursor() as cur:
-            return log_events(session_id, events, turn_id=turn_id, generation=generation, unit=unit, cur=cur)
+            return log_events(session_id, events, turn_id=turn_id, generation=generation, unit=unit, cur=cur, now=now)
     cur.execute(
         "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq, generation",
         [len(events), session_id],
@@ -294,7 +295,7 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
     last, live_generation = cur.fetchone()
     gen = live_generation if generation is None else generation
     first = last - len(events) + 1
-    now = plain_now()
+    now = now or plain_now()
     cur.executemany(
         "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s)",

@@ -58,12 +58,14 @@ def woken_pg(row: Any) -> list[tuple[str, SessionRef]]:
     return [(wire.value(row, 0), SessionRef(wire.value(row, 2), wire.value(row, 3)))]
 
 
-def report_txn(turn_id: str, result: dict[str, Any], cur: Any = None) -> list[tuple[str, SessionRef]]:
-    """The report as plain statements on ``cur`` (the unit's cursor on SQLite: Django's or the
-    store's own, ``lite``), else on Django's connection (cancels, on both databases)."""
+def report_txn(turn_id: str, result: dict[str, Any], cur: Any = None,
+               now: Any = None) -> list[tuple[str, SessionRef]]:
+    """The report as plain statements on ``cur`` at ``now`` (the unit's cursor and time on
+    SQLite: Django's or the store's own, ``lite``), else on Django's connection (cancels, on
+    both databases)."""
     if cur is None:
         with connection.cursor() as cur:
-            return report_txn(turn_id, result, cur)
+            return report_txn(turn_id, result, cur, now)
     cur.execute("SELECT parent_id, spawn_step FROM sessions_app_turn WHERE id = %s", [turn_id])
     row = cur.fetchone()
     if row is None or not row[0]:
@@ -73,7 +75,7 @@ def report_txn(turn_id: str, result: dict[str, Any], cur: Any = None) -> list[tu
         "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
         "SELECT id, %s, NULL, %s, %s FROM sessions_app_turn WHERE id = %s "
         "ON CONFLICT (turn_id, key) DO NOTHING",
-        [step, dumps(result), connection.ops.adapt_datetimefield_value(timezone.now()), parent_id],
+        [step, dumps(result), now or connection.ops.adapt_datetimefield_value(timezone.now()), parent_id],
     )
     if cur.rowcount != 1:
         return []

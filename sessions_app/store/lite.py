@@ -3,11 +3,12 @@
 SQLite is in-process: a checkpoint is a few plain statements that take tens of microseconds.
 Handing it to asgiref's sync thread (the one that owns Django's connection) costs a thread hop
 each way, many times the statements themselves. So on SQLite, as on PostgreSQL (``direct``),
-the units that only record what the engine did (``commit``, ``journal``) and the turn's reads
-and lease calls (``load``, ``get_turn``, ``next_queued``, ``claim``, ``heartbeat``,
-``release``) and the creation of a turn without a replace run on the caller's thread, on a ``sqlite3`` connection of the store's own: one
-per thread, never shared, opened from Django's settings for the default database with the same
-pragmas (``foreign_keys``, then ``OPTIONS["init_command"]``: WAL, synchronous=NORMAL).
+the units that only record what the engine did (``commit``, ``journal``), the turn's reads and
+lease calls (``load``, ``get_turn``, ``next_queued``, ``claim``, ``heartbeat``, ``release``)
+and the creation of a turn without a replace run on the caller's thread, on a ``sqlite3``
+connection of the store's own: one per thread, never shared, opened from Django's settings for
+the default database with the same pragmas (``foreign_keys``, then ``OPTIONS["init_command"]``:
+WAL, synchronous=NORMAL).
 
 The statements are the ones Django's connection runs (``checkpoint.write_plain``,
 ``reads.state_of``, ``lease``, ``children.report_txn``), written with ``%s``; this connection's
@@ -23,10 +24,11 @@ unit rolls back and raises ``Busy`` at once, and the store runs it on the thread
 (Django's connection, whose busy timeout is the settings' ``timeout``), which waits off the loop.
 
 What stays on Django's thread and connection: a unit that runs a sync tool (``atomic``: its ORM
-writes share the checkpoint's transaction), a spawn (children created through the ORM), the other
-host operations (``control``: a replace, cancel, answer, reset), an in-memory database (another connection would see another
-database), and a coroutine a sync caller awaits through ``async_to_sync``: that caller's thread
-may hold a transaction these statements must see, so they go there, as before.
+writes share the checkpoint's transaction), a spawn (children created through the ORM), the
+other host operations (``control``: a replace, cancel, answer, reset), an in-memory database
+(another connection would see another database), and a coroutine a sync caller awaits through
+``async_to_sync``: that caller's thread may hold a transaction these statements must see, so
+they go there, as before.
 """
 
 from __future__ import annotations

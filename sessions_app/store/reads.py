@@ -9,12 +9,12 @@ from typing import Any
 from django.db import connection
 
 from agents_app.runtime import events as ev
-from agents_app.runtime import rules
 from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnState, TurnStatus
 from sessions_app import models as m
 from sessions_app.store import eventlog
+from sessions_app.store.lease import CHAIN_BLOCKING
 from sessions_app.store.records import loads, record_of, turn_row
 
 TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
@@ -80,7 +80,6 @@ def events(session: SessionRef, after: int = 0, limit: int = 1000) -> list[Logge
     return [LoggedEvent(seq, ev.event_from_json(data)) for (seq, _), data in zip(rows, whole)]
 
 
-CHAIN_BLOCKING = sorted(str(st) for st in rules.CHAIN_BLOCKING)
 #: the head of a session's chain: the first turn that blocks the ones after it
 NEXT_QUEUED = ("SELECT t.id, t.status FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
                f"WHERE s.agent = %s AND s.key = %s AND t.status IN ({', '.join(['%s'] * len(CHAIN_BLOCKING))}) "
