@@ -48,8 +48,8 @@ from django.db import connection as django_connection
 from django.db import connections
 from django.db.models.fields import AutoFieldMixin
 
-from agents_app.runtime.errors import NotFound
 from agents_app.runtime import rules
+from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import (Commit, Outcome, SessionRef, SessionStatus, TurnInput, TurnRecord, TurnState,
                                       TurnStatus)
 from sessions_app import models as m
@@ -67,7 +67,7 @@ class _Own:
 
     __slots__ = ("conn", "path", "inode", "epoch", "__weakref__")
 
-    def __init__(self, conn: sqlite3.Connection, path: str, inode: int, epoch: int) -> None:
+    def __init__(self, conn: sqlite3.Connection, path: str, inode: int | None, epoch: int) -> None:
         self.conn, self.path, self.inode, self.epoch = conn, path, inode, epoch
 
     def __del__(self) -> None:
@@ -109,16 +109,23 @@ def _connection() -> sqlite3.Connection:
         for command in settings.get("OPTIONS", {}).get("init_command", "").split(";"):
             if command := command.strip():
                 conn.execute(command)
-        inode = os.stat(path).st_ino
     except sqlite3.OperationalError as exc:
         conn.close()
         if _busy(exc):
             raise Busy(str(exc)) from exc
         raise
-    own = _local.own = _Own(conn, path, inode, _epoch)
+    own = _local.own = _Own(conn, path, _inode(path), _epoch)
     with _lock:
         _opened.add(own)
     return conn
+
+
+def _inode(path: str) -> int | None:
+    """The file's identity (None: gone, or a ``file:`` URI, which is not a path)."""
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
 
 
 def _busy(exc: BaseException) -> bool:
@@ -300,13 +307,7 @@ def drop_unusable() -> None:
     """Close this thread's connection if its file was deleted or replaced (a test database
     dropped and created again): an open connection would keep writing to the deleted file."""
     own = getattr(_local, "own", None)
-    if own is None or own.epoch != _epoch:
-        return
-    try:
-        same = os.stat(own.path).st_ino == own.inode
-    except OSError:
-        same = False
-    if not same:
+    if own is not None and own.epoch == _epoch and own.inode is not None and _inode(own.path) != own.inode:
         _local.own = None  # closes it
 
 
