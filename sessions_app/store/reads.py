@@ -35,7 +35,8 @@ def load(turn_id: str) -> TurnState:
 def state_of(cur: Any, turn: Any, *, json_array: bool = False) -> TurnState:
     """``load`` once the turn's row (with its ``session``) is read: its steps and transcript on
     ``cur`` (Django's, or the store's own SQLite connection, ``lite``). ``json_array``: the
-    transcript as one JSON array (PostgreSQL: one decode, not one per row)."""
+    transcript comes as one JSON array (PostgreSQL); else as rows of JSON text (SQLite).
+    Either way it is decoded once, not once per row."""
     turn_id, s = turn.id, turn.session
     live = turn.generation == s.generation
     boundary, summary = (s.boundary, s.summary_index) if live else (0, None)
@@ -45,9 +46,9 @@ def state_of(cur: Any, turn: Any, *, json_array: bool = False) -> TurnState:
     if json_array:
         cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation, base])
         transcript = [Message.from_json(d) for d in json.loads(cur.fetchone()[0])]
-    else:
+    else:  # SQLite's JSON text, joined into one array: one decode too
         cur.execute(TRANSCRIPT, [turn.session_id, turn.generation, base])
-        transcript = [Message.from_json(loads(row[0])) for row in cur.fetchall()]
+        transcript = [Message.from_json(d) for d in json.loads(f"[{','.join([row[0] for row in cur.fetchall()])}]")]
     prefix, spawn_prefix = f"input:{turn_id}:", f"spawn:{turn_id}:"
     answers = {k[len(prefix):]: d for k, d in rows if k.startswith(prefix)}
     spawned = {k[len(spawn_prefix):]: d for k, d in rows if k.startswith(spawn_prefix)}
