@@ -37,7 +37,7 @@ def is_postgres() -> bool:
 @pytest.fixture(autouse=True)
 def _close_thread_connections(request):
     """The Django store runs on sync_to_async's worker thread, which keeps its own connection,
-    and has a connection of its own on PostgreSQL (sessions_app.store.direct): close them after each
+    and has connections of its own (sessions_app.store.direct, .lite): close them after each
     database test so the test database can be flushed and dropped."""
     yield
     marker = request.node.get_closest_marker("django_db")
@@ -48,12 +48,13 @@ def _close_thread_connections(request):
     from asgiref.sync import sync_to_async
     from django.db import connections
 
-    from sessions_app.store import direct
+    from sessions_app.store import direct, lite
 
     async def close() -> None:
         await sync_to_async(connections.close_all)()
 
     direct.close_all()
+    lite.close_all()
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # no loop running here (the usual case): close on the store's thread

@@ -5,6 +5,7 @@ The one package that opens transactions for the engine and knows SQL and the wir
 - ``checkpoint``  one unit of work: the fence, the transcript rows, the step memo, the events
 - ``wire``        PostgreSQL: a checkpoint's statements as one libpq pipeline segment
 - ``direct``      PostgreSQL: the store's own connection, for units that run no tool code
+- ``lite``        SQLite: the store's own connection, for units and reads that run no tool code
 - ``eventlog``    events that repeat a message of their checkpoint store its position
 - ``records``     rows to the runtime's records; the unit's writer (the Tx)
 - ``reads``       a turn's state in O(1) queries, the event log, pending requests
@@ -16,10 +17,14 @@ The one package that opens transactions for the engine and knows SQL and the wir
 How a unit runs is the store's business: ``atomic`` (work that writes through Django's
 connection — a sync tool's ORM rows) runs on the thread that owns that connection, so the
 tool's writes and the checkpoint share one ``transaction.atomic()``; ``commit`` (work that only
-records through the Tx) runs, on PostgreSQL, on the caller's thread and the store's own
-connection: one round trip, no thread hop. So do a turn's creation and its claim with its load
-(``opening``), for a store that owns its connection (``own_connection``). Every checkpoint is fenced: it commits only if the
-attempt still owns the turn, else everything — tool writes included — rolls back.
+records through the Tx) runs on the caller's thread and the store's own connection: on
+PostgreSQL one round trip, no thread hop (``direct``); on SQLite a few statements, no thread
+hop either (``lite``, which also runs the turn's reads and lease calls; when another connection
+holds SQLite's write lock, the call goes to the thread path rather than stall the event loop).
+So do a turn's creation and its claim with its load (``opening`` on PostgreSQL, ``lite`` on
+SQLite), for a store that owns its connection (``own_connection``). Every checkpoint is fenced:
+it commits only if the attempt still owns the turn, else everything — tool writes included —
+rolls back.
 
 Lock order (every transaction that takes both): the session row, then its turns' rows. The
 host operations (``control``, ``opening.create``: create, replace, cancel, answer, reset) lock
@@ -34,6 +39,7 @@ order, a checkpoint (turn, then session) and a replace (session, then its turns)
 from __future__ import annotations
 
 import time
+from contextlib import suppress
 from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
@@ -49,7 +55,7 @@ from agents_app.runtime.seams import (
     TurnRecord,
     TurnState,
 )
-from sessions_app.store import checkpoint, control, direct, lease, opening, reads, transcripts, tree
+from sessions_app.store import checkpoint, control, direct, lease, lite, opening, reads, transcripts, tree
 from sessions_app.store.records import UnitWriter, journal_changes
 
 
@@ -97,13 +103,16 @@ class DjangoSessionStore:
 
     async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
         raw = direct.connection()
-        if raw is None:  # SQLite: Django's connection, on its thread
-            return await sync_to_async(self.atomic_sync)(turn_id, attempt_id, record)
         tx = UnitWriter(turn_id, attempt_id)
         record(tx)
         if tx.children:  # a spawn creates rows through the ORM: Django's connection, its thread
             return await sync_to_async(self._written_sync)(tx)
-        return self.commit_direct(raw, turn_id, attempt_id, tx.into)
+        if raw is not None:
+            return self.commit_direct(raw, turn_id, attempt_id, tx.into)
+        if lite.here():  # SQLite: this thread's own connection, unless another writer holds the lock
+            with suppress(lite.Busy):
+                return self.commit_lite(turn_id, attempt_id, tx.into)
+        return await sync_to_async(self._written_sync)(tx)
 
     def commit_direct(self, raw: Any, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
         """PostgreSQL: the unit on this thread and the store's own connection (``direct``),
@@ -115,12 +124,21 @@ class DjangoSessionStore:
         transcripts.wrote((written.session_id, written.generation), tx.messages)  # committed at its Sync
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
+    def commit_lite(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
+        """SQLite: the unit on this thread and the store's own connection (``lite``), one
+        transaction; ``lite.Busy`` (nothing written) when another connection holds the lock."""
+        tx = UnitWriter(turn_id, attempt_id)
+        record(tx)
+        return lite.commit(tx)
+
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
         changes = journal_changes(attempt_id, phase, data)
         if (raw := direct.connection()) is not None:  # lands before the next checkpoint on raw
-            checkpoint.send_journal(raw, turn_id, attempt_id, changes)
-        else:
-            await sync_to_async(checkpoint.write_journal)(turn_id, attempt_id, changes)
+            return checkpoint.send_journal(raw, turn_id, attempt_id, changes)
+        if lite.here():
+            with suppress(lite.Busy):
+                return lite.journal(turn_id, attempt_id, changes)
+        await sync_to_async(checkpoint.write_journal)(turn_id, attempt_id, changes)
 
     # -- reads ----------------------------------------------------------------------------------------
 
@@ -131,9 +149,15 @@ class DjangoSessionStore:
     next_queued_sync = staticmethod(reads.next_queued)
 
     async def load(self, turn_id: str) -> TurnState:
+        if lite.here():
+            with suppress(lite.Busy):
+                return lite.load(turn_id)
         return await sync_to_async(reads.load)(turn_id)
 
     async def get_turn(self, turn_id: str) -> TurnRecord:
+        if lite.here():
+            with suppress(lite.Busy):
+                return lite.get_turn(turn_id)
         return await sync_to_async(reads.get_turn)(turn_id)
 
     async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
@@ -143,6 +167,9 @@ class DjangoSessionStore:
         return await sync_to_async(reads.events)(session, after, limit)
 
     async def next_queued(self, session: SessionRef) -> str | None:
+        if lite.here():
+            with suppress(lite.Busy):
+                return lite.next_queued(session)
         return await sync_to_async(reads.next_queued)(session)
 
     # -- the lease --------------------------------------------------------------------------------------
@@ -161,19 +188,32 @@ class DjangoSessionStore:
         if (raw := self._own()) is not None:
             return opening.claim_and_load(raw, turn_id, owner=owner, attempt_id=attempt_id, now=now,
                                           lease_seconds=lease_seconds)
+        if self.own_connection and lite.here():
+            with suppress(lite.Busy):
+                return lite.claim_and_load(turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                           lease_seconds=lease_seconds)
         return await sync_to_async(self.claim_and_load_sync)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
                                                              lease_seconds=lease_seconds)
 
     async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
                     lease_seconds: float) -> TurnRecord | None:
+        if lite.here():
+            with suppress(lite.Busy):
+                return lite.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
         return await sync_to_async(lease.claim)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
                                                 lease_seconds=lease_seconds)
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
+        if lite.here():
+            with suppress(lite.Busy):
+                return lite.heartbeat(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
         return await sync_to_async(lease.heartbeat)(turn_id, attempt_id=attempt_id, now=now,
                                                     lease_seconds=lease_seconds)
 
     async def release(self, turn_id: str, *, attempt_id: str) -> None:
+        if lite.here():
+            with suppress(lite.Busy):
+                return lite.release(turn_id, attempt_id=attempt_id)
         await sync_to_async(lease.release)(turn_id, attempt_id=attempt_id)
 
     # -- host operations ---------------------------------------------------------------------------------
@@ -187,8 +227,12 @@ class DjangoSessionStore:
 
     async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
                           policy: dict[str, Any] | None = None, created_by: Any = None) -> Outcome:
-        if not replace and (raw := self._own()) is not None:
-            return opening.create(raw, session, input, turn_id=turn_id, policy=policy, created_by=created_by)
+        if not replace and self.own_connection:
+            if (raw := direct.connection()) is not None:
+                return opening.create(raw, session, input, turn_id=turn_id, policy=policy, created_by=created_by)
+            if lite.here():
+                with suppress(lite.Busy):
+                    return lite.create_turn(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
         return await sync_to_async(control.create_turn)(session, input, turn_id=turn_id, replace=replace,
                                                         policy=policy, created_by=created_by)
 
@@ -208,10 +252,12 @@ class DjangoSessionStore:
         short turn's first step)."""
         await sync_to_async(_drop_unusable_connections)()
         direct.drop_unusable()
+        lite.drop_unusable()
 
     async def close_connections(self) -> None:
         await sync_to_async(connections.close_all)()
         direct.close_all()
+        lite.close_all()
 
 
 def _drop_unusable_connections() -> None:

@@ -87,39 +87,49 @@ def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], message
         ends = len(connection.atomic_blocks) == 1
         return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
                                 ends_transaction=ends, boundary=boundary, result=result)
-    return _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary, result)
-
-
-def _write_plain(turn_id, attempt_id, changes, messages, steps, events, boundary=None, result=None) -> Written:
-    fence, params = fence_sql(turn_id, attempt_id, changes)
-    now = connection.ops.adapt_datetimefield_value(timezone.now())
     with connection.cursor() as cur:
-        cur.execute(fence + " RETURNING cancel_reason, session_id, generation", params)
-        row = cur.fetchone()
-        if row is None:
-            raise _stale(turn_id, attempt_id)
-        cancel_reason, session_id, generation = row
-        if messages:
-            cur.executemany(
-                'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at)'
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [(session_id, generation, i, turn_id, str(m.role), dumps(m.to_json()), now) for i, m in messages],
-            )
-        if steps:
-            cur.executemany(
-                "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
-                [(turn_id, key, idx, dumps(data) if data is not None else None, now) for key, idx, data in steps],
-            )
-        if boundary is not None:  # only the live generation's: an archived one keeps its own
-            cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
-        if "status" in changes:
-            cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
-    logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages)
-    woken = children.report_txn(turn_id, result) if result is not None else []
+        return write_plain(cur, turn_id, attempt_id, changes, messages, steps, events, boundary, result)
+
+
+def plain_now() -> Any:
+    """Now, as the driver takes a DateTimeField (Django's adaptation: a UTC string on SQLite;
+    no database access, so any thread may call it)."""
+    return connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events, boundary=None,
+                result=None) -> Written:
+    """The checkpoint as plain statements on ``cur``, inside the unit's transaction: Django's
+    cursor (SQLite, on Django's thread), or the store's own SQLite connection (``lite``), whose
+    cursor takes the same ``%s`` statements."""
+    fence, params = fence_sql(turn_id, attempt_id, changes)
+    now = plain_now()
+    cur.execute(fence + " RETURNING cancel_reason, session_id, generation", params)
+    row = cur.fetchone()
+    if row is None:
+        raise _stale(turn_id, attempt_id)
+    cancel_reason, session_id, generation = row
+    if messages:
+        cur.executemany(
+            'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at)'
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(session_id, generation, i, turn_id, str(m.role), dumps(m.to_json()), now) for i, m in messages],
+        )
+    if steps:
+        cur.executemany(
+            "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
+            [(turn_id, key, idx, dumps(data) if data is not None else None, now) for key, idx, data in steps],
+        )
+    if boundary is not None:  # only the live generation's: an archived one keeps its own
+        cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
+    if "status" in changes:
+        cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
+    logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages, cur=cur,
+                        now=now)
+    woken = children.report_txn(turn_id, result, cur=cur, now=now) if result is not None else []
     if changes.get("status") in FINAL_STATUSES:
-        with connection.cursor() as cur:
-            cur.execute(NEXT_IN_CHAIN, [turn_id, *CHAIN_BLOCKING])
-            woken += handed_over(cur.fetchone())
+        cur.execute(NEXT_IN_CHAIN, [turn_id, *CHAIN_BLOCKING])
+        woken += handed_over(cur.fetchone())
     return Written(cancel_reason, session_id, generation, logged, woken)
 
 
@@ -276,15 +286,17 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     return Written(cancel_reason, session_id, generation, logged, woken)
 
 
-def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
-    """An advisory journal write (provider_started) outside a checkpoint, on Django's connection:
-    one fenced UPDATE (StaleAttemptError when it matches no row). The store uses it where it has
-    no connection of its own (SQLite); on PostgreSQL it uses ``send_journal``."""
+def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any], cur: Any = None) -> None:
+    """An advisory journal write (provider_started) outside a checkpoint: one fenced UPDATE
+    (StaleAttemptError when it matches no row), on ``cur`` (the store's own SQLite connection,
+    ``lite``) or else Django's connection; on PostgreSQL the store uses ``send_journal``."""
+    if cur is None:
+        with connection.cursor() as cur:
+            return write_journal(turn_id, attempt_id, changes, cur)
     sql, params = fence_sql(turn_id, attempt_id, changes)
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        if cur.rowcount != 1:
-            raise _stale(turn_id, attempt_id)
+    cur.execute(sql, params)
+    if cur.rowcount != 1:
+        raise _stale(turn_id, attempt_id)
 
 
 def send_journal(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
@@ -301,27 +313,31 @@ def send_journal(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, 
 
 
 def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
-               generation: int | None = None, unit: list[tuple[int, Message]] = ()) -> list[LoggedEvent]:
+               generation: int | None = None, unit: list[tuple[int, Message]] = (),
+               cur: Any = None, now: Any = None) -> list[LoggedEvent]:
     """Number and insert events; a turn of an archived generation logs into its archive (and
     returns nothing to publish: nobody watches an archive live). ``unit``: the messages written
-    in the same transaction, which events refer to instead of repeating them (``eventlog``)."""
+    in the same transaction, which events refer to instead of repeating them (``eventlog``).
+    ``cur``, ``now``: the unit's cursor and time (``write_plain``); else Django's connection, now."""
     if not events:
         return []
-    with connection.cursor() as cur:
-        cur.execute(
-            "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq, generation",
-            [len(events), session_id],
-        )
-        last, live_generation = cur.fetchone()
-        gen = live_generation if generation is None else generation
-        first = last - len(events) + 1
-        now = connection.ops.adapt_datetimefield_value(timezone.now())
-        cur.executemany(
-            "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(session_id, gen, first + n, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, list(unit))), now)
-             for n, e in enumerate(events)],
-        )
+    if cur is None:
+        with connection.cursor() as cur:
+            return log_events(session_id, events, turn_id=turn_id, generation=generation, unit=unit, cur=cur, now=now)
+    cur.execute(
+        "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq, generation",
+        [len(events), session_id],
+    )
+    last, live_generation = cur.fetchone()
+    gen = live_generation if generation is None else generation
+    first = last - len(events) + 1
+    now = now or plain_now()
+    cur.executemany(
+        "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+        [(session_id, gen, first + n, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, list(unit))), now)
+         for n, e in enumerate(events)],
+    )
     if gen != live_generation:
         return []
     return [LoggedEvent(first + n, e) for n, e in enumerate(events)]

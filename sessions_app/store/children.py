@@ -18,7 +18,6 @@ from django.db import connection
 from django.utils import timezone
 
 from agents_app.runtime.seams import SessionRef, TurnStatus
-from sessions_app import models as m
 from sessions_app.store import wire
 
 
@@ -59,31 +58,42 @@ def woken_pg(row: Any) -> list[tuple[str, SessionRef]]:
     return [(wire.value(row, 0), SessionRef(wire.value(row, 2), wire.value(row, 3)))]
 
 
-def report_txn(turn_id: str, result: dict[str, Any]) -> list[tuple[str, SessionRef]]:
-    """The report as plain statements on Django's connection (SQLite, and cancels on both)."""
-    with connection.cursor() as cur:
-        cur.execute("SELECT parent_id, spawn_step FROM sessions_app_turn WHERE id = %s", [turn_id])
-        row = cur.fetchone()
-        if row is None or not row[0]:
-            return []
-        parent_id, step = row
-        cur.execute(
-            "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
-            "SELECT id, %s, NULL, %s, %s FROM sessions_app_turn WHERE id = %s "
-            "ON CONFLICT (turn_id, key) DO NOTHING",
-            [step, dumps(result), connection.ops.adapt_datetimefield_value(timezone.now()), parent_id],
-        )
-        if cur.rowcount != 1:
-            return []
-        cur.execute(
-            "UPDATE sessions_app_turn SET waiting = waiting - 1, "
-            "status = CASE WHEN waiting = 1 THEN %s ELSE status END, "
-            "pending = CASE WHEN waiting = 1 THEN NULL ELSE pending END, "
-            "attempts = CASE WHEN waiting = 1 THEN 0 ELSE attempts END "
-            "WHERE id = %s AND status = %s AND waiting > 0",
-            [str(TurnStatus.QUEUED), parent_id, str(TurnStatus.SUSPENDED)],
-        )
-        if cur.rowcount != 1:
-            return []
-    parent = m.Turn.objects.select_related("session").filter(pk=parent_id, status=TurnStatus.QUEUED).first()
-    return [(parent.id, SessionRef(parent.session.agent, parent.session.key))] if parent else []
+def report_txn(turn_id: str, result: dict[str, Any], cur: Any = None,
+               now: Any = None) -> list[tuple[str, SessionRef]]:
+    """The report as plain statements on ``cur`` at ``now`` (the unit's cursor and time on
+    SQLite: Django's or the store's own, ``lite``), else on Django's connection (cancels, on
+    both databases)."""
+    if cur is None:
+        with connection.cursor() as cur:
+            return report_txn(turn_id, result, cur, now)
+    cur.execute("SELECT parent_id, spawn_step FROM sessions_app_turn WHERE id = %s", [turn_id])
+    row = cur.fetchone()
+    if row is None or not row[0]:
+        return []
+    parent_id, step = row
+    cur.execute(
+        "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
+        "SELECT id, %s, NULL, %s, %s FROM sessions_app_turn WHERE id = %s "
+        "ON CONFLICT (turn_id, key) DO NOTHING",
+        [step, dumps(result), now or connection.ops.adapt_datetimefield_value(timezone.now()), parent_id],
+    )
+    if cur.rowcount != 1:
+        return []
+    cur.execute(
+        "UPDATE sessions_app_turn SET waiting = waiting - 1, "
+        "status = CASE WHEN waiting = 1 THEN %s ELSE status END, "
+        "pending = CASE WHEN waiting = 1 THEN NULL ELSE pending END, "
+        "attempts = CASE WHEN waiting = 1 THEN 0 ELSE attempts END "
+        "WHERE id = %s AND status = %s AND waiting > 0",
+        [str(TurnStatus.QUEUED), parent_id, str(TurnStatus.SUSPENDED)],
+    )
+    if cur.rowcount != 1:
+        return []
+    cur.execute(WOKEN, [parent_id, str(TurnStatus.QUEUED)])
+    woken = cur.fetchone()
+    return [(parent_id, SessionRef(*woken))] if woken else []
+
+
+#: the parent's session, when the report queued the parent
+WOKEN = ("SELECT s.agent, s.key FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+         "WHERE t.id = %s AND t.status = %s")

@@ -3,11 +3,12 @@ PostgreSQL; ``select_for_update`` is a no-op on SQLite)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import connection
 
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.seams import SessionStatus, TurnRecord, TurnStatus
-from sessions_app import models as m
 from sessions_app.store.checkpoint import CHAIN_BLOCKING
 from sessions_app.store.records import record_of, turn_row
 
@@ -24,34 +25,48 @@ WHERE id = %s
       AND t2."order" < sessions_app_turn."order"
   )
 """
+RELEASE = ("UPDATE sessions_app_turn SET status = %s, lease_owner = NULL, lease_expires_at = NULL "
+           "WHERE id = %s AND attempt_id = %s AND status = %s")
+#: a claimed turn's session is running (``updated_at`` stays: it stamps what the session list orders by)
+SESSION_RUNNING = "UPDATE sessions_app_session SET status = %s WHERE id = %s"
 HEARTBEAT = ("UPDATE sessions_app_turn SET lease_expires_at = %s WHERE id = %s AND attempt_id = %s "
              "AND status = %s RETURNING cancel_reason")
 
 
 def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float) -> TurnRecord | None:
     with connection.cursor() as cur:
-        cur.execute(CLAIM, [TurnStatus.RUNNING, owner, now + lease_seconds, attempt_id, turn_id,
-                            TurnStatus.QUEUED, TurnStatus.RUNNING, now, *CHAIN_BLOCKING])
+        cur.execute(CLAIM, claim_params(turn_id, owner, attempt_id, now, lease_seconds))
         claimed = cur.rowcount == 1
     if not claimed:
         return None
     turn = turn_row(turn_id)
     if turn.session.status != SessionStatus.RUNNING:
-        m.Session.objects.filter(pk=turn.session_id).update(status=SessionStatus.RUNNING)
+        with connection.cursor() as cur:
+            cur.execute(SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
     return record_of(turn)
 
 
-def heartbeat(turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
-    """Extend the lease; the cancel reason on the row. StaleAttemptError when it was lost."""
-    with connection.cursor() as cur:
-        cur.execute(HEARTBEAT, [now + lease_seconds, turn_id, attempt_id, TurnStatus.RUNNING])
-        row = cur.fetchone()
+def claim_params(turn_id: str, owner: str, attempt_id: str, now: float, lease_seconds: float) -> list:
+    return [str(TurnStatus.RUNNING), owner, now + lease_seconds, attempt_id, turn_id, str(TurnStatus.QUEUED),
+            str(TurnStatus.RUNNING), now, *CHAIN_BLOCKING]
+
+
+def heartbeat(turn_id: str, *, attempt_id: str, now: float, lease_seconds: float, cur: Any = None) -> str | None:
+    """Extend the lease; the cancel reason on the row. StaleAttemptError when it was lost.
+    ``cur``: the store's own SQLite connection's (``lite``); else Django's connection."""
+    if cur is None:
+        with connection.cursor() as cur:
+            return heartbeat(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds, cur=cur)
+    cur.execute(HEARTBEAT, [now + lease_seconds, turn_id, attempt_id, str(TurnStatus.RUNNING)])
+    row = cur.fetchone()
     if row is None:
         raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} lost the lease")
     return row[0]
 
 
-def release(turn_id: str, *, attempt_id: str) -> None:
-    m.Turn.objects.filter(pk=turn_id, attempt_id=attempt_id, status=TurnStatus.RUNNING).update(
-        status=TurnStatus.QUEUED, lease_owner=None, lease_expires_at=None
-    )
+def release(turn_id: str, *, attempt_id: str, cur: Any = None) -> None:
+    """Give the lease back (a retryable failure): the turn is queued again."""
+    if cur is None:
+        with connection.cursor() as cur:
+            return release(turn_id, attempt_id=attempt_id, cur=cur)
+    cur.execute(RELEASE, [str(TurnStatus.QUEUED), turn_id, attempt_id, str(TurnStatus.RUNNING)])

@@ -9,12 +9,12 @@ from typing import Any
 from django.db import connection
 
 from agents_app.runtime import events as ev
-from agents_app.runtime import rules
 from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnState, TurnStatus
 from sessions_app import models as m
 from sessions_app.store import eventlog, wire
+from sessions_app.store.lease import CHAIN_BLOCKING
 from sessions_app.store.records import loads, record_of, turn_row
 
 TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
@@ -46,18 +46,26 @@ def load(turn_id: str) -> TurnState:
     """From the boundary on (the live generation's; or this turn's opening, if it compacted):
     what a turn reads does not grow with the session's age."""
     turn = turn_row(turn_id)
+    with connection.cursor() as cur:
+        return load_on(cur, turn, json_array=connection.vendor == "postgresql")
+
+
+def load_on(cur: Any, turn: Any, *, json_array: bool = False) -> TurnState:
+    """``load`` once the turn's row (with its ``session``) is read: its steps and transcript on
+    ``cur`` (Django's, or the store's own SQLite connection, ``lite``). ``json_array``: the
+    transcript comes as one JSON array (PostgreSQL); else as rows of JSON text (SQLite).
+    Either way it is decoded once, not once per row."""
     s = turn.session
     boundary, summary = live_boundary(turn.generation, s.generation, s.boundary, s.summary_index)
-    with connection.cursor() as cur:
-        cur.execute(STEPS, [turn_id])
-        rows = [(k, loads(d)) for k, d in cur.fetchall()]
-        base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
-        if connection.vendor == "postgresql":  # one JSON array: one decode, not one per row
-            cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation, base])
-            transcript = messages_of(cur.fetchone()[0])
-        else:
-            cur.execute(TRANSCRIPT, [turn.session_id, turn.generation, base])
-            transcript = [Message.from_json(loads(row[0])) for row in cur.fetchall()]
+    cur.execute(STEPS, [turn.id])
+    rows = [(k, loads(d)) for k, d in cur.fetchall()]
+    base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
+    if json_array:
+        cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation, base])
+        transcript = messages_of(cur.fetchone()[0])
+    else:  # SQLite's JSON text, joined into one array: one decode too
+        cur.execute(TRANSCRIPT, [turn.session_id, turn.generation, base])
+        transcript = messages_of(f"[{','.join([row[0] for row in cur.fetchall()])}]")
     return state_of(record_of(turn), rows, transcript, base=base, boundary=boundary, summary=summary)
 
 
@@ -68,7 +76,7 @@ def live_boundary(generation: int, live: int, boundary: int, summary: int | None
 
 
 def messages_of(array: str) -> list[Message]:
-    """A transcript sent as one JSON array (PostgreSQL's ``json_agg``)."""
+    """A transcript sent as one JSON array."""
     return [Message.from_json(d) for d in json.loads(array)]
 
 
@@ -108,12 +116,17 @@ def events(session: SessionRef, after: int = 0, limit: int = 1000) -> list[Logge
     return [LoggedEvent(seq, ev.event_from_json(data)) for (seq, _), data in zip(rows, whole)]
 
 
-def next_queued(session: SessionRef) -> str | None:
-    first = (
-        m.Turn.objects.filter(session__agent=session.agent, session__key=session.key,
-                              status__in=rules.CHAIN_BLOCKING)
-        .order_by("order")
-        .values_list("id", "status")
-        .first()
-    )
+#: the head of a session's chain: the first turn that blocks the ones after it
+NEXT_QUEUED = ("SELECT t.id, t.status FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+               f"WHERE s.agent = %s AND s.key = %s AND t.status IN ({', '.join(['%s'] * len(CHAIN_BLOCKING))}) "
+               'ORDER BY t."order" LIMIT 1')
+
+
+def next_queued(session: SessionRef, cur: Any = None) -> str | None:
+    """The head of the session's chain if it is queued (on ``cur``, else Django's connection)."""
+    if cur is None:
+        with connection.cursor() as cur:
+            return next_queued(session, cur)
+    cur.execute(NEXT_QUEUED, [session.agent, session.key, *CHAIN_BLOCKING])
+    first = cur.fetchone()
     return first[0] if first and first[1] == TurnStatus.QUEUED else None

@@ -49,6 +49,10 @@ class CrashingStore(DjangoSessionStore):
         # PostgreSQL: units without tool code commit here, on the store's own connection
         return self._crashing(lambda *a: super(CrashingStore, self).commit_direct(raw, *a), turn_id, attempt_id, work)
 
+    def commit_lite(self, turn_id: str, attempt_id: str | None, work: Any):
+        # SQLite: units without tool code commit here, on the store's own connection
+        return self._crashing(super().commit_lite, turn_id, attempt_id, work)
+
     def _crashing(self, commit_unit: Any, turn_id: str, attempt_id: str | None, work: Any):
         if self.inside is not None and self.commits + 1 == self.inside:
             self.inside = None

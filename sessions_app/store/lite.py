@@ -1,0 +1,337 @@
+"""The store's own SQLite connection, for units of work and reads that run no tool code.
+
+SQLite is in-process: a checkpoint is a few plain statements that take tens of microseconds.
+Handing it to asgiref's sync thread (the one that owns Django's connection) costs a thread hop
+each way, many times the statements themselves. So on SQLite, as on PostgreSQL (``direct``),
+the units that only record what the engine did (``commit``, ``journal``), the turn's reads and
+lease calls (``load``, ``get_turn``, ``next_queued``, ``claim``, ``heartbeat``, ``release``)
+and the creation of a turn without a replace run on the caller's thread, on a ``sqlite3``
+connection of the store's own: one per thread, never shared, opened from Django's settings for
+the default database with the same pragmas (``foreign_keys``, then ``OPTIONS["init_command"]``:
+WAL, synchronous=NORMAL).
+
+The statements are the ones Django's connection runs (``checkpoint.write_plain``,
+``reads.state_of``, ``lease``, ``children.report_txn``), written with ``%s``; this connection's
+cursor turns them into ``?`` once (cached), as Django's SQLite cursor does. A write unit opens
+with ``BEGIN IMMEDIATE``, as Django's ``transaction_mode=IMMEDIATE`` does: it takes the database's
+write lock at its start, so two writers never deadlock on a lock upgrade, and a fence that
+matched no row (StaleAttemptError) rolls the whole unit back. SQLite has one write lock for the
+whole database, so the store's lock order (session row, then its turns') holds trivially.
+
+The loop never waits for another writer. This connection's busy timeout is 0: when another
+connection holds the write lock (a worker process, daphne's ORM thread, a sync tool's unit), the
+unit rolls back and raises ``Busy`` at once, and the store runs it on the thread path instead
+(Django's connection, whose busy timeout is the settings' ``timeout``), which waits off the loop.
+
+What stays on Django's thread and connection: a unit that runs a sync tool (``atomic``: its ORM
+writes share the checkpoint's transaction), a spawn (children created through the ORM), the
+other host operations (``control``: a replace, cancel, answer, reset), an in-memory database
+(another connection would see another database), and a coroutine a sync caller awaits through
+``async_to_sync``: that caller's thread may hold a transaction these statements must see, so
+they go there, as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import sqlite3
+import threading
+import weakref
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any, Iterator
+
+from asgiref.sync import AsyncToSync
+from django.db import connection as django_connection
+from django.db import connections
+from django.db.models.fields import AutoFieldMixin
+
+from agents_app.runtime import rules
+from agents_app.runtime.errors import NotFound
+from agents_app.runtime.seams import (Commit, Outcome, SessionRef, SessionStatus, TurnInput, TurnRecord, TurnState,
+                                      TurnStatus)
+from sessions_app import models as m
+from sessions_app.store import checkpoint, lease, reads
+from sessions_app.store.records import UnitWriter, loads, record_of
+
+
+class Busy(Exception):
+    """Another connection holds the write lock: nothing was written; run the unit elsewhere."""
+
+
+class _Own:
+    """This thread's connection and the file it opened. Dropped with its thread (the
+    connection closes with it): a short-lived thread leaves nothing open behind."""
+
+    __slots__ = ("conn", "path", "inode", "epoch", "__weakref__")
+
+    def __init__(self, conn: sqlite3.Connection, path: str, inode: int | None, epoch: int) -> None:
+        self.conn, self.path, self.inode, self.epoch = conn, path, inode, epoch
+
+    def __del__(self) -> None:
+        self.conn.close()
+
+
+_local = threading.local()
+_opened: weakref.WeakSet[_Own] = weakref.WeakSet()
+_lock = threading.Lock()
+_epoch = 0  # bumped by close_all: every thread's connection is then closed and reopened on use
+
+
+def here() -> bool:
+    """Whether this call may run on this thread's own connection: the default database is an
+    SQLite file, and no sync caller waits for this coroutine (see the module's docstring)."""
+    if getattr(AsyncToSync.executors, "current", None) is not None:
+        return False
+    own = getattr(_local, "own", None)
+    if own is not None and own.epoch == _epoch:
+        return True
+    wrapper = connections["default"]
+    return wrapper.vendor == "sqlite" and not _in_memory(wrapper.settings_dict["NAME"])
+
+
+def _in_memory(name: Any) -> bool:
+    name = str(name)
+    return name == ":memory:" or "mode=memory" in name
+
+
+def _connection() -> sqlite3.Connection:
+    own = getattr(_local, "own", None)
+    if own is not None and own.epoch == _epoch:
+        return own.conn
+    settings = connections["default"].settings_dict
+    path = str(settings["NAME"])
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False, uri=True)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        for command in settings.get("OPTIONS", {}).get("init_command", "").split(";"):
+            if command := command.strip():
+                conn.execute(command)
+    except sqlite3.OperationalError as exc:
+        conn.close()
+        if _busy(exc):
+            raise Busy(str(exc)) from exc
+        raise
+    own = _local.own = _Own(conn, path, _inode(path), _epoch)
+    with _lock:
+        _opened.add(own)
+    return conn
+
+
+def _inode(path: str) -> int | None:
+    """The file's identity (None: gone, or a ``file:`` URI, which is not a path)."""
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+def _busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and (
+        getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
+@functools.lru_cache(maxsize=256)  # a checkpoint's fence is built per unit from a few shapes
+def qmark(sql: str) -> str:
+    """``%s`` placeholders (the ORM's style, shared with Django's connection) -> ``?``."""
+    return re.sub(r"(?<!%)%s", "?", sql).replace("%%", "%")
+
+
+class Cursor(sqlite3.Cursor):
+    """A cursor that takes the store's ``%s`` statements, as Django's SQLite cursor does."""
+
+    def execute(self, sql: str, params: Any = ()) -> "Cursor":
+        return super().execute(qmark(sql), params)
+
+    def executemany(self, sql: str, rows: Any) -> "Cursor":
+        return super().executemany(qmark(sql), rows)
+
+
+@contextmanager
+def _cursor(begin: str | None) -> Iterator[Cursor]:
+    """A cursor on this thread's connection; ``begin`` opens a transaction that commits when
+    the block ends and rolls back when it raises. A locked database raises Busy (rolled back)."""
+    conn = _connection()
+    cur = conn.cursor(Cursor)
+    try:
+        if begin:
+            cur.execute(begin)
+        yield cur
+        cur.close()
+        if begin:
+            conn.execute("COMMIT")
+    except BaseException as exc:
+        cur.close()
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        if _busy(exc):
+            raise Busy(str(exc)) from exc
+        raise
+
+
+def _write() -> Any:
+    return _cursor("BEGIN IMMEDIATE")
+
+
+# -- units and calls ------------------------------------------------------------------------------
+
+def commit(tx: UnitWriter) -> Commit:
+    """A recorded unit (no children: a spawn goes through the ORM) as one transaction."""
+    with _write() as cur:
+        written = checkpoint.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
+                                         tx.events, tx.moved, tx.result)
+    return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
+
+
+def journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
+    with _cursor(None) as cur:  # one statement: its own transaction
+        checkpoint.write_journal(turn_id, attempt_id, changes, cur)
+
+
+def load(turn_id: str) -> TurnState:
+    with _cursor("BEGIN") as cur:  # one snapshot for the row, the steps and the transcript
+        return reads.load_on(cur, _turn(cur, turn_id))
+
+
+def get_turn(turn_id: str) -> TurnRecord:
+    with _cursor(None) as cur:
+        return record_of(_turn(cur, turn_id))
+
+
+def next_queued(session: SessionRef) -> str | None:
+    with _cursor(None) as cur:
+        return reads.next_queued(session, cur)
+
+
+def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float) -> TurnRecord | None:
+    """``lease.claim`` in one transaction: the claim, the row, the session marked running."""
+    with _write() as cur:
+        cur.execute(lease.CLAIM, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds))
+        if cur.rowcount != 1:
+            return None
+        turn = _turn(cur, turn_id)
+        if turn.session.status != SessionStatus.RUNNING:
+            cur.execute(lease.SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
+        return record_of(turn)
+
+
+def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float,
+                   lease_seconds: float) -> TurnState | None:
+    """``claim`` and ``load`` in one transaction (``SessionStore.claim_and_load``)."""
+    with _write() as cur:
+        cur.execute(lease.CLAIM, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds))
+        if cur.rowcount != 1:
+            return None
+        turn = _turn(cur, turn_id)
+        if turn.session.status != SessionStatus.RUNNING:
+            cur.execute(lease.SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
+        return reads.load_on(cur, turn)
+
+
+def heartbeat(turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
+    with _cursor(None) as cur:
+        return lease.heartbeat(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds, cur=cur)
+
+
+def release(turn_id: str, *, attempt_id: str) -> None:
+    with _cursor(None) as cur:
+        lease.release(turn_id, attempt_id=attempt_id, cur=cur)
+
+
+def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None = None,
+                created_by: Any = None) -> Outcome:
+    """``control.create_turn`` without a replace (which cascades through the ORM), as plain
+    statements in one transaction: the session (created, owned by ``created_by``, if new; the
+    write lock serializes starts as the session's row lock does on PostgreSQL), the rules'
+    check, the next place in the chain, the queued turn, the session's status."""
+    now = checkpoint.plain_now()
+    owner = getattr(created_by, "pk", None)
+    with _write() as cur:
+        row = cur.execute(SESSION, [session.agent, session.key]).fetchone()
+        if row is None:
+            _insert(cur, m.Session, agent=session.agent, key=session.key, owner_id=owner, created_at=now,
+                    updated_at=now)
+            row = cur.execute(SESSION, [session.agent, session.key]).fetchone()
+        session_id, generation = row
+        exists, parked = cur.execute(STARTABLE, [turn_id, session_id, str(TurnStatus.SUSPENDED)]).fetchone()
+        rules.check_start(turn_exists=bool(exists), parked=bool(parked))
+        (order,) = cur.execute(NEXT_IN_CHAIN, [session_id]).fetchone()
+        _insert(cur, m.Turn, id=turn_id, session_id=session_id, order=order, generation=generation,
+                status=str(TurnStatus.QUEUED), kind=input.kind, source=input.source or "",
+                input=checkpoint.dumps(input.to_json()), policy=None if policy is None else checkpoint.dumps(policy),
+                created_by_id=owner, created_at=now, updated_at=now)
+        cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id, now))
+        return Outcome(turn=record_of(_turn(cur, turn_id)))
+
+
+SESSION = "SELECT id, generation FROM sessions_app_session WHERE agent = %s AND key = %s"
+#: rules.check_start's two facts: the id is taken; the live generation has a parked turn
+STARTABLE = ("SELECT EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
+             "EXISTS (SELECT 1 FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+             "WHERE s.id = %s AND t.status = %s AND t.waiting = 0 AND t.generation = s.generation)")
+NEXT_IN_CHAIN = "UPDATE sessions_app_session SET turn_seq = turn_seq + 1 WHERE id = %s RETURNING turn_seq"
+
+
+@functools.cache
+def _inserting(model: type) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
+    """An INSERT of a whole ``model`` row (its auto id aside): the statement, the fields'
+    attnames, and their defaults as the ORM saves them (the model stays their one source)."""
+    fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoFieldMixin)]
+    columns = ", ".join(f'"{f.column}"' for f in fields)
+    sql = f"INSERT INTO {model._meta.db_table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))})"
+    defaults = tuple(f.get_db_prep_save(f.get_default(), django_connection) for f in fields)
+    return sql, tuple(f.attname for f in fields), defaults
+
+
+def _insert(cur: "Cursor", model: type, **values: Any) -> None:
+    """``values``: by attname, as the database takes them; the other fields get their defaults."""
+    sql, names, defaults = _inserting(model)
+    assert values.keys() <= set(names), set(values) - set(names)
+    cur.execute(sql, [values[n] if n in values else d for n, d in zip(names, defaults)])
+
+
+# -- a turn's row, as record_of and reads.state_of read it ----------------------------------------
+
+_TURN = ("id", "status", "input", "generation", "cancel_reason", "attempt_id", "attempts", "lease_owner",
+         "lease_expires_at", "phase", "journal", "pending", "policy", "text", "error", "usage", "parent_id",
+         "depth", "waiting", "session_id")
+_SESSION = ("agent", "key", "status", "generation", "boundary", "summary_index")
+_JSON = frozenset({"input", "journal", "pending", "policy", "error", "usage"})
+TURN = (f"SELECT {', '.join('t.' + c for c in _TURN)}, {', '.join('s.' + c for c in _SESSION)} "
+        "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id WHERE t.id = %s")
+
+
+def _turn(cur: Cursor, turn_id: str) -> SimpleNamespace:
+    """The turn's row with its ``session`` (the attributes of ``models.Turn`` that
+    ``records.record_of`` and ``reads.state_of`` read; JSON columns decoded as Django does)."""
+    row = cur.execute(TURN, [turn_id]).fetchone()
+    if row is None:
+        raise NotFound(f"no turn {turn_id}")
+    turn = SimpleNamespace(**{c: loads(v) if c in _JSON else v for c, v in zip(_TURN, row)})
+    turn.session = SimpleNamespace(**dict(zip(_SESSION, row[len(_TURN):])))
+    return turn
+
+
+# -- connections ------------------------------------------------------------------------------------
+
+def drop_unusable() -> None:
+    """Close this thread's connection if its file was deleted or replaced (a test database
+    dropped and created again): an open connection would keep writing to the deleted file."""
+    own = getattr(_local, "own", None)
+    if own is not None and own.epoch == _epoch and own.inode is not None and _inode(own.path) != own.inode:
+        _local.own = None  # closes it
+
+
+def close_all() -> None:
+    """Close every thread's connection (tests, before the test database is flushed or dropped;
+    a worker after a failed task). Call it while no unit runs on them; each thread opens a new
+    one on its next call."""
+    global _epoch
+    with _lock:
+        _epoch += 1
+        opened = list(_opened)
+        _opened.clear()
+    for own in opened:
+        own.conn.close()

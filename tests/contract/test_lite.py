@@ -1,0 +1,225 @@
+"""SQLite: the store's own connection (``sessions_app.store.lite``). Units and reads that run
+no tool code stay on the caller's thread; a write lock held by another connection sends them to
+the thread path without stalling the event loop; a sync caller's open transaction is seen;
+connections do not outlive their database file."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+import uuid
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+
+from agents_app.runtime import Message, Phase, Role, SessionRef, TurnInput, TurnStatus
+from agents_app.runtime import events as ev
+from sessions_app import models as m
+from sessions_app.store import DjangoSessionStore, control, lite
+from tests.conftest import is_postgres
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif("is_postgres()", reason="the store's own SQLite connection: SQLite only"),
+]
+
+REF = SessionRef("ops", "lite")
+
+
+def tid() -> str:
+    return uuid.uuid4().hex
+
+
+def _opening(turn_id: str, seen: list[int] | None = None):
+    def work(tx):
+        if seen is not None:
+            seen.append(threading.get_ident())
+        tx.append(Message(Role.USER, text="hi", turn_id=turn_id), 0)
+        tx.emit(ev.TurnStarted(turn_id, text="hi"))
+        tx.journal(Phase.BEFORE_PROVIDER)
+        tx.settle(TurnStatus.RUNNING)
+
+    return work
+
+
+def _database() -> str:
+    from django.db import connections
+
+    return str(connections["default"].settings_dict["NAME"])
+
+
+async def test_creation_record_only_units_reads_and_the_lease_run_on_the_calling_thread(monkeypatch):
+    def no_hop(*args, **kwargs):
+        raise AssertionError("a thread hop")
+
+    monkeypatch.setattr("sessions_app.store.sync_to_async", no_hop)
+    store = DjangoSessionStore()
+    first, second = tid(), tid()
+    await store.create_turn(REF, TurnInput(text="1"), turn_id=first)
+    await store.create_turn(REF, TurnInput(text="2"), turn_id=second)
+    me = threading.get_ident()
+    assert await store.next_queued(REF) == first
+    attempt = tid()
+    rec = await store.claim(first, owner="w", attempt_id=attempt, now=100.0, lease_seconds=10)
+    assert rec is not None and rec.status == TurnStatus.RUNNING and rec.attempts == 1 and rec.lease_owner == "w"
+    assert await store.heartbeat(first, attempt_id=attempt, now=105.0, lease_seconds=10) is None
+    seen: list[int] = []
+    commit = await store.commit(first, attempt, _opening(first, seen))
+    assert seen == [me]
+    assert [(e.seq, e.event.type) for e in commit.events] == [(1, "turn.started")]
+    await store.journal(first, attempt, Phase.PROVIDER_STARTED, stream_key="k")
+    state = await store.load(first)
+    assert [msg.text for msg in state.transcript] == ["hi"]
+    assert state.turn.phase == Phase.PROVIDER_STARTED and state.turn.journal["stream_key"] == "k"
+    assert (await store.get_turn(first)).lease_expires == 115.0
+    await store.release(first, attempt_id=attempt)
+    assert (await store.get_turn(first)).status == TurnStatus.QUEUED
+    monkeypatch.undo()
+    session = await sync_to_async(m.Session.objects.get)(key="lite")
+    assert session.status == "running" and session.event_seq == 1
+
+
+async def test_a_locked_database_does_not_stall_the_loop():
+    """Another connection holds the write lock for 0.3 s: the units wait off the loop (the
+    thread path) and commit once it is free; the loop runs other coroutines meanwhile."""
+    store = DjangoSessionStore()
+    turn_id, other = tid(), tid()
+    await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
+    await store.create_turn(SessionRef("ops", "lite-2"), TurnInput(text="2"), turn_id=other)
+    attempt = tid()
+    assert await store.claim(turn_id, owner="w", attempt_id=attempt, now=100.0, lease_seconds=10) is not None
+
+    holder = sqlite3.connect(_database(), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    ticks: list[float] = []
+    held = asyncio.Event()
+
+    async def ticker() -> None:
+        while not held.is_set():
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.005)
+
+    async def release_later() -> None:
+        await asyncio.sleep(0.3)
+        held.set()
+        holder.execute("ROLLBACK")
+
+    began = time.monotonic()
+    beat = asyncio.create_task(ticker())
+    freed = asyncio.create_task(release_later())
+    third = tid()
+    commit, claimed, _, created = await asyncio.gather(
+        store.commit(turn_id, attempt, _opening(turn_id)),
+        store.claim(other, owner="w", attempt_id=tid(), now=100.0, lease_seconds=10),
+        store.heartbeat(turn_id, attempt_id=attempt, now=101.0, lease_seconds=10),
+        store.create_turn(SessionRef("ops", "lite-3"), TurnInput(text="3"), turn_id=third),
+    )
+    done = time.monotonic()
+    await freed
+    await beat
+    holder.close()
+    assert done - began >= 0.29  # they waited for the lock...
+    assert len(ticks) >= 20 and max(b - a for a, b in zip(ticks, ticks[1:])) < 0.1  # ...off the loop
+    assert [e.event.type for e in commit.events] == ["turn.started"]
+    assert claimed is not None and claimed.status == TurnStatus.RUNNING
+    assert created.turn.turn_id == third and (await store.get_turn(third)).status == TurnStatus.QUEUED
+    assert [msg.text for msg in (await store.load(turn_id)).transcript] == ["hi"]
+    assert (await store.get_turn(turn_id)).lease_expires == 111.0
+
+
+def test_a_sync_callers_open_transaction_is_seen():
+    """Through ``async_to_sync`` the calls go to the caller's thread and connection, as before:
+    a turn created in its open transaction is there."""
+    from django.db import transaction
+
+    store = DjangoSessionStore()
+    turn_id = tid()
+    with transaction.atomic():
+        control.create_turn(REF, TurnInput(text="uncommitted"), turn_id=turn_id)
+        assert async_to_sync(store.get_turn)(turn_id).input.text == "uncommitted"
+        assert async_to_sync(store.next_queued)(REF) == turn_id
+
+
+async def test_connections_do_not_outlive_their_file():
+    store = DjangoSessionStore()
+    turn_id = tid()
+    await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
+    await store.get_turn(turn_id)
+    first = lite._local.own.conn
+    lite.drop_unusable()  # the same file: kept
+    assert lite._local.own.conn is first
+    lite._local.own.inode += 1  # as if the file had been deleted and created again
+    await store.drop_broken_connections()
+    with pytest.raises(sqlite3.ProgrammingError):
+        first.execute("SELECT 1")
+    assert (await store.get_turn(turn_id)).input.text == "1"  # a new connection
+    second = lite._local.own.conn
+    assert second is not first
+    lite.close_all()
+    with pytest.raises(sqlite3.ProgrammingError):
+        second.execute("SELECT 1")
+    assert (await store.get_turn(turn_id)).input.text == "1"
+
+
+def test_a_short_lived_threads_connection_closes_with_it():
+    turn_id = tid()
+    control.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
+    opened: list[sqlite3.Connection] = []
+
+    def use() -> None:
+        asyncio.run(DjangoSessionStore().get_turn(turn_id))
+        opened.append(lite._local.own.conn)
+
+    thread = threading.Thread(target=use)
+    thread.start()
+    thread.join()
+    assert opened and opened[0] not in [own.conn for own in lite._opened]
+    with pytest.raises(sqlite3.ProgrammingError):
+        opened[0].execute("SELECT 1")
+
+
+async def test_a_turn_created_here_is_the_row_the_orm_creates():
+    """``lite.create_turn`` writes the rows ``control.create_turn`` writes (ids and times aside),
+    and refuses what the rules refuse."""
+    from django.contrib.auth.models import User
+
+    from agents_app.runtime import SessionSuspendedError, TurnConflictError
+
+    user = await sync_to_async(User.objects.create)(username="lite")
+    store = DjangoSessionStore()
+    policy = {"system": "s", "deny_tools": []}
+    made = {}
+    for how in ("orm", "lite"):
+        turn_id, text = tid(), TurnInput(text="hi", source="web", by={"id": "u"})
+        ref = SessionRef("ops", f"made-{how}")
+        if how == "orm":
+            outcome = await sync_to_async(control.create_turn)(ref, text, turn_id=turn_id, policy=policy,
+                                                               created_by=user)
+        else:
+            outcome = lite.create_turn(ref, text, turn_id=turn_id, policy=policy, created_by=user)
+        assert outcome.turn.turn_id == turn_id and outcome.events == [] and outcome.running == []
+        made[how] = outcome.turn
+
+    def rows(how: str) -> tuple[dict, dict]:
+        s = m.Session.objects.filter(key=f"made-{how}").values().get()
+        t = m.Turn.objects.filter(session_id=s["id"]).values().get()
+        for row in (s, t):
+            for column in ("id", "key", "session_id", "created_at", "updated_at"):
+                row.pop(column, None)
+        return s, t
+
+    assert await sync_to_async(rows)("lite") == await sync_to_async(rows)("orm")
+    assert made["lite"].input == made["orm"].input and made["lite"].policy == policy
+    with pytest.raises(TurnConflictError):
+        await store.create_turn(SessionRef("ops", "made-lite"), TurnInput(text="again"), turn_id=made["lite"].turn_id)
+    second = tid()
+    await store.create_turn(SessionRef("ops", "made-lite"), TurnInput(text="2"), turn_id=second)
+    assert (await store.get_turn(second)).turn_id == second
+    await sync_to_async(m.Turn.objects.filter(pk=made["lite"].turn_id).update)(status="suspended")
+    with pytest.raises(SessionSuspendedError):
+        await store.create_turn(SessionRef("ops", "made-lite"), TurnInput(text="3"), turn_id=tid())
+    orders = await sync_to_async(lambda: list(m.Turn.objects.filter(session__key="made-lite")
+                                             .order_by("order").values_list("order", flat=True)))()
+    assert orders == [1, 2]
