@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.common import floor_ms, fresh_database, use_database  # noqa: E402
 
-BENCH_DB = "june_bench_short"
+BENCH_DB = os.environ.get("BENCH_DB", "june_bench_short")  # another name: runs side by side
 use_database(BENCH_DB)
 
 SIZES = (10, 100, 1000, 2000)
