@@ -62,10 +62,26 @@ def next_action(transcript: Sequence[Message], turn_id: str) -> Next:
 NOT_RUN_RESULT = {"error": "not run: the turn ended before this call had a result"}
 
 
+def _answered(transcript: Sequence[Message], at: int) -> bool:
+    """Whether the messages right after the assistant message at ``at`` are results for all of
+    its calls (enough to know nothing of its batch dangles; otherwise look closer)."""
+    calls = transcript[at].tool_calls
+    batch = transcript[at + 1 : at + 1 + len(calls)]
+    if len(calls) == 1:
+        return len(batch) == 1 and batch[0].role == Role.TOOL and batch[0].call_id == calls[0].id
+    return (len(batch) == len(calls) and all(m.role == Role.TOOL for m in batch)
+            and {m.call_id for m in batch} >= {c.id for c in calls})
+
+
 def close_dangling_calls(transcript: Sequence[Message]) -> list[Message]:
     """The transcript as sent to a model: a call with no tool message (its turn failed before
     running it) gets a synthetic error result right after its batch, so the request stays valid.
-    Pure; the stored transcript is not changed."""
+    Pure; the stored transcript is not changed. A transcript with nothing to close is returned
+    as a copy after one pass that looks only at the messages with calls (the common case, run
+    once per attempt over the whole history)."""
+    calling = [i for i, m in enumerate(transcript) if m.tool_calls and m.role == Role.ASSISTANT]
+    if all(_answered(transcript, i) for i in calling):
+        return list(transcript)
     out: list[Message] = []
     i = 0
     while i < len(transcript):
