@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from .messages import Message, Role, ToolCall
 
@@ -62,15 +62,19 @@ def next_action(transcript: Sequence[Message], turn_id: str) -> Next:
 NOT_RUN_RESULT = {"error": "not run: the turn ended before this call had a result"}
 
 
-def _answered(transcript: Sequence[Message], at: int) -> bool:
-    """Whether the messages right after the assistant message at ``at`` are results for all of
-    its calls (enough to know nothing of its batch dangles; otherwise look closer)."""
-    calls = transcript[at].tool_calls
-    batch = transcript[at + 1 : at + 1 + len(calls)]
-    if len(calls) == 1:
-        return len(batch) == 1 and batch[0].role == Role.TOOL and batch[0].call_id == calls[0].id
-    return (len(batch) == len(calls) and all(m.role == Role.TOOL for m in batch)
-            and {m.call_id for m in batch} >= {c.id for c in calls})
+def _dangling_batches(transcript: Sequence[Message]) -> Iterator[bool]:
+    """For each assistant message with calls: whether the messages right after it are not
+    plainly the results of all its calls (then ``close_dangling_calls`` looks closer). One pass
+    over the messages with calls, in the loop itself: it runs over a session's whole history."""
+    tool, assistant = Role.TOOL, Role.ASSISTANT  # locals: an enum member's lookup is not free
+    for i in [i for i, m in enumerate(transcript) if m.tool_calls and m.role == assistant]:
+        calls = transcript[i].tool_calls
+        batch = transcript[i + 1 : i + 1 + len(calls)]
+        if len(calls) == 1:
+            yield not batch or batch[0].role != tool or batch[0].call_id != calls[0].id
+        else:
+            yield (len(batch) != len(calls) or any(m.role != tool for m in batch)
+                   or not {m.call_id for m in batch} >= {c.id for c in calls})
 
 
 def close_dangling_calls(transcript: Sequence[Message]) -> list[Message]:
@@ -79,8 +83,7 @@ def close_dangling_calls(transcript: Sequence[Message]) -> list[Message]:
     Pure; the stored transcript is not changed. A transcript with nothing to close is returned
     as a copy after one pass that looks only at the messages with calls (the common case, run
     once per attempt over the whole history)."""
-    calling = [i for i, m in enumerate(transcript) if m.tool_calls and m.role == Role.ASSISTANT]
-    if all(_answered(transcript, i) for i in calling):
+    if not any(_dangling_batches(transcript)):
         return list(transcript)
     out: list[Message] = []
     i = 0
