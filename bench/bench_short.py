@@ -9,7 +9,9 @@ Each turn is ``create_turn`` + ``TurnExecutor.drive`` on the Django store in thi
 an instant scripted model and a no-op sync tool. Per step = turn time / 3. Printed at 10, 100,
 1,000 and 2,000 messages of history (the median of the turns within a few messages of each
 size) with the one-transaction floor measured between the turns of the same run, its ratio,
-and the flatness 2,000 / 10. The machine is noisy: compare the ratios of one run.
+and the flatness 2,000 / 10; beside each, the process's CPU time per step (all threads: what
+the engine and the store spend, without the waiting). The machine is noisy: compare the ratios
+of one run, and the CPU figures when the machine is loaded.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.common import floor_ms, fresh_database, use_database  # noqa: E402
 
-BENCH_DB = os.environ.get("BENCH_DB", "june_bench_short")  # another name keeps parallel runs apart
+BENCH_DB = os.environ.get("BENCH_DB", "june_bench_short")  # another name: runs side by side
 use_database(BENCH_DB)
 
 SIZES = (10, 100, 1000, 2000)
@@ -53,22 +55,23 @@ class NullSink:
         return None
 
 
-async def one_turn(store, agent, key: str, n: int) -> float:
+async def one_turn(store, agent, key: str, n: int) -> tuple[float, float]:
+    """(wall, CPU) seconds of one turn, creation included; CPU is the process's, all threads."""
     from agents_app.runtime import ScriptedModel, SessionRef, TurnExecutor, TurnInput, reply
 
     model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
     executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
                             model_for=lambda a: model, clock=time.time, lease_seconds=60)
     turn_id = uuid.uuid4().hex
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     await store.create_turn(SessionRef("bench", key), TurnInput(text=f"check {n}"), turn_id=turn_id)
     status = await executor.drive(turn_id)
-    elapsed = time.perf_counter() - t
+    elapsed, cpu = time.perf_counter() - t, time.process_time() - c
     assert str(status) == "completed", status
-    return elapsed
+    return elapsed, cpu
 
 
-async def run() -> tuple[dict[int, float], list[float]]:
+async def run() -> tuple[dict[int, float], dict[int, float], list[float]]:
     from sessions_app.store import DjangoSessionStore
 
     store = DjangoSessionStore()
@@ -77,18 +80,21 @@ async def run() -> tuple[dict[int, float], list[float]]:
         await one_turn(store, agent, "warmup", n)
     floors = [floor_ms(100)]
     samples: dict[int, list[float]] = {size: [] for size in SIZES}
+    cpu: dict[int, list[float]] = {size: [] for size in SIZES}
     turns = (SIZES[-1] + WINDOW) // MESSAGES_PER_TURN + 1
     gc.collect()
     for n in range(turns):
         history = n * MESSAGES_PER_TURN
-        elapsed = await one_turn(store, agent, "grows", n)
+        elapsed, used = await one_turn(store, agent, "grows", n)
         for size in SIZES:
             if abs(history - size) <= WINDOW:
                 samples[size].append(elapsed * 1000 / 3)
+                cpu[size].append(used * 1000 / 3)
         if n % 50 == 49:
             floors.append(floor_ms(100))
     floors.append(floor_ms(100))
-    return {size: statistics.median(xs) for size, xs in samples.items()}, floors
+    medians = {size: statistics.median(xs) for size, xs in samples.items()}
+    return medians, {size: statistics.median(xs) for size, xs in cpu.items()}, floors
 
 
 def main() -> None:
@@ -96,13 +102,15 @@ def main() -> None:
     from django.conf import settings
 
     backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-    per_step, floors = asyncio.run(run())
+    per_step, cpu, floors = asyncio.run(run())
     floor = statistics.median(floors)
     print(f"backend: {backend}   turns: 1 tool call (3 steps), creation included   floor samples: {len(floors)}")
     print(f"floor (1 txn: update+insert+insert): median {floor:.3f} ms  (min {min(floors):.3f}, max {max(floors):.3f})")
     for size, ms in per_step.items():
-        print(f"per step at {size:>5} messages of history: {ms:.3f} ms   ({ms / floor:.2f}x floor)")
-    print(f"flatness: cost at {SIZES[-1]} / cost at {SIZES[0]} = {per_step[SIZES[-1]] / per_step[SIZES[0]]:.2f}x")
+        print(f"per step at {size:>5} messages of history: {ms:.3f} ms   ({ms / floor:.2f}x floor)"
+              f"   cpu {cpu[size]:.3f} ms")
+    print(f"flatness: cost at {SIZES[-1]} / cost at {SIZES[0]} = {per_step[SIZES[-1]] / per_step[SIZES[0]]:.2f}x"
+          f"   (cpu {cpu[SIZES[-1]] / cpu[SIZES[0]]:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -311,11 +311,12 @@ class TurnLoop(CompactionSteps, ToolSteps):
         start = turn_tail_start(self.transcript, self.turn.turn_id)
         b = self.boundary - self.base
         key = (self.base, self.boundary, start)
+        summary = Role.SUMMARY  # a local: an enum member's lookup costs more than the comparison
         if self._history is None or self._history[0] != key:
-            earlier = [m for m in self.transcript[b:start] if m.role != Role.SUMMARY]
+            earlier = [m for m in self.transcript[b:start] if m.role != summary]
             self._history = (key, tuple(close_dangling_calls(earlier)))
         head = (self.transcript[self.summary_at - self.base],) if self.summary_at is not None else ()
-        tail = [m for m in self.transcript[max(b, start):] if m.role != Role.SUMMARY]
+        tail = [m for m in self.transcript[max(b, start):] if m.role != summary]
         return head + self._history[1] + tuple(close_dangling_calls(tail))
 
     # -- endings ------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ class ToolCall:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ToolCall":
-        return cls(id=data["id"], name=data["name"], input=data.get("input") or {})
+        return cls(data["id"], data["name"], data.get("input") or {})
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,20 +85,27 @@ class Message:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Message":
+        # positional, and no work for what is absent: a load decodes every message of the live
+        # transcript, so this runs thousands of times per turn in a long session
+        get = data.get
+        calls, blocks, usage = get("tool_calls"), get("blocks"), get("usage")
         return cls(
-            role=Role(data["role"]),
-            text=data.get("text", ""),
-            turn_id=data.get("turn_id"),
-            by=data.get("by"),
-            tool_calls=tuple(ToolCall.from_json(c) for c in data.get("tool_calls", ())),
-            blocks=tuple(data.get("blocks", ())),
-            call_id=data.get("call_id"),
-            name=data.get("name"),
-            result=data.get("result"),
-            is_error=bool(data.get("is_error", False)),
-            usage=dict(data.get("usage", {})),
-            boundary=data.get("boundary"),
+            _ROLES.get(data["role"]) or Role(data["role"]),
+            get("text", ""),
+            get("turn_id"),
+            get("by"),
+            tuple([ToolCall.from_json(c) for c in calls]) if calls else (),
+            tuple(blocks) if blocks else (),
+            get("call_id"),
+            get("name"),
+            get("result"),
+            bool(get("is_error", False)),
+            dict(usage) if usage else {},
+            get("boundary"),
         )
+
+
+_ROLES = {str(role): role for role in Role}
 
 
 def model_step_id(index: int) -> str:

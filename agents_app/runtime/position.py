@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from .messages import Message, Role, ToolCall
 
@@ -62,10 +62,29 @@ def next_action(transcript: Sequence[Message], turn_id: str) -> Next:
 NOT_RUN_RESULT = {"error": "not run: the turn ended before this call had a result"}
 
 
+def _dangling_batches(transcript: Sequence[Message]) -> Iterator[bool]:
+    """For each assistant message with calls: whether the messages right after it are not
+    plainly the results of all its calls (then ``close_dangling_calls`` looks closer). One pass
+    over the messages with calls, in the loop itself: it runs over a session's whole history."""
+    tool, assistant = Role.TOOL, Role.ASSISTANT  # locals: an enum member's lookup is not free
+    for i in [i for i, m in enumerate(transcript) if m.tool_calls and m.role == assistant]:
+        calls = transcript[i].tool_calls
+        batch = transcript[i + 1 : i + 1 + len(calls)]
+        if len(calls) == 1:
+            yield not batch or batch[0].role != tool or batch[0].call_id != calls[0].id
+        else:
+            yield (len(batch) != len(calls) or any(m.role != tool for m in batch)
+                   or not {m.call_id for m in batch} >= {c.id for c in calls})
+
+
 def close_dangling_calls(transcript: Sequence[Message]) -> list[Message]:
     """The transcript as sent to a model: a call with no tool message (its turn failed before
     running it) gets a synthetic error result right after its batch, so the request stays valid.
-    Pure; the stored transcript is not changed."""
+    Pure; the stored transcript is not changed. A transcript with nothing to close is returned
+    as a copy after one pass that looks only at the messages with calls (the common case, run
+    once per attempt over the whole history)."""
+    if not any(_dangling_batches(transcript)):
+        return list(transcript)
     out: list[Message] = []
     i = 0
     while i < len(transcript):

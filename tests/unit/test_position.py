@@ -49,6 +49,19 @@ def test_close_dangling_calls_leaves_a_valid_transcript_alone():
     assert close_dangling_calls(transcript) == transcript
 
 
+def test_close_dangling_calls_takes_results_in_any_order_and_sees_one_cut_off_by_a_message():
+    """The quick pass (results right after their batch) must agree with the full one: a batch
+    answered out of order is whole; a result after another message is not its batch's."""
+    answered = [Message(Role.USER, "a", turn_id="t0"), assistant("t0", "c0", "c1"), result("t0", "c1"),
+                result("t0", "c0"), Message(Role.ASSISTANT, "done", turn_id="t0")]
+    assert close_dangling_calls(answered) == answered
+    cut = [Message(Role.USER, "a", turn_id="t0"), assistant("t0", "c0"), Message(Role.USER, "b", turn_id="t1"),
+           result("t0", "c0")]
+    out = close_dangling_calls(cut)
+    assert out[2] == Message(Role.TOOL, turn_id="t0", call_id="c0", name="t", result=NOT_RUN_RESULT, is_error=True)
+    assert out[:2] == cut[:2] and out[3:] == cut[2:]
+
+
 def test_close_dangling_calls_answers_only_the_calls_of_each_batch():
     """Call ids repeat across turns (c0 every turn), so an answer from another batch counts not."""
     transcript = [
