@@ -3,13 +3,24 @@ row (honoured at the attempt's next commit or heartbeat); the doorbell only make
 so a lost ring costs latency, never correctness.
 
 ``ring`` is the sending side (services, after the commit); ``cancel_listener`` the receiving
-side (the executor's ``on_signals`` hook in a worker)."""
+side (the executor's ``on_signals`` hook in a worker).
+
+A worker receives through one listener per process (``ProcessDoorbell``): a daemon thread with
+an event loop of its own, one channel of the process in the group of every turn an attempt of
+the process runs, and a table of those attempts. An attempt only registers in the table and
+leaves it, so it never waits on the layer and nothing of the doorbell is left in its loop when it
+ends: its ``asyncio.run`` returns whatever the layer does with a cancel. (It used to run a
+receive task in the attempt's loop and cancel it at the end; on Python 3.11 a cancel that lands
+while redis-py sends BZPOPMIN is swallowed by ``asyncio.wait_for`` — CPython gh-86296, fixed in
+3.12 — the receive then went on, and the worker's ``asyncio.run`` never returned.)"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
+import os
+import threading
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -20,6 +31,8 @@ from agents_app.runtime.control import Signals
 from sessions_app import models as m
 
 log = logging.getLogger(__name__)
+
+RECEIVE_RETRY_SECONDS = 1.0
 
 
 def cancel_group(turn_id: str) -> str:
@@ -37,58 +50,114 @@ def ring(turn_ids: Sequence[str]) -> None:
             log.exception("cancel doorbell for %s failed", turn_id)
 
 
-#: each event loop's own channels_redis client (see ``receiving_layer``)
-_loop_layers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+@dataclass(eq=False)
+class Subscription:
+    """One attempt listening on its turn's doorbell. Calling it unsubscribes (idempotent, never
+    blocks). ``joined`` is set once the process's channel is in the turn's group: a ring sent
+    after that reaches the attempt's signals (at most once, as every layer delivers)."""
+
+    doorbell: ProcessDoorbell
+    turn_id: str
+    signals: Signals
+    loop: asyncio.AbstractEventLoop
+    joined: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self) -> None:
+        self.doorbell.leave(self)
 
 
-def receiving_layer() -> Any:
-    """The channel layer to receive on from the running event loop (None without a layer).
+class ProcessDoorbell:
+    """The process's doorbell receiver (see the module docstring). Group membership follows the
+    table: the process's channel is in a turn's group while an attempt of the process listens for
+    it; the changes are applied in order by one coroutine on the doorbell's loop."""
 
-    A channels_redis client keeps its receive state (the lock on the process's channel, the
-    buffers) on the instance, bound to the loop that first waited on it. A worker runs every
-    task in a fresh ``asyncio.run``: an attempt that ended mid-receive left that lock bound to its
-    dead loop, and the next attempt's listener stopped with "… is bound to a different event
-    loop" — its live cancel was lost. So each loop receives through a client of its own (its
-    pools close with the loop). Other layers are shared: ours (``outbox.layers``) receives on any
-    loop, and an in-memory layer's copy would hear nothing."""
-    layer = get_channel_layer()
-    if layer is None or not type(layer).__module__.startswith("channels_redis"):
-        return layer
-    loop = asyncio.get_running_loop()
-    own = _loop_layers.get(loop)
-    if own is None:
-        own = _loop_layers[loop] = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
-    return own
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self._lock = threading.Lock()
+        self._attempts: dict[str, list[Subscription]] = {}
+        self._joined: set[str] = set()
+        self._loop = asyncio.new_event_loop()
+        self._changed: asyncio.Queue[str] = asyncio.Queue()
+        self._thread = threading.Thread(target=self._run, name="june-doorbell", daemon=True)
+        self._thread.start()
 
+    def listen(self, turn_id: str, signals: Signals) -> Subscription:
+        sub = Subscription(self, turn_id, signals, asyncio.get_running_loop())
+        with self._lock:
+            self._attempts.setdefault(turn_id, []).append(sub)
+        self._loop.call_soon_threadsafe(self._changed.put_nowait, turn_id)
+        return sub
 
-def cancel_listener(turn_id: str, signals: Signals) -> Callable[[], None]:
-    """Listen on the turn's doorbell while the attempt runs. Returns the unsubscribe."""
-    layer = receiving_layer()
-    if layer is None:
-        return lambda: None
-    task = asyncio.get_running_loop().create_task(_listen(layer, cancel_group(turn_id), turn_id, signals))
-    return task.cancel
+    def leave(self, sub: Subscription) -> None:
+        with self._lock:
+            subs = self._attempts.get(sub.turn_id, [])
+            if sub not in subs:
+                return
+            subs.remove(sub)
+            if not subs:
+                del self._attempts[sub.turn_id]
+        self._loop.call_soon_threadsafe(self._changed.put_nowait, sub.turn_id)
 
+    # -- on the doorbell's own loop --------------------------------------------------------------
 
-async def _listen(layer: Any, group: str, turn_id: str, signals: Signals) -> None:
-    channel = await layer.new_channel()
-    await layer.group_add(group, channel)
-    try:
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        channel = await self.layer.new_channel()
+        await asyncio.gather(self._keep_memberships(channel), self._receive(channel))
+
+    async def _keep_memberships(self, channel: str) -> None:
         while True:
-            message = await layer.receive(channel)
-            if message.get("type") == "june.cancel":
-                reason = message.get("reason") or await _durable_reason(turn_id)
-                log.info("turn %s: live cancel (%s)", turn_id, reason)
-                signals.cancel(reason)
-    except asyncio.CancelledError:
-        raise
-    except Exception:  # a doorbell: the row still carries the request
-        log.exception("turn %s: cancel listener stopped", turn_id)
-    finally:
+            turn_id = await self._changed.get()
+            with self._lock:
+                wanted = turn_id in self._attempts
+            try:
+                if wanted and turn_id not in self._joined:
+                    await self.layer.group_add(cancel_group(turn_id), channel)
+                    self._joined.add(turn_id)
+                elif not wanted and turn_id in self._joined:
+                    self._joined.discard(turn_id)
+                    await self.layer.group_discard(cancel_group(turn_id), channel)
+            except Exception:  # a doorbell: the row still carries the request
+                log.exception("cancel doorbell: membership of %s failed", turn_id)
+            if turn_id in self._joined:
+                with self._lock:
+                    for sub in self._attempts.get(turn_id, ()):
+                        sub.joined.set()
+
+    async def _receive(self, channel: str) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(channel)
+            except Exception:  # Redis away, say: rejoin every group once it answers again
+                log.exception("cancel doorbell: receive failed; retrying in %s s", RECEIVE_RETRY_SECONDS)
+                await asyncio.sleep(RECEIVE_RETRY_SECONDS)
+                for turn_id in list(self._joined):
+                    self._joined.discard(turn_id)
+                    self._changed.put_nowait(turn_id)
+                continue
+            turn_id = message.get("turn_id")
+            if message.get("type") == "june.cancel" and isinstance(turn_id, str):
+                await self._deliver(turn_id, message.get("reason"))
+
+    async def _deliver(self, turn_id: str, reason: str | None) -> None:
+        with self._lock:
+            subs = list(self._attempts.get(turn_id, ()))
+        if not subs:
+            return
         try:
-            await asyncio.shield(layer.group_discard(group, channel))
-        except BaseException:  # the loop may be closing; groups expire on their own
-            pass
+            reason = reason or await _durable_reason(turn_id)
+        except Exception:  # the attempt reads the request at its next commit or heartbeat
+            log.exception("turn %s: live cancel not delivered (its reason could not be read)", turn_id)
+            return
+        log.info("turn %s: live cancel (%s)", turn_id, reason)
+        for sub in subs:
+            try:
+                sub.loop.call_soon_threadsafe(sub.signals.cancel, reason)
+            except RuntimeError:  # that attempt's loop has closed: it is over
+                pass
 
 
 async def _durable_reason(turn_id: str) -> str:
@@ -96,3 +165,41 @@ async def _durable_reason(turn_id: str) -> str:
         lambda: m.Turn.objects.filter(pk=turn_id).values_list("cancel_reason", flat=True).first()
     )()
     return reason or "requested"
+
+
+_process: ProcessDoorbell | None = None
+_process_lock = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    """A forked worker inherits the parent's table but not its thread: it starts its own."""
+    global _process, _process_lock
+    _process, _process_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def process_doorbell() -> ProcessDoorbell | None:
+    """The process's doorbell receiver, started on first use (None without a layer that reaches
+    a worker: an in-memory layer cannot leave its process, and is bound to one loop). A
+    channels_redis layer is received through a client of its own, whose receive state belongs to
+    the doorbell's loop; other layers (ours, ``outbox.layers``) receive on any loop."""
+    global _process
+    with _process_lock:
+        if _process is None:
+            layer = get_channel_layer()
+            if layer is None or type(layer).__name__ == "InMemoryChannelLayer":
+                return None
+            if type(layer).__module__.startswith("channels_redis"):
+                layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+            _process = ProcessDoorbell(layer)
+        return _process
+
+
+def cancel_listener(turn_id: str, signals: Signals) -> Callable[[], None]:
+    """Listen on the turn's doorbell while the attempt runs (from the attempt's loop). Returns
+    the unsubscribe (a ``Subscription``): it never blocks, and leaves nothing running in the
+    attempt's loop."""
+    doorbell = process_doorbell()
+    return doorbell.listen(turn_id, signals) if doorbell else lambda: None
