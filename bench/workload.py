@@ -35,10 +35,10 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
-def queue_turns(prefix: str, n: int, sessions: int) -> list[str]:
-    """Queue ``n`` short turns spread round-robin over ``sessions`` sessions (a session's turns
-    form its chain: they run one at a time, in order)."""
-    return [start(f"{prefix}-{i % sessions}", SHORT) for i in range(n)]
+def queue_turns(prefix: str, n: int, sessions: int, first: int = 0) -> list[str]:
+    """Queue ``n`` short turns (numbered from ``first``) spread round-robin over ``sessions``
+    sessions (a session's turns form its chain: they run one at a time, in order)."""
+    return [start(f"{prefix}-{i % sessions}", SHORT) for i in range(first, first + n)]
 
 
 def wait_done(turn_ids: list[str], timeout: float = 900.0) -> None:
