@@ -43,6 +43,7 @@ BENCH_DB = "june_bench_queue"
 use_database(BENCH_DB, postgres_by_default=True)
 os.environ["JUNE_AGENT_DIRS"] = str(ROOT / "tests" / "fault" / "agents")
 os.environ.setdefault("JUNE_FAULT_DIR", tempfile.mkdtemp(prefix="june-bench-fault-"))
+os.environ["JUNE_Q_SAVE_TURNS"] = "1"  # the enqueue time below is django-q2's result row's ``started``
 
 TURNS = int(os.environ.get("BENCH_TURNS", "200"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))

@@ -176,6 +176,8 @@ Q_CLUSTER = {
     "queue_limit": int(os.environ.get("JUNE_Q_QUEUE_LIMIT", str(_q_workers))),
     "catch_up": False,
     "save_limit": 1000,
+    # a worker process is replaced after this many tasks (django-q2's default)
+    "recycle": int(os.environ.get("JUNE_Q_RECYCLE", "500")),
     "label": "Django Q2",
     "sync": env_bool("JUNE_Q_SYNC", False),
 }
@@ -185,6 +187,9 @@ if not _q_broker and _db["ENGINE"] == "django.db.backends.postgresql":
     _q_broker = "sessions_app.workers.broker.NotifyingORM"
 if _q_broker:
     Q_CLUSTER["broker_class"] = _q_broker
+# django-q2's result row for each run_turn task (a write and a prune of the result table per task
+# in the cluster's monitor); the turn's own row is its record, so it is not kept unless asked
+JUNE_Q_SAVE_TURNS = env_bool("JUNE_Q_SAVE_TURNS", False)
 if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
     raise ImproperlyConfigured("JUNE_Q_TIMEOUT must be below JUNE_Q_RETRY (else a running task is handed out twice)")
 

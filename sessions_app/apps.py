@@ -20,6 +20,7 @@ class SessionsAppConfig(AppConfig):
         # every qcluster worker process runs the lease watchdog (a fast sweeper thread)
         post_spawn.connect(_start_watchdog, dispatch_uid="june.watchdog")
         post_spawn.connect(_freeze_heap, dispatch_uid="june.freeze_heap")
+        post_spawn.connect(_keep_event_loop, dispatch_uid="june.event_loop")
 
 
 def _ensure_schedules(using: str = "default", **kwargs: object) -> None:
@@ -51,3 +52,14 @@ def _freeze_heap(**kwargs: object) -> None:
     of the garbage collector's view, so gen-2 collections stay short while turns run."""
     gc.collect()
     gc.freeze()
+
+
+def _keep_event_loop(**kwargs: object) -> None:
+    # imported here: apps.py loads before the models it would pull in
+    from django_q.conf import Conf
+
+    from sessions_app.workers.tasks import keep_event_loop
+
+    if Conf.SYNC:  # tasks run inline in the caller (tests): each keeps its own asyncio.run
+        return
+    keep_event_loop()

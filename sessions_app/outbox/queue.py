@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from django.conf import settings
 from django.db import transaction
 from django_q.tasks import async_task
 
@@ -30,8 +31,11 @@ RENAMED = {
 
 
 def enqueue_turn(turn_id: str) -> None:
-    """Enqueue after the surrounding transaction commits: a worker never sees an uncommitted turn."""
-    transaction.on_commit(lambda: async_task(RUN_TURN, turn_id, task_name=f"turn {turn_id}", group="june.turns"))
+    """Enqueue after the surrounding transaction commits: a worker never sees an uncommitted turn.
+    A task that succeeded leaves no django-q2 result row unless ``JUNE_Q_SAVE_TURNS`` (the turn's
+    row is its record; a failed task's row is kept)."""
+    transaction.on_commit(lambda: async_task(RUN_TURN, turn_id, task_name=f"turn {turn_id}", group="june.turns",
+                                             save=settings.JUNE_Q_SAVE_TURNS))
 
 
 def enqueue_delivery(delivery_id: int, *, turn_id: str = "") -> None:

@@ -11,7 +11,9 @@ conditional ``UPDATE`` on its lock, deleted on acknowledge: at-least-once) and c
 - ``dequeue`` on an empty queue waits on a dedicated ``LISTEN`` connection for at most
   ``Conf.POLL`` instead of sleeping it, then looks again. The poll rate is unchanged; a
   notification only ends the wait early. Its queue queries keep the pusher's connection open
-  (the ORM broker reconnects for every look and every claim when ``CONN_MAX_AGE`` is 0).
+  (the ORM broker reconnects for every look and every claim when ``CONN_MAX_AGE`` is 0), and so
+  does ``acknowledge``, the monitor's delete of a finished task's row (two connects per task
+  otherwise: its ``close_old_connections`` closes the connection it has just opened).
 
 A lost notification (the listener down at enqueue time, a server restart) costs at most one
 poll interval: the look after the wait finds the row. On any other database, or while the
@@ -23,6 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from typing import Callable, TypeVar
 
 from django import db
 from psycopg import sql
@@ -32,6 +35,7 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: seconds between attempts to (re)connect a broken listener; polling covers the gap
 RECONNECT_SECONDS = 1.0
@@ -94,6 +98,20 @@ class Listener:
             pass
 
 
+def _kept(statement: Callable[[], T]) -> T:
+    """Run ``statement`` on the process's open connection (outside a transaction); a broken
+    connection is replaced once, so only statements safe to repeat go through here (a read, a
+    delete by primary key)."""
+    for retry in (False, True):
+        try:
+            return statement()
+        except (db.InterfaceError, db.OperationalError):
+            if retry:
+                raise
+            db.connections[Conf.ORM].close()
+    raise AssertionError("unreachable")
+
+
 class NotifyingORM(ORM):
     """The ORM broker with a ``LISTEN``/``NOTIFY`` wake-up on PostgreSQL (see the module)."""
 
@@ -145,17 +163,16 @@ class NotifyingORM(ORM):
             self._retry_at = time.monotonic() + RECONNECT_SECONDS
         return None
 
+    def acknowledge(self, task_id):
+        """Delete the finished task's row, on the monitor's open connection."""
+        if not self._on_postgresql():
+            return super().acknowledge(task_id)
+        return _kept(lambda: OrmQ.objects.using(Conf.ORM).filter(pk=task_id).delete())
+
     def _waiting(self) -> list[OrmQ]:
-        """Up to ``Conf.BULK`` unlocked rows, on the pusher's open connection (a broken one is
-        replaced once: the read is safe to repeat)."""
-        for retry in (False, True):
-            try:
-                return list(OrmQ.objects.using(Conf.ORM).filter(key=self.list_key, lock__lt=timezone.now())[:Conf.BULK])
-            except (db.InterfaceError, db.OperationalError):
-                if retry:
-                    raise
-                db.connections[Conf.ORM].close()
-        return []
+        """Up to ``Conf.BULK`` unlocked rows, on the pusher's open connection."""
+        return _kept(lambda: list(OrmQ.objects.using(Conf.ORM).filter(key=self.list_key, lock__lt=timezone.now())
+                                  [:Conf.BULK]))
 
     def _claim(self, tasks: list[OrmQ]) -> list[tuple[int, str]]:
         """django-q2's claim, unchanged: lock each row by a conditional UPDATE on the lock it was

@@ -5,12 +5,22 @@ settles it for good hands the session's chain to its next queued turn (``Commit.
 the executor's ``on_runnable`` enqueues; the sweeper backs a lost enqueue up). ``sweep_expired_leases`` is the scheduled sweeper
 (see ``sessions_app.workers.sweeper`` and docs/workers.md). Their dotted names are in
 ``sessions_app.outbox.queue``.
+
+A worker process runs its tasks on one event loop, kept from task to task (``keep_event_loop``,
+at q2's ``post_spawn``): a loop per task cost its creation and teardown, and dropped what lives
+on the loop with it — the channel layer's connections (channels_redis keeps a pool per loop, so
+every task connected to Redis again). Each task still ends as ``asyncio.run`` ends one: what it
+left running is cancelled and awaited, so nothing of a turn outlives its task. Anywhere else
+(tests, a thread of its own) ``run_turn`` runs in a fresh ``asyncio.run``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
+from typing import Any, Coroutine, TypeVar
 
 from django.conf import settings
 from django_q.models import Schedule
@@ -22,6 +32,10 @@ from sessions_app.outbox.queue import SWEEP, SWEEP_SCHEDULE
 from sessions_app.workers.sweeper import pending_turn_ids, sweep_expired, sweep_queued  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: seconds a finished task's leftovers (a cancelled listener, say) get to end before the loop is dropped
+LEFTOVER_SECONDS = 5.0
 
 
 def run_turn(turn_id: str) -> str | None:
@@ -45,7 +59,49 @@ def run_turn(turn_id: str) -> str | None:
             await executor.sink.close()  # the sink sends in the background: drain it
         return str(status) if status else None
 
-    return asyncio.run(drive())
+    return _run(drive())
+
+
+# -- the worker's event loop ----------------------------------------------------------------------
+
+_kept = threading.local()
+
+
+def keep_event_loop(**_: object) -> None:
+    """This process's main thread runs its tasks on one event loop (connected to q2's
+    ``post_spawn``: a worker process, after its fork)."""
+    _kept.pid = os.getpid()
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    if getattr(_kept, "pid", None) != os.getpid():
+        return asyncio.run(coro)
+    loop = getattr(_kept, "loop", None)
+    if loop is None or loop.is_closed():
+        loop = _kept.loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        _end_task(loop)
+
+
+def _end_task(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel and await what the task left running, as ``asyncio.run`` does at its end. Should a
+    leftover ignore its cancel for ``LEFTOVER_SECONDS``, the loop is closed and the next task
+    gets a new one."""
+    left = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    if not left:
+        return
+    for task in left:
+        task.cancel()
+    done, pending = loop.run_until_complete(asyncio.wait(left, timeout=LEFTOVER_SECONDS))
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("a task left by run_turn failed: %r", task.exception())
+    if pending:
+        log.warning("%d task(s) left by run_turn ignored their cancel; the event loop is replaced", len(pending))
+        loop.close()
+        _kept.loop = None
 
 
 def sweep_expired_leases() -> dict[str, int]:

@@ -183,6 +183,48 @@ def test_the_pusher_survives_the_death_of_its_open_connection(broker, pusher, mo
     assert p.got == [(pk, "after the drop")] and p.thread.is_alive()
 
 
+@postgresql
+def test_the_monitor_acknowledges_on_its_open_connection(broker):
+    """django-q2's acknowledge runs ``close_old_connections`` first: with ``CONN_MAX_AGE`` 0 the
+    monitor connected to the database again for every finished task. A connection the server
+    dropped must cost one reconnect, not the acknowledgement (the task would run again)."""
+    from django_q.models import OrmQ
+
+    def sessions_opened() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+            return cursor.fetchone()[0]
+
+    ids = [broker.enqueue(f"task {n}") for n in range(20)]
+    before = sessions_opened()
+    for pk in ids[:10]:
+        broker.acknowledge(pk)
+    assert sessions_opened() == before  # pg_stat_database counts every connect
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        mine = cursor.fetchone()[0]
+    terminate_from_another(mine)
+    for pk in ids[10:]:
+        broker.acknowledge(pk)
+    assert not OrmQ.objects.filter(key="test-broker").exists()
+
+
+def terminate_from_another(pid: int) -> None:
+    """Terminate a backend from a connection of its own (the one terminated is this thread's)."""
+    import psycopg
+
+    params = connection.get_connection_params()
+    for key in ("cursor_factory", "context", "prepare_threshold"):
+        params.pop(key, None)
+    with psycopg.connect(autocommit=True, **params) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])
+        # the backend is gone before the test goes on
+        for _ in range(100):
+            if not other.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", [pid]).fetchone():
+                break
+            other.execute("SELECT pg_sleep(0.05)")
+
+
 def test_elsewhere_it_is_the_orm_broker(broker, monkeypatch):
     """On SQLite (or any database without LISTEN) the broker must still queue and poll."""
     from django_q.conf import Conf

@@ -126,7 +126,34 @@ def test_fifty_turns_ten_sessions_two_workers(clusters, fault_agent):
         indices = list(Message.objects.filter(session__key=key).order_by("index").values_list("index", flat=True))
         assert indices == list(range(25)), key  # 5 turns x 5 messages, no gap, no duplicate
     assert Turn.objects.filter(pk__in=ids, attempts=1).count() == len(ids)
+    from django_q.models import OrmQ, Task
+
+    from sessions_app.outbox.queue import RUN_TURN
+
+    wait_for(lambda: not OrmQ.objects.exists(), timeout=30, what="every task acknowledged")
+    assert not Task.objects.filter(func=RUN_TURN).exists()  # no result row per turn task
     print(f"50 turns on 2 workers: {elapsed:.1f}s ({len(ids) / elapsed:.1f} turns/s)")
+
+
+def test_a_turn_task_keeps_no_result_row_unless_asked(fault_agent, settings):
+    """django-q2's monitor wrote a result row per finished task and pruned the table under a
+    lock on every row of it (save_limit): a write and a scan per turn, for a record the turn's
+    own row already is. A failed task's row is still kept (django-q2 saves failures anyway)."""
+    from django_q.models import OrmQ
+    from django_q.signing import SignedPackage
+
+    from sessions_app.outbox.queue import RUN_TURN
+
+    def saves() -> list:
+        packages = [SignedPackage.loads(p) for p in OrmQ.objects.values_list("payload", flat=True)]
+        OrmQ.objects.all().delete()
+        return [p.get("save") for p in packages if p["func"] == RUN_TURN]
+
+    start(fault_agent, "unsaved")
+    assert saves() == [False]
+    settings.JUNE_Q_SAVE_TURNS = True
+    start(fault_agent, "saved")
+    assert saves() == [True]
 
 
 def test_live_cancel_reaches_a_running_worker(clusters, fault_agent):
