@@ -27,7 +27,7 @@ BASE = "/api/agents/ops/sessions"
 def inline_worker(monkeypatch):
     """The q2 task ``run_turn`` runs on commit on a fresh thread (as a worker would, with its
     own event loop); q2's own sync mode would nest event loops inside the async view."""
-    from sessions_app import services
+    from sessions_app import services, wiring
     from sessions_app.workers import tasks
 
     def run(turn_id: str) -> None:
@@ -49,7 +49,7 @@ def inline_worker(monkeypatch):
         transaction.on_commit(lambda: run(turn_id))
 
     monkeypatch.setattr(services, "enqueue_turn", enqueue)
-    monkeypatch.setattr(tasks, "enqueue_turn", enqueue)
+    monkeypatch.setattr(wiring, "enqueue_turn", enqueue)  # the chain's hand-off (Commit.runnable)
 
 
 def make_user(name: str, *, operator: bool = False):
