@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Iterable
@@ -24,22 +25,29 @@ from agents_app.runtime.tools import Tool
 
 log = logging.getLogger(__name__)
 BUILTIN_DIR = Path(__file__).resolve().parent / "agents"
+#: a module is in sys.modules before its code has run: another thread must not read it half-run
+_importing = threading.RLock()
 
 
 def _import(path: Path, module_name: str) -> ModuleType:
-    if module_name in sys.modules:
-        return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise AgentConfigError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception:
-        del sys.modules[module_name]
-        raise
-    return module
+    """Import an agent's file once per process; a thread asking meanwhile waits for the whole
+    module (a worker's sweeper thread loads agents while its first attempt does: it used to get
+    an agent.py without its ``model`` line run yet, and the turns of that worker went to the
+    default model)."""
+    with _importing:
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise AgentConfigError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception:
+            del sys.modules[module_name]
+            raise
+        return module
 
 
 def load_agent(folder: Path) -> Agent:
