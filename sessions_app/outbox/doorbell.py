@@ -66,16 +66,27 @@ def cancel_listener(turn_id: str, signals: Signals) -> Callable[[], None]:
     layer = receiving_layer()
     if layer is None:
         return lambda: None
-    task = asyncio.get_running_loop().create_task(_listen(layer, cancel_group(turn_id), turn_id, signals))
-    return task.cancel
+    stopped = asyncio.Event()
+    task = asyncio.get_running_loop().create_task(_listen(layer, cancel_group(turn_id), turn_id, signals, stopped))
+
+    def unsubscribe() -> None:
+        stopped.set()
+        task.cancel()
+
+    return unsubscribe
 
 
-async def _listen(layer: Any, group: str, turn_id: str, signals: Signals) -> None:
+async def _listen(layer: Any, group: str, turn_id: str, signals: Signals, stopped: asyncio.Event) -> None:
+    """Until ``stopped``. channels_redis (redis-py) can swallow the cancel of a receive blocked in
+    BZPOPMIN when a message lands at that moment: the receive returns the message instead, and a
+    listener that went on receiving would never end — nor would the ``asyncio.run`` of its task."""
     channel = await layer.new_channel()
     await layer.group_add(group, channel)
     try:
-        while True:
+        while not stopped.is_set():
             message = await layer.receive(channel)
+            if stopped.is_set():
+                break
             if message.get("type") == "june.cancel":
                 reason = message.get("reason") or await _durable_reason(turn_id)
                 log.info("turn %s: live cancel (%s)", turn_id, reason)
