@@ -18,6 +18,7 @@ Bounded: the most recently used sessions and turns.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -88,9 +89,11 @@ def read(key: Key, start: int, messages: list[Message]) -> None:
 
 def wrote(key: Key, messages: list[tuple[int, Message]]) -> None:
     """A committed unit wrote ``messages`` (position, message): they continue the stretch if
-    they start at its end."""
-    if not messages:
+    they start at its end. Held as a load would decode them (their JSON, read back)."""
+    stretch = _stretches.get(key)
+    if not messages or stretch is None or messages[0][0] != stretch.end:
         return
+    messages = [(index, Message.from_json(json.loads(json.dumps(m.to_json())))) for index, m in messages]
     with _lock:
         stretch = _stretches.get(key)
         if stretch is None:

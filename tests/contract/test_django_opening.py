@@ -294,3 +294,32 @@ def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkeypatch)
             await asyncio.to_thread(direct.close_all)
 
     asyncio.run(scenario())
+
+
+def test_a_claim_waiting_for_its_session_holds_no_turn_lock():
+    """The lock order (``sessions_app.store``): a claim with its load locks the turn's session
+    before its turn, as a replace does (session, then its turns): a claim blocked on the
+    session has not touched the turn row, so the replace goes on and nothing deadlocks."""
+    postgres_only()
+    from tests.contract.test_lock_order import _connect
+    from tests.fault.qcluster import wait_for
+    from sessions_app.store import DjangoSessionStore
+
+    store = DjangoSessionStore()
+    turn_id = uuid.uuid4().hex
+    store.create_turn_sync(SessionRef("ops", "claim-order"), TurnInput(text="x"), turn_id=turn_id)
+    session_id = m.Turn.objects.get(pk=turn_id).session_id
+    holder = _connect(autocommit=False)
+    try:
+        holder.execute("SELECT 1 FROM sessions_app_session WHERE id = %s FOR UPDATE", [session_id])
+        thread, out = _in_thread(lambda: asyncio.run(store.claim_and_load(
+            turn_id, owner="w", attempt_id=uuid.uuid4().hex, now=1.0, lease_seconds=60)))
+        wait_for(lambda: holder.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
+                 timeout=20, what="the claim to wait for the session lock")
+        holder.execute("SELECT 1 FROM sessions_app_turn WHERE id = %s FOR UPDATE NOWAIT", [turn_id])
+        holder.commit()
+        thread.join(20)
+        assert "error" not in out, out.get("error")
+        assert out["value"].turn.status == TurnStatus.RUNNING
+    finally:
+        holder.close()
