@@ -14,6 +14,10 @@ conditional ``UPDATE`` on its lock, deleted on acknowledge: at-least-once) and c
   (the ORM broker reconnects for every look and every claim when ``CONN_MAX_AGE`` is 0), and so
   does ``acknowledge``, the monitor's delete of a finished task's row (two connects per task
   otherwise: its ``close_old_connections`` closes the connection it has just opened).
+- Nothing closes the caller's connection: django-q2 makes a broker for every ``async_task``
+  and its ``get_connection`` first closes the calling thread's connection when it is past
+  ``CONN_MAX_AGE`` (with 0: always), so every enqueue cost its caller a reconnect — a web
+  request's, and a worker's store connection at each hand-over to the next turn of a chain.
 
 A lost notification (the listener down at enqueue time, a server restart) costs at most one
 poll interval: the look after the wait finds the row. On any other database, or while the
@@ -132,6 +136,12 @@ class NotifyingORM(ORM):
     def _on_postgresql() -> bool:
         return db.connections[Conf.ORM].vendor == "postgresql"
 
+    def get_connection(self, list_key: str | None = None):
+        """The queue's manager, the caller's connection left as it is (see the module). A
+        broken connection is replaced where the broker queries (``_kept``); the callers' own
+        checks (a request's end, the store's per-task check) replace theirs."""
+        return OrmQ.objects.using(Conf.ORM)
+
     def enqueue(self, task):
         if not self._on_postgresql():
             return super().enqueue(task)
@@ -151,7 +161,7 @@ class NotifyingORM(ORM):
     def dequeue(self):
         listener = self._ensure_listener()
         if listener is None:
-            return super().dequeue()  # polling: SQLite, or the listener is down
+            return _kept(super().dequeue)  # polling: SQLite, or the listener is down
         tasks = self._waiting()
         if tasks:
             return self._claim(tasks)

@@ -20,7 +20,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, connections, transaction
+from django.db import connections, transaction
 from django.utils import timezone
 from django_q.conf import Conf
 from django_q.models import OrmQ
@@ -198,7 +198,8 @@ def _watch(period: float) -> None:
     time.sleep(random.uniform(0, period / 2))  # spread the workers of a cluster apart
     while True:
         try:
-            close_old_connections()
+            # the thread's connection is kept between passes (close_old_connections, with
+            # CONN_MAX_AGE 0, reconnected every period in every worker); a failed pass drops it
             counts = sweep_expired()
             if any(counts.values()):
                 log.info("sweeper: %s", counts)

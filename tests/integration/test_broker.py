@@ -209,6 +209,28 @@ def test_the_monitor_acknowledges_on_its_open_connection(broker):
     assert not OrmQ.objects.filter(key="test-broker").exists()
 
 
+@postgresql
+def test_an_enqueue_keeps_the_callers_connection(fault_agent):
+    """django-q2 makes a broker per async_task and its get_connection closed the caller's
+    connection (CONN_MAX_AGE 0): a reconnect per turn queued by a request, and per hand-over
+    in a worker — on the connection the store's units use."""
+    from django.db import transaction
+
+    from sessions_app.outbox.queue import enqueue_turn
+
+    def sessions_opened() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+            return cursor.fetchone()[0]
+
+    before = sessions_opened()
+    for n in range(10):
+        with transaction.atomic():
+            enqueue_turn(f"t{n}")
+        enqueue_turn(f"u{n}")  # autocommit: on_commit runs at once
+    assert sessions_opened() == before
+
+
 def terminate_from_another(pid: int) -> None:
     """Terminate a backend from a connection of its own (the one terminated is this thread's)."""
     import psycopg

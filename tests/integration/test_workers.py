@@ -110,6 +110,52 @@ def test_sweeper_redelivers_an_expired_lease_once_and_fails_a_spent_budget(fault
     assert pending_turn_ids() == {second}
 
 
+def test_the_watchdog_keeps_its_connection_between_passes(monkeypatch):
+    """Every worker's watchdog reconnected to the database at every pass (close_old_connections
+    with CONN_MAX_AGE 0): a connect per second per worker process, idle or not."""
+    import threading
+
+    from django.db import connection
+
+    from sessions_app.workers import sweeper
+
+    if connection.vendor != "postgresql":
+        pytest.skip("pg_stat_database counts the connects")
+
+    class Enough(BaseException):
+        pass
+
+    passes = []
+
+    def sleep(seconds: float) -> None:
+        passes.append(seconds)
+        if len(passes) > 6:
+            raise Enough
+
+    def sessions_opened() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
+            return cursor.fetchone()[0]
+
+    monkeypatch.setattr(sweeper.time, "sleep", sleep)
+    before = sessions_opened()
+
+    def watch() -> None:
+        try:
+            sweeper._watch(0.01)
+        except Enough:
+            pass
+        finally:
+            from django.db import connections
+
+            connections.close_all()
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    thread.join(30)
+    assert len(passes) == 7 and sessions_opened() - before == 1  # the thread's one connect
+
+
 def test_fifty_turns_ten_sessions_two_workers(clusters, fault_agent):
     from sessions_app.models import Message, Turn
 
