@@ -208,26 +208,28 @@ def next_queued(session: SessionRef) -> str | None:
 def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float) -> TurnRecord | None:
     """``lease.claim`` in one transaction: the claim, the row, the session marked running."""
     with _write() as cur:
-        cur.execute(lease.CLAIM, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds))
-        if cur.rowcount != 1:
-            return None
-        turn = _turn(cur, turn_id)
-        if turn.session.status != SessionStatus.RUNNING:
-            cur.execute(lease.SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
-        return record_of(turn)
+        turn = _claimed(cur, turn_id, owner, attempt_id, now, lease_seconds)
+        return None if turn is None else record_of(turn)
 
 
 def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float,
                    lease_seconds: float) -> TurnState | None:
     """``claim`` and ``load`` in one transaction (``SessionStore.claim_and_load``)."""
     with _write() as cur:
-        cur.execute(lease.CLAIM, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds))
-        if cur.rowcount != 1:
-            return None
-        turn = _turn(cur, turn_id)
-        if turn.session.status != SessionStatus.RUNNING:
-            cur.execute(lease.SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
-        return reads.load_on(cur, turn)
+        turn = _claimed(cur, turn_id, owner, attempt_id, now, lease_seconds)
+        return None if turn is None else reads.load_on(cur, turn)
+
+
+def _claimed(cur: "Cursor", turn_id: str, owner: str, attempt_id: str, now: float,
+             lease_seconds: float) -> SimpleNamespace | None:
+    """The claim on ``cur``: the turn's row once claimed (its session marked running), else None."""
+    cur.execute(lease.CLAIM, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds))
+    if cur.rowcount != 1:
+        return None
+    turn = _turn(cur, turn_id)
+    if turn.session.status != SessionStatus.RUNNING:
+        cur.execute(lease.SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
+    return turn
 
 
 def heartbeat(turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
