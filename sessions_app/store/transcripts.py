@@ -75,6 +75,17 @@ def known(turn_id: str) -> tuple[Key, Stretch] | None:
         return key, Stretch(stretch.start, list(stretch.messages))
 
 
+def since(key: Key, start: int) -> tuple[int, list[Message]]:
+    """(end, a copy of the messages at ``start`` .. ``end - 1``) held for ``key``; (``start``,
+    []) when nothing held covers ``start``. For a load that knows its session (``lite``)."""
+    with _lock:
+        stretch = _stretches.get(key)
+        if stretch is None or not stretch.start <= start <= stretch.end:
+            return start, []
+        _stretches.move_to_end(key)
+        return stretch.end, stretch.messages[start - stretch.start:]
+
+
 def read(key: Key, start: int, messages: list[Message]) -> None:
     """A load read ``messages`` from position ``start`` to the end (committed rows)."""
     with _lock:
