@@ -34,8 +34,12 @@ LEASE_LOST = "JUNE1"  # SQLSTATE of june_lease_lost()
 TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage"})
 
 
+#: json.dumps with separators builds an encoder per call; this one is built once
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return _encode(value)
 
 
 @dataclass(slots=True)

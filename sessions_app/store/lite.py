@@ -186,6 +186,21 @@ def commit(tx: UnitWriter) -> Commit:
     return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
 
+def write_inside(tx: UnitWriter) -> checkpoint.Written:
+    """A unit's checkpoint inside its atomic block on Django's connection (a sync tool's unit,
+    whose ORM writes it commits with): ``checkpoint.write_plain``'s statements on the sqlite3
+    connection under Django's, in the same transaction, with Django's errors. Django's cursor
+    wrappers (one regex per statement among them) cost more than the statements."""
+    assert django_connection.in_atomic_block
+    with django_connection.wrap_database_errors:
+        cur = django_connection.connection.cursor(Cursor)
+        try:
+            return checkpoint.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
+                                          tx.events, tx.moved, tx.result)
+        finally:
+            cur.close()
+
+
 def journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
     with _cursor(None) as cur:  # one statement: its own transaction
         checkpoint.write_journal(turn_id, attempt_id, changes, cur)
