@@ -18,6 +18,9 @@ write lock at its start, so two writers never deadlock on a lock upgrade, and a 
 matched no row (StaleAttemptError) rolls the whole unit back. SQLite has one write lock for the
 whole database, so the store's lock order (session row, then its turns') holds trivially.
 
+A load (``load``, ``claim_and_load``) reads only the messages past those this process holds
+for the turn's session (``transcripts``); a unit's messages are held once its COMMIT returned.
+
 The loop never waits for another writer. This connection's busy timeout is 0: when another
 connection holds the write lock (a worker process, daphne's ORM thread, a sync tool's unit), the
 unit rolls back and raises ``Busy`` at once, and the store runs it on the thread path instead
