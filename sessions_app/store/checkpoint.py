@@ -143,8 +143,8 @@ CHAIN_BLOCKING = sorted(str(s) for s in rules.CHAIN_BLOCKING)
 #: chain's hand-off. It follows the unit's fence, under the session's row lock, so it sees every
 #: turn created before the unit (a creation locks the session row too) and a turn created after
 #: it is dispatched by its creator, whose claim then sees this turn settled. The head is a
-#: subquery of its own: as a join, SQLite's planner (no statistics) took the session's index of
-#: the foreign key and sorted all its turns, a cost that grew with every turn the session ran
+#: subquery of its own: as a join, SQLite's planner (no statistics) took the foreign key's index
+#: and sorted all the session's turns, and PostgreSQL's read them all (0.5 ms at 500 turns)
 NEXT_IN_CHAIN = (
     "WITH t AS (SELECT session_id FROM sessions_app_turn WHERE id = %s) "
     "SELECT n.id, n.status, s.agent, s.key FROM t JOIN sessions_app_session s ON s.id = t.session_id "
