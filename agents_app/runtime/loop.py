@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections import OrderedDict
 from typing import Any, Awaitable, Callable
 
 from . import events as ev
@@ -81,6 +83,40 @@ class _RecordingTx:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.tx, name)
+
+
+#: the earlier turns of a session's live view as the model sees them (summaries left out,
+#: dangling calls closed), by (session, generation, boundary): (the messages they were made
+#: from, the view). The next turn of the session repairs only the messages added since: a turn
+#: costs the same at 10 or 2,000 messages of history. Bounded: the most recently used views.
+_EARLIER: OrderedDict[tuple[Any, ...], tuple[list[Message], tuple[Message, ...]]] = OrderedDict()
+_EARLIER_LOCK = threading.Lock()
+MAX_EARLIER = 64
+
+
+def _earlier(view: tuple[Any, ...], messages: list[Message]) -> tuple[Message, ...]:
+    """``close_dangling_calls`` of ``messages`` (the earlier turns, from the boundary), summaries
+    left out. Reuses what was made for the same ``view`` from a prefix of ``messages``: equal
+    messages (compared by identity first, so a store that hands out the objects it holds costs
+    a pointer per message), cut where a turn ends (the next message is no tool result: a batch
+    of calls and its results never straddle the cut)."""
+    summary = Role.SUMMARY  # a local: an enum member's lookup costs more than the comparison
+    with _EARLIER_LOCK:
+        held = _EARLIER.get(view)
+    n, repaired = 0, ()
+    if held is not None and len(held[0]) <= len(messages) and messages[:len(held[0])] == held[0]:
+        n, repaired = len(held[0]), held[1]
+    added = [m for m in messages[n:] if m.role != summary]
+    if n and added and added[0].role == Role.TOOL:  # not cut where a turn ends: all again
+        n, repaired, added = 0, (), [m for m in messages if m.role != summary]
+    if added or not n:
+        repaired = repaired + tuple(close_dangling_calls(added))
+    with _EARLIER_LOCK:
+        _EARLIER[view] = (messages, repaired)
+        _EARLIER.move_to_end(view)
+        while len(_EARLIER) > MAX_EARLIER:
+            _EARLIER.popitem(last=False)
+    return repaired
 
 
 def _no_agent(name: str) -> Agent:
@@ -306,15 +342,16 @@ class TurnLoop(CompactionSteps, ToolSteps):
 
     def _request_messages(self) -> tuple[Message, ...]:
         """The live view as the model sees it: the summary, then the messages from the boundary
-        on. Earlier turns are repaired once per attempt (not per step), so a step costs the
-        same at 10 or 10,000 messages of live history."""
+        on. Earlier turns are repaired once per attempt (not per step), and only past what an
+        earlier attempt of the session repaired (``_earlier``), so a step costs the same at 10
+        or 10,000 messages of live history."""
         start = turn_tail_start(self.transcript, self.turn.turn_id)
         b = self.boundary - self.base
         key = (self.base, self.boundary, start)
         summary = Role.SUMMARY  # a local: an enum member's lookup costs more than the comparison
         if self._history is None or self._history[0] != key:
-            earlier = [m for m in self.transcript[b:start] if m.role != summary]
-            self._history = (key, tuple(close_dangling_calls(earlier)))
+            view = (self.turn.session, self.turn.generation, self.boundary)
+            self._history = (key, _earlier(view, self.transcript[b:start]))
         head = (self.transcript[self.summary_at - self.base],) if self.summary_at is not None else ()
         tail = [m for m in self.transcript[max(b, start):] if m.role != summary]
         return head + self._history[1] + tuple(close_dangling_calls(tail))

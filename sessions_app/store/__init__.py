@@ -94,8 +94,11 @@ class DjangoSessionStore:
         # a spawn: the parent's session row first (the lock order), its children, then the fence
         runnable = tree.create_txn(tx.turn_id, tx.children) if tx.children else []
         # the checkpoint also recomputes the session's status when the turn's status changes
-        written = checkpoint.write(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
-                                   tx.moved, result=tx.result)
+        if connection.vendor == "sqlite":
+            written = lite.write_inside(tx)
+        else:
+            written = checkpoint.write(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
+                                       tx.moved, result=tx.result)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=runnable + written.runnable)
 
     async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit:

@@ -34,8 +34,12 @@ LEASE_LOST = "JUNE1"  # SQLSTATE of june_lease_lost()
 TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage"})
 
 
+#: json.dumps with separators builds an encoder per call; this one is built once
+_encode = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
+    return _encode(value)
 
 
 @dataclass(slots=True)
@@ -138,11 +142,14 @@ CHAIN_BLOCKING = sorted(str(s) for s in rules.CHAIN_BLOCKING)
 #: the head of the turn's session's chain, read by the unit that settles the turn for good: the
 #: chain's hand-off. It follows the unit's fence, under the session's row lock, so it sees every
 #: turn created before the unit (a creation locks the session row too) and a turn created after
-#: it is dispatched by its creator, whose claim then sees this turn settled
+#: it is dispatched by its creator, whose claim then sees this turn settled. The head is a
+#: subquery of its own: as a join, SQLite's planner (no statistics) took the foreign key's index
+#: and sorted all the session's turns, and PostgreSQL's read them all (0.5 ms at 500 turns)
 NEXT_IN_CHAIN = (
-    "SELECT n.id, n.status, s.agent, s.key FROM sessions_app_turn t "
-    "JOIN sessions_app_session s ON s.id = t.session_id JOIN sessions_app_turn n ON n.session_id = t.session_id "
-    f"WHERE t.id = %s AND n.status IN ({', '.join(['%s'] * len(CHAIN_BLOCKING))}) ORDER BY n.\"order\" LIMIT 1"
+    "WITH t AS (SELECT session_id FROM sessions_app_turn WHERE id = %s) "
+    "SELECT n.id, n.status, s.agent, s.key FROM t JOIN sessions_app_session s ON s.id = t.session_id "
+    "JOIN sessions_app_turn n ON n.id = (SELECT h.id FROM sessions_app_turn h WHERE h.session_id = t.session_id "
+    f"AND h.status IN ({', '.join(['%s'] * len(CHAIN_BLOCKING))}) ORDER BY h.\"order\" LIMIT 1)"
 )
 
 

@@ -12,6 +12,7 @@ writes share the checkpoint's transaction.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import psycopg
@@ -24,14 +25,21 @@ _opened: set[psycopg.Connection] = set()
 _lock = threading.Lock()
 
 
+@functools.cache
+def _postgresql() -> bool:
+    """Whether the default database is PostgreSQL (fixed for the process: asked on every unit,
+    and ``connections[...]`` is an asgiref Local lookup that costs more than the answer)."""
+    return connections["default"].vendor == "postgresql"
+
+
 def connection() -> psycopg.Connection | None:
     """This thread's connection, opened on first use; None when the database is not PostgreSQL."""
     conn = getattr(_local, "conn", None)
     if conn is not None and not conn.closed and not conn.broken:
         return conn
-    wrapper = connections["default"]
-    if wrapper.vendor != "postgresql":
+    if not _postgresql():
         return None
+    wrapper = connections["default"]
     params = wrapper.get_connection_params()
     params.pop("cursor_factory", None)
     params["prepare_threshold"] = None  # as Django's: checkpoint.preparing() decides

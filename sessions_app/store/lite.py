@@ -18,6 +18,9 @@ write lock at its start, so two writers never deadlock on a lock upgrade, and a 
 matched no row (StaleAttemptError) rolls the whole unit back. SQLite has one write lock for the
 whole database, so the store's lock order (session row, then its turns') holds trivially.
 
+A load (``load``, ``claim_and_load``) reads only the messages past those this process holds
+for the turn's session (``transcripts``); a unit's messages are held once its COMMIT returned.
+
 The loop never waits for another writer. This connection's busy timeout is 0: when another
 connection holds the write lock (a worker process, daphne's ORM thread, a sync tool's unit), the
 unit rolls back and raises ``Busy`` at once, and the store runs it on the thread path instead
@@ -53,7 +56,7 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import (Commit, Outcome, SessionRef, SessionStatus, TurnInput, TurnRecord, TurnState,
                                       TurnStatus)
 from sessions_app import models as m
-from sessions_app.store import checkpoint, lease, reads
+from sessions_app.store import checkpoint, lease, reads, transcripts
 from sessions_app.store.records import UnitWriter, loads, record_of
 
 
@@ -182,7 +185,23 @@ def commit(tx: UnitWriter) -> Commit:
     with _write() as cur:
         written = checkpoint.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                          tx.events, tx.moved, tx.result)
+    transcripts.wrote((written.session_id, written.generation), tx.messages)  # committed
     return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
+
+
+def write_inside(tx: UnitWriter) -> checkpoint.Written:
+    """A unit's checkpoint inside its atomic block on Django's connection (a sync tool's unit,
+    whose ORM writes it commits with): ``checkpoint.write_plain``'s statements on the sqlite3
+    connection under Django's, in the same transaction, with Django's errors. Django's cursor
+    wrappers (one regex per statement among them) cost more than the statements."""
+    assert django_connection.in_atomic_block
+    with django_connection.wrap_database_errors:
+        cur = django_connection.connection.cursor(Cursor)
+        try:
+            return checkpoint.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
+                                          tx.events, tx.moved, tx.result)
+        finally:
+            cur.close()
 
 
 def journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
@@ -192,7 +211,7 @@ def journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> No
 
 def load(turn_id: str) -> TurnState:
     with _cursor("BEGIN") as cur:  # one snapshot for the row, the steps and the transcript
-        return reads.load_on(cur, _turn(cur, turn_id))
+        return reads.load_on(cur, _turn(cur, turn_id), held=True)
 
 
 def get_turn(turn_id: str) -> TurnRecord:
@@ -217,7 +236,7 @@ def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float,
     """``claim`` and ``load`` in one transaction (``SessionStore.claim_and_load``)."""
     with _write() as cur:
         turn = _claimed(cur, turn_id, owner, attempt_id, now, lease_seconds)
-        return None if turn is None else reads.load_on(cur, turn)
+        return None if turn is None else reads.load_on(cur, turn, held=True)
 
 
 def _claimed(cur: "Cursor", turn_id: str, owner: str, attempt_id: str, now: float,
@@ -320,17 +339,20 @@ def _turn(cur: Cursor, turn_id: str) -> SimpleNamespace:
 
 def drop_unusable() -> None:
     """Close this thread's connection if its file was deleted or replaced (a test database
-    dropped and created again): an open connection would keep writing to the deleted file."""
+    dropped and created again): an open connection would keep writing to the deleted file;
+    and the transcripts read from it (``transcripts``) are another database's."""
     own = getattr(_local, "own", None)
     if own is not None and own.epoch == _epoch and own.inode is not None and _inode(own.path) != own.inode:
         _local.own = None  # closes it
+        transcripts.clear()
 
 
 def close_all() -> None:
     """Close every thread's connection (tests, before the test database is flushed or dropped;
-    a worker after a failed task). Call it while no unit runs on them; each thread opens a new
-    one on its next call."""
+    a worker after a failed task), and forget the transcripts read through them. Call it while
+    no unit runs on them; each thread opens a new one on its next call."""
     global _epoch
+    transcripts.clear()
     with _lock:
         _epoch += 1
         opened = list(_opened)

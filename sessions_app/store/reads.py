@@ -13,7 +13,7 @@ from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnState, TurnStatus
 from sessions_app import models as m
-from sessions_app.store import eventlog, wire
+from sessions_app.store import eventlog, transcripts, wire
 from sessions_app.store.lease import CHAIN_BLOCKING
 from sessions_app.store.records import loads, record_of, turn_row
 
@@ -50,17 +50,28 @@ def load(turn_id: str) -> TurnState:
         return load_on(cur, turn, json_array=connection.vendor == "postgresql")
 
 
-def load_on(cur: Any, turn: Any, *, json_array: bool = False) -> TurnState:
+def load_on(cur: Any, turn: Any, *, json_array: bool = False, held: bool = False) -> TurnState:
     """``load`` once the turn's row (with its ``session``) is read: its steps and transcript on
     ``cur`` (Django's, or the store's own SQLite connection, ``lite``). ``json_array``: the
     transcript comes as one JSON array (PostgreSQL); else as rows of JSON text (SQLite).
-    Either way it is decoded once, not once per row."""
+    Either way it is decoded once, not once per row. ``held``: ``cur`` reads committed rows
+    only (``lite``: its own connection, no transaction of a caller's): the transcript this
+    process holds for the session (``transcripts``) is not read again, only what follows it,
+    and what was read is held from then on."""
     s = turn.session
     boundary, summary = live_boundary(turn.generation, s.generation, s.boundary, s.summary_index)
     cur.execute(STEPS, [turn.id])
     rows = [(k, loads(d)) for k, d in cur.fetchall()]
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
-    if json_array:
+    if held and not json_array:
+        key = (turn.session_id, turn.generation)
+        end, known = transcripts.since(key, base)
+        cur.execute(TRANSCRIPT, [*key, end])
+        unseen = messages_of(f"[{','.join([row[0] for row in cur.fetchall()])}]")
+        transcripts.read(key, end, unseen)
+        known.extend(unseen)
+        transcript = known
+    elif json_array:
         cur.execute(TRANSCRIPT_PG, [turn.session_id, turn.generation, base])
         transcript = messages_of(cur.fetchone()[0])
     else:  # SQLite's JSON text, joined into one array: one decode too

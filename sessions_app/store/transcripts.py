@@ -4,13 +4,17 @@ only the messages it has not seen: a turn's load costs the same at 10 or 2,000 m
 Sound because the message log is append-only: a position (session, generation, index) is taken
 once (a unique constraint) and no message row is ever updated, so a stretch of positions read
 once stays true; a reset moves the session to a new generation (another key), and a deleted
-session's id is never handed out again. Only committed rows go in: what a load read, and what
-a unit on the store's own connection wrote (its batch commits at its Sync). A stretch only
+session's id is never handed out again (SQLite: AUTOINCREMENT). Only committed rows go in: what
+a load on the store's own connection read (never inside a caller's transaction), and what a
+unit on it wrote (its batch commits at its Sync; on SQLite, once its COMMIT returned). A stretch only
 grows at its end, one position after the other; a write that does not continue it is left for
 the next load to read.
 
-The load does not know a turn's session before its claim's batch comes back, so the turns
-this process created, claimed or handed its chain to are remembered with their session
+On SQLite (``lite``) a load reads the turn's row first, in the same transaction: it asks for
+what is held for that session and generation (``since``) and reads only past its end.
+
+On PostgreSQL the load does not know a turn's session before its claim's batch comes back, so
+the turns this process created, claimed or handed its chain to are remembered with their session
 (``remember``): the load sends the stretch it holds for that session, and the database reads
 only past its end when the turn is in that session and generation (``reads.TRANSCRIPT_OF_ATTEMPT_PG``).
 Bounded: the most recently used sessions and turns.
@@ -73,6 +77,17 @@ def known(turn_id: str) -> tuple[Key, Stretch] | None:
             return None
         _stretches.move_to_end(key)
         return key, Stretch(stretch.start, list(stretch.messages))
+
+
+def since(key: Key, start: int) -> tuple[int, list[Message]]:
+    """(end, a copy of the messages at ``start`` .. ``end - 1``) held for ``key``; (``start``,
+    []) when nothing held covers ``start``. For a load that knows its session (``lite``)."""
+    with _lock:
+        stretch = _stretches.get(key)
+        if stretch is None or not stretch.start <= start <= stretch.end:
+            return start, []
+        _stretches.move_to_end(key)
+        return stretch.end, stretch.messages[start - stretch.start:]
 
 
 def read(key: Key, start: int, messages: list[Message]) -> None:

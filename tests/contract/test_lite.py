@@ -223,3 +223,96 @@ async def test_a_turn_created_here_is_the_row_the_orm_creates():
     orders = await sync_to_async(lambda: list(m.Turn.objects.filter(session__key="made-lite")
                                              .order_by("order").values_list("order", flat=True)))()
     assert orders == [1, 2]
+
+
+async def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkeypatch):
+    """``transcripts`` on the store's own connection, as on PostgreSQL's (test_django_opening):
+    a session's messages this process read or wrote are not read again, so a load decodes the
+    same few messages at 10 or 2,000 of history; what others wrote (here: a sync tool's unit, on
+    Django's connection) is read; a reset reads nothing of the archived generation. Every load
+    equals the plain one (``reads.load`` on Django's connection, which holds nothing)."""
+    from collections import Counter
+
+    from sessions_app.store import reads
+
+    store = DjangoSessionStore()
+    ref = SessionRef("ops", "seen")
+    decoded: Counter[str] = Counter()
+    from_json = Message.from_json.__func__
+    monkeypatch.setattr(Message, "from_json", classmethod(lambda cls, d: decoded.update(["n"]) or from_json(cls, d)))
+
+    def appended(turn_id, start, n):
+        def work(tx):
+            for i in range(start, start + n):
+                tx.append(Message(Role.USER if i % 2 == 0 else Role.ASSISTANT, text=str(i), turn_id=turn_id), i)
+        return work
+
+    async def turn(start: int, n: int, *, unit: str) -> tuple[int, list[str]]:
+        turn_id, attempt = tid(), tid()
+        await store.create_turn(ref, TurnInput(text="x"), turn_id=turn_id)
+        decoded.clear()
+        state = await store.claim_and_load(turn_id, owner="w", attempt_id=attempt, now=time.time(), lease_seconds=60)
+        loaded = decoded["n"], [msg.text for msg in state.transcript]
+        decoded.clear()
+        again = await store.load(turn_id)  # lite.load: held too
+        assert decoded["n"] == 0 and [msg.text for msg in again.transcript] == loaded[1]
+        plain = await sync_to_async(reads.load)(turn_id)
+        assert [msg.text for msg in plain.transcript] == loaded[1]
+        if n:
+            write = store.commit if unit == "commit" else store.atomic
+            await write(turn_id, attempt, appended(turn_id, start, n))
+        await store.commit(turn_id, attempt, lambda tx: tx.settle(TurnStatus.COMPLETED))
+        return loaded
+
+    assert await turn(0, 50, unit="commit") == (0, [])
+    assert await turn(50, 3, unit="atomic") == (0, [str(i) for i in range(50)])  # all held
+    assert await turn(53, 2, unit="commit") == (3, [str(i) for i in range(53)])  # the sync unit's 3 only
+    assert await turn(55, 0, unit="commit") == (0, [str(i) for i in range(55)])
+    lite.close_all()  # forgets what it held: the next load reads everything again
+    assert await turn(55, 0, unit="commit") == (55, [str(i) for i in range(55)])
+    await store.reset(ref)
+    assert await turn(0, 0, unit="commit") == (0, [])
+
+
+async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
+    """What a 3-step turn (creation included) asks of SQLite on the store's own connection, in
+    VM instructions (``set_progress_handler``): the same after 3 turns of history as after 60.
+    The chain's hand-off (``checkpoint.NEXT_IN_CHAIN``) once sorted every turn of the session."""
+    from agents_app.runtime import Agent, ScriptedModel, TurnExecutor, reply, tool
+
+    @tool("noop", "does nothing", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    def noop(input, ctx):
+        return {"ok": input.get("n")}
+
+    class NullSink:
+        async def publish(self, session, events):
+            return None
+
+        async def delta(self, session, event):
+            return None
+
+    store, agent = DjangoSessionStore(), Agent("bench", "You are a benchmark.", tools=[noop])
+    ref = SessionRef("bench", "grows")
+
+    async def one(n: int) -> int:
+        steps = [0]
+
+        def count() -> int:
+            steps[0] += 1
+            return 0
+
+        model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
+        executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
+                                model_for=lambda a: model, clock=time.time, lease_seconds=60)
+        lite._connection().set_progress_handler(count, 1)
+        try:
+            turn_id = tid()
+            await store.create_turn(ref, TurnInput(text=f"check {n}"), turn_id=turn_id)
+            assert await executor.drive(turn_id) == TurnStatus.COMPLETED
+        finally:
+            lite._connection().set_progress_handler(None, 1)
+        return steps[0]
+
+    counts = [await one(n) for n in range(64)]
+    early, late = min(counts[3:6]), min(counts[60:])
+    assert late <= early, (early, late)
