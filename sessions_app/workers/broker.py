@@ -2,8 +2,8 @@
 
 The ORM broker's pusher looks at the queue, and when it is empty sleeps ``Conf.POLL`` before
 looking again: that sleep is the floor of queued -> started. ``NotifyingORM`` keeps the queue,
-the claim and the acknowledgement exactly as django-q2 has them (a task row claimed by a
-conditional ``UPDATE`` on its lock, deleted on acknowledge: at-least-once) and changes two things:
+the claim and the acknowledgement as django-q2 has them (a task row claimed by locking it for
+``Conf.RETRY``, deleted on acknowledge: at-least-once) and changes these things:
 
 - ``enqueue`` inserts the row and sends ``pg_notify(channel)`` in one statement, so in one
   transaction (the caller's, when there is one): PostgreSQL delivers the notification at that
@@ -14,6 +14,13 @@ conditional ``UPDATE`` on its lock, deleted on acknowledge: at-least-once) and c
   (the ORM broker reconnects for every look and every claim when ``CONN_MAX_AGE`` is 0), and so
   does ``acknowledge``, the monitor's delete of a finished task's row (two connects per task
   otherwise: its ``close_old_connections`` closes the connection it has just opened).
+- The pusher's look and claim are one statement (``CLAIM_NEXT``: the oldest unlocked rows,
+  locked ``FOR UPDATE SKIP LOCKED`` and re-checked under the lock, so a row another cluster is
+  claiming is skipped as django-q2's conditional claim skips it), and the monitor's
+  acknowledgement one ``DELETE`` by primary key: django-q2 spent a read, an ``UPDATE`` and the
+  ORM's query building per task on them.
+- ``guarded(condition, params)``: the next enqueue inserts only where an SQL condition holds, in
+  the same statement (``INSERT_NOTIFY_IF``; ``sessions_app.outbox.queue.enqueue_head``).
 - Nothing closes the caller's connection: django-q2 makes a broker for every ``async_task``
   and its ``get_connection`` first closes the calling thread's connection when it is past
   ``CONN_MAX_AGE`` (with 0: always), so every enqueue cost its caller a reconnect — a web
