@@ -160,6 +160,19 @@ def sessions_opened() -> int:
         return cursor.fetchone()[0]
 
 
+def database_backends() -> list[int]:
+    """The PostgreSQL backends now connected to this database, the bench's own excluded: their
+    CPU (``cpu_seconds``, from /proc) is the database's share of a turn on a local server
+    (none on SQLite; 0 CPU when the server's processes are not visible from here)."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        return [row[0] for row in cursor.fetchall()]
+
+
 def pause(cluster) -> None:
     """Freeze the whole cluster (SIGSTOP to its group): turns queued meanwhile wait in the queue."""
     cluster.signal(signal.SIGSTOP)
@@ -183,17 +196,22 @@ def burst(cluster, workers: int, prefix: str, turns: int, sessions: int) -> tupl
     """``turns`` short turns over ``sessions`` sessions, all queued while the (warm) cluster is
     paused, then let go: returns the batch and its turns per second, from the moment the cluster
     was thawed to the last turn.completed (the bench's own queuing is outside the span). The
-    batch's ``extra`` has the cluster's CPU per turn (ms, all its processes) and the database
-    connections opened per turn (by anyone: the bench's own poll keeps its one connection)."""
+    batch's ``extra`` has the cluster's CPU per turn (ms, all its processes), the database's
+    (``db_cpu_ms``: its backends', ``database_backends``) and the database connections opened
+    per turn (by anyone: the bench's own poll keeps its one connection)."""
     warm(workers)
     pause(cluster)
     try:
         ids = queue_turns(prefix, turns, sessions)
-        cpu, opened = cluster_cpu(cluster), sessions_opened()
+        backends = database_backends()
+        cpu, opened, db_cpu = cluster_cpu(cluster), sessions_opened(), cpu_seconds(backends)
     finally:
         let_go = resume(cluster)
     wait_done(ids)
+    # the cluster's backends, open before the burst (one it opened meanwhile is not counted:
+    # ``conn`` says how many it opened)
+    db_cpu = cpu_seconds(backends) - db_cpu
     cpu, opened = cluster_cpu(cluster) - cpu, sessions_opened() - opened
     batch = check(ids)
-    batch.extra.update(cpu_ms=cpu * 1000 / turns, connects=opened / turns)
+    batch.extra.update(cpu_ms=cpu * 1000 / turns, connects=opened / turns, db_cpu_ms=db_cpu * 1000 / turns)
     return batch, turns / (batch.completed - let_go)
