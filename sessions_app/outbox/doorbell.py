@@ -7,7 +7,8 @@ side (the executor's ``on_signals`` hook in a worker).
 
 A worker receives through one listener per process (``ProcessDoorbell``): a daemon thread with
 an event loop of its own, one channel of the process in the group of every turn an attempt of
-the process runs, and a table of those attempts. An attempt only registers in the table and
+the process runs (once it has run ``JOIN_AFTER``: a short turn never joins), and a table of
+those attempts. An attempt only registers in the table and
 leaves it, so it never waits on the layer and nothing of the doorbell is left in its loop when it
 ends: its ``asyncio.run`` returns whatever the layer does with a cancel. (It used to run a
 receive task in the attempt's loop and cancel it at the end; on Python 3.11 a cancel that lands
