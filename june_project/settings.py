@@ -142,7 +142,7 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "sessions_app.outbox.redislayer.RedisChannelLayer",
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
             # socket_timeout above channels_redis's 5 s blocking pop: redis-py 8 defaults to 5 s,
             # which turns every idle websocket's receive into a TimeoutError (a 1011 close)
             "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1000, "expiry": 30},

@@ -251,7 +251,7 @@ def process_doorbell() -> ProcessDoorbell | None:
             layer = get_channel_layer()
             if layer is None or type(layer).__name__ == "InMemoryChannelLayer":
                 return None
-            if any(c.__module__.startswith("channels_redis") for c in type(layer).__mro__):  # ours too
+            if type(layer).__module__.startswith("channels_redis"):
                 layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
             _process = ProcessDoorbell(layer)
         return _process
