@@ -12,10 +12,12 @@ BENCH_WORKERS workers (default 2: ``manage.py june_worker``) is paused (SIGSTOP)
 turns/s is the turns over the span from the thaw to the last ``turn.completed``. Per turn, from
 the event log: service time (turn.started -> turn.completed) p50/p99, per step (service / the
 turn's checkpoints) and the gaps between its checkpoints (step latency) p50/p99; the cluster's
-CPU per turn (cpu/turn, ms: every process of it, not the database's), database connections
+CPU per turn (cpu/turn, ms: every process of it, not the database's), the database's (db cpu,
+ms: its backends' CPU, on a local PostgreSQL), database connections
 opened per turn (conn) and turns that took more than one attempt (retry). Every turn is
 checked: status completed and exactly one ``turn.completed`` event (else the bench fails).
-On a loaded machine turns/s follows the load; cpu/turn and conn much less so.
+On a loaded machine turns/s follows the load; cpu/turn, db cpu and conn much less so. On 2
+cores turns/s is at most about 2 cores / (cpu/turn + db cpu).
 
 ``table`` adds, each in a fresh cluster: turns/s with 1, 2 and 4 worker processes (one
 session per turn), and per-step cost with 1, 100 and 1,000 sessions active at once (2 workers;
@@ -61,11 +63,12 @@ def row(name: str, batch, rate: float) -> str:
     per_step = batch.per_step_ms()
     return (f"{name:<26}{rate:9.1f}{pct(batch.service_ms, 50):9.1f}{pct(batch.service_ms, 99):9.1f}"
             f"{statistics.median(per_step):10.2f}{pct(batch.step_ms, 50):9.2f}{pct(batch.step_ms, 99):9.2f}"
-            f"{batch.extra['cpu_ms']:9.1f}{batch.extra['connects']:7.2f}{batch.attempts_over_one:6d}")
+            f"{batch.extra['cpu_ms']:9.1f}{batch.extra['db_cpu_ms']:8.1f}{batch.extra['connects']:7.2f}"
+            f"{batch.attempts_over_one:6d}")
 
 
 HEADER = (f"{'':<26}{'turns/s':>9}{'turn p50':>9}{'turn p99':>9}{'ms/step':>10}{'step p50':>9}{'step p99':>9}"
-          f"{'cpu/turn':>9}{'conn':>7}{'retry':>6}")
+          f"{'cpu/turn':>9}{'db cpu':>8}{'conn':>7}{'retry':>6}")
 
 
 def main() -> None:

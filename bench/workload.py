@@ -41,8 +41,9 @@ def queue_turns(prefix: str, n: int, sessions: int, first: int = 0) -> list[str]
     return [start(f"{prefix}-{i % sessions}", SHORT) for i in range(first, first + n)]
 
 
-def wait_done(turn_ids: list[str], timeout: float = 900.0) -> None:
-    """Until every turn has settled (whatever its status: ``check`` says which are wrong)."""
+def wait_done(turn_ids: list[str], timeout: float = 900.0, *, each_poll=None) -> None:
+    """Until every turn has settled (whatever its status: ``check`` says which are wrong).
+    ``each_poll``: called at every look (a ``DatabaseCpu``'s ``sample``)."""
     from sessions_app.models import Turn
 
     ids = list(turn_ids)
@@ -50,6 +51,8 @@ def wait_done(turn_ids: list[str], timeout: float = 900.0) -> None:
     while Turn.objects.filter(pk__in=ids, status__in=("queued", "running")).exists():
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out: turns of {len(ids)} still unsettled after {timeout:.0f}s")
+        if each_poll is not None:
+            each_poll()
         time.sleep(0.1)  # the figures come from the event log, not this poll: keep it light
 
 
@@ -160,6 +163,39 @@ def sessions_opened() -> int:
         return cursor.fetchone()[0]
 
 
+class DatabaseCpu:
+    """CPU seconds (from /proc) of the PostgreSQL backends connected to this database, the
+    bench's own excluded: the database's share of a turn on a local server (0 on SQLite, or when
+    the server's processes are not visible from here). ``sample()`` as often as convenient:
+    a backend that started since the start counts from its birth, one that ended (a recycled
+    worker's) up to its last sample."""
+
+    def __init__(self) -> None:
+        self.start = {pid: cpu_seconds([pid]) for pid in self._backends()}
+        self.last = dict(self.start)
+
+    @staticmethod
+    def _backends() -> list[int]:
+        from django.db import connection
+
+        if connection.vendor != "postgresql":
+            return []
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND pid <> pg_backend_pid()")
+            return [row[0] for row in cursor.fetchall()]
+
+    def sample(self) -> None:
+        for pid in self._backends():
+            cpu = cpu_seconds([pid])
+            if cpu:
+                self.last[pid] = max(cpu, self.last.get(pid, 0.0))
+
+    def seconds(self) -> float:
+        self.sample()
+        return sum(cpu - self.start.get(pid, 0.0) for pid, cpu in self.last.items())
+
+
 def pause(cluster) -> None:
     """Freeze the whole cluster (SIGSTOP to its group): turns queued meanwhile wait in the queue."""
     cluster.signal(signal.SIGSTOP)
@@ -183,17 +219,19 @@ def burst(cluster, workers: int, prefix: str, turns: int, sessions: int) -> tupl
     """``turns`` short turns over ``sessions`` sessions, all queued while the (warm) cluster is
     paused, then let go: returns the batch and its turns per second, from the moment the cluster
     was thawed to the last turn.completed (the bench's own queuing is outside the span). The
-    batch's ``extra`` has the cluster's CPU per turn (ms, all its processes) and the database
-    connections opened per turn (by anyone: the bench's own poll keeps its one connection)."""
+    batch's ``extra`` has the cluster's CPU per turn (ms, all its processes), the database's
+    (``db_cpu_ms``: its backends', ``DatabaseCpu``) and the database connections opened
+    per turn (by anyone: the bench's own poll keeps its one connection)."""
     warm(workers)
     pause(cluster)
     try:
         ids = queue_turns(prefix, turns, sessions)
-        cpu, opened = cluster_cpu(cluster), sessions_opened()
+        cpu, opened, db_cpu = cluster_cpu(cluster), sessions_opened(), DatabaseCpu()
     finally:
         let_go = resume(cluster)
-    wait_done(ids)
+    wait_done(ids, each_poll=db_cpu.sample)
+    db_cpu = db_cpu.seconds()
     cpu, opened = cluster_cpu(cluster) - cpu, sessions_opened() - opened
     batch = check(ids)
-    batch.extra.update(cpu_ms=cpu * 1000 / turns, connects=opened / turns)
+    batch.extra.update(cpu_ms=cpu * 1000 / turns, connects=opened / turns, db_cpu_ms=db_cpu * 1000 / turns)
     return batch, turns / (batch.completed - let_go)

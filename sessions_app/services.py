@@ -21,7 +21,7 @@ from agents_app.schedules import declarations
 from sessions_app import models as m
 from sessions_app import safejson, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
-from sessions_app.outbox.queue import enqueue_turn, ring_on_commit
+from sessions_app.outbox.queue import enqueue_head, ring_on_commit
 
 SESSION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
 INPUT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
@@ -126,7 +126,7 @@ class AfterCall:
     def flush(self) -> None:
         ring_on_commit(self.rings)
         for turn_id in self.turns:
-            enqueue_turn(turn_id)
+            enqueue_head(turn_id)  # a turn behind another gets its task from the chain's hand-off
 
 
 def _host_call(agent: str, key: str, operation: str, *args: Any, **kwargs: Any) -> Any:

@@ -43,10 +43,18 @@ def delivery_retry(*, delivery_id: int) -> bool:
     return False
 
 
+#: the webhook channel's sessions (``services.WEBHOOK_PREFIX``): only their turns have deliveries
+WEBHOOK_SESSIONS = "webhook:"
+
+
 class DeliverySink:
-    """An EventSink on the executor: when a turn settles, its waiting webhook delivery is sent."""
+    """An EventSink on the executor: when a turn settles, its waiting webhook delivery is sent.
+    A delivery is made only for a turn of a webhook session (``proactive.channels``), so the
+    turns of every other session end without a look (a thread hop and a query each)."""
 
     async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
+        if not session.key.startswith(WEBHOOK_SESSIONS):
+            return
         ended = [e.event.turn_id for e in events if e.event.type in TERMINAL_TYPES]
         if ended:
             try:

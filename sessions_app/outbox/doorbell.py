@@ -7,7 +7,8 @@ side (the executor's ``on_signals`` hook in a worker).
 
 A worker receives through one listener per process (``ProcessDoorbell``): a daemon thread with
 an event loop of its own, one channel of the process in the group of every turn an attempt of
-the process runs, and a table of those attempts. An attempt only registers in the table and
+the process runs (once it has run ``JOIN_AFTER``: a short turn never joins), and a table of
+those attempts. An attempt only registers in the table and
 leaves it, so it never waits on the layer and nothing of the doorbell is left in its loop when it
 ends: its ``asyncio.run`` returns whatever the layer does with a cancel. (It used to run a
 receive task in the attempt's loop and cancel it at the end; on Python 3.11 a cancel that lands
@@ -20,6 +21,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -66,15 +68,30 @@ class Subscription:
         self.doorbell.leave(self)
 
 
+#: an attempt joins its turn's cancel group once it has listened this long (seconds): a short
+#: turn ends before and costs the doorbell nothing — no wake-up of its thread, no layer round
+#: trip to join and none to leave; a cancel requested before the join is read from the row
+#: when it joins, so it reaches the attempt at most about this late
+JOIN_AFTER = 0.05
+
+
 class ProcessDoorbell:
     """The process's doorbell receiver (see the module docstring). Group membership follows the
-    table: the process's channel is in a turn's group while an attempt of the process listens for
-    it; the changes are applied in order by one coroutine on the doorbell's loop."""
+    table: the process's channel is in a turn's group while an attempt of the process that has
+    listened for ``JOIN_AFTER`` listens for it; the changes are applied in order by one
+    coroutine on the doorbell's loop, which looks at the table only while attempts listen
+    (``_tick``, at the next attempt due to join)."""
 
     def __init__(self, layer: Any) -> None:
         self.layer = layer
         self._lock = threading.Lock()
         self._attempts: dict[str, list[Subscription]] = {}
+        #: under the lock: since when (monotonic) each turn in ``_attempts`` has been listened for
+        self._since: dict[str, float] = {}
+        #: under the lock: the turns due to be in their group (asked of ``_keep_memberships``)
+        self._wanted: set[str] = set()
+        #: under the lock: a ``_tick`` is scheduled on the doorbell's loop
+        self._ticking = False
         self._joined: set[str] = set()
         self._loop = asyncio.new_event_loop()
         self._changed: asyncio.Queue[str] = asyncio.Queue()
@@ -85,7 +102,13 @@ class ProcessDoorbell:
         sub = Subscription(self, turn_id, signals, asyncio.get_running_loop())
         with self._lock:
             self._attempts.setdefault(turn_id, []).append(sub)
-        self._loop.call_soon_threadsafe(self._changed.put_nowait, turn_id)
+            self._since.setdefault(turn_id, time.monotonic())
+            wake, self._ticking = not self._ticking, True
+            joined = turn_id in self._joined and turn_id in self._wanted
+        if joined:  # another attempt of this process already has the turn's group
+            sub.joined.set()
+        if wake:
+            self._loop.call_soon_threadsafe(self._tick)
         return sub
 
     def leave(self, sub: Subscription) -> None:
@@ -94,8 +117,13 @@ class ProcessDoorbell:
             if sub not in subs:
                 return
             subs.remove(sub)
-            if not subs:
-                del self._attempts[sub.turn_id]
+            if subs:
+                return
+            del self._attempts[sub.turn_id]
+            self._since.pop(sub.turn_id, None)
+            if sub.turn_id not in self._wanted:
+                return  # it never asked to join: nothing to undo
+            self._wanted.discard(sub.turn_id)
         self._loop.call_soon_threadsafe(self._changed.put_nowait, sub.turn_id)
 
     # -- on the doorbell's own loop --------------------------------------------------------------
@@ -108,15 +136,31 @@ class ProcessDoorbell:
         channel = await self.layer.new_channel()
         await asyncio.gather(self._keep_memberships(channel), self._receive(channel))
 
+    def _tick(self) -> None:
+        """Ask for the groups of the turns listened for ``JOIN_AFTER`` or longer; look again when
+        the next one is due, while any turn waits to join."""
+        now = time.monotonic()
+        with self._lock:
+            due = [t for t, since in self._since.items() if t not in self._wanted and now - since >= JOIN_AFTER]
+            self._wanted.update(due)
+            waiting = [since for t, since in self._since.items() if t not in self._wanted]
+            self._ticking = bool(waiting)
+        for turn_id in due:
+            self._changed.put_nowait(turn_id)
+        if waiting:
+            self._loop.call_later(max(min(waiting) + JOIN_AFTER - now, 0.001), self._tick)
+
     async def _keep_memberships(self, channel: str) -> None:
         while True:
             turn_id = await self._changed.get()
             with self._lock:
-                wanted = turn_id in self._attempts
+                wanted = turn_id in self._wanted
+            joined_now = False
             try:
                 if wanted and turn_id not in self._joined:
                     await self.layer.group_add(cancel_group(turn_id), channel)
                     self._joined.add(turn_id)
+                    joined_now = True
                 elif not wanted and turn_id in self._joined:
                     self._joined.discard(turn_id)
                     await self.layer.group_discard(cancel_group(turn_id), channel)
@@ -126,6 +170,19 @@ class ProcessDoorbell:
                 with self._lock:
                     for sub in self._attempts.get(turn_id, ()):
                         sub.joined.set()
+            if joined_now:
+                await self._requested_before(turn_id)
+
+    async def _requested_before(self, turn_id: str) -> None:
+        """A ring sent before the join reached no one: a request already on the row is
+        delivered now (one read per joined turn, that is per attempt past ``JOIN_AFTER``)."""
+        try:
+            reason = await _stored_reason(turn_id)
+        except Exception:  # the attempt reads the request at its next commit or heartbeat
+            log.exception("turn %s: the stored cancel request could not be read", turn_id)
+            return
+        if reason:
+            await self._deliver(turn_id, reason)
 
     async def _receive(self, channel: str) -> None:
         while True:
@@ -160,11 +217,14 @@ class ProcessDoorbell:
                 pass
 
 
-async def _durable_reason(turn_id: str) -> str:
-    reason = await sync_to_async(
+async def _stored_reason(turn_id: str) -> str | None:
+    return await sync_to_async(
         lambda: m.Turn.objects.filter(pk=turn_id).values_list("cancel_reason", flat=True).first()
     )()
-    return reason or "requested"
+
+
+async def _durable_reason(turn_id: str) -> str:
+    return await _stored_reason(turn_id) or "requested"
 
 
 _process: ProcessDoorbell | None = None

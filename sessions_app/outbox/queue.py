@@ -8,10 +8,16 @@ from __future__ import annotations
 from typing import Sequence
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connections, transaction
+from django_q.brokers import get_broker
+from django_q.conf import Conf
 from django_q.tasks import async_task
 
+from agents_app.runtime.rules import CHAIN_BLOCKING as BLOCKING
 from sessions_app.outbox import doorbell
+
+#: the statuses that keep a session's chain waiting (``rules.CHAIN_BLOCKING``)
+CHAIN_BLOCKING = sorted(str(s) for s in BLOCKING)
 
 RUN_TURN = "sessions_app.workers.tasks.run_turn"
 SWEEP = "sessions_app.workers.tasks.sweep_expired_leases"
@@ -30,12 +36,47 @@ RENAMED = {
 }
 
 
+#: the turn can run now: no earlier turn of its session holds the chain (``lease.CLAIM``'s condition)
+CHAIN_HEAD = (
+    "NOT EXISTS (SELECT 1 FROM sessions_app_turn t JOIN sessions_app_turn p ON p.session_id = t.session_id "
+    f'WHERE t.id = %s AND p."order" < t."order" AND p.status IN ({", ".join(["%s"] * len(CHAIN_BLOCKING))}))'
+)
+
+
 def enqueue_turn(turn_id: str) -> None:
     """Enqueue after the surrounding transaction commits: a worker never sees an uncommitted turn.
     A task that succeeded leaves no django-q2 result row unless ``JUNE_Q_SAVE_TURNS`` (the turn's
     row is its record; a failed task's row is kept)."""
-    transaction.on_commit(lambda: async_task(RUN_TURN, turn_id, task_name=f"turn {turn_id}", group="june.turns",
-                                             save=settings.JUNE_Q_SAVE_TURNS))
+    transaction.on_commit(lambda: _enqueue(turn_id, None))
+
+
+def enqueue_head(turn_id: str) -> None:
+    """``enqueue_turn`` for a turn the host API dispatched (a start, a resume, the next turn after
+    a cancel or reset): enqueued only if it is the head of its session's chain after the commit
+    (``CHAIN_HEAD``, read in the enqueue's own statement on PostgreSQL). A turn queued behind
+    another would get a task that claims nothing; it gets its task from the chain's hand-off
+    instead — the unit that settles the turn before it reads the chain under the session's row
+    lock, which this turn's creation took too, so of the two one sees the other: either that
+    unit hands this turn over, or this read sees the chain free. A lost enqueue either way is
+    the sweeper's (``sweep_queued``)."""
+    transaction.on_commit(lambda: _enqueue(turn_id, (CHAIN_HEAD, [turn_id, *CHAIN_BLOCKING])))
+
+
+def _enqueue(turn_id: str, guard: tuple[str, list] | None) -> None:
+    broker = get_broker()
+    if guard is not None:
+        if hasattr(broker, "guarded"):  # the NOTIFY broker: the guard is part of its insert
+            broker = broker.guarded(*guard)
+        elif not _holds(*guard):
+            return
+    async_task(RUN_TURN, turn_id, task_name=f"turn {turn_id}", group="june.turns",
+               save=settings.JUNE_Q_SAVE_TURNS, broker=broker)
+
+
+def _holds(condition: str, params: list) -> bool:
+    with connections[Conf.ORM].cursor() as cursor:
+        cursor.execute(f"SELECT 1 WHERE {condition}", params)
+        return cursor.fetchone() is not None
 
 
 def enqueue_delivery(delivery_id: int, *, turn_id: str = "") -> None:

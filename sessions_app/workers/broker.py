@@ -2,8 +2,8 @@
 
 The ORM broker's pusher looks at the queue, and when it is empty sleeps ``Conf.POLL`` before
 looking again: that sleep is the floor of queued -> started. ``NotifyingORM`` keeps the queue,
-the claim and the acknowledgement exactly as django-q2 has them (a task row claimed by a
-conditional ``UPDATE`` on its lock, deleted on acknowledge: at-least-once) and changes two things:
+the claim and the acknowledgement as django-q2 has them (a task row claimed by locking it for
+``Conf.RETRY``, deleted on acknowledge: at-least-once) and changes these things:
 
 - ``enqueue`` inserts the row and sends ``pg_notify(channel)`` in one statement, so in one
   transaction (the caller's, when there is one): PostgreSQL delivers the notification at that
@@ -14,6 +14,13 @@ conditional ``UPDATE`` on its lock, deleted on acknowledge: at-least-once) and c
   (the ORM broker reconnects for every look and every claim when ``CONN_MAX_AGE`` is 0), and so
   does ``acknowledge``, the monitor's delete of a finished task's row (two connects per task
   otherwise: its ``close_old_connections`` closes the connection it has just opened).
+- The pusher's look and claim are one statement (``CLAIM_NEXT``: the oldest unlocked rows,
+  locked ``FOR UPDATE SKIP LOCKED`` and re-checked under the lock, so a row another cluster is
+  claiming is skipped as django-q2's conditional claim skips it), and the monitor's
+  acknowledgement one ``DELETE`` by primary key: django-q2 spent a read, an ``UPDATE`` and the
+  ORM's query building per task on them.
+- ``guarded(condition, params)``: the next enqueue inserts only where an SQL condition holds, in
+  the same statement (``INSERT_NOTIFY_IF``; ``sessions_app.outbox.queue.enqueue_head``).
 - Nothing closes the caller's connection: django-q2 makes a broker for every ``async_task``
   and its ``get_connection`` first closes the calling thread's connection when it is past
   ``CONN_MAX_AGE`` (with 0: always), so every enqueue cost its caller a reconnect — a web
@@ -29,6 +36,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from datetime import timedelta
 from typing import Callable, TypeVar
 
 from django import db
@@ -50,6 +58,20 @@ INSERT_NOTIFY = (
     'WITH task AS (INSERT INTO {table} ("key", payload, lock) VALUES (%s, %s, %s) RETURNING id) '
     "SELECT id, pg_notify(%s, '') FROM task"
 )
+#: ``INSERT_NOTIFY`` only where a guard (an SQL condition, ``NotifyingORM.guarded``) holds: no
+#: row and no notification otherwise, decided in the same statement
+INSERT_NOTIFY_IF = (
+    'WITH task AS (INSERT INTO {table} ("key", payload, lock) SELECT %s::varchar, %s::text, %s::timestamptz WHERE {guard} RETURNING id) '
+    "SELECT id, pg_notify(%s, '') FROM task"
+)
+#: django-q2's read of unlocked rows and its conditional claim of each, as one statement: the
+#: rows are locked (``SKIP LOCKED``: one another cluster is claiming is skipped, as django-q2's
+#: claim skips a row whose lock moved) and re-checked under the lock, so a row is claimed once
+CLAIM_NEXT = (
+    "UPDATE {table} SET lock = %s WHERE id IN (SELECT id FROM {table} WHERE \"key\" = %s AND lock < %s "
+    "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id, payload"
+)
+ACKNOWLEDGE = "DELETE FROM {table} WHERE id = %s"
 
 
 def channel_for(list_key: str) -> str:
@@ -116,6 +138,13 @@ def _kept(statement: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
+def holds(condition: str, params: list) -> bool:
+    """Whether an SQL boolean ``condition`` holds now (a guard read on its own)."""
+    with db.connections[Conf.ORM].cursor() as cursor:
+        cursor.execute(f"SELECT 1 WHERE {condition}", params)
+        return cursor.fetchone() is not None
+
+
 class NotifyingORM(ORM):
     """The ORM broker with a ``LISTEN``/``NOTIFY`` wake-up on PostgreSQL (see the module)."""
 
@@ -142,8 +171,21 @@ class NotifyingORM(ORM):
         checks (a request's end, the store's per-task check) replace theirs."""
         return OrmQ.objects.using(Conf.ORM)
 
+    _guard: tuple[str, list] | None = None
+
+    def guarded(self, condition: str, params: list) -> "NotifyingORM":
+        """This broker, whose next ``enqueue`` adds the task only where ``condition`` (an SQL
+        boolean over ``params``) holds, and otherwise adds nothing and returns None. On
+        PostgreSQL the condition is part of the enqueue's one statement (``INSERT_NOTIFY_IF``);
+        elsewhere it is read first."""
+        self._guard = (condition, list(params))
+        return self
+
     def enqueue(self, task):
+        guard, self._guard = self._guard, None
         if not self._on_postgresql():
+            if guard is not None and not holds(*guard):
+                return None
             return super().enqueue(task)
         connection = db.connections[Conf.ORM]
         if (connection.connection is not None and not connection.in_atomic_block
@@ -153,18 +195,23 @@ class NotifyingORM(ORM):
             connection.close()
         # one statement, so one transaction even in autocommit: the row and its notification
         # commit together (inside the caller's transaction: at its commit)
+        table = connection.ops.quote_name(OrmQ._meta.db_table)
+        row = [self.list_key or Conf.CLUSTER_NAME, task, timezone.now()]
         with connection.cursor() as cursor:
-            cursor.execute(INSERT_NOTIFY.format(table=connection.ops.quote_name(OrmQ._meta.db_table)),
-                           [self.list_key or Conf.CLUSTER_NAME, task, timezone.now(), self.channel])
-            return cursor.fetchone()[0]
+            if guard is None:
+                cursor.execute(INSERT_NOTIFY.format(table=table), [*row, self.channel])
+            else:
+                cursor.execute(INSERT_NOTIFY_IF.format(table=table, guard=guard[0]), [*row, *guard[1], self.channel])
+            added = cursor.fetchone()
+            return added[0] if added else None
 
     def dequeue(self):
         listener = self._ensure_listener()
         if listener is None:
             return _kept(super().dequeue)  # polling: SQLite, or the listener is down
-        tasks = self._waiting()
-        if tasks:
-            return self._claim(tasks)
+        claimed = self._claim_next()
+        if claimed:
+            return claimed
         try:
             listener.wait(Conf.POLL)
         except Exception:
@@ -177,21 +224,21 @@ class NotifyingORM(ORM):
         """Delete the finished task's row, on the monitor's open connection."""
         if not self._on_postgresql():
             return super().acknowledge(task_id)
-        return _kept(lambda: OrmQ.objects.using(Conf.ORM).filter(pk=task_id).delete())
+        return _kept(lambda: self._execute(ACKNOWLEDGE, [task_id]))
 
-    def _waiting(self) -> list[OrmQ]:
-        """Up to ``Conf.BULK`` unlocked rows, on the pusher's open connection."""
-        return _kept(lambda: list(OrmQ.objects.using(Conf.ORM).filter(key=self.list_key, lock__lt=timezone.now())
-                                  [:Conf.BULK]))
+    def _claim_next(self) -> list[tuple[int, str]]:
+        """Up to ``Conf.BULK`` unlocked rows, claimed (locked for ``Conf.RETRY``) in one
+        statement on the pusher's open connection (``CLAIM_NEXT``), oldest first."""
+        now = timezone.now()
+        return _kept(lambda: self._execute(CLAIM_NEXT, [now + timedelta(seconds=Conf.RETRY), self.list_key, now,
+                                                        Conf.BULK], rows=True))
 
-    def _claim(self, tasks: list[OrmQ]) -> list[tuple[int, str]]:
-        """django-q2's claim, unchanged: lock each row by a conditional UPDATE on the lock it was
-        read with; a row another cluster locked first is skipped."""
-        claimed = []
-        for task in tasks:
-            if OrmQ.objects.using(Conf.ORM).filter(id=task.id, lock=task.lock).update(lock=self.timeout(task)):
-                claimed.append((task.pk, task.payload))
-        return claimed
+    @staticmethod
+    def _execute(statement: str, params: list, *, rows: bool = False):
+        connection = db.connections[Conf.ORM]
+        with connection.cursor() as cursor:
+            cursor.execute(statement.format(table=connection.ops.quote_name(OrmQ._meta.db_table)), params)
+            return [tuple(row) for row in cursor.fetchall()] if rows else cursor.rowcount
 
     def _ensure_listener(self) -> Listener | None:
         if self._listener is not None and self._listener_pid == os.getpid():

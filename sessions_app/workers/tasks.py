@@ -19,16 +19,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import select
 import threading
 from typing import Any, Coroutine, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connections
 from django_q.models import Schedule
+from psycopg import pq
+from psycopg.pq import TransactionStatus
 
 from agents_app.runtime.seams import TurnStatus
 from sessions_app import wiring
 from sessions_app.outbox.doorbell import cancel_listener
 from sessions_app.outbox.queue import SWEEP, SWEEP_SCHEDULE
+from sessions_app.store import direct
 from sessions_app.workers.sweeper import pending_turn_ids, sweep_expired, sweep_queued  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
@@ -44,7 +50,8 @@ def run_turn(turn_id: str) -> str | None:
         store = executor.store
         # the store's connections outlive this task (a connect costs more than a short turn's
         # first step): keep them for the next task unless they are broken
-        await store.drop_broken_connections()
+        if not await _connections_quiet():
+            await store.drop_broken_connections()
         executor.on_signals = cancel_listener
         try:
             status = await executor.drive(turn_id)
@@ -60,6 +67,43 @@ def run_turn(turn_id: str) -> str | None:
         return str(status) if status else None
 
     return _run(drive())
+
+
+# -- the store's connections between tasks -------------------------------------------------------
+
+async def _connections_quiet() -> bool:
+    """Whether the store's PostgreSQL connections — Django's, on asgiref's sync thread, and the
+    store's own on this thread (``direct``) — are idle with nothing to read: then nothing has
+    broken them since their last statement, and the store's check (a ``SELECT 1`` on each and a
+    thread hop, every task) is skipped. A server that ends a connection (a restart, a
+    terminated backend) first sends its error and closes the socket, which makes the socket
+    readable; so does anything else the server says unasked — every such case, a connection
+    in a transaction or with errors, and any other database, takes the full check."""
+    if connections["default"].vendor != "postgresql":
+        return False
+    if getattr(_kept, "django_pid", None) != os.getpid():
+        # Django's connections are per thread: the sync thread's wrapper, read here between tasks
+        # (no unit runs on it now); kept for the process (a fork starts again)
+        _kept.django = await sync_to_async(lambda: connections["default"])()
+        _kept.django_pid = os.getpid()
+    django = _kept.django
+    if django.errors_occurred or django.in_atomic_block:
+        return False
+    return _quiet(django.connection) and _quiet(direct.connection())
+
+
+def _quiet(conn: Any) -> bool:
+    """A psycopg connection (or None: nothing to check) idle, unbroken and with nothing to read."""
+    if conn is None or conn.closed:
+        return True
+    if (conn.broken or conn.info.transaction_status != TransactionStatus.IDLE
+            or conn.pgconn.pipeline_status != pq.PipelineStatus.OFF):  # results left to read (``wire.drain``)
+        return False
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    return not readable
 
 
 # -- the worker's event loop ----------------------------------------------------------------------

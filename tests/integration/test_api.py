@@ -48,7 +48,7 @@ def inline_worker(monkeypatch):
     def enqueue(turn_id: str) -> None:
         transaction.on_commit(lambda: run(turn_id))
 
-    monkeypatch.setattr(services, "enqueue_turn", enqueue)
+    monkeypatch.setattr(services, "enqueue_head", enqueue)
     monkeypatch.setattr(wiring, "enqueue_turn", enqueue)  # the chain's hand-off (Commit.runnable)
 
 

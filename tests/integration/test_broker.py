@@ -297,3 +297,37 @@ def test_a_cluster_is_woken_by_notify_and_still_picks_up_a_turn_whose_notify_was
     lost = start(fault_agent, "lost")
     wait_for(lambda: completed(lost), timeout=60, what="the turn whose notification was lost")
     wait_for(lambda: listeners() - {pid}, timeout=30, what="the listener to reconnect")
+
+
+@postgresql
+def test_the_claim_hands_each_task_out_once_oldest_first_and_locks_it_for_retry(broker):
+    """The pusher's read and claim are one statement (``CLAIM_NEXT``): rows locked as they are
+    read, so two clusters dequeuing at once never both take a row, and a taken row is locked
+    for ``Conf.RETRY`` (handed out again only after that, as django-q2's claim has it)."""
+    from django.utils import timezone
+    from django_q.conf import Conf
+    from django_q.models import OrmQ
+
+    from sessions_app.workers.broker import NotifyingORM
+
+    ids = [broker.enqueue(f"task {n}") for n in range(40)]
+    got: list[list[int]] = [[], []]
+
+    def pusher(n: int) -> None:
+        other = NotifyingORM(list_key="test-broker")
+        try:
+            while claimed := other._claim_next():
+                got[n].extend(pk for pk, _ in claimed)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=pusher, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(got[0] + got[1]) == ids  # every task once
+    assert got[0] == sorted(got[0]) and got[1] == sorted(got[1])  # each pusher took the oldest first
+    soonest = min(OrmQ.objects.filter(key="test-broker").values_list("lock", flat=True))
+    assert (soonest - timezone.now()).total_seconds() > Conf.RETRY - 60
+    assert broker.dequeue() is None  # all locked: nothing to hand out

@@ -10,8 +10,13 @@ import logging
 import threading
 import time
 
+import pytest
+
 from agents_app.runtime.control import Signals
 from sessions_app.outbox import doorbell
+
+# a turn's group joined, the doorbell reads the row for a request rung before the join
+pytestmark = pytest.mark.django_db(transaction=True)
 
 DEADLINE = 15.0
 

@@ -1,0 +1,106 @@
+"""The doorbell's deferred join (sessions_app/outbox/doorbell.py, ``JOIN_AFTER``): an attempt
+joins its turn's cancel group only once it has listened ``JOIN_AFTER``, so a short turn costs
+the doorbell nothing (no layer round trip to join or leave, no wake-up of its thread); a longer
+one joins, hears rings, and leaves the group when it ends; and a cancel requested before the
+join — its ring reached no one — is read from the row and delivered at the join."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from agents_app.runtime.control import Signals
+from sessions_app.outbox import doorbell
+from tests.fault.qcluster import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Layer:
+    """A channel layer that records group changes; a ring is ``deliver``."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+        self.inbox: asyncio.Queue | None = None
+
+    async def new_channel(self) -> str:
+        self.inbox = asyncio.Queue()
+        return "process!1"
+
+    async def group_add(self, group: str, channel: str) -> None:
+        self.calls.append(("add", group))
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        self.calls.append(("discard", group))
+
+    async def receive(self, channel: str) -> dict:
+        assert self.inbox is not None
+        return await self.inbox.get()
+
+
+def listening(bell: doorbell.ProcessDoorbell, turn_id: str, seconds: float) -> Signals:
+    """An attempt that listens for ``seconds`` on a loop of its own, then leaves."""
+    signals = Signals()
+
+    async def attempt() -> None:
+        unsubscribe = bell.listen(turn_id, signals)
+        await asyncio.sleep(seconds)
+        unsubscribe()
+
+    asyncio.run(attempt())
+    return signals
+
+
+def test_a_short_attempt_never_touches_the_layer():
+    layer = Layer()
+    bell = doorbell.ProcessDoorbell(layer)
+    for n in range(20):
+        listening(bell, f"short{n}", 0)
+    time.sleep(doorbell.JOIN_AFTER * 3)  # past every due time: a join would have been asked for
+    assert layer.calls == []
+    assert not bell._since and not bell._wanted and not bell._attempts
+
+
+def test_a_longer_attempt_joins_hears_its_ring_and_leaves():
+    layer = Layer()
+    bell = doorbell.ProcessDoorbell(layer)
+    signals = Signals()
+
+    async def attempt() -> str | None:
+        unsubscribe = bell.listen("long", signals)
+        while not unsubscribe.joined.is_set():
+            await asyncio.sleep(0.005)
+        bell._loop.call_soon_threadsafe(layer.inbox.put_nowait,
+                                        {"type": "june.cancel", "turn_id": "long", "reason": "user"})
+        while signals.cancel_reason is None:
+            await asyncio.sleep(0.005)
+        unsubscribe()
+        return signals.cancel_reason
+
+    assert asyncio.run(asyncio.wait_for(attempt(), 10)) == "user"
+    wait_for(lambda: ("discard", doorbell.cancel_group("long")) in layer.calls, timeout=10, what="the leave")
+    assert layer.calls == [("add", doorbell.cancel_group("long")), ("discard", doorbell.cancel_group("long"))]
+
+
+def test_a_cancel_requested_before_the_join_is_delivered_at_the_join(fault_agent):
+    from bench.common import start
+    from sessions_app import models as m
+
+    turn_id = start("rung-early", "steps:1")
+    m.Turn.objects.filter(pk=turn_id).update(cancel_reason="user")  # its ring reached no one
+    layer = Layer()
+    bell = doorbell.ProcessDoorbell(layer)
+    signals = Signals()
+
+    async def attempt() -> str | None:
+        unsubscribe = bell.listen(turn_id, signals)
+        deadline = time.monotonic() + 10
+        while signals.cancel_reason is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        unsubscribe()
+        return signals.cancel_reason
+
+    assert asyncio.run(attempt()) == "user"
+    assert layer.calls[0] == ("add", doorbell.cancel_group(turn_id))
