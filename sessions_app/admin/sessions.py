@@ -156,7 +156,7 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.created_at,
                         "data": pretty_json(data)}
                        for e, data in zip(events.object_list, eventlog.restore(
-                           (session.pk, generation, e.data) for e in events.object_list))],
+                           (session.pk, generation, e.type, e.turn_id, e.data) for e in events.object_list))],
         "steps": steps,
         "step_rows": [{"key": s.key, "turn_id": s.turn_id, "message_index": s.message_index,
                        "created_at": s.created_at, "data": pretty_json(s.data) if s.data is not None else ""}

@@ -253,7 +253,8 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     if events:
         seq = batch.add(BUMP_EVENT_SEQ, [k, turn_id])
         for n, e in enumerate(events):
-            batch.add(INSERT_EVENT, [k, n + 1, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, messages)),
+            column = e.turn_id or turn_id
+            batch.add(INSERT_EVENT, [k, n + 1, column, e.type, dumps(eventlog.stored(e, messages, column)),
                                      now, turn_id])
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
@@ -335,8 +336,8 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
     cur.executemany(
         "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        [(session_id, gen, first + n, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, list(unit))), now)
-         for n, e in enumerate(events)],
+        [(session_id, gen, first + n, column, e.type, dumps(eventlog.stored(e, list(unit), column)), now)
+         for n, e in enumerate(events) for column in [e.turn_id or turn_id]],
     )
     if gen != live_generation:
         return []

@@ -111,9 +111,9 @@ def events(session: SessionRef, after: int = 0, limit: int = 1000) -> list[Logge
     if s is None:
         return []
     rows = list(m.Event.objects.filter(session=s, generation=s.generation, seq__gt=after).order_by("seq")
-                .values_list("seq", "data")[:limit])
-    whole = eventlog.restore((s.pk, s.generation, data) for _, data in rows)
-    return [LoggedEvent(seq, ev.event_from_json(data)) for (seq, _), data in zip(rows, whole)]
+                .values_list("seq", "type", "turn_id", "data")[:limit])
+    whole = eventlog.restore((s.pk, s.generation, type_, turn_id, data) for _, type_, turn_id, data in rows)
+    return [LoggedEvent(row[0], ev.event_from_json(data)) for row, data in zip(rows, whole)]
 
 
 #: the head of a session's chain: the first turn that blocks the ones after it

@@ -170,3 +170,50 @@ def test_the_event_log_refers_to_the_transcript_instead_of_repeating_it(direct):
     replayed = store.events_sync(SessionRef("ops", f"dedupe-{direct}"))
     assert [e.event for e in replayed] == [e.event for e in commit.events]
     assert replayed[0].event.text == big and replayed[2].event.result == {"r": big}
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_an_event_row_keeps_only_what_its_columns_and_message_do_not_hold(direct):
+    """The type and turn id are columns; what an event shares with the message it refers to is
+    read back from it. A result under another name, an error, an event of another turn id keep
+    theirs, and the log replays every event whole."""
+    import asyncio
+
+    from sessions_app.models import Event
+
+    store, turn_id, attempt = _claimed(f"slim-{direct}")
+
+    def work(tx):
+        tx.append(Message(Role.ASSISTANT, text="done", turn_id=turn_id), 0)
+        tx.emit(ev.MessageCompleted(turn_id, text="done", index=0))
+        tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="lookup", result={"r": 1}), 1)
+        tx.emit(ev.ActionCompleted(turn_id, call_id="c1", name="lookup", result={"r": 1}))
+        tx.emit(ev.ActionCompleted(turn_id, call_id="c1", name="renamed", result={"r": 1}, error="late"))
+        tx.emit(ev.TurnCompleted("", text="x"))
+
+    commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    rows = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("type", "data"))
+    assert rows == [("message.completed", {"$from": 0}), ("action.completed", {"$from": 1}),
+                    ("action.completed", {"$from": 1, "name": "renamed", "error": "late"}),
+                    ("turn.completed", {"text": "x", "turn_id": ""})]
+    replayed = store.events_sync(SessionRef("ops", f"slim-{direct}"))
+    assert [e.event for e in replayed] == [e.event for e in commit.events]
+
+
+def test_event_rows_written_whole_before_still_replay_as_written():
+    from sessions_app.models import Event, Session
+    from sessions_app.store import eventlog
+
+    store, turn_id, attempt = _claimed("whole-rows")
+    session = Session.objects.get(key="whole-rows")
+    m.Message.objects.create(session=session, generation=session.generation, index=0, turn_id=turn_id,
+                             role="tool", data={"role": "tool", "call_id": "c1", "name": "lookup", "result": 5})
+    old = {"type": "action.completed", "turn_id": turn_id, "call_id": "c1", "name": "other", "error": None,
+           "$from": 0}
+    Event.objects.create(session=session, generation=session.generation, seq=1, turn_id=turn_id,
+                         type="action.completed", data=old)
+    [whole] = eventlog.restore([(session.pk, session.generation, "action.completed", turn_id, old)])
+    assert whole == {"type": "action.completed", "turn_id": turn_id, "call_id": "c1", "name": "other",
+                     "error": None, "result": 5}
+    assert [e.event for e in store.events_sync(SessionRef("ops", "whole-rows"))] == [
+        ev.ActionCompleted(turn_id, call_id="c1", name="other", result=5)]
