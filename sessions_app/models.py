@@ -121,18 +121,27 @@ class Message(models.Model):
                              db_index=False, related_name="messages")
     role = models.CharField(max_length=16)
     data = models.JSONField()
+    #: the step memo's key of the unit that wrote this message, when the step points at it
+    #: (``model:<n>``, ``tool:<n>:<call_id>``): the step is recorded in the same row as its result,
+    #: not in a Step row of its own (``checkpoint.folded``)
+    step = models.CharField(max_length=300, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["session", "generation", "index"]
         constraints = [
             models.UniqueConstraint(fields=["session", "generation", "index"], name="message_position"),
+            # a step is recorded once (with ``step_key``: a key is folded or a Step row, by its kind)
+            models.UniqueConstraint(fields=["turn", "step"], condition=models.Q(step__isnull=False),
+                                    name="message_step"),
         ]
 
 
 class Step(models.Model):
-    """The steps memo: ``model:<n>``, ``tool:<n>:<call_id>`` point at the message holding the
-    result (no copy); ``input:<turn>:<id>`` holds a human answer in ``data``."""
+    """The steps memo's rows that hold data or point at no message of their unit:
+    ``input:<turn>:<id>`` holds a human answer in ``data``, ``compact:...`` a compaction's cut.
+    A step that points at a message its unit wrote (``model:<n>``, ``tool:<n>:<call_id>``) is
+    that message's ``step`` column instead."""
 
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps", db_index=False)
     key = models.CharField(max_length=300)

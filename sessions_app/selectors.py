@@ -239,3 +239,10 @@ def _compact(value: Any, limit: int = 2000) -> str:
     except (TypeError, ValueError):
         text = str(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def step_keys(turn_id: str) -> list[str]:
+    """The keys of a turn's step memo: its Step rows and the steps folded into the messages it
+    wrote (``Message.step``), in no particular order."""
+    rows = list(m.Step.objects.filter(turn_id=turn_id).values_list("key", flat=True))
+    return rows + list(m.Message.objects.filter(turn_id=turn_id, step__isnull=False).values_list("step", flat=True))

@@ -97,6 +97,25 @@ def plain_now() -> Any:
     return connection.ops.adapt_datetimefield_value(timezone.now())
 
 
+def folded(messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]]
+           ) -> tuple[dict[int, str], list[tuple[str, int | None, Any]]]:
+    """(the step key each message carries, the steps left for Step rows): a step that holds no
+    data and points at a message of its unit is recorded in that message's row (its ``step``
+    column; one step a message), so a step costs no row and no index entry of its own. The
+    rest (answers, compactions, a step pointing at no message of its unit) are Step rows."""
+    if not messages or not steps:
+        return {}, steps
+    unit = {i for i, _ in messages}
+    keys: dict[int, str] = {}
+    rest = []
+    for key, idx, data in steps:
+        if data is None and idx in unit and idx not in keys:
+            keys[idx] = key
+        else:
+            rest.append((key, idx, data))
+    return keys, rest
+
+
 def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events, boundary=None,
                 result=None) -> Written:
     """The checkpoint as plain statements on ``cur``, inside the unit's transaction: Django's
@@ -109,11 +128,13 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     if row is None:
         raise _stale(turn_id, attempt_id)
     cancel_reason, session_id, generation = row
+    keys, steps = folded(messages, steps)
     if messages:
         cur.executemany(
-            'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at)'
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(session_id, generation, i, turn_id, str(m.role), dumps(m.to_json()), now) for i, m in messages],
+            'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at)'
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            [(session_id, generation, i, turn_id, str(m.role), dumps(m.to_json()), keys.get(i), now)
+             for i, m in messages],
         )
     if steps:
         cur.executemany(
@@ -182,8 +203,8 @@ def session_status_params(target: Any, now: Any) -> list[Any]:
 
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
 INSERT_MESSAGE = wire.numbered(
-    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at) '
-    "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::jsonb, %s::timestamptz "
+    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
+    "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::jsonb, %s::text, %s::timestamptz "
     "FROM sessions_app_turn t WHERE t.id = %s::text"
 )
 INSERT_STEP = wire.numbered(
@@ -246,8 +267,9 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     batch.add(LOCK_SESSION, [turn_id])
     fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes)
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
+    keys, steps = folded(messages, steps)
     for i, m in messages:
-        batch.add(INSERT_MESSAGE, [i, str(m.role), dumps(m.to_json()), now, turn_id])
+        batch.add(INSERT_MESSAGE, [i, str(m.role), dumps(m.to_json()), keys.get(i), now, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
     if events:

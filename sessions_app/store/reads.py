@@ -21,12 +21,16 @@ TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]')
                  "WHERE session_id = %s AND generation = %s AND \"index\" >= %s")
 TRANSCRIPT = ("SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s "
               "ORDER BY \"index\"")
-STEPS = "SELECT key, data FROM sessions_app_step WHERE turn_id = %s"
+#: a turn's steps: its Step rows, and the steps folded into the messages it wrote (``message_step``)
+STEPS = ("SELECT key, data FROM sessions_app_step WHERE turn_id = %s UNION ALL "
+         "SELECT step, NULL FROM sessions_app_message WHERE turn_id = %s AND step IS NOT NULL")
 #: a claim's reads in its batch (``opening.claim_and_load``): nothing unless the attempt holds the
 #: turn; the transcript from the live boundary (``live_boundary``), one JSON array each
 STEPS_OF_ATTEMPT_PG = wire.numbered(
-    "SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM sessions_app_step st "
-    "JOIN sessions_app_turn t ON t.id = st.turn_id WHERE st.turn_id = %s::text AND t.attempt_id = %s::text"
+    "SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM sessions_app_turn t "
+    "CROSS JOIN LATERAL (SELECT key, data FROM sessions_app_step WHERE turn_id = t.id UNION ALL "
+    "SELECT step, NULL::jsonb FROM sessions_app_message WHERE turn_id = t.id AND step IS NOT NULL) st "
+    "WHERE t.id = %s::text AND t.attempt_id = %s::text"
 )
 #: ... and where it read from: the live boundary (``live_boundary``), or past the end of what this
 #: process already holds (``transcripts``: session id, generation, start, end) when that stretch
@@ -57,7 +61,7 @@ def load_on(cur: Any, turn: Any, *, json_array: bool = False) -> TurnState:
     Either way it is decoded once, not once per row."""
     s = turn.session
     boundary, summary = live_boundary(turn.generation, s.generation, s.boundary, s.summary_index)
-    cur.execute(STEPS, [turn.id])
+    cur.execute(STEPS, [turn.id, turn.id])
     rows = [(k, loads(d)) for k, d in cur.fetchall()]
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
     if json_array:

@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from agents_app.runtime import Message, Role, SessionRef, TurnInput
 from agents_app.runtime import events as ev
 from sessions_app import models as m
+from sessions_app.selectors import step_keys
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,7 +38,7 @@ def test_loading_costs_the_same_queries_at_any_length():
         store.atomic_sync(turn_id, attempt, work)
         with CaptureQueriesContext(connection) as ctx:
             state = store.load_sync(turn_id)
-        assert len(state.transcript) == size and m.Step.objects.filter(turn_id=turn_id).count() == size
+        assert len(state.transcript) == size and len(step_keys(turn_id)) == size
         counts.append(len(ctx.captured_queries))
     assert counts[0] == counts[1] <= 4
     del ref
@@ -217,3 +218,56 @@ def test_event_rows_written_whole_before_still_replay_as_written():
                      "error": None, "result": 5}
     assert [e.event for e in store.events_sync(SessionRef("ops", "whole-rows"))] == [
         ev.ActionCompleted(turn_id, call_id="c1", name="other", result=5)]
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_step_pointing_at_its_units_message_is_that_messages_row(direct):
+    """No Step row for a step whose result is a message of its unit: the message row carries
+    its key. A step holding data, or pointing at no message of its unit, stays a Step row. The
+    load sees every one of them."""
+    import asyncio
+
+    store, turn_id, attempt = _claimed(f"fold-{direct}")
+
+    def work(tx):
+        tx.append(Message(Role.ASSISTANT, text="a", turn_id=turn_id), 0)
+        tx.step("model:0", 0)
+        tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="t", result=1), 1)
+        tx.step("tool:0:c1", 1)
+        tx.step("again:1", 1)  # a second step at the same message
+        tx.step("compact:9", 1, {"boundary": 1})
+        tx.step("elsewhere", 7)
+
+    asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    folded = list(m.Message.objects.filter(turn_id=turn_id).order_by("index").values_list("index", "step"))
+    assert folded == [(0, "model:0"), (1, "tool:0:c1")]
+    rows = sorted(m.Step.objects.filter(turn_id=turn_id).values_list("key", "message_index", "data"))
+    assert rows == [("again:1", 1, None), ("compact:9", 1, {"boundary": 1}), ("elsewhere", 7, None)]
+    assert store.load_sync(turn_id).steps == {"model:0", "tool:0:c1", "again:1", "compact:9", "elsewhere"}
+    assert sorted(step_keys(turn_id)) == ["again:1", "compact:9", "elsewhere", "model:0", "tool:0:c1"]
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_folded_step_is_recorded_once(direct):
+    """The same step written again, on another message, is refused by the database
+    (``message_step``) and its unit rolls back whole."""
+    import asyncio
+
+    store, turn_id, attempt = _claimed(f"once-{direct}")
+
+    def first(tx):
+        tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="t", result=1), 0)
+        tx.step("tool:0:c1", 0)
+
+    def replayed(tx):
+        tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="t", result=1), 1)
+        tx.step("tool:0:c1", 1)
+        tx.emit(ev.TurnCompleted(turn_id, text="x"))
+
+    run = store.commit if direct else store.atomic
+    asyncio.run(run(turn_id, attempt, first))
+    with pytest.raises(Exception) as refused:
+        asyncio.run(run(turn_id, attempt, replayed))
+    assert "step" in str(refused.value)  # message_step (PostgreSQL), its columns (SQLite)
+    assert list(m.Message.objects.filter(turn_id=turn_id).values_list("index", flat=True)) == [0]
+    assert not m.Event.objects.filter(turn_id=turn_id, type="turn.completed").exists()
