@@ -1,7 +1,7 @@
 """The durable event log keeps no second copy of what the transcript holds.
 
 An event that repeats the payload of a message written in the same checkpoint (the opening
-text of ``turn.started``, the reply of ``message.completed``, the call of ``action.requested``,
+text of ``turn.started``, the reply of ``message.completed`` and of ``turn.completed``, the call of ``action.requested``,
 the result of ``action.completed``, the summary of ``compaction.completed``) is stored with that payload replaced by the message's
 position (``"$from": <index>``). Both rows commit in the same transaction and are archived and
 deleted together, so the reference always resolves. ``restore`` puts the payloads back when the
@@ -51,6 +51,9 @@ def _source(e: ev.TurnEvent, unit: list[tuple[int, Message]]) -> tuple[int, str]
     elif isinstance(e, ev.ActionCompleted):
         found = [i for i, m in unit if m.role == Role.TOOL and m.call_id == e.call_id and m.result == e.result]
         field = "result"
+    elif isinstance(e, ev.TurnCompleted):  # the turn's last reply, when its unit wrote it
+        found = [i for i, m in unit if m.role == Role.ASSISTANT and m.text == e.text and e.text]
+        field = "text"
     elif isinstance(e, ev.CompactionCompleted):
         found = [i for i, m in unit if i == e.index and m.role == Role.SUMMARY and m.text == e.summary]
         field = "summary"
@@ -94,6 +97,7 @@ def stored(e: ev.TurnEvent, unit: list[tuple[int, Message]], turn_id: str | None
 _RESTORE: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], Any]]] = {
     "turn.started": ("text", lambda msg, data: msg.get("text", "")),
     "message.completed": ("text", lambda msg, data: msg.get("text", "")),
+    "turn.completed": ("text", lambda msg, data: msg.get("text", "")),
     "action.completed": ("result", lambda msg, data: msg.get("result")),
     "compaction.completed": ("summary", lambda msg, data: msg.get("text", "")),
     "action.requested": ("call", lambda msg, data: next(

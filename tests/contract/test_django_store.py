@@ -191,12 +191,13 @@ def test_an_event_row_keeps_only_what_its_columns_and_message_do_not_hold(direct
         tx.emit(ev.ActionCompleted(turn_id, call_id="c1", name="lookup", result={"r": 1}))
         tx.emit(ev.ActionCompleted(turn_id, call_id="c1", name="renamed", result={"r": 1}, error="late"))
         tx.emit(ev.TurnCompleted("", text="x"))
+        tx.emit(ev.TurnCompleted(turn_id, text="done"))  # the reply of the unit's assistant message
 
     commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
     rows = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("type", "data"))
     assert rows == [("message.completed", {"$from": 0}), ("action.completed", {"$from": 1}),
                     ("action.completed", {"$from": 1, "name": "renamed", "error": "late"}),
-                    ("turn.completed", {"text": "x", "turn_id": ""})]
+                    ("turn.completed", {"text": "x", "turn_id": ""}), ("turn.completed", {"$from": 0})]
     replayed = store.events_sync(SessionRef("ops", f"slim-{direct}"))
     assert [e.event for e in replayed] == [e.event for e in commit.events]
 
