@@ -38,6 +38,19 @@ def dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"))
 
 
+def row_json(message: Message, turn_id: str) -> str:
+    """A message row's JSON: the message's, less the role and turn id its columns hold (the
+    turn id stays, null for none, when the message's is not its writer's). The readers put
+    them back (``reads.WHOLE``)."""
+    data = message.to_json()
+    del data["role"]
+    if (message.turn_id or None) == turn_id:
+        data.pop("turn_id", None)
+    else:
+        data["turn_id"] = message.turn_id or None
+    return dumps(data)
+
+
 @dataclass(slots=True)
 class Written:
     cancel_reason: str | None
@@ -133,7 +146,7 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         cur.executemany(
             'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at)'
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            [(session_id, generation, i, turn_id, str(m.role), dumps(m.to_json()), keys.get(i), now)
+            [(session_id, generation, i, turn_id, str(m.role), row_json(m, turn_id), keys.get(i), now)
              for i, m in messages],
         )
     if steps:
@@ -269,7 +282,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
     keys, steps = folded(messages, steps)
     for i, m in messages:
-        batch.add(INSERT_MESSAGE, [i, str(m.role), dumps(m.to_json()), keys.get(i), now, turn_id])
+        batch.add(INSERT_MESSAGE, [i, str(m.role), row_json(m, turn_id), keys.get(i), now, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
     if events:

@@ -17,10 +17,14 @@ from sessions_app.store import eventlog, wire
 from sessions_app.store.lease import CHAIN_BLOCKING
 from sessions_app.store.records import loads, record_of, turn_row
 
-TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
-                 "WHERE session_id = %s AND generation = %s AND \"index\" >= %s")
-TRANSCRIPT = ("SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s "
-              "ORDER BY \"index\"")
+#: a message's whole JSON: its row's JSON with the role and turn id its columns hold
+#: (``checkpoint.row_json``; a row written whole keeps its own)
+WHOLE_PG = "jsonb_build_object('role', {0}role, 'turn_id', {0}turn_id) || {0}data"
+WHOLE = "json_insert(data, '$.role', role, '$.turn_id', turn_id)"
+TRANSCRIPT_PG = (f"SELECT coalesce(json_agg({WHOLE_PG.format('')} ORDER BY \"index\")::text, '[]') "
+                 "FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s")
+TRANSCRIPT = (f"SELECT {WHOLE} FROM sessions_app_message WHERE session_id = %s AND generation = %s "
+              "AND \"index\" >= %s ORDER BY \"index\"")
 #: a turn's steps: its Step rows, and the steps folded into the messages it wrote (``message_step``)
 STEPS = ("SELECT key, data FROM sessions_app_step WHERE turn_id = %s UNION ALL "
          "SELECT step, NULL FROM sessions_app_message WHERE turn_id = %s AND step IS NOT NULL")
@@ -36,7 +40,7 @@ STEPS_OF_ATTEMPT_PG = wire.numbered(
 #: process already holds (``transcripts``: session id, generation, start, end) when that stretch
 #: is of the turn's session and generation and covers the boundary
 TRANSCRIPT_OF_ATTEMPT_PG = wire.numbered(
-    "SELECT f.pos, (SELECT coalesce(json_agg(mm.data ORDER BY mm.\"index\")::text, '[]') "
+    f"SELECT f.pos, (SELECT coalesce(json_agg({WHOLE_PG.format('mm.')} ORDER BY mm.\"index\")::text, '[]') "
     "FROM sessions_app_message mm WHERE mm.session_id = t.session_id AND mm.generation = t.generation "
     "AND mm.\"index\" >= f.pos) FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
     "CROSS JOIN LATERAL (SELECT CASE WHEN t.generation = s.generation THEN s.boundary ELSE 0 END AS start) b "

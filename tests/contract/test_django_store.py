@@ -272,3 +272,29 @@ def test_a_folded_step_is_recorded_once(direct):
     assert "step" in str(refused.value)  # message_step (PostgreSQL), its columns (SQLite)
     assert list(m.Message.objects.filter(turn_id=turn_id).values_list("index", flat=True)) == [0]
     assert not m.Event.objects.filter(turn_id=turn_id, type="turn.completed").exists()
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_message_row_keeps_its_json_less_what_its_columns_hold(direct):
+    """The role and the writer's turn id are columns; a message of another turn id, or of none,
+    keeps its own. Rows written whole before read the same. The load gets every message whole."""
+    import asyncio
+
+    store, turn_id, attempt = _claimed(f"rows-{direct}")
+    mine = Message(Role.ASSISTANT, text="a", turn_id=turn_id)
+    other = Message(Role.USER, text="b", turn_id="another")
+    nobody = Message(Role.TRIGGER, text="c", by="cron")
+
+    def work(tx):
+        for i, message in enumerate((mine, other, nobody)):
+            tx.append(message, i)
+
+    asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    session = m.Session.objects.get(key=f"rows-{direct}")
+    whole = Message(Role.TOOL, turn_id="old", call_id="c", name="t", result={"x": None, "y": 0.30000000000000004})
+    m.Message.objects.create(session=session, generation=session.generation, index=3, turn_id=turn_id,
+                             role="tool", data=whole.to_json())  # as written before
+    rows = list(m.Message.objects.filter(session=session).order_by("index").values_list("role", "turn_id", "data"))
+    assert rows[:3] == [("assistant", turn_id, {"text": "a"}), ("user", turn_id, {"text": "b", "turn_id": "another"}),
+                        ("trigger", turn_id, {"text": "c", "by": "cron", "turn_id": None})]
+    assert store.load_sync(turn_id).transcript == [mine, other, nobody, whole]
