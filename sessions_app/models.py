@@ -112,8 +112,9 @@ class Turn(models.Model):
 
 
 class Message(models.Model):
-    # no single-column indexes: (session, generation, index) serves every read; fewer index
-    # writes per step
+    # keyed by its position: no surrogate id, and no index but the key's and ``message_step``
+    # ((session, generation, index) serves every read; fewer index writes per step)
+    pk = models.CompositePrimaryKey("session", "generation", "index")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
     generation = models.IntegerField(default=0)
     index = models.IntegerField()
@@ -130,7 +131,6 @@ class Message(models.Model):
     class Meta:
         ordering = ["session", "generation", "index"]
         constraints = [
-            models.UniqueConstraint(fields=["session", "generation", "index"], name="message_position"),
             # a step is recorded once (with ``step_key``: a key is folded or a Step row, by its kind)
             models.UniqueConstraint(fields=["turn", "step"], condition=models.Q(step__isnull=False),
                                     name="message_step"),
@@ -156,6 +156,9 @@ class Step(models.Model):
 class Event(models.Model):
     """The durable event log: every event but deltas, numbered per session."""
 
+    # seq is unique per session (a counter on the session row); the key also serves "this
+    # generation's events after seq N" without scanning the archive
+    pk = models.CompositePrimaryKey("session", "generation", "seq")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", db_index=False)
     generation = models.IntegerField(default=0)
     seq = models.BigIntegerField()
@@ -167,9 +170,6 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["session", "seq"]
-        # seq is unique per session (a counter on the session row); the constraint also serves
-        # "this generation's events after seq N" without scanning the archive
-        constraints = [models.UniqueConstraint(fields=["session", "generation", "seq"], name="event_seq")]
 
 
 class Answer(models.Model):
