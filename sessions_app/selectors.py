@@ -204,7 +204,7 @@ def archived_generations(*, session: m.Session) -> list[dict[str, Any]]:
         return []
     resets = {r.generation: r for r in m.SessionReset.objects.filter(session=session).select_related("by")}
     counts = dict(m.Message.objects.filter(session=session, generation__lt=session.generation)
-                  .values("generation").annotate(n=Count("id")).values_list("generation", "n"))
+                  .values("generation").annotate(n=Count("*")).values_list("generation", "n"))
     out = []
     for g in range(session.generation - 1, -1, -1):
         reset = resets.get(g)

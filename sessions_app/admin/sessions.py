@@ -78,7 +78,7 @@ def generation_rows(session: m.Session, page_number: Any) -> Any:
               .select_related("by")}
 
     def counts(model: Any) -> dict[int, int]:
-        rows = model.objects.filter(session=session, generation__in=shown).values("generation").annotate(n=Count("id"))
+        rows = model.objects.filter(session=session, generation__in=shown).values("generation").annotate(n=Count("*"))
         return {r["generation"]: r["n"] for r in rows}
 
     messages, events, turns = counts(m.Message), counts(m.Event), counts(m.Turn)
