@@ -35,6 +35,7 @@ def turn_summary(turn_id: str) -> dict:
         "steps": sorted(step_keys(turn_id)),
         "event_types": [t for _, t, _ in events],
         "event_seqs": [s for s, _, _ in events],
-        "event_payloads": [repr(sorted(d.items())) if isinstance(d, dict) else repr(d) for _, _, d in events],
+        # the type with the stored data: a row keeps its type in a column (sessions_app.store.eventlog)
+        "event_payloads": [repr((t, sorted(d.items()) if isinstance(d, dict) else d)) for _, t, d in events],
         "orders": Order.objects.filter(turn_id=turn_id).count(),
     }
