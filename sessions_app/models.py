@@ -131,7 +131,7 @@ class Message(models.Model):
     class Meta:
         ordering = ["session", "generation", "index"]
         constraints = [
-            # a step is recorded once (with ``step_key``: a key is folded or a Step row, by its kind)
+            # a step is recorded once (with ``step_key``: a step is folded or a Step row by its shape)
             models.UniqueConstraint(fields=["turn", "step"], condition=models.Q(step__isnull=False),
                                     name="message_step"),
         ]

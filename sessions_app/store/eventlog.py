@@ -1,9 +1,10 @@
 """The durable event log keeps no second copy of what the transcript holds.
 
 An event that repeats the payload of a message written in the same checkpoint (the opening
-text of ``turn.started``, the reply of ``message.completed`` and of ``turn.completed``, the call of ``action.requested``,
-the result of ``action.completed``, the summary of ``compaction.completed``) is stored with that payload replaced by the message's
-position (``"$from": <index>``). Both rows commit in the same transaction and are archived and
+text of ``turn.started``, the reply of ``message.completed`` and of ``turn.completed``, the
+call of ``action.requested``, the result of ``action.completed``, the summary of
+``compaction.completed``) is stored with that payload replaced by the message's position
+(``"$from": <index>``). Both rows commit in the same transaction and are archived and
 deleted together, so the reference always resolves. ``restore`` puts the payloads back when the
 log is read (replay over websockets and SSE, the staff archive), with one query for all the
 messages a page of events refers to. Live events are published from memory, whole.
