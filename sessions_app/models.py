@@ -111,6 +111,20 @@ class Turn(models.Model):
         return f"turn {self.id} ({self.status})"
 
 
+class TextJSONField(models.JSONField):
+    """JSON kept as its text on PostgreSQL too (``json``, not ``jsonb``): a small message's
+    JSON costs its length, not jsonb's header per key and value (a third more). Nothing queries
+    inside it; the transcript reads cast it where they merge it (``reads.WHOLE_PG``)."""
+
+    def db_type(self, connection):
+        return "json" if connection.vendor == "postgresql" else super().db_type(connection)
+
+    def from_db_value(self, value, expression, connection):
+        if value is not None and not isinstance(value, (str, bytes, bytearray)):  # the driver decoded json
+            return value
+        return super().from_db_value(value, expression, connection)
+
+
 class Message(models.Model):
     # keyed by its position: no surrogate id, and no index but the key's and ``message_step``
     # ((session, generation, index) serves every read; fewer index writes per step)
@@ -121,7 +135,7 @@ class Message(models.Model):
     turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
                              db_index=False, related_name="messages")
     role = models.CharField(max_length=16)
-    data = models.JSONField()
+    data = TextJSONField()
     #: the step memo's key of the unit that wrote this message, when the step points at it
     #: (``model:<n>``, ``tool:<n>:<call_id>``): the step is recorded in the same row as its result,
     #: not in a Step row of its own (``checkpoint.folded``)

@@ -217,7 +217,7 @@ def session_status_params(target: Any, now: Any) -> list[Any]:
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
 INSERT_MESSAGE = wire.numbered(
     'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
-    "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::jsonb, %s::text, %s::timestamptz "
+    "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::json, %s::text, %s::timestamptz "
     "FROM sessions_app_turn t WHERE t.id = %s::text"
 )
 INSERT_STEP = wire.numbered(

@@ -19,7 +19,7 @@ from sessions_app.store.records import loads, record_of, turn_row
 
 #: a message's whole JSON: its row's JSON with the role and turn id its columns hold
 #: (``checkpoint.row_json``; a row written whole keeps its own)
-WHOLE_PG = "jsonb_build_object('role', {0}role, 'turn_id', {0}turn_id) || {0}data"
+WHOLE_PG = "jsonb_build_object('role', {0}role, 'turn_id', {0}turn_id) || {0}data::jsonb"
 WHOLE = "json_insert(data, '$.role', role, '$.turn_id', turn_id)"
 TRANSCRIPT_PG = (f"SELECT coalesce(json_agg({WHOLE_PG.format('')} ORDER BY \"index\")::text, '[]') "
                  "FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s")
