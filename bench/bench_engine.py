@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/bench_engine.py                 # SQLite (a fresh file under /tmp)
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/bench_engine.py
+    BENCH_ONLY=storage .venv/bin/python bench/bench_engine.py   # the storage figures alone
 
 A scripted model (instant) calls a no-op sync tool ``STEPS`` times per turn, after a session
 history of 10, 100 and 1,000 messages; per-step cost = turn time / steps (model + tool). The
@@ -29,12 +30,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.common import fresh_database, floor_ms, use_database  # noqa: E402
 
-BENCH_DB = "june_bench"
+BENCH_DB = os.environ.get("BENCH_DB", "june_bench")
 use_database(BENCH_DB)
 
 HISTORIES = (10, 100, 1000)
 STEPS = int(os.environ.get("BENCH_STEPS", "40"))  # tool round trips per turn
 REPEATS = int(os.environ.get("BENCH_REPEATS", "5"))
+#: ``storage``: print the storage figures only (no per-step timing)
+ONLY = os.environ.get("BENCH_ONLY", "")
 
 
 def seed_history(agent: str, key: str, size: int) -> None:
@@ -163,9 +166,33 @@ def storage_figures(payload: int, turns: int = 8) -> tuple[float, float]:
         asyncio.run(store.create_turn(SessionRef("bench", key), TurnInput(text="go"), turn_id=turn_id))
         assert str(asyncio.run(executor.drive(turn_id))) == "completed"
     grown = stored_bytes() - before
-    datas = list(m.Message.objects.filter(session__key=key).values_list("data", flat=True))
-    own = sum(len(json.dumps(d, separators=(",", ":"))) for d in datas)
-    return grown / len(datas), own / len(datas)
+    # the denominator is each message's whole JSON as the engine produces it (loaded back, so a
+    # row that stores less than its message does not shrink its own yardstick)
+    session = m.Session.objects.get(agent="bench", key=key)
+    messages = loaded_messages(session.pk, session.generation)
+    own = sum(len(json.dumps(msg.to_json(), separators=(",", ":"))) for msg in messages)
+    return grown / len(messages), own / len(messages)
+
+
+def loaded_messages(session_id: int, generation: int) -> list:
+    """The session's messages as the store loads them (``reads``), whole."""
+    from django.db import connection
+
+    from sessions_app.store import reads
+
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute(reads.TRANSCRIPT_PG, [session_id, generation, 0])
+            return reads.messages_of(cur.fetchone()[0])
+        cur.execute(reads.TRANSCRIPT, [session_id, generation, 0])
+        return reads.messages_of(f"[{','.join([row[0] for row in cur.fetchall()])}]")
+
+
+def print_storage(storage: dict[int, tuple[float, float]]) -> None:
+    for payload, (stored, own) in storage.items():
+        print(f"storage per message written by the engine (its row, step, events, indexes), "
+              f"{'small messages' if not payload else f'{payload}-character prose'}: {stored:.0f} B; "
+              f"the message's own JSON: {own:.0f} B ({stored / own:.2f}x)")
 
 
 def main() -> None:
@@ -173,6 +200,10 @@ def main() -> None:
     from django.conf import settings
 
     backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    if ONLY == "storage":
+        print(f"backend: {backend}")
+        print_storage({0: storage_figures(0, turns=40), 2000: storage_figures(2000)})
+        return
     agent = make_agent()
     asyncio.run(one_turn(agent, seeded("warmup", 10)))  # connections open, statements prepared
     # rounds interleave the sizes and the floor, so a drift of the machine (these machines are
@@ -192,10 +223,7 @@ def main() -> None:
     for size, ms in per_step.items():
         print(f"per step at {size:>5} messages of history: {ms:.3f} ms   ({ms / floor:.2f}x floor)")
     print(f"flatness: cost at {HISTORIES[-1]} / cost at {HISTORIES[0]} = {per_step[HISTORIES[-1]] / per_step[HISTORIES[0]]:.2f}x")
-    for payload, (stored, own) in storage.items():
-        print(f"storage per message written by the engine (its row, step, events, indexes), "
-              f"{'small messages' if not payload else f'{payload}-character prose'}: {stored:.0f} B; "
-              f"the message's own JSON: {own:.0f} B ({stored / own:.2f}x)")
+    print_storage(storage)
 
 
 if __name__ == "__main__":

@@ -68,9 +68,9 @@ async def _bare_loop(TurnLoop, agent, store, model, turn_id: str) -> None:
 
 
 def steps_of(turn_id: str) -> int:
-    from sessions_app.models import Step
+    from sessions_app.selectors import step_keys
 
-    return Step.objects.filter(turn_id=turn_id).count() + 1  # + the opening
+    return len(step_keys(turn_id)) + 1  # + the opening
 
 
 def in_process_ms(fenced: bool, repeats: int = 5) -> float:

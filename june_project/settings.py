@@ -121,12 +121,15 @@ else:
 
 _db = DATABASES["default"]
 if _db["ENGINE"] == "django.db.backends.sqlite3":
-    # concurrent writers (daphne + q2 workers): WAL, immediate transactions, a busy timeout
+    # concurrent writers (daphne + q2 workers): WAL, immediate transactions, a busy timeout.
+    # The page size takes only on a new file (before WAL): pages of 8 KB hold three messages of
+    # 2,000 characters where pages of 4 KB hold one (bench/bench_engine.py's storage figures)
     _db.setdefault("OPTIONS", {}).update(
         {
             "transaction_mode": "IMMEDIATE",
             "timeout": 30,
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "init_command": f"PRAGMA page_size={int(os.environ.get('JUNE_SQLITE_PAGE_SIZE', '8192'))}; "
+                            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
     _db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test_june.sqlite3")

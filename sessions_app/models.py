@@ -111,28 +111,51 @@ class Turn(models.Model):
         return f"turn {self.id} ({self.status})"
 
 
+class TextJSONField(models.JSONField):
+    """JSON kept as its text on PostgreSQL too (``json``, not ``jsonb``): a small message's
+    JSON costs its length, not jsonb's header per key and value (a third more). Nothing queries
+    inside it; the transcript reads cast it where they merge it (``reads.WHOLE_PG``)."""
+
+    def db_type(self, connection):
+        return "json" if connection.vendor == "postgresql" else super().db_type(connection)
+
+    def from_db_value(self, value, expression, connection):
+        if value is not None and not isinstance(value, (str, bytes, bytearray)):  # the driver decoded json
+            return value
+        return super().from_db_value(value, expression, connection)
+
+
 class Message(models.Model):
-    # no single-column indexes: (session, generation, index) serves every read; fewer index
-    # writes per step
+    # keyed by its position: no surrogate id, and no index but the key's and ``message_step``
+    # ((session, generation, index) serves every read; fewer index writes per step)
+    pk = models.CompositePrimaryKey("session", "generation", "index")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
     generation = models.IntegerField(default=0)
     index = models.IntegerField()
     turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
                              db_index=False, related_name="messages")
     role = models.CharField(max_length=16)
-    data = models.JSONField()
+    data = TextJSONField()
+    #: the step memo's key of the unit that wrote this message, when the step points at it
+    #: (``model:<n>``, ``tool:<n>:<call_id>``): the step is recorded in the same row as its result,
+    #: not in a Step row of its own (``checkpoint.folded``)
+    step = models.CharField(max_length=300, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["session", "generation", "index"]
         constraints = [
-            models.UniqueConstraint(fields=["session", "generation", "index"], name="message_position"),
+            # a step is recorded once (with ``step_key``: a step is folded or a Step row by its shape)
+            models.UniqueConstraint(fields=["turn", "step"], condition=models.Q(step__isnull=False),
+                                    name="message_step"),
         ]
 
 
 class Step(models.Model):
-    """The steps memo: ``model:<n>``, ``tool:<n>:<call_id>`` point at the message holding the
-    result (no copy); ``input:<turn>:<id>`` holds a human answer in ``data``."""
+    """The steps memo's rows that hold data or point at no message of their unit:
+    ``input:<turn>:<id>`` holds a human answer in ``data``, ``compact:...`` a compaction's cut.
+    A step that points at a message its unit wrote (``model:<n>``, ``tool:<n>:<call_id>``) is
+    that message's ``step`` column instead."""
 
     turn = models.ForeignKey(Turn, on_delete=models.CASCADE, related_name="steps", db_index=False)
     key = models.CharField(max_length=300)
@@ -147,6 +170,9 @@ class Step(models.Model):
 class Event(models.Model):
     """The durable event log: every event but deltas, numbered per session."""
 
+    # seq is unique per session (a counter on the session row); the key also serves "this
+    # generation's events after seq N" without scanning the archive
+    pk = models.CompositePrimaryKey("session", "generation", "seq")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", db_index=False)
     generation = models.IntegerField(default=0)
     seq = models.BigIntegerField()
@@ -158,9 +184,6 @@ class Event(models.Model):
 
     class Meta:
         ordering = ["session", "seq"]
-        # seq is unique per session (a counter on the session row); the constraint also serves
-        # "this generation's events after seq N" without scanning the archive
-        constraints = [models.UniqueConstraint(fields=["session", "generation", "seq"], name="event_seq")]
 
 
 class Answer(models.Model):

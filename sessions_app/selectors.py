@@ -204,7 +204,7 @@ def archived_generations(*, session: m.Session) -> list[dict[str, Any]]:
         return []
     resets = {r.generation: r for r in m.SessionReset.objects.filter(session=session).select_related("by")}
     counts = dict(m.Message.objects.filter(session=session, generation__lt=session.generation)
-                  .values("generation").annotate(n=Count("id")).values_list("generation", "n"))
+                  .values("generation").annotate(n=Count("*")).values_list("generation", "n"))
     out = []
     for g in range(session.generation - 1, -1, -1):
         reset = resets.get(g)
@@ -239,3 +239,10 @@ def _compact(value: Any, limit: int = 2000) -> str:
     except (TypeError, ValueError):
         text = str(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def step_keys(turn_id: str) -> list[str]:
+    """The keys of a turn's step memo: its Step rows and the steps folded into the messages it
+    wrote (``Message.step``), in no particular order."""
+    rows = list(m.Step.objects.filter(turn_id=turn_id).values_list("key", flat=True))
+    return rows + list(m.Message.objects.filter(turn_id=turn_id, step__isnull=False).values_list("step", flat=True))

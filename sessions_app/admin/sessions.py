@@ -15,7 +15,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.paginator import Paginator
-from django.db.models import Count, Max
+from django.db.models import Count, F, JSONField, Max, Value
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -78,7 +78,7 @@ def generation_rows(session: m.Session, page_number: Any) -> Any:
               .select_related("by")}
 
     def counts(model: Any) -> dict[int, int]:
-        rows = model.objects.filter(session=session, generation__in=shown).values("generation").annotate(n=Count("id"))
+        rows = model.objects.filter(session=session, generation__in=shown).values("generation").annotate(n=Count("*"))
         return {r["generation"]: r["n"] for r in rows}
 
     messages, events, turns = counts(m.Message), counts(m.Event), counts(m.Turn)
@@ -135,9 +135,14 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         .only("seq", "type", "turn_id", "data", "created_at"),
         EVENTS_PER_PAGE,
     ).get_page(params.get("events"))
+    # the step memo: Step rows, and the steps folded into the messages (``Message.step``)
+    step_fields = ("key", "turn_id", "message_index", "data", "created_at")
+    folded = (m.Message.objects.filter(session=session, generation=generation, step__isnull=False)
+              .annotate(key=F("step"), message_index=F("index"), no_data=Value(None, output_field=JSONField()))
+              .values_list("key", "turn_id", "message_index", "no_data", "created_at").order_by())
     steps = Paginator(
-        m.Step.objects.filter(turn__session=session, turn__generation=generation).order_by("turn__order", "id")
-        .only("key", "turn_id", "message_index", "data", "created_at"),
+        m.Step.objects.filter(turn__session=session, turn__generation=generation).values_list(*step_fields).order_by()
+        .union(folded, all=True).order_by("created_at", "message_index"),
         STEPS_PER_PAGE,
     ).get_page(params.get("steps"))
     turns = list(
@@ -156,11 +161,11 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.created_at,
                         "data": pretty_json(data)}
                        for e, data in zip(events.object_list, eventlog.restore(
-                           (session.pk, generation, e.data) for e in events.object_list))],
+                           (session.pk, generation, e.type, e.turn_id, e.data) for e in events.object_list))],
         "steps": steps,
-        "step_rows": [{"key": s.key, "turn_id": s.turn_id, "message_index": s.message_index,
-                       "created_at": s.created_at, "data": pretty_json(s.data) if s.data is not None else ""}
-                      for s in steps.object_list],
+        "step_rows": [{"key": key, "turn_id": turn_id, "message_index": index, "created_at": at,
+                       "data": pretty_json(data) if data is not None else ""}
+                      for key, turn_id, index, data, at in steps.object_list],
         "turns": turns,
         "child_turns": tree.archived_children(session, generation),
     }
@@ -386,6 +391,10 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     @admin.display(description="steps (first 200)")
     def steps_table(self, obj):
         rows = list(obj.steps.order_by("id").values_list("key", "message_index", "created_at", "data")[:200])
+        # and the steps folded into the messages the turn wrote (``Message.step``)
+        rows += [(key, idx, when, None) for key, idx, when in m.Message.objects.filter(turn_id=obj.pk, step__isnull=False)
+                 .order_by("index").values_list("step", "index", "created_at")[:200 - len(rows)]]
+        rows.sort(key=lambda row: row[2])
         if not rows:
             return "-"
         body = format_html_join(

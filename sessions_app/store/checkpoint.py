@@ -42,6 +42,19 @@ def dumps(value: Any) -> str:
     return _encode(value)
 
 
+def row_json(message: Message, turn_id: str) -> str:
+    """A message row's JSON: the message's, less the role and turn id its columns hold (the
+    turn id stays, null for none, when the message's is not its writer's). The readers put
+    them back (``reads.WHOLE``)."""
+    data = message.to_json()
+    del data["role"]
+    if (message.turn_id or None) == turn_id:
+        data.pop("turn_id", None)
+    else:
+        data["turn_id"] = message.turn_id or None
+    return dumps(data)
+
+
 @dataclass(slots=True)
 class Written:
     cancel_reason: str | None
@@ -101,6 +114,25 @@ def plain_now() -> Any:
     return connection.ops.adapt_datetimefield_value(timezone.now())
 
 
+def folded(messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]]
+           ) -> tuple[dict[int, str], list[tuple[str, int | None, Any]]]:
+    """(the step key each message carries, the steps left for Step rows): a step that holds no
+    data and points at a message of its unit is recorded in that message's row (its ``step``
+    column; one step a message), so a step costs no row and no index entry of its own. The
+    rest (answers, compactions, a step pointing at no message of its unit) are Step rows."""
+    if not messages or not steps:
+        return {}, steps
+    unit = {i for i, _ in messages}
+    keys: dict[int, str] = {}
+    rest = []
+    for key, idx, data in steps:
+        if data is None and idx in unit and idx not in keys:
+            keys[idx] = key
+        else:
+            rest.append((key, idx, data))
+    return keys, rest
+
+
 def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events, boundary=None,
                 result=None) -> Written:
     """The checkpoint as plain statements on ``cur``, inside the unit's transaction: Django's
@@ -113,11 +145,13 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     if row is None:
         raise _stale(turn_id, attempt_id)
     cancel_reason, session_id, generation = row
+    keys, steps = folded(messages, steps)
     if messages:
         cur.executemany(
-            'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at)'
-            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(session_id, generation, i, turn_id, str(m.role), dumps(m.to_json()), now) for i, m in messages],
+            'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at)'
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            [(session_id, generation, i, turn_id, str(m.role), row_json(m, turn_id), keys.get(i), now)
+             for i, m in messages],
         )
     if steps:
         cur.executemany(
@@ -189,8 +223,8 @@ def session_status_params(target: Any, now: Any) -> list[Any]:
 
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
 INSERT_MESSAGE = wire.numbered(
-    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, created_at) '
-    "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::jsonb, %s::timestamptz "
+    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
+    "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::json, %s::text, %s::timestamptz "
     "FROM sessions_app_turn t WHERE t.id = %s::text"
 )
 INSERT_STEP = wire.numbered(
@@ -253,14 +287,16 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     batch.add(LOCK_SESSION, [turn_id])
     fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes)
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
+    keys, steps = folded(messages, steps)
     for i, m in messages:
-        batch.add(INSERT_MESSAGE, [i, str(m.role), dumps(m.to_json()), now, turn_id])
+        batch.add(INSERT_MESSAGE, [i, str(m.role), row_json(m, turn_id), keys.get(i), now, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
     if events:
         seq = batch.add(BUMP_EVENT_SEQ, [k, turn_id])
         for n, e in enumerate(events):
-            batch.add(INSERT_EVENT, [k, n + 1, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, messages)),
+            column = e.turn_id or turn_id
+            batch.add(INSERT_EVENT, [k, n + 1, column, e.type, dumps(eventlog.stored(e, messages, column)),
                                      now, turn_id])
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
@@ -342,8 +378,8 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
     cur.executemany(
         "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        [(session_id, gen, first + n, e.turn_id or turn_id, e.type, dumps(eventlog.stored(e, list(unit))), now)
-         for n, e in enumerate(events)],
+        [(session_id, gen, first + n, column, e.type, dumps(eventlog.stored(e, list(unit), column)), now)
+         for n, e in enumerate(events) for column in [e.turn_id or turn_id]],
     )
     if gen != live_generation:
         return []

@@ -1,15 +1,23 @@
 """The durable event log keeps no second copy of what the transcript holds.
 
 An event that repeats the payload of a message written in the same checkpoint (the opening
-text of ``turn.started``, the reply of ``message.completed``, the call of ``action.requested``,
-the result of ``action.completed``, the summary of ``compaction.completed``) is stored with that payload replaced by the message's
-position (``"$from": <index>``). Both rows commit in the same transaction and are archived and
+text of ``turn.started``, the reply of ``message.completed`` and of ``turn.completed``, the
+call of ``action.requested``, the result of ``action.completed``, the summary of
+``compaction.completed``) is stored with that payload replaced by the message's position
+(``"$from": <index>``). Both rows commit in the same transaction and are archived and
 deleted together, so the reference always resolves. ``restore`` puts the payloads back when the
 log is read (replay over websockets and SSE, the staff archive), with one query for all the
 messages a page of events refers to. Live events are published from memory, whole.
 
 A model's reply or a tool's result is then stored once, which is what keeps the storage per
 message close to the message's own size (bench/bench_engine.py).
+
+Nor does a row repeat what its columns or its message hold: the ``type`` and ``turn_id`` are
+columns (the JSON keeps ``turn_id`` only when it differs from the column), and an event that
+refers to a message leaves out what ``restore`` reads back from it (``message.completed``'s
+``index`` is its ``$from``; ``action.completed``'s ``call_id`` and ``name`` are its tool
+message's, a null ``error`` is left out). Rows written before keep those keys: the stored JSON
+wins over what ``restore`` fills in.
 """
 
 from __future__ import annotations
@@ -44,6 +52,9 @@ def _source(e: ev.TurnEvent, unit: list[tuple[int, Message]]) -> tuple[int, str]
     elif isinstance(e, ev.ActionCompleted):
         found = [i for i, m in unit if m.role == Role.TOOL and m.call_id == e.call_id and m.result == e.result]
         field = "result"
+    elif isinstance(e, ev.TurnCompleted):  # the turn's last reply, when its unit wrote it
+        found = [i for i, m in unit if m.role == Role.ASSISTANT and m.text == e.text and e.text]
+        field = "text"
     elif isinstance(e, ev.CompactionCompleted):
         found = [i for i, m in unit if i == e.index and m.role == Role.SUMMARY and m.text == e.summary]
         field = "summary"
@@ -56,9 +67,14 @@ def _source(e: ev.TurnEvent, unit: list[tuple[int, Message]]) -> tuple[int, str]
     return (found[0], field) if found else None
 
 
-def stored(e: ev.TurnEvent, unit: list[tuple[int, Message]]) -> dict[str, Any]:
-    """The JSON an event row keeps: the event's, its repeated payload replaced by a reference."""
+def stored(e: ev.TurnEvent, unit: list[tuple[int, Message]], turn_id: str | None) -> dict[str, Any]:
+    """The JSON an event row keeps, whose ``type`` and ``turn_id`` columns are ``e.type`` and
+    ``turn_id``: the event's, less those columns, its repeated payload replaced by a reference
+    and what ``restore`` reads back from that message left out."""
     data = e.to_json()
+    del data["type"]
+    if data.get("turn_id") == turn_id:
+        del data["turn_id"]
     source = _source(e, unit) if unit else None
     if source is None:
         return data
@@ -67,24 +83,45 @@ def stored(e: ev.TurnEvent, unit: list[tuple[int, Message]]) -> dict[str, Any]:
         data[CALL] = data["call"].get("id")
     del data[field]
     data[FROM] = index
+    if isinstance(e, ev.MessageCompleted):  # _source matched e.index == index
+        del data["index"]
+    elif isinstance(e, ev.ActionCompleted):  # _source matched the tool message's call id
+        message = next(m for i, m in unit if i == index)
+        del data["call_id"]
+        if e.name == message.name:
+            del data["name"]
+        if e.error is None:
+            del data["error"]
     return data
 
 
 _RESTORE: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], Any]]] = {
     "turn.started": ("text", lambda msg, data: msg.get("text", "")),
     "message.completed": ("text", lambda msg, data: msg.get("text", "")),
+    "turn.completed": ("text", lambda msg, data: msg.get("text", "")),
     "action.completed": ("result", lambda msg, data: msg.get("result")),
     "compaction.completed": ("summary", lambda msg, data: msg.get("text", "")),
     "action.requested": ("call", lambda msg, data: next(
         (c for c in msg.get("tool_calls", ()) if c.get("id") == data.get(CALL)), {})),
 }
+#: what ``stored`` leaves out of an event that refers to a message: (key, its value from the
+#: message and the reference)
+_DERIVED: dict[str, tuple[tuple[str, Callable[[dict[str, Any], int], Any]], ...]] = {
+    "message.completed": (("index", lambda msg, index: index),),
+    "action.completed": (("call_id", lambda msg, index: msg.get("call_id", "")),
+                         ("name", lambda msg, index: msg.get("name", "")),
+                         ("error", lambda msg, index: None)),
+}
+
+Row = tuple[int, int, str, str | None, dict[str, Any]]
 
 
-def restore(rows: Iterable[tuple[int, int, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Whole event JSON for ``(session_id, generation, stored data)`` rows, in their order."""
+def restore(rows: Iterable[Row]) -> list[dict[str, Any]]:
+    """Whole event JSON for ``(session_id, generation, type, turn_id, stored data)`` rows (the
+    row's columns and its data), in their order."""
     rows = list(rows)
     wanted: dict[tuple[int, int], set[int]] = defaultdict(set)
-    for session_id, generation, data in rows:
+    for session_id, generation, _, _, data in rows:
         if FROM in data:
             wanted[(session_id, generation)].add(data[FROM])
     messages: dict[tuple[int, int, int], dict[str, Any]] = {}
@@ -93,12 +130,16 @@ def restore(rows: Iterable[tuple[int, int, dict[str, Any]]]) -> list[dict[str, A
         for index, data in found.values_list("index", "data"):
             messages[(session_id, generation, index)] = data
     out = []
-    for session_id, generation, data in rows:
+    for session_id, generation, type_, turn_id, data in rows:
+        data = {"type": type_, "turn_id": turn_id, **data}
         if FROM in data:
-            data = dict(data)
-            msg = messages.get((session_id, generation, data.pop(FROM)), {})
+            index = data.pop(FROM)
+            msg = messages.get((session_id, generation, index), {})
             field, value = _RESTORE[data["type"]]
             data[field] = value(msg, data)
             data.pop(CALL, None)
+            for key, derived in _DERIVED.get(data["type"], ()):
+                if key not in data:
+                    data[key] = derived(msg, index)
         out.append(data)
     return out

@@ -17,22 +17,30 @@ from sessions_app.store import eventlog, transcripts, wire
 from sessions_app.store.lease import CHAIN_BLOCKING
 from sessions_app.store.records import loads, record_of, turn_row
 
-TRANSCRIPT_PG = ("SELECT coalesce(json_agg(data ORDER BY \"index\")::text, '[]') FROM sessions_app_message "
-                 "WHERE session_id = %s AND generation = %s AND \"index\" >= %s")
-TRANSCRIPT = ("SELECT data FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s "
-              "ORDER BY \"index\"")
-STEPS = "SELECT key, data FROM sessions_app_step WHERE turn_id = %s"
+#: a message's whole JSON: its row's JSON with the role and turn id its columns hold
+#: (``checkpoint.row_json``; a row written whole keeps its own)
+WHOLE_PG = "jsonb_build_object('role', {0}role, 'turn_id', {0}turn_id) || {0}data::jsonb"
+WHOLE = "json_insert(data, '$.role', role, '$.turn_id', turn_id)"
+TRANSCRIPT_PG = (f"SELECT coalesce(json_agg({WHOLE_PG.format('')} ORDER BY \"index\")::text, '[]') "
+                 "FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s")
+TRANSCRIPT = (f"SELECT {WHOLE} FROM sessions_app_message WHERE session_id = %s AND generation = %s "
+              "AND \"index\" >= %s ORDER BY \"index\"")
+#: a turn's steps: its Step rows, and the steps folded into the messages it wrote (``message_step``)
+STEPS = ("SELECT key, data FROM sessions_app_step WHERE turn_id = %s UNION ALL "
+         "SELECT step, NULL FROM sessions_app_message WHERE turn_id = %s AND step IS NOT NULL")
 #: a claim's reads in its batch (``opening.claim_and_load``): nothing unless the attempt holds the
 #: turn; the transcript from the live boundary (``live_boundary``), one JSON array each
 STEPS_OF_ATTEMPT_PG = wire.numbered(
-    "SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM sessions_app_step st "
-    "JOIN sessions_app_turn t ON t.id = st.turn_id WHERE st.turn_id = %s::text AND t.attempt_id = %s::text"
+    "SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM sessions_app_turn t "
+    "CROSS JOIN LATERAL (SELECT key, data FROM sessions_app_step WHERE turn_id = t.id UNION ALL "
+    "SELECT step, NULL::jsonb FROM sessions_app_message WHERE turn_id = t.id AND step IS NOT NULL) st "
+    "WHERE t.id = %s::text AND t.attempt_id = %s::text"
 )
 #: ... and where it read from: the live boundary (``live_boundary``), or past the end of what this
 #: process already holds (``transcripts``: session id, generation, start, end) when that stretch
 #: is of the turn's session and generation and covers the boundary
 TRANSCRIPT_OF_ATTEMPT_PG = wire.numbered(
-    "SELECT f.pos, (SELECT coalesce(json_agg(mm.data ORDER BY mm.\"index\")::text, '[]') "
+    f"SELECT f.pos, (SELECT coalesce(json_agg({WHOLE_PG.format('mm.')} ORDER BY mm.\"index\")::text, '[]') "
     "FROM sessions_app_message mm WHERE mm.session_id = t.session_id AND mm.generation = t.generation "
     "AND mm.\"index\" >= f.pos) FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
     "CROSS JOIN LATERAL (SELECT CASE WHEN t.generation = s.generation THEN s.boundary ELSE 0 END AS start) b "
@@ -60,7 +68,7 @@ def load_on(cur: Any, turn: Any, *, json_array: bool = False, held: bool = False
     and what was read is held from then on."""
     s = turn.session
     boundary, summary = live_boundary(turn.generation, s.generation, s.boundary, s.summary_index)
-    cur.execute(STEPS, [turn.id])
+    cur.execute(STEPS, [turn.id, turn.id])
     rows = [(k, loads(d)) for k, d in cur.fetchall()]
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
     if held and not json_array:
@@ -122,9 +130,9 @@ def events(session: SessionRef, after: int = 0, limit: int = 1000) -> list[Logge
     if s is None:
         return []
     rows = list(m.Event.objects.filter(session=s, generation=s.generation, seq__gt=after).order_by("seq")
-                .values_list("seq", "data")[:limit])
-    whole = eventlog.restore((s.pk, s.generation, data) for _, data in rows)
-    return [LoggedEvent(seq, ev.event_from_json(data)) for (seq, _), data in zip(rows, whole)]
+                .values_list("seq", "type", "turn_id", "data")[:limit])
+    whole = eventlog.restore((s.pk, s.generation, type_, turn_id, data) for _, type_, turn_id, data in rows)
+    return [LoggedEvent(row[0], ev.event_from_json(data)) for row, data in zip(rows, whole)]
 
 
 #: the head of a session's chain: the first turn that blocks the ones after it

@@ -132,7 +132,9 @@ async def run(store: DjangoSessionStore, key: str) -> dict[str, Any]:
 
 
 def _step_keys(turn_id: str) -> list[str]:
-    return list(m.Step.objects.filter(turn_id=turn_id).exclude(key__startswith="input:").values_list("key", flat=True))
+    from sessions_app.selectors import step_keys
+
+    return [k for k in step_keys(turn_id) if not k.startswith("input:")]
 
 
 def _sync(fn, *args):

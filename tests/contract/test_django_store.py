@@ -12,6 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from agents_app.runtime import Message, Role, SessionRef, TurnInput
 from agents_app.runtime import events as ev
 from sessions_app import models as m
+from sessions_app.selectors import step_keys
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -37,7 +38,7 @@ def test_loading_costs_the_same_queries_at_any_length():
         store.atomic_sync(turn_id, attempt, work)
         with CaptureQueriesContext(connection) as ctx:
             state = store.load_sync(turn_id)
-        assert len(state.transcript) == size and m.Step.objects.filter(turn_id=turn_id).count() == size
+        assert len(state.transcript) == size and len(step_keys(turn_id)) == size
         counts.append(len(ctx.captured_queries))
     assert counts[0] == counts[1] <= 4
     del ref
@@ -170,3 +171,130 @@ def test_the_event_log_refers_to_the_transcript_instead_of_repeating_it(direct):
     replayed = store.events_sync(SessionRef("ops", f"dedupe-{direct}"))
     assert [e.event for e in replayed] == [e.event for e in commit.events]
     assert replayed[0].event.text == big and replayed[2].event.result == {"r": big}
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_an_event_row_keeps_only_what_its_columns_and_message_do_not_hold(direct):
+    """The type and turn id are columns; what an event shares with the message it refers to is
+    read back from it. A result under another name, an error, an event of another turn id keep
+    theirs, and the log replays every event whole."""
+    import asyncio
+
+    from sessions_app.models import Event
+
+    store, turn_id, attempt = _claimed(f"slim-{direct}")
+
+    def work(tx):
+        tx.append(Message(Role.ASSISTANT, text="done", turn_id=turn_id), 0)
+        tx.emit(ev.MessageCompleted(turn_id, text="done", index=0))
+        tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="lookup", result={"r": 1}), 1)
+        tx.emit(ev.ActionCompleted(turn_id, call_id="c1", name="lookup", result={"r": 1}))
+        tx.emit(ev.ActionCompleted(turn_id, call_id="c1", name="renamed", result={"r": 1}, error="late"))
+        tx.emit(ev.TurnCompleted("", text="x"))
+        tx.emit(ev.TurnCompleted(turn_id, text="done"))  # the reply of the unit's assistant message
+
+    commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    rows = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("type", "data"))
+    assert rows == [("message.completed", {"$from": 0}), ("action.completed", {"$from": 1}),
+                    ("action.completed", {"$from": 1, "name": "renamed", "error": "late"}),
+                    ("turn.completed", {"text": "x", "turn_id": ""}), ("turn.completed", {"$from": 0})]
+    replayed = store.events_sync(SessionRef("ops", f"slim-{direct}"))
+    assert [e.event for e in replayed] == [e.event for e in commit.events]
+
+
+def test_event_rows_written_whole_before_still_replay_as_written():
+    from sessions_app.models import Event, Session
+    from sessions_app.store import eventlog
+
+    store, turn_id, attempt = _claimed("whole-rows")
+    session = Session.objects.get(key="whole-rows")
+    m.Message.objects.create(session=session, generation=session.generation, index=0, turn_id=turn_id,
+                             role="tool", data={"role": "tool", "call_id": "c1", "name": "lookup", "result": 5})
+    old = {"type": "action.completed", "turn_id": turn_id, "call_id": "c1", "name": "other", "error": None,
+           "$from": 0}
+    Event.objects.create(session=session, generation=session.generation, seq=1, turn_id=turn_id,
+                         type="action.completed", data=old)
+    [whole] = eventlog.restore([(session.pk, session.generation, "action.completed", turn_id, old)])
+    assert whole == {"type": "action.completed", "turn_id": turn_id, "call_id": "c1", "name": "other",
+                     "error": None, "result": 5}
+    assert [e.event for e in store.events_sync(SessionRef("ops", "whole-rows"))] == [
+        ev.ActionCompleted(turn_id, call_id="c1", name="other", result=5)]
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_step_pointing_at_its_units_message_is_that_messages_row(direct):
+    """No Step row for a step whose result is a message of its unit: the message row carries
+    its key. A step holding data, or pointing at no message of its unit, stays a Step row. The
+    load sees every one of them."""
+    import asyncio
+
+    store, turn_id, attempt = _claimed(f"fold-{direct}")
+
+    def work(tx):
+        tx.append(Message(Role.ASSISTANT, text="a", turn_id=turn_id), 0)
+        tx.step("model:0", 0)
+        tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="t", result=1), 1)
+        tx.step("tool:0:c1", 1)
+        tx.step("again:1", 1)  # a second step at the same message
+        tx.step("compact:9", 1, {"boundary": 1})
+        tx.step("elsewhere", 7)
+
+    asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    folded = list(m.Message.objects.filter(turn_id=turn_id).order_by("index").values_list("index", "step"))
+    assert folded == [(0, "model:0"), (1, "tool:0:c1")]
+    rows = sorted(m.Step.objects.filter(turn_id=turn_id).values_list("key", "message_index", "data"))
+    assert rows == [("again:1", 1, None), ("compact:9", 1, {"boundary": 1}), ("elsewhere", 7, None)]
+    assert store.load_sync(turn_id).steps == {"model:0", "tool:0:c1", "again:1", "compact:9", "elsewhere"}
+    assert sorted(step_keys(turn_id)) == ["again:1", "compact:9", "elsewhere", "model:0", "tool:0:c1"]
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_folded_step_is_recorded_once(direct):
+    """The same step written again, on another message, is refused by the database
+    (``message_step``) and its unit rolls back whole."""
+    import asyncio
+
+    store, turn_id, attempt = _claimed(f"once-{direct}")
+
+    def first(tx):
+        tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="t", result=1), 0)
+        tx.step("tool:0:c1", 0)
+
+    def replayed(tx):
+        tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="t", result=1), 1)
+        tx.step("tool:0:c1", 1)
+        tx.emit(ev.TurnCompleted(turn_id, text="x"))
+
+    run = store.commit if direct else store.atomic
+    asyncio.run(run(turn_id, attempt, first))
+    with pytest.raises(Exception) as refused:
+        asyncio.run(run(turn_id, attempt, replayed))
+    assert "step" in str(refused.value)  # message_step (PostgreSQL), its columns (SQLite)
+    assert list(m.Message.objects.filter(turn_id=turn_id).values_list("index", flat=True)) == [0]
+    assert not m.Event.objects.filter(turn_id=turn_id, type="turn.completed").exists()
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_message_row_keeps_its_json_less_what_its_columns_hold(direct):
+    """The role and the writer's turn id are columns; a message of another turn id, or of none,
+    keeps its own. Rows written whole before read the same. The load gets every message whole."""
+    import asyncio
+
+    store, turn_id, attempt = _claimed(f"rows-{direct}")
+    mine = Message(Role.ASSISTANT, text="a", turn_id=turn_id)
+    other = Message(Role.USER, text="b", turn_id="another")
+    nobody = Message(Role.TRIGGER, text="c", by="cron")
+
+    def work(tx):
+        for i, message in enumerate((mine, other, nobody)):
+            tx.append(message, i)
+
+    asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    session = m.Session.objects.get(key=f"rows-{direct}")
+    whole = Message(Role.TOOL, turn_id="old", call_id="c", name="t", result={"x": None, "y": 0.30000000000000004})
+    m.Message.objects.create(session=session, generation=session.generation, index=3, turn_id=turn_id,
+                             role="tool", data=whole.to_json())  # as written before
+    rows = list(m.Message.objects.filter(session=session).order_by("index").values_list("role", "turn_id", "data"))
+    assert rows[:3] == [("assistant", turn_id, {"text": "a"}), ("user", turn_id, {"text": "b", "turn_id": "another"}),
+                        ("trigger", turn_id, {"text": "c", "by": "cron", "turn_id": None})]
+    assert store.load_sync(turn_id).transcript == [mine, other, nobody, whole]

@@ -58,9 +58,9 @@ async def step_keys(store, turn_id: str) -> set[str]:
         return {k for k in store.steps(turn_id) if not k.startswith("input:")}
     from asgiref.sync import sync_to_async
 
-    from sessions_app import models as m
+    from sessions_app.selectors import step_keys
 
-    keys = await sync_to_async(lambda: list(m.Step.objects.filter(turn_id=turn_id).values_list("key", flat=True)))()
+    keys = await sync_to_async(step_keys)(turn_id)
     return {k for k in keys if not k.startswith("input:")}
 
 

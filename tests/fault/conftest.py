@@ -21,6 +21,7 @@ def turn_summary(turn_id: str) -> dict:
     """What a turn left in the database, for comparing an interrupted run with a clean one."""
     from agents_app.models import Order
     from sessions_app import models as m
+    from sessions_app.selectors import step_keys
 
     turn = m.Turn.objects.get(pk=turn_id)
     messages = list(m.Message.objects.filter(turn_id=turn_id).order_by("index").values_list("index", "role"))
@@ -31,9 +32,10 @@ def turn_summary(turn_id: str) -> dict:
         "attempts": turn.attempts,
         "indices": [i for i, _ in messages],
         "roles": [r for _, r in messages],
-        "steps": sorted(m.Step.objects.filter(turn_id=turn_id).values_list("key", flat=True)),
+        "steps": sorted(step_keys(turn_id)),
         "event_types": [t for _, t, _ in events],
         "event_seqs": [s for s, _, _ in events],
-        "event_payloads": [repr(sorted(d.items())) if isinstance(d, dict) else repr(d) for _, _, d in events],
+        # the type with the stored data: a row keeps its type in a column (sessions_app.store.eventlog)
+        "event_payloads": [repr((t, sorted(d.items()) if isinstance(d, dict) else d)) for _, t, d in events],
         "orders": Order.objects.filter(turn_id=turn_id).count(),
     }

@@ -128,6 +128,7 @@ def _settle(turn_ids: set[str]) -> bool:
 def _story(clusters, turn_id: str, terminal, orders) -> dict:
     """What a failing turn left, for the assertion message: rows and the workers' log lines."""
     from sessions_app import models as m
+    from sessions_app.selectors import step_keys
 
     turn = m.Turn.objects.get(pk=turn_id)
     lines = [f"{path.name}: {line}" for path in sorted(clusters.workdir.glob("qcluster-*.log"))
@@ -135,7 +136,7 @@ def _story(clusters, turn_id: str, terminal, orders) -> dict:
     return {"turn": turn_id, "terminal": terminal, "orders": orders, "attempts": turn.attempts,
             "messages": list(m.Message.objects.filter(turn_id=turn_id).order_by("index").values_list("role", "data")),
             "events": list(m.Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("type", flat=True)),
-            "steps": list(m.Step.objects.filter(turn_id=turn_id).values_list("key", flat=True)),
+            "steps": step_keys(turn_id),
             "log": lines[-30:]}
 
 

@@ -15,6 +15,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def tree(parent_id: str) -> dict:
     from agents_app.models import Order
     from sessions_app import models as m
+    from sessions_app.selectors import step_keys
 
     parent = m.Turn.objects.get(pk=parent_id)
     children = list(m.Turn.objects.filter(parent_id=parent_id).order_by("spawn_step"))
@@ -24,7 +25,7 @@ def tree(parent_id: str) -> dict:
         "text": parent.text,
         "children": [(c.status, c.depth, c.spawn_step) for c in children],
         "orders": [Order.objects.filter(turn_id=c.id).count() for c in children],
-        "child_steps": [sorted(m.Step.objects.filter(turn_id=c.id).values_list("key", flat=True)) for c in children],
+        "child_steps": [sorted(step_keys(c.id)) for c in children],
         "parent_tool_messages": tool_messages,
         "parent_completed_events": m.Event.objects.filter(turn_id=parent_id, type="turn.completed").count(),
     }

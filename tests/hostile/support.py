@@ -132,9 +132,9 @@ def assert_consistent() -> None:
     was handed out, no turn left running (no worker ran), no parked turn without its request."""
     dup_turns = (m.Turn.objects.values("session_id", "order").annotate(n=Count("id")).filter(n__gt=1))
     assert not dup_turns.exists(), list(dup_turns)
-    dup_events = m.Event.objects.values("session_id", "seq").annotate(n=Count("id")).filter(n__gt=1)
+    dup_events = m.Event.objects.values("session_id", "seq").annotate(n=Count("*")).filter(n__gt=1)
     assert not dup_events.exists(), list(dup_events)
-    dup_messages = (m.Message.objects.values("session_id", "generation", "index").annotate(n=Count("id"))
+    dup_messages = (m.Message.objects.values("session_id", "generation", "index").annotate(n=Count("*"))
                     .filter(n__gt=1))
     assert not dup_messages.exists(), list(dup_messages)
     for s in m.Session.objects.annotate(last_event=Max("events__seq"), last_order=Max("turns__order")):

@@ -1,0 +1,97 @@
+"""Migrations 0009 (steps folded into their messages) and 0010 (messages and events keyed by
+their position) keep the rows a database already holds, forwards and backwards."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import IntegrityError, connection, transaction
+from django.db.migrations.executor import MigrationExecutor
+
+from agents_app.runtime import Message, Role, SessionRef
+from agents_app.runtime import events as ev
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = [("sessions_app", "0008_opening")]
+
+
+def migrate(target):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(target)
+    return executor.loader.project_state(target).apps
+
+
+def latest():
+    return [key for key in MigrationExecutor(connection).loader.graph.leaf_nodes() if key[0] == "sessions_app"]
+
+
+def old_rows(apps) -> None:
+    """A session as 0008 stored it: whole message JSON, a Step row a step, whole events."""
+    Session, Turn = apps.get_model("sessions_app", "Session"), apps.get_model("sessions_app", "Turn")
+    Message_, Step, Event = (apps.get_model("sessions_app", n) for n in ("Message", "Step", "Event"))
+    s = Session.objects.create(agent="ops", key="old", event_seq=2, status="idle")
+    Turn.objects.create(id="t1", session=s, status="completed")
+    Message_.objects.create(session=s, generation=0, index=0, turn_id="t1", role="user",
+                            data={"role": "user", "text": "hi", "turn_id": "t1"})
+    Message_.objects.create(session=s, generation=0, index=1, turn_id="t1", role="assistant",
+                            data={"role": "assistant", "text": "hello", "turn_id": "t1"})
+    Step.objects.create(turn_id="t1", key="model:1", message_index=1)
+    Event.objects.create(session=s, generation=0, seq=1, turn_id="t1", type="turn.started",
+                         data={"type": "turn.started", "turn_id": "t1", "trigger": "inbound", "$from": 0})
+    Event.objects.create(session=s, generation=0, seq=2, turn_id="t1", type="turn.completed",
+                         data={"type": "turn.completed", "turn_id": "t1", "text": "hello"})
+
+
+def test_the_rows_a_database_holds_survive_both_migrations_both_ways():
+    from sessions_app import models as m
+    from sessions_app.selectors import step_keys
+    from sessions_app.store import DjangoSessionStore, reads
+
+    target = latest()
+    try:
+        old_rows(migrate(BEFORE))
+        migrate(target)
+        store = DjangoSessionStore()
+        s = m.Session.objects.get(key="old")
+        assert [(e.seq, e.event) for e in store.events_sync(SessionRef("ops", "old"))] == [
+            (1, ev.TurnStarted("t1", trigger="inbound", text="hi")), (2, ev.TurnCompleted("t1", text="hello"))]
+        with connection.cursor() as cur:
+            cur.execute(reads.STEPS, ["t1", "t1"])
+            assert cur.fetchall() == [("model:1", None)]
+        # rows written now: keyed by position, the step in the message row
+        m.Message.objects.create(session=s, generation=0, index=2, turn_id="t1", role="tool", step="tool:1:c",
+                                 data={"call_id": "c", "name": "t", "result": 1})
+        assert m.Message.objects.get(pk=(s.pk, 0, 2)).step == "tool:1:c"
+        assert sorted(step_keys("t1")) == ["model:1", "tool:1:c"]
+        with pytest.raises(IntegrityError), transaction.atomic():
+            m.Message.objects.create(session=s, generation=0, index=2, turn_id="t1", role="tool", data={})
+        with pytest.raises(IntegrityError), transaction.atomic():  # a step recorded once
+            m.Message.objects.create(session=s, generation=0, index=3, turn_id="t1", role="tool", step="tool:1:c",
+                                     data={})
+
+        apps = migrate(BEFORE)  # backwards: ids again, the folded step a Step row again
+        Message_, Step, Event = (apps.get_model("sessions_app", n) for n in ("Message", "Step", "Event"))
+        rows = list(Message_.objects.filter(session_id=s.pk).order_by("index").values_list("id", "index", "role"))
+        assert [(i, r) for _, i, r in rows] == [(0, "user"), (1, "assistant"), (2, "tool")]
+        assert len({pk for pk, _, _ in rows}) == 3 and all(pk is not None for pk, _, _ in rows)
+        assert sorted(Step.objects.filter(turn_id="t1").values_list("key", "message_index")) == [
+            ("model:1", 1), ("tool:1:c", 2)]
+        assert list(Event.objects.filter(session_id=s.pk).order_by("seq").values_list("seq", flat=True)) == [1, 2]
+        with pytest.raises(IntegrityError), transaction.atomic():  # message_position is back
+            Message_.objects.create(session_id=s.pk, generation=0, index=2, role="tool", data={})
+        created = Message_.objects.create(session_id=s.pk, generation=0, index=3, role="tool", data={})
+        assert created.id not in {pk for pk, _, _ in rows}
+    finally:
+        migrate(target)  # forwards again: the unfolded step stays a Step row, and still counts
+    assert m.Message.objects.filter(session__key="old").count() == 4
+    assert sorted(step_keys("t1")) == ["model:1", "tool:1:c"]
+    assert m.Message.objects.get(session__key="old", index=1).data == {
+        "role": "assistant", "text": "hello", "turn_id": "t1"}
+    loaded = reads.messages_of
+    with connection.cursor() as cur:
+        cur.execute(reads.TRANSCRIPT_PG if connection.vendor == "postgresql" else reads.TRANSCRIPT,
+                    [m.Session.objects.get(key="old").pk, 0, 0])
+        array = cur.fetchone()[0] if connection.vendor == "postgresql" else f"[{','.join(r[0] for r in cur.fetchall())}]"
+    assert loaded(array)[:2] == [Message(Role.USER, text="hi", turn_id="t1"),
+                                 Message(Role.ASSISTANT, text="hello", turn_id="t1")]
