@@ -15,8 +15,22 @@ from .test_consumers import communicator, cookie_for, make_user, receive_until_r
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
 
 
-async def run_tree(user, key: str, text: str) -> str:
-    rt = wiring.runtime(dispatcher=LocalDispatcher())
+class HeldChildren(LocalDispatcher):
+    """Runs the parent's turns at once and holds every other session's (the children) until
+    ``release`` is set."""
+
+    def __init__(self, parent_key: str, release: asyncio.Event) -> None:
+        super().__init__()
+        self.parent_key, self.release = parent_key, release
+
+    async def _run(self, turn_id: str, session) -> None:
+        if session.key != self.parent_key:
+            await self.release.wait()
+        await super()._run(turn_id, session)
+
+
+async def run_tree(user, key: str, text: str, dispatcher: LocalDispatcher | None = None) -> str:
+    rt = wiring.runtime(dispatcher=dispatcher or LocalDispatcher())
     s = rt.session("ops", key)
     rec = await s.start_turn(TurnInput(text, source="web", user={"id": str(user.pk), "attested": True}),
                              created_by=user)
@@ -59,11 +73,23 @@ async def test_live_child_events_and_deltas_arrive_in_the_parent_stream():
     connected, _ = await comm.connect()
     assert connected
     await receive_until_ready(comm)
-    task = asyncio.ensure_future(run_tree(user, "r2", "research tides"))
+    # A child's text deltas are live only (at most once, like the session's own): the ones sent
+    # before the consumer follows the child are not for it. The consumer follows a child when
+    # it forwards its ``child.started``, and it handles one message at a time, so once it has
+    # answered a frame sent after that ``child.started``, it has joined the child's group: only
+    # then does the child run (a fast child could otherwise stream its reply before the join).
+    release = asyncio.Event()
+    task = asyncio.ensure_future(run_tree(user, "r2", "research tides", HeldChildren("r2", release)))
     frames: list[dict] = []
     while not any(f.get("type") == "turn.completed" and "seq" in f for f in frames):
-        frames.append(await comm.receive_json_from(timeout=30))
+        frame = await comm.receive_json_from(timeout=30)
+        frames.append(frame)
+        if frame.get("type") == "child.started" and "seq" in frame:
+            await comm.send_json_to({"type": "sync?", "id": "after-child-started"})
+        elif frame.get("type") == "error" and frame.get("id") == "after-child-started":
+            release.set()
     await task
+    assert release.is_set()
     assert by_child(frames)["tides"][-1] == "turn.completed"
     deltas = "".join(f["event"]["text"] for f in frames if f["type"] == "child.delta" and f["event"]["offset"] >= 0
                      and not f["event"].get("snapshot"))
