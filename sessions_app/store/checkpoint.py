@@ -163,7 +163,7 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
     status = "status" in changes
     if events:  # numbered by the session's row, whose status the same UPDATE recomputes
-        cur.execute(session_status_sql(by_turn=False, events=True) if status else BUMP_EVENT_SEQ_PLAIN,
+        cur.execute(STATUS_AND_EVENT_SEQ_PLAIN if status else BUMP_EVENT_SEQ_PLAIN,
                     session_status_params(session_id, now, events=len(events)) if status
                     else [len(events), session_id])
         last, live = cur.fetchone()
@@ -172,7 +172,7 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     else:
         logged = []
         if status:
-            cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
+            cur.execute(SESSION_STATUS_PLAIN, session_status_params(session_id, now))
     woken = (children.report_txn(turn_id, result, cur=cur, now=now, parent=(parent_id, spawn_step))
              if result is not None else [])
     if changes.get("status") in FINAL_STATUSES:
@@ -237,6 +237,9 @@ def session_status_params(target: Any, now: Any, events: int | None = None) -> l
 
 
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
+STATUS_AND_EVENT_SEQ = wire.numbered(session_status_sql(by_turn=True, events=True))
+SESSION_STATUS_PLAIN = session_status_sql(by_turn=False)
+STATUS_AND_EVENT_SEQ_PLAIN = session_status_sql(by_turn=False, events=True)
 INSERT_MESSAGE = wire.numbered(
     'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
     "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::json, %s::text, %s::timestamptz "
@@ -307,15 +310,17 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         batch.add(INSERT_MESSAGE, [i, str(m.role), row_json(m, turn_id), keys.get(i), now, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
-    if events:
-        seq = batch.add(BUMP_EVENT_SEQ, [k, turn_id])
+    status = "status" in changes
+    if events:  # numbered by the session's row, whose status the same UPDATE recomputes
+        seq = batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k)) if status else \
+            batch.add(BUMP_EVENT_SEQ, [k, turn_id])
         for n, e in enumerate(events):
             column = e.turn_id or turn_id
             batch.add(INSERT_EVENT, [k, n + 1, column, e.type, dumps(eventlog.stored(e, messages, column)),
                                      now, turn_id])
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
-    if "status" in changes:
+    if status and not events:
         batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
     report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
     final = changes.get("status") in FINAL_STATUSES
