@@ -384,3 +384,21 @@ async def test_a_short_turn_costs_a_known_number_of_statements():
     indexes = await sync_to_async(lambda: list(m.Message.objects.filter(session=session).order_by("index")
                                                .values_list("index", flat=True)))()
     assert indexes == list(range(16))
+
+
+def test_now_as_sqlite_takes_it_is_djangos_adaptation():
+    """``checkpoint.plain_now`` writes out Django's SQLite adaptation of an aware now (naive UTC,
+    ``str``): the same string shape, the same instant."""
+    from datetime import datetime, timedelta
+
+    from django.db import connection
+    from django.utils import timezone
+
+    from sessions_app.store import checkpoint
+
+    assert checkpoint._utc_strings()
+    before = connection.ops.adapt_datetimefield_value(timezone.now())
+    mine = checkpoint.plain_now()
+    after = connection.ops.adapt_datetimefield_value(timezone.now())
+    assert before <= mine <= after and len(mine) in (19, 26)  # str() drops a zero microsecond
+    assert abs(datetime.fromisoformat(mine) - datetime.fromisoformat(before)) < timedelta(seconds=1)
