@@ -8,14 +8,17 @@ StaleAttemptError and the whole unit rolls back, a sync tool's writes included.
 
 from __future__ import annotations
 
+import functools
 import json
+from datetime import datetime
+from datetime import timezone as dt_timezone
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
@@ -110,8 +113,19 @@ def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], message
 
 def plain_now() -> Any:
     """Now, as the driver takes a DateTimeField (Django's adaptation: a UTC string on SQLite;
-    no database access, so any thread may call it)."""
+    no database access, so any thread may call it). Written out when the adaptation is the
+    naive UTC time's ``str`` (``_utc_strings``): Django's costs a few microseconds a call."""
+    if _utc_strings():
+        return str(datetime.now(dt_timezone.utc).replace(tzinfo=None))
     return connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+@functools.cache
+def _utc_strings() -> bool:
+    """Whether Django's SQLite adaptation of an aware datetime is ``str`` of it made naive in
+    UTC: SQLite, USE_TZ, and the connection's time zone UTC (no TIME_ZONE of its own)."""
+    wrapper = connections["default"]
+    return wrapper.vendor == "sqlite" and settings.USE_TZ and wrapper.timezone == dt_timezone.utc
 
 
 def folded(messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]]
@@ -140,11 +154,12 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     cursor takes the same ``%s`` statements."""
     fence, params = fence_sql(turn_id, attempt_id, changes)
     now = plain_now()
-    cur.execute(fence + " RETURNING cancel_reason, session_id, generation", params)
+    # the fence answers what the rest needs of the turn's row: a child's report reads no more
+    cur.execute(fence + " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step", params)
     row = cur.fetchone()
     if row is None:
         raise _stale(turn_id, attempt_id)
-    cancel_reason, session_id, generation = row
+    cancel_reason, session_id, generation, parent_id, spawn_step = row
     keys, steps = folded(messages, steps)
     if messages:
         cur.executemany(
@@ -160,11 +175,20 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         )
     if boundary is not None:  # only the live generation's: an archived one keeps its own
         cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
-    if "status" in changes:
-        cur.execute(session_status_sql(by_turn=False), session_status_params(session_id, now))
-    logged = log_events(session_id, events, turn_id=turn_id, generation=generation, unit=messages, cur=cur,
-                        now=now)
-    woken = children.report_txn(turn_id, result, cur=cur, now=now) if result is not None else []
+    status = "status" in changes
+    if events:  # numbered by the session's row, whose status the same UPDATE recomputes
+        cur.execute(STATUS_AND_EVENT_SEQ_PLAIN if status else BUMP_EVENT_SEQ_PLAIN,
+                    session_status_params(session_id, now, events=len(events)) if status
+                    else [len(events), session_id])
+        last, live = cur.fetchone()
+        logged = insert_events(cur, session_id, events, last, live, turn_id=turn_id, generation=generation,
+                               unit=messages, now=now)
+    else:
+        logged = []
+        if status:
+            cur.execute(SESSION_STATUS_PLAIN, session_status_params(session_id, now))
+    woken = (children.report_txn(turn_id, result, cur=cur, now=now, parent=(parent_id, spawn_step))
+             if result is not None else [])
     if changes.get("status") in FINAL_STATUSES:
         cur.execute(NEXT_IN_CHAIN, [turn_id, *CHAIN_BLOCKING])
         woken += handed_over(cur.fetchone())
@@ -195,13 +219,16 @@ def handed_over(row: Any) -> list[tuple[str, SessionRef]]:
     return [(row[0], SessionRef(row[2], row[3]))]
 
 
-def session_status_sql(*, by_turn: bool) -> str:
+def session_status_sql(*, by_turn: bool, events: bool = False) -> str:
     """Recompute a session's status from its turns and messages in one statement, and stamp
     ``updated_at`` (``auto_now`` does not fire on an UPDATE): a turn was created, settled,
     cancelled or answered, which is what the session list orders by. Each EXISTS is an index
     lookup (the session's unfinished turns, its parents parked on children: ``turn_waiting``),
-    not a scan of every turn the session ever ran."""
+    not a scan of every turn the session ever ran. ``events``: the same UPDATE numbers a
+    checkpoint's events too (``event_seq``, as ``BUMP_EVENT_SEQ``): one row update, not two."""
     target = "(SELECT session_id FROM sessions_app_turn WHERE id = %s)" if by_turn else "%s"
+    bump = ", event_seq = event_seq + %s" if events else ""
+    returning = " RETURNING event_seq, generation" if events else ""
     return (
         "UPDATE sessions_app_session SET updated_at = %s, status = CASE "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
@@ -211,17 +238,22 @@ def session_status_sql(*, by_turn: bool) -> str:
         "WHERE t.session_id = sessions_app_session.id AND t.waiting > 0) THEN %s "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_message mm WHERE mm.session_id = sessions_app_session.id "
         "AND mm.generation = sessions_app_session.generation) THEN %s "
-        f"ELSE %s END WHERE id = {target}"
+        f"ELSE %s END{bump} WHERE id = {target}{returning}"
     )
 
 
-def session_status_params(target: Any, now: Any) -> list[Any]:
-    """``now``: the time as the connection's driver takes it (adapted on SQLite)."""
+def session_status_params(target: Any, now: Any, events: int | None = None) -> list[Any]:
+    """``now``: the time as the connection's driver takes it (adapted on SQLite). ``events``:
+    how many events the statement numbers (``session_status_sql(events=True)``)."""
     return [now, str(TurnStatus.SUSPENDED), str(SessionStatus.SUSPENDED), str(TurnStatus.QUEUED), str(TurnStatus.RUNNING),
-            str(SessionStatus.RUNNING), str(SessionStatus.IDLE), str(SessionStatus.NEW), target]
+            str(SessionStatus.RUNNING), str(SessionStatus.IDLE), str(SessionStatus.NEW),
+            *([] if events is None else [events]), target]
 
 
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
+STATUS_AND_EVENT_SEQ = wire.numbered(session_status_sql(by_turn=True, events=True))
+SESSION_STATUS_PLAIN = session_status_sql(by_turn=False)
+STATUS_AND_EVENT_SEQ_PLAIN = session_status_sql(by_turn=False, events=True)
 INSERT_MESSAGE = wire.numbered(
     'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
     "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::json, %s::text, %s::timestamptz "
@@ -292,15 +324,17 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         batch.add(INSERT_MESSAGE, [i, str(m.role), row_json(m, turn_id), keys.get(i), now, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
-    if events:
-        seq = batch.add(BUMP_EVENT_SEQ, [k, turn_id])
+    status = "status" in changes
+    if events:  # numbered by the session's row, whose status the same UPDATE recomputes
+        seq = batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k)) if status else \
+            batch.add(BUMP_EVENT_SEQ, [k, turn_id])
         for n, e in enumerate(events):
             column = e.turn_id or turn_id
             batch.add(INSERT_EVENT, [k, n + 1, column, e.type, dumps(eventlog.stored(e, messages, column)),
                                      now, turn_id])
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
-    if "status" in changes:
+    if status and not events:
         batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
     report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
     final = changes.get("status") in FINAL_STATUSES
@@ -367,11 +401,22 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
     if cur is None:
         with connection.cursor() as cur:
             return log_events(session_id, events, turn_id=turn_id, generation=generation, unit=unit, cur=cur, now=now)
-    cur.execute(
-        "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq, generation",
-        [len(events), session_id],
-    )
+    cur.execute(BUMP_EVENT_SEQ_PLAIN, [len(events), session_id])
     last, live_generation = cur.fetchone()
+    return insert_events(cur, session_id, events, last, live_generation, turn_id=turn_id, generation=generation,
+                         unit=unit, now=now)
+
+
+BUMP_EVENT_SEQ_PLAIN = (
+    "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq, generation"
+)
+
+
+def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: int, live_generation: int, *,
+                  turn_id: str | None, generation: int | None, unit: list[tuple[int, Message]] = (),
+                  now: Any = None) -> list[LoggedEvent]:
+    """Insert ``events``, numbered up to ``last`` (the session's ``event_seq`` once bumped by
+    their count), into ``generation`` (None: the live one)."""
     gen = live_generation if generation is None else generation
     first = last - len(events) + 1
     now = now or plain_now()

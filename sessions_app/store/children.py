@@ -58,19 +58,21 @@ def woken_pg(row: Any) -> list[tuple[str, SessionRef]]:
     return [(wire.value(row, 0), SessionRef(wire.value(row, 2), wire.value(row, 3)))]
 
 
-def report_txn(turn_id: str, result: dict[str, Any], cur: Any = None,
-               now: Any = None) -> list[tuple[str, SessionRef]]:
+def report_txn(turn_id: str, result: dict[str, Any], cur: Any = None, now: Any = None,
+               parent: tuple[str | None, str] | None = None) -> list[tuple[str, SessionRef]]:
     """The report as plain statements on ``cur`` at ``now`` (the unit's cursor and time on
     SQLite: Django's or the store's own, ``lite``), else on Django's connection (cancels, on
-    both databases)."""
+    both databases). ``parent``: the turn's (parent_id, spawn_step), when the caller read them
+    (the checkpoint's fence returns them): a turn with no parent then costs no statement."""
     if cur is None:
         with connection.cursor() as cur:
-            return report_txn(turn_id, result, cur, now)
-    cur.execute("SELECT parent_id, spawn_step FROM sessions_app_turn WHERE id = %s", [turn_id])
-    row = cur.fetchone()
-    if row is None or not row[0]:
+            return report_txn(turn_id, result, cur, now, parent)
+    if parent is None:
+        cur.execute("SELECT parent_id, spawn_step FROM sessions_app_turn WHERE id = %s", [turn_id])
+        parent = cur.fetchone()
+    if parent is None or not parent[0]:
         return []
-    parent_id, step = row
+    parent_id, step = parent
     cur.execute(
         "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
         "SELECT id, %s, NULL, %s, %s FROM sessions_app_turn WHERE id = %s "

@@ -266,33 +266,41 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: 
     """``control.create_turn`` without a replace (which cascades through the ORM), as plain
     statements in one transaction: the session (created, owned by ``created_by``, if new; the
     write lock serializes starts as the session's row lock does on PostgreSQL), the rules'
-    check, the next place in the chain, the queued turn, the session's status."""
+    check, the next place in the chain with the session's status, the queued turn; its record
+    is built from what was written, not read back."""
     now = checkpoint.plain_now()
     owner = getattr(created_by, "pk", None)
     with _write() as cur:
-        row = cur.execute(SESSION, [session.agent, session.key]).fetchone()
+        facts = [turn_id, str(TurnStatus.SUSPENDED), session.agent, session.key]
+        row = cur.execute(SESSION, facts).fetchone()
         if row is None:
             _insert(cur, m.Session, agent=session.agent, key=session.key, owner_id=owner, created_at=now,
                     updated_at=now)
-            row = cur.execute(SESSION, [session.agent, session.key]).fetchone()
-        session_id, generation = row
-        exists, parked = cur.execute(STARTABLE, [turn_id, session_id, str(TurnStatus.SUSPENDED)]).fetchone()
+            row = cur.execute(SESSION, facts).fetchone()
+        session_id, generation, exists, parked = row
         rules.check_start(turn_exists=bool(exists), parked=bool(parked))
-        (order,) = cur.execute(NEXT_IN_CHAIN, [session_id]).fetchone()
+        # nothing parked (check_start) and a queued turn: the status the recompute would give
+        # (``checkpoint.session_status_sql``), set in the UPDATE that gives the turn its place
+        (order,) = cur.execute(NEXT_IN_CHAIN, [now, str(SessionStatus.RUNNING), session_id]).fetchone()
+        stored_input = checkpoint.dumps(input.to_json())
+        stored_policy = None if policy is None else checkpoint.dumps(policy)
         _insert(cur, m.Turn, id=turn_id, session_id=session_id, order=order, generation=generation,
                 status=str(TurnStatus.QUEUED), kind=input.kind, source=input.source or "",
-                input=checkpoint.dumps(input.to_json()), policy=None if policy is None else checkpoint.dumps(policy),
-                created_by_id=owner, created_at=now, updated_at=now)
-        cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id, now))
-        return Outcome(turn=record_of(_turn(cur, turn_id)))
+                input=stored_input, policy=stored_policy, created_by_id=owner, created_at=now, updated_at=now)
+    # the row as ``record_of`` reads it: the model's defaults for the rest
+    return Outcome(turn=TurnRecord(turn_id=turn_id, session=SessionRef(session.agent, session.key),
+                                   status=TurnStatus.QUEUED, input=TurnInput.from_json(loads(stored_input)),
+                                   generation=generation, policy=None if policy is None else loads(stored_policy)))
 
 
-SESSION = "SELECT id, generation FROM sessions_app_session WHERE agent = %s AND key = %s"
-#: rules.check_start's two facts: the id is taken; the live generation has a parked turn
-STARTABLE = ("SELECT EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
-             "EXISTS (SELECT 1 FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
-             "WHERE s.id = %s AND t.status = %s AND t.waiting = 0 AND t.generation = s.generation)")
-NEXT_IN_CHAIN = "UPDATE sessions_app_session SET turn_seq = turn_seq + 1 WHERE id = %s RETURNING turn_seq"
+#: the session, with rules.check_start's two facts: the id is taken; the live generation has a
+#: parked turn
+SESSION = ("SELECT s.id, s.generation, EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
+           "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = s.id AND t.status = %s "
+           "AND t.waiting = 0 AND t.generation = s.generation) "
+           "FROM sessions_app_session s WHERE s.agent = %s AND s.key = %s")
+NEXT_IN_CHAIN = ("UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updated_at = %s, status = %s WHERE id = %s "
+                 "RETURNING turn_seq")
 
 
 @functools.cache

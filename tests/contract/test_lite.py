@@ -274,10 +274,10 @@ async def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkey
     assert await turn(0, 0, unit="commit") == (0, [])
 
 
-async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
-    """What a 3-step turn (creation included) asks of SQLite on the store's own connection, in
-    VM instructions (``set_progress_handler``): the same after 3 turns of history as after 60.
-    The chain's hand-off (``checkpoint.NEXT_IN_CHAIN``) once sorted every turn of the session."""
+def _short_turns():
+    """bench_short's turn (creation included; model -> sync tool -> model: 3 steps): a function
+    running turn ``n`` of session ``key``. Its ids grow with ``n``: where a new id lands among
+    the old ones in an index changes a lookup's VM instructions by one."""
     from agents_app.runtime import Agent, ScriptedModel, TurnExecutor, reply, tool
 
     @tool("noop", "does nothing", {"type": "object", "properties": {"n": {"type": "integer"}}})
@@ -292,7 +292,24 @@ async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
             return None
 
     store, agent = DjangoSessionStore(), Agent("bench", "You are a benchmark.", tools=[noop])
-    ref = SessionRef("bench", "grows")
+    prefix = tid()[:16]
+
+    async def run(key: str, n: int) -> None:
+        model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
+        executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
+                                model_for=lambda a: model, clock=time.time, lease_seconds=60)
+        turn_id = f"{prefix}{n:016x}"
+        await store.create_turn(SessionRef("bench", key), TurnInput(text=f"check {n}"), turn_id=turn_id)
+        assert await executor.drive(turn_id) == TurnStatus.COMPLETED
+
+    return run
+
+
+async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
+    """What a 3-step turn (creation included) asks of SQLite on the store's own connection, in
+    VM instructions (``set_progress_handler``): the same after 3 turns of history as after 60.
+    The chain's hand-off (``checkpoint.NEXT_IN_CHAIN``) once sorted every turn of the session."""
+    run = _short_turns()
 
     async def one(n: int) -> int:
         steps = [0]
@@ -301,14 +318,9 @@ async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
             steps[0] += 1
             return 0
 
-        model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
-        executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
-                                model_for=lambda a: model, clock=time.time, lease_seconds=60)
         lite._connection().set_progress_handler(count, 1)
         try:
-            turn_id = tid()
-            await store.create_turn(ref, TurnInput(text=f"check {n}"), turn_id=turn_id)
-            assert await executor.drive(turn_id) == TurnStatus.COMPLETED
+            await run("grows", n)
         finally:
             lite._connection().set_progress_handler(None, 1)
         return steps[0]
@@ -316,3 +328,77 @@ async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
     counts = [await one(n) for n in range(64)]
     early, late = min(counts[3:6]), min(counts[60:])
     assert late <= early, (early, late)
+
+
+#: the statements of a 3-step turn, creation included, by unit (BEGIN and COMMIT count): the
+#: creation (the session with the start's facts, its place in the chain with its status, the
+#: turn), the claim and load (the claim, the row, its steps, the new messages), the opening
+#: checkpoint (fence, message, session's status with the events' numbers, event), the journal
+#: before each model call (one statement, its own transaction), the tool request (fence,
+#: message, events' numbers, event), the sync tool's unit on Django's connection (the same),
+#: the last checkpoint (fence, message, status and numbers, two events, the chain's hand-off)
+SHORT_TURN = [("lite", 5), ("lite", 6), ("lite", 6), ("lite", 1), ("lite", 6), ("django", 6), ("lite", 1),
+              ("lite", 8)]
+
+
+async def test_a_short_turn_costs_a_known_number_of_statements():
+    """Every statement a 3-step turn runs on SQLite, on the store's own connection and on
+    Django's (``set_trace_callback``), counted by transaction: a statement more is a choice
+    made here, not a drift. The numbers (the events' and the messages') stay as they were."""
+    from django.db import connection
+
+    run = _short_turns()
+    for n in range(3):  # a session with history; connections and statements warm
+        await run("counted", n)
+    seen: list[tuple[str, str]] = []
+
+    def trace(where: str):
+        return lambda sql: seen.append((where, sql.split(None, 1)[0].upper()))
+
+    def on_django(callback) -> None:
+        connection.ensure_connection()
+        connection.connection.set_trace_callback(callback)
+
+    lite._connection().set_trace_callback(trace("lite"))
+    await sync_to_async(on_django)(trace("django"))
+    try:
+        await run("counted", 3)
+    finally:
+        lite._connection().set_trace_callback(None)
+        await sync_to_async(on_django)(None)
+    units: list[tuple[str, int]] = []
+    open_unit = None
+    for where, verb in seen:
+        if open_unit is None:
+            units.append((where, 0))
+            open_unit = verb == "BEGIN"
+        units[-1] = (where, units[-1][1] + 1)
+        if verb == "COMMIT" or not open_unit:
+            open_unit = None
+    assert units == SHORT_TURN, units
+    session = await sync_to_async(m.Session.objects.get)(key="counted")
+    seqs = await sync_to_async(lambda: list(m.Event.objects.filter(session=session).order_by("seq")
+                                            .values_list("seq", flat=True)))()
+    assert seqs == list(range(1, len(seqs) + 1)) and session.event_seq == len(seqs) == 4 * 5
+    assert session.status == "idle" and session.turn_seq == 4
+    indexes = await sync_to_async(lambda: list(m.Message.objects.filter(session=session).order_by("index")
+                                               .values_list("index", flat=True)))()
+    assert indexes == list(range(16))
+
+
+def test_now_as_sqlite_takes_it_is_djangos_adaptation():
+    """``checkpoint.plain_now`` writes out Django's SQLite adaptation of an aware now (naive UTC,
+    ``str``): the same string shape, the same instant."""
+    from datetime import datetime, timedelta
+
+    from django.db import connection
+    from django.utils import timezone
+
+    from sessions_app.store import checkpoint
+
+    assert checkpoint._utc_strings()
+    before = connection.ops.adapt_datetimefield_value(timezone.now())
+    mine = checkpoint.plain_now()
+    after = connection.ops.adapt_datetimefield_value(timezone.now())
+    assert before <= mine <= after and len(mine) in (19, 26)  # str() drops a zero microsecond
+    assert abs(datetime.fromisoformat(mine) - datetime.fromisoformat(before)) < timedelta(seconds=1)
