@@ -21,6 +21,7 @@ from agents_app.schedules import declarations
 from sessions_app import models as m
 from sessions_app import safejson, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
+from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
 
 SESSION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
@@ -42,7 +43,7 @@ def validate_session_key(key: str) -> str:
 
 
 #: session keys in this namespace belong to the webhook channel (``webhook_session_key``)
-WEBHOOK_PREFIX = "webhook:"
+WEBHOOK_PREFIX = WEBHOOK_SESSIONS  # the one definition is the outbox's (deliveries are made for these)
 
 
 def webhook_session_key(key: str) -> str:

@@ -43,7 +43,8 @@ def delivery_retry(*, delivery_id: int) -> bool:
     return False
 
 
-#: the webhook channel's sessions (``services.WEBHOOK_PREFIX``): only their turns have deliveries
+#: the key prefix of the webhook channel's sessions (``services.WEBHOOK_PREFIX``): only their
+#: turns have deliveries
 WEBHOOK_SESSIONS = "webhook:"
 
 

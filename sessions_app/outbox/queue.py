@@ -13,11 +13,8 @@ from django_q.brokers import get_broker
 from django_q.conf import Conf
 from django_q.tasks import async_task
 
-from agents_app.runtime.rules import CHAIN_BLOCKING as BLOCKING
 from sessions_app.outbox import doorbell
-
-#: the statuses that keep a session's chain waiting (``rules.CHAIN_BLOCKING``)
-CHAIN_BLOCKING = sorted(str(s) for s in BLOCKING)
+from sessions_app.store.checkpoint import CHAIN_BLOCKING
 
 RUN_TURN = "sessions_app.workers.tasks.run_turn"
 SWEEP = "sessions_app.workers.tasks.sweep_expired_leases"
@@ -67,13 +64,15 @@ def _enqueue(turn_id: str, guard: tuple[str, list] | None) -> None:
     if guard is not None:
         if hasattr(broker, "guarded"):  # the NOTIFY broker: the guard is part of its insert
             broker = broker.guarded(*guard)
-        elif not _holds(*guard):
+        elif not holds(*guard):
             return
     async_task(RUN_TURN, turn_id, task_name=f"turn {turn_id}", group="june.turns",
                save=settings.JUNE_Q_SAVE_TURNS, broker=broker)
 
 
-def _holds(condition: str, params: list) -> bool:
+def holds(condition: str, params: list) -> bool:
+    """Whether an SQL boolean ``condition`` holds now (a guard read on its own, where the broker
+    cannot make it part of its insert)."""
     with connections[Conf.ORM].cursor() as cursor:
         cursor.execute(f"SELECT 1 WHERE {condition}", params)
         return cursor.fetchone() is not None

@@ -96,7 +96,7 @@ class DjangoSessionStore:
         # the checkpoint also recomputes the session's status when the turn's status changes
         if connection.vendor == "sqlite":
             written = lite.write_inside(tx)
-        else:
+        else:  # PostgreSQL
             written = checkpoint.write(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
                                        tx.moved, result=tx.result)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=runnable + written.runnable)

@@ -99,16 +99,14 @@ def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, A
 def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], messages: list[tuple[int, Message]],
           steps: list[tuple[str, int | None, Any]], events: list[ev.TurnEvent],
           boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
-    """Inside the unit's transaction on Django's connection (a sync tool's writes are in it).
+    """Inside the unit's transaction on Django's PostgreSQL connection (a sync tool's writes are
+    in it; SQLite's is ``lite.write_inside``, ``write_plain`` on the sqlite3 connection under it).
     ``boundary``: (boundary, summary index) the unit moves the session's boundary to.
     ``result``: the turn settles for good; a child reports it to its parent (``children``)."""
-    if connection.vendor == "postgresql":
-        # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
-        ends = len(connection.atomic_blocks) == 1
-        return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
-                                ends_transaction=ends, boundary=boundary, result=result)
-    with connection.cursor() as cur:
-        return write_plain(cur, turn_id, attempt_id, changes, messages, steps, events, boundary, result)
+    # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
+    ends = len(connection.atomic_blocks) == 1
+    return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
+                            ends_transaction=ends, boundary=boundary, result=result)
 
 
 def plain_now() -> Any:

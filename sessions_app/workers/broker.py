@@ -46,6 +46,8 @@ from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
 
+from sessions_app.outbox.queue import holds
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -136,13 +138,6 @@ def _kept(statement: Callable[[], T]) -> T:
                 raise
             db.connections[Conf.ORM].close()
     raise AssertionError("unreachable")
-
-
-def holds(condition: str, params: list) -> bool:
-    """Whether an SQL boolean ``condition`` holds now (a guard read on its own)."""
-    with db.connections[Conf.ORM].cursor() as cursor:
-        cursor.execute(f"SELECT 1 WHERE {condition}", params)
-        return cursor.fetchone() is not None
 
 
 class NotifyingORM(ORM):
