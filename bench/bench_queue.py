@@ -37,12 +37,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import fresh_database, start, use_database, wait_status  # noqa: E402
+from bench.common import fresh_database, start, use_cluster_database, wait_status  # noqa: E402
 
 BENCH_DB = "june_bench_queue"
-use_database(BENCH_DB, postgres_by_default=True)
-os.environ["JUNE_AGENT_DIRS"] = str(ROOT / "tests" / "fault" / "agents")
-os.environ.setdefault("JUNE_FAULT_DIR", tempfile.mkdtemp(prefix="june-bench-fault-"))
+use_cluster_database(BENCH_DB)
 os.environ["JUNE_Q_SAVE_TURNS"] = "1"  # the enqueue time below is django-q2's result row's ``started``
 
 TURNS = int(os.environ.get("BENCH_TURNS", "200"))

@@ -32,12 +32,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import use_database  # noqa: E402
+from bench.common import fresh_database, use_cluster_database  # noqa: E402
 
 BENCH_DB = os.environ.get("BENCH_DB", "june_soak_h5")
-use_database(BENCH_DB, postgres_by_default=True)
-os.environ["JUNE_AGENT_DIRS"] = str(ROOT / "tests" / "fault" / "agents")
-os.environ.setdefault("JUNE_FAULT_DIR", tempfile.mkdtemp(prefix="june-bench-fault-"))
+use_cluster_database(BENCH_DB)
 
 TURNS = int(os.environ.get("BENCH_TURNS", "10000"))
 SESSIONS = int(os.environ.get("BENCH_SESSIONS", "0")) or TURNS
@@ -46,7 +44,6 @@ WINDOW = int(os.environ.get("BENCH_WINDOW", "0")) or min(500, TURNS // 10)
 MILESTONES = (TURNS // 10, TURNS // 2, TURNS)
 GC_DIR = Path(tempfile.mkdtemp(prefix="june-soak-gc-"))
 
-from bench.common import fresh_database  # noqa: E402
 from bench.workload import (CLUSTER_ENV, check, pct, queue_turns, rss_kb, wait_done, warm,  # noqa: E402
                             worker_pids)
 

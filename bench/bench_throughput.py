@@ -36,12 +36,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import floor_ms, fresh_database, use_database  # noqa: E402
+from bench.common import floor_ms, fresh_database, use_cluster_database  # noqa: E402
 
 BENCH_DB = os.environ.get("BENCH_DB", "june_throughput_h5")
-use_database(BENCH_DB, postgres_by_default=True)
-os.environ["JUNE_AGENT_DIRS"] = str(ROOT / "tests" / "fault" / "agents")
-os.environ.setdefault("JUNE_FAULT_DIR", tempfile.mkdtemp(prefix="june-bench-fault-"))
+use_cluster_database(BENCH_DB)
 
 TURNS = int(os.environ.get("BENCH_TURNS", "400"))
 SESSIONS = int(os.environ.get("BENCH_SESSIONS", "0")) or TURNS

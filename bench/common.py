@@ -26,6 +26,16 @@ def use_database(name: str, *, postgres_by_default: bool = False) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
 
 
+def use_cluster_database(name: str) -> None:
+    """``use_database`` (PostgreSQL by default) for a bench that runs real worker clusters on
+    the fault tests' agent (tests/fault/agents: ``faultagent``'s scripted short turns)."""
+    from pathlib import Path
+
+    use_database(name, postgres_by_default=True)
+    os.environ["JUNE_AGENT_DIRS"] = str(Path(__file__).resolve().parent.parent / "tests" / "fault" / "agents")
+    os.environ.setdefault("JUNE_FAULT_DIR", tempfile.mkdtemp(prefix="june-bench-fault-"))
+
+
 def fresh_database(name: str) -> None:
     """Drop and recreate ``name`` on PostgreSQL (DATABASE_URL already points at it), then set
     Django up and migrate. On SQLite the caller points JUNE_VAR_DIR at a new folder."""
