@@ -1,7 +1,25 @@
-"""Test-process defaults, set before Django's settings load."""
+"""Test-process defaults, set before Django's settings load, and no process left behind."""
 
 import os
+import secrets
 
 os.environ.setdefault("SECRET_KEY", "june-test-secret-key")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
 os.environ.setdefault("JUNE_DEMO_DELAY", "0")
+# a run's own keys in a shared Redis: every run's sessions are numbered from 1, so two runs on
+# one Redis (or a killed run's workers) would otherwise hear each other's groups
+os.environ.setdefault("JUNE_CHANNEL_PREFIX", f"june-test-{secrets.token_hex(4)}")
+# every process a test starts (workers, daphne) inherits this run's mark (tests/reaper.py)
+os.environ["JUNE_TEST_RUN"] = str(os.getpid())
+
+
+def pytest_sessionstart(session):
+    from tests import reaper
+
+    reaper.reap(reaper.orphans())
+
+
+def pytest_unconfigure(config):
+    from tests import reaper
+
+    reaper.reap(reaper.of_run(os.getpid()))

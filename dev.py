@@ -106,7 +106,12 @@ def test(args: list[str]) -> None:
     # the architecture's import contracts (pyproject.toml): a back-arrow or a cycle fails the run
     if sh(VENV / "bin" / "lint-imports", "--no-cache", env=env, check=False) != 0:
         sys.exit("lint-imports: an import contract is broken (see above; docs/architecture.md)")
-    sys.exit(sh(PY, "-m", "pytest", *args, env=env, check=False))
+    pytest = subprocess.Popen([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env)
+    while True:
+        try:
+            sys.exit(pytest.wait())
+        except KeyboardInterrupt:  # pytest has the same Ctrl-C (or CI's SIGINT): let it report
+            continue
 
 
 def main() -> None:

@@ -148,7 +148,9 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             # socket_timeout above channels_redis's 5 s blocking pop: redis-py 8 defaults to 5 s,
             # which turns every idle websocket's receive into a TimeoutError (a 1011 close)
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1000, "expiry": 30},
+            # prefix: the keys of one site (several sites, or test runs, may share one Redis)
+            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1000, "expiry": 30,
+                       "prefix": os.environ.get("JUNE_CHANNEL_PREFIX", "asgi")},
         }
     }
 else:
