@@ -7,8 +7,16 @@ os.environ.setdefault("SECRET_KEY", "june-test-secret-key")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
 os.environ.setdefault("JUNE_DEMO_DELAY", "0")
 # a run's own keys in a shared Redis: every run's sessions are numbered from 1, so two runs on
-# one Redis (or a killed run's workers) would otherwise hear each other's groups
+# one Redis (or a killed run's workers) would otherwise hear each other's groups. The processes
+# a test starts read it from the environment; this one's settings were loaded before this file
+# (pytest-django reads them first), so its layer is told here, before any layer exists.
 os.environ.setdefault("JUNE_CHANNEL_PREFIX", f"june-test-{secrets.token_hex(4)}")
+if os.environ.get("DJANGO_SETTINGS_MODULE"):
+    from django.conf import settings
+
+    for _layer in settings.CHANNEL_LAYERS.values():
+        if _layer["BACKEND"].startswith("channels_redis"):
+            _layer.setdefault("CONFIG", {})["prefix"] = os.environ["JUNE_CHANNEL_PREFIX"]
 # every process a test starts (workers, daphne) inherits this run's mark (tests/reaper.py)
 os.environ["JUNE_TEST_RUN"] = str(os.getpid())
 

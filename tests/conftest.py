@@ -28,6 +28,20 @@ def _required_backends():
     yield
 
 
+@pytest.fixture(autouse=True)
+def _redis_layer_per_test():
+    """Each test runs on an event loop of its own, and a channels_redis layer keeps asyncio locks
+    per channel prefix across loops: one still held when a test's loop closed mid-receive fails
+    every later receive of the process ("bound to a different event loop"), and the consumers of
+    the tests after it with it. A test gets its layer new, as a process (one loop) does."""
+    from channels.layers import channel_layers
+
+    for alias, layer in list(channel_layers.backends.items()):
+        if type(layer).__module__.startswith("channels_redis"):
+            del channel_layers.backends[alias]
+    yield
+
+
 def is_postgres() -> bool:
     from django.conf import settings
 

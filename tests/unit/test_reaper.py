@@ -1,4 +1,5 @@
-"""A killed run's workers do not outlive it into the next run (tests/reaper.py)."""
+"""A test run is on its own: a killed run's workers do not outlive it into the next run
+(tests/reaper.py), and its Redis keys are its own (root conftest)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,15 @@ def test_a_run_finds_its_own_processes_but_not_itself():
     finally:
         own.kill()
         own.wait()
+
+
+def test_a_runs_redis_layer_and_the_processes_it_starts_share_the_runs_own_prefix():
+    """The other half of a run's isolation (root conftest): its Redis keys are its own, and the
+    workers it starts (which read the environment) use the same."""
+    from django.conf import settings
+
+    prefix = os.environ["JUNE_CHANNEL_PREFIX"]
+    assert prefix.startswith("june-test-")
+    for layer in settings.CHANNEL_LAYERS.values():
+        if layer["BACKEND"].startswith("channels_redis"):
+            assert layer["CONFIG"]["prefix"] == prefix
