@@ -268,7 +268,7 @@ BUMP_EVENT_SEQ = wire.numbered(
 )
 INSERT_EVENT = wire.numbered(
     "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
-    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, %s::text, %s::text, %s::jsonb, "
+    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, %s::text, %s::text, %s::json, "
     "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
     "WHERE t.id = %s::text"
 )

@@ -16,8 +16,13 @@ Nor does a row repeat what its columns or its message hold: the ``type`` and ``t
 columns (the JSON keeps ``turn_id`` only when it differs from the column), and an event that
 refers to a message leaves out what ``restore`` reads back from it (``message.completed``'s
 ``index`` is its ``$from``; ``action.completed``'s ``call_id`` and ``name`` are its tool
-message's, a null ``error`` is left out). Rows written before keep those keys: the stored JSON
-wins over what ``restore`` fills in.
+message's, a null ``error`` is left out; ``action.requested`` names its call (``"$call"``)
+only when its message made more than one). Rows written before keep those keys: the stored
+JSON wins over what ``restore`` fills in.
+
+The JSON is kept as its text on PostgreSQL (``models.TextJSONField``): an event that refers to
+a message keeps little more than its reference, ``{"$from":2}``, 12 bytes as text and 37 as
+jsonb.
 """
 
 from __future__ import annotations
@@ -79,14 +84,14 @@ def stored(e: ev.TurnEvent, unit: list[tuple[int, Message]], turn_id: str | None
     if source is None:
         return data
     index, field = source
-    if field == "call":
+    message = next(m for i, m in unit if i == index)
+    if field == "call" and len(message.tool_calls) > 1:
         data[CALL] = data["call"].get("id")
     del data[field]
     data[FROM] = index
     if isinstance(e, ev.MessageCompleted):  # _source matched e.index == index
         del data["index"]
     elif isinstance(e, ev.ActionCompleted):  # _source matched the tool message's call id
-        message = next(m for i, m in unit if i == index)
         del data["call_id"]
         if e.name == message.name:
             del data["name"]
@@ -101,9 +106,17 @@ _RESTORE: dict[str, tuple[str, Callable[[dict[str, Any], dict[str, Any]], Any]]]
     "turn.completed": ("text", lambda msg, data: msg.get("text", "")),
     "action.completed": ("result", lambda msg, data: msg.get("result")),
     "compaction.completed": ("summary", lambda msg, data: msg.get("text", "")),
-    "action.requested": ("call", lambda msg, data: next(
-        (c for c in msg.get("tool_calls", ()) if c.get("id") == data.get(CALL)), {})),
+    "action.requested": ("call", lambda msg, data: _made(msg.get("tool_calls") or [], data)),
 }
+
+
+def _made(calls: list[dict[str, Any]], data: dict[str, Any]) -> dict[str, Any]:
+    """The call an ``action.requested`` refers to: the one its ``"$call"`` names, else its
+    message's only one."""
+    if CALL not in data:
+        return calls[0] if len(calls) == 1 else {}
+    return next((c for c in calls if c.get("id") == data[CALL]), {})
+
 #: what ``stored`` leaves out of an event that refers to a message: (key, its value from the
 #: message and the reference)
 _DERIVED: dict[str, tuple[tuple[str, Callable[[dict[str, Any], int], Any]], ...]] = {
