@@ -182,7 +182,9 @@ class Event(models.Model):
     type = models.CharField(max_length=40)
     #: mostly a reference to a message (``store.eventlog``): text, as a message's (``TextJSONField``)
     data = TextJSONField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    #: NULL for an event that refers to a message: committed with it, at its ``created_at``
+    #: (``store.eventlog.timed``)
+    created_at = models.DateTimeField(auto_now_add=True, null=True)
 
     class Meta:
         ordering = ["session", "seq"]

@@ -20,6 +20,9 @@ message's, a null ``error`` is left out; ``action.requested`` names its call (``
 only when its message made more than one). Rows written before keep those keys: the stored
 JSON wins over what ``restore`` fills in.
 
+Nor does such a row keep its own time: it commits with its message, whose ``created_at`` is
+the checkpoint's time as its own would be (``timed`` reads it back).
+
 The JSON is kept as its text on PostgreSQL (``models.TextJSONField``): an event that refers to
 a message keeps little more than its reference, ``{"$from":2}``, 12 bytes as text and 37 as
 jsonb.
@@ -29,6 +32,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any, Callable, Iterable
+
+from django.db.models import IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast, Coalesce
 
 from agents_app.runtime import events as ev
 from agents_app.runtime.messages import Message, Role
@@ -156,3 +163,18 @@ def restore(rows: Iterable[Row]) -> list[dict[str, Any]]:
                     data[key] = derived(msg, index)
         out.append(data)
     return out
+
+
+def refers(data: dict[str, Any]) -> bool:
+    """Whether an event row's stored JSON refers to a message (and so keeps no time)."""
+    return FROM in data
+
+
+def timed(events: QuerySet) -> QuerySet:
+    """``events`` (Event rows) with ``at``: when each was committed, its own ``created_at`` or,
+    for a row that refers to a message and keeps none, that message's."""
+    message_at = MessageRow.objects.filter(
+        session_id=OuterRef("session_id"), generation=OuterRef("generation"), index=OuterRef("message_index"),
+    ).values("created_at")[:1]
+    return (events.annotate(message_index=Cast(KeyTextTransform(FROM, "data"), IntegerField()))
+            .annotate(at=Coalesce("created_at", Subquery(message_at))))

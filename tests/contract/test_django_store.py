@@ -226,6 +226,29 @@ def test_an_action_requested_names_its_call_when_its_message_made_several(direct
     assert [e.event.call["id"] for e in replayed] == ["c2", "c1"]
 
 
+@pytest.mark.parametrize("direct", [False, True])
+def test_an_event_that_refers_to_a_message_is_committed_at_its_messages_time(direct):
+    import asyncio
+
+    from sessions_app.models import Event
+    from sessions_app.selectors import events_since
+
+    store, turn_id, attempt = _claimed(f"times-{direct}")
+
+    def work(tx):
+        tx.append(Message(Role.ASSISTANT, text="done", turn_id=turn_id), 0)
+        tx.emit(ev.MessageCompleted(turn_id, text="done", index=0))
+        tx.emit(ev.TurnFailed(turn_id, error="held by no message"))
+
+    asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    stored = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("created_at", flat=True))
+    assert stored[0] is None and stored[1] is not None
+    message_at = m.Message.objects.get(turn_id=turn_id, index=0).created_at
+    assert stored[1] == message_at  # one checkpoint, one time
+    frames = events_since(agent="ops", key=f"times-{direct}", after=0)
+    assert [f["at"] for f in frames] == [message_at.isoformat()] * 2
+
+
 def test_event_rows_written_whole_before_still_replay_as_written():
     from sessions_app.models import Event, Session
     from sessions_app.store import eventlog

@@ -1,6 +1,7 @@
 """Migrations 0009 (steps folded into their messages), 0010 (messages and events keyed by
-their position) and 0012-0013 (an event's JSON as text; a message's only call not named) keep
-the rows a database already holds, forwards and backwards."""
+their position), 0012-0013 (an event's JSON as text; a message's only call not named) and
+0014-0015 (an event that refers to a message keeps no time of its own) keep the rows a database
+already holds, forwards and backwards."""
 
 from __future__ import annotations
 
@@ -142,3 +143,34 @@ def test_event_rows_keep_their_json_and_a_single_call_is_named_again_on_the_way_
     finally:
         migrate(target)
     assert replayed() == whole
+
+
+BEFORE_TIME = [("sessions_app", "0013_event_call_implied")]  # before 0014 and 0015
+
+
+def test_an_event_without_a_time_of_its_own_gets_its_messages_on_the_way_back():
+    from sessions_app import models as m
+    from sessions_app.selectors import events_since
+
+    target = latest()
+    s = m.Session.objects.create(agent="ops", key="times", event_seq=2, status="idle")
+    m.Turn.objects.create(id="t1", session=s, status="completed")
+    message = m.Message.objects.create(session=s, generation=0, index=0, turn_id="t1", role="user",
+                                       data={"text": "hi"})
+    m.Event.objects.create(session=s, generation=0, seq=1, turn_id="t1", type="turn.started",
+                           data={"$from": 0, "trigger": "inbound"})
+    m.Event.objects.filter(session=s, seq=1).update(created_at=None)  # as a checkpoint writes it now
+    m.Event.objects.create(session=s, generation=0, seq=2, turn_id="t1", type="turn.completed",
+                           data={"text": "bye"})
+    own = m.Event.objects.get(session=s, seq=2).created_at
+    assert [f["at"] for f in events_since(agent="ops", key="times", after=0)] == [
+        message.created_at.isoformat(), own.isoformat()]
+    try:
+        apps = migrate(BEFORE_TIME)
+        Event = apps.get_model("sessions_app", "Event")
+        assert list(Event.objects.filter(session_id=s.pk).order_by("seq").values_list("created_at", flat=True)) == [
+            message.created_at, own]
+    finally:
+        migrate(target)
+    assert [f["at"] for f in events_since(agent="ops", key="times", after=0)] == [
+        message.created_at.isoformat(), own.isoformat()]
