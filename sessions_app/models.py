@@ -114,7 +114,8 @@ class Turn(models.Model):
 class TextJSONField(models.JSONField):
     """JSON kept as its text on PostgreSQL too (``json``, not ``jsonb``): a small message's
     JSON costs its length, not jsonb's header per key and value (a third more). Nothing queries
-    inside it; the transcript reads cast it where they merge it (``reads.WHOLE_PG``)."""
+    inside it (``?`` and ``@>`` are jsonb's); the transcript reads cast it where they merge it
+    (``reads.WHOLE_PG``)."""
 
     def db_type(self, connection):
         return "json" if connection.vendor == "postgresql" else super().db_type(connection)
@@ -179,8 +180,11 @@ class Event(models.Model):
     turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
                              db_index=False, related_name="events")
     type = models.CharField(max_length=40)
-    data = models.JSONField()
-    created_at = models.DateTimeField(auto_now_add=True)
+    #: mostly a reference to a message (``store.eventlog``): text, as a message's (``TextJSONField``)
+    data = TextJSONField()
+    #: NULL for an event that refers to a message: committed with it, at its ``created_at``
+    #: (``store.eventlog.timed``)
+    created_at = models.DateTimeField(auto_now_add=True, null=True)
 
     class Meta:
         ordering = ["session", "seq"]

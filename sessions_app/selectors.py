@@ -14,6 +14,7 @@ from agents_app.runtime.seams import LoggedEvent, SessionRef
 
 from sessions_app import models as m
 from sessions_app import wiring
+from sessions_app.store import eventlog
 
 EVENT_BATCH = 500
 
@@ -85,8 +86,8 @@ def events_since(*, agent: str, key: str, after: int, limit: int = EVENT_BATCH) 
     if frames:  # when each was committed (the chat shows it on hover): one range read
         row = m.Session.objects.filter(agent=agent, key=key).values_list("pk", "generation").first()
         if row is not None:
-            at = dict(m.Event.objects.filter(session_id=row[0], generation=row[1], seq__gt=after,
-                                             seq__lte=frames[-1]["seq"]).values_list("seq", "created_at"))
+            at = dict(eventlog.timed(m.Event.objects.filter(session_id=row[0], generation=row[1], seq__gt=after,
+                                                            seq__lte=frames[-1]["seq"])).values_list("seq", "at"))
             for frame in frames:
                 if frame["seq"] in at:
                     frame["at"] = at[frame["seq"]].isoformat()

@@ -289,8 +289,8 @@ def _short(value: Any) -> tuple[str, str]:
 
 def timeline(turn: m.Turn) -> list[dict[str, Any]]:
     """The turn's steps from its events (and its messages' token counts), in time order."""
-    events = list(m.Event.objects.filter(turn_id=turn.pk).order_by("seq")
-                  .only("seq", "type", "turn_id", "data", "created_at"))
+    events = list(eventlog.timed(m.Event.objects.filter(turn_id=turn.pk).order_by("seq")
+                                 .only("seq", "type", "turn_id", "data", "created_at")))
     data = eventlog.restore((turn.session_id, turn.generation, e.type, e.turn_id, e.data) for e in events)
     usage_at = {idx: (d or {}).get("usage") or {} for idx, d in m.Message.objects.filter(
         session_id=turn.session_id, generation=turn.generation, turn_id=turn.pk, role="assistant")
@@ -301,7 +301,7 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
     previous: dt.datetime | None = None
     for e, d in zip(events, data):
         d = d or {}
-        at = e.created_at
+        at = e.at
         row: dict[str, Any] | None = None
         if e.type == "turn.started":
             trigger = d.get("trigger") or "inbound"

@@ -131,8 +131,8 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         MESSAGES_PER_PAGE,
     ).get_page(params.get("page"))
     events = Paginator(
-        m.Event.objects.filter(session=session, generation=generation).order_by("seq")
-        .only("seq", "type", "turn_id", "data", "created_at"),
+        eventlog.timed(m.Event.objects.filter(session=session, generation=generation).order_by("seq")
+                       .only("seq", "type", "turn_id", "data", "created_at")),
         EVENTS_PER_PAGE,
     ).get_page(params.get("events"))
     # the step memo: Step rows, and the steps folded into the messages (``Message.step``)
@@ -158,7 +158,7 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
         "message_page": messages,
         "conversation": [message_view(row, boundaries) for row in messages.object_list],
         "events": events,
-        "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.created_at,
+        "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.at,
                         "data": pretty_json(data)}
                        for e, data in zip(events.object_list, eventlog.restore(
                            (session.pk, generation, e.type, e.turn_id, e.data) for e in events.object_list))],

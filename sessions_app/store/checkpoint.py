@@ -268,7 +268,7 @@ BUMP_EVENT_SEQ = wire.numbered(
 )
 INSERT_EVENT = wire.numbered(
     "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
-    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, %s::text, %s::text, %s::jsonb, "
+    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, %s::text, %s::text, %s::json, "
     "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
     "WHERE t.id = %s::text"
 )
@@ -328,8 +328,9 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
             batch.add(BUMP_EVENT_SEQ, [k, turn_id])
         for n, e in enumerate(events):
             column = e.turn_id or turn_id
-            batch.add(INSERT_EVENT, [k, n + 1, column, e.type, dumps(eventlog.stored(e, messages, column)),
-                                     now, turn_id])
+            data = eventlog.stored(e, messages, column)
+            batch.add(INSERT_EVENT, [k, n + 1, column, e.type, dumps(data),
+                                     None if eventlog.refers(data) else now, turn_id])
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
     if status and not events:
@@ -418,11 +419,13 @@ def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: i
     gen = live_generation if generation is None else generation
     first = last - len(events) + 1
     now = now or plain_now()
+    unit = list(unit)
+    stored = [(e, column, eventlog.stored(e, unit, column)) for e in events for column in [e.turn_id or turn_id]]
     cur.executemany(
         "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        [(session_id, gen, first + n, column, e.type, dumps(eventlog.stored(e, list(unit), column)), now)
-         for n, e in enumerate(events) for column in [e.turn_id or turn_id]],
+        [(session_id, gen, first + n, column, e.type, dumps(data), None if eventlog.refers(data) else now)
+         for n, (e, column, data) in enumerate(stored)],
     )
     if gen != live_generation:
         return []

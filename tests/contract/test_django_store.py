@@ -167,6 +167,7 @@ def test_the_event_log_refers_to_the_transcript_instead_of_repeating_it(direct):
     commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
     stored = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("data", flat=True))
     assert [d.get("$from") for d in stored] == [0, 0, 1, None]
+    assert stored[1] == {"$from": 0}  # the message's only call: not named
     assert all(big not in str(d) for d in stored)
     replayed = store.events_sync(SessionRef("ops", f"dedupe-{direct}"))
     assert [e.event for e in replayed] == [e.event for e in commit.events]
@@ -200,6 +201,52 @@ def test_an_event_row_keeps_only_what_its_columns_and_message_do_not_hold(direct
                     ("turn.completed", {"text": "x", "turn_id": ""}), ("turn.completed", {"$from": 0})]
     replayed = store.events_sync(SessionRef("ops", f"slim-{direct}"))
     assert [e.event for e in replayed] == [e.event for e in commit.events]
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_an_action_requested_names_its_call_when_its_message_made_several(direct):
+    import asyncio
+
+    from agents_app.runtime import ToolCall
+    from sessions_app.models import Event
+
+    store, turn_id, attempt = _claimed(f"calls-{direct}")
+    calls = (ToolCall("c1", "lookup", {"q": 1}), ToolCall("c2", "lookup", {"q": 2}))
+
+    def work(tx):
+        tx.append(Message(Role.ASSISTANT, turn_id=turn_id, tool_calls=calls), 0)
+        for call in reversed(calls):
+            tx.emit(ev.ActionRequested(turn_id, call=call.to_json()))
+
+    commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    assert list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("data", flat=True)) == [
+        {"$from": 0, "$call": "c2"}, {"$from": 0, "$call": "c1"}]
+    replayed = store.events_sync(SessionRef("ops", f"calls-{direct}"))
+    assert [e.event for e in replayed] == [e.event for e in commit.events]
+    assert [e.event.call["id"] for e in replayed] == ["c2", "c1"]
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_an_event_that_refers_to_a_message_is_committed_at_its_messages_time(direct):
+    import asyncio
+
+    from sessions_app.models import Event
+    from sessions_app.selectors import events_since
+
+    store, turn_id, attempt = _claimed(f"times-{direct}")
+
+    def work(tx):
+        tx.append(Message(Role.ASSISTANT, text="done", turn_id=turn_id), 0)
+        tx.emit(ev.MessageCompleted(turn_id, text="done", index=0))
+        tx.emit(ev.TurnFailed(turn_id, error="held by no message"))
+
+    asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    stored = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("created_at", flat=True))
+    assert stored[0] is None and stored[1] is not None
+    message_at = m.Message.objects.get(turn_id=turn_id, index=0).created_at
+    assert stored[1] == message_at  # one checkpoint, one time
+    frames = events_since(agent="ops", key=f"times-{direct}", after=0)
+    assert [f["at"] for f in frames] == [message_at.isoformat()] * 2
 
 
 def test_event_rows_written_whole_before_still_replay_as_written():

@@ -1,5 +1,7 @@
-"""Migrations 0009 (steps folded into their messages) and 0010 (messages and events keyed by
-their position) keep the rows a database already holds, forwards and backwards."""
+"""Migrations 0009 (steps folded into their messages), 0010 (messages and events keyed by
+their position), 0012-0013 (an event's JSON as text; a message's only call not named) and
+0014-0015 (an event that refers to a message keeps no time of its own) keep the rows a database
+already holds, forwards and backwards."""
 
 from __future__ import annotations
 
@@ -95,3 +97,80 @@ def test_the_rows_a_database_holds_survive_both_migrations_both_ways():
         array = cur.fetchone()[0] if connection.vendor == "postgresql" else f"[{','.join(r[0] for r in cur.fetchall())}]"
     assert loaded(array)[:2] == [Message(Role.USER, text="hi", turn_id="t1"),
                                  Message(Role.ASSISTANT, text="hello", turn_id="t1")]
+
+
+BEFORE_TEXT = [("sessions_app", "0011_message_json_text")]  # before 0012 and 0013
+
+
+def test_event_rows_keep_their_json_and_a_single_call_is_named_again_on_the_way_back():
+    """0012-0013: event JSON cast to text on PostgreSQL and back; rows of either shape replay
+    the same events; backwards, an ``action.requested`` that does not name its message's only
+    call gets the ``"$call"`` the code of before reads."""
+    from sessions_app import models as m
+    from sessions_app.store import DjangoSessionStore
+
+    target = latest()
+    call = {"id": "c1", "name": "lookup", "input": {"q": 1}}
+    whole = [(1, ev.TurnStarted("t1", text="hi")), (2, ev.ActionRequested("t1", call=call)),
+             (3, ev.ActionCompleted("t1", call_id="c1", name="lookup", result={"r": 2})),
+             (4, ev.TurnFailed("t1", error="boom", phase="tool"))]
+    stored = [{"$from": 0, "trigger": "inbound"}, {"$call": "c1", "$from": 1}, {"$from": 2},
+              {"error": "boom", "phase": "tool", "step": None}]
+    try:
+        apps = migrate(BEFORE_TEXT)
+        Session, Turn = apps.get_model("sessions_app", "Session"), apps.get_model("sessions_app", "Turn")
+        Message_, Event = apps.get_model("sessions_app", "Message"), apps.get_model("sessions_app", "Event")
+        s = Session.objects.create(agent="ops", key="texts", event_seq=4, status="idle")
+        Turn.objects.create(id="t1", session=s, status="failed")
+        for index, role, data in [(0, "user", {"text": "hi"}), (1, "assistant", {"tool_calls": [call]}),
+                                  (2, "tool", {"call_id": "c1", "name": "lookup", "result": {"r": 2}})]:
+            Message_.objects.create(session=s, generation=0, index=index, turn_id="t1", role=role, data=data)
+        for (seq, e), data in zip(whole, stored):
+            Event.objects.create(session=s, generation=0, seq=seq, turn_id="t1", type=e.type, data=data)
+        migrate(target)
+        rows = lambda: list(m.Event.objects.filter(session_id=s.pk).order_by("seq").values_list("data", flat=True))
+        assert rows() == stored
+        replayed = lambda: [(e.seq, e.event) for e in DjangoSessionStore().events_sync(SessionRef("ops", "texts"))]
+        assert replayed() == whole
+        m.Event.objects.filter(session_id=s.pk, seq=2).update(data={"$from": 1})  # as written now
+        assert replayed() == whole
+
+        apps = migrate(BEFORE_TEXT)
+        Event = apps.get_model("sessions_app", "Event")
+        assert list(Event.objects.filter(session_id=s.pk).order_by("seq").values_list("data", flat=True)) == stored
+        if connection.vendor == "postgresql":  # jsonb again
+            assert Event.objects.filter(session_id=s.pk, data__has_key="$call").count() == 1
+    finally:
+        migrate(target)
+    assert replayed() == whole
+
+
+BEFORE_TIME = [("sessions_app", "0013_event_call_implied")]  # before 0014 and 0015
+
+
+def test_an_event_without_a_time_of_its_own_gets_its_messages_on_the_way_back():
+    from sessions_app import models as m
+    from sessions_app.selectors import events_since
+
+    target = latest()
+    s = m.Session.objects.create(agent="ops", key="times", event_seq=2, status="idle")
+    m.Turn.objects.create(id="t1", session=s, status="completed")
+    message = m.Message.objects.create(session=s, generation=0, index=0, turn_id="t1", role="user",
+                                       data={"text": "hi"})
+    m.Event.objects.create(session=s, generation=0, seq=1, turn_id="t1", type="turn.started",
+                           data={"$from": 0, "trigger": "inbound"})
+    m.Event.objects.filter(session=s, seq=1).update(created_at=None)  # as a checkpoint writes it now
+    m.Event.objects.create(session=s, generation=0, seq=2, turn_id="t1", type="turn.completed",
+                           data={"text": "bye"})
+    own = m.Event.objects.get(session=s, seq=2).created_at
+    assert [f["at"] for f in events_since(agent="ops", key="times", after=0)] == [
+        message.created_at.isoformat(), own.isoformat()]
+    try:
+        apps = migrate(BEFORE_TIME)
+        Event = apps.get_model("sessions_app", "Event")
+        assert list(Event.objects.filter(session_id=s.pk).order_by("seq").values_list("created_at", flat=True)) == [
+            message.created_at, own]
+    finally:
+        migrate(target)
+    assert [f["at"] for f in events_since(agent="ops", key="times", after=0)] == [
+        message.created_at.isoformat(), own.isoformat()]
