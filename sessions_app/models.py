@@ -14,8 +14,13 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+from agents_app.runtime import rules
 from agents_app.runtime.seams import SessionStatus as RtSessionStatus
 from agents_app.runtime.seams import TurnStatus as RtTurnStatus
+
+#: as the store writes them out (``checkpoint.IN_CHAIN``): SQLite takes a partial index for a
+#: query whose terms are its condition's own
+CHAIN_BLOCKING = sorted(str(s) for s in rules.CHAIN_BLOCKING)
 
 
 class SessionStatus(models.TextChoices):
@@ -105,6 +110,9 @@ class Turn(models.Model):
             models.Index(fields=["status", "lease_expires_at"]),
             # a session's parents parked on children (few): the session status reads it per change
             models.Index(fields=["session"], condition=models.Q(waiting__gt=0), name="turn_waiting"),
+            # a session's unfinished turns, its chain (few, however many it ran): the claim, the
+            # hand-off, the status recompute read it per step (``checkpoint.IN_CHAIN``)
+            models.Index(fields=["session", "order"], condition=models.Q(status__in=CHAIN_BLOCKING), name="turn_chain"),
         ]
 
     def __str__(self) -> str:

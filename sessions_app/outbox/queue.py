@@ -14,7 +14,7 @@ from django_q.conf import Conf
 from django_q.tasks import async_task
 
 from sessions_app.outbox import doorbell
-from sessions_app.store.checkpoint import CHAIN_BLOCKING
+from sessions_app.store.checkpoint import IN_CHAIN
 
 RUN_TURN = "sessions_app.workers.tasks.run_turn"
 SWEEP = "sessions_app.workers.tasks.sweep_expired_leases"
@@ -36,7 +36,7 @@ RENAMED = {
 #: the turn can run now: no earlier turn of its session holds the chain (``lease.CLAIM``'s condition)
 CHAIN_HEAD = (
     "NOT EXISTS (SELECT 1 FROM sessions_app_turn t JOIN sessions_app_turn p ON p.session_id = t.session_id "
-    f'WHERE t.id = %s AND p."order" < t."order" AND p.status IN ({", ".join(["%s"] * len(CHAIN_BLOCKING))}))'
+    f'WHERE t.id = %s AND p."order" < t."order" AND p.status {IN_CHAIN})'
 )
 
 
@@ -56,7 +56,7 @@ def enqueue_head(turn_id: str) -> None:
     lock, which this turn's creation took too, so of the two one sees the other: either that
     unit hands this turn over, or this read sees the chain free. A lost enqueue either way is
     the sweeper's (``sweep_queued``)."""
-    transaction.on_commit(lambda: _enqueue(turn_id, (CHAIN_HEAD, [turn_id, *CHAIN_BLOCKING])))
+    transaction.on_commit(lambda: _enqueue(turn_id, (CHAIN_HEAD, [turn_id])))
 
 
 def _enqueue(turn_id: str, guard: tuple[str, list] | None) -> None:

@@ -27,6 +27,7 @@ from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent, SessionRef, SessionStatus, TurnStatus
 
+from sessions_app import models
 from sessions_app.store import children, eventlog, transcripts, wire
 
 IDLE = TransactionStatus.IDLE
@@ -188,13 +189,21 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     woken = (children.report_txn(turn_id, result, cur=cur, now=now, parent=(parent_id, spawn_step))
              if result is not None else [])
     if changes.get("status") in FINAL_STATUSES:
-        cur.execute(NEXT_IN_CHAIN, [turn_id, *CHAIN_BLOCKING])
+        cur.execute(NEXT_IN_CHAIN, [turn_id])
         woken += handed_over(cur.fetchone())
     return Written(cancel_reason, session_id, generation, logged, woken)
 
 
 #: the statuses that keep a session's chain waiting (``rules.CHAIN_BLOCKING``; ``lease.CLAIM``)
-CHAIN_BLOCKING = sorted(str(s) for s in rules.CHAIN_BLOCKING)
+CHAIN_BLOCKING = models.CHAIN_BLOCKING
+#: ``<status column> IN_CHAIN``: the condition of the ``turn_chain`` index, written out as its
+#: literals (the statuses are the code's constants), as the planners need it to take that index:
+#: PostgreSQL proves the index's condition from constants, not from a prepared statement's
+#: parameters, and SQLite from the same terms. With the statuses as parameters, both read all
+#: the turns the session ever ran (by its foreign key) to find the few unfinished ones: per step
+#: a cost that grows with the session's age.
+IN_CHAIN = f"IN ({', '.join(repr(s) for s in CHAIN_BLOCKING)})"
+assert all(s.isidentifier() for s in CHAIN_BLOCKING)
 #: the head of the turn's session's chain, read by the unit that settles the turn for good: the
 #: chain's hand-off. It follows the unit's fence, under the session's row lock, so it sees every
 #: turn created before the unit (a creation locks the session row too) and a turn created after
@@ -205,7 +214,7 @@ NEXT_IN_CHAIN = (
     "WITH t AS (SELECT session_id FROM sessions_app_turn WHERE id = %s) "
     "SELECT n.id, n.status, s.agent, s.key FROM t JOIN sessions_app_session s ON s.id = t.session_id "
     "JOIN sessions_app_turn n ON n.id = (SELECT h.id FROM sessions_app_turn h WHERE h.session_id = t.session_id "
-    f"AND h.status IN ({', '.join(['%s'] * len(CHAIN_BLOCKING))}) ORDER BY h.\"order\" LIMIT 1)"
+    f"AND h.status {IN_CHAIN} ORDER BY h.\"order\" LIMIT 1)"
 )
 
 
@@ -230,9 +239,10 @@ def session_status_sql(*, by_turn: bool, events: bool = False) -> str:
     return (
         "UPDATE sessions_app_session SET updated_at = %s, status = CASE "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
-        "AND t.status = %s AND t.waiting = 0 AND t.generation = sessions_app_session.generation) THEN %s "
+        f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.waiting = 0 AND t.generation = sessions_app_session.generation) "
+        "THEN %s "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
-        "AND t.status IN (%s, %s)) OR EXISTS (SELECT 1 FROM sessions_app_turn t "
+        f"AND t.status {IN_CHAIN} AND t.status <> '{TurnStatus.SUSPENDED.value}') OR EXISTS (SELECT 1 FROM sessions_app_turn t "
         "WHERE t.session_id = sessions_app_session.id AND t.waiting > 0) THEN %s "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_message mm WHERE mm.session_id = sessions_app_session.id "
         "AND mm.generation = sessions_app_session.generation) THEN %s "
@@ -243,8 +253,7 @@ def session_status_sql(*, by_turn: bool, events: bool = False) -> str:
 def session_status_params(target: Any, now: Any, events: int | None = None) -> list[Any]:
     """``now``: the time as the connection's driver takes it (adapted on SQLite). ``events``:
     how many events the statement numbers (``session_status_sql(events=True)``)."""
-    return [now, str(TurnStatus.SUSPENDED), str(SessionStatus.SUSPENDED), str(TurnStatus.QUEUED), str(TurnStatus.RUNNING),
-            str(SessionStatus.RUNNING), str(SessionStatus.IDLE), str(SessionStatus.NEW),
+    return [now, str(SessionStatus.SUSPENDED), str(SessionStatus.RUNNING), str(SessionStatus.IDLE), str(SessionStatus.NEW),
             *([] if events is None else [events]), target]
 
 
@@ -337,7 +346,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
     report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
     final = changes.get("status") in FINAL_STATUSES
-    nxt = batch.add(NEXT_IN_CHAIN_PG, [turn_id, *CHAIN_BLOCKING]) if final else None
+    nxt = batch.add(NEXT_IN_CHAIN_PG, [turn_id]) if final else None
     if ends_transaction and status == INTRANS:  # a sync tool's writes began it
         batch.add(b"COMMIT")
     try:

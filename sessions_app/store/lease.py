@@ -9,7 +9,7 @@ from django.db import connection
 
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.seams import SessionStatus, TurnRecord, TurnStatus
-from sessions_app.store.checkpoint import CHAIN_BLOCKING
+from sessions_app.store.checkpoint import IN_CHAIN
 from sessions_app.store.records import record_of, turn_row
 
 #: runnable, lease free or expired, first of its session's chain
@@ -21,7 +21,7 @@ WHERE id = %s
   AND NOT EXISTS (
     SELECT 1 FROM sessions_app_turn AS t2
     WHERE t2.session_id = sessions_app_turn.session_id
-      AND t2.status IN ({", ".join(["%s"] * len(CHAIN_BLOCKING))})
+      AND t2.status {IN_CHAIN}
       AND t2."order" < sessions_app_turn."order"
   )
 """
@@ -48,7 +48,7 @@ def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_second
 
 def claim_params(turn_id: str, owner: str, attempt_id: str, now: float, lease_seconds: float) -> list:
     return [str(TurnStatus.RUNNING), owner, now + lease_seconds, attempt_id, turn_id, str(TurnStatus.QUEUED),
-            str(TurnStatus.RUNNING), now, *CHAIN_BLOCKING]
+            str(TurnStatus.RUNNING), now]
 
 
 def heartbeat(turn_id: str, *, attempt_id: str, now: float, lease_seconds: float, cur: Any = None) -> str | None:

@@ -155,7 +155,7 @@ def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt
     batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
     batch.add(checkpoint.LOCK_SESSION, [turn_id])
     claimed = batch.add(CLAIM, [TurnStatus.RUNNING, owner, now + lease_seconds, attempt_id, turn_id,
-                                TurnStatus.QUEUED, TurnStatus.RUNNING, now, *lease.CHAIN_BLOCKING])
+                                TurnStatus.QUEUED, TurnStatus.RUNNING, now])
     batch.add(MARK_RUNNING, [SessionStatus.RUNNING, turn_id, attempt_id, SessionStatus.RUNNING])
     steps = batch.add(reads.STEPS_OF_ATTEMPT_PG, [turn_id, attempt_id])
     held = transcripts.known(turn_id)

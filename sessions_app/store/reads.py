@@ -14,7 +14,7 @@ from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnState, TurnStatus
 from sessions_app import models as m
 from sessions_app.store import eventlog, transcripts, wire
-from sessions_app.store.lease import CHAIN_BLOCKING
+from sessions_app.store.lease import IN_CHAIN
 from sessions_app.store.records import loads, record_of, turn_row
 
 #: a message's whole JSON: its row's JSON with the role and turn id its columns hold
@@ -137,7 +137,7 @@ def events(session: SessionRef, after: int = 0, limit: int = 1000) -> list[Logge
 
 #: the head of a session's chain: the first turn that blocks the ones after it
 NEXT_QUEUED = ("SELECT t.id, t.status FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
-               f"WHERE s.agent = %s AND s.key = %s AND t.status IN ({', '.join(['%s'] * len(CHAIN_BLOCKING))}) "
+               f"WHERE s.agent = %s AND s.key = %s AND t.status {IN_CHAIN} "
                'ORDER BY t."order" LIMIT 1')
 
 
@@ -146,6 +146,6 @@ def next_queued(session: SessionRef, cur: Any = None) -> str | None:
     if cur is None:
         with connection.cursor() as cur:
             return next_queued(session, cur)
-    cur.execute(NEXT_QUEUED, [session.agent, session.key, *CHAIN_BLOCKING])
+    cur.execute(NEXT_QUEUED, [session.agent, session.key])
     first = cur.fetchone()
     return first[0] if first and first[1] == TurnStatus.QUEUED else None
