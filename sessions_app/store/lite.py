@@ -18,6 +18,14 @@ write lock at its start, so two writers never deadlock on a lock upgrade, and a 
 matched no row (StaleAttemptError) rolls the whole unit back. SQLite has one write lock for the
 whole database, so the store's lock order (session row, then its turns') holds trivially.
 
+The WAL's checkpoints run off the units (``checkpoints``). SQLite's automatic checkpoint runs
+on the connection whose COMMIT takes the WAL past 1,000 pages, inside that unit: it copies the
+pages back to the database file and syncs it, and one turn in twenty or so took twice as long.
+Every ``CHECKPOINT_EVERY`` commits here, a thread of the process copies them (a PASSIVE
+checkpoint, on a connection of its own: no writer waits for it), and the WAL starts over long
+before the automatic checkpoint, which stays as the backstop. Durability is as before (WAL,
+synchronous=NORMAL): a checkpoint only moves committed pages, and syncs them wherever it runs.
+
 A load (``load``, ``claim_and_load``) reads only the messages past those this process holds
 for the turn's session (``transcripts``); a unit's messages are held once its COMMIT returned.
 
@@ -37,10 +45,13 @@ they go there, as before.
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import queue
 import re
 import sqlite3
 import threading
+import urllib.parse
 import weakref
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -77,6 +88,8 @@ class _Own:
         self.conn.close()
 
 
+log = logging.getLogger(__name__)
+
 _local = threading.local()
 _opened: weakref.WeakSet[_Own] = weakref.WeakSet()
 _lock = threading.Lock()
@@ -106,20 +119,31 @@ def _connection() -> sqlite3.Connection:
         return own.conn
     settings = connections["default"].settings_dict
     path = str(settings["NAME"])
-    conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False, uri=True)
     try:
-        conn.execute("PRAGMA foreign_keys = ON")
-        for command in settings.get("OPTIONS", {}).get("init_command", "").split(";"):
-            if command := command.strip():
-                conn.execute(command)
+        conn = _open(path, settings.get("OPTIONS", {}).get("init_command", ""))
     except sqlite3.OperationalError as exc:
-        conn.close()
         if _busy(exc):
             raise Busy(str(exc)) from exc
         raise
     own = _local.own = _Own(conn, path, _inode(path), _epoch)
     with _lock:
         _opened.add(own)
+    checkpoints.request()  # what the WAL holds already (a migration's pages) goes first
+    return conn
+
+
+def _open(path: str, init_command: str) -> sqlite3.Connection:
+    """A connection to ``path`` with the pragmas of Django's (``foreign_keys``, then the
+    settings' ``init_command``: WAL, synchronous=NORMAL)."""
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False, uri=True)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        for command in init_command.split(";"):
+            if command := command.strip():
+                conn.execute(command)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -157,6 +181,7 @@ def _cursor(begin: str | None) -> Iterator[Cursor]:
     """A cursor on this thread's connection; ``begin`` opens a transaction that commits when
     the block ends and rolls back when it raises. A locked database raises Busy (rolled back)."""
     conn = _connection()
+    changes = conn.total_changes
     cur = conn.cursor(Cursor)
     try:
         if begin:
@@ -165,6 +190,8 @@ def _cursor(begin: str | None) -> Iterator[Cursor]:
         cur.close()
         if begin:
             conn.execute("COMMIT")
+        if conn.total_changes != changes:
+            checkpoints.wrote()
     except BaseException as exc:
         cur.close()
         if conn.in_transaction:
@@ -343,6 +370,100 @@ def _turn(cur: Cursor, turn_id: str) -> SimpleNamespace:
     return turn
 
 
+# -- the WAL's checkpoints --------------------------------------------------------------------------
+
+#: commits on the store's connections between two checkpoints: a unit writes a few pages (a
+#: 3-step turn about 45 over its 8 commits), so the WAL starts over at about 600 pages, before
+#: SQLite's automatic checkpoint (1,000 pages) would run in a unit
+CHECKPOINT_EVERY = 96
+
+
+class _Checkpoints:
+    """The WAL's checkpoints, off the units: the process's thread moves the bulk of the WAL to
+    the database (``checkpoint_wal``), then the next commit here moves the few pages committed
+    in the meantime, on the thread's connection. The WAL starts over from its beginning only
+    once every page in it was moved, at the next write: while units commit without a pause,
+    the thread alone would never get there. The thread starts with the first request (and
+    again in a forked child, which inherits no threads); it waits on its queue of database
+    files, so it costs nothing while no unit commits."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.pid: int | None = None
+        self.files: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        #: the thread's connection once it moved the bulk: the next commit moves the rest on it
+        self.rest: sqlite3.Connection | None = None
+
+    def wrote(self) -> None:
+        """A commit on this thread's connection (the count is shared by the threads without a
+        lock: a lost increment only delays a checkpoint)."""
+        if self.rest is not None and self.lock.acquire(blocking=False):
+            conn, self.rest = self.rest, None
+            self.lock.release()
+            if conn is not None:
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as exc:  # the unit committed: the next request tries again
+                    log.warning("SQLite checkpoint: %s", exc)
+                finally:
+                    conn.close()
+        self.commits += 1
+        if self.commits >= CHECKPOINT_EVERY:
+            self.commits = 0
+            self.request()
+
+    def forget(self) -> None:
+        with self.lock:
+            conn, self.rest = self.rest, None
+        if conn is not None:
+            conn.close()
+
+    def request(self) -> None:
+        if self.pid != os.getpid():
+            with self.lock:
+                if self.pid != os.getpid():
+                    self.files, self.rest = queue.SimpleQueue(), None
+                    threading.Thread(target=self.run, args=(self.files,), name="june-sqlite-checkpoints",
+                                     daemon=True).start()
+                    self.pid = os.getpid()
+        init_command = connections["default"].settings_dict.get("OPTIONS", {}).get("init_command", "")
+        self.files.put((_local.own.path, init_command))
+
+    def run(self, files: "queue.SimpleQueue[tuple[str, str]]") -> None:
+        while True:
+            path, init_command = files.get()
+            try:
+                conn, busy = checkpoint_wal(path, init_command)
+            except sqlite3.Error as exc:  # the next request tries again
+                log.warning("SQLite checkpoint of %s: %s", path, exc)
+                continue
+            if busy:  # another connection was checkpointing: it moves the rest
+                conn.close()
+                continue
+            with self.lock:
+                conn, self.rest = self.rest, conn
+            if conn is not None:  # a rest no commit took: a later checkpoint moves its pages
+                conn.close()
+
+
+def checkpoint_wal(path: str, init_command: str) -> tuple[sqlite3.Connection, bool]:
+    """A PASSIVE checkpoint of ``path`` (it takes no lock a writer waits for) on a connection of
+    its own, returned with whether another checkpoint was running. The file is opened
+    read-write, never created: a test database dropped in the meantime stays dropped."""
+    uri = path if path.startswith("file:") else f"file:{urllib.parse.quote(path)}?mode=rw"
+    conn = _open(uri, init_command)
+    try:
+        (busy, _, _) = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    except BaseException:
+        conn.close()
+        raise
+    return conn, bool(busy)
+
+
+checkpoints = _Checkpoints()
+
+
 # -- connections ------------------------------------------------------------------------------------
 
 def drop_unusable() -> None:
@@ -361,6 +482,7 @@ def close_all() -> None:
     no unit runs on them; each thread opens a new one on its next call."""
     global _epoch
     transcripts.clear()
+    checkpoints.forget()
     with _lock:
         _epoch += 1
         opened = list(_opened)

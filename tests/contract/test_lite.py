@@ -163,6 +163,43 @@ async def test_connections_do_not_outlive_their_file():
     assert (await store.get_turn(turn_id)).input.text == "1"
 
 
+def _wal_restarts() -> int:
+    """How many times the WAL started over (its header's checkpoint sequence number)."""
+    with open(_database() + "-wal", "rb") as wal:
+        return int.from_bytes(wal.read(16)[12:16], "big")
+
+
+async def test_the_wal_is_checkpointed_off_the_units(monkeypatch):
+    """A thread of the process copies the WAL's pages to the database (off the units, which
+    SQLite's automatic checkpoint would make wait once the WAL passes 1,000 pages), and the WAL
+    starts over without it: here after a few dozen one-page units."""
+    monkeypatch.setattr(lite, "CHECKPOINT_EVERY", 8)
+    store = DjangoSessionStore()
+    turn_id = tid()
+    await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
+    with sqlite3.connect(_database()) as conn:  # the WAL empty, at its start
+        while conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # the thread's first
+            time.sleep(0.01)
+    lite.checkpoints.forget()  # and what its first left for a commit here
+    threads = []
+    checkpoint_wal = lite.checkpoint_wal
+
+    def recorded(path, init_command):
+        threads.append(threading.get_ident())
+        return checkpoint_wal(path, init_command)
+
+    monkeypatch.setattr(lite, "checkpoint_wal", recorded)
+    await store.journal(turn_id, None, Phase.BEFORE_PROVIDER)  # the WAL's header
+    restarts = _wal_restarts()
+    for n in range(400):  # one page each; SQLite would start the WAL over after 1,000
+        await store.journal(turn_id, None, Phase.BEFORE_PROVIDER, n=n)
+        if _wal_restarts() != restarts:
+            break
+        time.sleep(0.001)  # the thread's turn
+    assert _wal_restarts() != restarts, "the WAL never started over"
+    assert threads and threading.get_ident() not in threads
+
+
 def test_a_short_lived_threads_connection_closes_with_it():
     turn_id = tid()
     control.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
