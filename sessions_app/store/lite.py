@@ -269,10 +269,10 @@ def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float,
 def _claimed(cur: "Cursor", turn_id: str, owner: str, attempt_id: str, now: float,
              lease_seconds: float) -> SimpleNamespace | None:
     """The claim on ``cur``: the turn's row once claimed (its session marked running), else None."""
-    cur.execute(lease.CLAIM, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds))
-    if cur.rowcount != 1:
+    row = cur.execute(CLAIMED, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds)).fetchone()
+    if row is None:
         return None
-    turn = _turn(cur, turn_id)
+    turn = _row(row)
     if turn.session.status != SessionStatus.RUNNING:
         cur.execute(lease.SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
     return turn
@@ -292,23 +292,22 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: 
                 created_by: Any = None) -> Outcome:
     """``control.create_turn`` without a replace (which cascades through the ORM), as plain
     statements in one transaction: the session (created, owned by ``created_by``, if new; the
-    write lock serializes starts as the session's row lock does on PostgreSQL), the rules'
-    check, the next place in the chain with the session's status, the queued turn; its record
-    is built from what was written, not read back."""
+    write lock serializes starts as the session's row lock does on PostgreSQL), its next place
+    in the chain with its status and the rules' check in one statement, the queued turn; its
+    record is built from what was written, not read back."""
     now = checkpoint.plain_now()
     owner = getattr(created_by, "pk", None)
+    # nothing parked (check_start) and a queued turn: the status the recompute would give
+    # (``checkpoint.session_status_sql``); a start the rules refuse rolls it back with the rest
+    facts = [now, str(SessionStatus.RUNNING), session.agent, session.key, turn_id, str(TurnStatus.SUSPENDED)]
     with _write() as cur:
-        facts = [turn_id, str(TurnStatus.SUSPENDED), session.agent, session.key]
-        row = cur.execute(SESSION, facts).fetchone()
+        row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
         if row is None:
             _insert(cur, m.Session, agent=session.agent, key=session.key, owner_id=owner, created_at=now,
                     updated_at=now)
-            row = cur.execute(SESSION, facts).fetchone()
-        session_id, generation, exists, parked = row
+            row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
+        session_id, generation, order, exists, parked = row
         rules.check_start(turn_exists=bool(exists), parked=bool(parked))
-        # nothing parked (check_start) and a queued turn: the status the recompute would give
-        # (``checkpoint.session_status_sql``), set in the UPDATE that gives the turn its place
-        (order,) = cur.execute(NEXT_IN_CHAIN, [now, str(SessionStatus.RUNNING), session_id]).fetchone()
         stored_input = checkpoint.dumps(input.to_json())
         stored_policy = None if policy is None else checkpoint.dumps(policy)
         _insert(cur, m.Turn, id=turn_id, session_id=session_id, order=order, generation=generation,
@@ -320,14 +319,13 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: 
                                    generation=generation, policy=None if policy is None else loads(stored_policy)))
 
 
-#: the session, with rules.check_start's two facts: the id is taken; the live generation has a
-#: parked turn
-SESSION = ("SELECT s.id, s.generation, EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
-           "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = s.id AND t.status = %s "
-           "AND t.waiting = 0 AND t.generation = s.generation) "
-           "FROM sessions_app_session s WHERE s.agent = %s AND s.key = %s")
-NEXT_IN_CHAIN = ("UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updated_at = %s, status = %s WHERE id = %s "
-                 "RETURNING turn_seq")
+#: the session's next place in the chain, with its status, and rules.check_start's two facts:
+#: the id is taken; the live generation has a parked turn
+NEXT_IN_CHAIN = ("UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updated_at = %s, status = %s "
+                 "WHERE agent = %s AND key = %s RETURNING id, generation, turn_seq, "
+                 "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
+                 "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
+                 "AND t.status = %s AND t.waiting = 0 AND t.generation = sessions_app_session.generation)")
 
 
 @functools.cache
@@ -359,12 +357,24 @@ TURN = (f"SELECT {', '.join('t.' + c for c in _TURN)}, {', '.join('s.' + c for c
         "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id WHERE t.id = %s")
 
 
+#: ``lease.CLAIM`` that answers the claimed row as ``TURN`` reads it (its session's columns
+#: by the row's key: a RETURNING clause reads no join)
+CLAIMED = (f"{lease.CLAIM.rstrip()} RETURNING {', '.join(_TURN)}, "
+           + ", ".join(f"(SELECT s.{c} FROM sessions_app_session s WHERE s.id = sessions_app_turn.session_id)"
+                       for c in _SESSION))
+
+
 def _turn(cur: Cursor, turn_id: str) -> SimpleNamespace:
     """The turn's row with its ``session`` (the attributes of ``models.Turn`` that
     ``records.record_of`` and ``reads.state_of`` read; JSON columns decoded as Django does)."""
     row = cur.execute(TURN, [turn_id]).fetchone()
     if row is None:
         raise NotFound(f"no turn {turn_id}")
+    return _row(row)
+
+
+def _row(row: tuple[Any, ...]) -> SimpleNamespace:
+    """A ``TURN`` (or ``CLAIMED``) row as ``_turn`` answers it."""
     turn = SimpleNamespace(**{c: loads(v) if c in _JSON else v for c, v in zip(_TURN, row)})
     turn.session = SimpleNamespace(**dict(zip(_SESSION, row[len(_TURN):])))
     return turn
