@@ -383,7 +383,7 @@ def _row(row: tuple[Any, ...]) -> SimpleNamespace:
 # -- the WAL's checkpoints --------------------------------------------------------------------------
 
 #: commits on the store's connections between two checkpoints: a unit writes a few pages (a
-#: 3-step turn about 45 over its 8 commits), so the WAL starts over at about 600 pages, before
+#: 3-step turn about 40 over its 8 commits), so the WAL starts over at about 500 pages, before
 #: SQLite's automatic checkpoint (1,000 pages) would run in a unit
 CHECKPOINT_EVERY = 96
 
@@ -393,13 +393,12 @@ class _Checkpoints:
     the database (``checkpoint_wal``), then the next commit here moves the few pages committed
     in the meantime, on the thread's connection. The WAL starts over from its beginning only
     once every page in it was moved, at the next write: while units commit without a pause,
-    the thread alone would never get there. The thread starts with the first request (and
-    again in a forked child, which inherits no threads); it waits on its queue of database
-    files, so it costs nothing while no unit commits."""
+    the thread alone would never get there. The thread starts with the first request; it
+    waits on its queue of database files, so it costs nothing while no unit commits."""
 
     def __init__(self) -> None:
         self.commits = 0
-        self.pid: int | None = None
+        self.thread: threading.Thread | None = None
         self.files: queue.SimpleQueue[tuple[str, str]] = queue.SimpleQueue()
         self.lock = threading.Lock()
         #: the thread's connection once it moved the bulk: the next commit moves the rest on it
@@ -430,19 +429,17 @@ class _Checkpoints:
             conn.close()
 
     def request(self) -> None:
-        if self.pid != os.getpid():
+        if self.thread is None:
             with self.lock:
-                if self.pid != os.getpid():
-                    self.files, self.rest = queue.SimpleQueue(), None
-                    threading.Thread(target=self.run, args=(self.files,), name="june-sqlite-checkpoints",
-                                     daemon=True).start()
-                    self.pid = os.getpid()
+                if self.thread is None:
+                    self.thread = threading.Thread(target=self.run, name="june-sqlite-checkpoints", daemon=True)
+                    self.thread.start()
         init_command = connections["default"].settings_dict.get("OPTIONS", {}).get("init_command", "")
         self.files.put((_local.own.path, init_command))
 
-    def run(self, files: "queue.SimpleQueue[tuple[str, str]]") -> None:
+    def run(self) -> None:
         while True:
-            path, init_command = files.get()
+            path, init_command = self.files.get()
             try:
                 conn, busy = checkpoint_wal(path, init_command)
             except sqlite3.Error as exc:  # the next request tries again
@@ -472,6 +469,19 @@ def checkpoint_wal(path: str, init_command: str) -> tuple[sqlite3.Connection, bo
 
 
 checkpoints = _Checkpoints()
+_inherited: list[_Checkpoints] = []
+
+
+def _after_fork() -> None:
+    """A forked child inherits the parent's checkpoints but not their thread, nor the use of
+    the parent's connection (SQLite's rule): it starts its own, and never closes the parent's
+    (closing it here could undo what the parent holds)."""
+    global checkpoints
+    _inherited.append(checkpoints)
+    checkpoints = _Checkpoints()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 # -- connections ------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ connections do not outlive their database file."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 import time
@@ -198,6 +199,19 @@ async def test_the_wal_is_checkpointed_off_the_units(monkeypatch):
         time.sleep(0.001)  # the thread's turn
     assert _wal_restarts() != restarts, "the WAL never started over"
     assert threads and threading.get_ident() not in threads
+
+
+def test_a_forked_child_checkpoints_on_its_own():
+    """A forked child (a q2 worker) has none of its parent's threads and may not use its
+    parent's SQLite connections: its checkpoints start over, with their own thread."""
+    lite._connection()  # its opening starts the thread
+    parent = lite.checkpoints
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        mine = lite.checkpoints
+        os._exit(0 if mine is not parent and mine.thread is None and mine.rest is None else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and lite.checkpoints is parent
 
 
 def test_a_short_lived_threads_connection_closes_with_it():
