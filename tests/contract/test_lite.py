@@ -175,13 +175,6 @@ async def test_the_wal_is_checkpointed_off_the_units(monkeypatch):
     SQLite's automatic checkpoint would make wait once the WAL passes 1,000 pages), and the WAL
     starts over without it: here after a few dozen one-page units."""
     monkeypatch.setattr(lite, "CHECKPOINT_EVERY", 8)
-    store = DjangoSessionStore()
-    turn_id = tid()
-    await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
-    with sqlite3.connect(_database()) as conn:  # the WAL empty, at its start
-        while conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # the thread's first
-            time.sleep(0.01)
-    lite.checkpoints.forget()  # and what its first left for a commit here
     threads = []
     checkpoint_wal = lite.checkpoint_wal
 
@@ -190,6 +183,14 @@ async def test_the_wal_is_checkpointed_off_the_units(monkeypatch):
         return checkpoint_wal(path, init_command)
 
     monkeypatch.setattr(lite, "checkpoint_wal", recorded)
+    store = DjangoSessionStore()
+    turn_id = tid()
+    await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
+    with sqlite3.connect(_database()) as conn:  # the WAL empty, at its start
+        while conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # a checkpoint runs
+            time.sleep(0.01)
+    time.sleep(0.05)  # one that ran then hands its connection over
+    lite.checkpoints.forget()  # for the rest, which is nothing now
     await store.journal(turn_id, None, Phase.BEFORE_PROVIDER)  # the WAL's header
     restarts = _wal_restarts()
     for n in range(400):  # one page each; SQLite would start the WAL over after 1,000
