@@ -251,7 +251,8 @@ class TurnLoop(CompactionSteps, ToolSteps):
             tx.append(opening)
             tx.emit(ev.TurnStarted(turn.turn_id, trigger=turn.input.kind, text=turn.input.text))
             tx.journal(Phase.BEFORE_PROVIDER)
-            tx.settle(TurnStatus.RUNNING)
+            if turn.status != TurnStatus.RUNNING:  # an attempt's claim made it (and its session) running
+                tx.settle(TurnStatus.RUNNING)
 
         await self._commit(work)
 

@@ -18,6 +18,14 @@ write lock at its start, so two writers never deadlock on a lock upgrade, and a 
 matched no row (StaleAttemptError) rolls the whole unit back. SQLite has one write lock for the
 whole database, so the store's lock order (session row, then its turns') holds trivially.
 
+The WAL's checkpoints run off the units (``checkpoints``). SQLite's automatic checkpoint runs
+on the connection whose COMMIT takes the WAL past 1,000 pages, inside that unit: it copies the
+pages back to the database file and syncs it, and one turn in twenty or so took twice as long.
+Every ``CHECKPOINT_EVERY`` commits here, a thread of the process copies them (a PASSIVE
+checkpoint, on a connection of its own: no writer waits for it), and the WAL starts over long
+before the automatic checkpoint, which stays as the backstop. Durability is as before (WAL,
+synchronous=NORMAL): a checkpoint only moves committed pages, and syncs them wherever it runs.
+
 A load (``load``, ``claim_and_load``) reads only the messages past those this process holds
 for the turn's session (``transcripts``); a unit's messages are held once its COMMIT returned.
 
@@ -37,10 +45,13 @@ they go there, as before.
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import queue
 import re
 import sqlite3
 import threading
+import urllib.parse
 import weakref
 from contextlib import contextmanager
 from types import SimpleNamespace
@@ -77,6 +88,8 @@ class _Own:
         self.conn.close()
 
 
+log = logging.getLogger(__name__)
+
 _local = threading.local()
 _opened: weakref.WeakSet[_Own] = weakref.WeakSet()
 _lock = threading.Lock()
@@ -106,20 +119,31 @@ def _connection() -> sqlite3.Connection:
         return own.conn
     settings = connections["default"].settings_dict
     path = str(settings["NAME"])
-    conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False, uri=True)
     try:
-        conn.execute("PRAGMA foreign_keys = ON")
-        for command in settings.get("OPTIONS", {}).get("init_command", "").split(";"):
-            if command := command.strip():
-                conn.execute(command)
+        conn = _open(path, settings.get("OPTIONS", {}).get("init_command", ""))
     except sqlite3.OperationalError as exc:
-        conn.close()
         if _busy(exc):
             raise Busy(str(exc)) from exc
         raise
     own = _local.own = _Own(conn, path, _inode(path), _epoch)
     with _lock:
         _opened.add(own)
+    checkpoints.request()  # what the WAL holds already (a migration's pages) goes first
+    return conn
+
+
+def _open(path: str, init_command: str) -> sqlite3.Connection:
+    """A connection to ``path`` with the pragmas of Django's (``foreign_keys``, then the
+    settings' ``init_command``: WAL, synchronous=NORMAL)."""
+    conn = sqlite3.connect(path, timeout=0, isolation_level=None, check_same_thread=False, uri=True)
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        for command in init_command.split(";"):
+            if command := command.strip():
+                conn.execute(command)
+    except BaseException:
+        conn.close()
+        raise
     return conn
 
 
@@ -157,6 +181,7 @@ def _cursor(begin: str | None) -> Iterator[Cursor]:
     """A cursor on this thread's connection; ``begin`` opens a transaction that commits when
     the block ends and rolls back when it raises. A locked database raises Busy (rolled back)."""
     conn = _connection()
+    changes = conn.total_changes
     cur = conn.cursor(Cursor)
     try:
         if begin:
@@ -165,6 +190,8 @@ def _cursor(begin: str | None) -> Iterator[Cursor]:
         cur.close()
         if begin:
             conn.execute("COMMIT")
+        if conn.total_changes != changes:
+            checkpoints.wrote()
     except BaseException as exc:
         cur.close()
         if conn.in_transaction:
@@ -242,10 +269,10 @@ def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float,
 def _claimed(cur: "Cursor", turn_id: str, owner: str, attempt_id: str, now: float,
              lease_seconds: float) -> SimpleNamespace | None:
     """The claim on ``cur``: the turn's row once claimed (its session marked running), else None."""
-    cur.execute(lease.CLAIM, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds))
-    if cur.rowcount != 1:
+    row = cur.execute(CLAIMED, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds)).fetchone()
+    if row is None:
         return None
-    turn = _turn(cur, turn_id)
+    turn = _row(row)
     if turn.session.status != SessionStatus.RUNNING:
         cur.execute(lease.SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
     return turn
@@ -265,23 +292,22 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: 
                 created_by: Any = None) -> Outcome:
     """``control.create_turn`` without a replace (which cascades through the ORM), as plain
     statements in one transaction: the session (created, owned by ``created_by``, if new; the
-    write lock serializes starts as the session's row lock does on PostgreSQL), the rules'
-    check, the next place in the chain with the session's status, the queued turn; its record
-    is built from what was written, not read back."""
+    write lock serializes starts as the session's row lock does on PostgreSQL), its next place
+    in the chain with its status and the rules' check in one statement, the queued turn; its
+    record is built from what was written, not read back."""
     now = checkpoint.plain_now()
     owner = getattr(created_by, "pk", None)
+    # nothing parked (check_start) and a queued turn: the status the recompute would give
+    # (``checkpoint.session_status_sql``); a start the rules refuse rolls it back with the rest
+    facts = [now, str(SessionStatus.RUNNING), session.agent, session.key, turn_id, str(TurnStatus.SUSPENDED)]
     with _write() as cur:
-        facts = [turn_id, str(TurnStatus.SUSPENDED), session.agent, session.key]
-        row = cur.execute(SESSION, facts).fetchone()
+        row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
         if row is None:
             _insert(cur, m.Session, agent=session.agent, key=session.key, owner_id=owner, created_at=now,
                     updated_at=now)
-            row = cur.execute(SESSION, facts).fetchone()
-        session_id, generation, exists, parked = row
+            row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
+        session_id, generation, order, exists, parked = row
         rules.check_start(turn_exists=bool(exists), parked=bool(parked))
-        # nothing parked (check_start) and a queued turn: the status the recompute would give
-        # (``checkpoint.session_status_sql``), set in the UPDATE that gives the turn its place
-        (order,) = cur.execute(NEXT_IN_CHAIN, [now, str(SessionStatus.RUNNING), session_id]).fetchone()
         stored_input = checkpoint.dumps(input.to_json())
         stored_policy = None if policy is None else checkpoint.dumps(policy)
         _insert(cur, m.Turn, id=turn_id, session_id=session_id, order=order, generation=generation,
@@ -293,14 +319,13 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: 
                                    generation=generation, policy=None if policy is None else loads(stored_policy)))
 
 
-#: the session, with rules.check_start's two facts: the id is taken; the live generation has a
-#: parked turn
-SESSION = ("SELECT s.id, s.generation, EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
-           "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = s.id AND t.status = %s "
-           "AND t.waiting = 0 AND t.generation = s.generation) "
-           "FROM sessions_app_session s WHERE s.agent = %s AND s.key = %s")
-NEXT_IN_CHAIN = ("UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updated_at = %s, status = %s WHERE id = %s "
-                 "RETURNING turn_seq")
+#: the session's next place in the chain, with its status, and rules.check_start's two facts:
+#: the id is taken; the live generation has a parked turn
+NEXT_IN_CHAIN = ("UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updated_at = %s, status = %s "
+                 "WHERE agent = %s AND key = %s RETURNING id, generation, turn_seq, "
+                 "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
+                 "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
+                 "AND t.status = %s AND t.waiting = 0 AND t.generation = sessions_app_session.generation)")
 
 
 @functools.cache
@@ -332,15 +357,147 @@ TURN = (f"SELECT {', '.join('t.' + c for c in _TURN)}, {', '.join('s.' + c for c
         "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id WHERE t.id = %s")
 
 
+#: ``lease.CLAIM`` that answers the claimed row as ``TURN`` reads it (its session's columns
+#: by the row's key: a RETURNING clause reads no join)
+CLAIMED = (f"{lease.CLAIM.rstrip()} RETURNING {', '.join(_TURN)}, "
+           + ", ".join(f"(SELECT s.{c} FROM sessions_app_session s WHERE s.id = sessions_app_turn.session_id)"
+                       for c in _SESSION))
+
+
 def _turn(cur: Cursor, turn_id: str) -> SimpleNamespace:
     """The turn's row with its ``session`` (the attributes of ``models.Turn`` that
     ``records.record_of`` and ``reads.state_of`` read; JSON columns decoded as Django does)."""
     row = cur.execute(TURN, [turn_id]).fetchone()
     if row is None:
         raise NotFound(f"no turn {turn_id}")
+    return _row(row)
+
+
+def _row(row: tuple[Any, ...]) -> SimpleNamespace:
+    """A ``TURN`` (or ``CLAIMED``) row as ``_turn`` answers it."""
     turn = SimpleNamespace(**{c: loads(v) if c in _JSON else v for c, v in zip(_TURN, row)})
     turn.session = SimpleNamespace(**dict(zip(_SESSION, row[len(_TURN):])))
     return turn
+
+
+# -- the WAL's checkpoints --------------------------------------------------------------------------
+
+#: commits on the store's connections between two checkpoints: a unit writes a few pages (a
+#: 3-step turn about 40 over its 8 commits), so the WAL starts over at about 500 pages, before
+#: SQLite's automatic checkpoint (1,000 pages) would run in a unit
+CHECKPOINT_EVERY = 96
+
+
+class _Checkpoints:
+    """The WAL's checkpoints, off the units: the process's thread moves the bulk of the WAL to
+    the database (``checkpoint_wal``), then the next commit here moves the few pages committed
+    in the meantime, on the thread's connection. The WAL starts over from its beginning only
+    once every page in it was moved, at the next write: while units commit without a pause,
+    the thread alone would never get there. The thread starts with the first request; it
+    waits on its queue of database files, so it costs nothing while no unit commits."""
+
+    def __init__(self) -> None:
+        self.commits = 0
+        self.thread: threading.Thread | None = None
+        #: what the thread does: a checkpoint of a file (path, init_command), a connection to close
+        self.files: queue.SimpleQueue[tuple[str, str] | sqlite3.Connection] = queue.SimpleQueue()
+        self.lock = threading.Lock()
+        #: the thread's connection once it moved the bulk: the next commit moves the rest on it
+        self.rest: sqlite3.Connection | None = None
+
+    def wrote(self) -> None:
+        """A commit on this thread's connection (the count is shared by the threads without a
+        lock: a lost increment only delays a checkpoint)."""
+        if self.rest is not None and self.lock.acquire(blocking=False):
+            conn, self.rest = self.rest, None
+            self.lock.release()
+            if conn is not None:
+                try:
+                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                except sqlite3.Error as exc:  # the unit committed: the next request tries again
+                    log.warning("SQLite checkpoint: %s", exc)
+                finally:
+                    self.files.put(conn)  # the thread closes it (a tenth of a millisecond)
+        self.commits += 1
+        if self.commits >= CHECKPOINT_EVERY:
+            self.commits = 0
+            self.request()
+
+    def forget(self) -> None:
+        with self.lock:
+            conn, self.rest = self.rest, None
+        if conn is not None:
+            conn.close()
+
+    def request(self) -> None:
+        if self.thread is None:
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(target=self.run, name="june-sqlite-checkpoints", daemon=True)
+                    self.thread.start()
+        init_command = connections["default"].settings_dict.get("OPTIONS", {}).get("init_command", "")
+        self.files.put((_local.own.path, init_command))
+
+    def run(self) -> None:
+        while True:
+            item = self.files.get()
+            if isinstance(item, sqlite3.Connection):
+                item.close()
+                continue
+            path, init_command = item
+            try:
+                conn, busy = checkpoint_wal(path, init_command)
+            except sqlite3.Error as exc:  # the next request tries again
+                log.warning("SQLite checkpoint of %s: %s", path, exc)
+                continue
+            if busy:  # another connection was checkpointing: it moves the rest
+                conn.close()
+                continue
+            with self.lock:
+                conn, self.rest = self.rest, conn
+            if conn is not None:  # a rest no commit took: a later checkpoint moves its pages
+                conn.close()
+
+
+#: PASSIVE checkpoints the thread runs in a row, each moving what units committed during the
+#: one before (fewer pages each time): the commit that moves the rest then has little to move
+CHECKPOINT_PASSES = 3
+
+
+def checkpoint_wal(path: str, init_command: str) -> tuple[sqlite3.Connection, bool]:
+    """PASSIVE checkpoints of ``path`` (they take no lock a writer waits for) on a connection of
+    its own, until one found no page committed since the one before (or ``CHECKPOINT_PASSES``);
+    the connection, with whether another checkpoint was running. The file is opened
+    read-write, never created: a test database dropped in the meantime stays dropped."""
+    uri = path if path.startswith("file:") else f"file:{urllib.parse.quote(path)}?mode=rw"
+    conn = _open(uri, init_command)
+    try:
+        seen = None
+        for _ in range(CHECKPOINT_PASSES):
+            busy, wal, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if busy or wal == seen:
+                break
+            seen = wal
+    except BaseException:
+        conn.close()
+        raise
+    return conn, bool(busy)
+
+
+checkpoints = _Checkpoints()
+_inherited: list[_Checkpoints] = []
+
+
+def _after_fork() -> None:
+    """A forked child inherits the parent's checkpoints but not their thread, nor the use of
+    the parent's connection (SQLite's rule): it starts its own, and never closes the parent's
+    (closing it here could undo what the parent holds)."""
+    global checkpoints
+    _inherited.append(checkpoints)
+    checkpoints = _Checkpoints()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 # -- connections ------------------------------------------------------------------------------------
@@ -361,6 +518,7 @@ def close_all() -> None:
     no unit runs on them; each thread opens a new one on its next call."""
     global _epoch
     transcripts.clear()
+    checkpoints.forget()
     with _lock:
         _epoch += 1
         opened = list(_opened)

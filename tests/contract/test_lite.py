@@ -6,6 +6,7 @@ connections do not outlive their database file."""
 from __future__ import annotations
 
 import asyncio
+import os
 import sqlite3
 import threading
 import time
@@ -161,6 +162,57 @@ async def test_connections_do_not_outlive_their_file():
     with pytest.raises(sqlite3.ProgrammingError):
         second.execute("SELECT 1")
     assert (await store.get_turn(turn_id)).input.text == "1"
+
+
+def _wal_restarts() -> int:
+    """How many times the WAL started over (its header's checkpoint sequence number)."""
+    with open(_database() + "-wal", "rb") as wal:
+        return int.from_bytes(wal.read(16)[12:16], "big")
+
+
+async def test_the_wal_is_checkpointed_off_the_units(monkeypatch):
+    """A thread of the process copies the WAL's pages to the database (off the units, which
+    SQLite's automatic checkpoint would make wait once the WAL passes 1,000 pages), and the WAL
+    starts over without it: here after a few dozen one-page units."""
+    monkeypatch.setattr(lite, "CHECKPOINT_EVERY", 8)
+    threads = []
+    checkpoint_wal = lite.checkpoint_wal
+
+    def recorded(path, init_command):
+        threads.append(threading.get_ident())
+        return checkpoint_wal(path, init_command)
+
+    monkeypatch.setattr(lite, "checkpoint_wal", recorded)
+    store = DjangoSessionStore()
+    turn_id = tid()
+    await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
+    with sqlite3.connect(_database()) as conn:  # the WAL empty, at its start
+        while conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # a checkpoint runs
+            time.sleep(0.01)
+    time.sleep(0.05)  # one that ran then hands its connection over
+    lite.checkpoints.forget()  # for the rest, which is nothing now
+    await store.journal(turn_id, None, Phase.BEFORE_PROVIDER)  # the WAL's header
+    restarts = _wal_restarts()
+    for n in range(400):  # one page each; SQLite would start the WAL over after 1,000
+        await store.journal(turn_id, None, Phase.BEFORE_PROVIDER, n=n)
+        if _wal_restarts() != restarts:
+            break
+        time.sleep(0.001)  # the thread's turn
+    assert _wal_restarts() != restarts, "the WAL never started over"
+    assert threads and threading.get_ident() not in threads
+
+
+def test_a_forked_child_checkpoints_on_its_own():
+    """A forked child (a q2 worker) has none of its parent's threads and may not use its
+    parent's SQLite connections: its checkpoints start over, with their own thread."""
+    lite._connection()  # its opening starts the thread
+    parent = lite.checkpoints
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        mine = lite.checkpoints
+        os._exit(0 if mine is not parent and mine.thread is None and mine.rest is None else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0 and lite.checkpoints is parent
 
 
 def test_a_short_lived_threads_connection_closes_with_it():
@@ -331,13 +383,13 @@ async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
 
 
 #: the statements of a 3-step turn, creation included, by unit (BEGIN and COMMIT count): the
-#: creation (the session with the start's facts, its place in the chain with its status, the
-#: turn), the claim and load (the claim, the row, its steps, the new messages), the opening
+#: creation (the session's place in the chain with its status and the start's facts, the
+#: turn), the claim and load (the claim answering the row, its steps, the new messages), the opening
 #: checkpoint (fence, message, session's status with the events' numbers, event), the journal
 #: before each model call (one statement, its own transaction), the tool request (fence,
 #: message, events' numbers, event), the sync tool's unit on Django's connection (the same),
 #: the last checkpoint (fence, message, status and numbers, two events, the chain's hand-off)
-SHORT_TURN = [("lite", 5), ("lite", 6), ("lite", 6), ("lite", 1), ("lite", 6), ("django", 6), ("lite", 1),
+SHORT_TURN = [("lite", 4), ("lite", 5), ("lite", 6), ("lite", 1), ("lite", 6), ("django", 6), ("lite", 1),
               ("lite", 8)]
 
 

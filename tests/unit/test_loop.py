@@ -341,3 +341,41 @@ async def test_non_retryable_model_error_fails_the_turn():
     assert ran.result.status == TurnStatus.FAILED and ran.model.calls == 1
     [failed] = await logged(ran.store, ran.ref, "turn.failed")
     assert (failed.error, failed.phase, failed.step) == ("bad request", "model", "model:1")
+
+
+class _SettleSpy:
+    """A unit's Tx that records the statuses the unit settles its turn in."""
+
+    def __init__(self, tx: Any, settled: list[str]) -> None:
+        self._tx, self._settled = tx, settled
+
+    def settle(self, status: TurnStatus, **kw: Any) -> None:
+        self._settled.append(str(status))
+        self._tx.settle(status, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+
+@pytest.mark.parametrize("claimed", [True, False])
+async def test_the_opening_makes_a_turn_running_unless_its_claim_did(claimed: bool):
+    """An attempt's claim made the turn (and its session) running: its opening unit settles no
+    status again (on SQLite the status is in two of the turn's indexes, and the session's status
+    recompute stamps a third). A turn run without a claim is made running by its opening."""
+    from agents_app.runtime import InMemorySessionStore, TurnLoop
+
+    agent, store, settled = Agent("a", "instr"), InMemorySessionStore(), []
+    commit = store.commit
+
+    async def spied(turn_id: str, attempt_id: str | None, record: Any) -> Any:
+        return await commit(turn_id, attempt_id, lambda tx: record(_SettleSpy(tx, settled)))
+
+    store.commit = spied  # type: ignore[method-assign]
+    await store.create_turn(SessionRef("a", "s"), TurnInput(text="hi"), turn_id="t1")
+    if claimed:
+        status = await make_executor(store, agent, ScriptedModel([reply("done")]), FakeClock()).drive("t1")
+    else:
+        status = await TurnLoop(agent=agent, store=store, sink=RecordingSink(),
+                                model=ScriptedModel([reply("done")])).run("t1", None)
+    assert status == TurnStatus.COMPLETED
+    assert settled == (["completed"] if claimed else ["running", "completed"])
