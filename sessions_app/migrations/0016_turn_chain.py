@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0011_message_json_text'),
+        ('sessions_app', '0015_event_time_of_its_message_rows'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
