@@ -385,7 +385,7 @@ async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
 #: the statements of a 3-step turn, creation included, by unit (BEGIN and COMMIT count): the
 #: creation (the session's place in the chain with its status and the start's facts, the
 #: turn), the claim and load (the claim answering the row, its steps, the new messages), the opening
-#: checkpoint (fence, message, session's status with the events' numbers, event), the journal
+#: checkpoint (fence, message, the events' numbers — a claimed turn is running already —, event), the journal
 #: before each model call (one statement, its own transaction), the tool request (fence,
 #: message, events' numbers, event), the sync tool's unit on Django's connection (the same),
 #: the last checkpoint (fence, message, status and numbers, two events, the chain's hand-off)
