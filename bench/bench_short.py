@@ -12,6 +12,12 @@ size) with the one-transaction floor measured between the turns of the same run,
 and the flatness 2,000 / 10; beside each, the process's CPU time per step (all threads: what
 the engine and the store spend, without the waiting). The machine is noisy: compare the ratios
 of one run, and the CPU figures when the machine is loaded.
+
+Paired: the floor's median run-wide moves by the minute here (0.9 to 3.9 ms within one run on
+PostgreSQL), so each measured turn also gets a floor of its own moment (``PAIRED`` samples
+right before it and right after it, on a kept connection): the paired ratio is the median over
+a size's turns of per-step ms / that floor, and its flatness the paired ratio at 2,000 over the
+one at 10.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import floor_ms, fresh_database, use_database  # noqa: E402
+from bench.common import Floor, floor_ms, fresh_database, use_database  # noqa: E402
 
 BENCH_DB = os.environ.get("BENCH_DB", "june_bench_short")  # another name: runs side by side
 use_database(BENCH_DB)
@@ -35,6 +41,7 @@ use_database(BENCH_DB)
 SIZES = (10, 100, 1000, 2000)
 WINDOW = 12  # messages either side of a size whose turns count for it (3 turns each side)
 MESSAGES_PER_TURN = 4  # user, assistant (with the call), tool, assistant
+PAIRED = 4  # floor samples taken right before and again right after each measured turn
 
 
 def make_agent():
@@ -71,7 +78,9 @@ async def one_turn(store, agent, key: str, n: int) -> tuple[float, float]:
     return elapsed, cpu
 
 
-async def run() -> tuple[dict[int, float], dict[int, float], list[float]]:
+async def run() -> tuple[dict[int, float], dict[int, float], list[float], dict[int, float]]:
+    """(per-step ms by size, CPU ms by size, the run's floors, the paired ratios by size: each
+    turn's per-step ms over the floor measured right beside it, their median)."""
     from sessions_app.store import DjangoSessionStore
 
     store = DjangoSessionStore()
@@ -79,24 +88,34 @@ async def run() -> tuple[dict[int, float], dict[int, float], list[float]]:
     # the first floor creates its tables: a schema change, after which SQLite prepares every
     # statement of the store's connections again (the first turns after it cost twice as much)
     floors = [floor_ms(100)]
+    beside = Floor()
+    beside.samples(PAIRED)
     for n in range(5):  # warm-up: connections, prepared statements, caches
         await one_turn(store, agent, "warmup", n)
     samples: dict[int, list[float]] = {size: [] for size in SIZES}
     cpu: dict[int, list[float]] = {size: [] for size in SIZES}
+    paired: dict[int, list[float]] = {size: [] for size in SIZES}
     turns = (SIZES[-1] + WINDOW) // MESSAGES_PER_TURN + 1
     gc.collect()
+    await one_turn(store, agent, "warmup", 5)  # the first turn after a collect runs cold (about 2x)
     for n in range(turns):
         history = n * MESSAGES_PER_TURN
+        near = [size for size in SIZES if abs(history - size) <= WINDOW]
+        before = beside.samples(PAIRED) if near else []
         elapsed, used = await one_turn(store, agent, "grows", n)
-        for size in SIZES:
-            if abs(history - size) <= WINDOW:
-                samples[size].append(elapsed * 1000 / 3)
-                cpu[size].append(used * 1000 / 3)
+        if near:
+            local = statistics.median(before + beside.samples(PAIRED))
+        for size in near:
+            samples[size].append(elapsed * 1000 / 3)
+            cpu[size].append(used * 1000 / 3)
+            paired[size].append(elapsed * 1000 / 3 / local)
         if n % 50 == 49:
             floors.append(floor_ms(100))
     floors.append(floor_ms(100))
+    beside.close()
     medians = {size: statistics.median(xs) for size, xs in samples.items()}
-    return medians, {size: statistics.median(xs) for size, xs in cpu.items()}, floors
+    return (medians, {size: statistics.median(xs) for size, xs in cpu.items()}, floors,
+            {size: statistics.median(xs) for size, xs in paired.items()})
 
 
 def main() -> None:
@@ -104,7 +123,7 @@ def main() -> None:
     from django.conf import settings
 
     backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-    per_step, cpu, floors = asyncio.run(run())
+    per_step, cpu, floors, paired = asyncio.run(run())
     floor = statistics.median(floors)
     print(f"backend: {backend}   turns: 1 tool call (3 steps), creation included   floor samples: {len(floors)}")
     print(f"floor (1 txn: update+insert+insert): median {floor:.3f} ms  (min {min(floors):.3f}, max {max(floors):.3f})")
@@ -113,6 +132,10 @@ def main() -> None:
               f"   cpu {cpu[size]:.3f} ms")
     print(f"flatness: cost at {SIZES[-1]} / cost at {SIZES[0]} = {per_step[SIZES[-1]] / per_step[SIZES[0]]:.2f}x"
           f"   (cpu {cpu[SIZES[-1]] / cpu[SIZES[0]]:.2f}x)")
+    print(f"paired (each turn over the floor measured right beside it, {PAIRED} samples before and after):")
+    for size, ratio in paired.items():
+        print(f"  per step at {size:>5} messages: {ratio:.2f}x its floor")
+    print(f"  flatness, paired: {paired[SIZES[-1]] / paired[SIZES[0]]:.2f}x")
 
 
 if __name__ == "__main__":

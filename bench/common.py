@@ -54,48 +54,66 @@ def fresh_database(name: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def floor_ms(n: int = 300) -> float:
-    """One transaction of three small statements, through the driver the store uses."""
-    from django.conf import settings
+class Floor:
+    """The floor's connection, kept open, so a few samples can be taken right beside each
+    measured operation (``paired``): on a machine whose floor drifts by the minute, a ratio to
+    the floor of the same moment is steadier than one to the run's median."""
 
-    db = settings.DATABASES["default"]
-    times = []
-    if db["ENGINE"].endswith("postgresql"):
-        import psycopg
+    def __init__(self) -> None:
+        from django.conf import settings
 
-        conn = psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"], dbname=db["NAME"],
-                               password=db.get("PASSWORD") or None)
-        conn.execute("CREATE TABLE IF NOT EXISTS floor_a (id int primary key, n int)")
-        conn.execute("CREATE TABLE IF NOT EXISTS floor_b (id serial primary key, v text)")
-        conn.execute("INSERT INTO floor_a VALUES (1, 0) ON CONFLICT DO NOTHING")
-        conn.commit()
+        db = settings.DATABASES["default"]
+        self.postgres = db["ENGINE"].endswith("postgresql")
+        if self.postgres:
+            import psycopg
+
+            self.conn = psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"],
+                                        dbname=db["NAME"], password=db.get("PASSWORD") or None)
+            self.conn.execute("CREATE TABLE IF NOT EXISTS floor_a (id int primary key, n int)")
+            self.conn.execute("CREATE TABLE IF NOT EXISTS floor_b (id serial primary key, v text)")
+            self.conn.execute("INSERT INTO floor_a VALUES (1, 0) ON CONFLICT DO NOTHING")
+            self.conn.commit()
+        else:
+            import sqlite3
+
+            self.conn = sqlite3.connect(db["NAME"], isolation_level=None)
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+            self.conn.execute("CREATE TABLE IF NOT EXISTS floor_a (id int primary key, n int)")
+            self.conn.execute("CREATE TABLE IF NOT EXISTS floor_b (id integer primary key, v text)")
+            self.conn.execute("INSERT OR IGNORE INTO floor_a VALUES (1, 0)")
+
+    def samples(self, n: int) -> list[float]:
+        """``n`` transactions of three small statements, each in ms."""
+        conn, times = self.conn, []
         for _ in range(n):
             t = time.perf_counter()
-            with conn.transaction():
+            if self.postgres:
+                with conn.transaction():
+                    conn.execute("UPDATE floor_a SET n = n + 1 WHERE id = 1")
+                    conn.execute("INSERT INTO floor_b (v) VALUES (%s)", ("x" * 100,))
+                    conn.execute("INSERT INTO floor_b (v) VALUES (%s)", ("y" * 100,))
+            else:
+                conn.execute("BEGIN IMMEDIATE")
                 conn.execute("UPDATE floor_a SET n = n + 1 WHERE id = 1")
-                conn.execute("INSERT INTO floor_b (v) VALUES (%s)", ("x" * 100,))
-                conn.execute("INSERT INTO floor_b (v) VALUES (%s)", ("y" * 100,))
-            times.append(time.perf_counter() - t)
-        conn.close()
-    else:
-        import sqlite3
+                conn.execute("INSERT INTO floor_b (v) VALUES (?)", ("x" * 100,))
+                conn.execute("INSERT INTO floor_b (v) VALUES (?)", ("y" * 100,))
+                conn.execute("COMMIT")
+            times.append((time.perf_counter() - t) * 1000)
+        return times
 
-        conn = sqlite3.connect(db["NAME"], isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=NORMAL")
-        conn.execute("CREATE TABLE IF NOT EXISTS floor_a (id int primary key, n int)")
-        conn.execute("CREATE TABLE IF NOT EXISTS floor_b (id integer primary key, v text)")
-        conn.execute("INSERT OR IGNORE INTO floor_a VALUES (1, 0)")
-        for _ in range(n):
-            t = time.perf_counter()
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("UPDATE floor_a SET n = n + 1 WHERE id = 1")
-            conn.execute("INSERT INTO floor_b (v) VALUES (?)", ("x" * 100,))
-            conn.execute("INSERT INTO floor_b (v) VALUES (?)", ("y" * 100,))
-            conn.execute("COMMIT")
-            times.append(time.perf_counter() - t)
-        conn.close()
-    return statistics.median(times) * 1000
+    def close(self) -> None:
+        self.conn.close()
+
+
+def floor_ms(n: int = 300) -> float:
+    """One transaction of three small statements, through the driver the store uses (the
+    median of ``n``, on a connection of its own)."""
+    floor = Floor()
+    try:
+        return statistics.median(floor.samples(n))
+    finally:
+        floor.close()
 
 
 def start(key: str, text: str, agent: str = "faultagent") -> str:
