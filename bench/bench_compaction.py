@@ -23,12 +23,12 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.common import fresh_database, use_database  # noqa: E402
+from agents_app.runtime import new_turn_id  # noqa: E402
 
 BENCH_DB = "june_bench_compaction"
 use_database(BENCH_DB)
@@ -117,7 +117,7 @@ async def one_turn(agent, key: str) -> tuple[float, int]:
 
     script = [reply("", ("noop", {"n": i}), call_prefix=f"s{i}_") for i in range(STEPS)] + [reply("done")]
     executor = executor_for(agent, ScriptedModel(script, chunk=1000))
-    turn_id = uuid.uuid4().hex
+    turn_id = new_turn_id()  # as the site makes them
     await executor.store.create_turn(SessionRef("bench", key), TurnInput(text="go"), turn_id=turn_id)
     t = time.perf_counter()
     status = await executor.drive(turn_id)
@@ -168,7 +168,7 @@ def compaction_vs_model_step() -> tuple[float, float]:
             for name in timings:
                 timings[name].clear()
             executor = executor_for(agent, ScriptedModel(script, chunk=1000))
-            turn_id = uuid.uuid4().hex
+            turn_id = new_turn_id()  # as the site makes them
             asyncio.run(executor.store.create_turn(SessionRef("bench", key), TurnInput(text="go"), turn_id=turn_id))
             assert str(asyncio.run(executor.drive(turn_id))) == "completed"
             # model steps: the overflowed one (which includes its compaction) and the redo

@@ -23,12 +23,12 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.common import fresh_database, floor_ms, use_database  # noqa: E402
+from agents_app.runtime import new_turn_id  # noqa: E402
 
 BENCH_DB = os.environ.get("BENCH_DB", "june_bench")
 use_database(BENCH_DB)
@@ -101,7 +101,7 @@ async def one_turn(agent, key: str) -> float:
     model = scripted(STEPS)
     executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
                             model_for=lambda a: model, clock=time.time, lease_seconds=60)
-    turn_id = uuid.uuid4().hex
+    turn_id = new_turn_id()  # as the site makes them
     await store.create_turn(SessionRef("bench", key), TurnInput(text="go"), turn_id=turn_id)
     t = time.perf_counter()
     status = await executor.drive(turn_id)
@@ -162,7 +162,7 @@ def storage_figures(payload: int, turns: int = 8) -> tuple[float, float]:
         model = ScriptedModel(script, chunk=1000)
         executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
                                 model_for=lambda a, model=model: model, clock=time.time, lease_seconds=60)
-        turn_id = uuid.uuid4().hex
+        turn_id = new_turn_id()  # as the site makes them
         asyncio.run(store.create_turn(SessionRef("bench", key), TurnInput(text="go"), turn_id=turn_id))
         assert str(asyncio.run(executor.drive(turn_id))) == "completed"
     grown = stored_bytes() - before

@@ -28,12 +28,12 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.common import Floor, floor_ms, fresh_database, use_database  # noqa: E402
+from agents_app.runtime import new_turn_id  # noqa: E402
 
 BENCH_DB = os.environ.get("BENCH_DB", "june_bench_short")  # another name: runs side by side
 use_database(BENCH_DB)
@@ -69,7 +69,7 @@ async def one_turn(store, agent, key: str, n: int) -> tuple[float, float]:
     model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
     executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
                             model_for=lambda a: model, clock=time.time, lease_seconds=60)
-    turn_id = uuid.uuid4().hex
+    turn_id = new_turn_id()  # as the site makes them
     t, c = time.perf_counter(), time.process_time()
     await store.create_turn(SessionRef("bench", key), TurnInput(text=f"check {n}"), turn_id=turn_id)
     status = await executor.drive(turn_id)

@@ -28,12 +28,12 @@ import statistics
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from bench.common import fresh_database, floor_ms, start, use_database, wait_status  # noqa: E402
+from agents_app.runtime import new_turn_id  # noqa: E402
 
 BENCH_DB = "june_bench_workers"
 use_database(BENCH_DB, postgres_by_default=True)
@@ -82,7 +82,7 @@ def in_process_ms(fenced: bool, repeats: int = 5) -> float:
     store = wiring.store()
     per_step = []
     for _ in range(repeats):
-        turn_id = uuid.uuid4().hex
+        turn_id = new_turn_id()  # as the site makes them
         store.create_turn_sync(SessionRef(AGENT, f"inproc-{turn_id}"), TurnInput(text=f"steps:{STEPS}"), turn_id=turn_id)
         if fenced:
             asyncio.run(_drive_and_close(turn_id))

@@ -7,8 +7,8 @@ events the store logged, rings running turns and dispatches what became runnable
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
-import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
@@ -35,6 +35,18 @@ from .seams import (
 
 Observer = Callable[[TurnEvent], Any]
 
+
+def new_turn_id(now_ms: int | None = None) -> str:
+    """A new turn's id: 32 hex digits laid out as a UUIDv7 (RFC 9562): the milliseconds since
+    the epoch, then 74 random bits. Ids made later sort later, so the indexes keyed by a turn
+    (its row's, ``message_step``'s) take new entries at their right edge and keep their pages
+    full; under random ids (uuid4) every new turn lands on a random leaf and the pages sit about
+    two thirds full. 74 random bits keep an id as unguessable as it needs to be (access is
+    checked by session, never by knowing an id)."""
+    ms = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) & ((1 << 48) - 1)
+    rand = secrets.randbits(74)
+    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return f"{value:032x}"
 
 class Dispatcher(Protocol):
     """Gets a queued turn driven, now or soon, by some process."""
@@ -224,7 +236,7 @@ class AgentSession:
             input = TurnInput(text=input)
         agent = self.runtime.agent(self.ref.agent)
         outcome = await self.store.create_turn(
-            self.ref, input, turn_id=turn_id or uuid.uuid4().hex, replace=replace,
+            self.ref, input, turn_id=turn_id or new_turn_id(), replace=replace,
             policy=agent.policy_for(input.source), created_by=created_by,
         )
         assert outcome.turn is not None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from datetime import datetime, timedelta
 from typing import Any, Iterable
 
@@ -32,7 +31,7 @@ from agents_app.models import ScheduleRun
 from agents_app.schedules import ScheduleDecl, declarations, next_tick, tick_for
 from agents_app.runtime.proactive import ChannelError, receive
 from agents_app.runtime.errors import AgentConfigError, SessionSuspendedError, TurnConflictError
-from agents_app.runtime.session import LocalDispatcher
+from agents_app.runtime.session import LocalDispatcher, new_turn_id
 from sessions_app import models as sm
 from sessions_app import wiring
 from sessions_app.outbox.queue import DELIVERIES_SCHEDULE, DELIVERIES_SWEEP, FIRE, RENAMED
@@ -109,7 +108,7 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
         Schedule.objects.filter(pk=row.pk).update(next_run=next_tick(cron, decl.tz(), max(now, tick)))
     run, _ = ScheduleRun.objects.get_or_create(
         schedule=decl.q2_name, tick=tick,
-        defaults={"agent": agent, "session_key": decl.session_key(tick), "turn_id": uuid.uuid4().hex},
+        defaults={"agent": agent, "session_key": decl.session_key(tick), "turn_id": new_turn_id()},
     )
     if sm.Turn.objects.filter(pk=run.turn_id).exists():
         return "duplicate"

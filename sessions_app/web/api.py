@@ -14,7 +14,6 @@ import inspect
 import logging
 import re
 import time
-import uuid
 from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
@@ -26,6 +25,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
+from agents_app.runtime import new_turn_id
 from agents_app.runtime.errors import JuneError, NotFound, TurnConflictError
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 
@@ -263,7 +263,7 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
     wait = query_bool(request, "wait", True)
     row = await sync_to_async(services.session_for_user)(agent=agent, key=session, user=user, create=True)
     ref = SessionRef(agent, session)
-    turn_id = uuid.uuid4().hex
+    turn_id = new_turn_id()
 
     async def start() -> None:
         await sync_to_async(services.turn_start)(agent=agent, key=session, text=text, user=user, source="http",
