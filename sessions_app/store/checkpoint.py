@@ -277,7 +277,7 @@ BUMP_EVENT_SEQ = wire.numbered(
 )
 INSERT_EVENT = wire.numbered(
     "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
-    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, %s::text, %s::text, %s::json, "
+    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, %s::text, %s::smallint, %s::json, "
     "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
     "WHERE t.id = %s::text"
 )
@@ -338,7 +338,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         for n, e in enumerate(events):
             column = e.turn_id or turn_id
             data = eventlog.stored(e, messages, column)
-            batch.add(INSERT_EVENT, [k, n + 1, column, e.type, dumps(data),
+            batch.add(INSERT_EVENT, [k, n + 1, column, models.event_type_code(e.type), dumps(data),
                                      None if eventlog.refers(data) else now, turn_id])
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
@@ -433,7 +433,8 @@ def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: i
     cur.executemany(
         "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        [(session_id, gen, first + n, column, e.type, dumps(data), None if eventlog.refers(data) else now)
+        [(session_id, gen, first + n, column, models.event_type_code(e.type), dumps(data),
+          None if eventlog.refers(data) else now)
          for n, (e, column, data) in enumerate(stored)],
     )
     if gen != live_generation:

@@ -1,9 +1,12 @@
 """Migrations 0009 (steps folded into their messages), 0010 (messages and events keyed by
 their position), 0012-0013 (an event's JSON as text; a message's only call not named) and
-0014-0015 (an event that refers to a message keeps no time of its own) keep the rows a database
-already holds, forwards and backwards."""
+0014-0015 (an event that refers to a message keeps no time of its own), 0017 (an event's type
+as a code) and 0018 (PostgreSQL: the columns packed) keep the rows a database already holds,
+forwards and backwards."""
 
 from __future__ import annotations
+
+import importlib
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -174,3 +177,114 @@ def test_an_event_without_a_time_of_its_own_gets_its_messages_on_the_way_back():
         migrate(target)
     assert [f["at"] for f in events_since(agent="ops", key="times", after=0)] == [
         message.created_at.isoformat(), own.isoformat()]
+
+
+BEFORE_CODES = [("sessions_app", "0016_turn_chain")]  # before 0017 and 0018
+
+#: what 0018 must keep of each table it rebuilds: its key, ``message_step``, the foreign key
+SHAPE_PG = (
+    "SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = %s::regclass "
+    "UNION ALL SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index WHERE indrelid = %s::regclass "
+    "ORDER BY 1"
+)
+COLUMNS_PG = ("SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute "
+              "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum")
+
+
+def _shape(table: str) -> tuple[list, set, list]:
+    """(constraints and indexes, columns with their types but ``type``'s, the columns' order)."""
+    with connection.cursor() as cur:
+        cur.execute(SHAPE_PG, [table, table])
+        constraints = cur.fetchall()
+        cur.execute(COLUMNS_PG, [table])
+        columns = cur.fetchall()
+    return constraints, {(name, type_ if name != "type" else "", null) for name, type_, null in columns}, [
+        c[0] for c in columns]
+
+
+def _raw(sql: str) -> list:
+    with connection.cursor() as cur:
+        cur.execute(sql)
+        return cur.fetchall()
+
+
+pack_columns = importlib.import_module("sessions_app.migrations.0018_pack_columns")
+
+
+def test_event_types_become_codes_and_names_again_and_postgresql_packs_the_columns():
+    """0017: every event row's type name becomes its code and, backwards, its name again; a
+    name with no code stops the migration. 0018 (PostgreSQL): the message and event tables
+    come back with their fixed-width columns first, widest first, the same columns, key,
+    ``message_step`` and foreign key, and every row."""
+    from sessions_app import models as m
+    from sessions_app.selectors import step_keys
+    from sessions_app.store import DjangoSessionStore
+
+    target = latest()
+    whole = [(1, ev.TurnStarted("t1", text="hi")), (2, ev.MessageCompleted("t1", text="hello", index=1)),
+             (3, ev.TurnCompleted("t1", text="hello")), (4, ev.SessionReset(""))]
+    stored = [("turn.started", {"$from": 0, "trigger": "inbound"}), ("message.completed", {"$from": 1}),
+              ("turn.completed", {"$from": 1}), ("session.reset", {"turn_id": ""})]
+    replayed = lambda: [(e.seq, e.event) for e in DjangoSessionStore().events_sync(SessionRef("ops", "codes"))]
+    postgresql = connection.vendor == "postgresql"
+    tables = ("sessions_app_event", "sessions_app_message")
+    try:
+        apps = migrate(BEFORE_CODES)
+        if postgresql:  # backwards 0018 moves nothing: lay the columns out as badly as can be first
+            with connection.cursor() as cur:
+                for table in tables:
+                    pack_columns.rebuild(cur, table, arrange=lambda columns: columns[::-1])
+        before = {t: _shape(t) for t in tables} if postgresql else {}
+        Session, Turn = apps.get_model("sessions_app", "Session"), apps.get_model("sessions_app", "Turn")
+        Message_, Event = apps.get_model("sessions_app", "Message"), apps.get_model("sessions_app", "Event")
+        s = Session.objects.create(agent="ops", key="codes", event_seq=4, status="idle")
+        Turn.objects.create(id="t1", session=s, status="completed")
+        Message_.objects.create(session=s, generation=0, index=0, turn_id="t1", role="user", data={"text": "hi"})
+        Message_.objects.create(session=s, generation=0, index=1, turn_id="t1", role="assistant", step="model:1",
+                                data={"text": "hello"})
+        for seq, (type_, data) in enumerate(stored, 1):
+            Event.objects.create(session=s, generation=0, seq=seq, turn_id="t1" if seq < 4 else None, type=type_,
+                                 data=data)
+        odd = Event.objects.create(session=s, generation=0, seq=5, turn_id="t1", type="made.up", data={})
+        with pytest.raises(RuntimeError, match="made.up"):
+            migrate(target)
+        odd.delete()
+
+        migrate(target)
+        assert _raw("SELECT type FROM sessions_app_event ORDER BY seq") == [
+            (m.EVENT_TYPE_CODES[t],) for t, _ in stored]
+        assert list(m.Event.objects.filter(session_id=s.pk).order_by("seq").values_list("type", "data")) == stored
+        assert replayed() == whole
+        assert sorted(step_keys("t1")) == ["model:1"]
+        if postgresql:
+            for table in tables:
+                constraints, columns, order = _shape(table)
+                assert constraints == before[table][0] and columns == before[table][1]
+                assert order != before[table][2]
+            with connection.cursor() as cur:  # fixed widths first, widest first, then variable length
+                for table in tables:
+                    cur.execute(pack_columns.COLUMNS, [table])
+                    columns = cur.fetchall()
+                    assert pack_columns.packed(columns) == columns
+            with pytest.raises(IntegrityError), transaction.atomic():  # the key is back
+                m.Event.objects.create(session_id=s.pk, generation=0, seq=1, type="turn.started", data={})
+            with pytest.raises(IntegrityError), transaction.atomic():  # and message_step
+                m.Message.objects.create(session_id=s.pk, generation=0, index=2, turn_id="t1", role="tool",
+                                         step="model:1", data={})
+            with pytest.raises(IntegrityError), transaction.atomic():  # and the foreign key
+                m.Event.objects.create(session_id=s.pk + 1000, generation=0, seq=1, type="turn.started", data={})
+        m.Event.objects.create(session_id=s.pk, generation=0, seq=5, turn_id="t1", type="turn.failed",
+                               data={"error": "late"})  # written as codes now
+
+        apps = migrate(BEFORE_CODES)  # backwards: names again
+        Event = apps.get_model("sessions_app", "Event")
+        assert [t for t, in _raw("SELECT type FROM sessions_app_event ORDER BY seq")] == [
+            *(t for t, _ in stored), "turn.failed"]
+        assert list(Event.objects.filter(session_id=s.pk).order_by("seq").values_list("type", flat=True))[-1] == \
+            "turn.failed"
+        Event.objects.filter(session_id=s.pk, seq=5).delete()
+    finally:
+        with connection.cursor() as cur:  # a failed run's odd row would stop the way forward
+            cur.execute("DELETE FROM sessions_app_event WHERE CAST(type AS text) = 'made.up'")
+        migrate(target)
+    assert replayed() == whole
