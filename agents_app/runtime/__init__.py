@@ -41,7 +41,7 @@ from .seams import (
     TurnState,
     TurnStatus,
 )
-from .session import AgentSession, LocalBus, LocalDispatcher, Runtime, TurnParkedError, TurnResult, new_turn_id
+from .session import AgentSession, LocalBus, LocalDispatcher, Runtime, TurnParkedError, TurnResult, new_turn_id, short_turn_id
 from .tools import (
     CANCELLED_RESULT,
     INTERRUPTED_TOOL_RESULT,

@@ -48,6 +48,12 @@ def new_turn_id(now_ms: int | None = None) -> str:
     value = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
     return f"{value:032x}"
 
+
+def short_turn_id(turn_id: str) -> str:
+    """A turn id as a console shows it in short: its last 12 digits, where a new id is random
+    (``new_turn_id``'s first 12 are its millisecond: turns of one second share them)."""
+    return turn_id if len(turn_id) <= 12 else "…" + turn_id[-12:]
+
 class Dispatcher(Protocol):
     """Gets a queued turn driven, now or soon, by some process."""
 

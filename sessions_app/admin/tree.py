@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
-from agents_app.runtime import subagents
+from agents_app.runtime import short_turn_id, subagents
 from sessions_app import models as m
 
 FIELDS = ("id", "parent_id", "status", "depth", "waiting", "created_at", "updated_at", "session__agent",
@@ -58,7 +58,7 @@ def _node(row: dict[str, Any], current: str, by_parent: dict, site: str) -> Any:
     label = format_html(
         '<a href="{}"{}><code>{}</code></a> {}/{} — <span class="june-tree-status" data-status="{}">{}</span>{}'
         " · {} · started {} · {} tokens · <i>{}</i>",
-        url, ' style="font-weight:bold"' if row["id"] == current else "", row["id"][:12], row["session__agent"],
+        url, ' style="font-weight:bold"' if row["id"] == current else "", short_turn_id(row["id"]), row["session__agent"],
         row["session__key"], row["status"], row["status"], waiting, _seconds(row),
         timezone.localtime(row["created_at"]).strftime("%H:%M:%S"), tokens, str(goal)[:80],
     )

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import template
 
+from agents_app.runtime import short_turn_id
 from sessions_app.admin.inbox import waiting_count
 
 register = template.Library()
@@ -18,3 +19,9 @@ def june_console_summary(context: Any) -> dict[str, Any]:
     if user is None or not user.is_active or not user.is_staff:
         return {"waiting": 0}
     return {"waiting": waiting_count(user)}
+
+
+@register.filter
+def short_id(turn_id: Any) -> str:
+    """``short_turn_id``: a turn's id in short, by its random end."""
+    return short_turn_id(str(turn_id))

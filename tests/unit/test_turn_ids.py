@@ -45,3 +45,17 @@ def test_the_host_api_gives_a_new_turn_a_time_ordered_id():
     first, second = asyncio.run(go())
     assert uuid.UUID(first).version == 7 and uuid.UUID(second).version == 7
     assert first < second
+
+
+def test_a_short_id_is_the_random_end_of_the_id():
+    """Consoles show ids in short by their end: two turns of one millisecond share their first
+    12 digits (the time) and never their last 12."""
+    from django.template import Context, Template
+
+    from agents_app.runtime import short_turn_id
+
+    first, second = new_turn_id(1_796_000_000_000), new_turn_id(1_796_000_000_000)
+    assert first[:12] == second[:12] and short_turn_id(first) != short_turn_id(second)
+    assert short_turn_id(first) == "…" + first[-12:] and short_turn_id("t3") == "t3"
+    rendered = Template("{% load june_admin %}{{ id|short_id }}").render(Context({"id": first}))
+    assert rendered == "…" + first[-12:]
