@@ -299,7 +299,7 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: 
     owner = getattr(created_by, "pk", None)
     # nothing parked (check_start) and a queued turn: the status the recompute would give
     # (``checkpoint.session_status_sql``); a start the rules refuse rolls it back with the rest
-    facts = [now, str(SessionStatus.RUNNING), session.agent, session.key, turn_id, str(TurnStatus.SUSPENDED)]
+    facts = [now, str(SessionStatus.RUNNING), session.agent, session.key, turn_id]
     with _write() as cur:
         row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
         if row is None:
@@ -325,7 +325,8 @@ NEXT_IN_CHAIN = ("UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updat
                  "WHERE agent = %s AND key = %s RETURNING id, generation, turn_seq, "
                  "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
                  "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
-                 "AND t.status = %s AND t.waiting = 0 AND t.generation = sessions_app_session.generation)")
+                 f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.waiting = 0 "
+                 "AND t.generation = sessions_app_session.generation)")
 
 
 @functools.cache

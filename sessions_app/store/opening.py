@@ -50,8 +50,10 @@ LOCK_AND_CHECK = wire.numbered(
     "FROM (SELECT id, generation FROM sessions_app_session WHERE agent = %s::text AND key = %s::text "
     "FOR UPDATE) s CROSS JOIN LATERAL (SELECT "
     "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s::text) AS turn_exists, "
-    "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = s.id AND t.status = %s::text "
-    "AND t.generation = s.generation AND t.waiting = 0) AS parked) f"
+    # the status as a literal, as ``checkpoint.session_status_sql``'s: a parameter's generic plan
+    # read every turn the session ever ran (by its foreign key) to find a parked one
+    "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = s.id "
+    f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.generation = s.generation AND t.waiting = 0) AS parked) f"
 )
 CLAIM = wire.numbered(
     f"WITH c AS ({lease.CLAIM} RETURNING *) "
@@ -116,7 +118,7 @@ def create(raw: psycopg.Connection, session: SessionRef, input: TurnInput, *, tu
     if not ends_transaction and status == checkpoint.IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
     batch.add(insert_session, _values(s, session_fields))
-    batch.add(LOCK_AND_CHECK, [session.agent, session.key, turn_id, str(TurnStatus.SUSPENDED)])
+    batch.add(LOCK_AND_CHECK, [session.agent, session.key, turn_id])
     inserted = batch.add(insert_turn, [session.agent, session.key, *_values(turn, turn_fields)])
     batch.add(checkpoint.SESSION_STATUS_BY_TURN, checkpoint.session_status_params(turn_id, timezone.now()))
     if ends_transaction and status == checkpoint.INTRANS:
