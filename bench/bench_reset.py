@@ -42,14 +42,14 @@ def fill(session, turn, generation: int, count: int, first_seq: int) -> int:
     for start in range(0, count, BATCH):
         n = min(BATCH, count - start)
         m.Message.objects.bulk_create(
-            m.Message(session=session, generation=generation, index=start + i, turn=turn,
+            m.Message(session=session, generation=generation, index=start + i, turn_id=turn.pk,
                       role="user" if (start + i) % 2 == 0 else "assistant",
                       data={"role": "user" if (start + i) % 2 == 0 else "assistant",
                             "text": f"archived message {start + i} " + "lorem ipsum " * 8})
             for i in range(n)
         )
         m.Event.objects.bulk_create(
-            m.Event(session=session, generation=generation, seq=first_seq + start + i, turn=turn,
+            m.Event(session=session, generation=generation, seq=first_seq + start + i, turn_id=turn.pk,
                     type="message.completed", data={"type": "message.completed", "text": "x" * 40})
             for i in range(n)
         )

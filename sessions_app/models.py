@@ -9,6 +9,7 @@ the archive grows.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 
 from django import forms
@@ -101,6 +102,10 @@ class Turn(models.Model):
     spawn_step = models.CharField(max_length=300, blank=True, default="")
     depth = models.IntegerField(default=0)
     waiting = models.IntegerField(default=0)
+    #: the position of the turn's first message in its generation, set by the unit that writes
+    #: it: the turn's messages are read from there by the message table's key (its folded steps,
+    #: ``reads.STEPS``; the guard that records a step once, ``checkpoint.STEP_GUARD``)
+    opening = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -119,6 +124,19 @@ class Turn(models.Model):
     def __str__(self) -> str:
         return f"turn {self.id} ({self.status})"
 
+    def written(self) -> models.QuerySet:
+        """The messages this turn wrote: from its opening on, by the message table's key (no
+        index holds a message's turn)."""
+        if self.opening is None:
+            return Message.objects.none()
+        return Message.objects.filter(session_id=self.session_id, generation=self.generation,
+                                      index__gte=self.opening, turn_id=self.pk)
+
+    def logged(self) -> models.QuerySet:
+        """The events logged under this turn: in its session's log of its generation, by the event
+        table's key (a turn logs into its own generation, the live one or its archive)."""
+        return Event.objects.filter(session_id=self.session_id, generation=self.generation, turn_id=self.pk)
+
 
 class TextJSONField(models.JSONField):
     """JSON kept as its text on PostgreSQL too (``json``, not ``jsonb``): a small message's
@@ -135,30 +153,90 @@ class TextJSONField(models.JSONField):
         return super().from_db_value(value, expression, connection)
 
 
+#: a turn id as the site makes them (``new_turn_id``) and as a child's is derived: 32 hex digits
+HEX_TURN_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def turn_ref(turn_id: str) -> bytes:
+    """A turn id as ``TurnRefField`` stores it on PostgreSQL: an id of 32 lowercase hex digits
+    (every id the site makes) as its 16 bytes, any other id as its UTF-8 after 0xff, twice when
+    that would make 16 bytes (16 bytes are a hex id's alone; UTF-8 has no 0xff). The migration
+    that made the column (0019) defines the same in SQL: ``june_tid(text)``, ``june_tid_text(bytea)``."""
+    if len(turn_id) == 32 and HEX_TURN_ID.fullmatch(turn_id):
+        return bytes.fromhex(turn_id)
+    raw = turn_id.encode()
+    return (b"\xff\xff" if len(raw) == 15 else b"\xff") + raw
+
+
+def turn_of_ref(ref: bytes | memoryview) -> str:
+    """``turn_ref``'s inverse."""
+    ref = bytes(ref)
+    return ref.hex() if len(ref) == 16 else ref.lstrip(b"\xff").decode()
+
+
+class TurnRefField(models.CharField):
+    """The turn a message or an event row belongs to: its id, a string in Python (filters,
+    ``values_list``, the admin), stored on PostgreSQL as ``turn_ref``'s bytes: 17 bytes a row
+    where the id's text took 33, in every message and event row. No foreign key: nothing joins
+    these rows to their turn, and a turn's rows are found by position (``Turn.opening``) or by
+    session. SQLite stores the id's text (its rows are already small)."""
+
+    description = "turn id (16 bytes on PostgreSQL)"
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("max_length", 32)
+        super().__init__(*args, **kwargs)
+
+    def db_type(self, connection):
+        return "bytea" if connection.vendor == "postgresql" else super().db_type(connection)
+
+    def get_db_prep_value(self, value, connection, prepared=False):
+        value = super().get_db_prep_value(value, connection, prepared)
+        if value is None or connection.vendor != "postgresql" or hasattr(value, "resolve_expression"):
+            return value
+        return turn_ref(value)
+
+    def from_db_value(self, value, expression, connection):
+        return turn_of_ref(value) if isinstance(value, (bytes, memoryview)) else value
+
+
+class AsTurnRef(models.Func):
+    """A turn id expression (``OuterRef("pk")`` of a turn) as a ``TurnRefField`` column compares
+    with it: ``june_tid(...)`` on PostgreSQL, the text itself elsewhere."""
+
+    function = "june_tid"
+    arity = 1
+
+    def __init__(self, expression, **extra):
+        super().__init__(expression, output_field=TurnRefField(), **extra)
+
+    def as_sql(self, compiler, connection, **extra):
+        return compiler.compile(self.source_expressions[0])
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return super().as_sql(compiler, connection, **extra)
+
+
 class Message(models.Model):
-    # keyed by its position: no surrogate id, and no index but the key's and ``message_step``
-    # ((session, generation, index) serves every read; fewer index writes per step)
+    # keyed by its position: no surrogate id, and no index but the key's ((session, generation,
+    # index) serves every read, a turn's messages from ``Turn.opening`` on included)
     pk = models.CompositePrimaryKey("session", "generation", "index")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="messages", db_index=False)
     generation = models.IntegerField(default=0)
     index = models.IntegerField()
-    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
-                             db_index=False, related_name="messages")
+    #: the turn that wrote it (the message's own turn id is in ``data`` when it differs)
+    turn_id = TurnRefField(null=True, blank=True)
     role = models.CharField(max_length=16)
     data = TextJSONField()
     #: the step memo's key of the unit that wrote this message, when the step points at it
     #: (``model:<n>``, ``tool:<n>:<call_id>``): the step is recorded in the same row as its result,
-    #: not in a Step row of its own (``checkpoint.folded``)
+    #: not in a Step row of its own (``checkpoint.folded``). Recorded once: the checkpoint that
+    #: writes it refuses a step the turn's messages already hold (``checkpoint.STEP_GUARD``)
     step = models.CharField(max_length=300, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["session", "generation", "index"]
-        constraints = [
-            # a step is recorded once (with ``step_key``: a step is folded or a Step row by its shape)
-            models.UniqueConstraint(fields=["turn", "step"], condition=models.Q(step__isnull=False),
-                                    name="message_step"),
-        ]
 
 
 class Step(models.Model):
@@ -253,13 +331,13 @@ class Event(models.Model):
     """The durable event log: every event but deltas, numbered per session."""
 
     # seq is unique per session (a counter on the session row); the key also serves "this
-    # generation's events after seq N" without scanning the archive
+    # generation's events after seq N" without scanning the archive. An int4 (2**31 events a
+    # session, as a generation's message index): 8 bytes less a row and a key entry than an int8
     pk = models.CompositePrimaryKey("session", "generation", "seq")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", db_index=False)
     generation = models.IntegerField(default=0)
-    seq = models.BigIntegerField()
-    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, db_constraint=False,
-                             db_index=False, related_name="events")
+    seq = models.IntegerField()
+    turn_id = TurnRefField(null=True, blank=True)
     type = EventTypeField()
     #: mostly a reference to a message (``store.eventlog``): text, as a message's (``TextJSONField``)
     data = TextJSONField()

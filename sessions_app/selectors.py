@@ -162,7 +162,8 @@ def turn_page(*, session: m.Session, limit: int = PAGE_DEFAULT, before: int | No
 def parked_requests():
     """Every parked input of a live generation, oldest first, with when it parked (``parked_at``)
     — the approval inbox and ``GET /api/approvals/`` list these, filtered by who may answer."""
-    parked_at = (m.Event.objects.filter(turn_id=OuterRef("pk"), type="input.requested")
+    parked_at = (m.Event.objects.filter(session_id=OuterRef("session_id"), generation=OuterRef("generation"),
+                                        turn_id=m.AsTurnRef(OuterRef("pk")), type="input.requested")
                  .order_by("-seq").values("created_at")[:1])
     return (m.ApprovalRequest.objects.select_related("session", "created_by")
             .filter(status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"),
@@ -246,4 +247,7 @@ def step_keys(turn_id: str) -> list[str]:
     """The keys of a turn's step memo: its Step rows and the steps folded into the messages it
     wrote (``Message.step``), in no particular order."""
     rows = list(m.Step.objects.filter(turn_id=turn_id).values_list("key", flat=True))
-    return rows + list(m.Message.objects.filter(turn_id=turn_id, step__isnull=False).values_list("step", flat=True))
+    turn = m.Turn.objects.filter(pk=turn_id).only("session_id", "generation", "opening").first()
+    if turn is None:
+        return rows
+    return rows + list(turn.written().filter(step__isnull=False).values_list("step", flat=True))

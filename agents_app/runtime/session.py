@@ -39,7 +39,7 @@ Observer = Callable[[TurnEvent], Any]
 def new_turn_id(now_ms: int | None = None) -> str:
     """A new turn's id: 32 hex digits laid out as a UUIDv7 (RFC 9562): the milliseconds since
     the epoch, then 74 random bits. Ids made later sort later, so the indexes keyed by a turn
-    (its row's, ``message_step``'s) take new entries at their right edge and keep their pages
+    (its row's, its Step rows') take new entries at their right edge and keep their pages
     full; under random ids (uuid4) every new turn lands on a random leaf and the pages sit about
     two thirds full. 74 random bits keep an id as unguessable as it needs to be (access is
     checked by session, never by knowing an id)."""

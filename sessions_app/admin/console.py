@@ -289,12 +289,11 @@ def _short(value: Any) -> tuple[str, str]:
 
 def timeline(turn: m.Turn) -> list[dict[str, Any]]:
     """The turn's steps from its events (and its messages' token counts), in time order."""
-    events = list(eventlog.timed(m.Event.objects.filter(turn_id=turn.pk).order_by("seq")
+    events = list(eventlog.timed(turn.logged().order_by("seq")
                                  .only("seq", "type", "turn_id", "data", "created_at")))
     data = eventlog.restore((turn.session_id, turn.generation, e.type, e.turn_id, e.data) for e in events)
-    usage_at = {idx: (d or {}).get("usage") or {} for idx, d in m.Message.objects.filter(
-        session_id=turn.session_id, generation=turn.generation, turn_id=turn.pk, role="assistant")
-        .values_list("index", "data")}
+    usage_at = {idx: (d or {}).get("usage") or {} for idx, d in turn.written().filter(role="assistant")
+                .values_list("index", "data")}
     steps: list[dict[str, Any]] = []
     open_tools: dict[str, dict[str, Any]] = {}
     asked: dict[str, Any] = {}

@@ -167,7 +167,7 @@ def _call_json(turn: m.Turn) -> str:
 
 def _last_request(turn: m.Turn) -> dict[str, Any]:
     """An answered turn no longer holds its request: its ``input.requested`` event still does."""
-    event = m.Event.objects.filter(turn_id=turn.pk, type="input.requested").order_by("-seq").first()
+    event = turn.logged().filter(type="input.requested").order_by("-seq").first()
     request = (event.data or {}).get("request") if event else None
     return request if isinstance(request, dict) else {}
 

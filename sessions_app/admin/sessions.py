@@ -392,7 +392,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     def steps_table(self, obj):
         rows = list(obj.steps.order_by("id").values_list("key", "message_index", "created_at", "data")[:200])
         # and the steps folded into the messages the turn wrote (``Message.step``)
-        rows += [(key, idx, when, None) for key, idx, when in m.Message.objects.filter(turn_id=obj.pk, step__isnull=False)
+        rows += [(key, idx, when, None) for key, idx, when in obj.written().filter(step__isnull=False)
                  .order_by("index").values_list("step", "index", "created_at")[:200 - len(rows)]]
         rows.sort(key=lambda row: row[2])
         if not rows:

@@ -18,7 +18,7 @@ from typing import Any
 import psycopg
 from psycopg.pq import TransactionStatus
 from django.conf import settings
-from django.db import connection, connections
+from django.db import IntegrityError, connection, connections
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
@@ -33,6 +33,7 @@ from sessions_app.store import children, eventlog, transcripts, wire
 IDLE = TransactionStatus.IDLE
 INTRANS = TransactionStatus.INTRANS
 LEASE_LOST = "JUNE1"  # SQLSTATE of june_lease_lost()
+STEP_RECORDED = "JUNE3"  # SQLSTATE of june_step_recorded()
 
 #: columns a unit of work may set on its turn (Tx.journal / Tx.settle)
 TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage"})
@@ -74,20 +75,28 @@ def _stale(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
     return StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
 
 
-def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> tuple[str, list[Any]]:
+def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
+              opening: int | None = None) -> tuple[str, list[Any]]:
+    """``opening``: the position of the first message the unit writes; the turn's first unit
+    that writes one records it as the turn's (``Turn.opening``)."""
     assert set(changes) <= TURN_COLUMNS, changes
     sets = ["revision = revision + 1"] + [f"{column} = %s" for column in changes]
+    params = list(changes.values())
+    if opening is not None:
+        sets.append("opening = COALESCE(opening, %s)")
+        params.append(opening)
     if changes.get("status") in rules.REFUNDS_ATTEMPT:  # parking gives its claim back
         sets.append("attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END")
     where = "id = %s AND attempt_id = %s" if attempt_id is not None else "id = %s"
-    params = [*changes.values(), turn_id] + ([attempt_id] if attempt_id is not None else [])
+    params += [turn_id] + ([attempt_id] if attempt_id is not None else [])
     return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}", params
 
 
-def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> tuple[str, list[Any]]:
+def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
+                      opening: int | None = None) -> tuple[str, list[Any]]:
     """The fence as one statement that returns (cancel_reason, session_id, generation) or, when
     it matched no row, raises ``june_lease_lost`` (SQLSTATE JUNE1; migration 0004)."""
-    update, params = fence_sql(turn_id, attempt_id, changes)
+    update, params = fence_sql(turn_id, attempt_id, changes, opening)
     return (
         f"WITH f AS ({update} RETURNING cancel_reason, session_id, generation) "
         "SELECT f.cancel_reason, f.session_id, f.generation, "
@@ -146,12 +155,52 @@ def folded(messages: list[tuple[int, Message]], steps: list[tuple[str, int | Non
     return keys, rest
 
 
+def opening_of(messages: list[tuple[int, Message]]) -> int | None:
+    """The first position a unit writes: the turn's opening, if the turn has none yet."""
+    return min(i for i, _ in messages) if messages else None
+
+
+#: a step is recorded once (``message_step``'s uniqueness, without its index): the turn's messages,
+#: from its opening on by the message table's key, hold none of a unit's folded steps. Read
+#: under the session's row lock (a unit's first statement): no other unit of the turn writes
+#: meanwhile. On SQLite a message row is inserted only where its step is not held yet (the unit
+#: counts the rows it wrote); on PostgreSQL a statement of the batch raises (JUNE3).
+STEP_HELD = ('SELECT {select} FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id '
+             'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = {turn} AND m.turn_id = {ref} '
+             "AND m.step {step}")
+INSERT_MESSAGE_PLAIN = (
+    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
+    "SELECT %s, %s, %s, %s, %s, %s, %s, %s "
+    f"WHERE %s IS NULL OR NOT EXISTS ({STEP_HELD.format(select='1', turn='%s', ref='t.id', step='= %s')})"
+)
+
+
+@functools.lru_cache(maxsize=8)
+def step_guard_sql(count: int) -> bytes:
+    """PostgreSQL's guard (``STEP_HELD``) for a unit that folds ``count`` steps: raises if the
+    turn holds one already."""
+    steps = ", ".join(["%s::text"] * count)
+    return wire.numbered(STEP_HELD.format(select="june_step_recorded(t.id, m.step)", turn="%s::text",
+                                          ref="june_tid(t.id)", step=f"IN ({steps})") + " LIMIT 1")
+
+
+def stored_ref(turn_id: str | None) -> Any:
+    """A turn id as a statement binds it to a message's or an event's ``turn_id`` column
+    (``models.TurnRefField``: bytes on PostgreSQL)."""
+    return models.turn_ref(turn_id) if turn_id is not None and _binary_refs() else turn_id
+
+
+@functools.cache
+def _binary_refs() -> bool:
+    return connections["default"].vendor == "postgresql"
+
+
 def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events, boundary=None,
                 result=None) -> Written:
     """The checkpoint as plain statements on ``cur``, inside the unit's transaction: Django's
     cursor (SQLite, on Django's thread), or the store's own SQLite connection (``lite``), whose
     cursor takes the same ``%s`` statements."""
-    fence, params = fence_sql(turn_id, attempt_id, changes)
+    fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages))
     now = plain_now()
     # the fence answers what the rest needs of the turn's row: a child's report reads no more
     cur.execute(fence + " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step", params)
@@ -161,12 +210,13 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     cancel_reason, session_id, generation, parent_id, spawn_step = row
     keys, steps = folded(messages, steps)
     if messages:
-        cur.executemany(
-            'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at)'
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-            [(session_id, generation, i, turn_id, str(m.role), row_json(m, turn_id), keys.get(i), now)
-             for i, m in messages],
-        )
+        ref = stored_ref(turn_id)
+        cur.executemany(INSERT_MESSAGE_PLAIN, [
+            (session_id, generation, i, ref, str(m.role), row_json(m, turn_id), step, now, step, turn_id, step)
+            for i, m in messages for step in [keys.get(i)]
+        ])
+        if cur.rowcount != len(messages):  # the rest rolls back with the unit
+            raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
     if steps:
         cur.executemany(
             "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
@@ -263,7 +313,7 @@ SESSION_STATUS_PLAIN = session_status_sql(by_turn=False)
 STATUS_AND_EVENT_SEQ_PLAIN = session_status_sql(by_turn=False, events=True)
 INSERT_MESSAGE = wire.numbered(
     'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
-    "SELECT t.session_id, t.generation, %s::integer, t.id, %s::text, %s::json, %s::text, %s::timestamptz "
+    "SELECT t.session_id, t.generation, %s::integer, june_tid(t.id), %s::text, %s::json, %s::text, %s::timestamptz "
     "FROM sessions_app_turn t WHERE t.id = %s::text"
 )
 INSERT_STEP = wire.numbered(
@@ -277,7 +327,7 @@ BUMP_EVENT_SEQ = wire.numbered(
 )
 INSERT_EVENT = wire.numbered(
     "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
-    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, %s::text, %s::smallint, %s::json, "
+    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, june_tid(%s::text), %s::smallint, %s::json, "
     "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
     "WHERE t.id = %s::text"
 )
@@ -324,9 +374,11 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
     batch.add(LOCK_SESSION, [turn_id])
-    fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes)
+    fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages))
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
     keys, steps = folded(messages, steps)
+    if keys:  # raises (JUNE3) before the inserts when the turn holds one of these steps already
+        batch.add(step_guard_sql(len(keys)), [turn_id, *keys.values()])
     for i, m in messages:
         batch.add(INSERT_MESSAGE, [i, str(m.role), row_json(m, turn_id), keys.get(i), now, turn_id])
     for key, idx, data in steps:
@@ -354,6 +406,8 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     except psycopg.Error as exc:
         if exc.sqlstate == LEASE_LOST:
             raise _stale(turn_id, attempt_id) from None
+        if exc.sqlstate == STEP_RECORDED:
+            raise IntegrityError(str(exc.diag.message_primary)) from None
         raise
     row = results[fence]
     cancel_reason, session_id, generation = wire.value(row, 0), int(wire.value(row, 1)), int(wire.value(row, 2))
@@ -433,7 +487,7 @@ def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: i
     cur.executemany(
         "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        [(session_id, gen, first + n, column, models.event_type_code(e.type), dumps(data),
+        [(session_id, gen, first + n, stored_ref(column), models.event_type_code(e.type), dumps(data),
           None if eventlog.refers(data) else now)
          for n, (e, column, data) in enumerate(stored)],
     )

@@ -19,21 +19,30 @@ from sessions_app.store.records import loads, record_of, turn_row
 
 #: a message's whole JSON: its row's JSON with the role and turn id its columns hold
 #: (``checkpoint.row_json``; a row written whole keeps its own)
-WHOLE_PG = "jsonb_build_object('role', {0}role, 'turn_id', {0}turn_id) || {0}data::jsonb"
+WHOLE_PG = "jsonb_build_object('role', {0}role, 'turn_id', june_tid_text({0}turn_id)) || {0}data::jsonb"
 WHOLE = "json_insert(data, '$.role', role, '$.turn_id', turn_id)"
 TRANSCRIPT_PG = (f"SELECT coalesce(json_agg({WHOLE_PG.format('')} ORDER BY \"index\")::text, '[]') "
                  "FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s")
 TRANSCRIPT = (f"SELECT {WHOLE} FROM sessions_app_message WHERE session_id = %s AND generation = %s "
               "AND \"index\" >= %s ORDER BY \"index\"")
-#: a turn's steps: its Step rows, and the steps folded into the messages it wrote (``message_step``)
+#: the steps folded into the messages a turn ``t`` wrote: its messages from its opening on, by
+#: the message table's key ({ref}: how a row's ``turn_id`` holds ``t.id``, ``models.TurnRefField``)
+FOLDED = ('SELECT m.step, {null} FROM sessions_app_message m WHERE m.session_id = t.session_id '
+          'AND m.generation = t.generation AND m."index" >= t.opening AND m.turn_id = {ref} AND m.step IS NOT NULL')
+#: a turn's steps: its Step rows, and the steps folded into the messages it wrote
 STEPS = ("SELECT key, data FROM sessions_app_step WHERE turn_id = %s UNION ALL "
-         "SELECT step, NULL FROM sessions_app_message WHERE turn_id = %s AND step IS NOT NULL")
+         'SELECT m.step, NULL FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id '
+         'AND m.generation = t.generation AND m."index" >= t.opening '
+         "WHERE t.id = %s AND m.turn_id = t.id AND m.step IS NOT NULL")
+STEPS_PG = ("SELECT key, data FROM sessions_app_step WHERE turn_id = %s UNION ALL "
+            f"SELECT f.* FROM sessions_app_turn t CROSS JOIN LATERAL ({FOLDED.format(null='NULL::jsonb', ref='june_tid(t.id)')}) f "
+            "WHERE t.id = %s")
 #: a claim's reads in its batch (``opening.claim_and_load``): nothing unless the attempt holds the
 #: turn; the transcript from the live boundary (``live_boundary``), one JSON array each
 STEPS_OF_ATTEMPT_PG = wire.numbered(
     "SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM sessions_app_turn t "
     "CROSS JOIN LATERAL (SELECT key, data FROM sessions_app_step WHERE turn_id = t.id UNION ALL "
-    "SELECT step, NULL::jsonb FROM sessions_app_message WHERE turn_id = t.id AND step IS NOT NULL) st "
+    f"{FOLDED.format(null='NULL::jsonb', ref='june_tid(t.id)')}) st "
     "WHERE t.id = %s::text AND t.attempt_id = %s::text"
 )
 #: ... and where it read from: the live boundary (``live_boundary``), or past the end of what this
@@ -68,7 +77,7 @@ def load_on(cur: Any, turn: Any, *, json_array: bool = False, held: bool = False
     and what was read is held from then on."""
     s = turn.session
     boundary, summary = live_boundary(turn.generation, s.generation, s.boundary, s.summary_index)
-    cur.execute(STEPS, [turn.id, turn.id])
+    cur.execute(STEPS_PG if json_array else STEPS, [turn.id, turn.id])
     rows = [(k, loads(d)) for k, d in cur.fetchall()]
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
     if held and not json_array:

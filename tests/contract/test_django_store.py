@@ -297,8 +297,9 @@ def test_a_step_pointing_at_its_units_message_is_that_messages_row(direct):
 
 @pytest.mark.parametrize("direct", [False, True])
 def test_a_folded_step_is_recorded_once(direct):
-    """The same step written again, on another message, is refused by the database
-    (``message_step``) and its unit rolls back whole."""
+    """The same step written again, on another message, is refused by the checkpoint's guard
+    (``checkpoint.STEP_HELD``: the turn's messages from its opening hold it already) and its
+    unit rolls back whole."""
     import asyncio
 
     store, turn_id, attempt = _claimed(f"once-{direct}")
@@ -316,7 +317,7 @@ def test_a_folded_step_is_recorded_once(direct):
     asyncio.run(run(turn_id, attempt, first))
     with pytest.raises(Exception) as refused:
         asyncio.run(run(turn_id, attempt, replayed))
-    assert "step" in str(refused.value)  # message_step (PostgreSQL), its columns (SQLite)
+    assert "step" in str(refused.value) and "already recorded" in str(refused.value)
     assert list(m.Message.objects.filter(turn_id=turn_id).values_list("index", flat=True)) == [0]
     assert not m.Event.objects.filter(turn_id=turn_id, type="turn.completed").exists()
 

@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from agents_app.runtime import Message, Role, SessionRef, TurnInput
 from agents_app.runtime import events as ev
 from sessions_app import models as m
+from sessions_app.store.checkpoint import stored_ref
 
 #: the codes rows already hold: a renumbering would make every stored event read as another
 PINNED = {
@@ -67,7 +68,8 @@ def _claimed(key: str):
 
 def _raw_types(turn_id: str) -> list:
     with connection.cursor() as cur:
-        cur.execute("SELECT type FROM sessions_app_event WHERE turn_id = %s ORDER BY seq", [turn_id])
+        # the column's own form of the id (bytes on PostgreSQL: models.TurnRefField)
+        cur.execute("SELECT type FROM sessions_app_event WHERE turn_id = %s ORDER BY seq", [stored_ref(turn_id)])
         return [row[0] for row in cur.fetchall()]
 
 

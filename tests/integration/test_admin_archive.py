@@ -179,13 +179,13 @@ def test_a_big_generation_page_is_paginated_in_constant_queries(client, people, 
     def grow(n_messages: int) -> None:
         start = m.Message.objects.filter(session=session).count()
         m.Message.objects.bulk_create(
-            m.Message(session=session, generation=0, index=start + i, turn=turn, role="user",
+            m.Message(session=session, generation=0, index=start + i, turn_id=turn.pk, role="user",
                       data={"role": "user", "text": f"bulk {start + i}"})
             for i in range(n_messages)
         )
         seq = session.events.count() + 1000 * start
         m.Event.objects.bulk_create(
-            m.Event(session=session, generation=0, seq=seq + i, turn=turn, type="message.completed",
+            m.Event(session=session, generation=0, seq=seq + i, turn_id=turn.pk, type="message.completed",
                     data={"type": "message.completed", "text": "x"})
             for i in range(n_messages)
         )

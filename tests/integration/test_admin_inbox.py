@@ -211,7 +211,7 @@ def test_an_operator_approves_and_the_answer_is_recorded_and_visible(parked, use
     # the answer is visible on the turn itself (the turns admin), and the live event names olga
     turn_page = c.get(reverse("admin:sessions_app_turn_change", args=[parked.pk])).content.decode()
     assert "answers to its parked requests" in turn_page.lower() and "approve-refund" in turn_page and "olga" in turn_page
-    answered = m.Event.objects.get(turn=parked, type="input.answered").data
+    answered = m.Event.objects.get(turn_id=parked.pk, type="input.answered").data
     assert answered["name"] == "olga" and answered["by"] == str(users["olga"].pk)
 
 

@@ -1,8 +1,9 @@
 """Migrations 0009 (steps folded into their messages), 0010 (messages and events keyed by
 their position), 0012-0013 (an event's JSON as text; a message's only call not named) and
 0014-0015 (an event that refers to a message keeps no time of its own), 0017 (an event's type
-as a code) and 0018 (PostgreSQL: the columns packed) keep the rows a database already holds,
-forwards and backwards."""
+as a code), 0018 (PostgreSQL: the columns packed) and 0019 (a row's turn id in 17 bytes, a
+turn's opening, an event's seq an int4) keep the rows a database already holds, forwards and
+backwards."""
 
 from __future__ import annotations
 
@@ -61,8 +62,9 @@ def test_the_rows_a_database_holds_survive_both_migrations_both_ways():
         s = m.Session.objects.get(key="old")
         assert [(e.seq, e.event) for e in store.events_sync(SessionRef("ops", "old"))] == [
             (1, ev.TurnStarted("t1", trigger="inbound", text="hi")), (2, ev.TurnCompleted("t1", text="hello"))]
+        assert m.Turn.objects.get(pk="t1").opening == 0  # 0019: found from its messages
         with connection.cursor() as cur:
-            cur.execute(reads.STEPS, ["t1", "t1"])
+            cur.execute(reads.STEPS_PG if connection.vendor == "postgresql" else reads.STEPS, ["t1", "t1"])
             assert cur.fetchall() == [("model:1", None)]
         # rows written now: keyed by position, the step in the message row
         m.Message.objects.create(session=s, generation=0, index=2, turn_id="t1", role="tool", step="tool:1:c",
@@ -71,9 +73,7 @@ def test_the_rows_a_database_holds_survive_both_migrations_both_ways():
         assert sorted(step_keys("t1")) == ["model:1", "tool:1:c"]
         with pytest.raises(IntegrityError), transaction.atomic():
             m.Message.objects.create(session=s, generation=0, index=2, turn_id="t1", role="tool", data={})
-        with pytest.raises(IntegrityError), transaction.atomic():  # a step recorded once
-            m.Message.objects.create(session=s, generation=0, index=3, turn_id="t1", role="tool", step="tool:1:c",
-                                     data={})
+        # a step recorded once: the checkpoint's guard since 0019 (tests/contract/test_django_store.py)
 
         apps = migrate(BEFORE)  # backwards: ids again, the folded step a Step row again
         Message_, Step, Event = (apps.get_model("sessions_app", n) for n in ("Message", "Step", "Event"))
@@ -180,6 +180,7 @@ def test_an_event_without_a_time_of_its_own_gets_its_messages_on_the_way_back():
 
 
 BEFORE_CODES = [("sessions_app", "0016_turn_chain")]  # before 0017 and 0018
+AT_0018 = [("sessions_app", "0018_pack_columns")]
 
 #: what 0018 must keep of each table it rebuilds: its key, ``message_step``, the foreign key
 SHAPE_PG = (
@@ -250,12 +251,11 @@ def test_event_types_become_codes_and_names_again_and_postgresql_packs_the_colum
             migrate(target)
         odd.delete()
 
-        migrate(target)
+        apps = migrate(AT_0018)  # 0019 changes these tables again (its own test, below)
+        Message_, Event = apps.get_model("sessions_app", "Message"), apps.get_model("sessions_app", "Event")
         assert _raw("SELECT type FROM sessions_app_event ORDER BY seq") == [
             (m.EVENT_TYPE_CODES[t],) for t, _ in stored]
-        assert list(m.Event.objects.filter(session_id=s.pk).order_by("seq").values_list("type", "data")) == stored
-        assert replayed() == whole
-        assert sorted(step_keys("t1")) == ["model:1"]
+        assert list(Event.objects.filter(session_id=s.pk).order_by("seq").values_list("type", "data")) == stored
         if postgresql:
             for table in tables:
                 constraints, columns, order = _shape(table)
@@ -267,14 +267,14 @@ def test_event_types_become_codes_and_names_again_and_postgresql_packs_the_colum
                     columns = cur.fetchall()
                     assert pack_columns.packed(columns) == columns
             with pytest.raises(IntegrityError), transaction.atomic():  # the key is back
-                m.Event.objects.create(session_id=s.pk, generation=0, seq=1, type="turn.started", data={})
+                Event.objects.create(session_id=s.pk, generation=0, seq=1, type="turn.started", data={})
             with pytest.raises(IntegrityError), transaction.atomic():  # and message_step
-                m.Message.objects.create(session_id=s.pk, generation=0, index=2, turn_id="t1", role="tool",
-                                         step="model:1", data={})
+                Message_.objects.create(session_id=s.pk, generation=0, index=2, turn_id="t1", role="tool",
+                                        step="model:1", data={})
             with pytest.raises(IntegrityError), transaction.atomic():  # and the foreign key
-                m.Event.objects.create(session_id=s.pk + 1000, generation=0, seq=1, type="turn.started", data={})
-        m.Event.objects.create(session_id=s.pk, generation=0, seq=5, turn_id="t1", type="turn.failed",
-                               data={"error": "late"})  # written as codes now
+                Event.objects.create(session_id=s.pk + 1000, generation=0, seq=1, type="turn.started", data={})
+        Event.objects.create(session_id=s.pk, generation=0, seq=5, turn_id="t1", type="turn.failed",
+                             data={"error": "late"})  # written as codes now
 
         apps = migrate(BEFORE_CODES)  # backwards: names again
         Event = apps.get_model("sessions_app", "Event")
@@ -288,3 +288,78 @@ def test_event_types_become_codes_and_names_again_and_postgresql_packs_the_colum
             cur.execute("DELETE FROM sessions_app_event WHERE CAST(type AS text) = 'made.up'")
         migrate(target)
     assert replayed() == whole
+    assert sorted(step_keys("t1")) == ["model:1"]
+
+
+#: ids of each form ``models.turn_ref`` stores: the site's (hex), a short one, one whose UTF-8 is
+#: 15 bytes (stored after two 0xff, as 16 bytes are a hex id's alone), and upper-case hex
+REF_IDS = ("0190f3a2b4c57d8e9fa0b1c2d3e4f506", "t1", "fifteen-chars-x", "0190F3A2B4C57D8E9FA0B1C2D3E4F506")
+
+
+def test_turn_refs_become_bytes_and_text_again_and_a_turn_finds_its_messages_from_its_opening():
+    """0019: every message's and event's turn id reads back the same after the column became
+    ``bytea`` on PostgreSQL (16 bytes for a hex id) and text again backwards; each turn gets its
+    opening from its messages; ``message_step`` goes and comes back; an event's seq is an int4
+    (PostgreSQL), the table packed again."""
+    from sessions_app import models as m
+    from sessions_app.selectors import step_keys
+    from sessions_app.store import DjangoSessionStore
+
+    target = latest()
+    postgresql = connection.vendor == "postgresql"
+    try:
+        apps = migrate(AT_0018)
+        Session, Turn = apps.get_model("sessions_app", "Session"), apps.get_model("sessions_app", "Turn")
+        Message_, Event = apps.get_model("sessions_app", "Message"), apps.get_model("sessions_app", "Event")
+        s = Session.objects.create(agent="ops", key="refs", event_seq=len(REF_IDS), status="idle")
+        for n, turn_id in enumerate(REF_IDS):
+            Turn.objects.create(id=turn_id, session=s, order=n + 1, status="completed")
+            Message_.objects.create(session=s, generation=0, index=2 * n, turn_id=turn_id, role="user",
+                                    data={"text": f"hi {n}"})
+            Message_.objects.create(session=s, generation=0, index=2 * n + 1, turn_id=turn_id, role="assistant",
+                                    step=f"model:{2 * n + 1}", data={"text": f"hello {n}"})
+            Event.objects.create(session=s, generation=0, seq=n + 1, turn_id=turn_id, type="turn.completed",
+                                 data={"$from": 2 * n + 1})
+        Turn.objects.create(id="never-opened", session=s, order=9, status="cancelled")
+
+        migrate(target)
+        assert list(m.Message.objects.filter(session=s.pk).order_by("index").values_list("turn_id", flat=True)) == [
+            t for t in REF_IDS for _ in range(2)]
+        assert list(m.Event.objects.filter(session=s.pk).order_by("seq").values_list("turn_id", flat=True)) == list(
+            REF_IDS)
+        assert dict(m.Turn.objects.filter(session=s.pk).values_list("id", "opening")) == {
+            **{t: 2 * n for n, t in enumerate(REF_IDS)}, "never-opened": None}
+        for n, turn_id in enumerate(REF_IDS):
+            assert step_keys(turn_id) == [f"model:{2 * n + 1}"]
+            assert m.Event.objects.get(turn_id=turn_id).seq == n + 1
+        assert [(e.seq, e.event) for e in DjangoSessionStore().events_sync(SessionRef("ops", "refs"))] == [
+            (n + 1, ev.TurnCompleted(t, text=f"hello {n}")) for n, t in enumerate(REF_IDS)]
+        assert not _raw("SELECT 1 FROM sqlite_master WHERE name = 'message_step'" if not postgresql
+                        else "SELECT 1 FROM pg_class WHERE relname = 'message_step'")
+        if postgresql:
+            sizes = _raw("SELECT octet_length(turn_id) FROM sessions_app_message WHERE \"index\" % 2 = 0 "
+                         "ORDER BY \"index\"")
+            assert sizes == [(16,), (3,), (17,), (33,)]  # hex; 0xff + 2; 0xff 0xff + 15; 0xff + 32
+            assert _raw("SELECT june_tid_text(june_tid(id)) = id FROM sessions_app_turn WHERE session_id = "
+                        f"{s.pk}") == [(True,)] * (len(REF_IDS) + 1)
+            types = dict(_raw("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
+                              "attrelid = 'sessions_app_event'::regclass AND attname IN ('seq', 'turn_id')"))
+            assert types == {"seq": "integer", "turn_id": "bytea"}
+            with connection.cursor() as cur:
+                for table in ("sessions_app_event", "sessions_app_message"):
+                    cur.execute(pack_columns.COLUMNS, [table])
+                    columns = cur.fetchall()
+                    assert pack_columns.packed(columns) == columns
+
+        apps = migrate(AT_0018)  # backwards: the text, message_step, an int8 seq
+        Message_, Event = apps.get_model("sessions_app", "Message"), apps.get_model("sessions_app", "Event")
+        assert list(Message_.objects.filter(session_id=s.pk).order_by("index").values_list("turn_id", flat=True)) == [
+            t for t in REF_IDS for _ in range(2)]
+        assert list(Event.objects.filter(session_id=s.pk).order_by("seq").values_list("turn_id", flat=True)) == list(
+            REF_IDS)
+        with pytest.raises(IntegrityError), transaction.atomic():  # message_step is back
+            Message_.objects.create(session_id=s.pk, generation=0, index=20, turn_id=REF_IDS[0], role="tool",
+                                    step="model:1", data={})
+    finally:
+        migrate(target)
+    assert step_keys(REF_IDS[0]) == ["model:1"]
