@@ -217,6 +217,23 @@ class AsTurnRef(models.Func):
         return super().as_sql(compiler, connection, **extra)
 
 
+class TurnRefText(models.Func):
+    """A ``TurnRefField`` column as the turn id's text (``june_tid_text(...)`` on PostgreSQL),
+    for a query whose column must be text: a UNION with a foreign key to a turn."""
+
+    function = "june_tid_text"
+    arity = 1
+
+    def __init__(self, expression, **extra):
+        super().__init__(expression, output_field=models.CharField(), **extra)
+
+    def as_sql(self, compiler, connection, **extra):
+        return compiler.compile(self.source_expressions[0])
+
+    def as_postgresql(self, compiler, connection, **extra):
+        return super().as_sql(compiler, connection, **extra)
+
+
 class Message(models.Model):
     # keyed by its position: no surrogate id, and no index but the key's ((session, generation,
     # index) serves every read, a turn's messages from ``Turn.opening`` on included)

@@ -138,8 +138,9 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
     # the step memo: Step rows, and the steps folded into the messages (``Message.step``)
     step_fields = ("key", "turn_id", "message_index", "data", "created_at")
     folded = (m.Message.objects.filter(session=session, generation=generation, step__isnull=False)
-              .annotate(key=F("step"), message_index=F("index"), no_data=Value(None, output_field=JSONField()))
-              .values_list("key", "turn_id", "message_index", "no_data", "created_at").order_by())
+              .annotate(key=F("step"), turn=m.TurnRefText("turn_id"), message_index=F("index"),
+                        no_data=Value(None, output_field=JSONField()))
+              .values_list("key", "turn", "message_index", "no_data", "created_at").order_by())
     steps = Paginator(
         m.Step.objects.filter(turn__session=session, turn__generation=generation).values_list(*step_fields).order_by()
         .union(folded, all=True).order_by("created_at", "message_index"),

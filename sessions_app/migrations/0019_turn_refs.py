@@ -18,6 +18,10 @@ found from its opening by the message table's key: ``message_step`` goes.
 ``june_tid(text)`` and ``june_tid_text(bytea)`` are ``turn_ref`` and its inverse in SQL, for
 the store's statements; ``june_step_recorded`` raises SQLSTATE JUNE3 for the guard.
 
+From here on an event that refers to a message and keeps nothing else is stored as the bare
+position (``store.eventlog.stored``); rows written before keep ``{"$from": n}``, and both read
+the same. Backwards, the bare ones become ``{"$from": n}`` again: the code of before reads objects.
+
 Both tables are rewritten under an exclusive lock (README: stop the processes first).
 Backwards: the text again, ``message_step`` again (it fails if a step was recorded twice, which
 the guard refuses), no ``opening``.
@@ -78,9 +82,18 @@ def forwards(apps, schema_editor):
             packing.rebuild(cur, "sessions_app_event")
 
 
+#: a bare reference (``2``) as the code of before reads it (``{"$from": 2}``)
+BARE_TO_OBJECT = {
+    "postgresql": "UPDATE sessions_app_event SET data = json_build_object('$from', data) "
+                  "WHERE json_typeof(data) = 'number'",
+    "sqlite": "UPDATE sessions_app_event SET data = json_object('$from', json(data)) WHERE json_type(data) = 'integer'",
+}
+
+
 def backwards(apps, schema_editor):
     vendor = schema_editor.connection.vendor
     with schema_editor.connection.cursor() as cur:
+        cur.execute(BARE_TO_OBJECT[vendor])
         if vendor == "postgresql":
             for table in TABLES:
                 cur.execute(TO_TEXT.format(table=table, more=SEQ[table][1]))

@@ -166,8 +166,8 @@ def test_the_event_log_refers_to_the_transcript_instead_of_repeating_it(direct):
 
     commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
     stored = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("data", flat=True))
-    assert [d.get("$from") for d in stored] == [0, 0, 1, None]
-    assert stored[1] == {"$from": 0}  # the message's only call: not named
+    assert stored[:3] == [0, 0, 1]  # a bare reference: the message's position alone
+    assert stored[3]["result"] == "held by no message"  # the message's only call (stored[1]): not named
     assert all(big not in str(d) for d in stored)
     replayed = store.events_sync(SessionRef("ops", f"dedupe-{direct}"))
     assert [e.event for e in replayed] == [e.event for e in commit.events]
@@ -196,9 +196,9 @@ def test_an_event_row_keeps_only_what_its_columns_and_message_do_not_hold(direct
 
     commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
     rows = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("type", "data"))
-    assert rows == [("message.completed", {"$from": 0}), ("action.completed", {"$from": 1}),
+    assert rows == [("message.completed", 0), ("action.completed", 1),
                     ("action.completed", {"$from": 1, "name": "renamed", "error": "late"}),
-                    ("turn.completed", {"text": "x", "turn_id": ""}), ("turn.completed", {"$from": 0})]
+                    ("turn.completed", {"text": "x", "turn_id": ""}), ("turn.completed", 0)]
     replayed = store.events_sync(SessionRef("ops", f"slim-{direct}"))
     assert [e.event for e in replayed] == [e.event for e in commit.events]
 
@@ -247,6 +247,30 @@ def test_an_event_that_refers_to_a_message_is_committed_at_its_messages_time(dir
     assert stored[1] == message_at  # one checkpoint, one time
     frames = events_since(agent="ops", key=f"times-{direct}", after=0)
     assert [f["at"] for f in frames] == [message_at.isoformat()] * 2
+
+
+def test_a_bare_reference_and_the_object_written_before_replay_and_time_the_same():
+    """A reference alone is stored as the message's position (``2``); rows written before keep
+    ``{"$from": 2}``: the log replays both whole, and both take their message's time."""
+    from sessions_app.models import Event, Session
+    from sessions_app.selectors import events_since
+    from sessions_app.store import eventlog
+
+    store, turn_id, attempt = _claimed("bare")
+    session = Session.objects.get(key="bare")
+    message = m.Message.objects.create(session=session, generation=session.generation, index=0, turn_id=turn_id,
+                                       role="assistant", data={"text": "done"})
+    for seq, data in ((1, 0), (2, {"$from": 0})):
+        Event.objects.create(session=session, generation=session.generation, seq=seq, turn_id=turn_id,
+                             type="message.completed", data=data)
+    Event.objects.filter(session=session).update(created_at=None)
+    assert list(Event.objects.filter(session=session).order_by("seq").values_list("data", flat=True)) == [
+        0, {"$from": 0}]
+    assert [eventlog.refers(d) for d in (0, {"$from": 0}, {"text": "x"})] == [True, True, False]
+    replayed = [e.event for e in store.events_sync(SessionRef("ops", "bare"))]
+    assert replayed == [ev.MessageCompleted(turn_id, text="done", index=0)] * 2
+    assert [f["at"] for f in events_since(agent="ops", key="bare", after=0)] == [
+        message.created_at.isoformat()] * 2
 
 
 def test_event_rows_written_whole_before_still_replay_as_written():

@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from sessions_app import models as m
+from sessions_app.store import eventlog
 from sessions_app import services
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -81,7 +82,7 @@ def test_each_archived_generation_shows_its_own_transcript_steps_and_events(clie
     g0_events = m.Event.objects.filter(session=archived, generation=0).count()
     assert page.count('class="june-event"') == g0_events
     # events refer to the transcript in storage (sessions_app.store.eventlog); the page shows them whole
-    assert any("$from" in data for data in m.Event.objects.filter(session=archived, generation=0)
+    assert any(eventlog.refers(data) for data in m.Event.objects.filter(session=archived, generation=0)
                .values_list("data", flat=True))
     assert "$from" not in page and page.count("&quot;item&quot;: &quot;blue mugs&quot;") >= 2
     assert "second generation hello" not in page

@@ -11,6 +11,7 @@ from agents_app import providers
 from agents_app.providers.demo import DemoModel
 from agents_app.runtime import SessionRef
 from sessions_app import models as m
+from sessions_app.store import eventlog
 from sessions_app import services
 from sessions_app.store import DjangoSessionStore
 
@@ -48,7 +49,7 @@ def test_the_archive_shows_every_message_and_marks_the_boundaries(client, compac
         assert f'data-boundary="{s.data["boundary"]}"' in page
     assert "compaction.completed" in page
     # the event log keeps no second copy of a summary: it refers to the message, restored on read
-    assert sum("$from" in data for data in m.Event.objects.filter(session=compacted, type="compaction.completed")
+    assert sum(eventlog.refers(data) for data in m.Event.objects.filter(session=compacted, type="compaction.completed")
                .values_list("data", flat=True)) == len(summaries)
     logged = [e.event for e in DjangoSessionStore().events_sync(SessionRef("ops", "long"))
               if e.event.type == "compaction.completed"]
