@@ -377,6 +377,8 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages))
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
     keys, steps = folded(messages, steps)
+    if len(set(keys.values())) < len(keys):  # twice in this unit (SQLite's guard sees its own rows)
+        raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
     if keys:  # raises (JUNE3) before the inserts when the turn holds one of these steps already
         batch.add(step_guard_sql(len(keys)), [turn_id, *keys.values()])
     for i, m in messages:

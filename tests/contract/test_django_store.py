@@ -347,6 +347,24 @@ def test_a_folded_step_is_recorded_once(direct):
 
 
 @pytest.mark.parametrize("direct", [False, True])
+def test_a_step_folded_twice_in_one_unit_is_refused(direct):
+    """One unit that writes the same step on two of its messages writes nothing."""
+    import asyncio
+
+    store, turn_id, attempt = _claimed(f"twice-{direct}")
+
+    def twice(tx):
+        for i in (0, 1):
+            tx.append(Message(Role.TOOL, turn_id=turn_id, call_id="c1", name="t", result=i), i)
+            tx.step("tool:0:c1", i)
+
+    with pytest.raises(Exception) as refused:
+        asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, twice))
+    assert "already recorded" in str(refused.value)
+    assert not m.Message.objects.filter(turn_id=turn_id).exists()
+
+
+@pytest.mark.parametrize("direct", [False, True])
 def test_a_message_row_keeps_its_json_less_what_its_columns_hold(direct):
     """The role and the writer's turn id are columns; a message of another turn id, or of none,
     keeps its own. Rows written whole before read the same. The load gets every message whole."""
