@@ -29,14 +29,12 @@ TRANSCRIPT = (f"SELECT {WHOLE} FROM sessions_app_message WHERE session_id = %s A
 #: the message table's key ({ref}: how a row's ``turn_id`` holds ``t.id``, ``models.TurnRefField``)
 FOLDED = ('SELECT m.step, {null} FROM sessions_app_message m WHERE m.session_id = t.session_id '
           'AND m.generation = t.generation AND m."index" >= t.opening AND m.turn_id = {ref} AND m.step IS NOT NULL')
-#: a turn's steps: its Step rows, and the steps folded into the messages it wrote
-STEPS = ("SELECT key, data FROM sessions_app_step WHERE turn_id = %s UNION ALL "
-         'SELECT m.step, NULL FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id '
-         'AND m.generation = t.generation AND m."index" >= t.opening '
-         "WHERE t.id = %s AND m.turn_id = t.id AND m.step IS NOT NULL")
-STEPS_PG = ("SELECT key, data FROM sessions_app_step WHERE turn_id = %s UNION ALL "
-            f"SELECT f.* FROM sessions_app_turn t CROSS JOIN LATERAL ({FOLDED.format(null='NULL::jsonb', ref='june_tid(t.id)')}) f "
-            "WHERE t.id = %s")
+#: a turn's steps: its Step rows, and the steps folded into the messages it wrote (``FOLDED``, as a join)
+STEPS, STEPS_PG = (
+    "SELECT key, data FROM sessions_app_step WHERE turn_id = %s UNION ALL SELECT m.step, NULL "
+    "FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id "
+    f'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = %s AND m.turn_id = {ref} '
+    "AND m.step IS NOT NULL" for ref in ("t.id", "june_tid(t.id)"))
 #: a claim's reads in its batch (``opening.claim_and_load``): nothing unless the attempt holds the
 #: turn; the transcript from the live boundary (``live_boundary``), one JSON array each
 STEPS_OF_ATTEMPT_PG = wire.numbered(
