@@ -215,6 +215,8 @@ JUNE_REDELIVER_AFTER = float(os.environ.get("JUNE_REDELIVER_AFTER", "30"))
 # claiming the turn (or that has no task) is re-enqueued by the watchdog; at most once per this
 # window. By default the lease: a taken task is a lease nobody renews (docs/workers.md)
 JUNE_REQUEUE_AFTER = float(os.environ.get("JUNE_REQUEUE_AFTER") or JUNE_LEASE_SECONDS)
+if JUNE_REQUEUE_AFTER <= 0:
+    raise ImproperlyConfigured("JUNE_REQUEUE_AFTER must be positive (else every watchdog pass re-enqueues every taken task)")
 JUNE_EMBEDDED = env_bool("JUNE_EMBEDDED", False)
 # checkpoints as prepared statements on PostgreSQL (turn off behind a transaction-mode pooler
 # that cannot keep prepared statements)
