@@ -25,7 +25,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 from django_q.conf import Conf
 from django_q.models import OrmQ
@@ -41,6 +40,7 @@ from sessions_app import models as m
 from sessions_app import wiring
 from sessions_app.outbox.queue import RUN_TURN, enqueue_turn
 from sessions_app.services import publish_on_commit
+from sessions_app.store.checkpoint import IN_CHAIN
 
 log = logging.getLogger(__name__)
 
@@ -190,19 +190,30 @@ def pending_turn_ids() -> set[str]:
     return {turn_id for turn_id, locks in queued_tasks().items() if any(lock <= now for lock in locks)}
 
 
-def _unclaimed_heads(now: float, window: float) -> list[tuple[str, int]]:
-    """(id, attempts) of queued turns first in their session's chain, created ``window`` seconds
-    ago or more and not re-enqueued by a sweeper within the window: the only turns that can have
-    been left unclaimed that long. Usually none (a queued head is claimed within milliseconds),
-    so a watchdog pass costs this one query."""
-    blocking = m.Turn.objects.filter(session_id=OuterRef("session_id"), order__lt=OuterRef("order"),
-                                     status__in=m.CHAIN_BLOCKING)
+def _unclaimed(now: float, window: float) -> list[tuple[str, int]]:
+    """(id, attempts) of queued turns created ``window`` seconds ago or more and not re-enqueued
+    by a sweeper within the window: the only turns that can have been left unclaimed that long.
+    Usually none (a queued turn is claimed within milliseconds of its task), so an idle watchdog
+    pass costs this one query (by the status index); in a backlog, the oldest first."""
     since = now - window
-    heads = (m.Turn.objects.filter(status=TurnStatus.QUEUED, created_at__lte=_datetime(since))
-             .exclude(lease_owner__startswith=REQUEUED, lease_expires_at__gt=since)
-             .filter(~Exists(blocking)).order_by("created_at").values_list("id", "attempts"))
-    # a backlog (every worker busy) makes many candidates whose tasks wait: the oldest first
-    return list(heads[:500])
+    unclaimed = (m.Turn.objects.filter(status=TurnStatus.QUEUED, created_at__lte=_datetime(since))
+                 .exclude(lease_owner__startswith=REQUEUED, lease_expires_at__gt=since)
+                 .order_by("created_at").values_list("id", "attempts"))
+    return list(unclaimed[:500])
+
+
+#: of some turns, the ones first in their session's chain (``lease.CLAIM``'s condition), by the
+#: ``turn_chain`` partial index (its statuses written out, as ``IN_CHAIN`` says why)
+HEADS = ('SELECT t.id FROM sessions_app_turn t WHERE t.id IN ({ids}) AND NOT EXISTS (SELECT 1 FROM '
+         f'sessions_app_turn p WHERE p.session_id = t.session_id AND p."order" < t."order" AND p.status {IN_CHAIN})')
+
+
+def _heads(turn_ids: list[str]) -> set[str]:
+    if not turn_ids:
+        return set()
+    with connections["default"].cursor() as cursor:
+        cursor.execute(HEADS.format(ids=", ".join(["%s"] * len(turn_ids))), turn_ids)
+        return {row[0] for row in cursor.fetchall()}
 
 
 def requeue_once(turn_id: str, *, now: float, window: float) -> bool:
@@ -241,18 +252,21 @@ def sweep_queued(*, now: float | None = None, requeue_after: float | None = None
     re-enqueued at once."""
     now = time.time() if now is None else now
     window = settings.JUNE_REQUEUE_AFTER if requeue_after is None else requeue_after
-    heads = _unclaimed_heads(now, window)
+    candidates = _unclaimed(now, window)
     lost: set[str] = set()
     count = 0
-    if heads:
+    if candidates:
         tasks = queued_tasks()
         now_dt = _datetime(now)
         # a task's lock is its take time + retry: later than this, it was taken within the window
         taken_since = _datetime(now - window) + timedelta(seconds=Conf.RETRY)
-        for turn_id, attempts in heads:
-            locks = tasks.get(turn_id, [])
-            if any(lock <= now_dt or lock > taken_since for lock in locks):
-                continue  # waiting for a cluster, or a cluster took it within the window
+        stuck = [(turn_id, attempts, tasks.get(turn_id, [])) for turn_id, attempts in candidates
+                 if not any(lock <= now_dt or lock > taken_since for lock in tasks.get(turn_id, []))]
+        # a turn queued behind another of its session has no task: the chain's hand-off gives it one
+        heads = _heads([turn_id for turn_id, _, _ in stuck])
+        for turn_id, attempts, locks in stuck:
+            if turn_id not in heads:
+                continue
             if not locks:
                 lost.add(turn_id)
                 if lost_seen is not None and turn_id not in lost_seen:
