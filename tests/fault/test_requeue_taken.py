@@ -5,8 +5,9 @@ row for ``retry`` and puts it in the cluster's queue). SIGKILLed then, the clust
 locked for half an hour and the turn queued with no lease, which the lease watchdog never looks
 at: the turn waited for the scheduled sweep (every minute, for turns older than
 ``JUNE_REQUEUE_AFTER``, then 60 s), 60-120 s. Four tests of ``test_subagents_kill.py`` took
-63-68 s each for it. Here the scheduled sweep is pushed out of reach, so only the watchdogs can
-give the turn its new task.
+62-68 s each for it (three of them always, the fourth when one cluster's pusher took both of
+its children). Here the scheduled sweep is pushed out of reach, so only the watchdogs can give
+the turn its new task.
 
 Both tests hold the first cluster's only worker on an async tool (``charge:during``), so that
 the next two turns' tasks are taken and held: one in the cluster's queue (``queue_limit`` 1),
