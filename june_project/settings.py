@@ -211,8 +211,12 @@ JUNE_SWEEP_SECONDS = float(os.environ.get("JUNE_SWEEP_SECONDS", "1"))
 JUNE_SWEEP_MINUTES = int(os.environ.get("JUNE_SWEEP_MINUTES", "1"))
 # a re-enqueued turn not claimed within this many seconds is re-enqueued again
 JUNE_REDELIVER_AFTER = float(os.environ.get("JUNE_REDELIVER_AFTER", "30"))
-# a queued turn, first of its chain, with no task waiting after this many seconds is re-enqueued
-JUNE_REQUEUE_AFTER = float(os.environ.get("JUNE_REQUEUE_AFTER", "60"))
+# a queued turn, first of its chain, whose task a cluster took this many seconds ago without
+# claiming the turn (or that has no task) is re-enqueued by the watchdog; at most once per this
+# window. By default the lease: a taken task is a lease nobody renews (docs/workers.md)
+JUNE_REQUEUE_AFTER = float(os.environ.get("JUNE_REQUEUE_AFTER") or JUNE_LEASE_SECONDS)
+if JUNE_REQUEUE_AFTER <= 0:
+    raise ImproperlyConfigured("JUNE_REQUEUE_AFTER must be positive (else every watchdog pass re-enqueues every taken task)")
 JUNE_EMBEDDED = env_bool("JUNE_EMBEDDED", False)
 # checkpoints as prepared statements on PostgreSQL (turn off behind a transaction-mode pooler
 # that cannot keep prepared statements)

@@ -269,6 +269,8 @@ def lease_text(turn: m.Turn, now: float) -> str:
         return "no lease" if turn.status != m.TurnStatus.RUNNING else "no lease yet"
     left = turn.lease_expires_at - now
     owner = turn.lease_owner or "nobody"
+    if turn.status == m.TurnStatus.QUEUED and owner.startswith("requeued:"):  # the sweeper's mark (REQUEUED)
+        return f"none; re-enqueued by the sweeper ({owner.removeprefix('requeued:')}) {seconds_text(-left)} ago"
     if turn.status != m.TurnStatus.RUNNING:
         return f"released (last held by {owner})"
     if owner.startswith("swept:"):

@@ -343,7 +343,9 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
         if obj.lease_expires_at is None:
             return "-"
         when = dt.datetime.fromtimestamp(obj.lease_expires_at, tz=dt.timezone.utc)
-        if obj.status != m.TurnStatus.RUNNING:
+        if obj.status == m.TurnStatus.QUEUED and (obj.lease_owner or "").startswith("requeued:"):
+            state = "re-enqueued by the sweeper then"  # a queued turn has no lease: the sweeper's mark
+        elif obj.status != m.TurnStatus.RUNNING:
             state = "last lease; the turn is not running"
         else:
             state = "expired" if when < timezone.now() else "held"
