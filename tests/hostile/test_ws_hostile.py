@@ -24,7 +24,8 @@ from sessions_app.workers import tasks
 from sessions_app.web.consumers import MAX_FRAME_BYTES
 
 from . import strategies as hs
-from .support import ACCEPTED, CASES, SERVER_ERRORS, STATUSES, LogWatch, assert_consistent, hostile, make_user
+from .support import (ACCEPTED, CASES, SERVER_ERRORS, STATUSES, LogWatch, assert_consistent, hostile, make_user,
+                      settle_tasks)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -131,6 +132,7 @@ async def _exchange(cookie: bytes, sent: list[tuple[str, Any]]) -> list[dict[str
                     break
     finally:
         await comm.disconnect()
+        await settle_tasks()
     return replies
 
 
@@ -172,6 +174,7 @@ async def _handshake(path: str, query: str, origin: bytes, cookie: bytes) -> tup
     if connected:
         first = await comm.receive_json_from(timeout=30)
         await comm.disconnect()
+    await settle_tasks()
     return connected, (code, first)
 
 
