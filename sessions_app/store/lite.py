@@ -44,6 +44,7 @@ they go there, as before.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import os
@@ -90,7 +91,14 @@ class _Own:
 
 log = logging.getLogger(__name__)
 
-_local = threading.local()
+
+class _Local(threading.local):
+    #: this thread's connection: a class default, so a thread that has none reads None without
+    #: an AttributeError raised and caught (asked on every unit and read)
+    own: _Own | None = None
+
+
+_local = _Local()
 _opened: weakref.WeakSet[_Own] = weakref.WeakSet()
 _lock = threading.Lock()
 _epoch = 0  # bumped by close_all: every thread's connection is then closed and reopened on use
@@ -99,13 +107,31 @@ _epoch = 0  # bumped by close_all: every thread's connection is then closed and 
 def here() -> bool:
     """Whether this call may run on this thread's own connection: the default database is an
     SQLite file, and no sync caller waits for this coroutine (see the module's docstring)."""
-    if getattr(AsyncToSync.executors, "current", None) is not None:
+    if _waited_by_sync_caller():
         return False
-    own = getattr(_local, "own", None)
+    own = _local.own
     if own is not None and own.epoch == _epoch:
         return True
     wrapper = connections["default"]
     return wrapper.vendor == "sqlite" and not _in_memory(wrapper.settings_dict["NAME"])
+
+
+_executors = AsyncToSync.executors
+#: the context variable that holds ``AsyncToSync.executors``'s values in this context (asgiref's
+#: ``Local``: a ``_CVar`` whose ``_data`` it is), when asgiref is laid out so; else None
+_executors_var = getattr(getattr(_executors, "_storage", None), "_data", None)
+if not isinstance(_executors_var, contextvars.ContextVar):
+    _executors_var = None
+
+
+def _waited_by_sync_caller() -> bool:
+    """``AsyncToSync.executors.current`` is set: a sync caller waits for this coroutine through
+    ``async_to_sync``. Asked first on every unit and read: where the context holds none of the
+    Local's values (a worker's or a server's own loop), the answer is no without asgiref's
+    lookup, which raises and catches an AttributeError that costs more than a statement."""
+    if _executors_var is not None and _executors_var.get(None) is None:
+        return False
+    return getattr(_executors, "current", None) is not None
 
 
 def _in_memory(name: Any) -> bool:
@@ -114,7 +140,7 @@ def _in_memory(name: Any) -> bool:
 
 
 def _connection() -> sqlite3.Connection:
-    own = getattr(_local, "own", None)
+    own = _local.own
     if own is not None and own.epoch == _epoch:
         return own.conn
     settings = connections["default"].settings_dict
@@ -507,7 +533,7 @@ def drop_unusable() -> None:
     """Close this thread's connection if its file was deleted or replaced (a test database
     dropped and created again): an open connection would keep writing to the deleted file;
     and the transcripts read from it (``transcripts``) are another database's."""
-    own = getattr(_local, "own", None)
+    own = _local.own
     if own is not None and own.epoch == _epoch and own.inode is not None and _inode(own.path) != own.inode:
         _local.own = None  # closes it
         transcripts.clear()
