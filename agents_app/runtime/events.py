@@ -6,6 +6,7 @@ it true; deltas are published live and never stored.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
@@ -19,9 +20,15 @@ class TurnEvent:
 
     def to_json(self) -> dict[str, Any]:
         # shallow: payloads are JSON values already, and asdict's deep copy is on the hot path
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data = {name: getattr(self, name) for name in _names(type(self))}
         data["type"] = self.type
         return data
+
+
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names (``fields`` builds them anew at every call)."""
+    return tuple(f.name for f in fields(cls))
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from dataclasses import dataclass, field
@@ -122,10 +123,28 @@ def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], message
 def plain_now() -> Any:
     """Now, as the driver takes a DateTimeField (Django's adaptation: a UTC string on SQLite;
     no database access, so any thread may call it). Written out when the adaptation is the
-    naive UTC time's ``str`` (``_utc_strings``): Django's costs a few microseconds a call."""
+    naive UTC time's ``str`` (``_utc_strings``): Django's costs a few microseconds a call, and
+    so do ``replace`` and ``str`` of a datetime (20k instructions a unit), so the second's text
+    is made once a second and the microseconds added to it, as ``str`` writes them (none
+    when they are 0)."""
     if _utc_strings():
-        return str(datetime.now(dt_timezone.utc).replace(tzinfo=None))
+        return utc_string(time.time_ns() // 1000)
     return connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+#: (the second, its text) that ``utc_string`` made last (one tuple: threads read it whole)
+_second: tuple[int, str] = (-1, "")
+
+
+def utc_string(micros: int) -> str:
+    """``str`` of the naive UTC datetime ``micros`` microseconds after the epoch."""
+    global _second
+    seconds, fraction = divmod(micros, 1_000_000)
+    held, text = _second
+    if held != seconds:
+        text = str(datetime.fromtimestamp(seconds, dt_timezone.utc).replace(tzinfo=None))
+        _second = (seconds, text)
+    return f"{text}.{fraction:06d}" if fraction else text
 
 
 @functools.cache

@@ -454,6 +454,11 @@ def test_now_as_sqlite_takes_it_is_djangos_adaptation():
     after = connection.ops.adapt_datetimefield_value(timezone.now())
     assert before <= mine <= after and len(mine) in (19, 26)  # str() drops a zero microsecond
     assert abs(datetime.fromisoformat(mine) - datetime.fromisoformat(before)) < timedelta(seconds=1)
+    # the second's text is made once and the microseconds added as str() writes them
+    epoch = datetime(1970, 1, 1)
+    for micros in (0, 1, 999_999, 1_000_000, 1_796_177_478_000_000, 1_796_177_478_810_721,
+                   1_796_177_478_999_999, 1_796_177_479_000_000, 1_796_177_479_000_010, 1_796_177_478_000_001):
+        assert checkpoint.utc_string(micros) == str(epoch + timedelta(microseconds=micros)), micros
 
 
 def test_only_a_sync_callers_coroutine_is_sent_to_its_thread():
