@@ -415,46 +415,68 @@ def _row(row: tuple[Any, ...]) -> SimpleNamespace:
 CHECKPOINT_EVERY = 96
 
 
+class _Kept:
+    """A connection of the checkpoints' thread, and the file it opened (its inode: a file
+    dropped and created again is another database, which gets a connection of its own)."""
+
+    __slots__ = ("conn", "path", "inode")
+
+    def __init__(self, conn: sqlite3.Connection, path: str, inode: int | None) -> None:
+        self.conn, self.path, self.inode = conn, path, inode
+
+
 class _Checkpoints:
     """The WAL's checkpoints, off the units: the process's thread moves the bulk of the WAL to
     the database (``checkpoint_wal``), then the next commit here moves the few pages committed
     in the meantime, on the thread's connection. The WAL starts over from its beginning only
     once every page in it was moved, at the next write: while units commit without a pause,
     the thread alone would never get there. The thread starts with the first request; it
-    waits on its queue of database files, so it costs nothing while no unit commits."""
+    waits on its queue of database files, so it costs nothing while no unit commits.
+
+    The thread keeps its connection for the next checkpoint of the same file: a connection's
+    first statement reads the whole schema (2M instructions for this site's, once every
+    ``CHECKPOINT_EVERY`` commits when each checkpoint opened its own)."""
 
     def __init__(self) -> None:
         self.commits = 0
         self.thread: threading.Thread | None = None
-        #: what the thread does: a checkpoint of a file (path, init_command), a connection to close
-        self.files: queue.SimpleQueue[tuple[str, str] | sqlite3.Connection] = queue.SimpleQueue()
+        #: what the thread does: a checkpoint of a file (path, init_command), a connection lent
+        #: for the rest and given back (kept for the next), None: close the kept ones (``forget``)
+        self.files: queue.SimpleQueue[tuple[str, str] | _Kept | None] = queue.SimpleQueue()
         self.lock = threading.Lock()
         #: the thread's connection once it moved the bulk: the next commit moves the rest on it
-        self.rest: sqlite3.Connection | None = None
+        self.rest: _Kept | None = None
+        #: by file: the thread's connections, not lent (only the thread touches it; here, not in
+        #: its frame, so a forked child keeps them referenced with the rest: ``_after_fork``)
+        self.idle: dict[str, _Kept] = {}
 
     def wrote(self) -> None:
         """A commit on this thread's connection (the count is shared by the threads without a
         lock: a lost increment only delays a checkpoint)."""
         if self.rest is not None and self.lock.acquire(blocking=False):
-            conn, self.rest = self.rest, None
+            kept, self.rest = self.rest, None
             self.lock.release()
-            if conn is not None:
+            if kept is not None:
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    kept.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error as exc:  # the unit committed: the next request tries again
                     log.warning("SQLite checkpoint: %s", exc)
                 finally:
-                    self.files.put(conn)  # the thread closes it (a tenth of a millisecond)
+                    self.files.put(kept)  # back to the thread, for its next checkpoint
         self.commits += 1
         if self.commits >= CHECKPOINT_EVERY:
             self.commits = 0
             self.request()
 
     def forget(self) -> None:
+        """Close the checkpoints' connections (``close_all``): the rest lent to a commit here,
+        the thread's kept ones there."""
         with self.lock:
-            conn, self.rest = self.rest, None
-        if conn is not None:
-            conn.close()
+            kept, self.rest = self.rest, None
+        if kept is not None:
+            kept.conn.close()
+        if self.thread is not None:
+            self.files.put(None)
 
     def request(self) -> None:
         if self.thread is None:
@@ -466,24 +488,53 @@ class _Checkpoints:
         self.files.put((_local.own.path, init_command))
 
     def run(self) -> None:
+        idle = self.idle
         while True:
             item = self.files.get()
-            if isinstance(item, sqlite3.Connection):
-                item.close()
+            if item is None:
+                for kept in idle.values():
+                    kept.conn.close()
+                idle.clear()
+                continue
+            if isinstance(item, _Kept):
+                _keep(idle, item)
                 continue
             path, init_command = item
+            kept = idle.pop(path, None)
+            if kept is None:
+                with self.lock:  # lent for a rest no commit took yet: this checkpoint moves it
+                    if self.rest is not None and self.rest.path == path:
+                        kept, self.rest = self.rest, None
+            if kept is not None and (kept.inode is None or _inode(path) != kept.inode):
+                kept.conn.close()  # another file by that name now
+                kept = None
             try:
-                conn, busy = checkpoint_wal(path, init_command)
-            except sqlite3.Error as exc:  # the next request tries again
+                if kept is None:
+                    inode = _inode(path)  # before the open: a file replaced between them is opened again
+                    conn, busy = checkpoint_wal(path, init_command)
+                    kept = _Kept(conn, path, inode)
+                else:
+                    busy = checkpoint_passes(kept.conn)
+            except sqlite3.Error as exc:  # the next request tries again, on a new connection
                 log.warning("SQLite checkpoint of %s: %s", path, exc)
+                if kept is not None:
+                    kept.conn.close()
                 continue
             if busy:  # another connection was checkpointing: it moves the rest
-                conn.close()
+                _keep(idle, kept)
                 continue
             with self.lock:
-                conn, self.rest = self.rest, conn
-            if conn is not None:  # a rest no commit took: a later checkpoint moves its pages
-                conn.close()
+                kept, self.rest = self.rest, kept
+            if kept is not None:  # a rest no commit took: a later checkpoint moves its pages
+                _keep(idle, kept)
+
+
+def _keep(idle: dict[str, _Kept], kept: _Kept) -> None:
+    """Keep ``kept`` for its file's next checkpoint, unless one is kept for it already."""
+    if kept.path in idle:
+        kept.conn.close()
+    else:
+        idle[kept.path] = kept
 
 
 #: PASSIVE checkpoints the thread runs in a row, each moving what units committed during the
@@ -492,23 +543,30 @@ CHECKPOINT_PASSES = 3
 
 
 def checkpoint_wal(path: str, init_command: str) -> tuple[sqlite3.Connection, bool]:
-    """PASSIVE checkpoints of ``path`` (they take no lock a writer waits for) on a connection of
-    its own, until one found no page committed since the one before (or ``CHECKPOINT_PASSES``);
-    the connection, with whether another checkpoint was running. The file is opened
-    read-write, never created: a test database dropped in the meantime stays dropped."""
+    """PASSIVE checkpoints of ``path`` (``checkpoint_passes``) on a connection of its own; the
+    connection, with whether another checkpoint was running. The file is opened read-write,
+    never created: a test database dropped in the meantime stays dropped."""
     uri = path if path.startswith("file:") else f"file:{urllib.parse.quote(path)}?mode=rw"
     conn = _open(uri, init_command)
     try:
-        seen = None
-        for _ in range(CHECKPOINT_PASSES):
-            busy, wal, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            if busy or wal == seen:
-                break
-            seen = wal
+        busy = checkpoint_passes(conn)
     except BaseException:
         conn.close()
         raise
-    return conn, bool(busy)
+    return conn, busy
+
+
+def checkpoint_passes(conn: sqlite3.Connection) -> bool:
+    """PASSIVE checkpoints (they take no lock a writer waits for) until one found no page
+    committed since the one before (or ``CHECKPOINT_PASSES``); whether another checkpoint was
+    running."""
+    seen = None
+    for _ in range(CHECKPOINT_PASSES):
+        busy, wal, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if busy or wal == seen:
+            break
+        seen = wal
+    return bool(busy)
 
 
 checkpoints = _Checkpoints()
