@@ -322,7 +322,7 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: 
     in the chain with its status and the rules' check in one statement, the queued turn; its
     record is built from what was written, not read back."""
     now = checkpoint.plain_now()
-    owner = getattr(created_by, "pk", None)
+    owner = None if created_by is None else getattr(created_by, "pk", None)
     # nothing parked (check_start) and a queued turn: the status the recompute would give
     # (``checkpoint.session_status_sql``); a start the rules refuse rolls it back with the rest
     facts = [now, str(SessionStatus.RUNNING), session.agent, session.key, turn_id]
