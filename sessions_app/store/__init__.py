@@ -124,7 +124,8 @@ class DjangoSessionStore:
         record(tx)
         written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                               tx.events, boundary=tx.moved, result=tx.result)
-        transcripts.wrote((written.session_id, written.generation), tx.messages)  # committed at its Sync
+        transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows,
+                          turn_id)  # committed at its Sync
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
     def commit_lite(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:

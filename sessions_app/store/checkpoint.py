@@ -70,6 +70,8 @@ class Written:
     #: a parent this unit's child woke (``children``); the next turn of the session's chain, when
     #: this unit settled its turn for good (``NEXT_IN_CHAIN``)
     runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
+    #: the JSON rows of the unit's messages, as written (``row_json``), in order
+    rows: list[str] = field(default_factory=list)
 
 
 def _stale(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
@@ -228,11 +230,12 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         raise _stale(turn_id, attempt_id)
     cancel_reason, session_id, generation, parent_id, spawn_step = row
     keys, steps = folded(messages, steps)
+    rows = [row_json(m, turn_id) for _, m in messages]
     if messages:
         ref = stored_ref(turn_id)
         cur.executemany(INSERT_MESSAGE_PLAIN, [
-            (session_id, generation, i, ref, str(m.role), row_json(m, turn_id), step, now, step, turn_id, step)
-            for i, m in messages for step in [keys.get(i)]
+            (session_id, generation, i, ref, str(m.role), text, step, now, step, turn_id, step)
+            for (i, m), text in zip(messages, rows) for step in [keys.get(i)]
         ])
         if cur.rowcount != len(messages):  # the rest rolls back with the unit
             raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
@@ -260,7 +263,7 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     if changes.get("status") in FINAL_STATUSES:
         cur.execute(NEXT_IN_CHAIN, [turn_id])
         woken += handed_over(cur.fetchone())
-    return Written(cancel_reason, session_id, generation, logged, woken)
+    return Written(cancel_reason, session_id, generation, logged, woken, rows)
 
 
 #: the statuses that keep a session's chain waiting (``rules.CHAIN_BLOCKING``; ``lease.CLAIM``)
@@ -398,8 +401,9 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     keys, steps = folded(messages, steps)
     if keys:  # raises (JUNE3) before the inserts when the turn holds one of these steps already
         batch.add(step_guard_sql(len(keys)), [turn_id, *keys.values()])
-    for i, m in messages:
-        batch.add(INSERT_MESSAGE, [i, str(m.role), row_json(m, turn_id), keys.get(i), now, turn_id])
+    rows = [row_json(m, turn_id) for _, m in messages]
+    for (i, m), text in zip(messages, rows):
+        batch.add(INSERT_MESSAGE, [i, str(m.role), text, keys.get(i), now, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
     status = "status" in changes
@@ -441,7 +445,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         for next_turn, _ in handed:  # its load will look for this session's transcript
             transcripts.remember(next_turn, session_id, generation)
         woken += handed
-    return Written(cancel_reason, session_id, generation, logged, woken)
+    return Written(cancel_reason, session_id, generation, logged, woken, rows)
 
 
 def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any], cur: Any = None) -> None:

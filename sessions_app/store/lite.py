@@ -238,7 +238,7 @@ def commit(tx: UnitWriter) -> Commit:
     with _write() as cur:
         written = checkpoint.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                          tx.events, tx.moved, tx.result)
-    transcripts.wrote((written.session_id, written.generation), tx.messages)  # committed
+    transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, tx.turn_id)  # committed
     return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
 

@@ -102,13 +102,21 @@ def read(key: Key, start: int, messages: list[Message]) -> None:
             _bounded(_stretches, key, Stretch(start, list(messages)), MAX_SESSIONS)
 
 
-def wrote(key: Key, messages: list[tuple[int, Message]]) -> None:
-    """A committed unit wrote ``messages`` (position, message): they continue the stretch if
-    they start at its end. Held as a load would decode them (their JSON, read back)."""
+def wrote(key: Key, messages: list[tuple[int, Message]], rows: list[str], turn_id: str) -> None:
+    """A committed unit of ``turn_id`` wrote ``messages`` (position, message) as the JSON
+    ``rows`` (``checkpoint.row_json``): they continue the stretch if they start at its end.
+    Held as a load decodes them: the row read back, with the role and turn id its columns hold
+    where the row has none (``reads.WHOLE``)."""
     stretch = _stretches.get(key)
     if not messages or stretch is None or messages[0][0] != stretch.end:
         return
-    messages = [(index, Message.from_json(json.loads(json.dumps(m.to_json())))) for index, m in messages]
+    decoded = []
+    for (index, m), text in zip(messages, rows, strict=True):
+        data = json.loads(text)
+        data.setdefault("role", str(m.role))
+        data.setdefault("turn_id", turn_id)
+        decoded.append((index, Message.from_json(data)))
+    messages = decoded
     with _lock:
         stretch = _stretches.get(key)
         if stretch is None:
