@@ -78,10 +78,16 @@ def _stale(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
     return StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
 
 
+def _recorded(turn_id: str, steps: tuple[str, ...]) -> IntegrityError:
+    return IntegrityError(f"turn {turn_id}: a step of {sorted(steps)} is already recorded")
+
+
 def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-              opening: int | None = None) -> tuple[str, list[Any]]:
+              opening: int | None = None, held: tuple[str, ...] = ()) -> tuple[str, list[Any]]:
     """``opening``: the position of the first message the unit writes; the turn's first unit
-    that writes one records it as the turn's (``Turn.opening``)."""
+    that writes one records it as the turn's (``Turn.opening``). ``held``: the steps the unit
+    folds into its messages, none of which the turn's messages may hold already (``STEP_HELD``,
+    SQLite's guard): the fence matches no row then either (``write_plain`` tells which)."""
     assert set(changes) <= TURN_COLUMNS, changes
     sets = ["revision = revision + 1"] + [f"{column} = %s" for column in changes]
     params = list(changes.values())
@@ -92,6 +98,9 @@ def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
         sets.append("attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END")
     where = "id = %s AND attempt_id = %s" if attempt_id is not None else "id = %s"
     params += [turn_id] + ([attempt_id] if attempt_id is not None else [])
+    if held:
+        where += f" AND NOT EXISTS ({STEP_HELD.format(steps=', '.join(['%s'] * len(held)))})"
+        params += held
     return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}", params
 
 
@@ -184,16 +193,25 @@ def opening_of(messages: list[tuple[int, Message]]) -> int | None:
 #: a step is recorded once (``message_step``'s uniqueness, without its index): the turn's messages,
 #: from its opening on by the message table's key, hold none of a unit's folded steps. Read
 #: under the session's row lock (a unit's first statement): no other unit of the turn writes
-#: meanwhile. On SQLite a message row is inserted only where its step is not held yet (the unit
-#: counts the rows it wrote); on PostgreSQL a statement of the batch raises (JUNE3).
-STEP_HELD = ('SELECT {select} FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id '
-             'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = {turn} AND m.turn_id = {ref} '
-             "AND m.step {step}")
+#: meanwhile. On SQLite the fence's condition (``fence_sql``), on the row it updates, before its
+#: messages are inserted (a unit folds a step once: ``write_plain`` checks its own); on
+#: PostgreSQL a statement of the batch raises (JUNE3, ``step_guard_sql``).
+STEP_HELD = ('SELECT 1 FROM sessions_app_message m WHERE m.session_id = sessions_app_turn.session_id '
+             'AND m.generation = sessions_app_turn.generation AND m."index" >= sessions_app_turn.opening '
+             "AND m.turn_id = sessions_app_turn.id AND m.step IN ({steps})")
+STEP_HELD_PG = ('SELECT {select} FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id '
+                'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = {turn} AND m.turn_id = {ref} '
+                "AND m.step {step}")
 INSERT_MESSAGE_PLAIN = (
     'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
-    "SELECT %s, %s, %s, %s, %s, %s, %s, %s "
-    f"WHERE %s IS NULL OR NOT EXISTS ({STEP_HELD.format(select='1', turn='%s', ref='t.id', step='= %s')})"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
+def still_held(turn_id: str, attempt_id: str | None) -> tuple[str, list[Any]]:
+    """A fence that guarded steps matched no row: does the attempt still hold the turn (then
+    a step was held), or was it the lease? The fence's own condition, less the guard."""
+    if attempt_id is None:
+        return "SELECT 1 FROM sessions_app_turn WHERE id = %s", [turn_id]
+    return "SELECT 1 FROM sessions_app_turn WHERE id = %s AND attempt_id = %s", [turn_id, attempt_id]
 
 
 @functools.lru_cache(maxsize=8)
@@ -201,7 +219,7 @@ def step_guard_sql(count: int) -> bytes:
     """PostgreSQL's guard (``STEP_HELD``) for a unit that folds ``count`` steps: raises if the
     turn holds one already."""
     steps = ", ".join(["%s::text"] * count)
-    return wire.numbered(STEP_HELD.format(select="june_step_recorded(t.id, m.step)", turn="%s::text",
+    return wire.numbered(STEP_HELD_PG.format(select="june_step_recorded(t.id, m.step)", turn="%s::text",
                                           ref="june_tid(t.id)", step=f"IN ({steps})") + " LIMIT 1")
 
 
@@ -221,24 +239,27 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     """The checkpoint as plain statements on ``cur``, inside the unit's transaction: Django's
     cursor (SQLite, on Django's thread), or the store's own SQLite connection (``lite``), whose
     cursor takes the same ``%s`` statements."""
-    fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages))
+    keys, steps = folded(messages, steps)
+    held = tuple(keys.values())
+    if len(set(held)) != len(held):  # the guard reads the rows written before the unit's
+        raise _recorded(turn_id, held)
+    fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages), held)
     now = plain_now()
     # the fence answers what the rest needs of the turn's row: a child's report reads no more
     cur.execute(fence + " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step", params)
     row = cur.fetchone()
-    if row is None:
+    if row is None:  # the rest rolls back with the unit
+        if held and cur.execute(*still_held(turn_id, attempt_id)).fetchone():
+            raise _recorded(turn_id, held)
         raise _stale(turn_id, attempt_id)
     cancel_reason, session_id, generation, parent_id, spawn_step = row
-    keys, steps = folded(messages, steps)
     rows = [row_json(m, turn_id) for _, m in messages]
     if messages:
         ref = stored_ref(turn_id)
         cur.executemany(INSERT_MESSAGE_PLAIN, [
-            (session_id, generation, i, ref, str(m.role), text, step, now, step, turn_id, step)
-            for (i, m), text in zip(messages, rows) for step in [keys.get(i)]
+            (session_id, generation, i, ref, str(m.role), text, keys.get(i), now)
+            for (i, m), text in zip(messages, rows)
         ])
-        if cur.rowcount != len(messages):  # the rest rolls back with the unit
-            raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
     if steps:
         cur.executemany(
             "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
