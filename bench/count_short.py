@@ -81,7 +81,7 @@ def count(n: int, template: str) -> tuple[dict[int, int], Path]:
                     f"--callgrind-out-file={folder / 'callgrind.out'}", sys.executable, __file__, "run", str(n)],
                    env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     threads = {}
-    for path in folder.glob("callgrind.out*"):
+    for path in folder.glob("callgrind.out-*"):
         text = path.read_text(errors="replace")
         thread = int(re.search(r"^thread:\s+(\d+)", text, re.M).group(1))
         threads[thread] = int(re.search(r"^(?:summary|totals):\s+(\d+)", text, re.M).group(1))
@@ -92,7 +92,7 @@ def _checkpointing(folder: Path) -> set[int]:
     """The threads that ran the WAL's checkpoints (``lite.checkpoints``' thread): they
     checkpoint and insert nothing (asgiref's thread runs the sync tool's unit)."""
     found = set()
-    for path in folder.glob("callgrind.out*"):
+    for path in folder.glob("callgrind.out-*"):
         text = path.read_text(errors="replace")
         thread = int(re.search(r"^thread:\s+(\d+)", text, re.M).group(1))
         if thread != 1 and "sqlite3WalCheckpoint" in text and "sqlite3BtreeInsert" not in text:
