@@ -416,13 +416,14 @@ CHECKPOINT_EVERY = 96
 
 
 class _Kept:
-    """A connection of the checkpoints' thread, and the file it opened (its inode: a file
-    dropped and created again is another database, which gets a connection of its own)."""
+    """A connection of the checkpoints' thread, the file it opened (its inode: a file dropped
+    and created again is another database, which gets a connection of its own), and the
+    ``forget`` it was opened after (one opened before the last is closed when next seen)."""
 
-    __slots__ = ("conn", "path", "inode")
+    __slots__ = ("conn", "path", "inode", "epoch")
 
-    def __init__(self, conn: sqlite3.Connection, path: str, inode: int | None) -> None:
-        self.conn, self.path, self.inode = conn, path, inode
+    def __init__(self, conn: sqlite3.Connection, path: str, inode: int | None, epoch: int) -> None:
+        self.conn, self.path, self.inode, self.epoch = conn, path, inode, epoch
 
 
 class _Checkpoints:
@@ -449,6 +450,8 @@ class _Checkpoints:
         #: by file: the thread's connections, not lent (only the thread touches it; here, not in
         #: its frame, so a forked child keeps them referenced with the rest: ``_after_fork``)
         self.idle: dict[str, _Kept] = {}
+        #: ``forget``s so far: a connection in the thread's hands at one is closed when it is done
+        self.epoch = 0
 
     def wrote(self) -> None:
         """A commit on this thread's connection (the count is shared by the threads without a
@@ -473,6 +476,7 @@ class _Checkpoints:
         the thread's kept ones there."""
         with self.lock:
             kept, self.rest = self.rest, None
+            self.epoch += 1
         if kept is not None:
             kept.conn.close()
         if self.thread is not None:
@@ -497,7 +501,7 @@ class _Checkpoints:
                 idle.clear()
                 continue
             if isinstance(item, _Kept):
-                _keep(idle, item)
+                self._keep(item)
                 continue
             path, init_command = item
             kept = idle.pop(path, None)
@@ -505,14 +509,15 @@ class _Checkpoints:
                 with self.lock:  # lent for a rest no commit took yet: this checkpoint moves it
                     if self.rest is not None and self.rest.path == path:
                         kept, self.rest = self.rest, None
-            if kept is not None and (kept.inode is None or _inode(path) != kept.inode):
-                kept.conn.close()  # another file by that name now
+            if kept is not None and (kept.epoch != self.epoch or kept.inode is None or _inode(path) != kept.inode):
+                kept.conn.close()  # forgotten, or another file by that name now
                 kept = None
             try:
                 if kept is None:
+                    epoch = self.epoch
                     inode = _inode(path)  # before the open: a file replaced between them is opened again
                     conn, busy = checkpoint_wal(path, init_command)
-                    kept = _Kept(conn, path, inode)
+                    kept = _Kept(conn, path, inode, epoch)
                 else:
                     busy = checkpoint_passes(kept.conn)
             except sqlite3.Error as exc:  # the next request tries again, on a new connection
@@ -521,20 +526,21 @@ class _Checkpoints:
                     kept.conn.close()
                 continue
             if busy:  # another connection was checkpointing: it moves the rest
-                _keep(idle, kept)
+                self._keep(kept)
                 continue
             with self.lock:
-                kept, self.rest = self.rest, kept
-            if kept is not None:  # a rest no commit took: a later checkpoint moves its pages
-                _keep(idle, kept)
+                if kept.epoch == self.epoch:
+                    kept, self.rest = self.rest, kept
+            if kept is not None:  # forgotten meanwhile, or a rest no commit took (a later checkpoint moves its pages)
+                self._keep(kept)
 
-
-def _keep(idle: dict[str, _Kept], kept: _Kept) -> None:
-    """Keep ``kept`` for its file's next checkpoint, unless one is kept for it already."""
-    if kept.path in idle:
-        kept.conn.close()
-    else:
-        idle[kept.path] = kept
+    def _keep(self, kept: _Kept) -> None:
+        """Keep ``kept`` for its file's next checkpoint, unless it was forgotten or one is kept
+        for that file already (the thread's)."""
+        if kept.epoch != self.epoch or kept.path in self.idle:
+            kept.conn.close()
+        else:
+            self.idle[kept.path] = kept
 
 
 #: PASSIVE checkpoints the thread runs in a row, each moving what units committed during the
