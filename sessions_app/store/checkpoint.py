@@ -83,25 +83,35 @@ def _recorded(turn_id: str, steps: tuple[str, ...]) -> IntegrityError:
 
 
 def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-              opening: int | None = None, held: tuple[str, ...] = ()) -> tuple[str, list[Any]]:
+              opening: int | None = None, held: tuple[str, ...] = (), returning: str = "") -> tuple[str, list[Any]]:
     """``opening``: the position of the first message the unit writes; the turn's first unit
     that writes one records it as the turn's (``Turn.opening``). ``held``: the steps the unit
     folds into its messages, none of which the turn's messages may hold already (``STEP_HELD``,
-    SQLite's guard): the fence matches no row then either (``write_plain`` tells which)."""
-    assert set(changes) <= TURN_COLUMNS, changes
-    sets = ["revision = revision + 1"] + [f"{column} = %s" for column in changes]
+    SQLite's guard): the fence matches no row then either (``write_plain`` tells which).
+    ``returning``: the columns it answers. The statement is made once per shape (a few)."""
     params = list(changes.values())
     if opening is not None:
-        sets.append("opening = COALESCE(opening, %s)")
         params.append(opening)
-    if changes.get("status") in rules.REFUNDS_ATTEMPT:  # parking gives its claim back
+    params.append(turn_id)
+    if attempt_id is not None:
+        params.append(attempt_id)
+    params += held
+    refunds = changes.get("status") in rules.REFUNDS_ATTEMPT
+    return _fence(tuple(changes), opening is not None, refunds, attempt_id is not None, len(held), returning), params
+
+
+@functools.lru_cache(maxsize=64)
+def _fence(columns: tuple[str, ...], opening: bool, refunds: bool, attempt: bool, held: int, returning: str) -> str:
+    assert set(columns) <= TURN_COLUMNS, columns
+    sets = ["revision = revision + 1"] + [f"{column} = %s" for column in columns]
+    if opening:
+        sets.append("opening = COALESCE(opening, %s)")
+    if refunds:  # parking gives its claim back
         sets.append("attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END")
-    where = "id = %s AND attempt_id = %s" if attempt_id is not None else "id = %s"
-    params += [turn_id] + ([attempt_id] if attempt_id is not None else [])
+    where = "id = %s AND attempt_id = %s" if attempt else "id = %s"
     if held:
-        where += f" AND NOT EXISTS ({STEP_HELD.format(steps=', '.join(['%s'] * len(held)))})"
-        params += held
-    return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}", params
+        where += f" AND NOT EXISTS ({STEP_HELD.format(steps=', '.join(['%s'] * held))})"
+    return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}{returning}"
 
 
 def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
@@ -243,10 +253,11 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     held = tuple(keys.values())
     if len(set(held)) != len(held):  # the guard reads the rows written before the unit's
         raise _recorded(turn_id, held)
-    fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages), held)
-    now = plain_now()
     # the fence answers what the rest needs of the turn's row: a child's report reads no more
-    cur.execute(fence + " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step", params)
+    fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages), held,
+                              " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step")
+    now = plain_now()
+    cur.execute(fence, params)
     row = cur.fetchone()
     if row is None:  # the rest rolls back with the unit
         if held and cur.execute(*still_held(turn_id, attempt_id)).fetchone():
