@@ -253,17 +253,27 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     held = tuple(keys.values())
     if len(set(held)) != len(held):  # the guard reads the rows written before the unit's
         raise _recorded(turn_id, held)
-    # the fence answers what the rest needs of the turn's row: a child's report reads no more
+    # the fence answers what the rest needs of the turn's row (a child's report reads no more),
+    # unless this process knows the row's fixed facts and the unit logs events: then the
+    # events' numbering answers the cancel request (a RETURNING costs SQLite a temporary b-tree)
+    known = transcripts.facts(turn_id) if events else None
     fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages), held,
-                              " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step")
+                              "" if known else " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step")
     now = plain_now()
     cur.execute(fence, params)
-    row = cur.fetchone()
+    if known:
+        row = known if cur.rowcount == 1 else None
+    else:
+        answer = cur.fetchone()
+        row = None if answer is None else answer[1:]
+        if answer is not None:
+            cancel_reason = answer[0]
+            transcripts.remember_facts(turn_id, row)
     if row is None:  # the rest rolls back with the unit
         if held and cur.execute(*still_held(turn_id, attempt_id)).fetchone():
             raise _recorded(turn_id, held)
         raise _stale(turn_id, attempt_id)
-    cancel_reason, session_id, generation, parent_id, spawn_step = row
+    session_id, generation, parent_id, spawn_step = row
     rows = [row_json(m, turn_id) for _, m in messages]
     if messages:
         ref = stored_ref(turn_id)
@@ -280,10 +290,16 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
     status = "status" in changes
     if events:  # numbered by the session's row, whose status the same UPDATE recomputes
-        cur.execute(STATUS_AND_EVENT_SEQ_PLAIN if status else BUMP_EVENT_SEQ_PLAIN,
-                    session_status_params(session_id, now, events=len(events)) if status
-                    else [len(events), session_id])
-        last, live = cur.fetchone()
+        if known:
+            cur.execute(STATUS_EVENT_SEQ_CANCEL if status else BUMP_EVENT_SEQ_CANCEL,
+                        [*session_status_params(session_id, now, events=len(events)), turn_id] if status
+                        else [len(events), session_id, turn_id])
+            last, live, cancel_reason = cur.fetchone()
+        else:
+            cur.execute(STATUS_AND_EVENT_SEQ_PLAIN if status else BUMP_EVENT_SEQ_PLAIN,
+                        session_status_params(session_id, now, events=len(events)) if status
+                        else [len(events), session_id])
+            last, live = cur.fetchone()
         logged = insert_events(cur, session_id, events, last, live, turn_id=turn_id, generation=generation,
                                unit=messages, now=now)
     else:
@@ -527,6 +543,11 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
 BUMP_EVENT_SEQ_PLAIN = (
     "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq, generation"
 )
+#: the events' numbering that also answers the turn's cancel request (``write_plain``, whose fence
+#: then answers nothing), read after the fence in the unit's transaction as the fence reads it
+CANCEL_REQUEST = ", (SELECT cancel_reason FROM sessions_app_turn WHERE id = %s)"
+BUMP_EVENT_SEQ_CANCEL = BUMP_EVENT_SEQ_PLAIN + CANCEL_REQUEST
+STATUS_EVENT_SEQ_CANCEL = STATUS_AND_EVENT_SEQ_PLAIN + CANCEL_REQUEST
 
 
 def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: int, live_generation: int, *,

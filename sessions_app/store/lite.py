@@ -301,6 +301,8 @@ def _claimed(cur: "Cursor", turn_id: str, owner: str, attempt_id: str, now: floa
     turn = _row(row)
     if turn.session.status != SessionStatus.RUNNING:
         cur.execute(lease.SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
+    # what its checkpoints need not read back (the row's facts never change)
+    transcripts.remember_facts(turn_id, (turn.session_id, turn.generation, turn.parent_id, turn.spawn_step))
     return turn
 
 
@@ -377,7 +379,7 @@ def _insert(cur: "Cursor", model: type, **values: Any) -> None:
 
 _TURN = ("id", "status", "input", "generation", "cancel_reason", "attempt_id", "attempts", "lease_owner",
          "lease_expires_at", "phase", "journal", "pending", "policy", "text", "error", "usage", "parent_id",
-         "depth", "waiting", "session_id")
+         "depth", "waiting", "session_id", "spawn_step")
 _SESSION = ("agent", "key", "status", "generation", "boundary", "summary_index")
 _JSON = frozenset({"input", "journal", "pending", "policy", "error", "usage"})
 TURN = (f"SELECT {', '.join('t.' + c for c in _TURN)}, {', '.join('s.' + c for c in _SESSION)} "

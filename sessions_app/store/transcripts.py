@@ -1,5 +1,7 @@
 """The transcripts this process has already decoded, so that loading a turn reads and decodes
-only the messages it has not seen: a turn's load costs the same at 10 or 2,000 messages.
+only the messages it has not seen: a turn's load costs the same at 10 or 2,000 messages. And
+the facts of a turn's row that never change (its session, generation, parent), so that a
+checkpoint need not read them back (``facts``).
 
 Sound because the message log is append-only: a position (session, generation, index) is taken
 once (a unique constraint) and no message row is ever updated, so a stretch of positions read
@@ -127,8 +129,26 @@ def wrote(key: Key, messages: list[tuple[int, Message]], rows: list[str], turn_i
             stretch.messages.append(message)
 
 
+#: what never changes on a turn's row, by turn id: (session id, generation, parent id, spawn step),
+#: read by a claim or a checkpoint (``checkpoint.write_plain`` then asks its fence for none of it)
+Facts = tuple[int, int, "str | None", "str | None"]
+_facts: dict[str, Facts] = {}
+MAX_FACTS = 4096
+
+
+def remember_facts(turn_id: str, facts: Facts) -> None:
+    if len(_facts) >= MAX_FACTS:
+        _facts.clear()
+    _facts[turn_id] = facts
+
+
+def facts(turn_id: str) -> Facts | None:
+    return _facts.get(turn_id)
+
+
 def clear() -> None:
     """Forget everything (tests that recreate the database)."""
     with _lock:
         _stretches.clear()
         _turns.clear()
+        _facts.clear()
