@@ -54,9 +54,8 @@ import sqlite3
 import threading
 import urllib.parse
 import weakref
-from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 from asgiref.sync import AsyncToSync
 from django.db import connection as django_connection
@@ -202,32 +201,54 @@ class Cursor(sqlite3.Cursor):
         return super().executemany(qmark(sql), rows)
 
 
-@contextmanager
-def _cursor(begin: str | None) -> Iterator[Cursor]:
-    """A cursor on this thread's connection; ``begin`` opens a transaction that commits when
-    the block ends and rolls back when it raises. A locked database raises Busy (rolled back)."""
-    conn = _connection()
-    changes = conn.total_changes
-    cur = conn.cursor(Cursor)
-    try:
-        if begin:
-            cur.execute(begin)
-        yield cur
-        cur.close()
-        if begin:
-            conn.execute("COMMIT")
-        if conn.total_changes != changes:
+class _cursor:
+    """``with _cursor(begin) as cur``: a cursor on this thread's connection; ``begin`` opens a
+    transaction that commits when the block ends and rolls back when it raises. A locked
+    database raises Busy (rolled back). (A class, not a generator: a generator's context
+    manager ends by raising and catching a StopIteration, at every unit and read.)"""
+
+    __slots__ = ("begin", "conn", "changes", "cur")
+
+    def __init__(self, begin: str | None) -> None:
+        self.begin = begin
+
+    def __enter__(self) -> Cursor:
+        conn = self.conn = _connection()
+        self.changes = conn.total_changes
+        cur = self.cur = conn.cursor(Cursor)
+        if self.begin:
+            try:
+                cur.execute(self.begin)
+            except BaseException as exc:
+                self._failed(exc)
+                raise
+        return cur
+
+    def __exit__(self, kind: Any, exc: BaseException | None, traceback: Any) -> None:
+        if exc is not None:
+            self._failed(exc)
+            return
+        conn = self.conn
+        try:
+            self.cur.close()
+            if self.begin:
+                conn.execute("COMMIT")
+        except BaseException as error:
+            self._failed(error)
+            raise
+        if conn.total_changes != self.changes:
             checkpoints.wrote()
-    except BaseException as exc:
-        cur.close()
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+
+    def _failed(self, exc: BaseException) -> None:
+        """Roll back; a locked database raises Busy (the caller re-raises anything else)."""
+        self.cur.close()
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
         if _busy(exc):
             raise Busy(str(exc)) from exc
-        raise
 
 
-def _write() -> Any:
+def _write() -> _cursor:
     return _cursor("BEGIN IMMEDIATE")
 
 
