@@ -9,7 +9,6 @@ StaleAttemptError and the whole unit rolls back, a sync tool's writes included.
 from __future__ import annotations
 
 import functools
-import json
 import time
 from datetime import datetime
 from datetime import timezone as dt_timezone
@@ -29,7 +28,7 @@ from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent, SessionRef, SessionStatus, TurnStatus
 
 from sessions_app import models
-from sessions_app.store import children, eventlog, transcripts, wire
+from sessions_app.store import children, eventlog, jsontext, transcripts, wire
 
 IDLE = TransactionStatus.IDLE
 INTRANS = TransactionStatus.INTRANS
@@ -40,12 +39,7 @@ STEP_RECORDED = "JUNE3"  # SQLSTATE of june_step_recorded()
 TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage"})
 
 
-#: json.dumps with separators builds an encoder per call; this one is built once
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def dumps(value: Any) -> str:
-    return _encode(value)
+dumps = jsontext.dumps
 
 
 def row_json(message: Message, turn_id: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -14,6 +13,7 @@ from agents_app.runtime.messages import Message
 from agents_app.runtime import subagents
 from agents_app.runtime.seams import FINAL_STATUSES, ChildTurn, Phase, SessionRef, TurnInput, TurnRecord, TurnStatus
 from sessions_app import models as m
+from sessions_app.store import jsontext
 from sessions_app.store.checkpoint import dumps
 
 
@@ -90,7 +90,7 @@ def journal_changes(attempt_id: str | None, phase: Phase, data: dict[str, Any]) 
 
 
 def loads(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, (str, bytes)) else value
+    return jsontext.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 class UnitWriter:

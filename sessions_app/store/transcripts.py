@@ -24,12 +24,12 @@ Bounded: the most recently used sessions and turns.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from agents_app.runtime.messages import Message
+from sessions_app.store import jsontext
 
 MAX_SESSIONS = 32
 MAX_TURNS = 1024
@@ -114,7 +114,7 @@ def wrote(key: Key, messages: list[tuple[int, Message]], rows: list[str], turn_i
         return
     decoded = []
     for (index, m), text in zip(messages, rows, strict=True):
-        data = json.loads(text)
+        data = jsontext.loads(text)
         data.setdefault("role", str(m.role))
         data.setdefault("turn_id", turn_id)
         decoded.append((index, Message.from_json(data)))
