@@ -423,9 +423,17 @@ def _turn(cur: Cursor, turn_id: str) -> SimpleNamespace:
     return _row(row)
 
 
+#: the positions of the JSON columns in a ``TURN`` row
+_JSON_AT = tuple((n, c) for n, c in enumerate(_TURN) if c in _JSON)
+
+
 def _row(row: tuple[Any, ...]) -> SimpleNamespace:
     """A ``TURN`` (or ``CLAIMED``) row as ``_turn`` answers it."""
-    turn = SimpleNamespace(**{c: loads(v) if c in _JSON else v for c, v in zip(_TURN, row)})
+    columns = dict(zip(_TURN, row))
+    for n, column in _JSON_AT:
+        if row[n] is not None:
+            columns[column] = loads(row[n])
+    turn = SimpleNamespace(**columns)
     turn.session = SimpleNamespace(**dict(zip(_SESSION, row[len(_TURN):])))
     return turn
 

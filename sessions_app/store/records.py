@@ -22,7 +22,7 @@ def record_of(turn: m.Turn, session: m.Session | None = None) -> TurnRecord:
     return TurnRecord(
         turn_id=turn.id,
         session=SessionRef(s.agent, s.key),
-        status=TurnStatus(turn.status),
+        status=_STATUSES.get(turn.status) or TurnStatus(turn.status),
         input=TurnInput.from_json(turn.input or {}),
         generation=turn.generation,
         cancel_reason=turn.cancel_reason,
@@ -43,6 +43,8 @@ def record_of(turn: m.Turn, session: m.Session | None = None) -> TurnRecord:
     )
 
 
+#: a status column's value to its member (an enum's call costs more than the lookup)
+_STATUSES = {str(status): status for status in TurnStatus}
 _TURN_FIELDS = m.Turn._meta.concrete_fields
 _SESSION_FIELDS = m.Session._meta.concrete_fields
 #: a turn and its session in one statement, written once: the ORM would compile this query
