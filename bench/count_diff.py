@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""Instructions per turn by function: the difference of two callgrind files of
-``count_short.py`` (N_high and N_low turns), divided by the turns between them.
+"""Instructions per turn by function: the difference of two callgrind runs of
+``count_short.py`` (N_high and N_low turns; a file, or the folder of a run's files by thread),
+divided by the turns between them.
 
-    bench/count_diff.py LOW.out HIGH.out TURNS [top]
+    bench/count_diff.py LOW HIGH TURNS [top]
 """
 
 from __future__ import annotations
@@ -14,9 +15,16 @@ from collections import Counter
 
 
 def by_function(path: str, inclusive: bool) -> Counter[str]:
+    from pathlib import Path
+
+    if Path(path).is_dir():  # a run's files, one per thread
+        found: Counter[str] = Counter()
+        for file in sorted(Path(path).glob("callgrind.out-*")):
+            found.update(by_function(str(file), inclusive))
+        return found
     out = subprocess.run(["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}", "--threshold=100",
                           path], capture_output=True, text=True, check=True).stdout
-    found: Counter[str] = Counter()
+    found = Counter()
     for line in out.splitlines():
         m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$", line) or re.match(r"\s*([\d,]+)\s+(\S.*)$", line)
         if m and not m.group(2).startswith(("PROGRAM TOTALS", "Ir")):
