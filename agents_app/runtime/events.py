@@ -6,10 +6,14 @@ it true; deltas are published live and never stored.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
+from .frozen import fast_init
 
+
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnEvent:
     type: ClassVar[str] = ""
@@ -19,11 +23,18 @@ class TurnEvent:
 
     def to_json(self) -> dict[str, Any]:
         # shallow: payloads are JSON values already, and asdict's deep copy is on the hot path
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data = {name: getattr(self, name) for name in _names(type(self))}
         data["type"] = self.type
         return data
 
 
+@functools.cache
+def _names(cls: type) -> tuple[str, ...]:
+    """A dataclass's field names (``fields`` builds them anew at every call)."""
+    return tuple(f.name for f in fields(cls))
+
+
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnStarted(TurnEvent):
     type: ClassVar[str] = "turn.started"
@@ -31,6 +42,7 @@ class TurnStarted(TurnEvent):
     text: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta(TurnEvent):
     type: ClassVar[str] = "reasoning.delta"
@@ -38,6 +50,7 @@ class ReasoningDelta(TurnEvent):
     text: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class MessageDelta(TurnEvent):
     type: ClassVar[str] = "message.delta"
@@ -45,6 +58,7 @@ class MessageDelta(TurnEvent):
     text: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class MessageCompleted(TurnEvent):
     type: ClassVar[str] = "message.completed"
@@ -52,12 +66,14 @@ class MessageCompleted(TurnEvent):
     index: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ActionRequested(TurnEvent):
     type: ClassVar[str] = "action.requested"
     call: dict[str, Any] = field(default_factory=dict)  # {id, name, input}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ActionCompleted(TurnEvent):
     type: ClassVar[str] = "action.completed"
@@ -67,6 +83,7 @@ class ActionCompleted(TurnEvent):
     error: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class InputRequested(TurnEvent):
     type: ClassVar[str] = "input.requested"
@@ -74,6 +91,7 @@ class InputRequested(TurnEvent):
     call_id: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class InputAnswered(TurnEvent):
     """Beyond the seed: an answer was accepted (who answered, from where), so every tab
@@ -89,6 +107,7 @@ class InputAnswered(TurnEvent):
     via: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ChildStarted(TurnEvent):
     """A tool call spawned a child turn (``subagents.py``): ``child`` is ``{turn_id, agent,
@@ -99,12 +118,14 @@ class ChildStarted(TurnEvent):
     child: dict[str, Any] = field(default_factory=dict)
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnCompleted(TurnEvent):
     type: ClassVar[str] = "turn.completed"
     text: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnFailed(TurnEvent):
     type: ClassVar[str] = "turn.failed"
@@ -113,12 +134,14 @@ class TurnFailed(TurnEvent):
     step: str | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnCancelled(TurnEvent):
     type: ClassVar[str] = "turn.cancelled"
     reason: str = "requested"  # requested | replaced | reset
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SessionReset(TurnEvent):
     """Beyond the seed: the live session was archived as ``previous_session``."""
@@ -128,6 +151,7 @@ class SessionReset(TurnEvent):
     generation: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CompactionStarted(TurnEvent):
     """A compaction began (its summarizing call is under way)."""
@@ -140,6 +164,7 @@ class CompactionStarted(TurnEvent):
     tokens_before: int = 0
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CompactionCompleted(TurnEvent):
     """The summary and the new boundary committed: the model now sees ``summary`` and the
@@ -156,6 +181,7 @@ class CompactionCompleted(TurnEvent):
     summary: str = ""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class CompactionFailed(TurnEvent):
     """A proactive compaction could not be made (the turn completed anyway; the boundary did

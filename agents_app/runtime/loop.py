@@ -81,6 +81,20 @@ class _RecordingTx:
         self.moved = (index, summary_index)
         self.tx.boundary(index, summary_index)
 
+    # the rest of the Tx passes through; written out, as a miss on a slotted class raises and
+    # catches an AttributeError before ``__getattr__`` (several times per unit)
+    def emit(self, event: ev.TurnEvent) -> None:
+        self.tx.emit(event)
+
+    def journal(self, phase: Phase, **data: Any) -> None:
+        self.tx.journal(phase, **data)
+
+    def settle(self, status: TurnStatus, **outcome: Any) -> None:
+        self.tx.settle(status, **outcome)
+
+    def spawn(self, child: Any) -> None:
+        self.tx.spawn(child)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.tx, name)
 

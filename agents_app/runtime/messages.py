@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .frozen import fast_init
+
 
 class Role(StrEnum):
     USER = "user"
@@ -21,6 +23,7 @@ class Role(StrEnum):
     SUMMARY = "summary"  # a compaction's summary of the messages before ``boundary``
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     id: str
@@ -35,6 +38,7 @@ class ToolCall:
         return cls(data["id"], data["name"], data.get("input") or {})
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Message:
     """One entry of the message log.

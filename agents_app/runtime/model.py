@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .frozen import fast_init
+
 from .messages import Message, ToolCall
 
 
@@ -44,6 +46,7 @@ class ToolSpec:
         return {"name": self.name, "description": self.description, "input_schema": self.input_schema}
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     system: str
@@ -55,16 +58,19 @@ class ModelRequest:
     purpose: str = "turn"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     text: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ReasoningDelta:
     text: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ModelReply:
     """The end of a stream: the whole reply, why it stopped, and what it cost."""

@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Iterator, Sequence
 
+from .frozen import fast_init
+
 from .messages import Message, Role, ToolCall
 
 
@@ -20,6 +22,7 @@ class NextKind(StrEnum):
     SETTLE = "settle"  # the last reply has no calls: the turn is done
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Next:
     kind: NextKind

@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any, AsyncIterator, Callable, Protocol, Sequence
 
 from .events import TurnEvent
+from .frozen import fast_init
 from .messages import Message
 from .model import ModelChunk, ModelRequest
 
@@ -54,6 +55,7 @@ class Phase(StrEnum):
     PARKED = "parked"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SessionRef:
     agent: str
@@ -63,6 +65,7 @@ class SessionRef:
         return f"{self.agent}/{self.key}"
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnInput:
     """What opens a turn. ``kind`` is inbound (someone spoke) or proactive (a seed).
@@ -102,6 +105,7 @@ class TurnInput:
         )
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class TurnRecord:
     """The submission: one row per turn."""
@@ -153,6 +157,7 @@ class TurnState:
     summary: int | None = None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LoggedEvent:
     seq: int

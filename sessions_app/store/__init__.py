@@ -68,6 +68,8 @@ class DjangoSessionStore:
         commits with its turn)."""
         self.clock = clock
         self.own_connection = own_connection
+        #: ``atomic_sync`` as a coroutine, made once (asgiref's wrapper inspects the function)
+        self._atomic_hop: Callable[..., Any] | None = None
 
     def _own(self) -> Any:
         """The store's own connection when it may use it (PostgreSQL), else None."""
@@ -102,7 +104,9 @@ class DjangoSessionStore:
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=runnable + written.runnable)
 
     async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit:
-        return await sync_to_async(self.atomic_sync)(turn_id, attempt_id, work)
+        if self._atomic_hop is None:
+            self._atomic_hop = sync_to_async(self.atomic_sync)
+        return await self._atomic_hop(turn_id, attempt_id, work)
 
     async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
         raw = direct.connection()
@@ -124,7 +128,8 @@ class DjangoSessionStore:
         record(tx)
         written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                               tx.events, boundary=tx.moved, result=tx.result)
-        transcripts.wrote((written.session_id, written.generation), tx.messages)  # committed at its Sync
+        transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows,
+                          turn_id)  # committed at its Sync
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
     def commit_lite(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:

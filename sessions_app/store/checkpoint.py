@@ -9,7 +9,7 @@ StaleAttemptError and the whole unit rolls back, a sync tool's writes included.
 from __future__ import annotations
 
 import functools
-import json
+import time
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from dataclasses import dataclass, field
@@ -28,7 +28,7 @@ from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent, SessionRef, SessionStatus, TurnStatus
 
 from sessions_app import models
-from sessions_app.store import children, eventlog, transcripts, wire
+from sessions_app.store import children, eventlog, jsontext, transcripts, wire
 
 IDLE = TransactionStatus.IDLE
 INTRANS = TransactionStatus.INTRANS
@@ -39,12 +39,7 @@ STEP_RECORDED = "JUNE3"  # SQLSTATE of june_step_recorded()
 TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage"})
 
 
-#: json.dumps with separators builds an encoder per call; this one is built once
-_encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def dumps(value: Any) -> str:
-    return _encode(value)
+dumps = jsontext.dumps
 
 
 def row_json(message: Message, turn_id: str) -> str:
@@ -69,27 +64,48 @@ class Written:
     #: a parent this unit's child woke (``children``); the next turn of the session's chain, when
     #: this unit settled its turn for good (``NEXT_IN_CHAIN``)
     runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
+    #: the JSON rows of the unit's messages, as written (``row_json``), in order
+    rows: list[str] = field(default_factory=list)
 
 
 def _stale(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
     return StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
 
 
+def _recorded(turn_id: str, steps: tuple[str, ...]) -> IntegrityError:
+    return IntegrityError(f"turn {turn_id}: a step of {sorted(steps)} is already recorded")
+
+
 def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-              opening: int | None = None) -> tuple[str, list[Any]]:
+              opening: int | None = None, held: tuple[str, ...] = (), returning: str = "") -> tuple[str, list[Any]]:
     """``opening``: the position of the first message the unit writes; the turn's first unit
-    that writes one records it as the turn's (``Turn.opening``)."""
-    assert set(changes) <= TURN_COLUMNS, changes
-    sets = ["revision = revision + 1"] + [f"{column} = %s" for column in changes]
+    that writes one records it as the turn's (``Turn.opening``). ``held``: the steps the unit
+    folds into its messages, none of which the turn's messages may hold already (``STEP_HELD``,
+    SQLite's guard): the fence matches no row then either (``write_plain`` tells which).
+    ``returning``: the columns it answers. The statement is made once per shape (a few)."""
     params = list(changes.values())
     if opening is not None:
-        sets.append("opening = COALESCE(opening, %s)")
         params.append(opening)
-    if changes.get("status") in rules.REFUNDS_ATTEMPT:  # parking gives its claim back
+    params.append(turn_id)
+    if attempt_id is not None:
+        params.append(attempt_id)
+    params += held
+    refunds = changes.get("status") in rules.REFUNDS_ATTEMPT
+    return _fence(tuple(changes), opening is not None, refunds, attempt_id is not None, len(held), returning), params
+
+
+@functools.lru_cache(maxsize=64)
+def _fence(columns: tuple[str, ...], opening: bool, refunds: bool, attempt: bool, held: int, returning: str) -> str:
+    assert set(columns) <= TURN_COLUMNS, columns
+    sets = ["revision = revision + 1"] + [f"{column} = %s" for column in columns]
+    if opening:
+        sets.append("opening = COALESCE(opening, %s)")
+    if refunds:  # parking gives its claim back
         sets.append("attempts = CASE WHEN attempts > 0 THEN attempts - 1 ELSE 0 END")
-    where = "id = %s AND attempt_id = %s" if attempt_id is not None else "id = %s"
-    params += [turn_id] + ([attempt_id] if attempt_id is not None else [])
-    return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}", params
+    where = "id = %s AND attempt_id = %s" if attempt else "id = %s"
+    if held:
+        where += f" AND NOT EXISTS ({STEP_HELD.format(steps=', '.join(['%s'] * held))})"
+    return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}{returning}"
 
 
 def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
@@ -122,10 +138,28 @@ def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], message
 def plain_now() -> Any:
     """Now, as the driver takes a DateTimeField (Django's adaptation: a UTC string on SQLite;
     no database access, so any thread may call it). Written out when the adaptation is the
-    naive UTC time's ``str`` (``_utc_strings``): Django's costs a few microseconds a call."""
+    naive UTC time's ``str`` (``_utc_strings``): Django's costs a few microseconds a call, and
+    so do ``replace`` and ``str`` of a datetime (20k instructions a unit), so the second's text
+    is made once a second and the microseconds added to it, as ``str`` writes them (none
+    when they are 0)."""
     if _utc_strings():
-        return str(datetime.now(dt_timezone.utc).replace(tzinfo=None))
+        return utc_string(time.time_ns() // 1000)
     return connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+#: (the second, its text) that ``utc_string`` made last (one tuple: threads read it whole)
+_second: tuple[int, str] = (-1, "")
+
+
+def utc_string(micros: int) -> str:
+    """``str`` of the naive UTC datetime ``micros`` microseconds after the epoch."""
+    global _second
+    seconds, fraction = divmod(micros, 1_000_000)
+    held, text = _second
+    if held != seconds:
+        text = str(datetime.fromtimestamp(seconds, dt_timezone.utc).replace(tzinfo=None))
+        _second = (seconds, text)
+    return f"{text}.{fraction:06d}" if fraction else text
 
 
 @functools.cache
@@ -163,16 +197,25 @@ def opening_of(messages: list[tuple[int, Message]]) -> int | None:
 #: a step is recorded once (``message_step``'s uniqueness, without its index): the turn's messages,
 #: from its opening on by the message table's key, hold none of a unit's folded steps. Read
 #: under the session's row lock (a unit's first statement): no other unit of the turn writes
-#: meanwhile. On SQLite a message row is inserted only where its step is not held yet (the unit
-#: counts the rows it wrote); on PostgreSQL a statement of the batch raises (JUNE3).
-STEP_HELD = ('SELECT {select} FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id '
-             'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = {turn} AND m.turn_id = {ref} '
-             "AND m.step {step}")
+#: meanwhile. On SQLite the fence's condition (``fence_sql``), on the row it updates, before its
+#: messages are inserted (a unit folds a step once: ``write_plain`` checks its own); on
+#: PostgreSQL a statement of the batch raises (JUNE3, ``step_guard_sql``).
+STEP_HELD = ('SELECT 1 FROM sessions_app_message m WHERE m.session_id = sessions_app_turn.session_id '
+             'AND m.generation = sessions_app_turn.generation AND m."index" >= sessions_app_turn.opening '
+             "AND m.turn_id = sessions_app_turn.id AND m.step IN ({steps})")
+STEP_HELD_PG = ('SELECT {select} FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id '
+                'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = {turn} AND m.turn_id = {ref} '
+                "AND m.step {step}")
 INSERT_MESSAGE_PLAIN = (
     'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
-    "SELECT %s, %s, %s, %s, %s, %s, %s, %s "
-    f"WHERE %s IS NULL OR NOT EXISTS ({STEP_HELD.format(select='1', turn='%s', ref='t.id', step='= %s')})"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
+def still_held(turn_id: str, attempt_id: str | None) -> tuple[str, list[Any]]:
+    """A fence that guarded steps matched no row: does the attempt still hold the turn (then
+    a step was held), or was it the lease? The fence's own condition, less the guard."""
+    if attempt_id is None:
+        return "SELECT 1 FROM sessions_app_turn WHERE id = %s", [turn_id]
+    return "SELECT 1 FROM sessions_app_turn WHERE id = %s AND attempt_id = %s", [turn_id, attempt_id]
 
 
 @functools.lru_cache(maxsize=8)
@@ -180,7 +223,7 @@ def step_guard_sql(count: int) -> bytes:
     """PostgreSQL's guard (``STEP_HELD``) for a unit that folds ``count`` steps: raises if the
     turn holds one already."""
     steps = ", ".join(["%s::text"] * count)
-    return wire.numbered(STEP_HELD.format(select="june_step_recorded(t.id, m.step)", turn="%s::text",
+    return wire.numbered(STEP_HELD_PG.format(select="june_step_recorded(t.id, m.step)", turn="%s::text",
                                           ref="june_tid(t.id)", step=f"IN ({steps})") + " LIMIT 1")
 
 
@@ -200,23 +243,38 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     """The checkpoint as plain statements on ``cur``, inside the unit's transaction: Django's
     cursor (SQLite, on Django's thread), or the store's own SQLite connection (``lite``), whose
     cursor takes the same ``%s`` statements."""
-    fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages))
-    now = plain_now()
-    # the fence answers what the rest needs of the turn's row: a child's report reads no more
-    cur.execute(fence + " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step", params)
-    row = cur.fetchone()
-    if row is None:
-        raise _stale(turn_id, attempt_id)
-    cancel_reason, session_id, generation, parent_id, spawn_step = row
     keys, steps = folded(messages, steps)
+    held = tuple(keys.values())
+    if len(set(held)) != len(held):  # the guard reads the rows written before the unit's
+        raise _recorded(turn_id, held)
+    # the fence answers what the rest needs of the turn's row (a child's report reads no more),
+    # unless this process knows the row's fixed facts and the unit logs events: then the
+    # events' numbering answers the cancel request (a RETURNING costs SQLite a temporary b-tree)
+    known = transcripts.facts(turn_id) if events else None
+    fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages), held,
+                              "" if known else " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step")
+    now = plain_now()
+    cur.execute(fence, params)
+    if known:
+        row = known if cur.rowcount == 1 else None
+    else:
+        answer = cur.fetchone()
+        row = None if answer is None else answer[1:]
+        if answer is not None:
+            cancel_reason = answer[0]
+            transcripts.remember_facts(turn_id, row)
+    if row is None:  # the rest rolls back with the unit
+        if held and cur.execute(*still_held(turn_id, attempt_id)).fetchone():
+            raise _recorded(turn_id, held)
+        raise _stale(turn_id, attempt_id)
+    session_id, generation, parent_id, spawn_step = row
+    rows = [row_json(m, turn_id) for _, m in messages]
     if messages:
         ref = stored_ref(turn_id)
         cur.executemany(INSERT_MESSAGE_PLAIN, [
-            (session_id, generation, i, ref, str(m.role), row_json(m, turn_id), step, now, step, turn_id, step)
-            for i, m in messages for step in [keys.get(i)]
+            (session_id, generation, i, ref, str(m.role), text, keys.get(i), now)
+            for (i, m), text in zip(messages, rows)
         ])
-        if cur.rowcount != len(messages):  # the rest rolls back with the unit
-            raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
     if steps:
         cur.executemany(
             "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
@@ -226,10 +284,16 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
     status = "status" in changes
     if events:  # numbered by the session's row, whose status the same UPDATE recomputes
-        cur.execute(STATUS_AND_EVENT_SEQ_PLAIN if status else BUMP_EVENT_SEQ_PLAIN,
-                    session_status_params(session_id, now, events=len(events)) if status
-                    else [len(events), session_id])
-        last, live = cur.fetchone()
+        if known:
+            cur.execute(STATUS_EVENT_SEQ_CANCEL if status else BUMP_EVENT_SEQ_CANCEL,
+                        [*session_status_params(session_id, now, events=len(events)), turn_id] if status
+                        else [len(events), session_id, turn_id])
+            last, live, cancel_reason = cur.fetchone()
+        else:
+            cur.execute(STATUS_AND_EVENT_SEQ_PLAIN if status else BUMP_EVENT_SEQ_PLAIN,
+                        session_status_params(session_id, now, events=len(events)) if status
+                        else [len(events), session_id])
+            last, live = cur.fetchone()
         logged = insert_events(cur, session_id, events, last, live, turn_id=turn_id, generation=generation,
                                unit=messages, now=now)
     else:
@@ -241,7 +305,7 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     if changes.get("status") in FINAL_STATUSES:
         cur.execute(NEXT_IN_CHAIN, [turn_id])
         woken += handed_over(cur.fetchone())
-    return Written(cancel_reason, session_id, generation, logged, woken)
+    return Written(cancel_reason, session_id, generation, logged, woken, rows)
 
 
 #: the statuses that keep a session's chain waiting (``rules.CHAIN_BLOCKING``; ``lease.CLAIM``)
@@ -381,8 +445,9 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
     if keys:  # raises (JUNE3) before the inserts when the turn holds one of these steps already
         batch.add(step_guard_sql(len(keys)), [turn_id, *keys.values()])
-    for i, m in messages:
-        batch.add(INSERT_MESSAGE, [i, str(m.role), row_json(m, turn_id), keys.get(i), now, turn_id])
+    rows = [row_json(m, turn_id) for _, m in messages]
+    for (i, m), text in zip(messages, rows):
+        batch.add(INSERT_MESSAGE, [i, str(m.role), text, keys.get(i), now, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
     status = "status" in changes
@@ -424,7 +489,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         for next_turn, _ in handed:  # its load will look for this session's transcript
             transcripts.remember(next_turn, session_id, generation)
         woken += handed
-    return Written(cancel_reason, session_id, generation, logged, woken)
+    return Written(cancel_reason, session_id, generation, logged, woken, rows)
 
 
 def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any], cur: Any = None) -> None:
@@ -474,6 +539,11 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
 BUMP_EVENT_SEQ_PLAIN = (
     "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq, generation"
 )
+#: the events' numbering that also answers the turn's cancel request (``write_plain``, whose fence
+#: then answers nothing), read after the fence in the unit's transaction as the fence reads it
+CANCEL_REQUEST = ", (SELECT cancel_reason FROM sessions_app_turn WHERE id = %s)"
+BUMP_EVENT_SEQ_CANCEL = BUMP_EVENT_SEQ_PLAIN + CANCEL_REQUEST
+STATUS_EVENT_SEQ_CANCEL = STATUS_AND_EVENT_SEQ_PLAIN + CANCEL_REQUEST
 
 
 def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: int, live_generation: int, *,

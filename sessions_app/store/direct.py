@@ -20,7 +20,13 @@ from django.db import connections
 
 from sessions_app.store import transcripts, wire
 
-_local = threading.local()
+class _Local(threading.local):
+    #: this thread's connection: a class default, so a thread that has none (every thread on
+    #: SQLite, asked on every unit) reads None without an AttributeError raised and caught
+    conn: psycopg.Connection | None = None
+
+
+_local = _Local()
 _opened: set[psycopg.Connection] = set()
 _lock = threading.Lock()
 
@@ -34,7 +40,7 @@ def _postgresql() -> bool:
 
 def connection() -> psycopg.Connection | None:
     """This thread's connection, opened on first use; None when the database is not PostgreSQL."""
-    conn = getattr(_local, "conn", None)
+    conn = _local.conn
     if conn is not None and not conn.closed and not conn.broken:
         return conn
     if not _postgresql():
@@ -52,7 +58,7 @@ def connection() -> psycopg.Connection | None:
 
 def drop_unusable() -> None:
     """Close this thread's connection if the server went away (a worker calls it per task)."""
-    conn = getattr(_local, "conn", None)
+    conn = _local.conn
     if conn is None or conn.closed:
         return
     try:

@@ -44,6 +44,7 @@ they go there, as before.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import os
@@ -53,9 +54,8 @@ import sqlite3
 import threading
 import urllib.parse
 import weakref
-from contextlib import contextmanager
 from types import SimpleNamespace
-from typing import Any, Iterator
+from typing import Any
 
 from asgiref.sync import AsyncToSync
 from django.db import connection as django_connection
@@ -90,7 +90,14 @@ class _Own:
 
 log = logging.getLogger(__name__)
 
-_local = threading.local()
+
+class _Local(threading.local):
+    #: this thread's connection: a class default, so a thread that has none reads None without
+    #: an AttributeError raised and caught (asked on every unit and read)
+    own: _Own | None = None
+
+
+_local = _Local()
 _opened: weakref.WeakSet[_Own] = weakref.WeakSet()
 _lock = threading.Lock()
 _epoch = 0  # bumped by close_all: every thread's connection is then closed and reopened on use
@@ -99,13 +106,31 @@ _epoch = 0  # bumped by close_all: every thread's connection is then closed and 
 def here() -> bool:
     """Whether this call may run on this thread's own connection: the default database is an
     SQLite file, and no sync caller waits for this coroutine (see the module's docstring)."""
-    if getattr(AsyncToSync.executors, "current", None) is not None:
+    if _waited_by_sync_caller():
         return False
-    own = getattr(_local, "own", None)
+    own = _local.own
     if own is not None and own.epoch == _epoch:
         return True
     wrapper = connections["default"]
     return wrapper.vendor == "sqlite" and not _in_memory(wrapper.settings_dict["NAME"])
+
+
+_executors = AsyncToSync.executors
+#: the context variable that holds ``AsyncToSync.executors``'s values in this context (asgiref's
+#: ``Local``: a ``_CVar`` whose ``_data`` it is), when asgiref is laid out so; else None
+_executors_var = getattr(getattr(_executors, "_storage", None), "_data", None)
+if not isinstance(_executors_var, contextvars.ContextVar):
+    _executors_var = None
+
+
+def _waited_by_sync_caller() -> bool:
+    """``AsyncToSync.executors.current`` is set: a sync caller waits for this coroutine through
+    ``async_to_sync``. Asked first on every unit and read: where the context holds none of the
+    Local's values (a worker's or a server's own loop), the answer is no without asgiref's
+    lookup, which raises and catches an AttributeError that costs more than a statement."""
+    if _executors_var is not None and _executors_var.get(None) is None:
+        return False
+    return getattr(_executors, "current", None) is not None
 
 
 def _in_memory(name: Any) -> bool:
@@ -114,7 +139,7 @@ def _in_memory(name: Any) -> bool:
 
 
 def _connection() -> sqlite3.Connection:
-    own = getattr(_local, "own", None)
+    own = _local.own
     if own is not None and own.epoch == _epoch:
         return own.conn
     settings = connections["default"].settings_dict
@@ -176,32 +201,54 @@ class Cursor(sqlite3.Cursor):
         return super().executemany(qmark(sql), rows)
 
 
-@contextmanager
-def _cursor(begin: str | None) -> Iterator[Cursor]:
-    """A cursor on this thread's connection; ``begin`` opens a transaction that commits when
-    the block ends and rolls back when it raises. A locked database raises Busy (rolled back)."""
-    conn = _connection()
-    changes = conn.total_changes
-    cur = conn.cursor(Cursor)
-    try:
-        if begin:
-            cur.execute(begin)
-        yield cur
-        cur.close()
-        if begin:
-            conn.execute("COMMIT")
-        if conn.total_changes != changes:
+class _cursor:
+    """``with _cursor(begin) as cur``: a cursor on this thread's connection; ``begin`` opens a
+    transaction that commits when the block ends and rolls back when it raises. A locked
+    database raises Busy (rolled back). (A class, not a generator: a generator's context
+    manager ends by raising and catching a StopIteration, at every unit and read.)"""
+
+    __slots__ = ("begin", "conn", "changes", "cur")
+
+    def __init__(self, begin: str | None) -> None:
+        self.begin = begin
+
+    def __enter__(self) -> Cursor:
+        conn = self.conn = _connection()
+        self.changes = conn.total_changes
+        cur = self.cur = conn.cursor(Cursor)
+        if self.begin:
+            try:
+                cur.execute(self.begin)
+            except BaseException as exc:
+                self._failed(exc)
+                raise
+        return cur
+
+    def __exit__(self, kind: Any, exc: BaseException | None, traceback: Any) -> None:
+        if exc is not None:
+            self._failed(exc)
+            return
+        conn = self.conn
+        try:
+            self.cur.close()
+            if self.begin:
+                conn.execute("COMMIT")
+        except BaseException as error:
+            self._failed(error)
+            raise
+        if conn.total_changes != self.changes:
             checkpoints.wrote()
-    except BaseException as exc:
-        cur.close()
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+
+    def _failed(self, exc: BaseException) -> None:
+        """Roll back; a locked database raises Busy (the caller re-raises anything else)."""
+        self.cur.close()
+        if self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")
         if _busy(exc):
             raise Busy(str(exc)) from exc
-        raise
 
 
-def _write() -> Any:
+def _write() -> _cursor:
     return _cursor("BEGIN IMMEDIATE")
 
 
@@ -212,7 +259,7 @@ def commit(tx: UnitWriter) -> Commit:
     with _write() as cur:
         written = checkpoint.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                          tx.events, tx.moved, tx.result)
-    transcripts.wrote((written.session_id, written.generation), tx.messages)  # committed
+    transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, tx.turn_id)  # committed
     return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
 
@@ -275,6 +322,8 @@ def _claimed(cur: "Cursor", turn_id: str, owner: str, attempt_id: str, now: floa
     turn = _row(row)
     if turn.session.status != SessionStatus.RUNNING:
         cur.execute(lease.SESSION_RUNNING, [str(SessionStatus.RUNNING), turn.session_id])
+    # what its checkpoints need not read back (the row's facts never change)
+    transcripts.remember_facts(turn_id, (turn.session_id, turn.generation, turn.parent_id, turn.spawn_step))
     return turn
 
 
@@ -296,7 +345,7 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: 
     in the chain with its status and the rules' check in one statement, the queued turn; its
     record is built from what was written, not read back."""
     now = checkpoint.plain_now()
-    owner = getattr(created_by, "pk", None)
+    owner = None if created_by is None else getattr(created_by, "pk", None)
     # nothing parked (check_start) and a queued turn: the status the recompute would give
     # (``checkpoint.session_status_sql``); a start the rules refuse rolls it back with the rest
     facts = [now, str(SessionStatus.RUNNING), session.agent, session.key, turn_id]
@@ -351,7 +400,7 @@ def _insert(cur: "Cursor", model: type, **values: Any) -> None:
 
 _TURN = ("id", "status", "input", "generation", "cancel_reason", "attempt_id", "attempts", "lease_owner",
          "lease_expires_at", "phase", "journal", "pending", "policy", "text", "error", "usage", "parent_id",
-         "depth", "waiting", "session_id")
+         "depth", "waiting", "session_id", "spawn_step")
 _SESSION = ("agent", "key", "status", "generation", "boundary", "summary_index")
 _JSON = frozenset({"input", "journal", "pending", "policy", "error", "usage"})
 TURN = (f"SELECT {', '.join('t.' + c for c in _TURN)}, {', '.join('s.' + c for c in _SESSION)} "
@@ -374,9 +423,17 @@ def _turn(cur: Cursor, turn_id: str) -> SimpleNamespace:
     return _row(row)
 
 
+#: the positions of the JSON columns in a ``TURN`` row
+_JSON_AT = tuple((n, c) for n, c in enumerate(_TURN) if c in _JSON)
+
+
 def _row(row: tuple[Any, ...]) -> SimpleNamespace:
     """A ``TURN`` (or ``CLAIMED``) row as ``_turn`` answers it."""
-    turn = SimpleNamespace(**{c: loads(v) if c in _JSON else v for c, v in zip(_TURN, row)})
+    columns = dict(zip(_TURN, row))
+    for n, column in _JSON_AT:
+        if row[n] is not None:
+            columns[column] = loads(row[n])
+    turn = SimpleNamespace(**columns)
     turn.session = SimpleNamespace(**dict(zip(_SESSION, row[len(_TURN):])))
     return turn
 
@@ -389,46 +446,72 @@ def _row(row: tuple[Any, ...]) -> SimpleNamespace:
 CHECKPOINT_EVERY = 96
 
 
+class _Kept:
+    """A connection of the checkpoints' thread, the file it opened (its inode: a file dropped
+    and created again is another database, which gets a connection of its own), and the
+    ``forget`` it was opened after (one opened before the last is closed when next seen)."""
+
+    __slots__ = ("conn", "path", "inode", "epoch")
+
+    def __init__(self, conn: sqlite3.Connection, path: str, inode: int | None, epoch: int) -> None:
+        self.conn, self.path, self.inode, self.epoch = conn, path, inode, epoch
+
+
 class _Checkpoints:
     """The WAL's checkpoints, off the units: the process's thread moves the bulk of the WAL to
     the database (``checkpoint_wal``), then the next commit here moves the few pages committed
     in the meantime, on the thread's connection. The WAL starts over from its beginning only
     once every page in it was moved, at the next write: while units commit without a pause,
     the thread alone would never get there. The thread starts with the first request; it
-    waits on its queue of database files, so it costs nothing while no unit commits."""
+    waits on its queue of database files, so it costs nothing while no unit commits.
+
+    The thread keeps its connection for the next checkpoint of the same file: a connection's
+    first statement reads the whole schema (2M instructions for this site's, once every
+    ``CHECKPOINT_EVERY`` commits when each checkpoint opened its own)."""
 
     def __init__(self) -> None:
         self.commits = 0
         self.thread: threading.Thread | None = None
-        #: what the thread does: a checkpoint of a file (path, init_command), a connection to close
-        self.files: queue.SimpleQueue[tuple[str, str] | sqlite3.Connection] = queue.SimpleQueue()
+        #: what the thread does: a checkpoint of a file (path, init_command), a connection lent
+        #: for the rest and given back (kept for the next), None: close the kept ones (``forget``)
+        self.files: queue.SimpleQueue[tuple[str, str] | _Kept | None] = queue.SimpleQueue()
         self.lock = threading.Lock()
         #: the thread's connection once it moved the bulk: the next commit moves the rest on it
-        self.rest: sqlite3.Connection | None = None
+        self.rest: _Kept | None = None
+        #: by file: the thread's connections, not lent (only the thread touches it; here, not in
+        #: its frame, so a forked child keeps them referenced with the rest: ``_after_fork``)
+        self.idle: dict[str, _Kept] = {}
+        #: ``forget``s so far: a connection in the thread's hands at one is closed when it is done
+        self.epoch = 0
 
     def wrote(self) -> None:
         """A commit on this thread's connection (the count is shared by the threads without a
         lock: a lost increment only delays a checkpoint)."""
         if self.rest is not None and self.lock.acquire(blocking=False):
-            conn, self.rest = self.rest, None
+            kept, self.rest = self.rest, None
             self.lock.release()
-            if conn is not None:
+            if kept is not None:
                 try:
-                    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+                    kept.conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error as exc:  # the unit committed: the next request tries again
                     log.warning("SQLite checkpoint: %s", exc)
                 finally:
-                    self.files.put(conn)  # the thread closes it (a tenth of a millisecond)
+                    self.files.put(kept)  # back to the thread, for its next checkpoint
         self.commits += 1
         if self.commits >= CHECKPOINT_EVERY:
             self.commits = 0
             self.request()
 
     def forget(self) -> None:
+        """Close the checkpoints' connections (``close_all``): the rest lent to a commit here,
+        the thread's kept ones there."""
         with self.lock:
-            conn, self.rest = self.rest, None
-        if conn is not None:
-            conn.close()
+            kept, self.rest = self.rest, None
+            self.epoch += 1
+        if kept is not None:
+            kept.conn.close()
+        if self.thread is not None:
+            self.files.put(None)
 
     def request(self) -> None:
         if self.thread is None:
@@ -440,24 +523,55 @@ class _Checkpoints:
         self.files.put((_local.own.path, init_command))
 
     def run(self) -> None:
+        idle = self.idle
         while True:
             item = self.files.get()
-            if isinstance(item, sqlite3.Connection):
-                item.close()
+            if item is None:
+                for kept in idle.values():
+                    kept.conn.close()
+                idle.clear()
+                continue
+            if isinstance(item, _Kept):
+                self._keep(item)
                 continue
             path, init_command = item
+            kept = idle.pop(path, None)
+            if kept is None:
+                with self.lock:  # lent for a rest no commit took yet: this checkpoint moves it
+                    if self.rest is not None and self.rest.path == path:
+                        kept, self.rest = self.rest, None
+            if kept is not None and (kept.epoch != self.epoch or kept.inode is None or _inode(path) != kept.inode):
+                kept.conn.close()  # forgotten, or another file by that name now
+                kept = None
             try:
-                conn, busy = checkpoint_wal(path, init_command)
-            except sqlite3.Error as exc:  # the next request tries again
+                if kept is None:
+                    epoch = self.epoch
+                    inode = _inode(path)  # before the open: a file replaced between them is opened again
+                    conn, busy = checkpoint_wal(path, init_command)
+                    kept = _Kept(conn, path, inode, epoch)
+                else:
+                    busy = checkpoint_passes(kept.conn)
+            except sqlite3.Error as exc:  # the next request tries again, on a new connection
                 log.warning("SQLite checkpoint of %s: %s", path, exc)
+                if kept is not None:
+                    kept.conn.close()
                 continue
             if busy:  # another connection was checkpointing: it moves the rest
-                conn.close()
+                self._keep(kept)
                 continue
             with self.lock:
-                conn, self.rest = self.rest, conn
-            if conn is not None:  # a rest no commit took: a later checkpoint moves its pages
-                conn.close()
+                if kept.epoch == self.epoch:
+                    kept, self.rest = self.rest, kept
+            if kept is not None:  # forgotten meanwhile, or a rest no commit took (a later checkpoint moves its pages)
+                self._keep(kept)
+
+    def _keep(self, kept: _Kept) -> None:
+        """Keep ``kept`` for its file's next checkpoint, unless it was forgotten or one is kept
+        for that file already (the thread's)."""
+        if kept.epoch != self.epoch or kept.path in self.idle:
+            kept.conn.close()
+        else:
+            self.idle[kept.path] = kept
 
 
 #: PASSIVE checkpoints the thread runs in a row, each moving what units committed during the
@@ -466,23 +580,30 @@ CHECKPOINT_PASSES = 3
 
 
 def checkpoint_wal(path: str, init_command: str) -> tuple[sqlite3.Connection, bool]:
-    """PASSIVE checkpoints of ``path`` (they take no lock a writer waits for) on a connection of
-    its own, until one found no page committed since the one before (or ``CHECKPOINT_PASSES``);
-    the connection, with whether another checkpoint was running. The file is opened
-    read-write, never created: a test database dropped in the meantime stays dropped."""
+    """PASSIVE checkpoints of ``path`` (``checkpoint_passes``) on a connection of its own; the
+    connection, with whether another checkpoint was running. The file is opened read-write,
+    never created: a test database dropped in the meantime stays dropped."""
     uri = path if path.startswith("file:") else f"file:{urllib.parse.quote(path)}?mode=rw"
     conn = _open(uri, init_command)
     try:
-        seen = None
-        for _ in range(CHECKPOINT_PASSES):
-            busy, wal, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-            if busy or wal == seen:
-                break
-            seen = wal
+        busy = checkpoint_passes(conn)
     except BaseException:
         conn.close()
         raise
-    return conn, bool(busy)
+    return conn, busy
+
+
+def checkpoint_passes(conn: sqlite3.Connection) -> bool:
+    """PASSIVE checkpoints (they take no lock a writer waits for) until one found no page
+    committed since the one before (or ``CHECKPOINT_PASSES``); whether another checkpoint was
+    running."""
+    seen = None
+    for _ in range(CHECKPOINT_PASSES):
+        busy, wal, _ = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        if busy or wal == seen:
+            break
+        seen = wal
+    return bool(busy)
 
 
 checkpoints = _Checkpoints()
@@ -507,7 +628,7 @@ def drop_unusable() -> None:
     """Close this thread's connection if its file was deleted or replaced (a test database
     dropped and created again): an open connection would keep writing to the deleted file;
     and the transcripts read from it (``transcripts``) are another database's."""
-    own = getattr(_local, "own", None)
+    own = _local.own
     if own is not None and own.epoch == _epoch and own.inode is not None and _inode(own.path) != own.inode:
         _local.own = None  # closes it
         transcripts.clear()

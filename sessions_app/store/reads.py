@@ -3,7 +3,6 @@ pending requests, its event log, the head of its chain."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.db import connection
@@ -13,7 +12,7 @@ from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnState, TurnStatus
 from sessions_app import models as m
-from sessions_app.store import eventlog, transcripts, wire
+from sessions_app.store import eventlog, jsontext, transcripts, wire
 from sessions_app.store.lease import IN_CHAIN
 from sessions_app.store.records import loads, record_of, turn_row
 
@@ -103,7 +102,7 @@ def live_boundary(generation: int, live: int, boundary: int, summary: int | None
 
 def messages_of(array: str) -> list[Message]:
     """A transcript sent as one JSON array."""
-    return [Message.from_json(d) for d in json.loads(array)]
+    return [Message.from_json(d) for d in jsontext.loads(array)]
 
 
 def state_of(rec: TurnRecord, rows: list[tuple[str, Any]], transcript: list[Message], *, base: int, boundary: int,

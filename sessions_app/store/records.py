@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import json
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -14,6 +13,7 @@ from agents_app.runtime.messages import Message
 from agents_app.runtime import subagents
 from agents_app.runtime.seams import FINAL_STATUSES, ChildTurn, Phase, SessionRef, TurnInput, TurnRecord, TurnStatus
 from sessions_app import models as m
+from sessions_app.store import jsontext
 from sessions_app.store.checkpoint import dumps
 
 
@@ -22,7 +22,7 @@ def record_of(turn: m.Turn, session: m.Session | None = None) -> TurnRecord:
     return TurnRecord(
         turn_id=turn.id,
         session=SessionRef(s.agent, s.key),
-        status=TurnStatus(turn.status),
+        status=_STATUSES.get(turn.status) or TurnStatus(turn.status),
         input=TurnInput.from_json(turn.input or {}),
         generation=turn.generation,
         cancel_reason=turn.cancel_reason,
@@ -43,6 +43,8 @@ def record_of(turn: m.Turn, session: m.Session | None = None) -> TurnRecord:
     )
 
 
+#: a status column's value to its member (an enum's call costs more than the lookup)
+_STATUSES = {str(status): status for status in TurnStatus}
 _TURN_FIELDS = m.Turn._meta.concrete_fields
 _SESSION_FIELDS = m.Session._meta.concrete_fields
 #: a turn and its session in one statement, written once: the ORM would compile this query
@@ -90,7 +92,7 @@ def journal_changes(attempt_id: str | None, phase: Phase, data: dict[str, Any]) 
 
 
 def loads(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, (str, bytes)) else value
+    return jsontext.loads(value) if isinstance(value, (str, bytes)) else value
 
 
 class UnitWriter:

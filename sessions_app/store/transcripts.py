@@ -1,5 +1,7 @@
 """The transcripts this process has already decoded, so that loading a turn reads and decodes
-only the messages it has not seen: a turn's load costs the same at 10 or 2,000 messages.
+only the messages it has not seen: a turn's load costs the same at 10 or 2,000 messages. And
+the facts of a turn's row that never change (its session, generation, parent), so that a
+checkpoint need not read them back (``facts``).
 
 Sound because the message log is append-only: a position (session, generation, index) is taken
 once (a unique constraint) and no message row is ever updated, so a stretch of positions read
@@ -22,12 +24,12 @@ Bounded: the most recently used sessions and turns.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from agents_app.runtime.messages import Message
+from sessions_app.store import jsontext
 
 MAX_SESSIONS = 32
 MAX_TURNS = 1024
@@ -102,13 +104,21 @@ def read(key: Key, start: int, messages: list[Message]) -> None:
             _bounded(_stretches, key, Stretch(start, list(messages)), MAX_SESSIONS)
 
 
-def wrote(key: Key, messages: list[tuple[int, Message]]) -> None:
-    """A committed unit wrote ``messages`` (position, message): they continue the stretch if
-    they start at its end. Held as a load would decode them (their JSON, read back)."""
+def wrote(key: Key, messages: list[tuple[int, Message]], rows: list[str], turn_id: str) -> None:
+    """A committed unit of ``turn_id`` wrote ``messages`` (position, message) as the JSON
+    ``rows`` (``checkpoint.row_json``): they continue the stretch if they start at its end.
+    Held as a load decodes them: the row read back, with the role and turn id its columns hold
+    where the row has none (``reads.WHOLE``)."""
     stretch = _stretches.get(key)
     if not messages or stretch is None or messages[0][0] != stretch.end:
         return
-    messages = [(index, Message.from_json(json.loads(json.dumps(m.to_json())))) for index, m in messages]
+    decoded = []
+    for (index, m), text in zip(messages, rows, strict=True):
+        data = jsontext.loads(text)
+        data.setdefault("role", str(m.role))
+        data.setdefault("turn_id", turn_id)
+        decoded.append((index, Message.from_json(data)))
+    messages = decoded
     with _lock:
         stretch = _stretches.get(key)
         if stretch is None:
@@ -119,8 +129,26 @@ def wrote(key: Key, messages: list[tuple[int, Message]]) -> None:
             stretch.messages.append(message)
 
 
+#: what never changes on a turn's row, by turn id: (session id, generation, parent id, spawn step),
+#: read by a claim or a checkpoint (``checkpoint.write_plain`` then asks its fence for none of it)
+Facts = tuple[int, int, "str | None", "str | None"]
+_facts: dict[str, Facts] = {}
+MAX_FACTS = 4096
+
+
+def remember_facts(turn_id: str, facts: Facts) -> None:
+    if len(_facts) >= MAX_FACTS:
+        _facts.clear()
+    _facts[turn_id] = facts
+
+
+def facts(turn_id: str) -> Facts | None:
+    return _facts.get(turn_id)
+
+
 def clear() -> None:
     """Forget everything (tests that recreate the database)."""
     with _lock:
         _stretches.clear()
         _turns.clear()
+        _facts.clear()

@@ -202,6 +202,60 @@ async def test_the_wal_is_checkpointed_off_the_units(monkeypatch):
     assert threads and threading.get_ident() not in threads
 
 
+async def test_the_checkpoints_keep_their_connection(monkeypatch):
+    """The checkpoints' thread opens its connection to a file once and keeps it for the next
+    checkpoint: a connection's first statement reads the whole schema (2M instructions here),
+    which every checkpoint paid when each opened its own. ``forget`` (``close_all``) closes it."""
+    monkeypatch.setattr(lite, "CHECKPOINT_EVERY", 4)
+    opened: list[sqlite3.Connection] = []
+    passes: list[sqlite3.Connection] = []
+    checkpoint_wal, checkpoint_passes = lite.checkpoint_wal, lite.checkpoint_passes
+
+    def opening(path, init_command):
+        conn, busy = checkpoint_wal(path, init_command)
+        opened.append(conn)
+        return conn, busy
+
+    def passing(conn):
+        passes.append(conn)
+        return checkpoint_passes(conn)
+
+    monkeypatch.setattr(lite, "checkpoint_wal", opening)
+    monkeypatch.setattr(lite, "checkpoint_passes", passing)
+    store = DjangoSessionStore()
+    turn_id = tid()
+    await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
+    n = 0
+
+    async def journal() -> None:
+        nonlocal n
+        n += 1
+        await store.journal(turn_id, None, Phase.BEFORE_PROVIDER, n=n)
+
+    async def checkpointed(times: int) -> None:
+        """Until the thread ran ``times`` more checkpoints, then kept its connection (idle)."""
+        deadline = time.monotonic() + 10
+        start = len(passes)
+        while len(passes) - start < times:
+            assert time.monotonic() < deadline, "no checkpoint ran"
+            await journal()
+            await asyncio.sleep(0.002)
+        while not (lite.checkpoints.idle and lite.checkpoints.rest is None and lite.checkpoints.files.empty()):
+            assert time.monotonic() < deadline, "the connection was not given back"
+            await journal()  # moves the rest: the connection goes back to the thread
+            await asyncio.sleep(0.002)
+
+    await checkpointed(2)
+    kept = len(opened)
+    await checkpointed(6)
+    assert len(opened) == kept and len(set(passes[-6:])) == 1 and passes[-1] is opened[-1]
+    lite.checkpoints.forget()
+    await checkpointed(2)
+    assert len(opened) == kept + 1 and passes[-1] is opened[-1]
+    with pytest.raises(sqlite3.ProgrammingError):
+        opened[-2].execute("SELECT 1")
+
+
 def test_a_forked_child_checkpoints_on_its_own():
     """A forked child (a q2 worker) has none of its parent's threads and may not use its
     parent's SQLite connections: its checkpoints start over, with their own thread."""
@@ -454,3 +508,23 @@ def test_now_as_sqlite_takes_it_is_djangos_adaptation():
     after = connection.ops.adapt_datetimefield_value(timezone.now())
     assert before <= mine <= after and len(mine) in (19, 26)  # str() drops a zero microsecond
     assert abs(datetime.fromisoformat(mine) - datetime.fromisoformat(before)) < timedelta(seconds=1)
+    # the second's text is made once and the microseconds added as str() writes them
+    epoch = datetime(1970, 1, 1)
+    for micros in (0, 1, 999_999, 1_000_000, 1_796_177_478_000_000, 1_796_177_478_810_721,
+                   1_796_177_478_999_999, 1_796_177_479_000_000, 1_796_177_479_000_010, 1_796_177_478_000_001):
+        assert checkpoint.utc_string(micros) == str(epoch + timedelta(microseconds=micros)), micros
+
+
+def test_only_a_sync_callers_coroutine_is_sent_to_its_thread():
+    """``lite.here`` asks first whether a sync caller waits for the coroutine through
+    ``async_to_sync`` (its open transaction must be seen). That answer is read off the context
+    without asgiref's lookup when the context holds none of asgiref's values (a worker's loop):
+    that lookup raises and catches an AttributeError, which cost more per unit than a statement.
+    Both answers stay right."""
+    assert lite._executors_var is not None  # asgiref's layout as read: the fast answer is in use
+
+    async def asked() -> tuple[bool, bool]:
+        return lite._waited_by_sync_caller(), lite.here()
+
+    assert asyncio.run(asked()) == (False, True)
+    assert async_to_sync(asked)() == (True, False)

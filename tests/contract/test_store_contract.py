@@ -211,6 +211,10 @@ async def test_cancel_of_a_queued_turn_is_immediate(store):
     assert again.running == [] and again.turn.cancel_reason == "requested"  # the first request wins
     commit = await store.atomic(running, attempt, lambda tx: None)
     assert commit.cancel_reason == "requested"
+    # a unit that logs events hears it too (on SQLite its events' numbering answers it, not its fence)
+    for run in (store.commit, store.atomic):
+        commit = await run(running, attempt, lambda tx: tx.emit(ev.MessageCompleted(running, text="x")))
+        assert commit.cancel_reason == "requested" and [e.event.type for e in commit.events] == ["message.completed"]
 
 
 async def test_replace_cancels_unfinished_turns(store):

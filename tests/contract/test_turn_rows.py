@@ -84,9 +84,7 @@ def test_the_step_memo_and_the_guard_read_a_turns_messages_by_the_key(many_turns
     else:
         statements = {
             "steps": (reads.STEPS, [turn_id, turn_id]),
-            "step guard": (checkpoint.INSERT_MESSAGE_PLAIN,
-                           [1, 0, 99999, turn_id, "tool", "{}", "tool:1:c", "2026-12-02 00:00:00", "tool:1:c", turn_id,
-                            "tool:1:c"]),
+            "step guard": checkpoint.fence_sql(turn_id, "attempt", {"phase": "x"}, None, ("model:1", "tool:1:c")),
         }
     for name, (sql, params) in statements.items():
         plan = _plan(sql, params)
