@@ -92,6 +92,7 @@ def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, 
     from django_q.models import Task
 
     from sessions_app.models import Event, Turn
+    from sessions_app.store.eventlog import timed
 
     Conf.BROKER_CLASS = broker  # this process enqueues through the same broker
     cluster = clusters.start(JUNE_Q_WORKERS="2", JUNE_Q_BROKER=broker, JUNE_Q_POLL=POLL, LOG_LEVEL="WARNING",
@@ -107,7 +108,7 @@ def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, 
     finally:
         cluster.stop()
     created = dict(Turn.objects.filter(pk__in=ids).values_list("id", "created_at"))
-    started = dict(Event.objects.filter(turn_id__in=ids, type="turn.started").values_list("turn_id", "created_at"))
+    started = dict(timed(Event.objects.filter(turn_id__in=ids, type="turn.started")).values_list("turn_id", "at"))
     enqueued = {name.split(" ", 1)[1]: t for name, t in
                 Task.objects.filter(name__in=[f"turn {i}" for i in ids]).values_list("name", "started")}
     ms = lambda a, b: (b - a).total_seconds() * 1000  # noqa: E731

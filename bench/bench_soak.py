@@ -114,6 +114,7 @@ def main() -> None:
 
 def report(ids: list[str], samples: dict[int, dict], workers: list[int], batch) -> None:
     from sessions_app.models import Event
+    from sessions_app.store.eventlog import timed
 
     print(f"\nevery one of {len(ids)} turns completed exactly once; retried: {batch.attempts_over_one};"
           f" worker processes unchanged: {all(s['workers'] == workers for s in samples.values())}")
@@ -125,7 +126,7 @@ def report(ids: list[str], samples: dict[int, dict], workers: list[int], batch) 
     for m, sample in samples.items():
         window = ids[max(0, m - WINDOW):m]
         w = check(window)
-        stamps = Event.objects.filter(turn_id__in=window, type="turn.completed").values_list("created_at", flat=True)
+        stamps = timed(Event.objects.filter(turn_id__in=window, type="turn.completed")).values_list("at", flat=True)
         times = sorted(t.timestamp() for t in stamps)
         rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 else 0.0
         hot = {p: hot_gen2(g) for p, g in sample["gc"].items()}

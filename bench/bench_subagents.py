@@ -56,8 +56,9 @@ def wait_completed(turn_id: str, timeout: float = 300.0) -> None:
 
 def at(turn_id: str, type_: str, last: bool = False):
     from sessions_app.models import Event
+    from sessions_app.store.eventlog import timed
 
-    rows = Event.objects.filter(turn_id=turn_id, type=type_).order_by("seq").values_list("created_at", flat=True)
+    rows = timed(Event.objects.filter(turn_id=turn_id, type=type_)).order_by("seq").values_list("at", flat=True)
     return rows.last() if last else rows.first()
 
 

@@ -98,8 +98,9 @@ def in_process_ms(fenced: bool, repeats: int = 5) -> float:
 
 def event_time(turn_id: str, type_: str):
     from sessions_app.models import Event
+    from sessions_app.store.eventlog import timed
 
-    return Event.objects.filter(turn_id=turn_id, type=type_).values_list("created_at", flat=True).first()
+    return timed(Event.objects.filter(turn_id=turn_id, type=type_)).values_list("at", flat=True).first()
 
 
 def per_step_of(turn_id: str) -> float:

@@ -77,13 +77,14 @@ def check(turn_ids: list[str]) -> Batch:
     """Every turn completed exactly once (status completed, one turn.completed event), and its
     timings from the event log. Raises SystemExit when a turn is wrong."""
     from sessions_app.models import Event, Turn
+    from sessions_app.store.eventlog import timed
 
     ids = list(turn_ids)
     statuses = dict(Turn.objects.filter(pk__in=ids).values_list("id", "status"))
     wrong = {i: statuses.get(i) for i in ids if statuses.get(i) != "completed"}
     stamps: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
-    for turn_id, seq, type_, at in (Event.objects.filter(turn_id__in=ids)
-                                    .values_list("turn_id", "seq", "type", "created_at").iterator(2000)):
+    for turn_id, seq, type_, at in (timed(Event.objects.filter(turn_id__in=ids))
+                                    .values_list("turn_id", "seq", "type", "at").iterator(2000)):
         stamps[turn_id].append((seq, type_, at.timestamp()))
     completed = {i: sum(1 for _, t, _ in stamps[i] if t == "turn.completed") for i in ids}
     twice = {i: c for i, c in completed.items() if c != 1}
