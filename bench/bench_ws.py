@@ -198,6 +198,9 @@ def main() -> None:
     os.environ.update({"JUNE_AGENT_DIRS": str(agents), "JUNE_Q_WORKERS": str(args.workers),
                        "SECRET_KEY": os.environ.get("SECRET_KEY", "june-bench-secret"), "DEBUG": "0",
                        "DJANGO_SETTINGS_MODULE": "june_project.settings", "JUNE_Q_QUEUE_LIMIT": str(args.workers * 4)})
+    from bench.common import ensure_database
+
+    ensure_database()
     import django
 
     django.setup()

@@ -54,6 +54,17 @@ def fresh_database(name: str) -> None:
     call_command("migrate", verbosity=0)
 
 
+def ensure_database() -> None:
+    """Create the PostgreSQL database DATABASE_URL names when it does not exist (its rows, when
+    it does, are kept)."""
+    import psycopg
+
+    server, name = os.environ["DATABASE_URL"].split("?", 1)[0].rsplit("/", 1)
+    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            conn.execute(f'CREATE DATABASE "{name}"')
+
+
 class Floor:
     """The floor's connection, kept open, so a few samples can be taken right beside each
     measured operation (``paired``): on a machine whose floor drifts by the minute, a ratio to
