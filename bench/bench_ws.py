@@ -11,8 +11,8 @@
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/june_bench REDIS_URL=redis://127.0.0.1:6379/9 \\
         .venv/bin/python bench/bench_ws.py [--clients 200] [--deltas 40] [--pace 0.025]
 
-It creates that database when it is missing, migrates it, starts one daphne and one qcluster (``--workers`` processes), and
-prints the figures. A bench agent (a model that streams timestamps) lives in a temporary folder.
+It creates that database when it is missing, migrates it, starts one daphne and one qcluster
+(``--workers`` processes), and prints the figures. A bench agent (a model that streams timestamps) lives in a temporary folder.
 """
 
 from __future__ import annotations
