@@ -12,7 +12,8 @@
         .venv/bin/python bench/bench_ws.py [--clients 200] [--deltas 40] [--pace 0.025]
 
 It creates that database when it is missing, migrates it, starts one daphne and one qcluster
-(``--workers`` processes), and prints the figures. A bench agent (a model that streams timestamps) lives in a temporary folder.
+(``--workers`` processes), and prints the figures. A bench agent (a model that streams
+timestamps) lives in a temporary folder.
 """
 
 from __future__ import annotations
