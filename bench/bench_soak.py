@@ -99,10 +99,13 @@ def main() -> None:
             if len(ids) < TURNS and unsettled(ids) < BACKLOG:
                 n = min(BACKLOG, TURNS - len(ids))
                 ids += queue_turns("soak", n, SESSIONS, first=len(ids))
+            reached = False
             if len(ids) >= pending[0]:
                 waiting = [i for i in ids[:pending[0]] if i not in seen_completed]
-                seen_completed |= completed_of(waiting)
-            if len(ids) >= pending[0] and all(i in seen_completed for i in ids[:pending[0]]):
+                now_completed = completed_of(waiting)
+                seen_completed |= now_completed
+                reached = len(now_completed) == len(waiting)
+            if reached:
                 m = pending.pop(0)
                 samples[m] = {"at": time.time(), "rss": {p: rss_kb(p) for p in workers},
                               "gc": {p: gc_of(p) for p in workers}, "workers": worker_pids(cluster)}

@@ -39,11 +39,8 @@ def use_cluster_database(name: str) -> None:
 def fresh_database(name: str) -> None:
     """Drop and recreate ``name`` on PostgreSQL (DATABASE_URL already points at it), then set
     Django up and migrate. On SQLite the caller points JUNE_VAR_DIR at a new folder."""
-    url = os.environ.get("DATABASE_URL", "")
-    if url.startswith("postgres"):
-        import psycopg
-
-        with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+    if os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        with _server()[0] as conn:
             conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
             conn.execute(f"CREATE DATABASE {name}")
     import django
@@ -54,13 +51,20 @@ def fresh_database(name: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def ensure_database() -> None:
-    """Create the PostgreSQL database DATABASE_URL names when it does not exist (its rows, when
-    it does, are kept)."""
+def _server():
+    """(an autocommit connection to the ``postgres`` database of DATABASE_URL's server, the name
+    of the database DATABASE_URL names)."""
     import psycopg
 
     server, name = os.environ["DATABASE_URL"].split("?", 1)[0].rsplit("/", 1)
-    with psycopg.connect(server + "/postgres", autocommit=True) as conn:
+    return psycopg.connect(server + "/postgres", autocommit=True), name
+
+
+def ensure_database() -> None:
+    """Create the PostgreSQL database DATABASE_URL names when it does not exist (its rows, when
+    it does, are kept)."""
+    conn, name = _server()
+    with conn:
         if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
