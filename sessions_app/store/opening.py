@@ -153,8 +153,17 @@ def _refused(exc: psycopg.Error) -> dict[str, bool] | None:
 def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt_id: str, now: float,
                    lease_seconds: float) -> TurnState | None:
     """``lease.claim`` then ``reads.load``, in one transaction and one round trip; None if not
-    claimed. The reads after the claim match nothing unless this attempt holds the turn."""
+    claimed. The reads after the claim match nothing unless this attempt holds the turn.
+
+    The claim commits without waiting for the WAL flush (``synchronous_commit`` off for its
+    transaction, as the provider_started journal): the attempt's first checkpoint follows at
+    once and waits for the flush, which takes the claim with it (the WAL is flushed in order).
+    Only a crash of the server itself in between loses a claim (a worker's crash loses nothing:
+    the server holds the commit): the turn is queued again, uncounted in its attempts, and no
+    checkpoint of the attempt can commit (its attempt id is on no row). The claim emits no event,
+    so nothing published depends on it."""
     batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    batch.add(checkpoint.ASYNC_COMMIT)  # this transaction only: see the docstring
     batch.add(checkpoint.LOCK_SESSION, [turn_id])
     claimed = batch.add(CLAIM, [TurnStatus.RUNNING, owner, now + lease_seconds, attempt_id, turn_id,
                                 TurnStatus.QUEUED, TurnStatus.RUNNING, now])
