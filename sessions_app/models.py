@@ -70,7 +70,8 @@ class Session(models.Model):
 
 class Turn(models.Model):
     id = models.CharField(max_length=32, primary_key=True)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns")
+    #: no index of its own: the (session, status, order) index leads with it
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="turns", db_index=False)
     #: position in the session's turn chain (turns of a session run one at a time, in order)
     order = models.BigIntegerField(default=0)
     generation = models.IntegerField(default=0)
@@ -94,11 +95,11 @@ class Turn(models.Model):
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+                                   related_name="+", db_index=False)  # indexed where set (Meta)
     # subagents (agents_app/runtime/subagents.py): the turn that spawned this one, the parent's
     # step its result goes to, how deep in the tree; ``waiting``: children this turn is parked on
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False,
-                               related_name="children")
+                               related_name="children", db_index=False)  # indexed where set (Meta)
     spawn_step = models.CharField(max_length=300, blank=True, default="")
     depth = models.IntegerField(default=0)
     waiting = models.IntegerField(default=0)
@@ -119,6 +120,10 @@ class Turn(models.Model):
             # a session's unfinished turns, its chain (few, however many it ran): the claim, the
             # hand-off, the status recompute read it per step (``checkpoint.IN_CHAIN``)
             models.Index(fields=["session", "order"], condition=models.Q(status__in=CHAIN_BLOCKING), name="turn_chain"),
+            # only the turns that have one (a child; a turn a user started): a turn created
+            # without writes no entry there (lookups by a value, ``=`` or ``IN``, still use them)
+            models.Index(fields=["parent"], condition=models.Q(parent__isnull=False), name="turn_parent"),
+            models.Index(fields=["created_by"], condition=models.Q(created_by__isnull=False), name="turn_created_by"),
         ]
 
     def __str__(self) -> str:

@@ -1,0 +1,68 @@
+"""What a turn's creation and a checkpoint write besides their rows (migrations 0020, 0021): no
+index entry for a turn without a parent or a creator, no second index on the session, no
+``LIKE`` copies (PostgreSQL), and on SQLite an event stored once, in its table's own b-tree. The
+lookups those indexes served still use an index."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+pytestmark = pytest.mark.django_db
+
+TURN, EVENT = "sessions_app_turn", "sessions_app_event"
+
+
+def indexes(table: str) -> dict[str, str]:
+    """The table's indexes by name: their definitions (SQLite: the ``CREATE INDEX``, empty for
+    one the table's key made; PostgreSQL: ``pg_indexes.indexdef``)."""
+    with connection.cursor() as cur:
+        if connection.vendor == "sqlite":
+            cur.execute("SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = %s",
+                        [table])
+        else:
+            cur.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", [table])
+        return dict(cur.fetchall())
+
+
+def plan(sql: str, params: list) -> str:
+    with connection.cursor() as cur:
+        if connection.vendor == "sqlite":
+            cur.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+            return " ".join(str(row[-1]) for row in cur.fetchall())
+        cur.execute("SET LOCAL enable_seqscan = off")  # a test's table is tiny: ask what it could use
+        cur.execute(f"EXPLAIN {sql}", params)
+        return " ".join(row[0] for row in cur.fetchall())
+
+
+def test_a_turns_indexes_hold_no_entry_for_an_empty_parent_or_creator_and_none_twice():
+    found = indexes(TURN)
+    assert "turn_parent" in found and "turn_created_by" in found, found
+    assert "parent_id IS NOT NULL" in found["turn_parent"].replace('"', "").replace("(", "").replace(")", "")
+    assert "created_by_id IS NOT NULL" in found["turn_created_by"].replace('"', "").replace("(", "").replace(")", "")
+    # the foreign keys' own indexes and PostgreSQL's LIKE copies are gone
+    own = [name for name in found if name.startswith(f"{TURN}_") and name != f"{TURN}_pkey"]
+    assert not own and not [name for name in found if name.endswith("_like")], found
+    # what is left: the key, (session, status, order), (status, lease), waiting, chain, the two above
+    assert len(found) == 7, found
+
+
+@pytest.mark.parametrize(("sql", "params", "index"), [
+    (f"SELECT id FROM {TURN} WHERE parent_id = %s", ["p"], "turn_parent"),
+    (f"SELECT id FROM {TURN} WHERE parent_id IN (%s, %s)", ["p", "q"], "turn_parent"),  # the console's tree
+    (f"UPDATE {TURN} SET created_by_id = NULL WHERE created_by_id IN (%s)", [1], "turn_created_by"),  # SET_NULL
+    (f"DELETE FROM {TURN} WHERE session_id IN (%s)", [1], "sessions_ap_session_c5ebd8_idx"),  # the cascade
+    (f"SELECT id FROM {TURN} WHERE session_id = %s ORDER BY \"order\"", [1], "sessions_ap_session_c5ebd8_idx"),
+])
+def test_lookups_by_parent_creator_and_session_still_use_an_index(sql, params, index):
+    assert index in plan(sql, params)
+
+
+def test_an_event_is_stored_once_in_its_tables_own_btree():
+    with connection.cursor() as cur:
+        if connection.vendor == "sqlite":
+            cur.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = %s", [EVENT])
+            # a later migration of this table (Django rebuilds it on SQLite) must say it again
+            assert cur.fetchone()[0].rstrip().upper().endswith("WITHOUT ROWID")
+        else:  # PostgreSQL: a heap and its primary key, no other index
+            assert list(indexes(EVENT)) == [f"{EVENT}_pkey"]
