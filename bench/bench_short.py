@@ -18,6 +18,10 @@ PostgreSQL), so each measured turn also gets a floor of its own moment (``PAIRED
 right before it and right after it, on a kept connection): the paired ratio is the median over
 a size's turns of per-step ms / that floor, and its flatness the paired ratio at 2,000 over the
 one at 10.
+
+SQLite: also the pages each turn wrote to the WAL (``common.wal_frames``), mean and median over
+the run's turns. Each is a page-size write and its checksum; the count does not move with the
+machine's load, so two trees compare by it where their times drift apart by more than they differ.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import Floor, floor_ms, fresh_database, use_database  # noqa: E402
+from bench.common import Floor, floor_ms, fresh_database, use_database, wal_frames  # noqa: E402
 from agents_app.runtime import new_turn_id  # noqa: E402
 
 BENCH_DB = os.environ.get("BENCH_DB", "june_bench_short")  # another name: runs side by side
@@ -78,9 +82,10 @@ async def one_turn(store, agent, key: str, n: int) -> tuple[float, float]:
     return elapsed, cpu
 
 
-async def run() -> tuple[dict[int, float], dict[int, float], list[float], dict[int, float]]:
+async def run() -> tuple[dict[int, float], dict[int, float], list[float], dict[int, float], list[int]]:
     """(per-step ms by size, CPU ms by size, the run's floors, the paired ratios by size: each
-    turn's per-step ms over the floor measured right beside it, their median)."""
+    turn's per-step ms over the floor measured right beside it, their median; on SQLite, the
+    pages each turn wrote to the WAL: a figure the machine's load does not move)."""
     from sessions_app.store import DjangoSessionStore
 
     store = DjangoSessionStore()
@@ -95,6 +100,7 @@ async def run() -> tuple[dict[int, float], dict[int, float], list[float], dict[i
     samples: dict[int, list[float]] = {size: [] for size in SIZES}
     cpu: dict[int, list[float]] = {size: [] for size in SIZES}
     paired: dict[int, list[float]] = {size: [] for size in SIZES}
+    pages: list[int] = []
     turns = (SIZES[-1] + WINDOW) // MESSAGES_PER_TURN + 1
     gc.collect()
     await one_turn(store, agent, "warmup", 5)  # the first turn after a collect runs cold (about 2x)
@@ -102,7 +108,10 @@ async def run() -> tuple[dict[int, float], dict[int, float], list[float], dict[i
         history = n * MESSAGES_PER_TURN
         near = [size for size in SIZES if abs(history - size) <= WINDOW]
         before = beside.samples(PAIRED) if near else []
+        wal = wal_frames()
         elapsed, used = await one_turn(store, agent, "grows", n)
+        if wal is not None and (after := wal_frames()) is not None and after >= wal:  # no restart
+            pages.append(after - wal)
         if near:
             local = statistics.median(before + beside.samples(PAIRED))
         for size in near:
@@ -115,7 +124,7 @@ async def run() -> tuple[dict[int, float], dict[int, float], list[float], dict[i
     beside.close()
     medians = {size: statistics.median(xs) for size, xs in samples.items()}
     return (medians, {size: statistics.median(xs) for size, xs in cpu.items()}, floors,
-            {size: statistics.median(xs) for size, xs in paired.items()})
+            {size: statistics.median(xs) for size, xs in paired.items()}, pages)
 
 
 def main() -> None:
@@ -123,7 +132,7 @@ def main() -> None:
     from django.conf import settings
 
     backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-    per_step, cpu, floors, paired = asyncio.run(run())
+    per_step, cpu, floors, paired, pages = asyncio.run(run())
     floor = statistics.median(floors)
     print(f"backend: {backend}   turns: 1 tool call (3 steps), creation included   floor samples: {len(floors)}")
     print(f"floor (1 txn: update+insert+insert): median {floor:.3f} ms  (min {min(floors):.3f}, max {max(floors):.3f})")
@@ -136,6 +145,9 @@ def main() -> None:
     for size, ratio in paired.items():
         print(f"  per step at {size:>5} messages: {ratio:.2f}x its floor")
     print(f"  flatness, paired: {paired[SIZES[-1]] / paired[SIZES[0]]:.2f}x")
+    if pages:  # SQLite: counted, not timed
+        print(f"WAL pages written per turn: mean {statistics.mean(pages):.1f}, median {statistics.median(pages)} "
+              f"(over {len(pages)} turns; counted, not timed)")
 
 
 if __name__ == "__main__":

@@ -69,6 +69,26 @@ def ensure_database() -> None:
             conn.execute(f'CREATE DATABASE "{name}"')
 
 
+def wal_frames() -> int | None:
+    """SQLite: the frames (pages) the WAL holds now, from the WAL-index header in the ``-shm``
+    file (``mxFrame``, a native-order u32 at byte 16: https://sqlite.org/walformat.html); None
+    on PostgreSQL or before the file exists. The count restarts at 0 when a checkpoint lets the
+    WAL start over, so a caller drops a difference that comes out negative."""
+    import struct
+
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if not db["ENGINE"].endswith("sqlite3"):
+        return None
+    try:
+        with open(f"{db['NAME']}-shm", "rb") as shm:
+            header = shm.read(20)
+    except OSError:
+        return None
+    return struct.unpack_from("=I", header, 16)[0] if len(header) == 20 else None
+
+
 class Floor:
     """The floor's connection, kept open, so a few samples can be taken right beside each
     measured operation (``paired``): on a machine whose floor drifts by the minute, a ratio to
