@@ -284,15 +284,17 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
     status = "status" in changes
     if events:  # numbered by the session's row, whose status the same UPDATE recomputes
+        # read back by a SELECT in the same transaction: SQLite builds a temporary b-tree (a
+        # page allocated and zeroed) for an UPDATE's RETURNING, and the row is on a page the
+        # UPDATE just wrote
+        cur.execute(SESSION_STATUS_EVENT_SEQ if status else BUMP_EVENT_SEQ_BARE,
+                    session_status_params(session_id, now, events=len(events)) if status
+                    else [len(events), session_id])
         if known:
-            cur.execute(STATUS_EVENT_SEQ_CANCEL if status else BUMP_EVENT_SEQ_CANCEL,
-                        [*session_status_params(session_id, now, events=len(events)), turn_id] if status
-                        else [len(events), session_id, turn_id])
+            cur.execute(EVENT_SEQ_CANCEL, [turn_id, session_id])
             last, live, cancel_reason = cur.fetchone()
         else:
-            cur.execute(STATUS_AND_EVENT_SEQ_PLAIN if status else BUMP_EVENT_SEQ_PLAIN,
-                        session_status_params(session_id, now, events=len(events)) if status
-                        else [len(events), session_id])
+            cur.execute(EVENT_SEQ_OF, [session_id])
             last, live = cur.fetchone()
         logged = insert_events(cur, session_id, events, last, live, turn_id=turn_id, generation=generation,
                                unit=messages, now=now)
@@ -340,16 +342,18 @@ def handed_over(row: Any) -> list[tuple[str, SessionRef]]:
     return [(row[0], SessionRef(row[2], row[3]))]
 
 
-def session_status_sql(*, by_turn: bool, events: bool = False) -> str:
+def session_status_sql(*, by_turn: bool, events: bool = False, read_back: bool = True) -> str:
     """Recompute a session's status from its turns and messages in one statement, and stamp
     ``updated_at`` (``auto_now`` does not fire on an UPDATE): a turn was created, settled,
     cancelled or answered, which is what the session list orders by. Each EXISTS is an index
     lookup (the session's unfinished turns, its parents parked on children: ``turn_waiting``),
     not a scan of every turn the session ever ran. ``events``: the same UPDATE numbers a
-    checkpoint's events too (``event_seq``, as ``BUMP_EVENT_SEQ``): one row update, not two."""
+    checkpoint's events too (``event_seq``, as ``BUMP_EVENT_SEQ``): one row update, not two,
+    answering the new ``event_seq`` and generation unless ``read_back`` is False (SQLite reads
+    them with a SELECT: ``write_plain``)."""
     target = "(SELECT session_id FROM sessions_app_turn WHERE id = %s)" if by_turn else "%s"
     bump = ", event_seq = event_seq + %s" if events else ""
-    returning = " RETURNING event_seq, generation" if events else ""
+    returning = " RETURNING event_seq, generation" if events and read_back else ""
     return (
         "UPDATE sessions_app_session SET updated_at = %s, status = CASE "
         "WHEN EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
@@ -374,7 +378,6 @@ def session_status_params(target: Any, now: Any, events: int | None = None) -> l
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
 STATUS_AND_EVENT_SEQ = wire.numbered(session_status_sql(by_turn=True, events=True))
 SESSION_STATUS_PLAIN = session_status_sql(by_turn=False)
-STATUS_AND_EVENT_SEQ_PLAIN = session_status_sql(by_turn=False, events=True)
 INSERT_MESSAGE = wire.numbered(
     'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
     "SELECT t.session_id, t.generation, %s::integer, june_tid(t.id), %s::text, %s::json, %s::text, %s::timestamptz "
@@ -539,11 +542,14 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
 BUMP_EVENT_SEQ_PLAIN = (
     "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq, generation"
 )
-#: the events' numbering that also answers the turn's cancel request (``write_plain``, whose fence
-#: then answers nothing), read after the fence in the unit's transaction as the fence reads it
-CANCEL_REQUEST = ", (SELECT cancel_reason FROM sessions_app_turn WHERE id = %s)"
-BUMP_EVENT_SEQ_CANCEL = BUMP_EVENT_SEQ_PLAIN + CANCEL_REQUEST
-STATUS_EVENT_SEQ_CANCEL = STATUS_AND_EVENT_SEQ_PLAIN + CANCEL_REQUEST
+#: ``write_plain`` (SQLite): the events' numbering (with the status recompute, or alone) without
+#: a RETURNING, then the row read back in the same transaction; with the turn's cancel request
+#: when the fence answered nothing (``EVENT_SEQ_CANCEL``: read after the fence, as it reads it)
+BUMP_EVENT_SEQ_BARE = "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s"
+SESSION_STATUS_EVENT_SEQ = session_status_sql(by_turn=False, events=True, read_back=False)
+EVENT_SEQ_OF = "SELECT event_seq, generation FROM sessions_app_session WHERE id = %s"
+EVENT_SEQ_CANCEL = ("SELECT s.event_seq, s.generation, (SELECT cancel_reason FROM sessions_app_turn WHERE id = %s) "
+                    "FROM sessions_app_session s WHERE s.id = %s")
 
 
 def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: int, live_generation: int, *,

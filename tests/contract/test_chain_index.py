@@ -37,7 +37,7 @@ def old_session():
 def _statements(session_id: int) -> dict[str, tuple[str, list]]:
     return {
         "hand-off": (checkpoint.NEXT_IN_CHAIN, ["queued"]),
-        "status recompute": (checkpoint.STATUS_AND_EVENT_SEQ_PLAIN,
+        "status recompute": (checkpoint.SESSION_STATUS_EVENT_SEQ,
                              checkpoint.session_status_params(session_id, "2026-12-01 00:00:00", events=1)),
         "claim": (lease.CLAIM, lease.claim_params("queued", "w", "a", 1.0, 30.0)),
         "enqueue guard": ("SELECT " + queue.CHAIN_HEAD, ["queued"]),
