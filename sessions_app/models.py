@@ -120,8 +120,9 @@ class Turn(models.Model):
             # a session's unfinished turns, its chain (few, however many it ran): the claim, the
             # hand-off, the status recompute read it per step (``checkpoint.IN_CHAIN``)
             models.Index(fields=["session", "order"], condition=models.Q(status__in=CHAIN_BLOCKING), name="turn_chain"),
-            # only the turns that have one (a child; a turn a user started): a turn created
-            # without writes no entry there (lookups by a value, ``=`` or ``IN``, still use them)
+            # only the turns that have one (a child; a turn a user started): a turn without a
+            # parent or a creator writes no entry there (a lookup by a value, ``=`` or ``IN``,
+            # still uses them)
             models.Index(fields=["parent"], condition=models.Q(parent__isnull=False), name="turn_parent"),
             models.Index(fields=["created_by"], condition=models.Q(created_by__isnull=False), name="turn_created_by"),
         ]

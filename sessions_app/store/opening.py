@@ -156,12 +156,13 @@ def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt
     claimed. The reads after the claim match nothing unless this attempt holds the turn.
 
     The claim commits without waiting for the WAL flush (``synchronous_commit`` off for its
-    transaction, as the provider_started journal): the attempt's first checkpoint follows at
-    once and waits for the flush, which takes the claim with it (the WAL is flushed in order).
-    Only a crash of the server itself in between loses a claim (a worker's crash loses nothing:
-    the server holds the commit): the turn is queued again, uncounted in its attempts, and no
-    checkpoint of the attempt can commit (its attempt id is on no row). The claim emits no event,
-    so nothing published depends on it."""
+    transaction, as the provider_started journal): the attempt's next checkpoint (a new turn's
+    opening, at once) waits for the flush, which takes the claim with it (the WAL is flushed in
+    order), and the server's WAL writer flushes it within ``wal_writer_delay`` anyway. Only a
+    crash of the server itself in between loses a claim (a worker's crash loses nothing: the
+    server holds the commit): the turn is queued again, uncounted in its attempts, and no
+    checkpoint of the attempt can commit (its attempt id is on no row). The claim emits no
+    event, so nothing published depends on it."""
     batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
     batch.add(checkpoint.ASYNC_COMMIT)  # this transaction only: see the docstring
     batch.add(checkpoint.LOCK_SESSION, [turn_id])
