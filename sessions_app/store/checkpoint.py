@@ -539,13 +539,11 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
                          unit=unit, now=now)
 
 
-BUMP_EVENT_SEQ_PLAIN = (
-    "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq, generation"
-)
 #: ``write_plain`` (SQLite): the events' numbering (with the status recompute, or alone) without
 #: a RETURNING, then the row read back in the same transaction; with the turn's cancel request
 #: when the fence answered nothing (``EVENT_SEQ_CANCEL``: read after the fence, as it reads it)
 BUMP_EVENT_SEQ_BARE = "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s"
+BUMP_EVENT_SEQ_PLAIN = BUMP_EVENT_SEQ_BARE + " RETURNING event_seq, generation"  # ``log_events``
 SESSION_STATUS_EVENT_SEQ = session_status_sql(by_turn=False, events=True, read_back=False)
 EVENT_SEQ_OF = "SELECT event_seq, generation FROM sessions_app_session WHERE id = %s"
 EVENT_SEQ_CANCEL = ("SELECT s.event_seq, s.generation, (SELECT cancel_reason FROM sessions_app_turn WHERE id = %s) "
