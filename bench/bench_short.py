@@ -4,6 +4,7 @@ creation included, in one session whose history grows from 0 to 2,000 messages.
 
     .venv/bin/python bench/bench_short.py                 # SQLite (a fresh file under /tmp)
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/bench_short.py
+    BENCH_RUNS=6 .venv/bin/python bench/bench_short.py    # 6 runs: their medians, and a verdict
 
 Each turn is ``create_turn`` + ``TurnExecutor.drive`` on the Django store in this process, with
 an instant scripted model and a no-op sync tool. Per step = turn time / 3. Printed at 10, 100,
@@ -19,6 +20,11 @@ right before it and right after it, on a kept connection): the paired ratio is t
 a size's turns of per-step ms / that floor, and its flatness the paired ratio at 2,000 over the
 one at 10.
 
+``BENCH_RUNS=N``: N runs, each in a process and a fresh database of its own, a line each, then
+the medians over the runs and how many runs met issue 16's target (PostgreSQL: per step at every
+size <= 3x the run's floor, flatness <= 1.3x; SQLite: per step <= 0.5 ms at every size). One
+run's figures swing with the machine's load; the count of runs that met it is what to quote.
+
 SQLite: also the pages each turn wrote to the WAL (``common.wal_frames``), mean and median over
 the run's turns. Each is a page-size write and its checksum; the count does not move with the
 machine's load, so two trees compare by it where their times drift apart by more than they differ.
@@ -28,8 +34,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -82,10 +90,11 @@ async def one_turn(store, agent, key: str, n: int) -> tuple[float, float]:
     return elapsed, cpu
 
 
-async def run() -> tuple[dict[int, float], dict[int, float], list[float], dict[int, float], list[int]]:
-    """(per-step ms by size, CPU ms by size, the run's floors, the paired ratios by size: each
-    turn's per-step ms over the floor measured right beside it, their median; on SQLite, the
-    pages each turn wrote to the WAL: a figure the machine's load does not move)."""
+async def run() -> dict:
+    """One run: per-step ms and CPU ms by size (``ms``, ``cpu``), the run's floors (``floors``),
+    the paired ratios by size (``paired``: each turn's per-step ms over the floor measured right
+    beside it, their median) and those floors' medians (``beside``); on SQLite, the pages each
+    turn wrote to the WAL (``pages``: a figure the machine's load does not move)."""
     from sessions_app.store import DjangoSessionStore
 
     store = DjangoSessionStore()
@@ -100,6 +109,7 @@ async def run() -> tuple[dict[int, float], dict[int, float], list[float], dict[i
     samples: dict[int, list[float]] = {size: [] for size in SIZES}
     cpu: dict[int, list[float]] = {size: [] for size in SIZES}
     paired: dict[int, list[float]] = {size: [] for size in SIZES}
+    locals_: dict[int, list[float]] = {size: [] for size in SIZES}
     pages: list[int] = []
     turns = (SIZES[-1] + WINDOW) // MESSAGES_PER_TURN + 1
     gc.collect()
@@ -118,21 +128,22 @@ async def run() -> tuple[dict[int, float], dict[int, float], list[float], dict[i
             samples[size].append(elapsed * 1000 / 3)
             cpu[size].append(used * 1000 / 3)
             paired[size].append(elapsed * 1000 / 3 / local)
+            locals_[size].append(local)
         if n % 50 == 49:
             floors.append(floor_ms(100))
     floors.append(floor_ms(100))
     beside.close()
-    medians = {size: statistics.median(xs) for size, xs in samples.items()}
-    return (medians, {size: statistics.median(xs) for size, xs in cpu.items()}, floors,
-            {size: statistics.median(xs) for size, xs in paired.items()}, pages)
+
+    def medians(by_size: dict[int, list[float]]) -> dict[int, float]:
+        return {size: statistics.median(xs) for size, xs in by_size.items()}
+
+    return {"ms": medians(samples), "cpu": medians(cpu), "floors": floors, "paired": medians(paired),
+            "beside": medians(locals_), "pages": pages}
 
 
-def main() -> None:
-    fresh_database(BENCH_DB)
-    from django.conf import settings
-
-    backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
-    per_step, cpu, floors, paired, pages = asyncio.run(run())
+def report(result: dict, backend: str) -> None:
+    """One run's figures."""
+    per_step, cpu, floors, paired = result["ms"], result["cpu"], result["floors"], result["paired"]
     floor = statistics.median(floors)
     print(f"backend: {backend}   turns: 1 tool call (3 steps), creation included   floor samples: {len(floors)}")
     print(f"floor (1 txn: update+insert+insert): median {floor:.3f} ms  (min {min(floors):.3f}, max {max(floors):.3f})")
@@ -143,11 +154,62 @@ def main() -> None:
           f"   (cpu {cpu[SIZES[-1]] / cpu[SIZES[0]]:.2f}x)")
     print(f"paired (each turn over the floor measured right beside it, {PAIRED} samples before and after):")
     for size, ratio in paired.items():
-        print(f"  per step at {size:>5} messages: {ratio:.2f}x its floor")
+        print(f"  per step at {size:>5} messages: {ratio:.2f}x its floor   (that floor: {result['beside'][size]:.3f} ms)")
     print(f"  flatness, paired: {paired[SIZES[-1]] / paired[SIZES[0]]:.2f}x")
-    if pages:  # SQLite: counted, not timed
+    if pages := result["pages"]:  # SQLite: counted, not timed
         print(f"WAL pages written per turn: mean {statistics.mean(pages):.1f}, median {statistics.median(pages)} "
               f"(over {len(pages)} turns; counted, not timed)")
+
+
+def verdict(result: dict, backend: str) -> bool:
+    """Issue 16's target for this backend, met by one run: PostgreSQL, per step at every size
+    <= 3x the run's floor and flat (2,000 / 10 <= 1.3x); SQLite, per step <= 0.5 ms at every size."""
+    ms = result["ms"]
+    if backend == "sqlite3":
+        return max(ms.values()) <= 0.5
+    floor = statistics.median(result["floors"])
+    return max(ms.values()) <= 3 * floor and ms[SIZES[-1]] / ms[SIZES[0]] <= 1.3
+
+
+def repeat(runs: int) -> None:
+    """``runs`` runs, each in a process and a database of its own, then the medians over the runs
+    and how many runs met the target: one run's figures swing with the machine's load."""
+    results, backend = [], ""
+    for n in range(runs):
+        out = subprocess.run([sys.executable, __file__], env={**os.environ, "BENCH_RUNS": "1", "BENCH_JSON": "1"},
+                             capture_output=True, text=True, check=True).stdout
+        data = json.loads(out.rsplit("\nresult: ", 1)[1])
+        backend, result = data["backend"], {k: ({int(s): v for s, v in x.items()} if isinstance(x, dict) else x)
+                                            for k, x in data["result"].items()}
+        results.append(result)
+        floor = statistics.median(result["floors"])
+        ms = result["ms"]
+        print(f"run {n + 1}: floor {floor:.3f} ms; per step " + " / ".join(f"{v:.3f}" for v in ms.values())
+              + " ms (" + " / ".join(f"{v / floor:.2f}x" for v in ms.values()) + f"); flatness "
+              f"{ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x; paired " + " / ".join(f"{v:.2f}x" for v in result["paired"].values())
+              + ("   target met" if verdict(result, backend) else "   target NOT met"))
+    floor = statistics.median(statistics.median(r["floors"]) for r in results)
+    ms = {size: statistics.median(r["ms"][size] for r in results) for size in SIZES}
+    print(f"median over {runs} runs ({backend}): floor {floor:.3f} ms; per step "
+          + " / ".join(f"{size}: {v:.3f} ms ({v / floor:.2f}x)" for size, v in ms.items())
+          + f"; flatness {ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x")
+    target = ("per step <= 0.5 ms at every size" if backend == "sqlite3"
+              else "per step <= 3x the run's floor at every size, flatness <= 1.3x")
+    print(f"runs meeting issue 16's target ({target}): {sum(verdict(r, backend) for r in results)} of {runs}")
+
+
+def main() -> None:
+    runs = int(os.environ.get("BENCH_RUNS", "1"))
+    if runs > 1:
+        return repeat(runs)
+    fresh_database(BENCH_DB)
+    from django.conf import settings
+
+    backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    result = asyncio.run(run())
+    report(result, backend)
+    if os.environ.get("BENCH_JSON"):  # for ``repeat``
+        print("result: " + json.dumps({"backend": backend, "result": result}))
 
 
 if __name__ == "__main__":
