@@ -24,6 +24,12 @@ one at 10.
 the medians over the runs and how many runs met issue 16's target (PostgreSQL: per step at every
 size <= 3x the run's floor, flatness <= 1.3x; SQLite: per step <= 0.5 ms at every size). One
 run's figures swing with the machine's load; the count of runs that met it is what to quote.
+On PostgreSQL a run whose floor is over twice the top of the 0.26-0.37 ms the issue measured
+against says the floor moved (a slower WAL flush, which the turns wait on five times and the
+floor once: every ratio shrinks), and such runs are counted apart: they cannot show the target.
+Each run also times a fixed Python loop (the yardstick): the SQLite figures are CPU, and a host
+that runs it 2x slower runs the turns about 2x slower too; it is printed to read them by, not a
+target.
 
 SQLite: also the pages each turn wrote to the WAL (``common.wal_frames``), mean and median over
 the run's turns. Each is a page-size write and its checksum; the count does not move with the
@@ -54,6 +60,28 @@ SIZES = (10, 100, 1000, 2000)
 WINDOW = 12  # messages either side of a size whose turns count for it (3 turns each side)
 MESSAGES_PER_TURN = 4  # user, assistant (with the call), tool, assistant
 PAIRED = 4  # floor samples taken right before and again right after each measured turn
+#: the one-transaction floor issue 16's figures were measured against on PostgreSQL (ms); a run
+#: whose floor is far above it waits on a slower flush, which its ratios then hide
+ISSUE_FLOOR = (0.26, 0.37)
+
+
+def yardstick_ms() -> float:
+    """The machine's speed at pure Python, which the SQLite figures are made of: a fixed loop of
+    a million additions (the median of 3, in ms). It swings with the host's load as turns do, so
+    a run's SQLite figures are read beside it; it is not a target."""
+    times = []
+    for _ in range(3):
+        t, total = time.perf_counter(), 0
+        for i in range(1_000_000):
+            total += i
+        times.append((time.perf_counter() - t) * 1000)
+    return statistics.median(times)
+
+
+def floor_moved(result: dict, backend: str) -> bool:
+    """PostgreSQL: the run's floor is more than twice the top of the floor the issue measured
+    against (a slower WAL flush: every ratio to it shrinks, so the run cannot show the target)."""
+    return backend != "sqlite3" and statistics.median(result["floors"]) > 2 * ISSUE_FLOOR[1]
 
 
 def make_agent():
@@ -102,6 +130,7 @@ async def run() -> dict:
     # the first floor creates its tables: a schema change, after which SQLite prepares every
     # statement of the store's connections again (the first turns after it cost twice as much)
     floors = [floor_ms(100)]
+    yardsticks = [yardstick_ms()]
     beside = Floor()
     beside.samples(PAIRED)
     for n in range(5):  # warm-up: connections, prepared statements, caches
@@ -132,13 +161,14 @@ async def run() -> dict:
         if n % 50 == 49:
             floors.append(floor_ms(100))
     floors.append(floor_ms(100))
+    yardsticks.append(yardstick_ms())
     beside.close()
 
     def medians(by_size: dict[int, list[float]]) -> dict[int, float]:
         return {size: statistics.median(xs) for size, xs in by_size.items()}
 
     return {"ms": medians(samples), "cpu": medians(cpu), "floors": floors, "paired": medians(paired),
-            "beside": medians(locals_), "pages": pages}
+            "beside": medians(locals_), "pages": pages, "yardstick": statistics.median(yardsticks)}
 
 
 def report(result: dict, backend: str) -> None:
@@ -147,6 +177,10 @@ def report(result: dict, backend: str) -> None:
     floor = statistics.median(floors)
     print(f"backend: {backend}   turns: 1 tool call (3 steps), creation included   floor samples: {len(floors)}")
     print(f"floor (1 txn: update+insert+insert): median {floor:.3f} ms  (min {min(floors):.3f}, max {max(floors):.3f})")
+    if floor_moved(result, backend):
+        print(f"  the floor moved: {floor:.3f} ms against the {ISSUE_FLOOR[0]}-{ISSUE_FLOOR[1]} ms issue 16 measured "
+              "against (a slower flush); the ratios below shrink with it and cannot show the target")
+    print(f"python yardstick (a fixed loop, the machine's speed, not a target): {result['yardstick']:.1f} ms")
     for size, ms in per_step.items():
         print(f"per step at {size:>5} messages of history: {ms:.3f} ms   ({ms / floor:.2f}x floor)"
               f"   cpu {cpu[size]:.3f} ms")
@@ -187,7 +221,9 @@ def repeat(runs: int) -> None:
         print(f"run {n + 1}: floor {floor:.3f} ms; per step " + " / ".join(f"{v:.3f}" for v in ms.values())
               + " ms (" + " / ".join(f"{v / floor:.2f}x" for v in ms.values()) + f"); flatness "
               f"{ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x; paired " + " / ".join(f"{v:.2f}x" for v in result["paired"].values())
-              + ("   target met" if verdict(result, backend) else "   target NOT met"))
+              + f"; yardstick {result['yardstick']:.1f} ms"
+              + ("   target met" if verdict(result, backend) else "   target NOT met")
+              + ("  (the floor moved)" if floor_moved(result, backend) else ""))
     floor = statistics.median(statistics.median(r["floors"]) for r in results)
     ms = {size: statistics.median(r["ms"][size] for r in results) for size in SIZES}
     print(f"median over {runs} runs ({backend}): floor {floor:.3f} ms; per step "
@@ -195,7 +231,12 @@ def repeat(runs: int) -> None:
           + f"; flatness {ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x")
     target = ("per step <= 0.5 ms at every size" if backend == "sqlite3"
               else "per step <= 3x the run's floor at every size, flatness <= 1.3x")
+    print(f"python yardstick (the machine's speed, not a target): median "
+          f"{statistics.median(r['yardstick'] for r in results):.1f} ms")
     print(f"runs meeting issue 16's target ({target}): {sum(verdict(r, backend) for r in results)} of {runs}")
+    if moved := sum(floor_moved(r, backend) for r in results):
+        print(f"  {moved} of the {runs} runs ran on a floor that moved (over {2 * ISSUE_FLOOR[1]:.2f} ms: a slower flush "
+              f"than the {ISSUE_FLOOR[0]}-{ISSUE_FLOOR[1]} ms issue 16 measured against): they cannot show it")
 
 
 def main() -> None:
