@@ -31,6 +31,13 @@ Each run also times a fixed Python loop (the yardstick): the SQLite figures are 
 that runs it 2x slower runs the turns about 2x slower too; it is printed to read them by, not a
 target.
 
+PostgreSQL: also what the server counted over ``COUNTED`` more turns after the timed ones (no
+floor beside them; ``common.pg_counters``): write transactions per turn (transaction ids taken:
+exact), WAL bytes per turn (exact) and WAL syncs per turn (the server's ``pg_stat_wal``: each
+commit that waits for its flush, plus the WAL writer's background flushes of the asynchronous
+ones). None of them moves with the machine's load: what a turn asks of the disk, beside what it
+took.
+
 SQLite: also the pages each turn wrote to the WAL (``common.wal_frames``), mean and median over
 the run's turns. Each is a page-size write and its checksum; the count does not move with the
 machine's load, so two trees compare by it where their times drift apart by more than they differ.
@@ -50,7 +57,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import Floor, floor_ms, fresh_database, use_database, wal_frames  # noqa: E402
+from bench.common import Floor, floor_ms, fresh_database, pg_counters, settle, use_database, wal_frames  # noqa: E402
 from agents_app.runtime import new_turn_id  # noqa: E402
 
 BENCH_DB = os.environ.get("BENCH_DB", "june_bench_short")  # another name: runs side by side
@@ -60,6 +67,7 @@ SIZES = (10, 100, 1000, 2000)
 WINDOW = 12  # messages either side of a size whose turns count for it (3 turns each side)
 MESSAGES_PER_TURN = 4  # user, assistant (with the call), tool, assistant
 PAIRED = 4  # floor samples taken right before and again right after each measured turn
+COUNTED = 50  # PostgreSQL: turns after the timed ones whose writes the server counts (no floor beside them)
 #: the one-transaction floor issue 16's figures were measured against on PostgreSQL (ms); a run
 #: whose floor is far above it waits on a slower flush, which its ratios then hide
 ISSUE_FLOOR = (0.26, 0.37)
@@ -163,12 +171,23 @@ async def run() -> dict:
     floors.append(floor_ms(100))
     yardsticks.append(yardstick_ms())
     beside.close()
+    counted = None
+    if pg_counters() is not None:  # counted, not timed: what a turn asks of the server's WAL
+        settle()
+        before = pg_counters()
+        for n in range(turns, turns + COUNTED):
+            await one_turn(store, agent, "grows", n)
+        settle()
+        after = pg_counters()
+        counted = {"xacts": (after["xid"] - before["xid"] - 1) / COUNTED,
+                   "wal_bytes": (after["wal_bytes"] - before["wal_bytes"]) / COUNTED,
+                   "wal_syncs": (after["wal_syncs"] - before["wal_syncs"]) / COUNTED}
 
     def medians(by_size: dict[int, list[float]]) -> dict[int, float]:
         return {size: statistics.median(xs) for size, xs in by_size.items()}
 
     return {"ms": medians(samples), "cpu": medians(cpu), "floors": floors, "paired": medians(paired),
-            "beside": medians(locals_), "pages": pages, "yardstick": statistics.median(yardsticks)}
+            "beside": medians(locals_), "pages": pages, "yardstick": statistics.median(yardsticks), "counted": counted}
 
 
 def report(result: dict, backend: str) -> None:
@@ -190,6 +209,10 @@ def report(result: dict, backend: str) -> None:
     for size, ratio in paired.items():
         print(f"  per step at {size:>5} messages: {ratio:.2f}x its floor   (that floor: {result['beside'][size]:.3f} ms)")
     print(f"  flatness, paired: {paired[SIZES[-1]] / paired[SIZES[0]]:.2f}x")
+    if counted := result.get("counted"):  # PostgreSQL: counted, not timed
+        print(f"per turn, counted by the server over {COUNTED} turns: {counted['xacts']:.2f} write transactions, "
+              f"{counted['wal_syncs']:.2f} WAL syncs (the WAL writer's background ones included), "
+              f"{counted['wal_bytes']:.0f} B of WAL")
     if pages := result["pages"]:  # SQLite: counted, not timed
         print(f"WAL pages written per turn: mean {statistics.mean(pages):.1f}, median {statistics.median(pages)} "
               f"(over {len(pages)} turns; counted, not timed)")
@@ -213,7 +236,7 @@ def repeat(runs: int) -> None:
         out = subprocess.run([sys.executable, __file__], env={**os.environ, "BENCH_RUNS": "1", "BENCH_JSON": "1"},
                              capture_output=True, text=True, check=True).stdout
         data = json.loads(out.rsplit("\nresult: ", 1)[1])
-        backend, result = data["backend"], {k: ({int(s): v for s, v in x.items()} if isinstance(x, dict) else x)
+        backend, result = data["backend"], {k: ({int(s): v for s, v in x.items()} if isinstance(x, dict) and k != "counted" else x)
                                             for k, x in data["result"].items()}
         results.append(result)
         floor = statistics.median(result["floors"])
@@ -222,6 +245,8 @@ def repeat(runs: int) -> None:
               + " ms (" + " / ".join(f"{v / floor:.2f}x" for v in ms.values()) + f"); flatness "
               f"{ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x; paired " + " / ".join(f"{v:.2f}x" for v in result["paired"].values())
               + f"; yardstick {result['yardstick']:.1f} ms"
+              + (f"; per turn {c['xacts']:.2f} write txns, {c['wal_syncs']:.2f} WAL syncs, {c['wal_bytes']:.0f} B WAL"
+                 if (c := result.get("counted")) else "")
               + ("   target met" if verdict(result, backend) else "   target NOT met")
               + ("  (the floor moved)" if floor_moved(result, backend) else ""))
     floor = statistics.median(statistics.median(r["floors"]) for r in results)
@@ -231,6 +256,11 @@ def repeat(runs: int) -> None:
           + f"; flatness {ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x")
     target = ("per step <= 0.5 ms at every size" if backend == "sqlite3"
               else "per step <= 3x the run's floor at every size, flatness <= 1.3x")
+    if counts := [r["counted"] for r in results if r.get("counted")]:
+        print("per turn, counted by the server (medians): "
+              f"{statistics.median(c['xacts'] for c in counts):.2f} write transactions, "
+              f"{statistics.median(c['wal_syncs'] for c in counts):.2f} WAL syncs, "
+              f"{statistics.median(c['wal_bytes'] for c in counts):.0f} B of WAL")
     print(f"python yardstick (the machine's speed, not a target): median "
           f"{statistics.median(r['yardstick'] for r in results):.1f} ms")
     print(f"runs meeting issue 16's target ({target}): {sum(verdict(r, backend) for r in results)} of {runs}")

@@ -166,3 +166,34 @@ def wait_status(turn_ids, status="completed", timeout=300.0) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"timed out waiting for {len(turn_ids)} turns to be {status}")
         time.sleep(0.05)  # figures come from the event log, not from this poll: keep it light
+
+
+def pg_counters() -> dict[str, int] | None:
+    """PostgreSQL: the server's counters of what writes cost, read on a connection of their own
+    (None on SQLite). ``xid``: the last transaction id assigned (this read takes one: a write
+    transaction gets one, a read-only one none, so the difference of two reads, less one, is the
+    write transactions in between); ``wal_bytes``: the WAL's position; ``wal_syncs``: the WAL
+    syncs the server did (``pg_stat_wal``: every process's, the WAL writer's background flushes
+    of asynchronous commits included, as each process has reported them: see ``settle``)."""
+    if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
+        return None
+    conn = _server()[0]
+    with conn:
+        xid = int(conn.execute("SELECT pg_current_xact_id()::text").fetchone()[0])
+        wal_bytes = int(conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()[0])
+        wal_syncs = int(conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()[0])
+    return {"xid": xid, "wal_bytes": wal_bytes, "wal_syncs": wal_syncs}
+
+
+def settle() -> None:
+    """Close this process's connections (the store's, and Django's on asgiref's thread) and give
+    the server a moment: a server process reports its statistics (``pg_stat_wal``) when its
+    client leaves, the WAL writer at most once a second; the next unit opens them again."""
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    from sessions_app.store import direct
+
+    direct.close_all()
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+    time.sleep(1.5)
