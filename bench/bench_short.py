@@ -7,7 +7,9 @@ creation included, in one session whose history grows from 0 to 2,000 messages.
     BENCH_RUNS=6 .venv/bin/python bench/bench_short.py    # 6 runs: their medians, and a verdict
 
 Each turn is ``create_turn`` + ``TurnExecutor.drive`` on the Django store in this process, with
-an instant scripted model and a no-op sync tool. Per step = turn time / 3. Printed at 10, 100,
+an instant scripted model and a no-op sync tool (``BENCH_TOOL=async``: an async one, whose unit
+runs no tool code on a thread, so no unit of the turn hops threads; the sync tool is what users
+mostly write, and the figure the target is read from). Per step = turn time / 3. Printed at 10, 100,
 1,000 and 2,000 messages of history (the median of the turns within a few messages of each
 size) with the one-transaction floor measured between the turns of the same run, its ratio,
 and the flatness 2,000 / 10; beside each, the process's CPU time per step (all threads: what
@@ -95,9 +97,15 @@ def floor_moved(result: dict, backend: str) -> bool:
 def make_agent():
     from agents_app.runtime import Agent, tool
 
-    @tool("noop", "does nothing", {"type": "object", "properties": {"n": {"type": "integer"}}})
-    def noop(input, ctx):
-        return {"ok": input.get("n")}
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    if os.environ.get("BENCH_TOOL") == "async":  # no tool code on a thread: no unit hops
+        @tool("noop", "does nothing", schema)
+        async def noop(input, ctx):
+            return {"ok": input.get("n")}
+    else:
+        @tool("noop", "does nothing", schema)
+        def noop(input, ctx):
+            return {"ok": input.get("n")}
 
     return Agent("bench", "You are a benchmark.", tools=[noop])
 

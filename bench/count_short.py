@@ -9,6 +9,7 @@ instruction count of the same work does not move with it. Both runs do the same 
 (Django, a migrated SQLite file, 5 warm-up turns), so the difference is the turns alone.
 ``COUNT_HISTORY`` messages of history first (default 40, made by turns in the same session).
 ``COUNT_STORE=memory``: the in-memory store (the engine's own count, the floor under a store's).
+``BENCH_TOOL=async``: an async tool (bench_short's knob): no unit hops threads.
 
     bench/count_short.py run N      # (what callgrind runs) the workload alone, N turns
 """
