@@ -22,6 +22,12 @@ right before it and right after it, on a kept connection): the paired ratio is t
 a size's turns of per-step ms / that floor, and its flatness the paired ratio at 2,000 over the
 one at 10.
 
+Control: right after each measured turn, a turn of a young session (0 to 12 messages of history;
+a new session every ``CONTROL_TURNS`` turns), timed the same way. The sizes are measured at
+different moments of a run, and a run's file and heap grow and its machine drifts between them;
+the control shares each moment. Per step over the control's at 2,000 over the same at 10 is what
+the history's length alone costs (the control flatness).
+
 ``BENCH_RUNS=N``: N runs, each in a process and a fresh database of its own, a line each, then
 the medians over the runs and how many runs met issue 16's target (PostgreSQL: per step at every
 size <= 3x the run's floor, flatness <= 1.3x; SQLite: per step <= 0.5 ms at every size). One
@@ -69,6 +75,8 @@ SIZES = (10, 100, 1000, 2000)
 WINDOW = 12  # messages either side of a size whose turns count for it (3 turns each side)
 MESSAGES_PER_TURN = 4  # user, assistant (with the call), tool, assistant
 PAIRED = 4  # floor samples taken right before and again right after each measured turn
+CONTROL_TURNS = 4  # turns a control session takes (its history: 0 to 12 messages)
+CONTROL_BASE = 100_000  # the controls' turn numbers (their call ids), apart from the measured ones'
 COUNTED = 50  # PostgreSQL: turns after the timed ones whose writes the server counts (no floor beside them)
 #: the one-transaction floor issue 16's figures were measured against on PostgreSQL (ms); a run
 #: whose floor is far above it waits on a slower flush, which its ratios then hide
@@ -155,8 +163,10 @@ async def run() -> dict:
     cpu: dict[int, list[float]] = {size: [] for size in SIZES}
     paired: dict[int, list[float]] = {size: [] for size in SIZES}
     locals_: dict[int, list[float]] = {size: [] for size in SIZES}
+    control: dict[int, list[float]] = {size: [] for size in SIZES}
     pages: list[int] = []
     turns = (SIZES[-1] + WINDOW) // MESSAGES_PER_TURN + 1
+    controls = 0
     gc.collect()
     await one_turn(store, agent, "warmup", 5)  # the first turn after a collect runs cold (about 2x)
     for n in range(turns):
@@ -169,7 +179,13 @@ async def run() -> dict:
             pages.append(after - wal)
         if near:
             local = statistics.median(before + beside.samples(PAIRED))
+            # the control: a turn of a young session right after (CONTROL_TURNS a session), so
+            # what the run's progress costs (a bigger file, a bigger heap, the machine's drift)
+            # is told apart from what the history's length costs
+            controls += 1
+            ctl, _ = await one_turn(store, agent, f"control{controls // CONTROL_TURNS}", CONTROL_BASE + controls)
         for size in near:
+            control[size].append(ctl * 1000 / 3)
             samples[size].append(elapsed * 1000 / 3)
             cpu[size].append(used * 1000 / 3)
             paired[size].append(elapsed * 1000 / 3 / local)
@@ -195,7 +211,7 @@ async def run() -> dict:
         return {size: statistics.median(xs) for size, xs in by_size.items()}
 
     return {"ms": medians(samples), "cpu": medians(cpu), "floors": floors, "paired": medians(paired),
-            "beside": medians(locals_), "pages": pages, "yardstick": statistics.median(yardsticks), "counted": counted}
+            "beside": medians(locals_), "control": medians(control), "pages": pages, "yardstick": statistics.median(yardsticks), "counted": counted}
 
 
 def report(result: dict, backend: str) -> None:
@@ -217,6 +233,13 @@ def report(result: dict, backend: str) -> None:
     for size, ratio in paired.items():
         print(f"  per step at {size:>5} messages: {ratio:.2f}x its floor   (that floor: {result['beside'][size]:.3f} ms)")
     print(f"  flatness, paired: {paired[SIZES[-1]] / paired[SIZES[0]]:.2f}x")
+    control = result["control"]
+    print(f"control (a young session's turn, 0-{4 * (CONTROL_TURNS - 1)} messages of history, right after each measured one):")
+    for size, ms in control.items():
+        print(f"  per step beside the turns at {size:>5} messages: {ms:.3f} ms   (theirs / this: "
+              f"{per_step[size] / ms:.2f}x)")
+    print(f"  flatness against the control (what the history's length alone costs): "
+          f"{per_step[SIZES[-1]] / control[SIZES[-1]] / (per_step[SIZES[0]] / control[SIZES[0]]):.2f}x")
     if counted := result.get("counted"):  # PostgreSQL: counted, not timed
         print(f"per turn, counted by the server over {COUNTED} turns: {counted['xacts']:.2f} write transactions, "
               f"{counted['wal_syncs']:.2f} WAL syncs (the WAL writer's background ones included), "
@@ -252,6 +275,7 @@ def repeat(runs: int) -> None:
         print(f"run {n + 1}: floor {floor:.3f} ms; per step " + " / ".join(f"{v:.3f}" for v in ms.values())
               + " ms (" + " / ".join(f"{v / floor:.2f}x" for v in ms.values()) + f"); flatness "
               f"{ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x; paired " + " / ".join(f"{v:.2f}x" for v in result["paired"].values())
+              + f"; control flatness {ms[SIZES[-1]] / result['control'][SIZES[-1]] / (ms[SIZES[0]] / result['control'][SIZES[0]]):.2f}x"
               + f"; yardstick {result['yardstick']:.1f} ms"
               + (f"; per turn {c['xacts']:.2f} write txns, {c['wal_syncs']:.2f} WAL syncs, {c['wal_bytes']:.0f} B WAL"
                  if (c := result.get("counted")) else "")
