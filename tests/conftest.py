@@ -42,6 +42,20 @@ def _redis_layer_per_test():
     yield
 
 
+@pytest.fixture
+async def settled():
+    """For an asyncio test that opens websockets: what it left running on its loop (a consumer,
+    the origin check's denier, their channel layer's receives) is stopped before the loop closes,
+    cancelled again while it outlives a cancellation (``tests.settle``). Redis-py can swallow one
+    inside BZPOPMIN: the loop's close then waits on it for good (PostgreSQL + Redis runs hung
+    300 s in the teardowns of ``test_websocket_paths_that_match_no_route_close_instead_of_a_500``
+    and ``test_anonymous_is_refused``)."""
+    yield
+    from tests.settle import settle_tasks
+
+    await settle_tasks()
+
+
 def is_postgres() -> bool:
     from django.conf import settings
 

@@ -3,7 +3,6 @@ consistency afterwards, and a log watcher (no traceback may reach the server's l
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import json
 import logging
@@ -19,6 +18,7 @@ from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
 from sessions_app import models as m
+from tests.settle import settle_tasks  # noqa: F401 (the hostile modules import it from here)
 
 BASE = "/api/agents/ops/sessions"
 
@@ -63,25 +63,6 @@ def token_for(user: Any) -> str:
 def path_segment(value: str) -> str:
     """A path segment as a client would send it (anything percent-encoded, lone surrogates too)."""
     return quote(value.encode("utf-8", "surrogatepass"), safe="")
-
-
-async def settle_tasks(tries: int = 50) -> None:
-    """Stop what an example left running on its loop (a consumer, the origin check's denier,
-    their channel layer receives) before ``async_to_sync`` closes the loop, cancelling again what
-    outlives a cancellation: redis-py can swallow a cancellation that lands in a blocking command
-    (redis/redis-py#2028), and the layer's receive then loops on BZPOPMIN for good, so the loop's
-    close waited on it forever (a CI run hung 300 s here; a probe: 2 examples in about 4,000 on
-    PostgreSQL + Redis). Fails, naming the tasks, if they will not stop."""
-    current = asyncio.current_task()
-    rest: list[asyncio.Task] = []
-    for _ in range(tries):
-        rest = [t for t in asyncio.all_tasks() if t is not current and not t.done()]
-        if not rest:
-            return
-        for task in rest:
-            task.cancel()
-        await asyncio.wait(rest, timeout=0.2)
-    raise AssertionError(f"tasks that outlive {tries} cancellations: {rest}")
 
 
 class Api:

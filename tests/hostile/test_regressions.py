@@ -41,16 +41,6 @@ def alice():
 
 
 @pytest.fixture
-async def settled():
-    """A websocket test's sockets stopped before its loop closes: ``settle_tasks`` cancels again
-    what outlives a cancellation (redis-py can swallow one inside BZPOPMIN: the loop's close then
-    waited on it for good, and a PostgreSQL + Redis CI run hung 300 s in the teardown of
-    ``test_websocket_paths_that_match_no_route_close_instead_of_a_500``)."""
-    yield
-    await settle_tasks()
-
-
-@pytest.fixture
 def api(alice):
     return Api(token_for(alice))
 

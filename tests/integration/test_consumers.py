@@ -20,7 +20,7 @@ from sessions_app import selectors
 from sessions_app.web.consumers import MAX_FRAME_BYTES
 from sessions_app.outbox.sink import group_name
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio, pytest.mark.usefixtures("settled")]
 
 ORIGIN = (b"origin", b"http://testserver")
 
