@@ -13,18 +13,20 @@ The one package that opens transactions for the engine and knows SQL and the wir
 - ``lease``       claim, heartbeat, release (conditional UPDATEs)
 - ``opening``     PostgreSQL: a turn's creation, and its claim with its load, one round trip each
 - ``control``     create, cancel, answer, reset (the host rules, inside their transaction)
+- ``toolsql``     what a sync tool's unit sent through Django's connection; SQLite's lock, taken late
 
 How a unit runs is the store's business: ``atomic`` (work that writes through Django's
 connection — a sync tool's ORM rows) runs on the thread that owns that connection, so the
-tool's writes and the checkpoint share one ``transaction.atomic()``; ``commit`` (work that only
-records through the Tx) runs on the caller's thread and the store's own connection: on
-PostgreSQL one round trip, no thread hop (``direct``); on SQLite a few statements, no thread
-hop either (``lite``, which also runs the turn's reads and lease calls; when another connection
-holds SQLite's write lock, the call goes to the thread path rather than stall the event loop).
-So do a turn's creation and its claim with its load (``opening`` on PostgreSQL, ``lite`` on
-SQLite), for a store that owns its connection (``own_connection``). Every checkpoint is fenced:
-it commits only if the attempt still owns the turn, else everything — tool writes included —
-rolls back.
+tool's writes and the checkpoint share one ``transaction.atomic()`` (when the tool sent no SQL,
+there is nothing to share: its checkpoint is written as ``commit``'s, from the caller's thread);
+``commit`` (work that only records through the Tx) runs on the caller's thread and the store's
+own connection: on PostgreSQL one round trip, no thread hop (``direct``); on SQLite a few
+statements, no thread hop either (``lite``, which also runs the turn's reads and lease calls;
+when another connection holds SQLite's write lock, the call goes to the thread path rather than
+stall the event loop). So do a turn's creation and its claim with its load (``opening`` on
+PostgreSQL, ``lite`` on SQLite), for a store that owns its connection (``own_connection``).
+Every checkpoint is fenced: it commits only if the attempt still owns the turn, else
+everything — tool writes included — rolls back.
 
 Lock order (every transaction that takes both): the session row, then its turns' rows. The
 host operations (``control``, ``opening.create``: create, replace, cancel, answer, reset) lock
@@ -55,7 +57,7 @@ from agents_app.runtime.seams import (
     TurnRecord,
     TurnState,
 )
-from sessions_app.store import checkpoint, control, direct, lease, lite, opening, reads, transcripts, tree
+from sessions_app.store import checkpoint, control, direct, lease, lite, opening, reads, toolsql, transcripts, tree
 from sessions_app.store.records import UnitWriter, journal_changes
 
 
@@ -68,7 +70,7 @@ class DjangoSessionStore:
         commits with its turn)."""
         self.clock = clock
         self.own_connection = own_connection
-        #: ``atomic_sync`` as a coroutine, made once (asgiref's wrapper inspects the function)
+        #: ``tool_unit`` as a coroutine, made once (asgiref's wrapper inspects the function)
         self._atomic_hop: Callable[..., Any] | None = None
 
     def _own(self) -> Any:
@@ -103,22 +105,48 @@ class DjangoSessionStore:
                                        tx.moved, result=tx.result)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=runnable + written.runnable)
 
+    def tool_unit(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit | UnitWriter:
+        """``atomic``'s side on the thread that owns Django's connection: ``atomic_sync``, watched
+        (``toolsql``). When ``work`` sent nothing through the connection, returns what it
+        recorded instead, uncommitted, for the caller's thread to commit as a plain unit: the
+        transaction had nothing of the tool's to commit with it. Inside a caller's transaction,
+        ``atomic_sync`` as it is."""
+        if connection.in_atomic_block:
+            return self.atomic_sync(turn_id, attempt_id, work)
+        tx = UnitWriter(turn_id, attempt_id)
+        watch = toolsql.Watch(connection)
+        with connection.execute_wrapper(watch), transaction.atomic():
+            try:
+                work(tx)
+            finally:
+                if watch.refused is not None:  # no lock for the tool's SQL: the unit's error, not the tool's
+                    raise watch.refused
+            if not tx.children and watch.untouched():
+                return tx
+            return self._write_sync(tx)
+
     async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit:
         if self._atomic_hop is None:
-            self._atomic_hop = sync_to_async(self.atomic_sync)
-        return await self._atomic_hop(turn_id, attempt_id, work)
+            self._atomic_hop = sync_to_async(self.tool_unit)
+        done = await self._atomic_hop(turn_id, attempt_id, work)
+        if isinstance(done, Commit):
+            return done
+        return await self._commit_recorded(done)  # the tool sent no SQL: a plain unit
 
     async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
-        raw = direct.connection()
         tx = UnitWriter(turn_id, attempt_id)
         record(tx)
+        return await self._commit_recorded(tx)
+
+    async def _commit_recorded(self, tx: UnitWriter) -> Commit:
+        """A recorded unit that runs no tool code, committed from this thread."""
         if tx.children:  # a spawn creates rows through the ORM: Django's connection, its thread
             return await sync_to_async(self._written_sync)(tx)
-        if raw is not None:
-            return self.commit_direct(raw, turn_id, attempt_id, tx.into)
+        if (raw := direct.connection()) is not None:
+            return self.commit_direct(raw, tx.turn_id, tx.attempt_id, tx.into)
         if lite.here():  # SQLite: this thread's own connection, unless another writer holds the lock
             with suppress(lite.Busy):
-                return self.commit_lite(turn_id, attempt_id, tx.into)
+                return self.commit_lite(tx.turn_id, tx.attempt_id, tx.into)
         return await sync_to_async(self._written_sync)(tx)
 
     def commit_direct(self, raw: Any, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:

@@ -262,8 +262,10 @@ def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkeypatch)
     from_json = Message.from_json.__func__
     monkeypatch.setattr(Message, "from_json", classmethod(lambda cls, d: decoded.update(["n"]) or from_json(cls, d)))
 
-    def appended(turn_id, start, n):
+    def appended(turn_id, start, n, *, orm: bool = False):
         def work(tx):
+            if orm:  # a sync tool's statement: the unit commits on Django's connection
+                m.Session.objects.count()
             for i in range(start, start + n):
                 tx.append(Message(Role.USER if i % 2 == 0 else Role.ASSISTANT, text=str(i), turn_id=turn_id), i)
         return work
@@ -278,7 +280,7 @@ def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkeypatch)
         assert [m.text for m in plain.transcript] == loaded[1]
         if n:
             write = store.commit if unit == "commit" else store.atomic
-            await write(turn_id, attempt, appended(turn_id, start, n))
+            await write(turn_id, attempt, appended(turn_id, start, n, orm=unit == "atomic"))
         await store.commit(turn_id, attempt, lambda tx: tx.settle(TurnStatus.COMPLETED))
         return loaded
 

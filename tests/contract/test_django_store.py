@@ -13,6 +13,7 @@ from agents_app.runtime import Message, Role, SessionRef, TurnInput
 from agents_app.runtime import events as ev
 from sessions_app import models as m
 from sessions_app.selectors import step_keys
+from tests.contract.units import unit_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -123,6 +124,41 @@ def test_a_stale_unit_rolls_back_the_tools_writes_and_leaves_the_connection_usab
     assert [m.data["text"] for m in MessageRow.objects.filter(turn_id=turn_id)] == ["owner"]
 
 
+@pytest.mark.parametrize("uses", ["nothing", "a statement", "an on_commit hook"])
+def test_a_sync_tools_step_commits_in_its_transaction_when_the_tool_used_the_connection(uses, monkeypatch):
+    """A sync tool's unit writes its checkpoint in the tool's transaction, on Django's
+    connection, when the tool used that connection: its statements' writes, and the hooks it
+    left for the commit (``transaction.on_commit``), wait for the step. A tool that used nothing
+    of it has nothing to commit there: its step is written as a plain unit, from the caller's
+    thread (``toolsql``). Either way the step is written once, the hook runs after it."""
+    import asyncio
+
+    from django.db import transaction
+
+    from sessions_app.models import Message as MessageRow
+    from sessions_app.store import DjangoSessionStore
+
+    store, turn_id, attempt = _claimed(f"uses-{uses}")
+    inside: list[str] = []
+    write_sync = DjangoSessionStore._write_sync
+    monkeypatch.setattr(DjangoSessionStore, "_write_sync",
+                        lambda self, tx: inside.append(tx.turn_id) or write_sync(self, tx))
+    hooked: list[bool] = []
+
+    def tool(tx):
+        if uses == "a statement":
+            m.Session.objects.exists()
+        elif uses == "an on_commit hook":
+            transaction.on_commit(lambda: hooked.append(MessageRow.objects.filter(turn_id=turn_id).exists()))
+        _note(turn_id, "noted")(tx)
+
+    commit = asyncio.run(store.atomic(turn_id, attempt, tool))
+    assert inside == ([] if uses == "nothing" else [turn_id])
+    assert hooked == ([True] if uses == "an on_commit hook" else [])
+    assert [e.event.type for e in commit.events] == ["message.completed"]
+    assert [r.data["text"] for r in MessageRow.objects.filter(turn_id=turn_id)] == ["noted"]
+
+
 def test_a_deferred_journal_lands_before_the_next_checkpoint():
     """PostgreSQL: provider_started is sent on the store's own connection without waiting; the
     next unit on that connection reads its answer. Elsewhere it is written at once."""
@@ -164,7 +200,7 @@ def test_the_event_log_refers_to_the_transcript_instead_of_repeating_it(direct):
         tx.emit(ev.ActionCompleted(turn_id, call_id="c1", name="lookup", result={"r": big}))
         tx.emit(ev.ActionCompleted(turn_id, call_id="c9", name="other", result="held by no message"))
 
-    commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    commit = asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     stored = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("data", flat=True))
     assert stored[:3] == [0, 0, 1]  # a bare reference: the message's position alone
     assert stored[3]["result"] == "held by no message"  # the message's only call (stored[1]): not named
@@ -194,7 +230,7 @@ def test_an_event_row_keeps_only_what_its_columns_and_message_do_not_hold(direct
         tx.emit(ev.TurnCompleted("", text="x"))
         tx.emit(ev.TurnCompleted(turn_id, text="done"))  # the reply of the unit's assistant message
 
-    commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    commit = asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     rows = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("type", "data"))
     assert rows == [("message.completed", 0), ("action.completed", 1),
                     ("action.completed", {"$from": 1, "name": "renamed", "error": "late"}),
@@ -218,7 +254,7 @@ def test_an_action_requested_names_its_call_when_its_message_made_several(direct
         for call in reversed(calls):
             tx.emit(ev.ActionRequested(turn_id, call=call.to_json()))
 
-    commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    commit = asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     assert list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("data", flat=True)) == [
         {"$from": 0, "$call": "c2"}, {"$from": 0, "$call": "c1"}]
     replayed = store.events_sync(SessionRef("ops", f"calls-{direct}"))
@@ -240,7 +276,7 @@ def test_an_event_that_refers_to_a_message_is_committed_at_its_messages_time(dir
         tx.emit(ev.MessageCompleted(turn_id, text="done", index=0))
         tx.emit(ev.TurnFailed(turn_id, error="held by no message"))
 
-    asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     stored = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("created_at", flat=True))
     assert stored[0] is None and stored[1] is not None
     message_at = m.Message.objects.get(turn_id=turn_id, index=0).created_at
@@ -310,7 +346,7 @@ def test_a_step_pointing_at_its_units_message_is_that_messages_row(direct):
         tx.step("compact:9", 1, {"boundary": 1})
         tx.step("elsewhere", 7)
 
-    asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     folded = list(m.Message.objects.filter(turn_id=turn_id).order_by("index").values_list("index", "step"))
     assert folded == [(0, "model:0"), (1, "tool:0:c1")]
     rows = sorted(m.Step.objects.filter(turn_id=turn_id).values_list("key", "message_index", "data"))
@@ -337,7 +373,7 @@ def test_a_folded_step_is_recorded_once(direct):
         tx.step("tool:0:c1", 1)
         tx.emit(ev.TurnCompleted(turn_id, text="x"))
 
-    run = store.commit if direct else store.atomic
+    run = unit_of(store, direct)
     asyncio.run(run(turn_id, attempt, first))
     with pytest.raises(Exception) as refused:
         asyncio.run(run(turn_id, attempt, replayed))
@@ -359,7 +395,7 @@ def test_a_step_folded_twice_in_one_unit_is_refused(direct):
             tx.step("tool:0:c1", i)
 
     with pytest.raises(Exception) as refused:
-        asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, twice))
+        asyncio.run(unit_of(store, direct)(turn_id, attempt, twice))
     assert "already recorded" in str(refused.value)
     assert not m.Message.objects.filter(turn_id=turn_id).exists()
 
@@ -379,7 +415,7 @@ def test_a_message_row_keeps_its_json_less_what_its_columns_hold(direct):
         for i, message in enumerate((mine, other, nobody)):
             tx.append(message, i)
 
-    asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     session = m.Session.objects.get(key=f"rows-{direct}")
     whole = Message(Role.TOOL, turn_id="old", call_id="c", name="t", result={"x": None, "y": 0.30000000000000004})
     m.Message.objects.create(session=session, generation=session.generation, index=3, turn_id=turn_id,

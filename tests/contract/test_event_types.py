@@ -17,6 +17,7 @@ from agents_app.runtime import Message, Role, SessionRef, TurnInput
 from agents_app.runtime import events as ev
 from sessions_app import models as m
 from sessions_app.store.checkpoint import stored_ref
+from tests.contract.units import unit_of
 
 #: the codes rows already hold: a renumbering would make every stored event read as another
 PINNED = {
@@ -84,7 +85,7 @@ def test_the_store_writes_codes_and_the_orm_reads_names(direct):
         tx.emit(ev.TurnFailed(turn_id, error="boom", phase="model"))
         tx.emit(ev.CompactionFailed(turn_id, error="x"))
 
-    commit = asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+    commit = asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     names = ["message.completed", "turn.failed", "compaction.failed"]
     assert _raw_types(turn_id) == [m.EVENT_TYPE_CODES[n] for n in names]
     events = m.Event.objects.filter(turn_id=turn_id)
@@ -107,7 +108,7 @@ def test_a_checkpoint_with_an_event_of_no_code_rolls_back_whole(direct):
         tx.emit(MadeUp(turn_id))
 
     with pytest.raises(ValueError, match="made.up"):
-        asyncio.run((store.commit if direct else store.atomic)(turn_id, attempt, work))
+        asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     assert not m.Message.objects.filter(turn_id=turn_id).exists()
     assert not m.Event.objects.filter(turn_id=turn_id).exists()
 

@@ -130,6 +130,117 @@ async def test_a_locked_database_does_not_stall_the_loop():
     assert (await store.get_turn(turn_id)).lease_expires == 111.0
 
 
+def _locked_elsewhere() -> bool:
+    """Whether a connection holds the database's write lock (a ``BEGIN IMMEDIATE`` that does
+    not wait is refused)."""
+    other = sqlite3.connect(_database(), timeout=0, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")
+        other.execute("ROLLBACK")
+        return False
+    except sqlite3.OperationalError as exc:
+        assert "locked" in str(exc)
+        return True
+    finally:
+        other.close()
+
+
+async def _claimed_turn(store: DjangoSessionStore, key: str) -> tuple[str, str]:
+    turn_id, attempt = tid(), tid()
+    await store.create_turn(SessionRef("ops", key), TurnInput(text="hi"), turn_id=turn_id)
+    assert await store.claim_and_load(turn_id, owner="w", attempt_id=attempt, now=time.time(), lease_seconds=60)
+    return turn_id, attempt
+
+
+async def test_a_sync_tool_that_sends_no_sql_holds_no_write_lock_and_the_heartbeat_goes_on():
+    """The sync tool's unit takes SQLite's write lock only at the tool's first statement: one
+    that sends none (an HTTP call, a computation) leaves the database to every other writer
+    while it runs, its own turn's heartbeat among them (on the loop's thread and the store's
+    connection, while the tool holds asgiref's thread). Its step commits after it, as a plain
+    unit (``toolsql``)."""
+    store = DjangoSessionStore()
+    turn_id, attempt = await _claimed_turn(store, "no-sql")
+    loop_thread = threading.get_ident()
+    beat_done = threading.Event()
+    seen: list[tuple[bool, bool]] = []
+
+    def tool(tx):
+        seen.append((threading.get_ident() != loop_thread, _locked_elsewhere()))
+        assert beat_done.wait(10), "the heartbeat waited for the tool"
+        _opening(turn_id)(tx)
+
+    unit = asyncio.create_task(store.atomic(turn_id, attempt, tool))
+    while not seen:
+        await asyncio.sleep(0.001)
+    reason = await asyncio.wait_for(store.heartbeat(turn_id, attempt_id=attempt, now=time.time(), lease_seconds=90), 5)
+    beat_done.set()
+    commit = await unit
+    assert seen == [(True, False)] and reason is None
+    assert [e.event.type for e in commit.events] == ["turn.started"]
+    assert [msg.text for msg in (await store.load(turn_id)).transcript] == ["hi"]
+
+
+async def test_a_sync_tool_holds_the_write_lock_from_its_first_statement_to_its_steps_commit():
+    """A tool that uses the ORM reads and writes in the checkpoint's transaction, under the
+    write lock from its first statement on: another connection's commit before that statement
+    does not make its read-then-write fail (a deferred transaction's stale snapshot would:
+    ``SQLITE_BUSY_SNAPSHOT``), and none commits between its statements."""
+    from agents_app.models import Order
+
+    store = DjangoSessionStore()
+    turn_id, attempt = await _claimed_turn(store, "orm-tool")
+    seen: list[bool] = []
+
+    def tool(tx):
+        other = sqlite3.connect(_database(), timeout=5, isolation_level=None)
+        other.execute("UPDATE sessions_app_session SET title = 'moved' WHERE key = 'orm-tool'")
+        other.close()
+        seen.append(_locked_elsewhere())  # the unit has begun; the tool sent nothing yet
+        session = m.Session.objects.get(key="orm-tool")  # a read...
+        seen.append(_locked_elsewhere())
+        Order.objects.create(item=f"for {session.title}")  # ...then a write
+        _opening(turn_id)(tx)
+
+    commit = await store.atomic(turn_id, attempt, tool)
+    assert seen == [False, True]
+    assert [e.event.type for e in commit.events] == ["turn.started"]
+    assert await sync_to_async(lambda: list(Order.objects.values_list("item", flat=True)))() == ["for moved"]
+
+
+async def test_a_lock_the_tools_first_statement_could_not_take_fails_the_unit_not_the_tool():
+    """The busy timeout runs out before the tool's first statement gets the write lock: the
+    unit raises the database's error (the attempt's, retried as any), even when the tool
+    swallowed it, and nothing of the step is written."""
+    from django.db import OperationalError, connection
+
+    store = DjangoSessionStore()
+    turn_id, attempt = await _claimed_turn(store, "refused")
+
+    def short_timeout() -> None:
+        connection.ensure_connection()
+        connection.connection.execute("PRAGMA busy_timeout = 50")
+
+    await sync_to_async(short_timeout)()
+    holder = sqlite3.connect(_database(), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+
+    def tool(tx):
+        try:
+            m.Session.objects.count()
+        except Exception:  # a tool that carries on whatever happens
+            pass
+        _opening(turn_id)(tx)
+
+    try:
+        with pytest.raises(OperationalError, match="locked"):
+            await store.atomic(turn_id, attempt, tool)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+        await sync_to_async(lambda: connection.close())()  # its next use opens it with the settings' timeout
+    assert (await store.load(turn_id)).transcript == []
+
+
 def test_a_sync_callers_open_transaction_is_seen():
     """Through ``async_to_sync`` the calls go to the caller's thread and connection, as before:
     a turn created in its open transaction is there."""
@@ -347,8 +458,10 @@ async def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkey
     from_json = Message.from_json.__func__
     monkeypatch.setattr(Message, "from_json", classmethod(lambda cls, d: decoded.update(["n"]) or from_json(cls, d)))
 
-    def appended(turn_id, start, n):
+    def appended(turn_id, start, n, *, orm: bool = False):
         def work(tx):
+            if orm:  # a sync tool's statement: the unit commits on Django's connection
+                m.Session.objects.count()
             for i in range(start, start + n):
                 tx.append(Message(Role.USER if i % 2 == 0 else Role.ASSISTANT, text=str(i), turn_id=turn_id), i)
         return work
@@ -366,7 +479,7 @@ async def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkey
         assert [msg.text for msg in plain.transcript] == loaded[1]
         if n:
             write = store.commit if unit == "commit" else store.atomic
-            await write(turn_id, attempt, appended(turn_id, start, n))
+            await write(turn_id, attempt, appended(turn_id, start, n, orm=unit == "atomic"))
         await store.commit(turn_id, attempt, lambda tx: tx.settle(TurnStatus.COMPLETED))
         return loaded
 
@@ -442,12 +555,14 @@ async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
 #: checkpoint (fence, message, the events' numbers — a claimed turn is running already — and
 #: their read-back, event), the journal before each model call (one statement, its own
 #: transaction), the tool request (fence, message, events' numbers and read-back, event), the
-#: sync tool's unit on Django's connection (the same), the last checkpoint (fence, message,
-#: status and numbers and read-back, two events, the chain's hand-off). The read-back is a
-#: SELECT where a RETURNING made SQLite build a temporary b-tree: a statement more, 1.9% fewer
-#: instructions a turn (``bench/count_short.py``: 4.507 M -> 4.423 M)
-SHORT_TURN = [("lite", 4), ("lite", 5), ("lite", 7), ("lite", 1), ("lite", 7), ("django", 7), ("lite", 1),
-              ("lite", 9)]
+#: sync tool's run in a transaction on Django's connection (begun deferred: the no-op tool sends
+#: no SQL, so it is empty and takes no lock), then its step's checkpoint on the store's own
+#: connection (as the tool request's), the last checkpoint (fence, message, status and numbers and
+#: read-back, two events, the chain's hand-off). The read-back is a SELECT where a RETURNING made
+#: SQLite build a temporary b-tree: a statement more, 1.9% fewer instructions a turn
+#: (``bench/count_short.py``: 4.507 M -> 4.423 M)
+SHORT_TURN = [("lite", 4), ("lite", 5), ("lite", 7), ("lite", 1), ("lite", 7), ("django", 2), ("lite", 7),
+              ("lite", 1), ("lite", 9)]
 
 
 async def test_a_short_turn_costs_a_known_number_of_statements():
