@@ -18,7 +18,7 @@ from asgiref.sync import async_to_sync
 from django.test import AsyncClient
 
 from sessions_app import models as m
-from tests.settle import settle_tasks  # noqa: F401 (the hostile modules import it from here)
+from tests.settle import settle_tasks
 
 BASE = "/api/agents/ops/sessions"
 

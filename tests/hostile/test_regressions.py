@@ -20,7 +20,9 @@ from sessions_app.web import origin as ws_origin
 from sessions_app.proactive.channels import sign
 from sessions_app.safejson import BAD_STRING, MAX_DEPTH, TOO_DEEP
 
-from .support import BASE, Api, make_user, settle_tasks, token_for
+from tests.settle import settle_tasks
+
+from .support import BASE, Api, make_user, token_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -23,9 +23,10 @@ from sessions_app import services
 from sessions_app.workers import tasks
 from sessions_app.web.consumers import MAX_FRAME_BYTES
 
+from tests.settle import settle_tasks
+
 from . import strategies as hs
-from .support import (ACCEPTED, CASES, SERVER_ERRORS, STATUSES, LogWatch, assert_consistent, hostile, make_user,
-                      settle_tasks)
+from .support import ACCEPTED, CASES, SERVER_ERRORS, STATUSES, LogWatch, assert_consistent, hostile, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
