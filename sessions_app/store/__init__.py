@@ -240,6 +240,8 @@ class DjangoSessionStore:
                                                 lease_seconds=lease_seconds)
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
+        if (raw := direct.connection()) is not None:  # not behind a sync tool on Django's thread
+            return lease.heartbeat_direct(raw, turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
         if lite.here():
             with suppress(lite.Busy):
                 return lite.heartbeat(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)

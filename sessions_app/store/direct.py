@@ -7,7 +7,8 @@ which on a small machine costs as much as the round trip itself. So on PostgreSQ
 runs on the event loop's thread, on a psycopg connection of its own (one per thread, in
 autocommit mode, opened from the Django settings), and holds the loop for that one round trip.
 A sync tool's unit still goes to the thread that owns the Django connection, so the tool's ORM
-writes share the checkpoint's transaction.
+writes share the checkpoint's transaction; its turn's heartbeats run here meanwhile
+(``lease.heartbeat_direct``), not behind it on that thread.
 """
 
 from __future__ import annotations

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.db import connection
 
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.seams import SessionStatus, TurnRecord, TurnStatus
+from sessions_app.store import wire
 from sessions_app.store.checkpoint import IN_CHAIN
 from sessions_app.store.records import record_of, turn_row
 
@@ -31,6 +33,7 @@ RELEASE = ("UPDATE sessions_app_turn SET status = %s, lease_owner = NULL, lease_
 SESSION_RUNNING = "UPDATE sessions_app_session SET status = %s WHERE id = %s"
 HEARTBEAT = ("UPDATE sessions_app_turn SET lease_expires_at = %s WHERE id = %s AND attempt_id = %s "
              "AND status = %s RETURNING cancel_reason")
+HEARTBEAT_PG = wire.numbered(HEARTBEAT)
 
 
 def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float) -> TurnRecord | None:
@@ -62,6 +65,18 @@ def heartbeat(turn_id: str, *, attempt_id: str, now: float, lease_seconds: float
     if row is None:
         raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} lost the lease")
     return row[0]
+
+
+def heartbeat_direct(raw: Any, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
+    """PostgreSQL: ``heartbeat`` on the store's own connection (``direct``), one round trip, on
+    the caller's thread. A sync tool's unit holds the thread that owns Django's connection for
+    the tool's whole run; its turn's heartbeats do not wait for it here."""
+    batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    beat = batch.add(HEARTBEAT_PG, [now + lease_seconds, turn_id, attempt_id, TurnStatus.RUNNING])
+    row = batch.run()[beat]
+    if not row.ntuples:
+        raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} lost the lease")
+    return wire.value(row, 0)
 
 
 def release(turn_id: str, *, attempt_id: str, cur: Any = None) -> None:

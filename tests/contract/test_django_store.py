@@ -159,6 +159,48 @@ def test_a_sync_tools_step_commits_in_its_transaction_when_the_tool_used_the_con
     assert [r.data["text"] for r in MessageRow.objects.filter(turn_id=turn_id)] == ["noted"]
 
 
+@pytest.mark.parametrize("uses", ["nothing", "the ORM"])
+def test_a_turns_heartbeat_does_not_wait_for_its_sync_tool(uses):
+    """A sync tool holds the thread that owns Django's connection for its whole run (an HTTP
+    call, say); its turn's heartbeat runs meanwhile on the store's own connection, so a tool
+    that runs past the lease does not lose it. PostgreSQL: whatever the tool sent (its own writes
+    lock only their rows). SQLite: unless the tool used the ORM, whose unit holds the database's
+    one write lock until its step commits; that heartbeat waits for the commit."""
+    import asyncio
+    import threading
+
+    from agents_app.models import Order
+    from sessions_app.models import Turn
+
+    store, turn_id, attempt = _claimed(f"beat-{uses}")
+    started, release = threading.Event(), threading.Event()
+
+    def tool(tx):
+        if uses == "the ORM":
+            Order.objects.create(item="written before the wait")
+        started.set()
+        assert release.wait(10), "the test never let the tool finish"
+        _note(turn_id, "noted")(tx)
+
+    waits = uses == "the ORM" and connection.vendor == "sqlite"
+
+    async def go():
+        unit = asyncio.create_task(store.atomic(turn_id, attempt, tool))
+        while not started.is_set():
+            await asyncio.sleep(0.001)
+        beat = asyncio.create_task(store.heartbeat(turn_id, attempt_id=attempt, now=50.0, lease_seconds=10))
+        await asyncio.wait({beat}, timeout=0.5 if waits else 10)
+        during = beat.done()
+        release.set()
+        await unit
+        return during, await beat
+
+    during, reason = asyncio.run(go())
+    assert during is not waits and reason is None
+    assert Turn.objects.get(pk=turn_id).lease_expires_at == 60.0
+    assert Order.objects.count() == (1 if uses == "the ORM" else 0)
+
+
 def test_a_deferred_journal_lands_before_the_next_checkpoint():
     """PostgreSQL: provider_started is sent on the store's own connection without waiting; the
     next unit on that connection reads its answer. Elsewhere it is written at once."""
