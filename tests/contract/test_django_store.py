@@ -201,6 +201,58 @@ def test_a_turns_heartbeat_does_not_wait_for_its_sync_tool(uses):
     assert Order.objects.count() == (1 if uses == "the ORM" else 0)
 
 
+def test_a_sync_tool_that_runs_past_the_lease_keeps_it():
+    """A turn whose sync tool runs for three leases (a slow HTTP call) keeps its attempt: its
+    heartbeats go on meanwhile, so another worker asking for the turn at twice the lease is
+    refused, and the tool runs once, in one attempt."""
+    import asyncio
+    import threading
+    import time
+
+    from agents_app.runtime import Agent, ScriptedModel, TurnExecutor, TurnStatus, reply, tool
+    from sessions_app.models import Turn
+    from sessions_app.store import DjangoSessionStore
+
+    lease = 0.5
+    runs: list[int] = []
+
+    @tool("slow", "waits on the network", {"type": "object"})
+    def slow(input, ctx):
+        runs.append(threading.get_ident())
+        time.sleep(3 * lease)
+        return {"ok": True}
+
+    class NullSink:
+        async def publish(self, session, events):
+            return None
+
+        async def delta(self, session, event):
+            return None
+
+    store, agent = DjangoSessionStore(), Agent("slow", "You wait.", tools=[slow])
+    model = ScriptedModel([reply("", ("slow", {})), reply("done")])
+
+    def worker(owner: str) -> TurnExecutor:
+        return TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent, model_for=lambda a: model,
+                            clock=time.time, owner=owner, lease_seconds=lease)
+
+    turn_id = uuid.uuid4().hex
+
+    async def go():
+        await store.create_turn(SessionRef("slow", "past-the-lease"), TurnInput(text="wait"), turn_id=turn_id)
+        driving = asyncio.create_task(worker("first").drive(turn_id))
+        while not runs:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(2 * lease)
+        taken = await worker("second").drive(turn_id)
+        return taken, await driving
+
+    taken, status = asyncio.run(go())
+    turn = Turn.objects.get(pk=turn_id)
+    assert taken is None and status == TurnStatus.COMPLETED
+    assert len(runs) == 1 and turn.attempts == 1 and turn.lease_owner == "first"
+
+
 def test_a_deferred_journal_lands_before_the_next_checkpoint():
     """PostgreSQL: provider_started is sent on the store's own connection without waiting; the
     next unit on that connection reads its answer. Elsewhere it is written at once."""
