@@ -4,7 +4,7 @@ The one package that opens transactions for the engine and knows SQL and the wir
 
 - ``checkpoint``  one unit of work: the fence, the transcript rows, the step memo, the events
 - ``wire``        PostgreSQL: a checkpoint's statements as one libpq pipeline segment
-- ``direct``      PostgreSQL: the store's own connection, for units that run no tool code
+- ``direct``      PostgreSQL: the store's own connection, for units that run no tool code, and heartbeats
 - ``lite``        SQLite: the store's own connection, for units and reads that run no tool code
 - ``eventlog``    events that repeat a message of their checkpoint store its position
 - ``records``     rows to the runtime's records; the unit's writer (the Tx)
