@@ -42,7 +42,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def server(django_db_setup, django_db_blocker, tmp_path_factory):
-    """daphne + qcluster on the test database; yields the base URL."""
+    """daphne + a worker (june_worker) on the test database; yields the base URL."""
     logs = tmp_path_factory.mktemp("api-sse")
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "JUNE_MODEL", "PYTEST_CURRENT_TEST")}
     env.update(DATABASE_URL=database_url(), JUNE_Q_SYNC="0", JUNE_Q_WORKERS="1", JUNE_Q_POLL="0.05",
@@ -52,7 +52,7 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
     procs = []
     for name, cmd in (("daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                   "june_project.asgi:application"]),
-                      ("qcluster", [sys.executable, "manage.py", "qcluster"])):
+                      ("qcluster", [sys.executable, "manage.py", "june_worker"])):  # stops at once
         log = open(logs / f"{name}.log", "wb")
         procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
                                       start_new_session=True))
