@@ -77,10 +77,12 @@ def test_the_timeline_expands_a_long_result(june_server, make_user, new_page):
     root = make_user("root", staff=True)
     root.is_superuser = True
     root.save()
-    chat = open_chat(new_page(alice), "ops", "console-essay")
-    send_message(chat, "essay")
+    chat = open_chat(new_page(alice), "ops", "console-long")
+    # the demo answers "You said: ..." with the text: over the 400 characters a row shows, in
+    # seconds (its essay streams for half a minute, to be cancelled mid-stream)
+    send_message(chat, "a line that runs long " * 20)
     _wait_completed(chat)
-    turn = m.Turn.objects.get(session__key="console-essay")
+    turn = m.Turn.objects.get(session__key="console-long")
     page = new_page(root)
     page.goto(f"/admin/sessions_app/turn/{turn.pk}/change/")
     details = page.locator("#june-timeline tr[data-kind=model] details").first
