@@ -40,6 +40,7 @@ order, a checkpoint (turn, then session) and a replace (session, then its turns)
 
 from __future__ import annotations
 
+import asyncio
 import time
 from contextlib import suppress
 from typing import Any, Callable
@@ -240,11 +241,22 @@ class DjangoSessionStore:
                                                 lease_seconds=lease_seconds)
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
-        if (raw := direct.connection()) is not None:  # not behind a sync tool on Django's thread
+        """On this thread and the store's own connection, not on the thread that owns Django's:
+        a sync tool's unit holds that one for the tool's whole run, and its turn's heartbeats go
+        on meanwhile. On SQLite, while another writer holds the lock (a few milliseconds,
+        mostly), the beat tries again here for up to a quarter of the lease, without holding the
+        loop; then it waits for the lock on the thread path (``lite``), as other calls do."""
+        if (raw := direct.connection()) is not None:
             return lease.heartbeat_direct(raw, turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
         if lite.here():
-            with suppress(lite.Busy):
-                return lite.heartbeat(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
+            give_up, pause = time.monotonic() + lease_seconds / 4, 0.002
+            while True:
+                with suppress(lite.Busy):
+                    return lite.heartbeat(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
+                if time.monotonic() + pause > give_up:
+                    break
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.25)
         return await sync_to_async(lease.heartbeat)(turn_id, attempt_id=attempt_id, now=now,
                                                     lease_seconds=lease_seconds)
 

@@ -180,6 +180,38 @@ async def test_a_sync_tool_that_sends_no_sql_holds_no_write_lock_and_the_heartbe
     assert [msg.text for msg in (await store.load(turn_id)).transcript] == ["hi"]
 
 
+async def test_a_heartbeat_that_meets_another_writer_waits_for_it_not_for_the_sync_tool():
+    """While a sync tool runs (holding the thread that owns Django's connection), its turn's
+    heartbeat meets another writer's lock: it tries again on the loop until the lock is free,
+    rather than wait on that thread for the tool to end (a tool past the lease would lose it)."""
+    store = DjangoSessionStore()
+    turn_id, attempt = await _claimed_turn(store, "busy-beat")
+    started, release = threading.Event(), threading.Event()
+
+    def tool(tx):
+        started.set()
+        assert release.wait(10), "the test never let the tool finish"
+        _opening(turn_id)(tx)
+
+    unit = asyncio.create_task(store.atomic(turn_id, attempt, tool))
+    while not started.is_set():
+        await asyncio.sleep(0.001)
+    holder = sqlite3.connect(_database(), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer, for 0.2 s
+    asyncio.get_running_loop().call_later(0.2, holder.execute, "ROLLBACK")
+    began = time.monotonic()
+    try:
+        reason = await asyncio.wait_for(
+            store.heartbeat(turn_id, attempt_id=attempt, now=1000.0, lease_seconds=60), 5)
+        waited = time.monotonic() - began
+    finally:
+        release.set()
+        await unit
+        holder.close()
+    assert reason is None and 0.15 < waited < 2
+    assert (await store.get_turn(turn_id)).lease_expires == 1060.0
+
+
 async def test_a_sync_tool_holds_the_write_lock_from_its_first_statement_to_its_steps_commit():
     """A tool that uses the ORM reads and writes in the checkpoint's transaction, under the
     write lock from its first statement on: another connection's commit before that statement
