@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tests.browser.conftest import open_chat
 
-DEADLINE_MS = 150_000  # django-q2's scheduler looks for due schedules every 30 s
+DEADLINE_MS = 150_000  # a slow machine: the worker, the turn, the page
 
 
 def test_the_scheduled_summary_appears_live_in_the_ops_inbox(june_server, make_user, new_page):

@@ -30,6 +30,7 @@ from agents_app.runtime import (
 from sessions_app import models as m
 from tests.conftest import is_postgres
 from tests.contract.test_lock_order import _in_thread
+from tests.contract.units import NullSink
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -81,14 +82,6 @@ def noop(input, ctx):
 
 
 AGENT = Agent("bench", "You are a test.", tools=[noop])
-
-
-class NullSink:
-    async def publish(self, session, events):
-        return None
-
-    async def delta(self, session, event):
-        return None
 
 
 def test_opening_and_closing_a_turn_take_one_round_trip_each(monkeypatch):

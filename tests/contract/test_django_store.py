@@ -13,7 +13,7 @@ from agents_app.runtime import Message, Role, SessionRef, TurnInput
 from agents_app.runtime import events as ev
 from sessions_app import models as m
 from sessions_app.selectors import step_keys
-from tests.contract.units import unit_of
+from tests.contract.units import NullSink, unit_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -221,13 +221,6 @@ def test_a_sync_tool_that_runs_past_the_lease_keeps_it():
         runs.append(threading.get_ident())
         time.sleep(2.5 * lease)
         return {"ok": True}
-
-    class NullSink:
-        async def publish(self, session, events):
-            return None
-
-        async def delta(self, session, event):
-            return None
 
     store, agent = DjangoSessionStore(), Agent("slow", "You wait.", tools=[slow])
     model = ScriptedModel([reply("", ("slow", {})), reply("done")])

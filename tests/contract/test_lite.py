@@ -20,6 +20,7 @@ from agents_app.runtime import events as ev
 from sessions_app import models as m
 from sessions_app.store import DjangoSessionStore, control, lite
 from tests.conftest import is_postgres
+from tests.contract.units import NullSink
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -534,13 +535,6 @@ def _short_turns():
     @tool("noop", "does nothing", {"type": "object", "properties": {"n": {"type": "integer"}}})
     def noop(input, ctx):
         return {"ok": input.get("n")}
-
-    class NullSink:
-        async def publish(self, session, events):
-            return None
-
-        async def delta(self, session, event):
-            return None
 
     store, agent = DjangoSessionStore(), Agent("bench", "You are a benchmark.", tools=[noop])
     prefix = tid()[:16]
