@@ -25,9 +25,14 @@ import os
 import signal
 import socket
 import time
+import uuid
+from multiprocessing import Event, current_process
 from pathlib import Path
 
-from django_q.cluster import Cluster
+from django_q import cluster as q_cluster
+from django_q.cluster import Cluster, get_mp_context
+from django_q.conf import logger as q_logger
+from django_q.conf import setproctitle
 
 from agents_app.runtime.seams import TurnStatus
 from sessions_app import models as m
@@ -46,6 +51,35 @@ class PromptCluster(Cluster):
     def sig_handler(self, signum, frame):
         # nothing that can block here: no logging, no multiprocessing primitive
         self.stop_signal = signum
+
+    def start(self) -> int:
+        """django-q2's ``Cluster.start``, except that its wait for the sentinel never takes the
+        start event's lock, and ends at a stop signal.
+
+        q2 polls ``start_event.is_set()``, which takes the lock of the event's condition. The
+        sentinel takes the same lock each time it saves its status (``Stat``: right after it
+        sets the event, then every guard cycle). A SIGTERM to the group that kills the sentinel
+        while it holds that lock leaves the lock taken for good; a main process still in this
+        wait (up to 0.1 s after the sentinel logs "running.") then blocked in ``is_set()``
+        forever. Here the wait reads the event's flag without the lock."""
+        if setproctitle:
+            setproctitle.setproctitle(f"qcluster {current_process().name} {self.name}")
+        self.stop_event = Event()
+        self.start_event = Event()
+        self.sentinel = get_mp_context().Process(
+            target=q_cluster.Sentinel, name=f"Process-{uuid.uuid4().hex}",
+            args=(self.stop_event, self.start_event, self.cluster_id, self.broker, self.timeout),
+        )
+        self.sentinel.start()
+        q_logger.info("Q Cluster %s starting.", self.name)
+        while self.stop_signal is None and not _flag_set(self.start_event):
+            if not self.sentinel.is_alive():
+                if self.sentinel.exitcode == 0:  # as q2: a sentinel stopped on purpose
+                    break
+                raise RuntimeError(f"Q Cluster {self.name} failed to start: sentinel exited "
+                                   f"with code {self.sentinel.exitcode}")
+            time.sleep(0.1)
+        return self.pid
 
     def run(self, poll: float = 0.1) -> int:
         """Start the cluster and wait for a stop signal (or the sentinel's death); stop it.
@@ -70,6 +104,15 @@ class PromptCluster(Cluster):
         released = release_leases(sorted(seen | set(stopped)))
         log.info("cluster %s stopped: %d processes, %d leases released", self.name, len(stopped), released)
         return 1 if died else 0
+
+
+def _flag_set(event) -> bool:
+    """A ``multiprocessing.Event``'s state, read without its lock (which a killed process may
+    hold for good): the event is its semaphore ``_flag``, whose value is 1 once set."""
+    try:
+        return event._flag.get_value() > 0
+    except NotImplementedError:  # sem_getvalue: not on macOS (where /proc is not either)
+        return event.is_set()
 
 
 def _stat(pid: int) -> tuple[int, str] | None:

@@ -54,6 +54,36 @@ def _stop_and_time(cluster, sig: int, group: bool) -> float:
     return time.monotonic() - started
 
 
+def test_the_start_wait_does_not_take_a_lock_the_killed_sentinel_held(monkeypatch):
+    """A group SIGTERM can kill the sentinel while it holds the start event's lock (its status
+    takes it); django-q2's start, still waiting for the sentinel, then blocked for good in
+    ``start_event.is_set()`` (``test_idle_cluster_stops_promptly[sigterm-group]`` hung so,
+    once in a CI run). ``PromptCluster.start`` reads the event's flag without the lock."""
+    import threading
+
+    from django_q import cluster as q_cluster
+
+    from sessions_app.workers import shutdown
+
+    def dies_holding_the_lock(stop_event, start_event, *args):
+        start_event.set()
+        start_event._cond.acquire()  # as the sentinel's status does, for a moment
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(q_cluster, "Sentinel", dies_holding_the_lock)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        cluster = shutdown.PromptCluster()  # installs its handlers (this thread: the main one)
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    started = threading.Event()
+    threading.Thread(target=lambda: (cluster.start(), started.set()), daemon=True).start()
+    assert started.wait(10), "start() blocked on the lock the dead sentinel held"
+    cluster.sentinel.join(10)
+    assert cluster.sentinel.exitcode == -signal.SIGKILL
+
+
 @pytest.mark.parametrize("mode", list(MODES))
 def test_idle_cluster_stops_promptly(clusters, mode):
     sig, group = MODES[mode]
