@@ -28,6 +28,7 @@ import time
 import uuid
 from multiprocessing import Event, current_process
 from pathlib import Path
+from typing import Any
 
 from django_q import cluster as q_cluster
 from django_q.cluster import Cluster, get_mp_context
@@ -44,7 +45,8 @@ GRACE = 3.0
 
 
 class PromptCluster(Cluster):
-    """A django-q2 cluster whose stop is done by the main thread, not in the signal handler."""
+    """A django-q2 cluster whose stop is done by the main thread, not in the signal handler,
+    and whose start takes no lock that a killed sentinel may hold."""
 
     stop_signal: int | None = None
 
@@ -76,6 +78,8 @@ class PromptCluster(Cluster):
             if not self.sentinel.is_alive():
                 if self.sentinel.exitcode == 0:  # as q2: a sentinel stopped on purpose
                     break
+                q_logger.error("Q Cluster %s failed to start. Sentinel exited with code %s.", self.name,
+                               self.sentinel.exitcode)
                 raise RuntimeError(f"Q Cluster {self.name} failed to start: sentinel exited "
                                    f"with code {self.sentinel.exitcode}")
             time.sleep(0.1)
@@ -106,7 +110,7 @@ class PromptCluster(Cluster):
         return 1 if died else 0
 
 
-def _flag_set(event) -> bool:
+def _flag_set(event: Any) -> bool:
     """A ``multiprocessing.Event``'s state, read without its lock (which a killed process may
     hold for good): the event is its semaphore ``_flag``, whose value is 1 once set."""
     try:
