@@ -211,6 +211,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         status it believes) when another attempt took the turn over (StaleAttemptError).
         """
         self.attempt_id = attempt_id
+        self._announced: str | None = None  # the model step a checkpoint of this attempt announced
         self.state: TurnState = state if state is not None else await self.store.load(turn_id)
         self.turn: TurnRecord = self.state.turn
         self.transcript = self.state.transcript
@@ -262,9 +263,9 @@ class TurnLoop(CompactionSteps, ToolSteps):
         opening = Message(role=role, text=turn.input.text, turn_id=turn.turn_id, by=turn.input.by)
 
         def work(tx: Tx) -> None:
-            tx.append(opening)
+            at = tx.append(opening)
             tx.emit(ev.TurnStarted(turn.turn_id, trigger=turn.input.kind, text=turn.input.text))
-            tx.journal(Phase.BEFORE_PROVIDER)
+            self._provider_next(tx, at + 1)
             if turn.status != TurnStatus.RUNNING:  # an attempt's claim made it (and its session) running
                 tx.settle(TurnStatus.RUNNING)
 
@@ -272,15 +273,31 @@ class TurnLoop(CompactionSteps, ToolSteps):
 
     # -- model step ---------------------------------------------------------------------------
 
+    def _stream_key(self, step_id: str) -> str:
+        return f"{self.turn.turn_id}:{step_id}:{self.attempt_id or '-'}"
+
+    def _provider_next(self, tx: Tx, index: int) -> None:
+        """In a checkpoint after which the loop goes straight to the model step whose reply lands
+        at ``index`` (the opening, a step's last tool result): record provider_started with that
+        step's stream key in it, so the step needs no journal write of its own. Recovery reads
+        the position off the transcript, not the phase: a crash before the stream opens re-drives
+        the same model step either way."""
+        key = self._stream_key(model_step_id(index))
+        tx.journal(Phase.PROVIDER_STARTED, stream_key=key)
+        self._announced = key
+
     async def _model_step(self, index: int) -> TurnStatus | None:
         turn = self.turn
         step_id = model_step_id(index)
-        stream_key = f"{turn.turn_id}:{step_id}:{self.attempt_id or '-'}"
-        # recorded while the provider starts (not before it): a real model's first token takes far
-        # longer than the write, and the write lands before anything this step commits
-        journal = asyncio.ensure_future(
-            self.store.journal(turn.turn_id, self.attempt_id, Phase.PROVIDER_STARTED, stream_key=stream_key)
-        )
+        stream_key = self._stream_key(step_id)
+        journal: Any = None
+        if self._announced != stream_key:
+            # no checkpoint of this attempt announced this step (a resumed model step, or after
+            # a compaction): recorded while the provider starts, not before it; a real model's
+            # first token takes far longer than the write, which lands before this step commits
+            journal = asyncio.ensure_future(
+                self.store.journal(turn.turn_id, self.attempt_id, Phase.PROVIDER_STARTED, stream_key=stream_key)
+            )
         request = ModelRequest(
             system=self.policy.get("system", ""),
             messages=self._request_messages(),
@@ -305,7 +322,8 @@ class TurnLoop(CompactionSteps, ToolSteps):
                 aclose = getattr(stream, "aclose", None)
                 if aclose is not None:
                     await aclose()
-                await journal  # a lost lease (StaleAttemptError) surfaces here, before any commit
+                if journal is not None:
+                    await journal  # a lost lease (StaleAttemptError) surfaces here, before any commit
         except ContextOverflowError as exc:
             if not self.compaction.enabled:
                 return await self._fail(str(exc), phase="model", step=step_id)

@@ -130,7 +130,7 @@ class ToolSteps:
         if later:
             tx.journal(Phase.TOOL_REQUEST_RECORDED, tool_request=later[0].to_json(), index=index)
         else:
-            tx.journal(Phase.BEFORE_PROVIDER)
+            self._provider_next(tx, at + 1)
 
     def _context(self, call: ToolCall, tool: Tool | None) -> ToolContext:
         turn = self.turn

@@ -13,7 +13,8 @@ sync tool's ORM writes began, the batch ends with COMMIT and a failure leaves th
 for its owner (Django's atomic block) to roll back.
 
 ``Batch.defer()`` sends a batch and leaves its results on the connection: the next batch on that
-connection reads them first. The advisory provider_started journal write rides along that way,
+connection reads them first. The advisory provider_started journal write of a model step that no
+checkpoint announced (``docs/workers.md``, the journal) rides along that way,
 at no round trip of its own; its failure (a lost lease) is logged, and the next checkpoint's
 fence refuses the attempt anyway.
 """

@@ -88,8 +88,9 @@ def test_opening_and_closing_a_turn_take_one_round_trip_each(monkeypatch):
     """A 3-step turn (model -> sync tool -> model), creation included: the creation is one
     round trip, the claim with its load one, then one per checkpoint (the opening, the model
     step, the sync tool's step, the last model step, which also settles the turn and names the
-    chain's next turn); the journal rides along deferred. The only thread hop is the sync
-    tool's unit (its ORM writes share the checkpoint's transaction)."""
+    chain's next turn). The journal's provider_started rides in the checkpoint before each model
+    call (the opening, the tool's step): no journal write of its own. The only thread hop is the
+    sync tool's unit (its ORM writes share the checkpoint's transaction)."""
     postgres_only()
     from sessions_app.store import DjangoSessionStore, direct
 
@@ -126,7 +127,7 @@ def test_opening_and_closing_a_turn_take_one_round_trip_each(monkeypatch):
         direct.close_all()
     for turn in seen[1:]:
         assert turn["create"] == {"batch": 1}
-        assert turn["drive"] == {"batch": 1 + 4, "deferred": 2, "hop": 1}
+        assert turn["drive"] == {"batch": 1 + 4, "hop": 1}
         assert turn["handed"] == [(turn["queued"], ref)]  # no read after the turn
 
 

@@ -223,3 +223,61 @@ async def test_a_second_replay_still_reports_the_interrupted_call():
     assert await w.drive() == TurnStatus.COMPLETED
     assert w.pings == 1
     assert [m.result for m in w.store.transcript(REF) if m.call_id == "c1"] == [INTERRUPTED_TOOL_RESULT]
+
+
+class JournalingStore(CrashingStore):
+    """Counts the journal writes made outside a checkpoint (``SessionStore.journal``)."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.journaled: list[tuple[str, dict[str, Any]]] = []
+
+    async def journal(self, turn_id: str, attempt_id: str | None, phase: Any, **data: Any) -> None:
+        self.journaled.append((str(phase), data))
+        await super().journal(turn_id, attempt_id, phase, **data)
+
+
+def with_journal_seen(w: World) -> list[tuple[str, str, str]]:
+    """(phase, the journal's stream key, the request's) as each model call starts streaming."""
+    seen: list[tuple[str, str, str]] = []
+    scripted = w.model
+
+    class Watching:
+        def stream(self, request: ModelRequest) -> Any:
+            turn = w.store._turn("t1").record
+            seen.append((str(turn.phase), turn.journal.get("stream_key", ""), request.stream_key))
+            return scripted.stream(request)
+
+    w.model = Watching()
+    return seen
+
+
+async def test_each_model_call_is_announced_by_the_checkpoint_before_it():
+    """The opening and the last tool result's checkpoint record provider_started with the next
+    model call's stream key: the model steps write no journal of their own."""
+    w = build(JournalingStore())
+    seen = with_journal_seen(w)
+    await start(w)
+    assert await w.drive() == TurnStatus.COMPLETED
+    assert w.store.journaled == []
+    attempt = (await w.store.get_turn("t1")).attempt_id
+    assert seen == [("provider_started", key, key) for key in (f"t1:model:1:{attempt}", f"t1:model:4:{attempt}")]
+    assert w.store.commits == COMMITS
+
+
+@pytest.mark.parametrize("k", [1, 4])
+async def test_a_model_step_an_attempt_resumes_at_writes_its_own_journal(k):
+    """A crash right after the checkpoint that announced a model call: the next attempt starts
+    at that model step, which no checkpoint of its own announced, so it records provider_started
+    (with its own stream key) as the call starts."""
+    w = build(JournalingStore(crash_after=k))
+    seen = with_journal_seen(w)
+    await start(w)
+    with pytest.raises(Crash):
+        await w.drive()
+    w.clock.advance(60)
+    assert await w.drive() == TurnStatus.COMPLETED
+    attempt = (await w.store.get_turn("t1")).attempt_id
+    step = 1 if k == 1 else 4
+    assert w.store.journaled == [("provider_started", {"stream_key": f"t1:model:{step}:{attempt}"})]
+    assert seen[-1 if k == 4 else 0][2] == f"t1:model:{step}:{attempt}"
