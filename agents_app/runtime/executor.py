@@ -17,7 +17,7 @@ from . import subagents
 from .agent import Agent
 from .errors import StaleAttemptError
 from .control import RetryableTurnError, Signals
-from .loop import TurnLoop
+from .loop import Opening, TurnLoop
 from .seams import EventSink, Model, Phase, SessionRef, SessionStore, TurnRecord, TurnState, TurnStatus, Tx
 
 log = logging.getLogger(__name__)
@@ -70,8 +70,10 @@ class TurnExecutor:
         earlier turn of its session is unfinished (that turn hands over when it ends)."""
         while True:
             attempt_id = uuid.uuid4().hex
+            opening = Opening(attempt_id, self.max_attempts)  # a store may commit it with the claim
             state = await self.store.claim_and_load(
-                turn_id, owner=self.owner, attempt_id=attempt_id, now=self.clock(), lease_seconds=self.lease_seconds
+                turn_id, owner=self.owner, attempt_id=attempt_id, now=self.clock(), lease_seconds=self.lease_seconds,
+                opening=opening,
             )
             if state is None:
                 return None
@@ -80,13 +82,13 @@ class TurnExecutor:
                 await self._exhausted(rec, attempt_id, rec.attempts - 1)
                 return TurnStatus.FAILED
             try:
-                return await self._attempt(state, attempt_id)
+                return await self._attempt(state, attempt_id, opening)
             except RetryableTurnError as exc:
                 log.warning("turn %s attempt %s failed (%s); retrying", turn_id, attempt_id, exc)
                 await self.store.release(turn_id, attempt_id=attempt_id)
                 await self.sleep(self.retry_delay * min(rec.attempts, 8))
 
-    async def _attempt(self, state: TurnState, attempt_id: str) -> TurnStatus:
+    async def _attempt(self, state: TurnState, attempt_id: str, opening: Opening | None = None) -> TurnStatus:
         turn_id = state.turn.turn_id
         agent = self.agent_for(state.turn.session.agent)
         signals = Signals()
@@ -96,7 +98,7 @@ class TurnExecutor:
             loop = TurnLoop(agent=agent, store=self.store, sink=self.sink, model=self.model_for(agent), signals=signals,
                             agent_for=self.agent_for, on_runnable=self.on_runnable, max_depth=self.max_depth,
                             max_fanout=self.max_fanout)
-            return await loop.run(turn_id, attempt_id, state=state)
+            return await loop.run(turn_id, attempt_id, state=state, opening=opening)
         finally:
             beat.cancel()
             if unsubscribe:

@@ -137,6 +137,54 @@ def _no_agent(name: str) -> Agent:
     raise LookupError(name)
 
 
+def stream_key(turn_id: str, step_id: str, attempt_id: str | None) -> str:
+    """The key a model call streams under (and the journal's provider_started records)."""
+    return f"{turn_id}:{step_id}:{attempt_id or '-'}"
+
+
+def opening_txn(tx: Any, turn: TurnRecord, attempt_id: str | None) -> str:
+    """The opening checkpoint's writes (through the loop's recording ``tx``): the user's (or
+    the trigger's) message, ``turn.started``, and the journal's provider_started for the first
+    model call, which follows at once. Returns that call's stream key."""
+    role = Role.TRIGGER if turn.input.kind == "proactive" else Role.USER
+    at = tx.append(Message(role=role, text=turn.input.text, turn_id=turn.turn_id, by=turn.input.by))
+    tx.emit(ev.TurnStarted(turn.turn_id, trigger=turn.input.kind, text=turn.input.text))
+    key = stream_key(turn.turn_id, model_step_id(at + 1), attempt_id)
+    tx.journal(Phase.PROVIDER_STARTED, stream_key=key)
+    if turn.status != TurnStatus.RUNNING:  # an attempt's claim made it (and its session) running
+        tx.settle(TurnStatus.RUNNING)
+    return key
+
+
+class Opening:
+    """The opening checkpoint, offered to the attempt's claim (``SessionStore.claim_and_load``'s
+    ``opening``): a store that can commits it in the claim's own transaction (SQLite's), one
+    transaction fewer per turn; one that cannot leaves it to the loop, which opens as before.
+    Called with the claimed state, it returns the opening's work, or None when the turn is not
+    to be opened now (opened already, cancelled, over its retry budget, not running). After the
+    claim, ``recorded`` holds what the work wrote, for the loop to take up (``TurnLoop.run``)."""
+
+    __slots__ = ("attempt_id", "max_attempts", "recorded", "key")
+
+    def __init__(self, attempt_id: str, max_attempts: int) -> None:
+        self.attempt_id, self.max_attempts = attempt_id, max_attempts
+        self.recorded: _RecordingTx | None = None
+        self.key: str | None = None
+
+    def __call__(self, state: TurnState) -> Callable[[Tx], None] | None:
+        turn = state.turn
+        if (turn.status != TurnStatus.RUNNING or turn.cancel_reason or turn.attempts > self.max_attempts
+                or next_action(state.transcript, turn.turn_id).kind != NextKind.OPEN):
+            return None
+        at = state.base + len(state.transcript)
+
+        def work(tx: Tx) -> None:
+            self.recorded = rec = _RecordingTx(tx, at)
+            self.key = opening_txn(rec, turn, self.attempt_id)
+
+        return work
+
+
 class TurnLoop(CompactionSteps, ToolSteps):
     """One attempt of one turn. The compaction steps and the tool steps are its mixins
     (``loop_compaction.py``, ``loop_tools.py``): one class, three files."""
@@ -180,7 +228,11 @@ class TurnLoop(CompactionSteps, ToolSteps):
 
         run = self.store.atomic if tool_code else self.store.commit
         commit = await run(self.turn.turn_id, self.attempt_id, unit)
-        rec = recorder_box[-1]
+        return await self._committed(commit, recorder_box[-1], dispatch=dispatch)
+
+    async def _committed(self, commit: Commit, rec: _RecordingTx, *, dispatch: bool = True) -> Commit:
+        """What follows a checkpoint's commit: the loop's transcript and steps take up what it
+        wrote; its cancel request, its events and the turns it made runnable go out."""
         self.transcript.extend(rec.appended)
         self.state.steps.update(rec.steps)
         if rec.moved is not None:
@@ -203,9 +255,11 @@ class TurnLoop(CompactionSteps, ToolSteps):
 
     # -- the loop -----------------------------------------------------------------------------
 
-    async def run(self, turn_id: str, attempt_id: str | None, *, state: TurnState | None = None) -> TurnStatus:
+    async def run(self, turn_id: str, attempt_id: str | None, *, state: TurnState | None = None,
+                  opening: Opening | None = None) -> TurnStatus:
         """Drive the turn from where the store says it is; return the status it ended in.
-        ``state``: what the attempt's claim already loaded (``SessionStore.claim_and_load``).
+        ``state``: what the attempt's claim already loaded (``SessionStore.claim_and_load``);
+        ``opening``: the opening offered to that claim, which ``state.opened`` says it committed.
 
         Raises RetryableTurnError when a redelivery may succeed; returns quietly (with the
         status it believes) when another attempt took the turn over (StaleAttemptError).
@@ -225,6 +279,9 @@ class TurnLoop(CompactionSteps, ToolSteps):
         self.policy = self.turn.policy or self.agent.policy_for(self.turn.input.source)
         self.tools = self.agent.tools_for(self.policy)
         try:
+            if self.state.opened is not None and opening is not None and opening.recorded is not None:
+                self._announced = opening.key
+                await self._committed(self.state.opened, opening.recorded)
             return await self._drive()
         except StaleAttemptError:
             log.info("turn %s: attempt %s lost its lease; stopping without output", turn_id, attempt_id)
@@ -258,27 +315,19 @@ class TurnLoop(CompactionSteps, ToolSteps):
             first = False
 
     async def _open(self) -> None:
-        turn = self.turn
-        role = Role.TRIGGER if turn.input.kind == "proactive" else Role.USER
-        opening = Message(role=role, text=turn.input.text, turn_id=turn.turn_id, by=turn.input.by)
-
         def work(tx: Tx) -> None:
-            at = tx.append(opening)
-            tx.emit(ev.TurnStarted(turn.turn_id, trigger=turn.input.kind, text=turn.input.text))
-            self._provider_next(tx, at + 1)
-            if turn.status != TurnStatus.RUNNING:  # an attempt's claim made it (and its session) running
-                tx.settle(TurnStatus.RUNNING)
+            self._announced = opening_txn(tx, self.turn, self.attempt_id)
 
         await self._commit(work)
 
     # -- model step ---------------------------------------------------------------------------
 
     def _stream_key(self, step_id: str) -> str:
-        return f"{self.turn.turn_id}:{step_id}:{self.attempt_id or '-'}"
+        return stream_key(self.turn.turn_id, step_id, self.attempt_id)
 
     def _provider_next(self, tx: Tx, index: int) -> None:
         """In a checkpoint after which the loop goes straight to the model step whose reply lands
-        at ``index`` (the opening, a step's last tool result): record provider_started with that
+        at ``index`` (a step's last tool result; the opening: ``opening_txn``): record provider_started with that
         step's stream key in it, so the step needs no journal write of its own. Recovery reads
         the position off the transcript, not the phase: a crash before the stream opens re-drives
         the same model step either way."""

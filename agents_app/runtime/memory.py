@@ -267,7 +267,8 @@ class InMemorySessionStore:
         return turn.record
 
     async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                             lease_seconds: float) -> TurnState | None:
+                             lease_seconds: float, opening: Any = None) -> TurnState | None:
+        # ``opening`` is not taken up: the loop opens the turn in a unit of its own (``atomic``)
         claimed = await self.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
         return None if claimed is None else await self.load(turn_id)
 

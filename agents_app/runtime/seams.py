@@ -155,6 +155,9 @@ class TurnState:
     boundary: int = 0
     #: position of the live summary message, if the session was compacted
     summary: int | None = None
+    #: the opening's checkpoint, when the claim committed it in its own transaction
+    #: (``SessionStore.claim_and_load``'s ``opening``); ``transcript`` is as it was before it
+    opened: Commit | None = None
 
 
 @fast_init
@@ -268,10 +271,17 @@ class SessionStore(Protocol):
         by a live lease elsewhere (a conditional update). None if not claimed."""
 
     async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                             lease_seconds: float) -> TurnState | None:
+                             lease_seconds: float,
+                             opening: Callable[[TurnState], Callable[[Tx], None] | None] | None = None,
+                             ) -> TurnState | None:
         """``claim``, then, if claimed, ``load``: the state of the turn this attempt now holds
         (its ``turn`` is the claimed record). None if not claimed. A store may do both at once
-        (one round trip); nothing but the claiming attempt's reads follow its claim."""
+        (one round trip); nothing but the claiming attempt's reads follow its claim.
+
+        ``opening`` (the loop's ``Opening``): a store may call it with the loaded state and, when
+        it returns a unit's work, commit that unit (as ``commit`` would, fenced on the claiming
+        attempt) in the claim's own transaction, and say so in the state's ``opened``. A store
+        that does not, ignores it (``opened`` stays None) and the loop opens the turn itself."""
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float,
                         lease_seconds: float) -> str | None:

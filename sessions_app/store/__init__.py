@@ -61,6 +61,8 @@ from agents_app.runtime.seams import (
 from sessions_app.store import checkpoint, control, direct, lease, lite, opening, reads, toolsql, transcripts, tree
 from sessions_app.store.records import UnitWriter, journal_changes
 
+opening_ = opening  # the module, where ``claim_and_load``'s ``opening`` (the loop's offer) hides its name
+
 
 class DjangoSessionStore:
     def __init__(self, *, clock: Callable[[], float] = time.time, own_connection: bool = True) -> None:
@@ -221,14 +223,18 @@ class DjangoSessionStore:
         return reads.load(turn_id)
 
     async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                             lease_seconds: float) -> TurnState | None:
+                             lease_seconds: float, opening: Any = None) -> TurnState | None:
+        """On SQLite's own connection the claim's transaction also commits the opening that
+        ``opening`` offers (one transaction fewer per turn); on PostgreSQL the claim and its load
+        are one round trip whose commit does not wait for the flush, and the opening (which
+        must) stays a round trip of its own, as on the thread path."""
         if (raw := self._own()) is not None:
-            return opening.claim_and_load(raw, turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                          lease_seconds=lease_seconds)
+            return opening_.claim_and_load(raw, turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                           lease_seconds=lease_seconds)
         if self.own_connection and lite.here():
             with suppress(lite.Busy):
                 return lite.claim_and_load(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                           lease_seconds=lease_seconds)
+                                           lease_seconds=lease_seconds, opening=opening)
         return await sync_to_async(self.claim_and_load_sync)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
                                                              lease_seconds=lease_seconds)
 

@@ -305,12 +305,27 @@ def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_second
         return None if turn is None else record_of(turn)
 
 
-def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float,
-                   lease_seconds: float) -> TurnState | None:
-    """``claim`` and ``load`` in one transaction (``SessionStore.claim_and_load``)."""
+def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float,
+                   opening: Any = None) -> TurnState | None:
+    """``claim`` and ``load`` in one transaction (``SessionStore.claim_and_load``), and the
+    opening's unit when ``opening`` offers one for the loaded state: written as ``commit``
+    writes it (``checkpoint.write_plain``, fenced on this attempt), before the same COMMIT."""
     with _write() as cur:
         turn = _claimed(cur, turn_id, owner, attempt_id, now, lease_seconds)
-        return None if turn is None else reads.load_on(cur, turn, held=True)
+        if turn is None:
+            return None
+        state = reads.load_on(cur, turn, held=True)
+        work = opening(state) if opening is not None else None
+        if work is None:
+            return state
+        tx = UnitWriter(turn_id, attempt_id)
+        work(tx)
+        assert not tx.children, "an opening spawns nothing"
+        written = checkpoint.write_plain(cur, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
+                                         tx.events, tx.moved, tx.result)
+    transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, turn_id)  # committed
+    state.opened = Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
+    return state
 
 
 def _claimed(cur: "Cursor", turn_id: str, owner: str, attempt_id: str, now: float,

@@ -53,6 +53,32 @@ class CrashingStore(DjangoSessionStore):
         # SQLite: units without tool code commit here, on the store's own connection
         return self._crashing(super().commit_lite, turn_id, attempt_id, work)
 
+    async def claim_and_load(self, turn_id: str, *, opening: Any = None, **kw: Any):
+        # SQLite: the opening commits in the claim's transaction, a commit like the others
+        if opening is not None and self.inside is not None and self.commits + 1 == self.inside:
+            offer = opening
+
+            def dying_offer(state: Any) -> Any:
+                work = offer(state)
+                if work is None:
+                    return None
+                self.inside = None
+
+                def dying(tx: Any) -> Any:
+                    work(tx)
+                    raise Crash("died before the commit")  # the claim rolls back with it
+
+                return dying
+
+            opening = dying_offer
+        state = await super().claim_and_load(turn_id, opening=opening, **kw)
+        if state is not None and state.opened is not None:
+            self.commits += 1
+            if self.after is not None and self.commits == self.after:
+                self.after = None
+                raise Crash(f"died after commit {self.commits}")
+        return state
+
     def _crashing(self, commit_unit: Any, turn_id: str, attempt_id: str | None, work: Any):
         if self.inside is not None and self.commits + 1 == self.inside:
             self.inside = None

@@ -575,19 +575,22 @@ async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
     assert late <= early, (early, late)
 
 
-#: the statements of a 3-step turn, creation included, by unit (BEGIN and COMMIT count): the
-#: creation (the session's place in the chain with its status and the start's facts, the
-#: turn), the claim and load (the claim answering the row, its steps, the new messages), the opening
-#: checkpoint (fence — with the journal's provider_started for the first model call: no journal
-#: write of its own — message, the events' numbers — a claimed turn is running already — and
-#: their read-back, event), the tool request (fence, message, events' numbers and read-back, event), the
-#: sync tool's run in a transaction on Django's connection (begun deferred: the no-op tool sends
-#: no SQL, so it is empty and takes no lock), then its step's checkpoint on the store's own
-#: connection (as the tool request's, its fence announcing the second model call), the last checkpoint (fence, message, status and numbers and
-#: read-back, two events, the chain's hand-off). The read-back is a SELECT where a RETURNING made
-#: SQLite build a temporary b-tree: a statement more, 1.9% fewer instructions a turn
-#: (``bench/count_short.py``: 4.507 M -> 4.423 M)
-SHORT_TURN = [("lite", 4), ("lite", 5), ("lite", 7), ("lite", 7), ("django", 2), ("lite", 7), ("lite", 9)]
+#: the statements of a 3-step turn, creation included, by unit (BEGIN and COMMIT count):
+#: - the creation (the session's place in the chain with its status and the start's facts, the
+#:   turn);
+#: - the claim, its load and the opening in one transaction: the claim answering the row, its
+#:   steps, the new messages, then the opening's checkpoint (fence — with the journal's
+#:   provider_started for the first model call: no journal write of its own — message, the
+#:   events' numbers — a claimed turn is running already — and their read-back, event);
+#: - the tool request (fence, message, events' numbers and read-back, event);
+#: - the sync tool's run in a transaction on Django's connection (begun deferred: the no-op tool
+#:   sends no SQL, so it is empty and takes no lock), then its step's checkpoint on the store's
+#:   own connection (as the tool request's, its fence announcing the second model call);
+#: - the last checkpoint (fence, message, status and numbers and read-back, two events, the
+#:   chain's hand-off).
+#: The read-back is a SELECT where a RETURNING made SQLite build a temporary b-tree: a statement
+#: more, 1.9% fewer instructions a turn (``bench/count_short.py``: 4.507 M -> 4.423 M)
+SHORT_TURN = [("lite", 4), ("lite", 10), ("lite", 7), ("django", 2), ("lite", 7), ("lite", 9)]
 
 
 async def test_a_short_turn_costs_a_known_number_of_statements():
@@ -671,3 +674,106 @@ def test_only_a_sync_callers_coroutine_is_sent_to_its_thread():
 
     assert asyncio.run(asked()) == (False, True)
     assert async_to_sync(asked)() == (True, False)
+
+
+# -- the opening in the claim's transaction --------------------------------------------------------
+
+async def test_the_claim_commits_the_opening_it_is_offered_in_its_own_transaction():
+    """``claim_and_load``'s ``opening`` (the loop's ``Opening``): on SQLite's own connection the
+    claim's transaction writes the opening too; the state says so (``opened``: its events), and
+    its transcript is the one before it, which the loop extends. A turn whose opening is written
+    already is offered none (a second attempt)."""
+    from agents_app.runtime.loop import Opening
+
+    store = DjangoSessionStore()
+    turn_id = tid()
+    await store.create_turn(REF, TurnInput(text="hello"), turn_id=turn_id)
+    first = tid()
+    offer = Opening(first, max_attempts=5)
+    state = await store.claim_and_load(turn_id, owner="w", attempt_id=first, now=100.0, lease_seconds=10,
+                                       opening=offer)
+    assert state is not None and state.transcript == []
+    assert [(e.seq, e.event.type) for e in state.opened.events] == [(1, "turn.started")]
+    assert [m.text for m in offer.recorded.appended] == ["hello"] and offer.key == f"{turn_id}:model:1:{first}"
+    loaded = await store.load(turn_id)
+    assert [(m.role, m.text) for m in loaded.transcript] == [(Role.USER, "hello")]
+    assert loaded.turn.phase == Phase.PROVIDER_STARTED and loaded.turn.journal["stream_key"] == offer.key
+    assert loaded.turn.attempt_id == first and loaded.turn.attempts == 1
+
+    second = tid()  # the lease ran out: the next attempt finds the turn opened
+    offer = Opening(second, max_attempts=5)
+    state = await store.claim_and_load(turn_id, owner="w", attempt_id=second, now=200.0, lease_seconds=10,
+                                       opening=offer)
+    assert state.opened is None and offer.recorded is None
+    assert [m.text for m in state.transcript] == ["hello"]
+
+
+@pytest.mark.parametrize("why", ["cancelled", "over budget"])
+async def test_a_turn_not_to_be_opened_is_offered_no_opening(why):
+    from agents_app.runtime.loop import Opening
+
+    store = DjangoSessionStore()
+    turn_id = tid()
+    await store.create_turn(REF, TurnInput(text="hello"), turn_id=turn_id)
+    if why == "cancelled":
+        await store.request_cancel(turn_id, "requested")
+    attempt = tid()
+    offer = Opening(attempt, max_attempts=0 if why == "over budget" else 5)
+    state = await store.claim_and_load(turn_id, owner="w", attempt_id=attempt, now=100.0, lease_seconds=10,
+                                       opening=offer)
+    if state is None:  # a cancelled queued turn may be settled at once: nothing to claim
+        assert why == "cancelled"
+    else:
+        assert state.opened is None and offer.recorded is None
+    assert await sync_to_async(m.Message.objects.filter(turn_id=turn_id).count)() == 0
+
+
+async def test_an_opening_that_fails_rolls_the_claim_back_with_it():
+    """The claim and the opening are one transaction: a unit that raises leaves the turn queued,
+    unclaimed and uncounted, with nothing written."""
+    store = DjangoSessionStore()
+    turn_id = tid()
+    await store.create_turn(REF, TurnInput(text="hello"), turn_id=turn_id)
+
+    def offer(state):
+        def work(tx):
+            tx.append(Message(Role.USER, text="hello", turn_id=turn_id), 0)
+            raise RuntimeError("the process died here")
+
+        return work
+
+    with pytest.raises(RuntimeError):
+        await store.claim_and_load(turn_id, owner="w", attempt_id=tid(), now=100.0, lease_seconds=10,
+                                   opening=offer)
+    rec = await store.get_turn(turn_id)
+    assert rec.status == TurnStatus.QUEUED and rec.attempt_id is None and rec.attempts == 0
+    assert await sync_to_async(m.Message.objects.filter(turn_id=turn_id).count)() == 0
+    assert await sync_to_async(m.Event.objects.filter(turn_id=turn_id).count)() == 0
+
+
+async def test_a_turn_opened_in_its_claim_runs_and_publishes_as_one_opened_by_the_loop():
+    """Through the executor: the sink gets ``turn.started`` first, then the rest, numbered in
+    order; the transcript and the events are those of a turn the loop opened itself (the
+    in-memory store, which takes up no opening)."""
+    from agents_app.runtime import (Agent, InMemorySessionStore, RecordingSink, ScriptedModel, TurnExecutor, reply,
+                                    tool)
+
+    @tool("noop", "does nothing", {"type": "object", "properties": {"n": {"type": "integer"}}})
+    def noop(input, ctx):
+        return {"ok": input.get("n")}
+
+    agent = Agent("ops", "You are a test.", tools=[noop])
+
+    async def drive(store):
+        sink = RecordingSink()
+        model = ScriptedModel([reply("", ("noop", {"n": 1}), call_prefix="a"), reply("done")], chunk=1000)
+        executor = TurnExecutor(store=store, sink=sink, agent_for=lambda name: agent, model_for=lambda a: model,
+                                clock=time.time, lease_seconds=60)
+        turn_id = tid()
+        await store.create_turn(REF, TurnInput(text="go"), turn_id=turn_id)
+        assert await executor.drive(turn_id) == TurnStatus.COMPLETED
+        state = await store.load(turn_id)
+        return ([(m.role, m.text, m.result) for m in state.transcript],
+                [(e.seq, e.event.type) for _, e in sink.published])
+
+    assert await drive(DjangoSessionStore()) == await drive(InMemorySessionStore())
