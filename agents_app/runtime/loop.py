@@ -327,10 +327,10 @@ class TurnLoop(CompactionSteps, ToolSteps):
 
     def _provider_next(self, tx: Tx, index: int) -> None:
         """In a checkpoint after which the loop goes straight to the model step whose reply lands
-        at ``index`` (a step's last tool result; the opening: ``opening_txn``): record provider_started with that
-        step's stream key in it, so the step needs no journal write of its own. Recovery reads
-        the position off the transcript, not the phase: a crash before the stream opens re-drives
-        the same model step either way."""
+        at ``index`` (a step's last tool result; the opening's is ``opening_txn``): record
+        provider_started with that step's stream key in it, so the step needs no journal write
+        of its own. Recovery reads the position off the transcript, not the phase: a crash
+        before the stream opens re-drives the same model step either way."""
         key = self._stream_key(model_step_id(index))
         tx.journal(Phase.PROVIDER_STARTED, stream_key=key)
         self._announced = key
