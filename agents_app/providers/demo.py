@@ -2,7 +2,7 @@
 
 Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user message:
 
-- ``order <item>``               → calls ``create_order`` (sync tool: writes an Order row)
+- ``order [<n>] <item>``         → calls ``create_order`` (sync tool: writes an Order row of n)
 - ``stock <item>``               → calls ``lookup_stock`` (async, read-only)
 - ``flaky``                      → calls ``flaky`` (raises: shows an error result)
 - ``refund order <id> <amount>`` → calls ``issue_refund`` (parks for an operator's approval)
@@ -63,7 +63,10 @@ def _rules(text: str) -> tuple[str, dict[str, Any]] | None:
     if m := re.search(r"refund order\s+(\S+)\s+\$?(\d+(?:\.\d+)?)", lowered):
         return "issue_refund", {"order_id": m.group(1), "amount": float(m.group(2))}
     if m := re.search(r"\border\s+(.+)", text, re.IGNORECASE):
-        return "create_order", {"item": m.group(1).strip()[:200]}
+        item = m.group(1).strip()
+        if (n := re.match(r"(\d{1,4})\s+(\S.*)", item)) and 1 <= int(n.group(1)) <= 1000:
+            return "create_order", {"item": n.group(2)[:200], "quantity": int(n.group(1))}
+        return "create_order", {"item": item[:200]}
     if m := re.search(r"\bstock\s+(.+)", text, re.IGNORECASE):
         return "lookup_stock", {"item": m.group(1).strip()[:200]}
     if "flaky" in lowered:

@@ -45,6 +45,16 @@ def test_a_turn_runs_through_the_task_and_writes_its_order_once(q2_sync, alice):
     assert turn.input["user"] == {"id": str(alice.pk), "name": "alice", "attested": True}
 
 
+def test_the_demo_reads_a_leading_number_as_the_quantity(q2_sync, alice):
+    """``order 2 blue mugs`` (the README's example) orders 2 of "blue mugs"; a number out of the
+    tool's range stays part of the item."""
+    for key, text in (("q1", "order 2 blue mugs"), ("q2", "order 5000 screws"), ("q3", "order 12")):
+        assert m.Turn.objects.get(pk=services.turn_start(agent="ops", key=key, text=text, user=alice).turn_id
+                                  ).status == "completed"
+    assert list(Order.objects.order_by("pk").values_list("item", "quantity")) == [
+        ("blue mugs", 2), ("5000 screws", 1), ("12", 1)]
+
+
 def test_another_users_session_is_refused(q2_sync, alice, bob):
     services.turn_start(agent="ops", key="mine", text="hello", user=alice)
     with pytest.raises(AccessDenied):
