@@ -406,7 +406,14 @@ MOVE_BOUNDARY = wire.numbered(
     "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
     "AND sessions_app_session.generation = t.generation"
 )
-NEXT_IN_CHAIN_PG = wire.numbered(NEXT_IN_CHAIN)
+#: PostgreSQL's (prepared): the head read straight from the ``turn_chain`` index. As a join on
+#: the head's id (``NEXT_IN_CHAIN``), a generic plan made while the turns were few and never
+#: analyzed hashed every turn of the table to find it, for as long as the connection lived
+NEXT_IN_CHAIN_PG = wire.numbered(
+    "SELECT n.id, n.status, s.agent, s.key FROM sessions_app_turn n JOIN sessions_app_session s ON s.id = n.session_id "
+    "WHERE n.session_id = (SELECT session_id FROM sessions_app_turn WHERE id = %s) "
+    f"AND n.status {IN_CHAIN} ORDER BY n.\"order\" LIMIT 1"
+)
 ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
 #: the store's lock order (sessions_app.store): the session row before its turn's (the fence
 #: next), as the host operations take them; the event and status updates upgrade this lock

@@ -69,6 +69,66 @@ def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
             assert "sessions_app_turn_session_id" not in plan, f"{name}:\n{plan}"
 
 
+@pytest.fixture
+def young_tables():
+    """A new database's tables: a few turns, never analyzed (autovacuum off, or before its first
+    run), which the planner sizes by their pages. An ANALYZE of an earlier test left statistics
+    in ``pg_class`` (written in place, not rolled back): this test's transaction sets them back
+    to "never analyzed", and its rollback restores them."""
+    s = m.Session.objects.create(agent="ops", key="young")
+    m.Turn.objects.bulk_create([m.Turn(id="first", session=s, order=1, status="completed"),
+                                m.Turn(id="queued", session=s, order=2, status="queued")])
+    with connection.cursor() as cur:
+        cur.execute("UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE relname IN "
+                    "('sessions_app_turn', 'sessions_app_session')")
+        cur.execute("DELETE FROM pg_statistic WHERE starelid IN "
+                    "('sessions_app_turn'::regclass, 'sessions_app_session'::regclass)")
+    return s
+
+
+@pytest.mark.skipif("not is_postgres()")
+def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_need(young_tables):
+    """A worker's connection keeps a prepared statement's generic plan until the statistics
+    change: one made on a young table must not scan it, or every claim and hand-off reads all the
+    turns ever run for as long as the connection lives (without autovacuum, for good:
+    bench/bench_soak.py scanned the turn table twice a turn). The claim's NOT EXISTS and the
+    hand-off's join on the head's id did."""
+    prepared = {
+        "claim and load": (opening.CLAIM, ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]),
+        "hand-off": (checkpoint.NEXT_IN_CHAIN_PG, ["first"]),
+        "mark running": (opening.MARK_RUNNING, ["running", "queued", "a", "running"]),
+        "heartbeat": (lease.HEARTBEAT_PG, [31.0, "queued", "a", "running"]),
+        "status recompute": (checkpoint.STATUS_AND_EVENT_SEQ,
+                             checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1)),
+        "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
+        "creation's check": (opening.LOCK_AND_CHECK, ["ops", "young", "new"]),
+    }
+    with connection.cursor() as cur:
+        cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        for n, (name, (sql, params)) in enumerate(prepared.items()):
+            cur.execute(f"PREPARE young_{n} AS {sql.decode() if isinstance(sql, bytes) else sql}")
+            cur.execute(f"EXPLAIN EXECUTE young_{n}({', '.join(['%s'] * len(params))})", params)
+            plan = "\n".join(row[0] for row in cur.fetchall())
+            cur.execute(f"DEALLOCATE young_{n}")
+            assert "Seq Scan on sessions_app_turn" not in plan, f"{name}:\n{plan}"
+    # and they answer what they did: the head of a chain, claimed once
+    with connection.cursor() as cur:
+        cur.execute(checkpoint.NEXT_IN_CHAIN_PG.decode().replace("$1", "%s"), ["first"])
+        assert cur.fetchone()[:2] == ("queued", "queued")
+        claim = opening.CLAIM.decode()
+        for k in range(8, 0, -1):
+            claim = claim.replace(f"${k}", "%s")
+        params = ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]
+        cur.execute(claim, params)
+        assert cur.fetchone() is not None
+        cur.execute(claim, params)  # held now (its lease runs to 31)
+        assert cur.fetchone() is None
+    m.Turn.objects.create(id="third", session=young_tables, order=3, status="queued")
+    with connection.cursor() as cur:
+        cur.execute(claim, ["running", "w", 31.0, "b", "third", "queued", "running", 1.0])
+        assert cur.fetchone() is None  # "queued" (running) is ahead of it in the chain
+
+
 @pytest.mark.skipif("is_postgres()")
 def test_sqlites_plans_read_the_chain_by_an_index_of_its_statuses(old_session):
     with connection.cursor() as cur:
