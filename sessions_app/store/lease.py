@@ -31,8 +31,8 @@ CLAIM = _CLAIM.format(first=f"""NOT EXISTS (
 #: PostgreSQL's (a prepared statement: ``opening.CLAIM``): the same turn, as the head of its
 #: chain. Its NOT EXISTS became an anti-join, and a generic plan made while the turns were few
 #: and never analyzed (a new database; autovacuum off or not yet run) read it by scanning every
-#: turn, for as long as the connection lived: a claim that grew with the table (2 scans of it
-#: per turn in bench/bench_soak.py). The head, a subquery with its LIMIT, is read from the
+#: turn, for as long as the connection lived: a claim that grew with the table (one scan of it
+#: a turn in bench/bench_soak.py; the hand-off made another). The head, a subquery with its LIMIT, is read from the
 #: ``turn_chain`` index whatever the planner believes of the table's size. (Two unfinished
 #: turns of one order, which the session's counter never makes, would claim one, not both.)
 CLAIM_HEAD = _CLAIM.format(first=f"""id = (
