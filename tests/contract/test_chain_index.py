@@ -8,6 +8,8 @@ SQLite's plan of the statement its store runs."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 
@@ -56,17 +58,29 @@ def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
         "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "old", "new"]),
     }
+    for name, plan in _generic_plans(prepared).items():
+        # a creation's "nothing parked" may also take the (status, lease) index: the parked
+        # turns of every session, which the statistics count (here none)
+        assert "turn_chain" in plan or name == "creation's check", f"{name}:\n{plan}"
+        assert "sessions_app_turn_session_id" not in plan, f"{name}:\n{plan}"
+
+
+def _generic_plans(prepared: dict[str, tuple[bytes, list]]) -> dict[str, str]:
+    """Each statement's plan as the store's prepared statement runs it after 5 uses (generic)."""
+    plans = {}
     with connection.cursor() as cur:
-        cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")  # what a prepared statement runs after 5 uses
+        cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         for n, (name, (sql, params)) in enumerate(prepared.items()):
-            cur.execute(f"PREPARE chain_{n} AS {sql.decode()}")
-            cur.execute(f"EXPLAIN EXECUTE chain_{n}({', '.join(['%s'] * len(params))})", params)
-            plan = "\n".join(row[0] for row in cur.fetchall())
-            cur.execute(f"DEALLOCATE chain_{n}")
-            # a creation's "nothing parked" may also take the (status, lease) index: the parked
-            # turns of every session, which the statistics count (here none)
-            assert "turn_chain" in plan or name == "creation's check", f"{name}:\n{plan}"
-            assert "sessions_app_turn_session_id" not in plan, f"{name}:\n{plan}"
+            cur.execute(f"PREPARE plan_{n} AS {sql.decode()}")
+            cur.execute(f"EXPLAIN EXECUTE plan_{n}({', '.join(['%s'] * len(params))})", params)
+            plans[name] = "\n".join(row[0] for row in cur.fetchall())
+            cur.execute(f"DEALLOCATE plan_{n}")
+    return plans
+
+
+def _unnumbered(sql: bytes) -> str:
+    """A ``wire.numbered`` statement as Django's cursor takes it (its ``$n`` come in order)."""
+    return re.sub(r"\$\d+", "%s", sql.decode())
 
 
 @pytest.fixture
@@ -103,21 +117,13 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
         "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "young", "new"]),
     }
-    with connection.cursor() as cur:
-        cur.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        for n, (name, (sql, params)) in enumerate(prepared.items()):
-            cur.execute(f"PREPARE young_{n} AS {sql.decode() if isinstance(sql, bytes) else sql}")
-            cur.execute(f"EXPLAIN EXECUTE young_{n}({', '.join(['%s'] * len(params))})", params)
-            plan = "\n".join(row[0] for row in cur.fetchall())
-            cur.execute(f"DEALLOCATE young_{n}")
-            assert "Seq Scan on sessions_app_turn" not in plan, f"{name}:\n{plan}"
+    for name, plan in _generic_plans(prepared).items():
+        assert "Seq Scan on sessions_app_turn" not in plan, f"{name}:\n{plan}"
     # and they answer what they did: the head of a chain, claimed once
+    claim = _unnumbered(opening.CLAIM)
     with connection.cursor() as cur:
-        cur.execute(checkpoint.NEXT_IN_CHAIN_PG.decode().replace("$1", "%s"), ["first"])
+        cur.execute(_unnumbered(checkpoint.NEXT_IN_CHAIN_PG), ["first"])
         assert cur.fetchone()[:2] == ("queued", "queued")
-        claim = opening.CLAIM.decode()
-        for k in range(8, 0, -1):
-            claim = claim.replace(f"${k}", "%s")
         params = ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]
         cur.execute(claim, params)
         assert cur.fetchone() is not None
