@@ -323,14 +323,15 @@ assert all(s.isidentifier() for s in CHAIN_BLOCKING)
 #: the head of the turn's session's chain, read by the unit that settles the turn for good: the
 #: chain's hand-off. It follows the unit's fence, under the session's row lock, so it sees every
 #: turn created before the unit (a creation locks the session row too) and a turn created after
-#: it is dispatched by its creator, whose claim then sees this turn settled. The head is a
-#: subquery of its own: as a join, SQLite's planner (no statistics) took the foreign key's index
-#: and sorted all the session's turns, and PostgreSQL's read them all (0.5 ms at 500 turns)
+#: it is dispatched by its creator, whose claim then sees this turn settled. The head is read
+#: straight from the ``turn_chain`` index (as ``lease.CLAIM`` reads it), whatever the planner
+#: believes of the table's size: as a join of the session's turns, SQLite's planner took the
+#: foreign key's index and sorted them all; as a join on the head's id, PostgreSQL's generic plan
+#: made while the turns were few and never analyzed hashed every turn of the table
 NEXT_IN_CHAIN = (
-    "WITH t AS (SELECT session_id FROM sessions_app_turn WHERE id = %s) "
-    "SELECT n.id, n.status, s.agent, s.key FROM t JOIN sessions_app_session s ON s.id = t.session_id "
-    "JOIN sessions_app_turn n ON n.id = (SELECT h.id FROM sessions_app_turn h WHERE h.session_id = t.session_id "
-    f"AND h.status {IN_CHAIN} ORDER BY h.\"order\" LIMIT 1)"
+    "SELECT n.id, n.status, s.agent, s.key FROM sessions_app_turn n JOIN sessions_app_session s ON s.id = n.session_id "
+    "WHERE n.session_id = (SELECT session_id FROM sessions_app_turn WHERE id = %s) "
+    f"AND n.status {IN_CHAIN} ORDER BY n.\"order\" LIMIT 1"
 )
 
 
@@ -406,14 +407,7 @@ MOVE_BOUNDARY = wire.numbered(
     "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
     "AND sessions_app_session.generation = t.generation"
 )
-#: PostgreSQL's (prepared): the head read straight from the ``turn_chain`` index. As a join on
-#: the head's id (``NEXT_IN_CHAIN``), a generic plan made while the turns were few and never
-#: analyzed hashed every turn of the table to find it, for as long as the connection lived
-NEXT_IN_CHAIN_PG = wire.numbered(
-    "SELECT n.id, n.status, s.agent, s.key FROM sessions_app_turn n JOIN sessions_app_session s ON s.id = n.session_id "
-    "WHERE n.session_id = (SELECT session_id FROM sessions_app_turn WHERE id = %s) "
-    f"AND n.status {IN_CHAIN} ORDER BY n.\"order\" LIMIT 1"
-)
+NEXT_IN_CHAIN_PG = wire.numbered(NEXT_IN_CHAIN)
 ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
 #: the store's lock order (sessions_app.store): the session row before its turn's (the fence
 #: next), as the host operations take them; the event and status updates upgrade this lock

@@ -14,32 +14,24 @@ from sessions_app.store import wire
 from sessions_app.store.checkpoint import IN_CHAIN
 from sessions_app.store.records import record_of, turn_row
 
-_CLAIM = """
+#: runnable, lease free or expired, and the head of its session's chain. The head is a subquery
+#: with its LIMIT, read from the ``turn_chain`` index whatever the planner believes of the table's
+#: size. As ``NOT EXISTS`` (an earlier turn of the chain), PostgreSQL made it an anti-join, and a
+#: generic plan made while the turns were few and never analyzed (a new database; autovacuum off
+#: or not yet run) scanned every turn, for as long as the connection lived (one scan a turn in
+#: bench/bench_soak.py; the hand-off made another). (Two unfinished turns of one order, which the
+#: session's counter never makes, would claim one, not both.)
+CLAIM = f"""
 UPDATE sessions_app_turn SET status = %s, lease_owner = %s, lease_expires_at = %s,
        attempt_id = %s, attempts = attempts + 1, revision = revision + 1
 WHERE id = %s
   AND (status = %s OR (status = %s AND (lease_expires_at IS NULL OR lease_expires_at < %s)))
-  AND {first}
-"""
-#: runnable, lease free or expired, first of its session's chain
-CLAIM = _CLAIM.format(first=f"""NOT EXISTS (
-    SELECT 1 FROM sessions_app_turn AS t2
-    WHERE t2.session_id = sessions_app_turn.session_id
-      AND t2.status {IN_CHAIN}
-      AND t2."order" < sessions_app_turn."order"
-  )""")
-#: PostgreSQL's (a prepared statement: ``opening.CLAIM``): the same turn, as the head of its
-#: chain. Its NOT EXISTS became an anti-join, and a generic plan made while the turns were few
-#: and never analyzed (a new database; autovacuum off or not yet run) read it by scanning every
-#: turn, for as long as the connection lived: a claim that grew with the table (one scan of it
-#: a turn in bench/bench_soak.py; the hand-off made another). The head, a subquery with its LIMIT, is read from the
-#: ``turn_chain`` index whatever the planner believes of the table's size. (Two unfinished
-#: turns of one order, which the session's counter never makes, would claim one, not both.)
-CLAIM_HEAD = _CLAIM.format(first=f"""id = (
+  AND id = (
     SELECT h.id FROM sessions_app_turn AS h
     WHERE h.session_id = sessions_app_turn.session_id AND h.status {IN_CHAIN}
     ORDER BY h."order" LIMIT 1
-  )""")
+  )
+"""
 RELEASE = ("UPDATE sessions_app_turn SET status = %s, lease_owner = NULL, lease_expires_at = NULL "
            "WHERE id = %s AND attempt_id = %s AND status = %s")
 #: a claimed turn's session is running (``updated_at`` stays: it stamps what the session list orders by)

@@ -5,11 +5,10 @@ Django's, inside the caller's transaction):
 - ``create``: get-or-create the session (a new one is owned by the creator), lock it, refuse
   under ``rules.check_start``, take the next place in the session's chain, insert the queued
   turn and recompute the session's status — ``control.create_turn``'s statements, sent at once;
-- ``claim_and_load``: lock the turn's session, claim the lease (``lease.CLAIM_HEAD``: the turn
-  ``lease.CLAIM`` claims, found as its chain's head), mark the session running, and read back
-  the claimed turn, its step memo and its transcript from the boundary — ``lease.claim`` and
-  ``reads.load`` in one transaction; of the transcript, only what this process has not decoded
-  already (``transcripts``).
+- ``claim_and_load``: lock the turn's session, claim the lease (``lease.CLAIM``, unchanged), mark
+  the session running, and read back the claimed turn, its step memo and its transcript from the
+  boundary — ``lease.claim`` and ``reads.load`` in one transaction; of the transcript, only what
+  this process has not decoded already (``transcripts``).
 
 Lock order (the store's): both lock the session row before they touch a turn's. A creation
 takes ``FOR UPDATE``, as every host operation does, so it serializes with a checkpoint of the
@@ -57,7 +56,7 @@ LOCK_AND_CHECK = wire.numbered(
     f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.generation = s.generation AND t.waiting = 0) AS parked) f"
 )
 CLAIM = wire.numbered(
-    f"WITH c AS ({lease.CLAIM_HEAD} RETURNING *) "
+    f"WITH c AS ({lease.CLAIM} RETURNING *) "
     "SELECT row_to_json(c)::text, s.agent, s.key, s.generation, s.boundary, s.summary_index "
     "FROM c JOIN sessions_app_session s ON s.id = c.session_id"
 )
