@@ -6,6 +6,8 @@ import os
 from django.core.asgi import get_asgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
+# a web process: its requests share a bounded connection pool on PostgreSQL (settings, DATABASE_POOL)
+os.environ.setdefault("JUNE_PROCESS", "web")
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402

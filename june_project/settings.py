@@ -134,9 +134,19 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
     )
     _db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test_june.sqlite3")
 elif _db["ENGINE"] in ("django.db.backends.postgresql",):
-    if env_bool("DATABASE_POOL", False):
+    # a bounded pool of connections per process (docs/workers.md "Connections"): by default in
+    # the web process (daphne: a request's thread takes one, and a burst waits for one), not in
+    # the worker cluster, whose processes fork (a pool does not survive a fork) and bound their
+    # connections by their runner's threads. DATABASE_POOL=1 / 0 forces it on / off everywhere.
+    _pool = os.environ.get("DATABASE_POOL", "").strip().lower()
+    if _pool in ("1", "true", "yes", "on") or (_pool == "" and os.environ.get("JUNE_PROCESS") == "web"):
         _db["CONN_MAX_AGE"] = 0
-        _db.setdefault("OPTIONS", {})["pool"] = True
+        _db.setdefault("OPTIONS", {})["pool"] = {
+            "min_size": int(os.environ.get("JUNE_DB_POOL_MIN", "2")),
+            "max_size": int(os.environ.get("JUNE_DB_POOL_MAX", "20")),
+            # a request waits this long for a connection, then gets a 503 with Retry-After
+            "timeout": float(os.environ.get("JUNE_DB_POOL_TIMEOUT", "30")),
+        }
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -181,8 +191,9 @@ Q_CLUSTER = {
     "queue_limit": int(os.environ.get("JUNE_Q_QUEUE_LIMIT", str(_q_workers))),
     "catch_up": False,
     "save_limit": 1000,
-    # a worker process is replaced after this many tasks (django-q2's default)
-    "recycle": int(os.environ.get("JUNE_Q_RECYCLE", "500")),
+    # a worker process is retired after this many tasks (0: never). A retired worker takes no
+    # more and exits once the turns its runner drives have ended (docs/workers.md)
+    "recycle": int(os.environ.get("JUNE_Q_RECYCLE", "0")),
     "label": "Django Q2",
     "sync": env_bool("JUNE_Q_SYNC", False),
 }
@@ -218,6 +229,14 @@ JUNE_REQUEUE_AFTER = float(os.environ.get("JUNE_REQUEUE_AFTER") or JUNE_LEASE_SE
 if JUNE_REQUEUE_AFTER <= 0:
     raise ImproperlyConfigured("JUNE_REQUEUE_AFTER must be positive (else every watchdog pass re-enqueues every taken task)")
 JUNE_EMBEDDED = env_bool("JUNE_EMBEDDED", False)
+# many turns per worker process (docs/workers.md): how many turns one worker process's runner
+# drives at once, the threads its sync tools and Django-connection calls run on (each keeps a
+# connection), and its own PostgreSQL connections for the units that run no tool code
+JUNE_TURNS_PER_WORKER = int(os.environ.get("JUNE_TURNS_PER_WORKER", "200"))
+JUNE_WORKER_THREADS = int(os.environ.get("JUNE_WORKER_THREADS", "8"))
+JUNE_WORKER_DB_CONNECTIONS = int(os.environ.get("JUNE_WORKER_DB_CONNECTIONS", "2"))
+if min(JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS, JUNE_WORKER_DB_CONNECTIONS) < 1:
+    raise ImproperlyConfigured("JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS and JUNE_WORKER_DB_CONNECTIONS must be >= 1")
 # checkpoints as prepared statements on PostgreSQL (turn off behind a transaction-mode pooler
 # that cannot keep prepared statements)
 JUNE_PREPARED_CHECKPOINTS = env_bool("JUNE_PREPARED_CHECKPOINTS", True)

@@ -20,7 +20,7 @@ class SessionsAppConfig(AppConfig):
         # every qcluster worker process runs the lease watchdog (a fast sweeper thread)
         post_spawn.connect(_start_watchdog, dispatch_uid="june.watchdog")
         post_spawn.connect(_freeze_heap, dispatch_uid="june.freeze_heap")
-        post_spawn.connect(_keep_event_loop, dispatch_uid="june.event_loop")
+        post_spawn.connect(_serve_turns_concurrently, dispatch_uid="june.runner")
 
 
 def _ensure_schedules(using: str = "default", **kwargs: object) -> None:
@@ -54,12 +54,12 @@ def _freeze_heap(**kwargs: object) -> None:
     gc.freeze()
 
 
-def _keep_event_loop(**kwargs: object) -> None:
+def _serve_turns_concurrently(**kwargs: object) -> None:
     # imported here: apps.py loads before the models it would pull in
     from django_q.conf import Conf
 
-    from sessions_app.workers.tasks import keep_event_loop
+    from sessions_app.workers.tasks import serve_turns_concurrently
 
-    if Conf.SYNC:  # tasks run inline in the caller (tests): each keeps its own asyncio.run
+    if Conf.SYNC:  # tasks run inline in the caller (tests): each drives its turn to its end
         return
-    keep_event_loop()
+    serve_turns_concurrently()

@@ -53,9 +53,10 @@ def sink(*, background: bool = False) -> ChannelsEventSink:
     return ChannelsEventSink(background=background)
 
 
-def executor(*, extra_sinks: tuple[EventSink, ...] = ()) -> TurnExecutor:
+def executor(*, extra_sinks: tuple[EventSink, ...] = (), store: DjangoSessionStore | None = None) -> TurnExecutor:
+    """``store``: a worker's runner passes its own (its pipes and threads); else a new one."""
     return TurnExecutor(
-        store=store(),
+        store=store if store is not None else DjangoSessionStore(),
         sink=FanoutSink(sink(background=True), DeliverySink(), *extra_sinks),
         agent_for=agent,
         model_for=model_for,

@@ -65,9 +65,10 @@ class TurnExecutor:
         self.on_runnable = on_runnable
         self.max_depth, self.max_fanout = max_depth, max_fanout
 
-    async def drive(self, turn_id: str) -> TurnStatus | None:
+    async def drive(self, turn_id: str, *, on_claim: Callable[[bool], None] | None = None) -> TurnStatus | None:
         """Run the turn until it settles or parks; None if another worker holds it or an
-        earlier turn of its session is unfinished (that turn hands over when it ends)."""
+        earlier turn of its session is unfinished (that turn hands over when it ends).
+        ``on_claim`` hears whether the first claim took the lease, as soon as that is known."""
         while True:
             attempt_id = uuid.uuid4().hex
             opening = Opening(attempt_id, self.max_attempts)  # a store may commit it with the claim
@@ -75,6 +76,9 @@ class TurnExecutor:
                 turn_id, owner=self.owner, attempt_id=attempt_id, now=self.clock(), lease_seconds=self.lease_seconds,
                 opening=opening,
             )
+            if on_claim is not None:
+                on_claim(state is not None)
+                on_claim = None
             if state is None:
                 return None
             rec = state.turn

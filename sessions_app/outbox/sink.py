@@ -38,6 +38,8 @@ from agents_app.runtime.seams import LoggedEvent, SessionRef
 log = logging.getLogger(__name__)
 
 DELTA_WINDOW = 0.02
+#: a background sink's sender tasks (each sends its sessions' messages in order)
+SENDERS = 8
 DELTA_MAX_CHARS = 4096
 SNAPSHOT_EVERY = 1.0
 
@@ -66,8 +68,10 @@ class ChannelsEventSink:
     """EventSink over the Channels layer. One instance per event loop (a q2 task's loop or
     daphne's): the coalescing timers live on the loop that calls it.
 
-    ``background=True`` (a worker's sink) hands layer messages to one sender task, in order, so
-    a turn's next step does not wait on the layer's round trips; ``close()`` drains it."""
+    ``background=True`` (a worker's sink) hands layer messages to sender tasks so a turn's next
+    step does not wait on the layer's round trips: ``SENDERS`` of them, a session's messages
+    always to the same one, in order (a worker's runner streams many sessions at once, and one
+    sender would send them all one round trip after the other); ``close()`` drains them."""
 
     def __init__(self, layer: Any = None, *, background: bool = False) -> None:
         self.layer = layer if layer is not None else get_channel_layer()
@@ -75,8 +79,8 @@ class ChannelsEventSink:
         #: layer messages sent (deltas and event batches): the bench reads it
         self.sent_messages = 0
         self.background = background
-        self._outbox: asyncio.Queue | None = None
-        self._sender: asyncio.Task | None = None
+        self._outboxes: dict[int, asyncio.Queue] = {}
+        self._senders: list[asyncio.Task] = []
 
     async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
         if self.layer is None or not events:
@@ -117,11 +121,11 @@ class ChannelsEventSink:
             async with stream.lock:
                 await self._flush_locked(session, stream)
             self._drop(session)
-        if self._outbox is not None:
-            await self._outbox.join()
-        if self._sender is not None:
-            self._sender.cancel()
-            self._sender = self._outbox = None
+        for outbox in list(self._outboxes.values()):
+            await outbox.join()
+        for sender in self._senders:
+            sender.cancel()
+        self._senders, self._outboxes = [], {}
 
     # -- internals ------------------------------------------------------------------------------------
 
@@ -164,10 +168,12 @@ class ChannelsEventSink:
 
     async def _send(self, session: SessionRef, message: dict) -> None:
         if self.background:
-            if self._outbox is None:
-                self._outbox = asyncio.Queue()
-                self._sender = asyncio.get_running_loop().create_task(self._drain(self._outbox))
-            self._outbox.put_nowait((session, message))
+            n = hash(session) % SENDERS
+            outbox = self._outboxes.get(n)
+            if outbox is None:
+                outbox = self._outboxes[n] = asyncio.Queue()
+                self._senders.append(asyncio.get_running_loop().create_task(self._drain(outbox)))
+            outbox.put_nowait((session, message))
             return
         await self._send_now(session, message)
 

@@ -41,7 +41,10 @@ order, a checkpoint (turn, then session) and a replace (session, then its turns)
 from __future__ import annotations
 
 import asyncio
+import functools
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from typing import Any, Callable
 
@@ -59,22 +62,45 @@ from agents_app.runtime.seams import (
     TurnState,
 )
 from sessions_app.store import checkpoint, control, direct, lease, lite, opening, reads, toolsql, transcripts, tree
+from sessions_app.store.pipes import Pipes
 from sessions_app.store.records import UnitWriter, journal_changes
 
 opening_ = opening  # the module, where ``claim_and_load``'s ``opening`` (the loop's offer) hides its name
 
 
 class DjangoSessionStore:
-    def __init__(self, *, clock: Callable[[], float] = time.time, own_connection: bool = True) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.time, own_connection: bool = True,
+                 pipes: Pipes | None = None, threads: Threads | None = None) -> None:
         """``own_connection``: on PostgreSQL, a turn's creation and its claim with its load run on
         the store's own connection (``direct``), on the caller's thread. False keeps them on
         Django's connection, where the services' host calls belong: each runs in a thread of its
         own (``async_to_sync``), maybe inside the caller's transaction (a webhook's replay row
-        commits with its turn)."""
+        commits with its turn).
+
+        A worker's runner, which drives many turns on one event loop, passes ``pipes`` (on
+        PostgreSQL: the store's own connections, never blocking the loop; they take the place of
+        ``direct``) and ``threads`` (the bounded pool on which the thread path runs: a sync tool's
+        unit, the reads and host calls that use Django's connection — each thread has its own
+        connection, so a tool that sleeps holds only its thread). Without ``threads`` the thread
+        path is asgiref's one thread that owns Django's connection."""
         self.clock = clock
         self.own_connection = own_connection
-        #: ``tool_unit`` as a coroutine, made once (asgiref's wrapper inspects the function)
-        self._atomic_hop: Callable[..., Any] | None = None
+        self.pipes = pipes
+        self.threads = threads
+        #: the thread path's coroutine wrappers, made once per function (asgiref's wrapper
+        #: inspects the function)
+        self._hops: dict[Any, Callable[..., Any]] = {}
+
+    def _thread(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """``fn`` as a coroutine function that runs it on the thread path."""
+        hop = self._hops.get(fn)
+        if hop is None:
+            if self.threads is None:
+                hop = sync_to_async(fn)
+            else:
+                hop = sync_to_async(_on_pool_thread(fn), thread_sensitive=False, executor=self.threads)
+            self._hops[fn] = hop
+        return hop
 
     def _own(self) -> Any:
         """The store's own connection when it may use it (PostgreSQL), else None."""
@@ -129,9 +155,7 @@ class DjangoSessionStore:
             return self._write_sync(tx)
 
     async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit:
-        if self._atomic_hop is None:
-            self._atomic_hop = sync_to_async(self.tool_unit)
-        done = await self._atomic_hop(turn_id, attempt_id, work)
+        done = await self._thread(self.tool_unit)(turn_id, attempt_id, work)
         if isinstance(done, Commit):
             return done
         return await self._commit_recorded(done)  # the tool sent no SQL: a plain unit
@@ -144,13 +168,24 @@ class DjangoSessionStore:
     async def _commit_recorded(self, tx: UnitWriter) -> Commit:
         """A recorded unit that runs no tool code, committed from this thread."""
         if tx.children:  # a spawn creates rows through the ORM: Django's connection, its thread
-            return await sync_to_async(self._written_sync)(tx)
+            return await self._thread(self._written_sync)(tx)
+        if self.pipes is not None:
+            return await self._commit_piped(tx)
         if (raw := direct.connection()) is not None:
             return self.commit_direct(raw, tx.turn_id, tx.attempt_id, tx.into)
         if lite.here():  # SQLite: this thread's own connection, unless another writer holds the lock
             with suppress(lite.Busy):
                 return self.commit_lite(tx.turn_id, tx.attempt_id, tx.into)
-        return await sync_to_async(self._written_sync)(tx)
+        return await self._thread(self._written_sync)(tx)
+
+    async def _commit_piped(self, tx: UnitWriter) -> Commit:
+        """PostgreSQL on a runner: ``commit_direct``'s batch, on the turn's pipe."""
+        assert self.pipes is not None
+        pipe = await self.pipes.for_turn(tx.turn_id)
+        written = await pipe.drive(checkpoint.write_steps(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages,
+                                                          tx.steps, tx.events, boundary=tx.moved, result=tx.result))
+        transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, tx.turn_id)
+        return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
     def commit_direct(self, raw: Any, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
         """PostgreSQL: the unit on this thread and the store's own connection (``direct``),
@@ -172,12 +207,14 @@ class DjangoSessionStore:
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
         changes = journal_changes(attempt_id, phase, data)
+        if self.pipes is not None:  # lands before the turn's next unit, on the same pipe
+            return (await self.pipes.for_turn(turn_id)).defer(checkpoint.journal_batch(turn_id, attempt_id, changes))
         if (raw := direct.connection()) is not None:  # lands before the next checkpoint on raw
             return checkpoint.send_journal(raw, turn_id, attempt_id, changes)
         if lite.here():
             with suppress(lite.Busy):
                 return lite.journal(turn_id, attempt_id, changes)
-        await sync_to_async(checkpoint.write_journal)(turn_id, attempt_id, changes)
+        await self._thread(checkpoint.write_journal)(turn_id, attempt_id, changes)
 
     # -- reads ----------------------------------------------------------------------------------------
 
@@ -191,25 +228,25 @@ class DjangoSessionStore:
         if lite.here():
             with suppress(lite.Busy):
                 return lite.load(turn_id)
-        return await sync_to_async(reads.load)(turn_id)
+        return await self._thread(reads.load)(turn_id)
 
     async def get_turn(self, turn_id: str) -> TurnRecord:
         if lite.here():
             with suppress(lite.Busy):
                 return lite.get_turn(turn_id)
-        return await sync_to_async(reads.get_turn)(turn_id)
+        return await self._thread(reads.get_turn)(turn_id)
 
     async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
-        return await sync_to_async(reads.pending)(session)
+        return await self._thread(reads.pending)(session)
 
     async def events(self, session: SessionRef, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
-        return await sync_to_async(reads.events)(session, after, limit)
+        return await self._thread(reads.events)(session, after, limit)
 
     async def next_queued(self, session: SessionRef) -> str | None:
         if lite.here():
             with suppress(lite.Busy):
                 return lite.next_queued(session)
-        return await sync_to_async(reads.next_queued)(session)
+        return await self._thread(reads.next_queued)(session)
 
     # -- the lease --------------------------------------------------------------------------------------
 
@@ -228,6 +265,10 @@ class DjangoSessionStore:
         ``opening`` offers (one transaction fewer per turn); on PostgreSQL the claim and its load
         are one round trip whose commit does not wait for the flush, and the opening (which
         must) stays a round trip of its own, as on the thread path."""
+        if self.pipes is not None and self.own_connection:
+            pipe = await self.pipes.for_turn(turn_id)
+            return await pipe.drive(opening_.claim_and_load_steps(turn_id, owner=owner, attempt_id=attempt_id,
+                                                                  now=now, lease_seconds=lease_seconds))
         if (raw := self._own()) is not None:
             return opening_.claim_and_load(raw, turn_id, owner=owner, attempt_id=attempt_id, now=now,
                                            lease_seconds=lease_seconds)
@@ -235,16 +276,16 @@ class DjangoSessionStore:
             with suppress(lite.Busy):
                 return lite.claim_and_load(turn_id, owner=owner, attempt_id=attempt_id, now=now,
                                            lease_seconds=lease_seconds, opening=opening)
-        return await sync_to_async(self.claim_and_load_sync)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                                             lease_seconds=lease_seconds)
+        return await self._thread(self.claim_and_load_sync)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                                            lease_seconds=lease_seconds)
 
     async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
                     lease_seconds: float) -> TurnRecord | None:
         if lite.here():
             with suppress(lite.Busy):
                 return lite.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
-        return await sync_to_async(lease.claim)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                                lease_seconds=lease_seconds)
+        return await self._thread(lease.claim)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                               lease_seconds=lease_seconds)
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
         """On this thread and the store's own connection, not on the thread that owns Django's:
@@ -252,6 +293,10 @@ class DjangoSessionStore:
         on meanwhile. On SQLite, while another writer holds the lock (a few milliseconds,
         mostly), the beat tries again here for up to a quarter of the lease, without holding the
         loop; then it waits for the lock on the thread path (``lite``), as other calls do."""
+        if self.pipes is not None:
+            pipe = await self.pipes.for_turn(turn_id)
+            return await pipe.drive(lease.heartbeat_steps(turn_id, attempt_id=attempt_id, now=now,
+                                                          lease_seconds=lease_seconds))
         if (raw := direct.connection()) is not None:
             return lease.heartbeat_direct(raw, turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
         if lite.here():
@@ -263,14 +308,14 @@ class DjangoSessionStore:
                     break
                 await asyncio.sleep(pause)
                 pause = min(pause * 2, 0.25)
-        return await sync_to_async(lease.heartbeat)(turn_id, attempt_id=attempt_id, now=now,
-                                                    lease_seconds=lease_seconds)
+        return await self._thread(lease.heartbeat)(turn_id, attempt_id=attempt_id, now=now,
+                                                   lease_seconds=lease_seconds)
 
     async def release(self, turn_id: str, *, attempt_id: str) -> None:
         if lite.here():
             with suppress(lite.Busy):
                 return lite.release(turn_id, attempt_id=attempt_id)
-        await sync_to_async(lease.release)(turn_id, attempt_id=attempt_id)
+        await self._thread(lease.release)(turn_id, attempt_id=attempt_id)
 
     # -- host operations ---------------------------------------------------------------------------------
 
@@ -284,22 +329,26 @@ class DjangoSessionStore:
     async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
                           policy: dict[str, Any] | None = None, created_by: Any = None) -> Outcome:
         if not replace and self.own_connection:
+            if self.pipes is not None:
+                pipe = await self.pipes.for_turn(turn_id)
+                return await pipe.drive(opening.create_steps(session, input, turn_id=turn_id, policy=policy,
+                                                             created_by=created_by))
             if (raw := direct.connection()) is not None:
                 return opening.create(raw, session, input, turn_id=turn_id, policy=policy, created_by=created_by)
             if lite.here():
                 with suppress(lite.Busy):
                     return lite.create_turn(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
-        return await sync_to_async(control.create_turn)(session, input, turn_id=turn_id, replace=replace,
-                                                        policy=policy, created_by=created_by)
+        return await self._thread(control.create_turn)(session, input, turn_id=turn_id, replace=replace,
+                                                       policy=policy, created_by=created_by)
 
     async def request_cancel(self, turn_id: str, reason: str) -> Outcome:
-        return await sync_to_async(control.request_cancel)(turn_id, reason)
+        return await self._thread(control.request_cancel)(turn_id, reason)
 
     async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
-        return await sync_to_async(control.answer)(turn_id, input_id, answer, record)
+        return await self._thread(control.answer)(turn_id, input_id, answer, record)
 
     async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
-        return await sync_to_async(control.reset)(session, by=by)
+        return await self._thread(control.reset)(session, by=by)
 
     # -- connections (a worker keeps them across tasks) ----------------------------------------------
 
@@ -314,9 +363,62 @@ class DjangoSessionStore:
         await sync_to_async(connections.close_all)()
         direct.close_all()
         lite.close_all()
+        if self.pipes is not None:
+            self.pipes.close()
+        if self.threads is not None:
+            await asyncio.to_thread(self.threads.close_connections)
+
+
+class Threads(ThreadPoolExecutor):
+    """The thread path of a worker's runner: ``size`` threads, each with a Django connection of
+    its own, kept from call to call."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size, thread_name_prefix="june-tool")
+        self.size = size
+
+    def close_connections(self) -> None:
+        """Close every thread's Django connection: one call on each thread at once (a barrier
+        keeps a thread from taking two), from a thread outside the pool."""
+        barrier = threading.Barrier(self.size + 1)
+
+        def close() -> None:
+            connections.close_all()
+            with suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout=10)
+
+        futures = [self.submit(close) for _ in range(self.size)]
+        with suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=10)
+        for future in futures:
+            future.result()
 
 
 def _drop_unusable_connections() -> None:
     for conn in connections.all(initialized_only=True):
         if conn.connection is not None and (conn.errors_occurred or not conn.is_usable()):
             conn.close()
+
+
+def _psycopg(wrapper: Any) -> Any:
+    """A Django connection's psycopg connection (None when it has none, or is not PostgreSQL's)."""
+    return wrapper.connection if wrapper.vendor == "postgresql" else None
+
+
+def _on_pool_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` for a thread of a runner's pool, which keeps its Django connection from call to
+    call: after a failure, the connection is closed if it is what failed (the next call on the
+    thread connects again)."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not connection.in_atomic_block and direct.ended_while_idle(_psycopg(connection)):
+            connection.close()  # the server ended it since the last call: connect again
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            if not connection.in_atomic_block:
+                _drop_unusable_connections()
+            raise
+
+    return call

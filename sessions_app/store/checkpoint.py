@@ -13,7 +13,7 @@ import time
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generator
 
 import psycopg
 from psycopg.pq import TransactionStatus
@@ -421,10 +421,23 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
                      messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
                      events: list[ev.TurnEvent], *, ends_transaction: bool = True,
                      boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
-    """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements.
+    """``write_steps`` on ``raw``, on this thread."""
+    return wire.drive(raw, write_steps(turn_id, attempt_id, changes, messages, steps, events,
+                                       status=raw.pgconn.transaction_status, ends_transaction=ends_transaction,
+                                       boundary=boundary, result=result))
 
-    ``raw`` is Django's connection inside the unit's atomic block (a sync tool's unit), or the
-    store's own connection (``sessions_app.store.direct``) for a unit that runs no tool code. With no
+
+def write_steps(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
+                messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
+                events: list[ev.TurnEvent], *, status: Any = None, ends_transaction: bool = True,
+                boundary: tuple[int, int] | None = None,
+                result: dict[str, Any] | None = None) -> Generator[wire.Batch, Any, Written]:
+    """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements (a unit
+    for ``wire.drive``, or ``pipes.Pipe.drive`` on the event loop). ``status``: the
+    connection's transaction status (IDLE when None: a pipe's connection never has one open).
+
+    It runs on Django's connection inside the unit's atomic block (a sync tool's unit), or on the
+    store's own (``direct``, ``pipes``) for a unit that runs no tool code. With no
     transaction open the batch is its own transaction, committed at its Sync; after a sync tool's
     writes it ends with COMMIT. Inside an enclosing atomic block (``ends_transaction=False``) it
     ends nothing: the enclosing block commits or rolls back.
@@ -437,8 +450,8 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     """
     now = timezone.now()
     k = len(events)
-    batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
-    status = raw.pgconn.transaction_status
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    status = IDLE if status is None else status
     if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
     batch.add(LOCK_SESSION, [turn_id])
@@ -454,7 +467,7 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
         batch.add(INSERT_MESSAGE, [i, str(m.role), text, keys.get(i), now, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
-    status = "status" in changes
+    transaction_status, status = status, "status" in changes
     if events:  # numbered by the session's row, whose status the same UPDATE recomputes
         seq = batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k)) if status else \
             batch.add(BUMP_EVENT_SEQ, [k, turn_id])
@@ -470,10 +483,10 @@ def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | No
     report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
     final = changes.get("status") in FINAL_STATUSES
     nxt = batch.add(NEXT_IN_CHAIN_PG, [turn_id]) if final else None
-    if ends_transaction and status == INTRANS:  # a sync tool's writes began it
+    if ends_transaction and transaction_status == INTRANS:  # a sync tool's writes began it
         batch.add(b"COMMIT")
     try:
-        results = batch.run()
+        results = yield batch
     except psycopg.Error as exc:
         if exc.sqlstate == LEASE_LOST:
             raise _stale(turn_id, attempt_id) from None
@@ -515,11 +528,18 @@ def send_journal(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, 
     logged there, and that batch's own fence refuses the attempt. It does not wait for the WAL
     flush either: a crash that loses it leaves the journal at before_provider, from which
     recovery re-drives the same model step anyway."""
+    batch = journal_batch(turn_id, attempt_id, changes)
+    batch.conn = raw
+    batch.defer()
+
+
+def journal_batch(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> wire.Batch:
+    """``send_journal``'s batch (a pipe sends it the same way: ``pipes.Pipe.defer``)."""
     sql, params = fence_raising_sql(turn_id, attempt_id, changes)
-    batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
     batch.add(ASYNC_COMMIT)  # for this batch's transaction only
     batch.add(wire.numbered(sql), params)
-    batch.defer()
+    return batch
 
 
 def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,

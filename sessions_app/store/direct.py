@@ -14,9 +14,12 @@ writes share the checkpoint's transaction; its turn's heartbeats run here meanwh
 from __future__ import annotations
 
 import functools
+import select
 import threading
+from typing import Any
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from django.db import connections
 
 from sessions_app.store import transcripts, wire
@@ -55,6 +58,22 @@ def connection() -> psycopg.Connection | None:
     with _lock:
         _opened.add(conn)
     return conn
+
+
+def ended_while_idle(conn: Any) -> bool:
+    """Whether a psycopg connection that should be idle shows the server ended it (or said
+    anything unasked): it is broken or in a transaction, or its socket is readable. A server that
+    ends a connection (a restart, a terminated backend) sends its error and closes the socket,
+    which makes it readable; a socket poll, no round trip."""
+    if conn is None or conn.closed:
+        return False
+    if conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
+        return True
+    try:
+        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)
 
 
 def drop_unusable() -> None:

@@ -3,7 +3,7 @@ PostgreSQL; ``select_for_update`` is a no-op on SQLite)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Generator
 
 from django.conf import settings
 from django.db import connection
@@ -76,9 +76,15 @@ def heartbeat_direct(raw: Any, turn_id: str, *, attempt_id: str, now: float, lea
     """PostgreSQL: ``heartbeat`` on the store's own connection (``direct``), one round trip, on
     the caller's thread. A sync tool's unit holds the thread that owns Django's connection for
     the tool's whole run; its turn's heartbeats do not wait for it here."""
-    batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    return wire.drive(raw, heartbeat_steps(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds))
+
+
+def heartbeat_steps(turn_id: str, *, attempt_id: str, now: float,
+                    lease_seconds: float) -> Generator[wire.Batch, Any, str | None]:
+    """``heartbeat`` as one batch (``wire.drive``, ``pipes.Pipe.drive``)."""
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
     beat = batch.add(HEARTBEAT_PG, [now + lease_seconds, turn_id, attempt_id, TurnStatus.RUNNING])
-    row = batch.run()[beat]
+    row = (yield batch)[beat]
     if not row.ntuples:
         raise StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} lost the lease")
     return wire.value(row, 0)

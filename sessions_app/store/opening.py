@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import json
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, Generator
 
 import psycopg
 from django.conf import settings
@@ -105,16 +105,24 @@ def _insert_turn() -> tuple[bytes, tuple[models.Field, ...]]:
 
 def create(raw: psycopg.Connection, session: SessionRef, input: TurnInput, *, turn_id: str,
            policy: dict[str, Any] | None = None, created_by: Any = None, ends_transaction: bool = True) -> Outcome:
-    """Create the queued turn in one round trip (``ends_transaction``: as ``checkpoint.write_postgresql``'s).
-    Raises what ``rules.check_start`` raises, and nothing is written."""
+    """``create_steps`` on ``raw``, on this thread."""
+    return wire.drive(raw, create_steps(session, input, turn_id=turn_id, policy=policy, created_by=created_by,
+                                        status=raw.pgconn.transaction_status, ends_transaction=ends_transaction))
+
+
+def create_steps(session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None = None,
+                 created_by: Any = None, status: Any = None,
+                 ends_transaction: bool = True) -> Generator[wire.Batch, Any, Outcome]:
+    """Create the queued turn in one round trip (``status``, ``ends_transaction``: as
+    ``checkpoint.write_steps``'s). Raises what ``rules.check_start`` raises, and nothing is written."""
     owner = created_by if getattr(created_by, "pk", None) else None
     s = m.Session(agent=session.agent, key=session.key, owner=owner)
     turn = m.Turn(id=turn_id, status=TurnStatus.QUEUED, kind=input.kind, source=input.source or "",
                   input=input.to_json(), policy=policy, created_by=owner)
     insert_session, session_fields = _insert_session()
     insert_turn, turn_fields = _insert_turn()
-    batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
-    status = raw.pgconn.transaction_status
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    status = checkpoint.IDLE if status is None else status
     if not ends_transaction and status == checkpoint.IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
     batch.add(insert_session, _values(s, session_fields))
@@ -124,7 +132,7 @@ def create(raw: psycopg.Connection, session: SessionRef, input: TurnInput, *, tu
     if ends_transaction and status == checkpoint.INTRANS:
         batch.add(b"COMMIT")
     try:
-        results = batch.run()
+        results = yield batch
     except psycopg.Error as exc:
         facts = _refused(exc)
         if facts is None:
@@ -152,6 +160,13 @@ def _refused(exc: psycopg.Error) -> dict[str, bool] | None:
 
 def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt_id: str, now: float,
                    lease_seconds: float) -> TurnState | None:
+    """``claim_and_load_steps`` on ``raw``, on this thread."""
+    return wire.drive(raw, claim_and_load_steps(turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                                lease_seconds=lease_seconds))
+
+
+def claim_and_load_steps(turn_id: str, *, owner: str, attempt_id: str, now: float,
+                         lease_seconds: float) -> Generator[wire.Batch, Any, TurnState | None]:
     """``lease.claim`` then ``reads.load``, in one transaction and one round trip; None if not
     claimed. The reads after the claim match nothing unless this attempt holds the turn.
 
@@ -163,7 +178,7 @@ def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt
     server holds the commit): the turn is queued again, uncounted in its attempts, and no
     checkpoint of the attempt can commit (its attempt id is on no row). The claim emits no
     event, so nothing published depends on it."""
-    batch = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
     batch.add(checkpoint.ASYNC_COMMIT)  # this transaction only: see the docstring
     batch.add(checkpoint.LOCK_SESSION, [turn_id])
     claimed = batch.add(CLAIM, [TurnStatus.RUNNING, owner, now + lease_seconds, attempt_id, turn_id,
@@ -174,7 +189,7 @@ def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt
     key, stretch = held if held is not None else ((None, None), transcripts.Stretch(0))
     messages = batch.add(reads.TRANSCRIPT_OF_ATTEMPT_PG, [*key, stretch.start, stretch.end, stretch.end, turn_id,
                                                           attempt_id])
-    results = batch.run()
+    results = yield batch
     row = results[claimed]
     if not row.ntuples:
         return None
@@ -188,9 +203,9 @@ def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt
     session = (columns["session_id"], rec.generation)
     transcripts.remember(turn_id, *session)
     if base != boundary:  # a compaction of this turn cut inside it: read from its opening (rare)
-        again = wire.Batch(raw, prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+        again = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
         again.add(TRANSCRIPT_FROM, [*session, base])
-        transcript = reads.messages_of(wire.value(again.run()[0], 0))
+        transcript = reads.messages_of(wire.value((yield again)[0], 0))
     else:
         read_from = int(wire.value(results[messages], 0))
         unseen = reads.messages_of(wire.value(results[messages], 1))

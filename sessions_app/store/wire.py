@@ -27,12 +27,13 @@ import logging
 import select
 import weakref
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any, Generator, Sequence, TypeVar
 
 import psycopg
 from psycopg import errors, pq
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 COMMAND_OK = pq.ExecStatus.COMMAND_OK
 FATAL_ERROR = pq.ExecStatus.FATAL_ERROR
@@ -59,7 +60,7 @@ class _State:
         self.pending: list[list[tuple[str, Any]]] = []
 
 
-_states: weakref.WeakKeyDictionary[psycopg.Connection, _State] = weakref.WeakKeyDictionary()
+_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
 
 
 @functools.lru_cache(maxsize=256)  # a checkpoint's fence is built per unit from a few shapes
@@ -91,8 +92,8 @@ def _text(value: Any) -> bytes | None:
 class Batch:
     """Statements sent as one pipeline segment; ``run()`` returns one result per statement."""
 
-    def __init__(self, conn: psycopg.Connection, *, prepare: bool = True) -> None:
-        self.conn = conn
+    def __init__(self, conn: psycopg.Connection | None = None, *, prepare: bool = True) -> None:
+        self.conn = conn  # None: a unit's batch (``drive``, ``pipes``) gets its connection when it runs
         self.prepare = prepare
         self.commands: list[tuple[bytes, list[bytes | None]]] = []
 
@@ -105,9 +106,10 @@ class Batch:
         """Send, read every result (a deferred batch's first), and raise the first error."""
         state = _state(self.conn)
         pg = self.conn.pgconn
-        expected = self._send(pg, state)
+        expected = self.send(pg, state)
+        _wait(_flush(pg), pg.socket)
         _read_deferred(pg, state)
-        results, error = _read(pg, expected, state)
+        results, error = _wait(_read(pg, expected, state), pg.socket)
         pg.exit_pipeline_mode()
         if error is not None:
             raise error
@@ -116,9 +118,13 @@ class Batch:
     def defer(self) -> None:
         """Send without waiting: the next ``run()`` (or ``drain()``) on the connection reads it."""
         state = _state(self.conn)
-        state.pending.append(self._send(self.conn.pgconn, state))
+        pg = self.conn.pgconn
+        state.pending.append(self.send(pg, state))
+        _wait(_flush(pg), pg.socket)
 
-    def _send(self, pg: Any, state: _State) -> list[tuple[str, Any]]:
+    def send(self, pg: Any, state: _State) -> list[tuple[str, Any]]:
+        """Queue the statements and their Sync on ``pg`` (nothing flushed yet); returns what to
+        read back, in order."""
         if pg.pipeline_status == PIPELINE_OFF:
             pg.enter_pipeline_mode()
         expected: list[tuple[str, Any]] = []
@@ -139,18 +145,40 @@ class Batch:
                 pg.send_query_prepared(name, params)
         pg.pipeline_sync()
         expected.append(("batch", None))
-        fd = pg.socket
-        while pg.flush() == 1:
-            select.select([], [fd], [])
         return expected
 
 
-def _read(pg: Any, expected: list[tuple[str, Any]], state: _State) -> tuple[list[Any], Exception | None]:
+# -- waiting: the protocol's steps are generators that yield what they wait for (READ or
+# WRITE on the connection's socket); ``_wait`` drives one with select() (a thread's blocking
+# call), ``sessions_app.store.pipes`` with the event loop's readiness callbacks
+
+READ, WRITE = 1, 2
+
+
+def _wait(gen: Generator[int, None, T], fd: int) -> T:
+    """Drive a protocol generator to its end, blocking this thread on ``fd``."""
+    try:
+        while True:
+            if next(gen) == READ:
+                select.select([fd], [], [])
+            else:
+                select.select([], [fd], [])
+    except StopIteration as stop:
+        return stop.value
+
+
+def _flush(pg: Any) -> Generator[int, None, None]:
+    while pg.flush() == 1:
+        yield WRITE
+
+
+def _read(pg: Any, expected: list[tuple[str, Any]], state: _State
+          ) -> Generator[int, None, tuple[list[Any], Exception | None]]:
     """Read the results of one sent batch; returns (its statements' results, the first error)."""
     error: Exception | None = None
     results: list[Any] = []
     for kind, name in expected:
-        segment = _segment(pg)
+        segment = yield from _segment(pg)
         firsts = [rs[0] for rs in segment if rs]
         for r in firsts:
             if r.status == FATAL_ERROR and error is None:
@@ -165,14 +193,13 @@ def _read(pg: Any, expected: list[tuple[str, Any]], state: _State) -> tuple[list
     return results, error
 
 
-def _segment(pg: Any) -> list[list[Any]]:
+def _segment(pg: Any) -> Generator[int, None, list[list[Any]]]:
     """Every statement's results up to the next Sync (each statement's list ends at a None)."""
-    fd = pg.socket
     out: list[list[Any]] = []
     current: list[Any] = []
     while True:
         while pg.is_busy():
-            select.select([fd], [], [])
+            yield READ
             pg.consume_input()
         r = pg.get_result()
         if r is None:
@@ -182,6 +209,24 @@ def _segment(pg: Any) -> list[list[Any]]:
             return out
         else:
             current.append(r)
+
+
+def drive(conn: psycopg.Connection, steps: Generator[Batch, Any, T]) -> T:
+    """Run a unit written as a generator of batches (it yields a ``Batch``, gets its results
+    back, or the ``psycopg.Error`` it raised thrown in) on ``conn``, on this thread; the same
+    unit runs on the event loop through ``pipes.Pipe.drive``."""
+    try:
+        batch = next(steps)
+        while True:
+            batch.conn = conn
+            try:
+                results = batch.run()
+            except psycopg.Error as exc:
+                batch = steps.throw(exc)
+            else:
+                batch = steps.send(results)
+    except StopIteration as stop:
+        return stop.value
 
 
 def drain(conn: psycopg.Connection) -> None:
@@ -196,12 +241,12 @@ def drain(conn: psycopg.Connection) -> None:
 def _read_deferred(pg: Any, state: _State) -> None:
     earlier, state.pending = state.pending, []
     for deferred in earlier:
-        _, error = _read(pg, deferred, state)
+        _, error = _wait(_read(pg, deferred, state), pg.socket)
         if error is not None:
             log.info("a deferred write was refused: %s", error)
 
 
-def _state(conn: psycopg.Connection) -> _State:
+def _state(conn: Any) -> _State:
     state = _states.get(conn)
     if state is None:
         state = _states[conn] = _State()

@@ -16,7 +16,6 @@ import re
 import time
 from typing import Any, Callable
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.db import InterfaceError, OperationalError
@@ -35,6 +34,7 @@ from sessions_app.errors import BadRequest, PayloadTooLarge, error_body
 from sessions_app.web.auth import authenticate
 from sessions_app.web.openapi import document
 from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
+from sessions_app.web.db import db
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
                 if (refused := refuse(request)) is not None:
                     return refused
                 try:
-                    user = await sync_to_async(authenticate)(request) if auth else None
+                    user = await db(authenticate)(request) if auth else None
                     return await fn(request, user, **kwargs)
                 except JuneError as exc:
                     return json_error(exc)
@@ -261,19 +261,19 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
         raise BadRequest("replace must be true or false")
     replace = replace or query_bool(request, "replace", False)
     wait = query_bool(request, "wait", True)
-    row = await sync_to_async(services.session_for_user)(agent=agent, key=session, user=user, create=True)
-    ref = SessionRef(agent, session)
     turn_id = new_turn_id()
+    if not wait and not wants_stream(request):  # one hop to the database's thread, not three
+        status = await db(_start_queued)(agent=agent, key=session, text=text, user=user, replace=replace,
+                                         turn_id=turn_id)
+        return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
+                            headers={"Location": f"/api/agents/{agent}/sessions/{session}/turns/{turn_id}"})
+    row = await db(services.session_for_user)(agent=agent, key=session, user=user, create=True)
+    ref = SessionRef(agent, session)
 
     async def start() -> None:
-        await sync_to_async(services.turn_start)(agent=agent, key=session, text=text, user=user, source="http",
-                                                 replace=replace, turn_id=turn_id)
+        await db(services.turn_start)(agent=agent, key=session, text=text, user=user, source="http",
+                                      replace=replace, turn_id=turn_id)
 
-    if not wait and not wants_stream(request):
-        await start()
-        turn = await sync_to_async(load_turn)(turn_id)
-        return JsonResponse({"turn_id": turn_id, "status": turn.status}, status=202,
-                            headers={"Location": f"/api/agents/{agent}/sessions/{session}/turns/{turn_id}"})
     # subscribe before the turn exists, so not even its first delta is missed
     follower = SessionFollower(ref, after=row.event_seq, turn_id=turn_id)
     await follower.__aenter__()
@@ -293,8 +293,16 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
                 break
     finally:
         await follower.close()
-    turn = await sync_to_async(load_turn)(turn_id)
+    turn = await db(load_turn)(turn_id)
     return turn_response(turn, request, agent=agent, key=session)
+
+
+def _start_queued(*, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str) -> str:
+    """``POST turns?wait=false``'s database work: the session (created for ``user``), the turn,
+    and its status right after."""
+    services.session_for_user(agent=agent, key=key, user=user, create=True)
+    services.turn_start(agent=agent, key=key, text=text, user=user, source="http", replace=replace, turn_id=turn_id)
+    return load_turn(turn_id).status
 
 
 @api_view("GET")
@@ -360,7 +368,7 @@ async def events(request: HttpRequest, user: Any, agent: str, session: str) -> H
         raise BadRequest("?until= must be 'terminal'")
     limit = query_number(request, "limit", maximum=1_000_000, integer=True)
     timeout = query_number(request, "timeout", maximum=86_400)
-    await sync_to_async(session_of)(agent=agent, key=session, user=user)
+    await db(session_of)(agent=agent, key=session, user=user)
     follower = SessionFollower(SessionRef(agent, session), after=after or 0)
     await follower.__aenter__()
     # bounded like a turn's stream: an EventSource reconnects with Last-Event-ID by itself

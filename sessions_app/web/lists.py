@@ -10,13 +10,13 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
-from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from sessions_app import models as m
 from sessions_app import selectors, wiring
 from sessions_app.errors import BadRequest
 from sessions_app.web import api, openapi
+from sessions_app.web.db import db
 
 SESSION_CURSOR_RE = re.compile(openapi.SESSION_CURSOR)
 TURN_CURSOR_RE = re.compile(openapi.TURN_CURSOR)
@@ -104,7 +104,7 @@ def turn_list(request: HttpRequest, user: Any, agent: str, session: str) -> Http
 async def turns_collection(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     """``…/turns``: GET lists the session's turns, POST starts one (``api.turns``)."""
     if request.method in ("GET", "HEAD"):
-        return await sync_to_async(turn_list)(request, **kwargs)
+        return await db(turn_list)(request, **kwargs)
     if request.method == "POST":
         return await api.turns(request, **kwargs)
     return api.error_response(405, "method_not_allowed", f"{request.method} is not allowed here", Allow="GET, POST")

@@ -18,7 +18,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
-from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 
@@ -28,6 +27,7 @@ from agents_app.runtime.seams import SessionRef
 from sessions_app import wiring
 from sessions_app.outbox.sink import group_name
 from sessions_app.web.children import ChildLogs
+from sessions_app.web.db import db
 
 log = logging.getLogger(__name__)
 
@@ -153,7 +153,7 @@ class SessionFollower:
         store = wiring.store()
         out: list[Item] = []
         while True:
-            batch = await sync_to_async(store.events_sync)(self.ref, self.last, 500)
+            batch = await db(store.events_sync)(self.ref, self.last, 500)
             for logged in batch:
                 self.last = logged.seq
                 data = logged.event.to_json()

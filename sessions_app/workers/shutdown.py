@@ -30,13 +30,13 @@ from multiprocessing import Event, current_process
 from pathlib import Path
 from typing import Any
 
-from django_q import cluster as q_cluster
 from django_q.cluster import Cluster, get_mp_context
 from django_q.conf import logger as q_logger
 from django_q.conf import setproctitle
 
 from agents_app.runtime.seams import TurnStatus
 from sessions_app import models as m
+from sessions_app.workers.sentinel import CrashSafeSentinel
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ class PromptCluster(Cluster):
         self.stop_event = Event()
         self.start_event = Event()
         self.sentinel = get_mp_context().Process(
-            target=q_cluster.Sentinel, name=f"Process-{uuid.uuid4().hex}",
+            target=CrashSafeSentinel, name=f"Process-{uuid.uuid4().hex}",
             args=(self.stop_event, self.start_event, self.cluster_id, self.broker, self.timeout),
         )
         self.sentinel.start()

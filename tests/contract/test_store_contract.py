@@ -30,7 +30,7 @@ REF = SessionRef("ops", "contract")
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=["memory", "django", "django-commit", "django-host"])
+@pytest.fixture(params=["memory", "django", "django-commit", "django-host", "django-runner"])
 def store(request):
     if request.param == "memory":
         return InMemorySessionStore()
@@ -40,6 +40,8 @@ def store(request):
         return DjangoSessionStore()
     if request.param == "django-host":  # as the services call it: host operations on Django's connection
         return DjangoSessionStore(own_connection=False)
+    if request.param == "django-runner":  # as a worker's runner builds it: pipes and a pool of threads
+        return request.getfixturevalue("runner_store")
 
     class EveryUnitCommitted(DjangoSessionStore):
         """Every unit as the engine sends one that only records through the Tx (``commit``;

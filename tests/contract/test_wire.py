@@ -3,6 +3,8 @@ the SQLite run skips this module, the PostgreSQL run of CI runs it)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import psycopg
 import pytest
 
@@ -93,3 +95,152 @@ def test_numbered_placeholders():
     from sessions_app.store import wire
 
     assert wire.numbered("SELECT %s, %s::jsonb WHERE x = %s") == b"SELECT $1, $2::jsonb WHERE x = $3"
+
+
+# -- pipes: the units of many turns on one connection, from the event loop ---------------------------
+
+@pytest.fixture
+def table(transactional_db):
+    from django.db import connection as django
+
+    with django.cursor() as cur:
+        cur.execute("CREATE TABLE IF NOT EXISTS wire_p (n integer PRIMARY KEY, v text)")
+    yield
+    with django.cursor() as cur:
+        cur.execute("DROP TABLE wire_p")
+
+
+P_INSERT = b"INSERT INTO wire_p (n, v) VALUES ($1::integer, $2::text) RETURNING n * 10"
+
+
+def p_batch(n: int, v: str | None = "x"):
+    from sessions_app.store import wire
+
+    batch = wire.Batch()
+    batch.add(P_INSERT, [n, v])
+    return batch
+
+
+def p_rows() -> list[tuple]:
+    from django.db import connection as django
+
+    with django.cursor() as cur:
+        cur.execute("SELECT n, v FROM wire_p ORDER BY n")
+        return cur.fetchall()
+
+
+@postgres_only
+async def test_many_units_in_flight_on_one_pipe_each_get_their_own_results(table):
+    """Units of many turns share one connection at once: each is its own transaction, gets its
+    own results, and a failing one rolls back alone while the ones sent after it commit."""
+    from asgiref.sync import sync_to_async
+
+    from sessions_app.store import wire
+    from sessions_app.store.pipes import Pipes
+
+    pipes = Pipes(1)
+    try:
+        pipe = await pipes.for_turn("t")
+
+        async def unit(n: int) -> str:
+            if n == 13:  # a duplicate of 12: refused, alone
+                batch = wire.Batch()
+                batch.add(P_INSERT, [1000 + n, "rolled back with the failure"])
+                batch.add(P_INSERT, [12, "duplicate"])
+                with pytest.raises(psycopg.errors.UniqueViolation):
+                    await pipe.run(batch)
+                return "refused"
+            results = await pipe.run(p_batch(n))
+            return wire.value(results[0], 0)
+
+        answers = await asyncio.gather(*(unit(n) for n in range(200)))
+        assert answers[13] == "refused"
+        assert [a for i, a in enumerate(answers) if i != 13] == [str(n * 10) for n in range(200) if n != 13]
+        assert len(pipe.sent) == 0 and pipe.usable
+        rows = await sync_to_async(p_rows)()
+        assert [n for n, _ in rows] == [n for n in range(200) if n != 13]
+    finally:
+        pipes.close()
+
+
+@postgres_only
+async def test_a_deferred_unit_lands_before_the_next_unit_of_its_turn(table):
+    from asgiref.sync import sync_to_async
+
+    from sessions_app.store.pipes import Pipes
+
+    pipes = Pipes(3)
+    try:
+        pipe = await pipes.for_turn("turn-a")
+        assert await pipes.for_turn("turn-a") is pipe  # a turn always takes the same pipe
+        pipe.defer(p_batch(1, "deferred"))
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            await pipe.run(p_batch(1, "refused: the deferred one landed first"))
+        pipe.defer(p_batch(1, "a deferred refusal is only logged"))
+        await pipe.run(p_batch(2, "next"))
+        assert await sync_to_async(p_rows)() == [(1, "deferred"), (2, "next")]
+    finally:
+        pipes.close()
+
+
+@postgres_only
+async def test_a_broken_pipe_fails_its_units_and_the_next_unit_opens_it_again(table):
+    """The server ends the connection (a restart, a terminated backend): the units in flight
+    fail with an OperationalError, and the turn's next unit runs on a new connection."""
+    from asgiref.sync import sync_to_async
+    from django.db import connection as django
+
+    from sessions_app.store.pipes import Pipes
+
+    pipes = Pipes(1)
+    try:
+        pipe = await pipes.for_turn("t")
+        await pipe.run(p_batch(1))
+        pid = pipe.conn.info.backend_pid
+
+        def terminate() -> None:
+            with django.cursor() as cur:
+                cur.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+        sleeping = wire_sleep(pipe)
+        await asyncio.sleep(0.05)
+        await sync_to_async(terminate)()
+        with pytest.raises(psycopg.OperationalError):
+            await asyncio.wait_for(sleeping, 10)
+        assert not pipe.usable
+        with pytest.raises(psycopg.OperationalError):
+            await pipe.run(p_batch(2))
+        again = await pipes.for_turn("t")
+        assert again is not pipe and again.conn.info.backend_pid != pid
+        await again.run(p_batch(2))
+        assert [n for n, _ in await sync_to_async(p_rows)()] == [1, 2]
+    finally:
+        pipes.close()
+
+
+def wire_sleep(pipe):
+    from sessions_app.store import wire
+
+    batch = wire.Batch(prepare=False)
+    batch.add(b"SELECT pg_sleep(5)")
+    return asyncio.ensure_future(pipe.run(batch))
+
+
+@postgres_only
+async def test_a_pipe_prepares_again_after_deallocate_all(table):
+    from sessions_app.store import wire
+    from sessions_app.store.pipes import Pipes
+
+    pipes = Pipes(1)
+    try:
+        pipe = await pipes.for_turn("t")
+        await pipe.run(p_batch(1))
+        deallocate = wire.Batch(prepare=False)
+        deallocate.add(b"DEALLOCATE ALL")
+        await pipe.run(deallocate)
+        with pytest.raises(psycopg.errors.InvalidSqlStatementName):
+            await pipe.run(p_batch(2))
+        await pipe.run(p_batch(2))  # prepared again
+        assert pipe.usable
+    finally:
+        pipes.close()

@@ -141,3 +141,30 @@ def test_kill_at_random_point(clusters, fault_agent, n):
     clusters.current = clusters.start()
     assert wait_final(turn_id) == "completed"
     assert_like_baseline(clusters, turn_id, base)
+
+
+def test_kill_a_worker_driving_many_turns(clusters, fault_agent):
+    """A worker process drives many turns at once (its runner): SIGKILLed while 60 turns are in
+    flight — streaming, in the sync tool's transaction, in the async tool — every one of them
+    completes exactly once on a fresh cluster, with one order row each (the sync tool's writes
+    of a killed attempt rolled back with it), and each the same as an uninterrupted run."""
+    from sessions_app.models import Turn
+
+    base = baseline(clusters, fault_agent)
+    cluster = running(clusters)
+    cluster.kill()
+    # slow deltas and tools: the turns are all inside a step when the kill lands
+    clusters.current = clusters.start(JUNE_FAULT_DELAY="0.2")
+    ids = [start_turn(fault_agent, f"many-{i}") for i in range(60)]
+    wait_for(lambda: Turn.objects.filter(pk__in=ids, status="running").count() >= 50, timeout=60,
+             what="50 turns running at once in one worker")
+    owners = set(Turn.objects.filter(pk__in=ids, status="running").values_list("lease_owner", flat=True))
+    assert len(owners) == 1, f"one worker process drives them all: {owners}"
+    phases = set(Turn.objects.filter(pk__in=ids).values_list("phase", flat=True))
+    clusters.current.kill()
+    clusters.current = clusters.start()
+    for turn_id in ids:
+        assert wait_final(turn_id, timeout=120) == "completed"
+    for turn_id in ids:
+        assert_like_baseline(clusters, turn_id, base)
+    print(f"\nphases at the kill: {sorted(p for p in phases if p)}")

@@ -9,10 +9,12 @@ at: the turn waited for the scheduled sweep (every minute, for turns older than
 its children). Here the scheduled sweep is pushed out of reach, so only the watchdogs can give
 the turn its new task.
 
-Both tests hold the first cluster's only worker on an async tool (``charge:during``), so that
-the next two turns' tasks are taken and held: one in the cluster's queue (``queue_limit`` 1),
-one in its pusher's hand, which waits for room in that queue. Full so, the cluster takes no new
-task, and the tests count the re-enqueues in the clusters' logs: one per turn.
+Both tests fill the first cluster: its only worker's runner drives one turn at most
+(``JUNE_TURNS_PER_WORKER=1``), held on an async tool (``charge:during``), so that the worker
+waits in its next task for a slot, and the next three turns' tasks are taken and held: one in
+that worker's hand, one in the cluster's queue (``queue_limit`` 1), one in its pusher's hand.
+Full so, the cluster takes no new task, and the tests count the re-enqueues in the clusters'
+logs: one per turn.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ def no_scheduled_sweep() -> None:
 
 
 def busy_with_taken_turns(clusters, fault_agent) -> tuple:
-    """A cluster whose only worker is held inside a turn (``busy``), and two more turns whose
-    tasks that cluster has taken (``taken``: its queue, and its pusher's hand)."""
+    """A cluster whose only worker's runner is full with a turn (``busy``), and three more turns
+    whose tasks that cluster has taken (``taken``: its worker's hand, its queue, its pusher's)."""
     from django.utils import timezone
 
     from sessions_app.workers.sweeper import queued_tasks
@@ -54,18 +56,18 @@ def busy_with_taken_turns(clusters, fault_agent) -> tuple:
     for cluster in clusters.started:
         if cluster.alive():
             cluster.kill()
-    first = clusters.start()
+    first = clusters.start(JUNE_TURNS_PER_WORKER="1")
     n = len(clusters.started)
     clusters.arm("charge:during")
     busy = start_turn(fault_agent, f"busy-{n}", text="charge")
     clusters.reached("charge:during")
-    taken = [start_turn(fault_agent, f"taken-{n}-{i}") for i in range(2)]
+    taken = [start_turn(fault_agent, f"taken-{n}-{i}") for i in range(3)]
 
     def held() -> bool:
         tasks, now = queued_tasks(), timezone.now()
         return all(any(lock > now for lock in tasks.get(turn_id, [])) for turn_id in taken)
 
-    wait_for(held, timeout=30, what="the busy cluster to take both turns' tasks")
+    wait_for(held, timeout=30, what="the busy cluster to take the three turns' tasks")
     return first, busy, taken
 
 
@@ -106,7 +108,7 @@ def test_turns_taken_by_a_killed_cluster_start_elsewhere_within_the_window(clust
     assert all(wait_final(turn_id) == "completed" for turn_id in [busy, *taken])
     print(f"\nthe taken turns started within {started:.1f} s of their cluster's SIGKILL")
     assert_ran_once(taken)
-    assert [requeues(clusters, turn_id) for turn_id in taken] == [1, 1], second.output()[-3000:]
+    assert [requeues(clusters, turn_id) for turn_id in taken] == [1, 1, 1], second.output()[-3000:]
 
 
 def test_a_busy_clusters_taken_turns_run_on_a_free_cluster(clusters, fault_agent):
@@ -129,4 +131,4 @@ def test_a_busy_clusters_taken_turns_run_on_a_free_cluster(clusters, fault_agent
     wait_for(lambda: not set(taken) & set(queued_tasks()), timeout=30, what="the busy cluster's tasks to finish")
     assert first.alive()
     assert_ran_once(taken)
-    assert [requeues(clusters, turn_id) for turn_id in taken] == [1, 1]
+    assert [requeues(clusters, turn_id) for turn_id in taken] == [1, 1, 1]

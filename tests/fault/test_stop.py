@@ -61,8 +61,6 @@ def test_the_start_wait_does_not_take_a_lock_the_killed_sentinel_held(monkeypatc
     once in a CI run). ``PromptCluster.start`` reads the event's flag without the lock."""
     import threading
 
-    from django_q import cluster as q_cluster
-
     from sessions_app.workers import shutdown
 
     def dies_holding_the_lock(stop_event, start_event, *args):
@@ -70,7 +68,7 @@ def test_the_start_wait_does_not_take_a_lock_the_killed_sentinel_held(monkeypatc
         start_event._cond.acquire()  # as the sentinel's status does, for a moment
         os.kill(os.getpid(), signal.SIGKILL)
 
-    monkeypatch.setattr(q_cluster, "Sentinel", dies_holding_the_lock)
+    monkeypatch.setattr(shutdown, "CrashSafeSentinel", dies_holding_the_lock)
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         cluster = shutdown.PromptCluster()  # installs its handlers (this thread: the main one)

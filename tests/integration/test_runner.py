@@ -1,0 +1,184 @@
+"""The worker's runner (sessions_app/workers/runner.py): one event loop drives many turns at
+once, a full runner takes no more, and one turn's slow tool does not hold the others' steps.
+Run in this process, on this run's database (SQLite, or PostgreSQL through the store's pipes)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from bench.common import start
+from sessions_app import models as m
+from sessions_app import wiring
+from tests.fault.qcluster import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+AGENTS = Path(__file__).parent / "agents"
+
+
+@pytest.fixture
+def loadagent(settings):
+    settings.JUNE_AGENT_DIRS = [str(AGENTS)]
+    wiring.agents.cache_clear()
+    yield "loadagent"
+    wiring.agents.cache_clear()
+
+
+@pytest.fixture
+def make_runner(loadagent):
+    from sessions_app.workers.runner import TurnRunner
+
+    made: list[TurnRunner] = []
+
+    def make(limit: int = 50, threads: int = 4, connections: int = 2) -> TurnRunner:
+        runner = TurnRunner(limit=limit, threads=threads, connections_=connections)
+        runner.start()
+        made.append(runner)
+        return runner
+
+    yield make
+    for runner in made:
+        runner.stop(60)
+
+
+def turns(*texts: str) -> list[str]:
+    return [start(f"run-{i}-{time.monotonic_ns()}", text, agent="loadagent") for i, text in enumerate(texts)]
+
+
+def settled(turn_ids: list[str]) -> dict[str, str]:
+    return dict(m.Turn.objects.filter(pk__in=turn_ids).values_list("id", "status"))
+
+
+def test_one_runner_drives_many_waiting_turns_at_once(make_runner):
+    """40 turns that each wait 1.5 s for a tool, handed to one runner: they wait together (about
+    1.5 s in all), not one after another (60 s)."""
+    runner = make_runner(limit=50)
+    ids = turns(*["nap:1.5"] * 40)
+    began = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:  # django-q2's workers hand turns over from their own threads
+        answers = list(pool.map(runner.submit, ids))
+    assert answers == ["running"] * 40  # each handed over once its lease was taken
+    wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=30, what="40 turns to complete")
+    assert time.monotonic() - began < 15  # one after another: 60 s
+    assert runner.peak >= 30
+    assert m.Turn.objects.filter(pk__in=ids, attempts=1).count() == 40
+
+
+def test_a_full_runner_takes_no_more_until_a_turn_ends(make_runner):
+    """Backpressure: with 2 slots, the third hand-over waits for a slot (the q2 worker blocks in
+    its task, and its cluster fetches no more), then runs."""
+    runner = make_runner(limit=2)
+    ids = turns("nap:1.5", "nap:1.5", "quick")
+    assert runner.submit(ids[0]) == "running"
+    assert runner.submit(ids[1]) == "running"
+    began = time.monotonic()
+    assert runner.submit(ids[2]) == "running"
+    waited = time.monotonic() - began
+    assert waited > 0.8, f"the third turn got a slot after {waited:.2f} s, before either nap ended"
+    wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=30, what="3 turns to complete")
+    assert runner.peak == 2
+
+
+def test_a_turn_not_claimable_is_handed_back_at_once(make_runner):
+    """A duplicate delivery of a turn the runner drives already: its claim is refused, the
+    task ends (None), and the turn runs once."""
+    runner = make_runner()
+    [turn_id] = turns("nap:1")
+    assert runner.submit(turn_id) == "running"
+    assert runner.submit(turn_id) is None
+    wait_for(lambda: settled([turn_id]) == {turn_id: "completed"}, timeout=30, what="the turn to complete")
+    assert m.Turn.objects.get(pk=turn_id).attempts == 1
+
+
+def test_slow_tools_of_two_turns_do_not_hold_a_third_turns_steps(make_runner):
+    """A sync tool that holds its thread for 4 s and an async tool that sleeps 4 s, in two turns
+    of the runner: short turns started meanwhile run their steps at once (each well inside a
+    second), while both tools still run. On PostgreSQL the sync tool has used its connection
+    first (its step's transaction is open meanwhile); on SQLite that would hold the database's
+    one write lock for the tool's run (docs/workers.md), so there it sleeps without a query."""
+    from tests.conftest import is_postgres
+
+    runner = make_runner(threads=2)
+    slow = turns("blockdb:4" if is_postgres() else "block:4", "nap:4")
+    for turn_id in slow:
+        assert runner.submit(turn_id) == "running"
+    wait_for(lambda: all(m.Event.objects.filter(turn_id=t, type="action.requested").exists() for t in slow),
+             timeout=10, what="both slow turns to reach their tools")
+    quick = turns(*["quick"] * 5)
+    began = time.monotonic()
+    for turn_id in quick:
+        assert runner.submit(turn_id) == "running"
+    wait_for(lambda: set(settled(quick).values()) == {"completed"}, timeout=10, what="the quick turns")
+    took = time.monotonic() - began
+    assert set(settled(slow).values()) == {"running"}, "the quick turns waited for a slow tool"
+    assert took < 2.0, f"5 quick turns took {took:.2f} s beside two slow tools"
+    wait_for(lambda: set(settled(slow).values()) == {"completed"}, timeout=30, what="the slow turns")
+
+
+def test_a_drive_that_fails_frees_its_slot(make_runner, monkeypatch):
+    """An error out of a turn's drive (its database connection failing, say) is logged; the
+    slot is free again and the runner goes on with other turns."""
+    runner = make_runner(limit=1)
+    failing, fine = turns("quick", "quick")
+
+    original = runner.executor.drive
+    calls = {"n": 0}
+
+    async def drive(turn_id, **kw):
+        calls["n"] += 1
+        if turn_id == failing:
+            raise RuntimeError("the connection failed")
+        return await original(turn_id, **kw)
+
+    monkeypatch.setattr(runner.executor, "drive", drive)
+    assert runner.submit(failing) is None  # the drive ended before its claim: logged, not claimed
+    assert runner.submit(fine) == "running"
+    wait_for(lambda: settled([fine]) == {fine: "completed"}, timeout=30, what="the next turn")
+    assert not runner.running
+
+
+def test_a_stopped_runner_ends_when_its_turns_have(make_runner):
+    runner = make_runner()
+    [turn_id] = turns("nap:1")
+    runner.submit(turn_id)
+    stopper = threading.Thread(target=runner.stop)
+    stopper.start()
+    stopper.join(30)
+    assert not stopper.is_alive() and not runner._thread.is_alive()
+    assert settled([turn_id]) == {turn_id: "completed"}
+
+
+def test_the_runner_goes_on_after_the_server_ended_its_connections(make_runner):
+    """Every connection the runner holds — its pipes' and its threads' — terminated between two
+    turns (a PostgreSQL restart, a killed backend): the next turn still completes, and in its
+    first attempt, on connections opened again."""
+    from tests.conftest import is_postgres
+
+    if not is_postgres():
+        pytest.skip("terminating a server's connections: PostgreSQL")
+    from django.db import connection
+
+    runner = make_runner(threads=1, connections=1)
+    first, second = turns("blockdb:0", "blockdb:0")
+    runner.submit(first)
+    wait_for(lambda: settled([first]) == {first: "completed"}, timeout=30, what="the first turn")
+    with connection.cursor() as cur:
+        cur.execute("SELECT array_agg(pid) FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND pid <> pg_backend_pid()")
+        [pids] = cur.fetchone()
+        assert len(pids) >= 2  # the runner's pipe and its thread's connection
+        cur.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
+
+    def gone() -> bool:
+        with connection.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s::int[])", [pids])
+            return cur.fetchone()[0] == 0
+
+    wait_for(gone, timeout=10, what="the terminated backends to exit")
+    assert runner.submit(second) == "running"
+    wait_for(lambda: settled([second]) == {second: "completed"}, timeout=30, what="the second turn")
