@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 IDLE_CHECK = 0.5
 #: seconds a task waits for a free slot before it leaves its turn queued
 SLOT_WAIT = 300.0
+#: the loop watch's period, and the lateness it logs (seconds)
+LAG_TICK = 0.1
+LAG_WARNING = 0.5
 
 
 class TurnRunner:
@@ -79,8 +82,9 @@ class TurnRunner:
         #: the drives this runner runs now (a turn's id, by its task: a duplicate delivery of a
         #: turn is a drive of its own, whose claim is refused)
         self.running: dict[asyncio.Task[Any], str] = {}
-        #: the most turns it drove at once (benchmarks read it)
+        #: the most turns it drove at once, and the latest its loop ran a timer (seconds)
         self.peak = 0
+        self.lag_max = 0.0
 
     # -- from django-q2's worker thread -------------------------------------------------------------
 
@@ -130,14 +134,30 @@ class TurnRunner:
         executor = self.executor = wiring.executor(store=store)
         executor.on_signals = cancel_listener
         self._started.set()
+        watch = asyncio.get_running_loop().create_task(self._watch_the_loop())
         try:
             while (not self._stopping and threading.main_thread().is_alive()) or self.running:
                 await asyncio.sleep(IDLE_CHECK)
         finally:
+            watch.cancel()
             await executor.sink.close()
             await asyncio.to_thread(self._threads.close_connections)
             if self._pipes is not None:
                 self._pipes.close()
+
+    async def _watch_the_loop(self) -> None:
+        """How late the loop runs a timer: what one turn's computing without awaiting (or a
+        blocking call) cost every other turn of the process. Kept (``lag_max``) and logged
+        past ``LAG_WARNING`` seconds."""
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + LAG_TICK
+            await asyncio.sleep(LAG_TICK)
+            lag = loop.time() - due
+            self.lag_max = max(self.lag_max, lag)
+            if lag > LAG_WARNING:
+                log.warning("the runner's event loop was held for %.2f s (a step or an async tool computed "
+                            "or blocked without awaiting); its %d turns waited", lag, len(self.running))
 
     async def _admit(self, turn_id: str) -> str | None:
         claimed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()

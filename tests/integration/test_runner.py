@@ -182,3 +182,16 @@ def test_the_runner_goes_on_after_the_server_ended_its_connections(make_runner):
     wait_for(gone, timeout=10, what="the terminated backends to exit")
     assert runner.submit(second) == "running"
     wait_for(lambda: settled([second]) == {second: "completed"}, timeout=30, what="the second turn")
+
+
+def test_a_turn_that_holds_the_loop_is_seen_and_the_others_go_on_after(make_runner, caplog):
+    """An async tool that computes for 1 s without awaiting holds every turn of its process for
+    that second (what the docs tell tool authors not to do): the runner's watch logs it, and
+    the turns beside it complete."""
+    runner = make_runner()
+    ids = turns("burn:1", "quick", "quick")
+    for turn_id in ids:
+        assert runner.submit(turn_id) == "running"
+    wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=30, what="the turns")
+    assert runner.lag_max >= 0.5
+    assert "event loop was held" in caplog.text
