@@ -1,17 +1,18 @@
 """The tool steps of the turn loop (a mixin of ``TurnLoop``): run each owed call (sync tools
-exactly-once in the checkpoint's transaction, async tools at-least-once), the tool context,
-``request_input`` and ``spawn``."""
+exactly-once in the checkpoint's transaction, async tools at-least-once and interruptible by a
+cancel), the tool context, ``request_input`` and ``spawn``."""
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
+from . import control
 from . import events as ev
 from . import subagents
 from .answers import default_answerers
-from .control import Park
+from .control import Park, ToolInterrupted, interruptible
 from .errors import FatalToolError, ToolDeclarationError
 from .messages import Message, Role, ToolCall, tool_step_id
 from .recovery import call_was_in_flight
@@ -82,7 +83,14 @@ class ToolSteps:
             result, error = INTERRUPTED_TOOL_RESULT, INTERRUPTED_TOOL_RESULT["error"]
         elif tool.is_async:
             try:
-                result = _json_safe(await tool.run(call.input, ctx))
+                result = _json_safe(await self._run_async(tool, call, ctx))
+            except ToolInterrupted as stopped:
+                # its result is the cancelled fill, as for the batch's unrun calls
+                if stopped.abandoned:
+                    log.warning("turn %s: async tool %s (call %s) ignored the cancel for %.1f s; "
+                                "abandoned, still running", self.turn.turn_id, call.name, call.id,
+                                control.CANCEL_GRACE)
+                return await self._cancel((call, *later), index=index)
             except Park as park:
                 return await self._park(call, step_id, park.request)
             except subagents.SpawnPark as park:
@@ -95,6 +103,12 @@ class ToolSteps:
             return await self._sync_tool_step(index, call, later, tool, ctx, step_id)
         await self._commit(lambda tx: self._record_txn(tx, index, call, later, result, error))
         return None
+
+    def _run_async(self, tool: Tool, call: ToolCall, ctx: ToolContext) -> Awaitable[Any]:
+        """The tool's run, raced against the cancel unless it declared ``on_cancel="finish"``
+        (then a cancel takes effect at the next boundary, after its result is recorded)."""
+        run = tool.run(call.input, ctx)
+        return run if tool.on_cancel == "finish" else interruptible(run, self.signals)
 
     async def _sync_tool_step(
         self, index: int, call: ToolCall, later: tuple[ToolCall, ...], tool: Tool, ctx: ToolContext, step_id: str

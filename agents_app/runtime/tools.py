@@ -3,7 +3,9 @@
 - ``def run(input, ctx)``: local, exactly-once. It runs inside the step's transaction; its
   writes through the store's database commit with the checkpoint or roll back with it.
 - ``async def run(input, ctx)``: remote, at-least-once. Make its effects idempotent with
-  ``ctx.idempotency_key``, stable across retries of the same call.
+  ``ctx.idempotency_key``, stable across retries of the same call. A cancel of the turn
+  interrupts it in flight (its result is the cancelled fill) unless it declares
+  ``on_cancel="finish"``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ INTERRUPTED_TOOL_RESULT = {
     "it may or may not have taken effect",
     "interrupted": True,
 }
+#: What a call the cancel stopped gets as its result: an unrun call of the batch, or an async tool
+#: interrupted in flight (``on_cancel="interrupt"``), so every tool call keeps one result.
 CANCELLED_RESULT = {"cancelled": True}
 MAX_ERROR_CHARS = 2000
 
@@ -58,6 +62,10 @@ class Tool:
     run: Callable[..., Any]
     #: for async tools: what a replay does when the call was in flight at a crash
     on_interrupt: Literal["rerun", "report"] = "rerun"
+    #: for async tools: what a cancel of the turn does to the call in flight — "interrupt" it
+    #: (task cancellation; its result is the cancelled fill), or let it "finish" (its result is
+    #: recorded, then the cancel takes effect)
+    on_cancel: Literal["interrupt", "finish"] = "interrupt"
 
     @property
     def name(self) -> str:
@@ -75,6 +83,13 @@ class Tool:
                 f"tool {self.spec.name!r}: on_interrupt='report' is for async tools; "
                 "a sync tool is exactly-once and never interrupted"
             )
+        if self.on_cancel not in ("interrupt", "finish"):
+            raise ToolDeclarationError(f"tool {self.spec.name!r}: on_cancel must be 'interrupt' or 'finish'")
+        if self.on_cancel == "finish" and not self.is_async:
+            raise ToolDeclarationError(
+                f"tool {self.spec.name!r}: on_cancel='finish' is for async tools; "
+                "a sync tool always runs to its end (a cancel waits for its step)"
+            )
 
 
 def tool(
@@ -83,12 +98,13 @@ def tool(
     input_schema: dict[str, Any] | None = None,
     *,
     on_interrupt: Literal["rerun", "report"] = "rerun",
+    on_cancel: Literal["interrupt", "finish"] = "interrupt",
 ) -> Callable[[Callable[..., Any]], Tool]:
     """Decorator: build a raw :class:`Tool` (its run gets ``(input, ctx)``)."""
 
     def wrap(fn: Callable[..., Any]) -> Tool:
         schema = input_schema or {"type": "object", "properties": {}}
-        return Tool(ToolSpec(name, description, schema), fn, on_interrupt)
+        return Tool(ToolSpec(name, description, schema), fn, on_interrupt, on_cancel)
 
     return wrap
 
@@ -178,6 +194,7 @@ def define_action(
     name: str | None = None,
     description: str | None = None,
     on_interrupt: Literal["rerun", "report"] = "rerun",
+    on_cancel: Literal["interrupt", "finish"] = "interrupt",
 ) -> Any:
     """Build a :class:`Tool` from a typed function.
 
@@ -218,12 +235,12 @@ def define_action(
             async def run_async(input: dict[str, Any], ctx: ToolContext) -> Any:
                 return await func(**call_args(input, ctx))
 
-            return Tool(spec, run_async, on_interrupt)
+            return Tool(spec, run_async, on_interrupt, on_cancel)
 
         def run_sync(input: dict[str, Any], ctx: ToolContext) -> Any:
             return func(**call_args(input, ctx))
 
-        return Tool(spec, run_sync, on_interrupt)
+        return Tool(spec, run_sync, on_interrupt, on_cancel)
 
     return build(fn) if fn is not None else build
 

@@ -138,6 +138,7 @@
       const call = f.call || {};
       const row = el("div", "tool");
       row.dataset.callId = call.id;
+      row.dataset.turnId = f.turn_id;
       row.dataset.state = "requested";
       row.appendChild(el("span", "tool-name", call.name));
       row.appendChild(el("code", "tool-input", json(call.input)));
@@ -199,6 +200,7 @@
     },
     "turn.cancelled": (f) => {
       discardPartial(f.turn_id);
+      cancelTools(f.turn_id);
       const text = unqueue(f.turn_id);
       add(el("div", "note", text !== null ? `Queued message cancelled (${f.reason}): “${text}”` : `Turn cancelled (${f.reason}).`));
       endTurn(f.turn_id, "cancelled");
@@ -564,6 +566,14 @@
       const seconds = Math.floor((Date.now() - Number(row.dataset.since)) / 1000);
       const state = row.querySelector(".tool-state");
       if (seconds >= 2 && !state.textContent.includes("result below")) state.textContent = `running, ${seconds} s`;
+    }
+  }
+  // the cancel interrupted the turn's tool in flight, or its calls never ran: their result is
+  // {"cancelled": true} and no action.completed comes
+  function cancelTools(turnId) {
+    for (const row of log.querySelectorAll(`.tool[data-state=requested][data-turn-id="${CSS.escape(turnId)}"]`)) {
+      row.dataset.state = "cancelled";
+      row.querySelector(".tool-state").textContent = "cancelled";
     }
   }
   function discardPartial(turnId) {

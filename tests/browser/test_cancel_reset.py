@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from sessions_app import models as m
-from tests.browser.conftest import DEADLINE_MS, open_chat, send_message
+from tests.browser.conftest import DEADLINE_MS, open_chat, send_message, wait_live
 
 
 def test_cancel_mid_stream_from_the_chat(june_server, make_user, new_page):
@@ -24,6 +24,26 @@ def test_cancel_mid_stream_from_the_chat(june_server, make_user, new_page):
     # the session carries on
     send_message(page, "hello after cancel")
     page.wait_for_selector(".msg.assistant >> text=You said: hello after cancel")
+
+
+def test_cancel_of_a_waiting_tool_from_the_chat_marks_its_row_cancelled(june_server, make_user, new_page):
+    """The cancel interrupts the `wait` in flight (issue 36, item 5): no action.completed comes,
+    so the chat closes the turn's open tool rows itself (they ticked "running, N s" for good)."""
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "cancel-wait")
+    send_message(page, "wait 90")
+    page.wait_for_selector(".tool[data-state=requested] .tool-state >> text=/running, [2-9] s/")
+    page.click("#cancel")
+    page.wait_for_selector(".note >> text=Turn cancelled (requested).", timeout=10_000)
+    page.wait_for_selector(".tool[data-state=cancelled] .tool-state >> text=cancelled")
+    turn = m.Turn.objects.get(session__key="cancel-wait")
+    assert (turn.status, turn.cancel_reason) == ("cancelled", "requested")
+    tool = m.Message.objects.get(turn_id=turn.pk, role="tool")
+    assert tool.data["result"] == {"cancelled": True}
+    page.reload()  # the replayed log draws the same
+    wait_live(page)
+    page.wait_for_selector(".tool[data-state=cancelled] .tool-state >> text=cancelled")
+    assert page.locator(".tool[data-state=requested]").count() == 0
 
 
 def test_reset_then_open_the_archived_generation_in_the_admin(june_server, make_user, new_page):

@@ -9,6 +9,9 @@ from agents_app.runtime import tool
         "properties": {"order_id": {"type": "string", "minLength": 1}, "amount": {"type": "number", "exclusiveMinimum": 0}},
         "required": ["order_id", "amount"],
     },
+    # once approved, the refund's write is short and its outcome must be known: a cancel then
+    # waits for it (and the model reads what happened) instead of leaving it half-known
+    on_cancel="finish",
 )
 async def issue_refund(input, ctx):
     approved = await ctx.request_input(
