@@ -232,9 +232,10 @@ def test_a_cancel_of_waiting_turns_frees_their_workers_for_another_session(clust
     """Issue 36 (item 5): a cancel waited for the async tool in flight. Three `wait 90` turns on a
     2-worker site, cancelled once two of them waited (202 `running`), held both workers until
     their tools ended, and another user's `stock tea` waited 87 s. The cancel now interrupts
-    the tool: the workers are free at once."""
+    the tool: the workers are free at once. (Each worker drives one turn at most here, as every
+    worker did then: with many turns per worker the others would not wait at all.)"""
     bob = get_user_model().objects.create_user("bob", password="pw-bob-123")
-    cluster = clusters("waits", JUNE_Q_WORKERS="2", **worker_env(live_only=True))
+    cluster = clusters("waits", JUNE_Q_WORKERS="2", JUNE_TURNS_PER_WORKER="1", **worker_env(live_only=True))
     waits = [services.turn_start(agent="ops", key=f"wait{n}", text="wait 90", user=alice).turn_id for n in range(3)]
     poll(lambda: sum(in_tool(t) for t in waits) == 2, "two waits in their tool", cluster=cluster)
     started = time.monotonic()
