@@ -24,6 +24,7 @@ import json
 import os
 import random
 import re
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 
@@ -293,13 +294,8 @@ class AnthropicModel:
         #: ``{"trigger": tokens, "instructions": str}`` turns on the API's own compaction
         self.server_compaction = server_compaction
         self._sleep = sleep
-        # the SDK's retries are off: the policy above is ours, and visible to tests
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
-            base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
-            max_retries=0,
-            timeout=timeout,
-        )
+        self._client = _client(api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
+                               base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, timeout)
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request`` (without ``stream``)."""
@@ -373,7 +369,30 @@ class AnthropicModel:
             return
 
     async def aclose(self) -> None:
-        await self._client.close()
+        """Nothing to close: the client is shared (``_client``) and lives with its process."""
+
+
+#: the SDK clients of this process, by (key, base URL, timeout, event loop). A model is made per
+#: attempt of a turn, and a worker's runner drives hundreds of turns at once: a client each was
+#: an HTTP connection pool and a TLS context each (milliseconds of CPU on the loop to build,
+#: and memory until collected). One per loop shares its pool: a client's connections belong to
+#: the loop that opened them. Bounded: a loop that ends takes its clients with it.
+_CLIENTS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], anthropic.AsyncAnthropic]] = weakref.WeakKeyDictionary()
+
+
+def _client(api_key: str | None, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
+    try:
+        loop: Any = asyncio.get_running_loop()
+    except RuntimeError:  # made outside a loop (a test, a check): a client of its own
+        loop = None
+    key = (api_key, base_url, timeout)
+    clients = _CLIENTS.setdefault(loop, {}) if loop is not None else {}
+    client = clients.get(key)
+    if client is None:
+        # the SDK's retries are off: the policy above is ours, and visible to tests
+        client = clients[key] = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0,
+                                                         timeout=timeout)
+    return client
 
 
 def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:

@@ -573,3 +573,15 @@ async def test_server_side_compaction_blocks_round_trip_byte_for_byte(api, make_
     assert sent == stored
     # byte for byte: every field, in the order the API sent them, is in the next request's raw body
     assert json.dumps(stored, separators=(",", ":")).encode() in second.raw
+
+
+async def test_models_made_on_one_loop_share_one_sdk_client():
+    """A model is made per attempt, and a worker's runner drives hundreds of turns on one loop:
+    a client each (a connection pool and a TLS context each) cost CPU on the loop and memory.
+    Models with the same key, base URL and timeout share one; another base URL gets its own."""
+    from agents_app.providers.anthropic import AnthropicModel
+
+    a = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9/a")
+    b = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9/a")
+    c = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9/c")
+    assert a._client is b._client and a._client is not c._client
