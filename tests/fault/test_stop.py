@@ -145,3 +145,37 @@ def test_plain_qcluster_hangs_on_group_sigterm(clusters):
     with pytest.raises(subprocess.TimeoutExpired):
         cluster.proc.wait(timeout=STOP_BOUND)
     cluster.kill()
+
+
+def test_a_worker_driving_100_turns_stops_within_3_s_and_they_resume_at_once(clusters, fault_agent):
+    """Issue 36 item 6: SIGTERM to the group of a cluster whose one worker drives 100 turns (all
+    paused inside their async tool): the cluster is gone within 3 s, every lease is released at
+    the stop (none waits for its expiry), and a fresh cluster finishes all 100."""
+    from sessions_app import services
+    from sessions_app.models import Turn
+
+    cluster = clusters.start()
+    clusters.arm("ping:before")
+    ids = [services.turn_start(agent=fault_agent, key=f"stop100-{n}", text="mugs", source="http").turn_id
+           for n in range(100)]
+    wait_for(lambda: Turn.objects.filter(pk__in=ids, status="running", phase="tool_request_recorded").count() == 100,
+             timeout=90, what="100 turns running in one worker")
+    assert len(set(Turn.objects.filter(pk__in=ids).values_list("lease_owner", flat=True))) == 1
+
+    elapsed = _stop_and_time(cluster, signal.SIGTERM, True)
+    print(f"\na cluster whose worker drove 100 turns stopped in {elapsed:.2f}s")
+    assert elapsed < 3.0, f"the cluster took {elapsed:.1f}s to stop"
+    now = time.time()
+    assert Turn.objects.filter(pk__in=ids, status="running", lease_expires_at__gt=now).count() == 0, \
+        "every lease released at the stop"
+
+    clusters.disarm("ping:before")
+    began = time.monotonic()
+    taker = clusters.start()
+    try:
+        wait_for(lambda: Turn.objects.filter(pk__in=ids, status="completed").count() == 100, timeout=120,
+                 what="a fresh cluster to finish the 100 turns")
+        print(f"the 100 turns completed {time.monotonic() - began:.1f}s after the fresh cluster's start")
+        assert Turn.objects.filter(pk__in=ids, attempts__gte=2).count() == 100
+    finally:
+        taker.kill()
