@@ -82,6 +82,7 @@ def load_agent(folder: Path) -> Agent:
         schedules=list(getattr(conf, "schedules", [])),
         settings=dict(getattr(conf, "settings", {})),
         compaction=getattr(conf, "compaction", None),
+        limits=getattr(conf, "limits", None),
     )
 
 

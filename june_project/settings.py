@@ -216,6 +216,9 @@ JUNE_MAX_ATTEMPTS = int(os.environ.get("JUNE_MAX_ATTEMPTS", "5"))
 # subagents (docs/subagents.md): how deep a tree of turns may grow, how many children one tool call may spawn
 JUNE_SUBAGENT_MAX_DEPTH = int(os.environ.get("JUNE_SUBAGENT_MAX_DEPTH", "3"))
 JUNE_SUBAGENT_MAX_FANOUT = int(os.environ.get("JUNE_SUBAGENT_MAX_FANOUT", "8"))
+# what one turn may spend, for agents that declare no ``limits`` (agents_app/runtime/limits.py):
+# JSON, e.g. {"model_calls": 50, "tokens": 200000}; a turn at a limit answers without tools
+JUNE_TURN_LIMITS = json.loads(os.environ.get("JUNE_TURN_LIMITS") or '{"model_calls": 50}')
 # the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)
 JUNE_SWEEP_SECONDS = float(os.environ.get("JUNE_SWEEP_SECONDS", "1"))
 # the scheduled sweeper (django-q2 schedule, created by migrate): minutes between runs

@@ -14,7 +14,7 @@ from django.conf import settings
 
 from agents_app.loader import discover
 from agents_app.providers import model_for
-from agents_app.runtime import Agent, Runtime
+from agents_app.runtime import Agent, Runtime, limits
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.executor import TurnExecutor
 from agents_app.runtime.seams import EventSink
@@ -30,6 +30,7 @@ MOUNTED_SOURCES = ("web", "http", "webhook", "schedule", "cli")
 
 @functools.cache
 def agents() -> dict[str, Agent]:
+    limits.set_defaults(settings.JUNE_TURN_LIMITS)  # for the agents that declare none
     found = discover(settings.JUNE_AGENT_DIRS)
     for definition in found.values():
         definition.warn_unused_surfaces(MOUNTED_SOURCES)

@@ -308,6 +308,8 @@ class AnthropicModel:
             params["system"] = request.system
         if request.tools:
             params["tools"] = [t.to_json() for t in request.tools]
+            if not request.tools_allowed:  # the turn's last call at its limit (runtime.limits)
+                params["tool_choice"] = {"type": "none"}
         if self.thinking_budget:
             params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
         if self.temperature is not None:

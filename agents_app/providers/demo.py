@@ -8,6 +8,8 @@ Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user 
 - ``refund order <id> <amount>`` → calls ``issue_refund`` (parks for an operator's approval)
 - ``wait <seconds>``             → calls ``wait`` (async, sleeps; try cancel/replace on it)
 - ``essay``                      → streams a long answer slowly (try cancel mid-stream)
+- ``loop forever``               → keeps calling ``lookup_stock`` (a runaway model): the turn's
+  limit ends it (``limits``: its last call may use no tool, and the demo then sums up)
 - ``summary``                    → a daily summary (what the ops schedule seeds)
 - ``research <a> [and <b> …]``   → calls ``research``: one ``researcher`` child turn per topic
   (subagents, run in parallel); a researcher, given its topic as task data, calls
@@ -113,7 +115,15 @@ class DemoModel:
         # a call id from the step's position (stable, unique in the session) when it is known
         key = request.stream_key.split(":")
         index = key[2] if len(key) > 2 and key[1] == "model" else str(len(transcript))
-        available = {t.name for t in request.tools}
+        available = {t.name for t in request.tools} if request.tools_allowed else set()
+        opening = next((m.text for m in reversed(transcript) if m.role in (Role.USER, Role.TRIGGER)), "")
+        if "loop forever" in opening.lower():
+            looked = sum(1 for m in transcript if m.role == Role.TOOL and m.name == "lookup_stock")
+            if "lookup_stock" in available and (last.role == Role.TOOL or last.text == opening):
+                return f"Looking again ({looked + 1}).", (
+                    ToolCall(id=f"call_{index}_0", name="lookup_stock", input={"item": "tea"}),), self.delay
+            if not request.tools_allowed:
+                return f"I stopped at this turn's limit after {looked} stock lookups: tea is in stock.", (), self.delay
         if last.role == Role.TOOL and last.name == "search_notes" and isinstance(last.result, dict):
             notes = last.result.get("notes") or []
             return f"Findings on {last.result.get('query')}: " + "; ".join(notes) + ".", (), self.delay

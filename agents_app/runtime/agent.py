@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable
 
 from .compaction import Compaction, compaction_config
+from .limits import Limits, limits_config
 from .errors import AgentConfigError
 from .model import ToolSpec
 from .tools import Tool
@@ -42,9 +43,12 @@ class Agent:
     settings: dict[str, Any] = field(default_factory=dict)
     #: compaction settings (``compaction`` in agent.py: a dict, or False to turn it off)
     compaction: Compaction = field(default_factory=Compaction)
+    #: what one turn may spend (``limits`` in agent.py; None: the site's defaults)
+    limits: Limits | None = None
 
     def __post_init__(self) -> None:
         self.compaction = compaction_config(self.compaction)
+        self.limits = limits_config(self.limits)
         if isinstance(self.tools, (list, tuple)):
             self.tools = {t.name: t for t in self.tools}
         self.surfaces = {k: v if isinstance(v, SurfacePolicy) else surface(**v) for k, v in self.surfaces.items()}

@@ -123,6 +123,15 @@ class ChildStarted(TurnEvent):
 class TurnCompleted(TurnEvent):
     type: ClassVar[str] = "turn.completed"
     text: str = ""
+    #: the limit the turn reached (``limits``: its last model call answered without tools); only
+    #: in the JSON of a turn that reached one (every completed turn's row would carry a null)
+    limited: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = {"turn_id": self.turn_id, "text": self.text, "type": self.type}
+        if self.limited:
+            data["limited"] = self.limited
+        return data
 
 
 @fast_init

@@ -16,7 +16,7 @@ from collections import OrderedDict
 from typing import Any, Awaitable, Callable
 
 from . import events as ev
-from . import subagents
+from . import limits, subagents
 from .agent import Agent
 from .control import RetryableTurnError, Signals
 from .errors import StaleAttemptError
@@ -347,11 +347,15 @@ class TurnLoop(CompactionSteps, ToolSteps):
             journal = asyncio.ensure_future(
                 self.store.journal(turn.turn_id, self.attempt_id, Phase.PROVIDER_STARTED, stream_key=stream_key)
             )
+        # a turn at its limit makes this call its last: no tools, and told why (``limits``)
+        last = self._limit_reached(self.transcript)
+        system = self.policy.get("system", "")
         request = ModelRequest(
-            system=self.policy.get("system", ""),
+            system=f"{system}\n\n{self.agent.limits.note(last)}".strip() if last else system,
             messages=self._request_messages(),
             tools=self.agent.specs_for(self.policy),
             stream_key=stream_key,
+            tools_allowed=not last,
         )
         reply: ModelReply | None = None
         overflow: str | None = None
@@ -393,11 +397,14 @@ class TurnLoop(CompactionSteps, ToolSteps):
             return await self._fail(
                 f"the model stopped ({reply.stop_reason}) without a reply", phase="model", step=step_id
             )
+        if last and not reply.text:
+            return await self._fail(f"the turn reached its limit of {limits.NAMES[last]} and its last model call "
+                                    "gave no answer", phase="model", step=step_id)
         message = Message(
             role=Role.ASSISTANT,
             text=reply.text,
             turn_id=turn.turn_id,
-            tool_calls=reply.tool_calls,
+            tool_calls=() if last else reply.tool_calls,  # (a model that calls a tool it was not offered)
             blocks=reply.blocks,
             usage=dict(reply.usage),
         )
@@ -417,7 +424,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
             elif compact_next:
                 tx.journal(Phase.BEFORE_PROVIDER)
             else:
-                self._settle_txn(tx, message.text, usage)
+                self._settle_txn(tx, message.text, usage, limited=last)
 
         await self._commit(work)
         return TurnStatus.COMPLETED if not message.tool_calls and not compact_next else None
@@ -460,15 +467,22 @@ class TurnLoop(CompactionSteps, ToolSteps):
         await self._commit(work)
         return TurnStatus.SUSPENDED
 
-    def _settle_txn(self, tx: Tx, text: str, usage: dict[str, int]) -> None:
-        tx.emit(ev.TurnCompleted(self.turn.turn_id, text=text))
+    def _settle_txn(self, tx: Tx, text: str, usage: dict[str, Any], *, limited: str | None = None) -> None:
+        tx.emit(ev.TurnCompleted(self.turn.turn_id, text=text, limited=limited))
         tx.journal(Phase.COMMITTED)
-        tx.settle(TurnStatus.COMPLETED, text=text, usage=usage)
+        tx.settle(TurnStatus.COMPLETED, text=text, usage={**usage, "limited": limited} if limited else usage)
 
     async def _settle(self, text: str) -> TurnStatus:
         usage = self._usage_with({})
-        await self._commit(lambda tx: self._settle_txn(tx, text, usage))
+        # the turn's answer was its last model call's if that call was made at a limit
+        mine = [i for i, m in enumerate(self.transcript) if m.role == Role.ASSISTANT and m.turn_id == self.turn.turn_id]
+        limited = self._limit_reached(self.transcript[:mine[-1]]) if mine else None
+        await self._commit(lambda tx: self._settle_txn(tx, text, usage, limited=limited))
         return TurnStatus.COMPLETED
+
+    def _limit_reached(self, messages: list[Message]) -> str | None:
+        """The limit the turn's next model call (after ``messages``) must be the last for."""
+        return self.agent.limits.reached(*limits.spent(messages, self.turn.turn_id))
 
     async def _fail(self, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
         turn_id = self.turn.turn_id

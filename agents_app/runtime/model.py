@@ -56,6 +56,9 @@ class ModelRequest:
     stream_key: str = ""
     #: ``turn`` (a model step) or ``compact`` (a compaction's summarizing call)
     purpose: str = "turn"
+    #: False: the model may not call a tool in this reply (a turn's last call at its limit). The
+    #: tools stay in the request: the transcript's earlier calls refer to them
+    tools_allowed: bool = True
 
 
 @fast_init

@@ -200,10 +200,11 @@ _runner_lock = threading.Lock()
 
 
 def runner() -> TurnRunner:
-    """This process's runner, started on first use."""
+    """This process's runner, started on first use (and again should its thread have ended:
+    a stopped runner, or one whose loop failed)."""
     global _runner
     with _runner_lock:
-        if _runner is None or _runner.pid != os.getpid():
+        if _runner is None or _runner.pid != os.getpid() or not _runner._thread.is_alive():
             started = TurnRunner(limit=settings.JUNE_TURNS_PER_WORKER, threads=settings.JUNE_WORKER_THREADS,
                                  connections_=settings.JUNE_WORKER_DB_CONNECTIONS)
             started.start()
