@@ -15,6 +15,10 @@ a 413 ``request_too_large``) ends the stream with an empty ``CONTEXT_OVERFLOW`` 
 compacts and redoes the step. ``server_compaction`` turns on the API's own compaction
 (``compact_20260112``, a beta): its ``compaction`` blocks are kept on the assistant message and
 sent back verbatim, like signed thinking blocks.
+
+Prompt caching is on by default: ``prompt_cache.place_breakpoints`` marks the system prompt, the
+previous request's end and the last message with ``cache_control`` (when the prefix reaches the
+model's minimum), so a conversation's history is read from the cache at 0.1x the input price.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 import anthropic
 import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
+from agents_app.providers.prompt_cache import TTLS, PromptCache, min_cacheable_tokens, place_breakpoints
 from agents_app.runtime.compaction import SUMMARY_PREFIX
 from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.messages import Message, Role, ToolCall
@@ -70,7 +75,9 @@ _USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "
 _TRANSIENT_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 _OVERFLOW = re.compile(r"prompt is too long|context window|context limit|exceeds? .*context", re.I)
 _SETTINGS_KEYS = frozenset({"model", "max_tokens", "temperature", "thinking_budget", "max_retries", "context_window",
-                            "server_compaction"})
+                            "server_compaction", "prompt_cache", "cache_ttl", "cache_min_tokens"})
+#: the usage key of the 1-hour part of ``cache_creation_input_tokens`` (priced 2x, not 1.25x)
+CACHE_WRITE_1H_KEY = "cache_creation_1h_input_tokens"
 _SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
 
 
@@ -139,6 +146,10 @@ def _merge_usage(snapshot: Snapshot, usage: dict[str, Any] | None) -> None:
     for key in _USAGE_KEYS:
         if (usage or {}).get(key) is not None:
             snapshot.usage[key] = int(usage[key])  # type: ignore[index]
+    # the writes by TTL: a 1-hour write costs 2x the input price, a 5-minute one 1.25x
+    creation = (usage or {}).get("cache_creation")
+    if isinstance(creation, dict) and creation.get("ephemeral_1h_input_tokens") is not None:
+        snapshot.usage[CACHE_WRITE_1H_KEY] = int(creation["ephemeral_1h_input_tokens"])
 
 
 def fold_event(snapshot: Snapshot, event: dict[str, Any]) -> TextDelta | ReasoningDelta | None:
@@ -194,6 +205,8 @@ def map_stop_reason(raw: str | None, has_content: bool) -> StopReason:
 def reply_from(snapshot: Snapshot) -> ModelReply:
     """The final reply of a complete stream."""
     usage = {key: snapshot.usage.get(key, 0) for key in _USAGE_KEYS}
+    if snapshot.usage.get(CACHE_WRITE_1H_KEY):
+        usage[CACHE_WRITE_1H_KEY] = snapshot.usage[CACHE_WRITE_1H_KEY]
     # a null field carries nothing and some request schemas refuse it: send back what is set
     # (a compaction block goes back exactly as it came, a null ``content`` included)
     blocks = tuple(dict(b) if b.get("type") == "compaction" else {k: v for k, v in b.items() if v is not None}
@@ -281,6 +294,9 @@ class AnthropicModel:
         max_retries: int = DEFAULT_MAX_RETRIES,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
         server_compaction: dict[str, Any] | None = None,
+        prompt_cache: bool = True,
+        cache_ttl: str = "5m",
+        cache_min_tokens: int | None = None,
         timeout: float = 600.0,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
     ) -> None:
@@ -293,6 +309,10 @@ class AnthropicModel:
         self.context_window = context_window
         #: ``{"trigger": tokens, "instructions": str}`` turns on the API's own compaction
         self.server_compaction = server_compaction
+        #: where ``cache_control`` marks go (None: caching off)
+        self.prompt_cache = PromptCache(
+            min_tokens=cache_min_tokens if cache_min_tokens is not None else min_cacheable_tokens(model),
+            ttl=cache_ttl) if prompt_cache else None
         self._sleep = sleep
         self._client = _client(api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
                                base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, timeout)
@@ -323,6 +343,10 @@ class AnthropicModel:
                 edit["instructions"] = self.server_compaction["instructions"]
             params["betas"] = [COMPACTION_BETA]
             params["context_management"] = {"edits": [edit]}
+        if self.prompt_cache is not None and request.purpose == "turn":
+            # not a compaction's summarizing call: its one-off prefix would be written (1.25x)
+            # and never read
+            params = place_breakpoints(params, self.prompt_cache)
         return params
 
     def backoff(self, attempt: int, failure: Failure) -> float:
@@ -402,9 +426,11 @@ def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:
 
     Keys: ``model``, ``max_tokens``, ``temperature``, ``thinking_budget``, ``max_retries``,
     ``context_window`` (tokens, for the engine's compaction), ``server_compaction`` (``True`` or
-    ``{"trigger": input tokens, "instructions": str}``: the API's own compaction, a beta)
-    (``provider`` is ignored); the API key and base URL come from the environment. An unknown
-    key or a bad value raises :class:`AgentConfigError` (a typo must not silently do nothing).
+    ``{"trigger": input tokens, "instructions": str}``: the API's own compaction, a beta),
+    ``prompt_cache`` (default True), ``cache_ttl`` (``"5m"``, the default, or ``"1h"``),
+    ``cache_min_tokens`` (default: the model's minimum cacheable length) (``provider`` is
+    ignored); the API key and base URL come from the environment. An unknown key or a bad value
+    raises :class:`AgentConfigError` (a typo must not silently do nothing).
     """
     config = {k: v for k, v in (config or {}).items() if k != "provider"}
     unknown = set(config) - _SETTINGS_KEYS
@@ -435,7 +461,19 @@ def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:
             raise AgentConfigError(f"server_compaction trigger must be a positive integer, not {trigger!r}")
     else:
         server = None
+    cache = config.get("prompt_cache", True)
+    if not isinstance(cache, bool):
+        raise AgentConfigError(f"prompt_cache must be True or False, not {cache!r}")
+    ttl = config.get("cache_ttl", "5m")
+    if ttl not in TTLS:
+        raise AgentConfigError(f"cache_ttl must be one of {', '.join(TTLS)}, not {ttl!r}")
+    min_tokens = config.get("cache_min_tokens")
+    if min_tokens is not None and (not isinstance(min_tokens, int) or isinstance(min_tokens, bool) or min_tokens < 1):
+        raise AgentConfigError(f"cache_min_tokens must be a positive integer, not {min_tokens!r}")
     return AnthropicModel(
+        prompt_cache=cache,
+        cache_ttl=ttl,
+        cache_min_tokens=min_tokens,
         context_window=window,
         server_compaction=server,
         model=str(config.get("model") or DEFAULT_MODEL),

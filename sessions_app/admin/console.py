@@ -48,8 +48,11 @@ DEFAULT_PRICES: dict[str, dict[str, float]] = {
     "claude-haiku-4-5": {"input": 1.0, "output": 5.0},
     "claude-3-5-haiku": {"input": 0.8, "output": 4.0},
 }
-#: cache writes cost 1.25x the input price, cache reads 0.1x (Anthropic's rule), unless a price says
-CACHE_WRITE, CACHE_READ = 1.25, 0.1
+#: cache writes cost 1.25x the input price (2x for a 1-hour TTL), cache reads 0.1x (Anthropic's
+#: rule), unless a price says otherwise (``cache_write``, ``cache_write_1h``, ``cache_read``)
+CACHE_WRITE, CACHE_WRITE_1H, CACHE_READ = 1.25, 2.0, 0.1
+#: the part of ``cache_creation_input_tokens`` written with the 1-hour TTL (the provider's usage)
+CACHE_WRITE_1H_KEY = "cache_creation_1h_input_tokens"
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 LIST_ROWS = 20
 RESULT_SHOWN = 400
@@ -80,8 +83,11 @@ def cost_of(usage: dict[str, Any] | None, model: str) -> float | None:
         return None
     u = {k: int((usage or {}).get(k) or 0) for k in TOKEN_KEYS}
     inp = float(price.get("input", 0.0))
+    # cache_creation_input_tokens counts every write; the 1-hour part of it is priced apart
+    hour = min(int((usage or {}).get(CACHE_WRITE_1H_KEY) or 0), u["cache_creation_input_tokens"])
     return (u["input_tokens"] * inp + u["output_tokens"] * float(price.get("output", 0.0))
-            + u["cache_creation_input_tokens"] * float(price.get("cache_write", inp * CACHE_WRITE))
+            + (u["cache_creation_input_tokens"] - hour) * float(price.get("cache_write", inp * CACHE_WRITE))
+            + hour * float(price.get("cache_write_1h", inp * CACHE_WRITE_1H))
             + u["cache_read_input_tokens"] * float(price.get("cache_read", inp * CACHE_READ))) / 1_000_000
 
 

@@ -41,6 +41,27 @@ def test_prices_match_by_prefix_and_count_cache_tokens(settings):
     assert console.cost_of({}, "unknown-model") is None
 
 
+def test_cache_writes_are_priced_by_their_ttl():
+    """Issue 37: a 1-hour cache write costs 2x the input price, not the 5-minute 1.25x; the
+    provider's usage keeps the 1-hour part of the writes apart."""
+    usage = {"cache_creation_input_tokens": 1_000_000, "cache_creation_1h_input_tokens": 400_000,
+             "cache_read_input_tokens": 2_000_000}
+    assert console.cost_of(usage, "claude-sonnet-4-6") == pytest.approx(0.6 * 3.75 + 0.4 * 6.0 + 2 * 0.3)
+    assert console.cost_of({"cache_creation_input_tokens": 1_000_000}, "claude-opus-4-6") == pytest.approx(6.25)
+
+
+def test_the_timeline_shows_a_model_step_s_cache_reads_and_writes():
+    from django.template.loader import render_to_string
+
+    tokens = {"input_tokens": 12, "output_tokens": 30, "cache_read_input_tokens": 9000,
+              "cache_creation_input_tokens": 1300}
+    html = render_to_string("admin/june/_timeline.html", {"steps": [
+        {"kind": "model", "name": "model step", "tokens": tokens, "cost": 0.01},
+        {"kind": "model", "name": "model step", "tokens": {"input_tokens": 5, "output_tokens": 1}, "cost": None}]})
+    assert "12 in / 30 out · <span class=\"june-cache\">cache 9000 read / 1300 written</span>" in html
+    assert html.count("june-cache") == 1  # a step without cache traffic says nothing of it
+
+
 def test_the_turn_page_reads_as_a_timeline_with_tokens_and_cost(inline_worker, settings):
     settings.JUNE_MODEL_PRICES = {"demo": {"input": 1.0, "output": 1.0}}
     alice = make_user("alice")
