@@ -585,3 +585,17 @@ async def test_models_made_on_one_loop_share_one_sdk_client():
     b = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9/a")
     c = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9/c")
     assert a._client is b._client and a._client is not c._client
+
+
+def test_a_last_call_at_a_limit_keeps_the_tools_and_allows_none():
+    """A turn's last model call at its limit (runtime.limits): the transcript's tool calls need
+    the tools defined, and ``tool_choice`` none keeps the model from calling one."""
+    from agents_app.providers.anthropic import AnthropicModel
+    from agents_app.runtime.model import ModelRequest, ToolSpec
+
+    model = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9")
+    tools = (ToolSpec("probe", "Look.", {"type": "object", "properties": {}}),)
+    free = model.params(ModelRequest(system="s", messages=(), tools=tools))
+    last = model.params(ModelRequest(system="s", messages=(), tools=tools, tools_allowed=False))
+    assert "tool_choice" not in free
+    assert last["tool_choice"] == {"type": "none"} and [t["name"] for t in last["tools"]] == ["probe"]
