@@ -459,10 +459,12 @@ class TurnLoop(CompactionSteps, ToolSteps):
             "inbound": turn.input.to_json(),
         }
 
+        usage = self._usage_with({})  # what it spent so far: the console shows a parked turn's too
+
         def work(tx: Tx) -> None:
             tx.emit(ev.InputRequested(turn.turn_id, request=request, call_id=call.id))
             tx.journal(Phase.PARKED, call_id=call.id, input_id=request["id"])
-            tx.settle(TurnStatus.SUSPENDED, pending=pending)
+            tx.settle(TurnStatus.SUSPENDED, pending=pending, usage=usage)
 
         await self._commit(work)
         return TurnStatus.SUSPENDED
@@ -486,11 +488,12 @@ class TurnLoop(CompactionSteps, ToolSteps):
 
     async def _fail(self, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
         turn_id = self.turn.turn_id
+        usage = self._usage_with({})  # a failed turn spent too
 
         def work(tx: Tx) -> None:
             tx.emit(ev.TurnFailed(turn_id, error=error, phase=phase, step=step))
             tx.journal(Phase.COMMITTED)
-            tx.settle(TurnStatus.FAILED, error={"message": error, "phase": phase, "step": step})
+            tx.settle(TurnStatus.FAILED, error={"message": error, "phase": phase, "step": step}, usage=usage)
 
         await self._commit(work)
         return TurnStatus.FAILED
@@ -498,6 +501,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
     async def _cancel(self, owed: tuple[ToolCall, ...], *, index: int = -1) -> TurnStatus:
         turn = self.turn
         reason = self.cancel_reason or "requested"
+        usage = self._usage_with({})  # a cancelled turn spent too (it showed "0 input, 0 output")
 
         def work(tx: Tx) -> None:
             # unrun calls get a synthetic result so the transcript stays valid for the model
@@ -508,7 +512,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
                 tx.step(tool_step_id(index, call.id), at)
             tx.emit(ev.TurnCancelled(turn.turn_id, reason=reason))
             tx.journal(Phase.COMMITTED)
-            tx.settle(TurnStatus.CANCELLED, error={"reason": reason})
+            tx.settle(TurnStatus.CANCELLED, error={"reason": reason}, usage=usage)
 
         await self._commit(work)
         return TurnStatus.CANCELLED

@@ -10,6 +10,7 @@ import pytest
 from agents_app.runtime import Agent, ModelReply, ScriptedModel, SessionRef, StopReason, ToolCall, tool
 from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.limits import Limits, limits_config
+from agents_app.runtime.model import ModelError
 
 from ._support import make_runtime
 
@@ -106,3 +107,34 @@ async def test_the_demo_models_loop_forever_ends_at_the_limit():
     assert result.status == "completed"
     assert "stopped at this turn's limit after 5 stock lookups" in result.text
     assert events_of(sink, "turn.completed")[0].limited == "model_calls"
+
+
+async def test_a_cancelled_or_failed_turn_keeps_what_it_spent():
+    """Pins "0 input, 0 output" on the dashboard for a probe turn cancelled after 1,585 tool
+    steps whose messages carried 15,880 input and 7,940 output tokens: only a completed turn
+    recorded its usage."""
+    import asyncio
+
+    agent = Agent("a", "You loop.", tools=[probe], limits={"model_calls": None})
+    model = ScriptedModel(runaway)
+    rt, store, _ = make_runtime(agent, model)
+    session = rt.session("a", "s1")
+    turn_id = await session.start("go")
+    while model.calls < 4:
+        await asyncio.sleep(0.001)
+    await session.cancel(turn_id)
+    result = await session.result(turn_id)
+    assert result.status == "cancelled"
+    usage = (await store.get_turn(turn_id)).usage
+    assert usage["input_tokens"] >= 300 and usage["output_tokens"] >= 30
+
+    def fails(request):
+        if any(m.role == "tool" for m in request.messages):
+            raise ModelError("down", retryable=False)
+        return runaway(request)
+
+    rt, store, _ = make_runtime(agent, ScriptedModel(fails))
+    session = rt.session("a", "s2")
+    turn_id = await session.start("go")
+    assert (await session.result(turn_id)).status == "failed"
+    assert (await store.get_turn(turn_id)).usage == {"input_tokens": 100, "output_tokens": 10}
