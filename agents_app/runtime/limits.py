@@ -22,16 +22,18 @@ LIMIT_NOTE = (
     "You have reached this turn's limit of {what}. You cannot call tools any more. Reply now with "
     "your best final answer from what you have, and say briefly what is left undone."
 )
-NAMES = {"model_calls": "model calls", "tokens": "tokens"}
+NAMES = {"model_calls": "model calls", "tokens": "tokens", "children": "children"}
 
 
 @dataclass(frozen=True, slots=True)
 class Limits:
     """``model_calls``: model calls a turn may make, its last (no tools) included; ``tokens``:
-    input and output tokens of its model calls together. None: no bound of that kind."""
+    input and output tokens of its model calls together; ``children``: subagent turns it may
+    spawn in all (one tool call's are bounded apart: the fan-out). None: no bound of that kind."""
 
     model_calls: int | None = 50
     tokens: int | None = None
+    children: int | None = 24
 
     def reached(self, calls: int, tokens: int) -> str | None:
         """The limit the next model call must be the last for, if any: its name."""

@@ -154,6 +154,11 @@ class Spawner:
             raise SpawnError(f"fan-out limit: one tool call may spawn at most {self.loop.max_fanout} children "
                              f"(this one asked for {self.count})")
         spawned = self.loop.state.spawned
+        cap = self.loop.agent.limits.children
+        new = sum(1 for n in range(len(specs)) if f"{self.call.id}:{first + n}" not in spawned)
+        if cap is not None and len(spawned) + len(self.owed) + new > cap:
+            raise SpawnError(f"children limit: a turn may spawn at most {cap} children in all "
+                             f"({len(spawned) + len(self.owed)} so far, {new} more asked)")
         results: list[dict[str, Any]] = []
         for n, (agent, text, key) in enumerate(specs):
             stored = spawned.get(f"{self.call.id}:{first + n}")

@@ -330,3 +330,18 @@ class _Probe:
 
     def __getattr__(self, name):
         return lambda *a, **k: None
+
+
+async def test_children_per_turn_are_capped_across_its_calls():
+    """Pins 48 children from one turn through 6 calls (fan-out bounded each call, nothing the
+    turn): ``limits["children"]`` counts a turn's children in all, and the call past it gets a
+    model-readable error while the children before it ran."""
+    from agents_app.runtime.limits import Limits
+
+    rt, store, sink, seen = build()
+    rt.agents["boss"].limits = Limits(children=3)
+    tid, res = await run(rt, "seq a and b and c and d")
+    assert res.status == TurnStatus.COMPLETED
+    message = tool_result(store)
+    assert message.is_error and "children limit" in message.result["error"] and "at most 3" in message.result["error"]
+    assert len(children_of(store, tid)) == 3
