@@ -6,7 +6,14 @@ every turn is bounded by default (``Limits``; an agent declares its own in ``age
 ``set_defaults``). A turn that reaches a limit is not killed: its next model call is its last —
 sent with no tools and a note that the limit was reached — and the turn completes with that
 reply as its answer, marked ``limited`` (the limit's name). What a turn has spent is read off its
-transcript (its assistant messages and their usage), so a replay after a crash counts the same.
+transcript (its assistant messages and their usage) and its children's results, so a replay
+after a crash counts the same.
+
+A tree of turns shares its root's budget: a spawn gives each new child a share of what its
+parent has left (``shares``: the parent keeps one model call for its answer, the rest is split
+evenly), carried in the child's input (``target["budget"]``) and applied over the child agent's
+own limits (``Limits.within``); the child's spending comes back with its result and counts for
+the parent. So the calls and tokens of a whole tree stay within its root turn's limits.
 """
 
 from __future__ import annotations
@@ -42,6 +49,18 @@ class Limits:
         if self.tokens is not None and tokens >= self.tokens:
             return "tokens"
         return None
+
+    def within(self, budget: dict[str, Any] | None) -> "Limits":
+        """These limits, lowered to a share of a parent's budget (a child turn's)."""
+        if not budget:
+            return self
+        lowered = {}
+        for key in NAMES:
+            share = budget.get(key)
+            if isinstance(share, int) and not isinstance(share, bool):
+                own = getattr(self, key)
+                lowered[key] = max(0, share) if own is None else min(own, max(0, share))
+        return replace(self, **lowered)
 
     def note(self, which: str) -> str:
         bound = self.model_calls if which == "model_calls" else self.tokens
@@ -80,13 +99,52 @@ def limits_config(value: Any, *, base: Limits | None = None) -> Limits:
     return replace(start, **value)
 
 
-def spent(messages: Iterable[Message], turn_id: str) -> tuple[int, int]:
-    """(model calls, tokens) of the turn's assistant messages among ``messages``."""
+def spent(messages: Iterable[Message], turn_id: str, children: dict[str, Any] | None = None) -> tuple[int, int]:
+    """(model calls, tokens) of the turn's assistant messages among ``messages``, and of its
+    children's whole trees (``children``: their summed usage, ``subagents.children_usage``)."""
     calls = tokens = 0
     assistant = Role.ASSISTANT
     for m in messages:
         if m.role == assistant and m.turn_id == turn_id:
             calls += 1
             usage = m.usage or {}
-            tokens += int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+            tokens += _int(usage.get("input_tokens")) + _int(usage.get("output_tokens"))
+    if children:
+        calls += _int(children.get("model_calls"))
+        tokens += _int(children.get("input_tokens")) + _int(children.get("output_tokens"))
     return calls, tokens
+
+
+def shares(limits: Limits, calls: int, tokens: int, children: int, n: int) -> dict[str, int]:
+    """Each of ``n`` new children's share of what a parent with these ``limits`` has left after
+    spending ``calls`` model calls and ``tokens`` tokens and spawning ``children`` before them:
+    the parent keeps one model call for its own answer. Raises ValueError (the spawn's refusal)
+    when the model calls left cannot give each child one."""
+    budget: dict[str, int] = {}
+    if limits.model_calls is not None:
+        left = limits.model_calls - calls - 1
+        if left < n:
+            raise ValueError(f"this turn has {max(left, 0)} of its {limits.model_calls} model calls left for "
+                             f"children, too few for {n} more")
+        budget["model_calls"] = left // n
+    if limits.tokens is not None:
+        budget["tokens"] = max(limits.tokens - tokens, 0) // n
+    if limits.children is not None:
+        budget["children"] = max(limits.children - children - n, 0) // n
+    return budget
+
+
+def tree_usage(usage: dict[str, Any] | None) -> dict[str, int]:
+    """A settled turn's usage summed with its children's (``usage["children"]``), counts only."""
+    total: dict[str, int] = {}
+    for key, value in (usage or {}).items():
+        if key == "children" and isinstance(value, dict):
+            for k, v in tree_usage(value).items():
+                total[k] = total.get(k, 0) + v
+        elif isinstance(value, int) and not isinstance(value, bool):
+            total[key] = total.get(key, 0) + value
+    return total
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -278,6 +278,8 @@ class TurnLoop(CompactionSteps, ToolSteps):
             self.signals.cancel(self.turn.cancel_reason)
         self.policy = self.turn.policy or self.agent.policy_for(self.turn.input.source)
         self.tools = self.agent.tools_for(self.policy)
+        # a child turn spends a share of its parent's budget (``limits``: a tree keeps its root's)
+        self.limits = self.agent.limits.within((self.turn.input.target or {}).get("budget"))
         try:
             if self.state.opened is not None and opening is not None and opening.recorded is not None:
                 self._announced = opening.key
@@ -351,7 +353,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         last = self._limit_reached(self.transcript)
         system = self.policy.get("system", "")
         request = ModelRequest(
-            system=f"{system}\n\n{self.agent.limits.note(last)}".strip() if last else system,
+            system=f"{system}\n\n{self.limits.note(last)}".strip() if last else system,
             messages=self._request_messages(),
             tools=self.agent.specs_for(self.policy),
             stream_key=stream_key,
@@ -408,7 +410,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
             blocks=reply.blocks,
             usage=dict(reply.usage),
         )
-        usage = self._usage_with(reply.usage)
+        usage = self._usage_with(reply.usage, calls=1)
         # the turn's last reply: settle now, or first compact (a step of this turn)
         compact_next = not message.tool_calls and self._proactive_due(message, request)
 
@@ -484,7 +486,14 @@ class TurnLoop(CompactionSteps, ToolSteps):
 
     def _limit_reached(self, messages: list[Message]) -> str | None:
         """The limit the turn's next model call (after ``messages``) must be the last for."""
-        return self.agent.limits.reached(*limits.spent(messages, self.turn.turn_id))
+        return self.limits.reached(*self._spent(messages))
+
+    def _spent(self, messages: list[Message]) -> tuple[int, int]:
+        return limits.spent(messages, self.turn.turn_id, subagents.children_usage(self.state.spawned))
+
+    def children_budget(self, n: int) -> dict[str, int]:
+        """Each of ``n`` new children's share of what this turn has left (ValueError: too little)."""
+        return limits.shares(self.limits, *self._spent(self.transcript), len(self.state.spawned), n)
 
     async def _fail(self, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
         turn_id = self.turn.turn_id

@@ -179,16 +179,24 @@ class CompactionSteps:
         await self._commit(work)
         return TurnStatus.COMPLETED
 
-    def _usage_with(self, extra: dict[str, int]) -> dict[str, int]:
-        total: dict[str, int] = {}
+    def _usage_with(self, extra: dict[str, int], *, calls: int = 0) -> dict[str, Any]:
+        """What the turn spent: its own model calls' usage and their count (``model_calls``;
+        ``extra`` and ``calls``: a reply not yet in the transcript), and its children's trees
+        apart (``children``), so a sum over turns counts each call once, priced at its own
+        agent's model."""
+        total: dict[str, Any] = {}
         tail = self.transcript[turn_tail_start(self.transcript, self.turn.turn_id):]
         for m in tail:
             if m.role in (Role.ASSISTANT, Role.SUMMARY):  # a compaction's call costs too
+                calls += m.role == Role.ASSISTANT and m.turn_id == self.turn.turn_id
                 for k, v in m.usage.items():
                     total[k] = total.get(k, 0) + int(v)
         for k, v in extra.items():
             total[k] = total.get(k, 0) + int(v)
-        for k, v in subagents.children_usage(self.state.spawned).items():
-            total[k] = total.get(k, 0) + v
+        if calls:
+            total["model_calls"] = calls
+        children = subagents.children_usage(self.state.spawned)
+        if children:
+            total["children"] = children
         return total
 

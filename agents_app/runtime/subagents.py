@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable
 
 from . import events as ev
+from . import limits
 from .errors import ToolDeclarationError
 from .messages import ToolCall
 from .seams import ChildTurn, Phase, SessionRef, TurnInput, TurnRecord, TurnStatus, Tx
@@ -112,10 +114,12 @@ def result_of(turn_id: str, status: str, text: str, error: dict[str, Any] | None
 
 
 def children_usage(spawned: dict[str, Any]) -> dict[str, int]:
+    """What the settled children spent, their own children's included (counts only: a child's
+    ``limited`` mark is not a number)."""
     total: dict[str, int] = {}
     for result in spawned.values():
-        for k, v in ((result or {}).get("usage") or {}).items():
-            total[k] = total.get(k, 0) + int(v)
+        for k, v in limits.tree_usage((result or {}).get("usage")).items():
+            total[k] = total.get(k, 0) + v
     return total
 
 
@@ -154,11 +158,16 @@ class Spawner:
             raise SpawnError(f"fan-out limit: one tool call may spawn at most {self.loop.max_fanout} children "
                              f"(this one asked for {self.count})")
         spawned = self.loop.state.spawned
-        cap = self.loop.agent.limits.children
+        cap = self.loop.limits.children
         new = sum(1 for n in range(len(specs)) if f"{self.call.id}:{first + n}" not in spawned)
         if cap is not None and len(spawned) + len(self.owed) + new > cap:
             raise SpawnError(f"children limit: a turn may spawn at most {cap} children in all "
                              f"({len(spawned) + len(self.owed)} so far, {new} more asked)")
+        if new:
+            try:  # the tree's budget: each child needs at least one model call of it
+                self.loop.children_budget(len(self.owed) + new)
+            except ValueError as exc:
+                raise SpawnError(f"budget limit: {exc}") from None
         results: list[dict[str, Any]] = []
         for n, (agent, text, key) in enumerate(specs):
             stored = spawned.get(f"{self.call.id}:{first + n}")
@@ -223,6 +232,10 @@ async def park_on_children(loop: "TurnLoop", call: ToolCall, step_id: str, child
         "policy": loop.policy,
         "inbound": turn.input.to_json(),
     }
+
+    budget = loop.children_budget(len(children))  # the tree's: each child spends a share of it
+    children = [replace(c, input=replace(c.input, target={**(c.input.target or {}), "budget": budget}))
+                for c in children]
 
     def work(tx: Tx) -> None:
         for child in children:

@@ -349,6 +349,8 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
                    "duration": seconds_text((at - started).total_seconds()) if started else ""}
         elif e.type in ("turn.completed", "turn.failed", "turn.cancelled"):
             detail = d.get("error") or d.get("reason") or ""
+            if d.get("limited"):
+                detail = f"at its limit of {str(d['limited']).replace('_', ' ')}: the last model call answered, no tools"
             row = {"kind": "end", "name": e.type.removeprefix("turn."), "result": str(detail)[:RESULT_SHOWN],
                    "result_full": str(detail), "state": e.type.removeprefix("turn.")}
         if row is not None:

@@ -325,8 +325,17 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     def usage_cost(self, obj):
         model = console.agent_model(obj.session.agent)
         cost = console.cost_of(obj.usage, model)
-        tokens = ", ".join(f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in (obj.usage or {}).items()) or "none"
-        return f"{tokens} — {model}: " + ("no price configured" if cost is None else f"${cost:.4f}")
+        usage = obj.usage or {}
+        tokens = ", ".join(f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in usage.items()
+                           if isinstance(v, int)) or "none"
+        text = f"{tokens} — {model}: " + ("no price configured" if cost is None else f"${cost:.4f}")
+        if usage.get("limited"):
+            text += f" · reached its limit of {usage['limited'].replace('_', ' ')}"
+        children = usage.get("children")
+        if isinstance(children, dict):
+            text += " · its subagents: " + ", ".join(
+                f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in children.items())
+        return text
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("session", "created_by")

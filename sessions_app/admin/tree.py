@@ -13,6 +13,8 @@ from django.utils.html import format_html, format_html_join
 from agents_app.runtime import short_turn_id, subagents
 from sessions_app import models as m
 
+from .console import TOKEN_KEYS
+
 FIELDS = ("id", "parent_id", "status", "depth", "waiting", "created_at", "updated_at", "session__agent",
           "session__key", "input", "usage", "spawn_step")
 
@@ -54,7 +56,7 @@ def _node(row: dict[str, Any], current: str, by_parent: dict, site: str) -> Any:
     url = reverse("admin:sessions_app_turn_change", args=[row["id"]], current_app=site)
     goal = ((row.get("input") or {}).get("target") or {}).get("goal") or (row.get("input") or {}).get("text", "")
     waiting = f", waiting on {row['waiting']}" if row["waiting"] else ""
-    tokens = sum(int(v) for v in (row.get("usage") or {}).values())
+    tokens = sum(int((row.get("usage") or {}).get(k) or 0) for k in TOKEN_KEYS)  # its own calls
     label = format_html(
         '<a href="{}"{}><code>{}</code></a> {}/{} — <span class="june-tree-status" data-status="{}">{}</span>{}'
         " · {} · started {} · {} tokens · <i>{}</i>",

@@ -242,7 +242,12 @@ def components() -> dict[str, Any]:
                     "error": {"type": ["object", "null"]},
                     "pending": {"oneOf": [{"$ref": "#/components/schemas/InputRequest"}, {"type": "null"}]},
                     "cancel_reason": {"type": ["string", "null"], "enum": ["requested", "replaced", "reset", None]},
-                    "usage": {"type": "object", "additionalProperties": {"type": "integer"}},
+                    "usage": {"type": "object", "description": "What the turn's own model calls spent (token counts, "
+                              "model_calls); `limited`: the limit its answer was given at; `children`: its subagents' "
+                              "trees, summed", "properties": {
+                                  "limited": {"type": "string"},
+                                  "children": {"type": "object", "additionalProperties": {"type": "integer"}}},
+                              "additionalProperties": {"type": ["integer", "string", "object"]}},
                     "generation": {"type": "integer"},
                     "created_at": {"type": "string", "format": "date-time"},
                 },

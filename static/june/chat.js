@@ -193,7 +193,11 @@
       }
       setTurn(f.turn_id, "queued");
     },
-    "turn.completed": (f) => endTurn(f.turn_id, "completed"),
+    "turn.completed": (f) => {
+      // the answer was the last model call at one of the turn's limits (model calls, tokens)
+      if (f.limited) add(el("div", "note limited", `This turn reached its limit of ${String(f.limited).replace("_", " ")}: the answer above is the agent's best without further tool calls.`)).dataset.limited = f.limited;
+      endTurn(f.turn_id, "completed");
+    },
     "turn.failed": (f) => {
       add(el("div", "note error", `Turn failed${f.phase ? " in the " + f.phase + " step" : ""}: ${f.error}`));
       endTurn(f.turn_id, "failed");

@@ -115,3 +115,20 @@ def test_text_with_markup_is_shown_escaped(june_server, make_user, new_page):
     assert page.locator(".msg.assistant").last.text_content() == f"You said: {payload}"
     assert page.locator("#log script, #log img").count() == 0
     assert page.evaluate("window.__pwned") is None
+
+
+def test_a_turn_that_reached_its_limit_is_marked_in_the_chat_and_after_a_reload(june_server, make_user, new_page):
+    """Issue 37: the demo's ``loop forever`` keeps calling a tool; the turn ends at its limit
+    with an answer, and the chat says the answer was given at the limit (live and replayed)."""
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "loop1")
+    send_message(page, "loop forever")
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'", timeout=60_000)
+    note = page.locator(".note.limited")
+    assert note.get_attribute("data-limited") == "model_calls"
+    assert "limit of model calls" in note.text_content()
+    assert "stopped at this turn's limit" in page.locator(".msg.assistant").last.text_content()
+    page.reload()
+    wait_live(page)
+    page.wait_for_selector(".note.limited")
+    assert page.locator(".note.limited").count() == 1

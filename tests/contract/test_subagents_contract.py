@@ -196,7 +196,9 @@ async def test_a_tree_completes_on_every_store(store):
     assert res.status == TurnStatus.COMPLETED, res
     kids = [await store.get_turn(subagents.child_turn_id(tid, "c0", i)) for i in range(2)]
     assert [k.text for k in kids] == ["found a", "found b"]
-    assert (await store.get_turn(tid)).usage == {"output_tokens": 5 + 7 + 6}
+    assert (await store.get_turn(tid)).usage == {"output_tokens": 5 + 7, "model_calls": 2,
+                                                 "children": {"output_tokens": 6, "model_calls": 2}}
+    assert [k.input.target["budget"] for k in kids] == [{"model_calls": 24, "children": 11}] * 2  # stored, replayed
     await rt.dispatcher.idle()
 
 

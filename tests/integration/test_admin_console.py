@@ -168,3 +168,25 @@ def test_the_demo_operator_sees_schedules_runs_and_deliveries_and_runs_a_schedul
     assert response.status_code == 302
     schedule.refresh_from_db()
     assert schedule.next_run <= timezone.now(), "run now made it due"
+
+
+def test_a_turn_ended_at_its_limit_says_so_in_the_api_the_timeline_and_the_turn_page(inline_worker, monkeypatch):
+    """Issue 37: a runaway model (the demo's ``loop forever``) ends at the default limit of 50
+    model calls with an answer; the API's turn JSON carries the usage and the mark, the timeline's
+    end row and the turn page say which limit it was."""
+    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+    alice = make_user("alice")
+    api = Api(token_for(alice))
+    status, body, _ = api.post(f"{BASE}/loop1/turns", {"text": "loop forever"})
+    assert status == 200 and body["status"] == "completed", body
+    assert "stopped at this turn's limit" in body["text"]
+    status, turn_json, _ = api.get(f"{BASE}/loop1/turns/{body['turn_id']}")
+    assert turn_json["usage"]["limited"] == "model_calls" and turn_json["usage"]["model_calls"] == 50
+    turn = m.Turn.objects.get(pk=body["turn_id"])
+    end = console.timeline(turn)[-1]
+    assert end["kind"] == "end" and "at its limit of model calls" in end["result"]
+    admin = make_user("root")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+    page = staff_client(admin).get(f"/admin/sessions_app/turn/{turn.pk}/change/").content.decode()
+    assert "reached its limit of model calls" in page and "model calls 50" in page

@@ -61,6 +61,10 @@ def build(*, gates: Gates | None = None, store: Any = None, dispatcher: Any = No
     async def ask(input: dict[str, Any], ctx: Any) -> Any:
         return {"answer": await ctx.request_input(id="ok", prompt="Go on?", schema={"type": "boolean"})}
 
+    @tool("look", "look something up (a child that loops calls it forever)")
+    def look(input: dict[str, Any], ctx: Any) -> Any:
+        return {"found": "more to look up"}
+
     @tool("fatal", "spawns, then fails the turn")
     async def fatal(input: dict[str, Any], ctx: Any) -> Any:
         await ctx.spawn("researcher", "x")
@@ -81,6 +85,8 @@ def build(*, gates: Gates | None = None, store: Any = None, dispatcher: Any = No
         goal = goal_of(request)
         last = request.messages[-1]
         seen["children"].append(goal)
+        if goal.startswith("loop"):  # a model that keeps calling a tool (ends at its limit)
+            return reply("still looking", ("look", {}), usage={"output_tokens": 1})
         if last.role == "tool":
             return reply(f"{goal}: {last.result}", usage={"output_tokens": 2})
         if goal.startswith("fail"):
@@ -100,7 +106,7 @@ def build(*, gates: Gates | None = None, store: Any = None, dispatcher: Any = No
                 yield chunk
 
     boss = Agent("boss", "You delegate.", tools=[delegate, fatal])
-    researcher = Agent("researcher", "You research.", tools=[ask, delegate])
+    researcher = Agent("researcher", "You research.", tools=[ask, delegate, look])
     models = {"boss": ScriptedModel(boss_script), "researcher": Researcher(researcher_script)}
     sink = RecordingSink()
     kw: dict[str, Any] = {}

@@ -137,4 +137,4 @@ async def test_a_cancelled_or_failed_turn_keeps_what_it_spent():
     session = rt.session("a", "s2")
     turn_id = await session.start("go")
     assert (await session.result(turn_id)).status == "failed"
-    assert (await store.get_turn(turn_id)).usage == {"input_tokens": 100, "output_tokens": 10}
+    assert (await store.get_turn(turn_id)).usage == {"input_tokens": 100, "output_tokens": 10, "model_calls": 1}

@@ -322,7 +322,7 @@ async def test_usage_is_summed_on_the_turn_record():
     ran = await run_turn([reply("", ("noop", {}), usage={"input_tokens": 10, "output_tokens": 3}),
                           reply("done", usage={"input_tokens": 25, "output_tokens": 7})], noop)
     rec = await ran.store.get_turn(ran.turn_id)
-    assert rec.usage == {"input_tokens": 35, "output_tokens": 10}
+    assert rec.usage == {"input_tokens": 35, "output_tokens": 10, "model_calls": 2}
     assert [m.usage for m in ran.transcript if m.role == "assistant"] == [
         {"input_tokens": 10, "output_tokens": 3}, {"input_tokens": 25, "output_tokens": 7}]
 

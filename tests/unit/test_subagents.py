@@ -17,6 +17,7 @@ from agents_app.runtime import (
     tool,
 )
 from agents_app.runtime import subagents
+from agents_app.runtime.limits import Limits
 
 from ._subagents import Gates, build
 from ._support import wait_until
@@ -114,12 +115,15 @@ async def test_a_fatal_tool_error_after_a_spawn_still_fails_the_parent():
     assert res.status == TurnStatus.FAILED and "cannot go on" in res.error["message"]
 
 
-async def test_usage_of_children_is_summed_onto_the_parent():
+async def test_usage_of_children_is_kept_apart_on_the_parent():
+    """The parent's own calls at the top (a sum over turns counts each call once), its
+    children's trees under ``children``."""
     rt, store, sink, seen = build()
     tid, res = await run(rt, "all a and b")
     child_usage = [c.usage for c in children_of(store, tid)]
-    assert child_usage == [{"output_tokens": 3}, {"output_tokens": 3}]
-    assert (await store.get_turn(tid)).usage == {"output_tokens": 5 + 7 + 6}
+    assert child_usage == [{"output_tokens": 3, "model_calls": 1}, {"output_tokens": 3, "model_calls": 1}]
+    assert (await store.get_turn(tid)).usage == {"output_tokens": 5 + 7, "model_calls": 2,
+                                                 "children": {"output_tokens": 6, "model_calls": 2}}
 
 
 async def test_cancel_of_the_parent_cascades_to_running_children():
@@ -336,7 +340,6 @@ async def test_children_per_turn_are_capped_across_its_calls():
     """Pins 48 children from one turn through 6 calls (fan-out bounded each call, nothing the
     turn): ``limits["children"]`` counts a turn's children in all, and the call past it gets a
     model-readable error while the children before it ran."""
-    from agents_app.runtime.limits import Limits
 
     rt, store, sink, seen = build()
     rt.agents["boss"].limits = Limits(children=3)
@@ -345,3 +348,46 @@ async def test_children_per_turn_are_capped_across_its_calls():
     message = tool_result(store)
     assert message.is_error and "children limit" in message.result["error"] and "at most 3" in message.result["error"]
     assert len(children_of(store, tid)) == 3
+
+
+async def test_a_tree_spends_within_its_root_turns_model_calls():
+    """Children that loop stop at their share of the root's budget; the parent counts what they
+    spent, so the whole tree makes at most the root's model calls (a tree cannot escape it)."""
+    rt, store, sink, seen = build()
+    rt.agents["boss"].limits = Limits(model_calls=10)
+    tid, res = await run(rt, "all loop a and loop b")
+    assert res.status == TurnStatus.COMPLETED
+    children = children_of(store, tid)
+    # the parent made 1 call and keeps 1 for its answer: 8 left, 4 each
+    assert [c.input.target["budget"]["model_calls"] for c in children] == [4, 4]
+    assert [(c.status, c.usage["model_calls"], c.usage["limited"]) for c in children] == [
+        (TurnStatus.COMPLETED, 4, "model_calls")] * 2
+    calls = len(seen["models"]["boss"].requests) + len(seen["models"]["researcher"].requests)
+    assert calls == 10
+    parent = await store.get_turn(tid)
+    assert parent.usage["model_calls"] == 2 and parent.usage["children"]["model_calls"] == 8
+    assert parent.usage["limited"] == "model_calls"  # its answer was its last call: 2 + 8 = 10
+
+
+async def test_a_spawn_the_budget_cannot_pay_for_is_refused_with_a_readable_error():
+    rt, store, sink, seen = build()
+    rt.agents["boss"].limits = Limits(model_calls=3)  # 1 spent, 1 kept for the answer: 1 left
+    tid, res = await run(rt, "all a and b")
+    assert res.status == TurnStatus.COMPLETED
+    message = tool_result(store)
+    assert message.is_error and "budget limit" in message.result["error"]
+    assert children_of(store, tid) == []
+
+
+async def test_a_childs_children_share_its_share():
+    rt, store, sink, seen = build()
+    rt.agents["boss"].limits = Limits(model_calls=12, children=5)
+    tid, res = await run(rt, "one deep loop")
+    assert res.status == TurnStatus.COMPLETED
+    [child] = children_of(store, tid)
+    assert child.input.target["budget"] == {"model_calls": 10, "children": 4}
+    [grandchild] = children_of(store, child.turn_id)
+    # the child made 1 call and keeps 1: 8 left for its one child; 4 - 1 children left under it
+    assert grandchild.input.target["budget"] == {"model_calls": 8, "children": 3}
+    total = len(seen["models"]["boss"].requests) + len(seen["models"]["researcher"].requests)
+    assert total <= 12
