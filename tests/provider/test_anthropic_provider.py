@@ -599,3 +599,32 @@ def test_a_last_call_at_a_limit_keeps_the_tools_and_allows_none():
     last = model.params(ModelRequest(system="s", messages=(), tools=tools, tools_allowed=False))
     assert "tool_choice" not in free
     assert last["tool_choice"] == {"type": "none"} and [t["name"] for t in last["tools"]] == ["probe"]
+
+
+async def test_a_model_that_keeps_calling_a_tool_stops_at_the_limit_with_an_answer(api, make_model):
+    """Issue 37, through the real SDK: a model that always calls a tool ends at ``model_calls``
+    — its last request carries ``tool_choice`` none and its text completes the turn, marked."""
+    from agents_app.runtime import Agent, InMemorySessionStore, Runtime, TurnStatus, tool
+    from agents_app.runtime.limits import Limits
+
+    @tool("get_weather", "Weather for a city", TOOLS[0].input_schema)
+    def get_weather(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
+        return {"city": input["city"], "sky": "grey"}
+
+    api.script(*[StreamBuilder().text(f"Looking ({n}).").tool_use(f"toolu_{n}", "get_weather", ['{"city": "Oslo"}'])
+                 .done("tool_use") for n in range(4)],
+               StreamBuilder().text("Best I can say: grey in Oslo.").done("end_turn"))
+    model = make_model()
+    store = InMemorySessionStore()
+    agent = Agent(name="weather", instructions="You are terse.", tools=[get_weather], limits=Limits(model_calls=5))
+    runtime = Runtime(store=store, agents={"weather": agent}, model_for=lambda _agent: model)
+    session = runtime.session("weather", "s1")
+    result = await session.turn("Weather in Oslo, again and again?", timeout=10)
+    await runtime.dispatcher.idle()
+    assert result.status == TurnStatus.COMPLETED, result.error
+    assert result.text == "Best I can say: grey in Oslo."
+    assert len(api.requests) == 5
+    assert ["tool_choice" in b for b in api.bodies] == [False] * 4 + [True]
+    assert api.bodies[-1]["tool_choice"] == {"type": "none"} and "limit of 5 model calls" in api.bodies[-1]["system"]
+    turn = await store.get_turn(result.turn_id)
+    assert turn.usage["limited"] == "model_calls" and turn.usage["model_calls"] == 5
