@@ -139,6 +139,17 @@ def usage_totals(turns) -> tuple[Usage, dict[str, Usage], dict[dt.date, Usage]]:
     return total, dict(sorted(per_agent.items())), dict(sorted(per_day.items(), reverse=True))
 
 
+def usage_per_user(turns) -> dict[str, Usage]:
+    """Totals per user (the owner of the turn's session: a subagent's session is its parent's
+    owner's); each turn's own calls at its own agent's price. Sessions without an owner
+    (webhooks, schedules) under "—"."""
+    per_user: dict[str, Usage] = defaultdict(Usage)
+    rows = turns.values_list("session__agent", "session__owner__username", "usage").iterator(chunk_size=2000)
+    for agent, username, usage in rows:
+        per_user[username or "—"].add(usage, agent_model(agent))
+    return dict(sorted(per_user.items(), key=lambda kv: -kv[1].cost))
+
+
 def session_usage(session: m.Session) -> dict[str, Any]:
     """Tokens and cost of the session: its live generation and all generations."""
     live = Usage()
@@ -209,6 +220,7 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
     oldest_queued = queued.aggregate(at=Min("created_at"))["at"]
     today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
     total_today, per_agent_today, _ = usage_totals(m.Turn.objects.filter(created_at__gte=today))
+    per_user_today = usage_per_user(m.Turn.objects.filter(created_at__gte=today))
     _, _, per_day = usage_totals(m.Turn.objects.filter(created_at__gte=today - dt.timedelta(days=6)))
     schedules = []
     for s in Schedule.objects.exclude(repeats=0).order_by("next_run")[:10]:
@@ -240,6 +252,7 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
                         "age": _ago(d.updated_at, now)} for d in failing],
         "usage_today": total_today,
         "usage_per_agent": per_agent_today,
+        "usage_per_user": dict(list(per_user_today.items())[:LIST_ROWS]),
         "usage_per_day": per_day,
     }
 
@@ -366,4 +379,4 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
 
 
 __all__ = ["agent_model", "cost_of", "dashboard_data", "dashboard_view", "lease_text", "phase_text",
-           "price_for", "session_usage", "timeline", "usage_totals"]
+           "price_for", "session_usage", "timeline", "usage_per_user", "usage_totals"]

@@ -190,3 +190,29 @@ def test_a_turn_ended_at_its_limit_says_so_in_the_api_the_timeline_and_the_turn_
     admin.save()
     page = staff_client(admin).get(f"/admin/sessions_app/turn/{turn.pk}/change/").content.decode()
     assert "reached its limit of model calls" in page and "model calls 50" in page
+
+
+def test_cost_per_user_counts_each_call_once_at_the_cache_prices(settings):
+    """Issue 37: cost per user and day; a parent's usage keeps its children's apart
+    (``usage["children"]``), so a tree's calls are counted once, each at its own agent's price."""
+    settings.JUNE_MODEL_PRICES = {"demo": {"input": 1.0, "output": 2.0}}
+    alice, bob = make_user("alice"), make_user("bob")
+    mine = m.Session.objects.create(agent="ops", key="u1", owner=alice)
+    child = m.Session.objects.create(agent="ops", key="sub:x:c0:0", owner=alice)
+    theirs = m.Session.objects.create(agent="ops", key="u2", owner=bob)
+    m.Turn.objects.create(id="p" * 32, session=mine, order=0, status="completed", input={"text": "a"}, usage={
+        "input_tokens": 1_000_000, "cache_read_input_tokens": 1_000_000, "model_calls": 2,
+        "children": {"input_tokens": 500_000, "model_calls": 1}})
+    m.Turn.objects.create(id="c" * 32, session=child, order=0, status="completed", input={"text": "b"}, depth=1,
+                          usage={"input_tokens": 500_000, "model_calls": 1, "limited": "model_calls"})
+    m.Turn.objects.create(id="b" * 32, session=theirs, order=0, status="completed", input={"text": "c"},
+                          usage={"output_tokens": 1_000_000})
+    per_user = console.usage_per_user(m.Turn.objects.all())
+    assert per_user["alice"].cost == pytest.approx(1.0 + 0.1 + 0.5)  # not 2.1: the children once
+    assert per_user["alice"].tokens["input_tokens"] == 1_500_000 and per_user["alice"].turns == 2
+    assert per_user["bob"].cost == pytest.approx(2.0)
+    assert list(per_user) == ["bob", "alice"]  # the biggest spender first
+    from django.template.loader import render_to_string
+
+    html = render_to_string("admin/june/_dashboard_body.html", console.dashboard_data())
+    assert 'id="june-usage-users"' in html and "<td>alice</td>" in html and "<td>bob</td>" in html
