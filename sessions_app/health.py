@@ -44,8 +44,6 @@ log = logging.getLogger(__name__)
 OK = "ok"
 FAILED = "failed"
 CHECKS = ("database", "queue", "migrations", "channel_layer")
-#: the database alias the checks use (a test points it at a database that is down)
-DATABASE = "default"
 #: a worker whose row was not written for this many beats is gone
 BEATS_MISSED = 3
 
@@ -102,7 +100,7 @@ def _database_checks() -> dict[str, Any]:
         found[name] = _run(name, check)
     if found["database"] == OK:
         try:
-            found["workers"] = workers_alive(using=DATABASE)
+            found["workers"] = workers_alive()
         except Exception:
             log.warning("readiness: the workers' heartbeats could not be read", exc_info=True)
     return found
@@ -124,7 +122,7 @@ def _run(name: str, check: Any) -> str:
 
 
 def _database() -> bool:
-    with connections[DATABASE].cursor() as cursor:
+    with connections["default"].cursor() as cursor:
         cursor.execute("SELECT 1")
         return cursor.fetchone() == (1,)
 
@@ -133,8 +131,7 @@ def _queue() -> bool:
     global _broker
     broker = _broker = _broker or get_broker()
     if isinstance(broker, ORM):
-        alias = DATABASE if Conf.ORM == "default" else Conf.ORM
-        OrmQ.objects.using(alias).filter(pk=0).exists()  # the queue's table answers
+        OrmQ.objects.using(Conf.ORM).filter(pk=0).exists()  # the queue's table answers
         return True
     return bool(broker.ping())
 
@@ -142,7 +139,7 @@ def _queue() -> bool:
 def _migrations() -> bool:
     global _migrated
     if not _migrated:
-        executor = MigrationExecutor(connections[DATABASE])
+        executor = MigrationExecutor(connections["default"])
         _migrated = not executor.migration_plan(executor.loader.graph.leaf_nodes())
     return _migrated
 
@@ -167,10 +164,9 @@ def stale_after() -> dt.timedelta:
     return dt.timedelta(seconds=BEATS_MISSED * settings.JUNE_WORKER_BEAT_SECONDS)
 
 
-def workers_alive(*, using: str = "default", now: dt.datetime | None = None) -> int:
+def workers_alive(*, now: dt.datetime | None = None) -> int:
     """How many workers beat within the last ``BEATS_MISSED`` beats (one small query)."""
-    since = (now or timezone.now()) - stale_after()
-    return m.WorkerBeat.objects.using(using).filter(seen_at__gte=since).count()
+    return m.WorkerBeat.objects.filter(seen_at__gte=(now or timezone.now()) - stale_after()).count()
 
 
 def worker_rows(*, now: dt.datetime | None = None) -> list[dict[str, Any]]:
