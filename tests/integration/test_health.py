@@ -30,14 +30,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 HOSTILE_METHODS = ("POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "BREW")
 
 
-@pytest.fixture(autouse=True)
-def _health_thread_closes():
-    """The checks' thread keeps its connections between probes: close them after each test (the
-    test database is flushed and dropped under it)."""
-    yield
-    health._thread.submit(connections.close_all).result(timeout=10)
-
-
 class Outage:
     """The checks' thread's database connection pointed at nothing (module docstring)."""
 
