@@ -171,6 +171,10 @@ def test_the_dashboard_and_june_health_list_workers_and_mark_the_gone(settings, 
     call_command("june", "health")
     out = capsys.readouterr().out
     assert "workers: 1 alive, 1 gone" in out and "host-b:22" in out and "GONE" in out
+    call_command("june", "health", "--min-workers", "1")
+    with pytest.raises(SystemExit) as exited:
+        call_command("june", "health", "--min-workers", "2")
+    assert exited.value.code == 2
 
     m.WorkerBeat.objects.filter(pk="host-a:11").update(seen_at=now - dt.timedelta(minutes=5))
     response = Client().get("/readyz")
