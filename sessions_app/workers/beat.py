@@ -58,9 +58,13 @@ class Heart:
         return True
 
     def stop(self) -> None:
-        """Delete the row (waits for the write in flight first); closes the thread's connection."""
-        self._writer.submit(self._forget).result(timeout=10)
-        self._writer.shutdown(wait=True)
+        """Delete the row (after the write in flight, for 10 s at most; a database that hangs
+        leaves the row to go stale); closes the thread's connection."""
+        try:
+            self._writer.submit(self._forget).result(timeout=10)
+        except Exception:
+            log.warning("worker %s: heartbeat not deleted", self.id, exc_info=True)
+        self._writer.shutdown(wait=False)
 
     def _write(self, running: int, first: bool) -> None:
         now = timezone.now()

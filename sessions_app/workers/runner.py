@@ -146,11 +146,11 @@ class TurnRunner:
         finally:
             watch.cancel()
             beats.cancel()
-            await asyncio.to_thread(heart.stop)
             await executor.sink.close()
             await asyncio.to_thread(self._threads.close_connections)
             if self._pipes is not None:
                 self._pipes.close()
+            await asyncio.to_thread(heart.stop)
 
     async def _watch_the_loop(self) -> None:
         """How late the loop runs a timer: what one turn's computing without awaiting (or a

@@ -187,3 +187,22 @@ def test_the_dashboard_page_shows_the_workers(admin_client):
                                 running=0, slots=8)
     page = admin_client.get("/admin/june/dashboard/?fragment=1").content.decode()
     assert 'id="june-workers"' in page and "host-c:33" in page and "gone" in page
+
+
+def test_probes_leave_nothing_behind_in_the_channel_layer():
+    """Pins a leak: each probe's throwaway channel left an empty queue in the unix-socket layer
+    (a receive that found its message at once kept the channel's queue: 86,400 a day at a probe
+    a second)."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    client = Client()
+    assert client.get("/readyz").status_code == 200  # (the layer binds its socket: its state starts anew)
+
+    def held() -> int:
+        return len(layer._queues if hasattr(layer, "_queues") else layer.receive_buffer)  # ours, channels_redis
+
+    before = held()
+    for _ in range(20):
+        assert client.get("/readyz").status_code == 200
+    assert held() <= before
