@@ -437,7 +437,7 @@ class ArchivedSession(Session):
 
 
 class WorkerBeat(models.Model):
-    """A worker process's heartbeat (``sessions_app.workers.beat``): written every
+    """A worker process's worker beat, its liveness (``sessions_app.workers.beat``): written every
     ``JUNE_WORKER_BEAT_SECONDS`` from its runner's event loop, deleted when it stops cleanly. A
     row not seen for ``BEATS_MISSED`` beats is a worker gone (killed, frozen, or its loop held)."""
 

@@ -1,4 +1,5 @@
-"""A worker process's heartbeat: its ``WorkerBeat`` row.
+"""A worker process's *worker beat*, its ``WorkerBeat`` row: the process is alive (not to be
+confused with an attempt's heartbeat, which renews a turn's lease).
 
 Each worker process's runner (``sessions_app.workers.runner``) writes its row every
 ``JUNE_WORKER_BEAT_SECONDS`` (default 5) from its event loop: the loop schedules the write, a

@@ -24,8 +24,8 @@ Nothing blocks the loop (docs/workers.md, "Many turns per worker"):
   that sleeps holds its thread, not the loop.
 
 So a worker process holds at most ``JUNE_WORKER_DB_CONNECTIONS + JUNE_WORKER_THREADS`` database
-connections for its turns, plus the few of its own (q2's, the watchdog's, the doorbell's, the
-heartbeat's: ``sessions_app.workers.beat``, written every ``JUNE_WORKER_BEAT_SECONDS``).
+connections for its turns, plus the few of its own (q2's, the watchdog's, the doorbell's, its
+worker beat's: ``sessions_app.workers.beat``, written every ``JUNE_WORKER_BEAT_SECONDS``).
 
 The runner's thread is not a daemon: when django-q2 retires the worker (``recycle``) its main
 thread returns, and the process waits for the runner's turns to end before it exits; the runner
@@ -167,7 +167,7 @@ class TurnRunner:
                             "or blocked without awaiting); its %d turns waited", lag, len(self.running))
 
     async def _beat(self, heart: Heart) -> None:
-        """The process's heartbeat (``sessions_app.workers.beat``): scheduled by this loop, so a
+        """The process's worker beat (``sessions_app.workers.beat``): scheduled by this loop, so a
         held loop stops it; written by the heart's own thread, so the loop never waits for it."""
         while True:
             heart.beat(len(self.running))

@@ -61,7 +61,8 @@ class Command(BaseCommand):
             self.stdout.write(f"ready: {'yes' if report['status'] == health.OK else 'NO'}")
             for name, state in report["checks"].items():
                 self.stdout.write(f"  {name:<14} {state}")
-            self.stdout.write(f"workers: {alive} alive" + (f", {len(workers) - alive} gone" if len(workers) > alive else ""))
+            gone = len(workers) - alive
+            self.stdout.write(f"workers: {alive} alive" + (f", {gone} gone" if gone else ""))
             for w in workers:
                 self.stdout.write(f"  {w['id']:<40} seen {w['age']:.1f} s ago  {w['running']}/{w['slots']} turns"
                                   + (f"  GONE (no heartbeat for {health.BEATS_MISSED} beats)" if w["stale"] else ""))
