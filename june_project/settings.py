@@ -261,6 +261,13 @@ JUNE_SCHEDULE_TURN_TIMEOUT = float(os.environ.get("JUNE_SCHEDULE_TURN_TIMEOUT", 
 # JUNE_MODEL_PRICES='{"claude-sonnet-4": {"input": 3, "output": 15}}'
 JUNE_MODEL_PRICES = json.loads(os.environ.get("JUNE_MODEL_PRICES") or "{}")
 
+# health (docs/operations.md "Health"): the time /readyz's checks get, and how often each worker
+# process writes its heartbeat (a worker not seen for 3 beats is shown as gone)
+JUNE_HEALTH_TIMEOUT = float(os.environ.get("JUNE_HEALTH_TIMEOUT", "2"))
+JUNE_WORKER_BEAT_SECONDS = float(os.environ.get("JUNE_WORKER_BEAT_SECONDS", "5"))
+if JUNE_HEALTH_TIMEOUT <= 0 or JUNE_WORKER_BEAT_SECONDS <= 0:
+    raise ImproperlyConfigured("JUNE_HEALTH_TIMEOUT and JUNE_WORKER_BEAT_SECONDS must be positive")
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]

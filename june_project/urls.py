@@ -3,9 +3,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, re_path
 
 from sessions_app.admin import console
-from sessions_app.web import api, apidocs
+from sessions_app.web import api, apidocs, health
 
 urlpatterns = [
+    # health for a load balancer or an orchestrator (docs/operations.md "Health"): JSON, no login,
+    # with or without a trailing slash (so APPEND_SLASH never redirects a probe)
+    re_path(r"^healthz/?$", health.healthz, name="healthz"),
+    re_path(r"^readyz/?$", health.readyz, name="readyz"),
     # the operator console's dashboard (sessions_app/admin/console.py), inside the admin's login
     path("admin/june/dashboard/", admin.site.admin_view(console.dashboard_view), name="june-dashboard"),
     path("admin/", admin.site.urls),
@@ -21,7 +25,7 @@ urlpatterns = [
     path("", include("sessions_app.web.urls")),
 ]
 
-# JSON errors under /api/ (Django's pages elsewhere)
+# JSON errors under /api/ and for the health probes (Django's pages elsewhere)
 handler400 = "sessions_app.web.api.handler400"
 handler404 = "sessions_app.web.api.handler404"
 handler500 = "sessions_app.web.api.handler500"

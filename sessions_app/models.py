@@ -434,3 +434,20 @@ class ArchivedSession(Session):
         proxy = True
         verbose_name = "session archive"
         verbose_name_plural = "session archives"
+
+
+class WorkerBeat(models.Model):
+    """A worker process's worker beat, its liveness (``sessions_app.workers.beat``): written every
+    ``JUNE_WORKER_BEAT_SECONDS`` from its runner's event loop, deleted when it stops cleanly. A
+    row not seen for ``BEATS_MISSED`` beats is a worker gone (killed, frozen, or its loop held)."""
+
+    #: ``host:pid``, as a lease's owner names the worker that holds it
+    id = models.CharField(primary_key=True, max_length=300)
+    started_at = models.DateTimeField()
+    seen_at = models.DateTimeField()
+    #: the turns its runner drives now, and the most it drives at once (``JUNE_TURNS_PER_WORKER``)
+    running = models.PositiveIntegerField(default=0)
+    slots = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        verbose_name = "worker heartbeat"

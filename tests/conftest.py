@@ -65,8 +65,9 @@ def is_postgres() -> bool:
 @pytest.fixture(autouse=True)
 def _close_thread_connections(request):
     """The Django store runs on sync_to_async's worker thread, which keeps its own connection,
-    and has connections of its own (sessions_app.store.direct, .lite): close them after each
-    database test so the test database can be flushed and dropped."""
+    and has connections of its own (sessions_app.store.direct, .lite), as have /readyz's checks
+    (their thread: sessions_app.health): close them after each database test so the test
+    database can be flushed and dropped."""
     yield
     marker = request.node.get_closest_marker("django_db")
     if marker is None and "transactional_db" not in request.fixturenames:
@@ -76,6 +77,7 @@ def _close_thread_connections(request):
     from asgiref.sync import sync_to_async
     from django.db import connections
 
+    from sessions_app import health
     from sessions_app.store import direct, lite
 
     async def close() -> None:
@@ -83,6 +85,7 @@ def _close_thread_connections(request):
 
     direct.close_all()
     lite.close_all()
+    health._thread.submit(connections.close_all).result(timeout=10)
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # no loop running here (the usual case): close on the store's thread

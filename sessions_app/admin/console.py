@@ -32,7 +32,7 @@ from django_q.models import Schedule
 from agents_app.models import DeliveryStatus, WebhookDelivery
 from agents_app.providers import provider_name
 from sessions_app import models as m
-from sessions_app import selectors, wiring
+from sessions_app import health, selectors, wiring
 from sessions_app.store import eventlog
 
 #: US dollars per million tokens (list prices when written; override with JUNE_MODEL_PRICES)
@@ -227,6 +227,8 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
         schedules.append({"name": s.name or s.func, "func": s.func, "next_run": s.next_run,
                           "in": seconds_text((s.next_run - now).total_seconds()) if s.next_run and s.next_run > now
                           else "due now"})
+    workers = [{**w, "seen": seconds_text(w["age"]), "up": _ago(w["started_at"], now)}
+               for w in health.worker_rows(now=now)]
     failing = (WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED)
                .filter(attempts__gt=0).order_by("-updated_at")[:LIST_ROWS])
     return {
@@ -246,6 +248,9 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
         "failures": [{**row, "error": ""} for row in _turn_rows(failures, now, when="updated_at")],
         "retried": _turn_rows(retried, now),
         "schedules": schedules,
+        "workers": workers,
+        "workers_alive": sum(1 for w in workers if not w["stale"]),
+        "beat_seconds": settings.JUNE_WORKER_BEAT_SECONDS,
         "deliveries": [{"id": d.pk, "agent": d.agent, "session": d.session_key, "turn_id": d.turn_id,
                         "url": d.url, "status": d.status, "attempts": d.attempts,
                         "error": (d.last_error or "")[:200], "response_status": d.response_status,

@@ -100,6 +100,8 @@ class UnixSocketChannelLayer(BaseChannelLayer):
                 while queue:
                     expires, message = queue.popleft()
                     if expires >= now:
+                        if not queue and channel not in self._waiters:
+                            self._queues.pop(channel, None)  # a channel used once (/readyz's) leaves nothing
                         return message
                 waiter = loop.create_future()
                 self._waiters.setdefault(channel, []).append(waiter)

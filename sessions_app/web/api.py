@@ -35,6 +35,7 @@ from sessions_app.web.auth import authenticate
 from sessions_app.web.openapi import document
 from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
 from sessions_app.web.db import db
+from sessions_app.web.health import is_probe
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,11 @@ def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     return error_response(404, "not_found", f"no API route {request.path[:300]}")
 
 
+def _json_path(path: str) -> bool:
+    """The paths whose errors are JSON: the API's and the health probes'."""
+    return path.startswith("/api/") or is_probe(path)
+
+
 def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
     """The site's 404 handler: JSON under /api/, Django's page elsewhere."""
     if request.path.startswith("/api/"):
@@ -136,13 +142,13 @@ def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
     """A request Django refused before any view (e.g. a Host not in ALLOWED_HOSTS)."""
-    if request.path.startswith("/api/"):
+    if _json_path(request.path):
         return error_response(400, "bad_request", "bad request")
     return defaults.bad_request(request, exception)
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
-    if request.path.startswith("/api/"):
+    if _json_path(request.path):
         return error_response(500, "internal_error", "internal error")
     return defaults.server_error(request)
 

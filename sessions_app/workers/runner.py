@@ -24,7 +24,8 @@ Nothing blocks the loop (docs/workers.md, "Many turns per worker"):
   that sleeps holds its thread, not the loop.
 
 So a worker process holds at most ``JUNE_WORKER_DB_CONNECTIONS + JUNE_WORKER_THREADS`` database
-connections for its turns, plus the few of its own (q2's, the watchdog's, the doorbell's).
+connections for its turns, plus the few of its own (q2's, the watchdog's, the doorbell's, its
+worker beat's: ``sessions_app.workers.beat``, written every ``JUNE_WORKER_BEAT_SECONDS``).
 
 The runner's thread is not a daemon: when django-q2 retires the worker (``recycle``) its main
 thread returns, and the process waits for the runner's turns to end before it exits; the runner
@@ -51,6 +52,7 @@ from sessions_app import wiring
 from sessions_app.outbox.doorbell import cancel_listener
 from sessions_app.store import DjangoSessionStore, Threads
 from sessions_app.store.pipes import Pipes
+from sessions_app.workers.beat import Heart
 
 log = logging.getLogger(__name__)
 
@@ -134,16 +136,21 @@ class TurnRunner:
         executor = self.executor = wiring.executor(store=store)
         executor.on_signals = cancel_listener
         self._started.set()
-        watch = asyncio.get_running_loop().create_task(self._watch_the_loop())
+        loop = asyncio.get_running_loop()
+        watch = loop.create_task(self._watch_the_loop())
+        heart = Heart(slots=self.limit)
+        beats = loop.create_task(self._beat(heart))
         try:
             while (not self._stopping and threading.main_thread().is_alive()) or self.running:
                 await asyncio.sleep(IDLE_CHECK)
         finally:
             watch.cancel()
+            beats.cancel()
             await executor.sink.close()
             await asyncio.to_thread(self._threads.close_connections)
             if self._pipes is not None:
                 self._pipes.close()
+            await asyncio.to_thread(heart.stop)
 
     async def _watch_the_loop(self) -> None:
         """How late the loop runs a timer: what one turn's computing without awaiting (or a
@@ -158,6 +165,13 @@ class TurnRunner:
             if lag > LAG_WARNING:
                 log.warning("the runner's event loop was held for %.2f s (a step or an async tool computed "
                             "or blocked without awaiting); its %d turns waited", lag, len(self.running))
+
+    async def _beat(self, heart: Heart) -> None:
+        """The process's worker beat (``sessions_app.workers.beat``): scheduled by this loop, so a
+        held loop stops it; written by the heart's own thread, so the loop never waits for it."""
+        while True:
+            heart.beat(len(self.running))
+            await asyncio.sleep(settings.JUNE_WORKER_BEAT_SECONDS)
 
     async def _admit(self, turn_id: str) -> str | None:
         claimed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()

@@ -36,6 +36,7 @@ from django_q.conf import setproctitle
 
 from agents_app.runtime.seams import TurnStatus
 from sessions_app import models as m
+from sessions_app.workers.beat import forget_workers
 from sessions_app.workers.sentinel import CrashSafeSentinel
 
 log = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class PromptCluster(Cluster):
         stopped = stop_descendants(os.getpid())
         self.sentinel.join(0)
         released = release_leases(sorted(seen | set(stopped)))
+        forget_workers(sorted(seen | set(stopped)))  # their heartbeats: stopped, not gone missing
         log.info("cluster %s stopped: %d processes, %d leases released", self.name, len(stopped), released)
         return 1 if died else 0
 

@@ -38,9 +38,10 @@ _worker_pid: int | None = None
 
 def serve_turns_concurrently(**_: object) -> None:
     """This process is a django-q2 worker: its turns go to its runner (connected to q2's
-    ``post_spawn``)."""
+    ``post_spawn``), started now so that its heartbeat shows the worker before its first turn."""
     global _worker_pid
     _worker_pid = os.getpid()
+    runner.runner()
 
 
 def run_turn(turn_id: str) -> str | None:

@@ -195,3 +195,18 @@ def test_a_turn_that_holds_the_loop_is_seen_and_the_others_go_on_after(make_runn
     wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=30, what="the turns")
     assert runner.lag_max >= 0.5
     assert "event loop was held" in caplog.text
+
+
+def test_a_runner_beats_from_its_loop_and_its_row_goes_when_it_stops(make_runner, settings):
+    """A worker's liveness (docs/operations.md "Health"): the runner's row, written every beat
+    with its running turns and slots, deleted by its stop (a worker retired by ``recycle``)."""
+    from sessions_app.workers.beat import worker_id
+
+    settings.JUNE_WORKER_BEAT_SECONDS = 0.1
+    runner = make_runner(limit=7)
+    row = wait_for(lambda: m.WorkerBeat.objects.filter(pk=worker_id()).first(), timeout=10, what="the beat")
+    assert (row.running, row.slots) == (0, 7)
+    wait_for(lambda: m.WorkerBeat.objects.get(pk=worker_id()).seen_at > row.seen_at, timeout=10,
+             what="the next beat")
+    runner.stop(30)
+    assert not m.WorkerBeat.objects.filter(pk=worker_id()).exists()
