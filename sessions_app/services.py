@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
 
-from agents_app.runtime import answers
+from agents_app.runtime import answers, subagents
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.schedules import declarations
@@ -42,6 +42,8 @@ def validate_session_key(key: str) -> str:
     return key
 
 
+#: session keys in this namespace are subagents' (``subagents.child_key``): only a spawn makes one
+CHILD_PREFIX = subagents.SESSION_PREFIX
 #: session keys in this namespace belong to the webhook channel (``webhook_session_key``)
 WEBHOOK_PREFIX = WEBHOOK_SESSIONS  # the one definition is the outbox's (deliveries are made for these)
 
@@ -78,6 +80,8 @@ def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -
             return None
         if key.startswith(WEBHOOK_PREFIX):
             raise AccessDenied(f"session keys starting with {WEBHOOK_PREFIX!r} belong to the webhook channel")
+        if key.startswith(CHILD_PREFIX):
+            raise AccessDenied(f"session keys starting with {CHILD_PREFIX!r} belong to subagents")
         declared, owner = _schedule_owner(agent, key)
         if declared and owner != getattr(user, "get_username", lambda: None)():
             raise AccessDenied("this session key belongs to a schedule of the agent")

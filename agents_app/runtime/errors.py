@@ -27,6 +27,14 @@ class AgentConfigError(JuneError):
     code = "agent_config_error"
 
 
+class ChildSessionRefused(JuneError):
+    """A spawn's child session exists and is not the parent owner's (a store refuses to run a
+    child in it): the spawning tool call's error result, never another user's session."""
+
+    http_status = 409
+    code = "child_session_refused"
+
+
 class NotFound(JuneError):
     http_status = 404
     code = "not_found"

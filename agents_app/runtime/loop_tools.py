@@ -13,7 +13,7 @@ from . import events as ev
 from . import subagents
 from .answers import default_answerers
 from .control import Park, ToolInterrupted, interruptible
-from .errors import FatalToolError, ToolDeclarationError
+from .errors import ChildSessionRefused, FatalToolError, ToolDeclarationError
 from .messages import Message, Role, ToolCall, tool_step_id
 from .recovery import call_was_in_flight
 from .seams import (
@@ -94,7 +94,11 @@ class ToolSteps:
             except Park as park:
                 return await self._park(call, step_id, park.request)
             except subagents.SpawnPark as park:
-                return await subagents.park_on_children(self, call, step_id, park.spawner.owed)
+                try:
+                    return await subagents.park_on_children(self, call, step_id, park.spawner.owed)
+                except ChildSessionRefused as exc:  # the unit rolled back: no child, no park
+                    log.error("turn %s: spawn of call %s refused: %s", self.turn.turn_id, call.id, exc)
+                    result, error = None, f"spawn refused: {exc}"
             except FatalToolError as exc:
                 return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
             except Exception as exc:  # a tool that raises does not fail the turn

@@ -8,7 +8,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
-from agents_app.runtime import rules
+from agents_app.runtime import rules, subagents
+from agents_app.runtime.errors import ChildSessionRefused
 from agents_app.runtime.seams import FINAL_STATUSES, ChildTurn, SessionRef, TurnStatus
 from sessions_app import models as m
 from sessions_app.store import checkpoint
@@ -32,6 +33,11 @@ def create_txn(parent_id: str, children: list[ChildTurn]) -> list[tuple[str, Ses
         s, _ = m.Session.objects.get_or_create(agent=child.session.agent, key=child.session.key,
                                                defaults={"owner_id": parent.session.owner_id})
         s = m.Session.objects.select_for_update().get(pk=s.pk)
+        if s.owner_id != parent.session.owner_id or not child.session.key.startswith(subagents.SESSION_PREFIX):
+            # a child runs only in its parent owner's child session: never in one another user
+            # made (users cannot create the namespace; this holds for sessions made before)
+            raise ChildSessionRefused(f"the child session {child.session.agent}/{child.session.key} exists and "
+                                      "belongs to another user")
         m.Session.objects.filter(pk=s.pk).update(turn_seq=F("turn_seq") + 1)
         m.Turn.objects.create(
             id=child.turn_id, session=s, order=s.turn_seq + 1, generation=s.generation, status=TurnStatus.QUEUED,

@@ -218,3 +218,38 @@ async def test_cancel_of_a_tree_on_every_store(store):
     await wait_until(all_cancelled, timeout=20)
     assert (await store.get_turn(tid)).status == TurnStatus.CANCELLED
     await rt.dispatcher.idle()
+
+
+
+@pytest.mark.parametrize("mode", ["one", "named"])
+async def test_a_spawn_refuses_a_child_session_another_user_made(store, mode, django_user_model, caplog):
+    """Issue 35 item 0: a spawn ran the child in whatever session had its key, whoever owned it
+    (bob could read alice's delegated task and its findings, park it, cancel it). A child runs
+    only in its parent owner's child session: one of another owner's (made before users were
+    kept out of the namespace) refuses the spawn — the tool's error result, logged — and nothing
+    is created in it. Both key kinds: one per spawn (from the turn id) and one the tool names
+    (from the parent's agent and session: no turn id needed to squat it)."""
+    if isinstance(store, InMemorySessionStore):
+        pytest.skip("owners are the Django store's (the in-memory store has no users)")
+    from types import SimpleNamespace
+
+    from asgiref.sync import sync_to_async
+
+    from sessions_app import models as m
+
+    rt, _, sink, seen = build(store=store)
+    ref = SessionRef("boss", "squat")
+    tid = "f" * 32
+    parent = SimpleNamespace(turn_id=tid, session=ref)
+    key = subagents.child_key(parent, "c0", 0, "desk" if mode == "named" else None)
+    bob = await sync_to_async(django_user_model.objects.create_user)("bob")
+    squatted = await sync_to_async(m.Session.objects.create)(agent="researcher", key=key, owner=bob)
+    s = rt.session(ref.agent, ref.key)
+    await s.start(f"{mode} tides", turn_id=tid)
+    res = await s.result(tid, timeout=20)
+    assert res.status == TurnStatus.COMPLETED, res
+    tool = [msg for msg in (await store.load(tid)).transcript if msg.role == "tool"][-1]
+    assert tool.is_error and "spawn refused" in tool.result["error"], tool
+    assert "spawn of call c0 refused" in caplog.text and "belongs to another user" in caplog.text
+    assert await sync_to_async(m.Turn.objects.filter(session=squatted).count)() == 0
+    assert await sync_to_async(m.Turn.objects.filter(parent_id=tid).count)() == 0

@@ -49,6 +49,9 @@ def build(*, gates: Gates | None = None, store: Any = None, dispatcher: Any = No
         if mode == "one":
             result = await ctx.spawn("researcher", topics[0])
             return {"text": result["text"]}
+        if mode == "named":  # a session the tool names: the specialist keeps its history
+            result = await ctx.spawn("researcher", topics[0], key="desk")
+            return {"text": result["text"]}
         if mode == "gather":
             results = await asyncio.gather(*(ctx.spawn("researcher", t) for t in topics))
         elif mode == "seq":
