@@ -27,7 +27,7 @@ from croniter import croniter
 
 from agents_app.runtime.errors import AgentConfigError
 
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 #: a tick whose successor passed more than this long ago is a catch-up of missed runs
 CATCH_UP_GRACE = timedelta(seconds=30)
 
@@ -74,7 +74,7 @@ def declarations(agent: Any, *, default_tz: str = "UTC") -> list[ScheduleDecl]:
         if unknown:
             raise AgentConfigError(f"{where} has unknown keys {sorted(unknown)}")
         name = raw.get("name")
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise AgentConfigError(f"{where}: name must be lower-case letters, digits, _ and - (got {name!r})")
         cron = raw.get("cron")
         if not isinstance(cron, str) or not croniter.is_valid(cron):

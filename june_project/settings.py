@@ -63,7 +63,9 @@ if not SECRET_KEY:
     if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY must be set (or run the embedded default: python dev.py run)")
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "http://127.0.0.1:8000,http://localhost:8000")
+# the site's own origin (scheme, host and port of the request) is trusted without being listed;
+# list only OTHER origins allowed to post forms and open the websocket (none by default)
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "daphne",
@@ -88,6 +90,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # NUL or a lone surrogate in a form field or the query: 400 before any view (PostgreSQL cannot store them)
+    "sessions_app.web.formtext.FormTextGuard",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
@@ -297,6 +301,10 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 256 * 1024
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"refusals_on_one_line": {"()": "sessions_app.logfilters.RefusalsOnOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
+    # a 403 / 404 / 400 is logged as one line (status, path), never with a traceback
+    "loggers": {"django.request": {"filters": ["refusals_on_one_line"]},
+                "django.security": {"filters": ["refusals_on_one_line"]}},
 }

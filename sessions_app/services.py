@@ -24,8 +24,8 @@ from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
 
-SESSION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
-INPUT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
+SESSION_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}")
+INPUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
 
 
 # -- access -------------------------------------------------------------------------------------
@@ -37,7 +37,7 @@ def user_identity(user: Any, *, attested: bool = True) -> dict[str, Any] | None:
 
 
 def validate_session_key(key: str) -> str:
-    if not isinstance(key, str) or not SESSION_KEY_RE.match(key):
+    if not isinstance(key, str) or not SESSION_KEY_RE.fullmatch(key):
         raise BadRequest("a session key is 1-200 characters: letters, digits and _ . : @ -")
     return key
 
@@ -78,18 +78,34 @@ def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -
     if session is None:
         if not create:
             return None
-        if key.startswith(WEBHOOK_PREFIX):
-            raise AccessDenied(f"session keys starting with {WEBHOOK_PREFIX!r} belong to the webhook channel")
-        if key.startswith(CHILD_PREFIX):
-            raise AccessDenied(f"session keys starting with {CHILD_PREFIX!r} belong to subagents")
-        declared, owner = _schedule_owner(agent, key)
-        if declared and owner != getattr(user, "get_username", lambda: None)():
-            raise AccessDenied("this session key belongs to a schedule of the agent")
+        _check_creatable(agent, key, user)
         session, _ = m.Session.objects.get_or_create(agent=agent, key=key, defaults={"owner": user})
     if session.owner_id is None:
         raise AccessDenied("this session has no owner: it is reachable in the admin only")
     if session.owner_id != getattr(user, "pk", None):
         raise AccessDenied("this session belongs to another user")
+    return session
+
+
+def _check_creatable(agent: str, key: str, user: Any) -> None:
+    """AccessDenied unless ``user`` may create the session ``key`` (a namespace a channel owns:
+    webhooks', subagents', one of the agent's schedules')."""
+    if key.startswith(WEBHOOK_PREFIX):
+        raise AccessDenied(f"session keys starting with {WEBHOOK_PREFIX!r} belong to the webhook channel")
+    if key.startswith(CHILD_PREFIX):
+        raise AccessDenied(f"session keys starting with {CHILD_PREFIX!r} belong to subagents")
+    declared, owner = _schedule_owner(agent, key)
+    if declared and owner != getattr(user, "get_username", lambda: None)():
+        raise AccessDenied("this session key belongs to a schedule of the agent")
+
+
+def session_to_open(*, agent: str, key: str, user: Any) -> m.Session | None:
+    """The session a page or a socket opens (a GET): the user's, or None when it does not exist
+    yet and the user may create it — the first message creates it; opening creates nothing.
+    AccessDenied, NotFound, BadRequest as ``session_for_user``."""
+    session = session_for_user(agent=agent, key=key, user=user)
+    if session is None:
+        _check_creatable(agent, key, user)
     return session
 
 
@@ -221,7 +237,7 @@ def turn_resume(
 ) -> TurnRecord:
     """Answer a parked request: 403 (not an allowed answerer), 409 (wrong turn/input or not
     parked), 422 (answer fails the schema), 500 (authorize_answer raised; nothing applied)."""
-    if not isinstance(input_id, str) or not INPUT_ID_RE.match(input_id):
+    if not isinstance(input_id, str) or not INPUT_ID_RE.fullmatch(input_id):
         raise BadRequest("input_id must be a short identifier")
     turn = _turn_in(turn_id=turn_id, agent=agent, key=key, user=user if check_session_access else None)
     who, principal = _answerer(user, by)
@@ -256,9 +272,8 @@ def session_rename(*, agent: str, key: str, user: Any, title: Any) -> m.Session:
     """Set the session's title (blank: back to its first message). Owner only (AccessDenied)."""
     if not isinstance(title, str) or len(title) > 200:
         raise BadRequest("a title is a string of at most 200 characters")
-    session = session_for_user(agent=agent, key=key, user=user)
-    if session is None:
-        raise NotFound(f"no session {key!r} of agent {agent!r}")
+    safejson.check_string(title)  # NUL, lone surrogates: whatever transport it came from
+    session = session_for_user(agent=agent, key=key, user=user, create=True)  # a new chat's too
     title = " ".join(title.split())
     m.Session.objects.filter(pk=session.pk).update(title=title)
     session.title = title

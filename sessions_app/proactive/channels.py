@@ -49,7 +49,7 @@ log = logging.getLogger(__name__)
 
 SIGNATURE_WINDOW = 300  # seconds either side of now
 SEEN_KEEP = timedelta(seconds=2 * SIGNATURE_WINDOW + 60)
-USER_RE = re.compile(r"^[\w.@:+-]{1,150}$")
+USER_RE = re.compile(r"[\w.@:+-]{1,150}", re.ASCII)
 
 
 # -- chat channels ------------------------------------------------------------------------------
@@ -158,7 +158,7 @@ def webhook_receive(*, agent: str, data: Any, verdict: Verdict) -> dict[str, Any
     key = services.webhook_session_key(name)
     text = services.validate_text(data.get("text"))
     user = data.get("user")
-    if user is not None and (not isinstance(user, str) or not USER_RE.match(user)):
+    if user is not None and (not isinstance(user, str) or not USER_RE.fullmatch(user)):
         raise BadRequest("user must be an identifier of at most 150 letters, digits and _ . @ : + -")
     attested = verdict.signature is not None
     # never None: a webhook turn always has a speaker, so its requests are never unrestricted

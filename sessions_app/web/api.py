@@ -39,7 +39,7 @@ from sessions_app.web.health import is_probe
 
 log = logging.getLogger(__name__)
 
-TURN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+TURN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
 INTEGER_RE = re.compile(r"[0-9]{1,20}")
 NUMBER_RE = re.compile(r"[0-9]{1,20}(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?")
 ENDED = SETTLED_STATUSES
@@ -218,7 +218,7 @@ def session_of(*, agent: str, key: str, user: Any) -> m.Session:
 
 def turn_of(*, agent: str, key: str, turn_id: str, user: Any) -> m.Turn:
     session = session_of(agent=agent, key=key, user=user)
-    turn = m.Turn.objects.filter(pk=turn_id, session=session).first() if TURN_ID_RE.match(turn_id) else None
+    turn = m.Turn.objects.filter(pk=turn_id, session=session).first() if TURN_ID_RE.fullmatch(turn_id) else None
     if turn is None:
         raise NotFound(f"no turn {turn_id} in this session")
     turn.session = session

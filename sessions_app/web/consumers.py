@@ -63,8 +63,8 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_UNAUTHENTICATED, "log in first")
         try:
             after = _parse_after(self.scope.get("query_string", b""))
-            await database_sync_to_async(services.session_for_user)(
-                agent=self.agent, key=self.key, user=self.user, create=True)
+            # opening creates nothing: the first message does (``turn_start``)
+            await database_sync_to_async(services.session_to_open)(agent=self.agent, key=self.key, user=self.user)
         except NotFound as exc:
             return await self._refuse(CLOSE_NOT_FOUND, str(exc))
         except AccessDenied as exc:

@@ -42,7 +42,7 @@ def _session_cursor(session: m.Session) -> str:
 def _parse_session_cursor(raw: str | None) -> tuple[datetime, int] | None:
     if raw is None:
         return None
-    match = SESSION_CURSOR_RE.match(raw)
+    match = SESSION_CURSOR_RE.fullmatch(raw)
     if not match:
         raise BadRequest("?cursor= is not a cursor this API handed out")
     micros, pk = int(match[1]), int(match[2])
@@ -92,7 +92,7 @@ def turn_list(request: HttpRequest, user: Any, agent: str, session: str) -> Http
     row = api.session_of(agent=agent, key=session, user=user)
     limit = page_limit(request)
     raw = request.GET.get("cursor")
-    if raw is not None and not TURN_CURSOR_RE.match(raw):
+    if raw is not None and not TURN_CURSOR_RE.fullmatch(raw):
         raise BadRequest("?cursor= is not a cursor this API handed out")
     rows, more = selectors.turn_page(session=row, limit=limit, before=int(raw) if raw is not None else None)
     return JsonResponse({

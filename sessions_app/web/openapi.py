@@ -6,6 +6,8 @@ with its path parameters and its JSON error responses.
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from django.conf import settings
@@ -57,6 +59,14 @@ BOOL_QUERY = {"type": "string", "pattern": "^\\s*(1|0|[Tt][Rr][Uu][Ee]|[Ff][Aa][
                                          "[Oo][Nn]|[Oo][Ff][Ff])\\s*$"}
 #: sse.parse_seq: 1-18 ASCII digits (blanks around them ignored); empty is absent
 SEQ = {"type": "string", "pattern": "^$|^[ \\t]*[0-9]{1,18}[ \\t]*$"}
+
+
+def anchored(regex: "re.Pattern[str]") -> str:
+    """A Python regex the code applies with ``fullmatch``, as a JSON Schema pattern (which
+    matches anywhere in the string unless anchored)."""
+    return f"^{regex.pattern}$"
+
+
 TURN_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}  # api.TURN_ID_RE; others are 404s
 
 
@@ -66,7 +76,7 @@ def session_params() -> list[dict[str, Any]]:
                {"type": "string", "enum": sorted(wiring.agents())}),
         _param("session", "Session key: 1-200 of letters, digits and `_ . : @ -`, starting with a letter or "
                           "digit; created on first use",
-               {"type": "string", "minLength": 1, "maxLength": 200, "pattern": services.SESSION_KEY_RE.pattern}),
+               {"type": "string", "minLength": 1, "maxLength": 200, "pattern": anchored(services.SESSION_KEY_RE)}),
     ]
 
 
@@ -153,7 +163,7 @@ def paths() -> dict[str, Any]:
                 "summary": "Answer the turn's parked request",
                 "requestBody": _body({"type": "object", "additionalProperties": False, "required": ["input_id", "answer"],
                                       "properties": {"input_id": {"type": "string",
-                                                                  "pattern": services.INPUT_ID_RE.pattern},
+                                                                  "pattern": anchored(services.INPUT_ID_RE)},
                                                      "answer": {"$ref": "#/components/schemas/JsonValue",
                                                                 "description": "Any JSON matching the request's "
                                                                                "schema"}}}),
@@ -366,7 +376,7 @@ def list_paths() -> dict[str, Any]:
                 "summary": "Answer a parked request listed by GET /api/approvals/ (recorded with via=api)",
                 "requestBody": _body({"type": "object", "additionalProperties": False, "required": ["input_id", "answer"],
                                       "properties": {"input_id": {"type": "string",
-                                                                  "pattern": services.INPUT_ID_RE.pattern},
+                                                                  "pattern": anchored(services.INPUT_ID_RE)},
                                                      "answer": {"description": "Any JSON matching the request's schema"}}}),
                 "responses": {"200": _json("The turn ran on and ended", TURN_REF),
                               "202": _json("Accepted: the turn is queued again", TURN_REF),

@@ -5,10 +5,11 @@ and ignores the port, so a page served by any other program on the same host
 (``http://localhost:9999``) could open the chat socket with the user's cookie. Here an Origin
 is accepted when it is
 
-- the origin the browser connected to: its host and port equal the ``Host`` header's (a port
-  left out is the Origin scheme's default), and that host is in ALLOWED_HOSTS; without a
-  ``Host`` header (only test clients send none) the Origin must name an allowed host on its
-  scheme's default port; or
+- the origin the browser connected to: its scheme is the connection's (``http`` for ``ws://``,
+  ``https`` for ``wss://``, or for a proxy's ``SECURE_PROXY_SSL_HEADER``, as Django's
+  ``request.scheme``), its host and port equal the ``Host`` header's (a port left out is the
+  Origin scheme's default), and that host is in ALLOWED_HOSTS; without a ``Host`` header (only
+  test clients send none) the Origin must name an allowed host on its scheme's default port; or
 - listed in CSRF_TRUSTED_ORIGINS (``https://*.example.com`` covers the subdomains), compared
   on scheme, host and port.
 
@@ -45,8 +46,11 @@ def parse_origin(value: str) -> Origin | None:
     return scheme, host, port if port is not None else DEFAULT_PORTS[scheme]
 
 
-def _same_as_host(origin: Origin, host_header: str | None, allowed_hosts: list[str]) -> bool:
+def _same_as_host(origin: Origin, host_header: str | None, allowed_hosts: list[str],
+                  connection_scheme: str | None = None) -> bool:
     scheme, host, port = origin
+    if connection_scheme is not None and scheme != connection_scheme:
+        return False  # https://site is not the origin of a ws:// connection to it, nor http:// of wss://
     if host_header is None:
         return port == DEFAULT_PORTS[scheme] and validate_host(host, allowed_hosts)
     domain, host_port = split_domain_port(host_header)
@@ -67,8 +71,23 @@ def _trusted(origin: Origin, trusted: list[str]) -> bool:
     return False
 
 
+def connection_scheme(scope: dict[str, Any], headers: dict[bytes, str]) -> str:
+    """The http(s) scheme of a websocket connection's page: ``wss`` (or the proxy's header that
+    says so, ``SECURE_PROXY_SSL_HEADER``) is https, else http."""
+    if scope.get("scheme") == "wss":
+        return "https"
+    proxy = getattr(settings, "SECURE_PROXY_SSL_HEADER", None)
+    if proxy:
+        name, value = proxy
+        header = name.lower().removeprefix("http_").replace("_", "-").encode("latin-1")
+        if headers.get(header, "").split(",")[0].strip() == value:
+            return "https"
+    return "http"
+
+
 def origin_allowed(origin_header: str | None, host_header: str | None, *,
-                   allowed_hosts: list[str] | None = None, trusted: list[str] | None = None) -> bool:
+                   allowed_hosts: list[str] | None = None, trusted: list[str] | None = None,
+                   scheme: str | None = None) -> bool:
     if not origin_header:
         return False
     origin = parse_origin(origin_header)
@@ -78,7 +97,7 @@ def origin_allowed(origin_header: str | None, host_header: str | None, *,
     if settings.DEBUG and not allowed_hosts:
         allowed_hosts = [".localhost", "127.0.0.1", "[::1]"]  # Django's own DEBUG default
     trusted = list(settings.CSRF_TRUSTED_ORIGINS if trusted is None else trusted)
-    return _same_as_host(origin, host_header, allowed_hosts) or _trusted(origin, trusted)
+    return _same_as_host(origin, host_header, allowed_hosts, scheme) or _trusted(origin, trusted)
 
 
 class SameOriginValidator:
@@ -91,6 +110,6 @@ class SameOriginValidator:
         headers = {}
         for name, value in scope.get("headers", []):
             headers.setdefault(name.lower(), value.decode("latin-1"))
-        if origin_allowed(headers.get(b"origin"), headers.get(b"host")):
+        if origin_allowed(headers.get(b"origin"), headers.get(b"host"), scheme=connection_scheme(scope, headers)):
             return await self.application(scope, receive, send)
         return await WebsocketDenier()(scope, receive, send)

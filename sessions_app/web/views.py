@@ -10,13 +10,14 @@ import secrets
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
+from django.http import Http404, HttpResponseBadRequest
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agents_app.runtime.errors import NotFound
 
+from sessions_app import models as m
 from sessions_app import selectors, services
 from sessions_app.errors import AccessDenied, BadRequest
 
@@ -44,16 +45,20 @@ def session_new(request, agent: str):
 def chat(request, agent: str, key: str):
     """One session's chat; its content arrives over the websocket (replayed, then live)."""
     try:
-        session = services.session_for_user(agent=agent, key=key, user=request.user, create=True)
+        session = services.session_to_open(agent=agent, key=key, user=request.user)
     except (NotFound, BadRequest):
         raise Http404("no such agent or session") from None
-    except AccessDenied:
-        raise PermissionDenied("this session belongs to another user") from None
+    except AccessDenied as exc:
+        raise PermissionDenied(str(exc)) from None
+    if session is None:  # a new chat: its first message creates the session (a GET creates nothing)
+        session = m.Session(agent=agent, key=key, owner=request.user)
+        session.display_title, session.preview = "New session", ""
     config = {"agent": agent, "key": key, "ws_path": f"/ws/agents/{agent}/sessions/{key}/",
               "user_id": str(request.user.pk), "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
               "pending_url": f"/api/agents/{agent}/sessions/{key}/pending",
               "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key})}
-    selectors.with_titles([session])
+    if session.pk is not None:
+        selectors.with_titles([session])
     return render(request, "sessions_app/chat.html", {"session": session, "config": config})
 
 
@@ -63,8 +68,10 @@ def session_title(request, agent: str, key: str):
     """Rename the session (the chat header's form); blank goes back to its first message."""
     try:
         services.session_rename(agent=agent, key=key, user=request.user, title=request.POST.get("title", ""))
-    except (NotFound, BadRequest):
+    except NotFound:
         raise Http404("no such agent or session") from None
+    except BadRequest as exc:
+        return HttpResponseBadRequest(f"Bad request: {exc}", content_type="text/plain; charset=utf-8")
     except AccessDenied:
         raise PermissionDenied("this session belongs to another user") from None
     return redirect(reverse("sessions_app:chat", kwargs={"agent": agent, "key": key}))

@@ -90,7 +90,9 @@ def test_two_tabs_on_one_session_show_the_same_events_live(june_server, make_use
 
 def test_another_user_cannot_open_the_session(june_server, make_user, new_page):
     alice, bob = make_user("alice"), make_user("bob")
-    open_chat(new_page(alice), "ops", "private")
+    mine = open_chat(new_page(alice), "ops", "private")
+    send_message(mine, "stock tea")  # the first message creates the session (opening creates nothing)
+    mine.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
     page = new_page(bob)
     response = page.goto(chat_url("ops", "private"))
     assert response.status == 403
@@ -132,3 +134,23 @@ def test_a_turn_that_reached_its_limit_is_marked_in_the_chat_and_after_a_reload(
     wait_live(page)
     page.wait_for_selector(".note.limited")
     assert page.locator(".note.limited").count() == 1
+
+
+
+def test_opening_a_session_url_creates_nothing_until_the_first_message(june_server, make_user, new_page):
+    """Issue 35 item 7: a GET of any session URL (a typo such as /agents/ops/sessions/doesnotexist/)
+    created that session; now the page opens as a new chat and the first message creates it."""
+    from sessions_app import models as m
+
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "doesnotexist")
+    assert page.locator("#session-title").text_content() == "New session"
+    page.reload()
+    wait_live(page)
+    assert not m.Session.objects.filter(key="doesnotexist").exists()
+    page.goto("/")
+    assert page.locator("[data-agent=ops] .sessions li").count() == 0
+    page = open_chat(new_page(alice), "ops", "doesnotexist")
+    send_message(page, "stock tea")
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
+    assert m.Session.objects.get(key="doesnotexist").owner == alice

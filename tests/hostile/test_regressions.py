@@ -5,6 +5,7 @@ the full ASGI stack (june_project.asgi), the webhook with valid signatures."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from urllib.parse import quote
 
@@ -306,13 +307,13 @@ def test_the_openapi_document_bounds_what_the_server_bounds():
     paths = doc["paths"]
     session = next(p for p in paths["/api/agents/{agent}/sessions/{session}/turns"]["parameters"]
                    if p["name"] == "session")["schema"]
-    assert session["maxLength"] == 200 and session["pattern"] == services.SESSION_KEY_RE.pattern
+    assert session["maxLength"] == 200 and session["pattern"] == f"^{services.SESSION_KEY_RE.pattern}$"
     events = paths["/api/agents/{agent}/sessions/{session}/events"]["get"]
     limit = next(p for p in events["parameters"] if p["name"] == "limit")["schema"]
     assert limit["maximum"] == 1_000_000
     resume = paths["/api/agents/{agent}/sessions/{session}/turns/{turn_id}/resume"]["post"]
     body = resume["requestBody"]["content"]["application/json"]["schema"]
-    assert body["properties"]["input_id"]["pattern"] == services.INPUT_ID_RE.pattern
+    assert body["properties"]["input_id"]["pattern"] == f"^{services.INPUT_ID_RE.pattern}$"
     start = paths["/api/agents/{agent}/sessions/{session}/turns"]["post"]
     text = start["requestBody"]["content"]["application/json"]["schema"]["properties"]["text"]
     for bad in ("   ", "\t\n", "a\u0000b"):
@@ -348,6 +349,33 @@ def test_the_origin_check_compares_scheme_host_and_port(settings):
     for junk in ("", "null", "localhost:8000", "http://", "http://localhost:99999", "ftp://localhost",
                  "http://localhost:8000/path", "http://user@localhost:8000"):
         assert not allowed(junk, "localhost:8000"), junk
+
+
+def test_the_origin_check_compares_the_connections_scheme(settings):
+    """Issue 35 item 5: ``Origin: https://127.0.0.1:8790`` was accepted on a plain ``ws://``
+    connection to 127.0.0.1:8790 (the scheme was never compared with the connection's)."""
+    settings.ALLOWED_HOSTS = ["127.0.0.1"]
+    settings.CSRF_TRUSTED_ORIGINS = []
+    allowed = ws_origin.origin_allowed
+    assert allowed("http://127.0.0.1:8790", "127.0.0.1:8790", scheme="http")
+    assert not allowed("https://127.0.0.1:8790", "127.0.0.1:8790", scheme="http")
+    assert allowed("https://127.0.0.1:8790", "127.0.0.1:8790", scheme="https")
+    assert not allowed("http://127.0.0.1:8790", "127.0.0.1:8790", scheme="https")
+    headers = {b"x-forwarded-proto": "https"}
+    assert ws_origin.connection_scheme({"scheme": "ws"}, headers) == "http"  # no proxy setting: not trusted
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    assert ws_origin.connection_scheme({"scheme": "ws"}, headers) == "https"
+    assert ws_origin.connection_scheme({"scheme": "wss"}, {}) == "https"
+
+
+def test_no_other_origin_is_trusted_by_default():
+    """Issue 35 item 5: the default CSRF_TRUSTED_ORIGINS (http://127.0.0.1:8000, localhost:8000)
+    applied to every deployment that did not set its own: a handshake from
+    http://127.0.0.1:8000 to a site on another port was accepted."""
+    from django.conf import settings as live
+
+    assert live.CSRF_TRUSTED_ORIGINS == [] or "CSRF_TRUSTED_ORIGINS" in os.environ
+    assert not ws_origin.origin_allowed("http://127.0.0.1:8000", "127.0.0.1:8790", scheme="http")
 
 
 @pytest.mark.asyncio

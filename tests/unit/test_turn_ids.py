@@ -14,7 +14,7 @@ from ._support import NullDispatcher, make_runtime
 
 def test_a_new_turn_id_is_a_uuid7_the_api_accepts():
     turn_id = new_turn_id()
-    assert len(turn_id) == 32 and turn_id == turn_id.lower() and TURN_ID_RE.match(turn_id)
+    assert len(turn_id) == 32 and turn_id == turn_id.lower() and TURN_ID_RE.fullmatch(turn_id)
     parsed = uuid.UUID(turn_id)
     assert parsed.version == 7 and parsed.variant == uuid.RFC_4122
     assert parsed.hex == turn_id
