@@ -7,6 +7,7 @@ and dispatches. Errors are JuneErrors: every transport maps them the same way
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Sequence
 
@@ -19,10 +20,12 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.schedules import declarations
 from sessions_app import models as m
-from sessions_app import safejson, wiring
+from sessions_app import quotas, safejson, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
+
+log = logging.getLogger(__name__)
 
 SESSION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
 INPUT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
@@ -160,17 +163,33 @@ def turn_start(
     speaker: dict[str, Any] | None = None,
     turn_id: str | None = None,
 ) -> TurnRecord:
-    """Queue a turn (after access checks); a worker picks it up after the commit."""
+    """Queue a turn (after access checks); a worker picks it up after the commit.
+
+    Admitted first (``quotas.admit_turn``: the user's, or the webhook's, rate and the day's token
+    quotas): a refusal raises ``RateLimited`` before anything is created, the session included;
+    a start counted whose creation is then refused (access, a parked session) is given back."""
     text = validate_text(text)
     wiring.agent(agent)
-    if user is not None:
-        session_for_user(agent=agent, key=key, user=user, create=True)
-    turn_input = TurnInput(
-        text=text, kind=kind, by=by, source=source,
-        user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
-    )
-    return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id,
-                      created_by=_user_row(user))
+    row = _user_row(user)
+    admitted = quotas.admit_turn(agent=agent, user_id=row.pk if row else None, source=source)
+    try:
+        if user is not None:
+            session_for_user(agent=agent, key=key, user=user, create=True)
+        turn_input = TurnInput(
+            text=text, kind=kind, by=by, source=source,
+            user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
+        )
+        return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id, created_by=row)
+    except BaseException:
+        _refund(admitted)
+        raise
+
+
+def _refund(admitted: quotas.Admitted) -> None:
+    try:
+        admitted.refund()
+    except Exception:  # a broken transaction: the caller's error is the one to see
+        log.warning("could not give back a counted start", exc_info=True)
 
 
 def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None) -> m.Turn:
