@@ -311,3 +311,14 @@ def test_the_dashboard_shows_each_user_against_the_limits(limits):
     row = page[page.index("<td>busy"):][:600]
     assert "3 / 5" in row and "4500 / 10000" in row and "45%" in row, row
     assert "JUNE_RATE_TURNS_PER_MINUTE" in page
+
+
+def test_windows_of_more_than_a_day_ago_are_deleted_when_a_new_window_opens(limits, monkeypatch):
+    monkeypatch.setitem(quotas._pruned, "at", 0.0)
+    now = time.time()
+    old = m.RateCounter.objects.create(scope="user", subject="1", window_start=int(now) - 3 * 86_400, n=5)
+    recent = m.RateCounter.objects.create(scope="user", subject="1", window_start=quotas.window_of(quotas.USER, now) - 60,
+                                          n=5)
+    quotas.admit(quotas.USER, "2", now=now)
+    assert not m.RateCounter.objects.filter(pk=old.pk).exists()
+    assert m.RateCounter.objects.filter(pk=recent.pk).exists()  # today's stay: the dashboard's busiest minute
