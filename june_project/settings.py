@@ -227,7 +227,7 @@ JUNE_QUOTA_TOKENS_PER_DAY = int(os.environ.get("JUNE_QUOTA_TOKENS_PER_DAY", "500
 JUNE_QUOTA_AGENT_TOKENS_PER_DAY = int(os.environ.get("JUNE_QUOTA_AGENT_TOKENS_PER_DAY", "50000000"))
 JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE = int(os.environ.get("JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE", "60"))
 JUNE_RATE_SCHEDULE_TURNS_PER_HOUR = int(os.environ.get("JUNE_RATE_SCHEDULE_TURNS_PER_HOUR", "60"))
-# how long a process reuses an agent's tokens of today (every turn of the day is summed)
+# how long a process reuses a user's or an agent's tokens of today (every turn of the day is summed)
 JUNE_QUOTA_CACHE_SECONDS = float(os.environ.get("JUNE_QUOTA_CACHE_SECONDS", "10"))
 # the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)
 JUNE_SWEEP_SECONDS = float(os.environ.get("JUNE_SWEEP_SECONDS", "1"))
