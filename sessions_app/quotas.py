@@ -22,6 +22,7 @@ Every limit is a setting (0 = off; ``JUNE_RATE_LIMITS=0`` turns all of them off)
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import threading
 import time
@@ -36,6 +37,8 @@ from django.db.models.functions import Cast, Coalesce
 
 from sessions_app import models as m
 from sessions_app.errors import RateLimited
+
+log = logging.getLogger(__name__)
 
 DAY = 86_400
 TABLE = m.RateCounter._meta.db_table
@@ -107,10 +110,15 @@ class Admitted:
     window: int = 0
 
     def refund(self) -> None:
+        """Never raises: on a broken transaction the caller's error is the one to see (the
+        start then stays counted, as if its turn had been created)."""
         if self.rate is None:
             return
-        with connection.cursor() as cur:
-            cur.execute(REFUND, [self.rate.scope, self.subject, self.window])
+        try:
+            with connection.cursor() as cur:
+                cur.execute(REFUND, [self.rate.scope, self.subject, self.window])
+        except Exception:
+            log.warning("could not give back a counted start of %s %s", self.rate.scope, self.subject, exc_info=True)
 
 
 NOT_COUNTED = Admitted()

@@ -7,7 +7,6 @@ and dispatches. Errors are JuneErrors: every transport maps them the same way
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any, Sequence
 
@@ -24,8 +23,6 @@ from sessions_app import quotas, safejson, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
-
-log = logging.getLogger(__name__)
 
 SESSION_KEY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}$")
 INPUT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}$")
@@ -181,15 +178,8 @@ def turn_start(
         )
         return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id, created_by=row)
     except BaseException:
-        _refund(admitted)
-        raise
-
-
-def _refund(admitted: quotas.Admitted) -> None:
-    try:
         admitted.refund()
-    except Exception:  # a broken transaction: the caller's error is the one to see
-        log.warning("could not give back a counted start", exc_info=True)
+        raise
 
 
 def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None) -> m.Turn:
