@@ -126,10 +126,10 @@ _pruned = {"at": 0.0}
 _prune_lock = threading.Lock()
 
 
-def admit(rate: Rate, subject: str, *, now: float | None = None) -> Admitted:
+def admit(rate: Rate, subject: str, *, cap: int | None = None, now: float | None = None) -> Admitted:
     """Count one start of ``subject`` in ``rate``'s current window, or raise ``RateLimited``
-    (nothing counted) when the window already holds the limit."""
-    cap = rate.limit()
+    (nothing counted) when the window already holds the limit (``cap``, else the setting)."""
+    cap = rate.limit() if cap is None else cap
     if not cap:
         return NOT_COUNTED
     now = time.time() if now is None else now
@@ -139,7 +139,7 @@ def admit(rate: Rate, subject: str, *, now: float | None = None) -> Admitted:
         row = cur.fetchone()
     if row is None:
         wait = seconds_left(window + rate.seconds, now)
-        raise RateLimited(f"too many turns: the limit is {cap} a {rate.per} ({rate.setting}); "
+        raise RateLimited(f"too many turns: the limit is {cap} a {rate.per} ({rate.setting}, or your own); "
                           f"retry in {wait} s", retry_after=wait, limit=rate.setting)
     if row[0] == 1:
         _prune(now)
@@ -187,37 +187,38 @@ _read: dict[tuple[str, Any], tuple[float, int]] = {}
 CACHE_ENTRIES = 10_000
 
 
-def _cached(key: tuple[str, Any], now: float, read: Any) -> int:
+def _cached(key: tuple[str, Any], now: float, read: Any) -> Any:
     ttl = float(getattr(settings, "JUNE_QUOTA_CACHE_SECONDS", 0) or 0)
     hit = _read.get(key)
     if ttl > 0 and hit is not None and now - hit[0] < ttl and day_start(hit[0]) == day_start(now):
         return hit[1]
-    total = int(read() or 0)
+    value = read()
     if len(_read) >= CACHE_ENTRIES:
         _read.clear()
-    _read[key] = (now, total)
-    return total
+    _read[key] = (now, value)
+    return value
 
 
 def user_tokens_today(user_id: Any, *, now: float | None = None) -> int:
     """Input and output tokens of the turns ``user_id`` started today (UTC), subagents included."""
     now = time.time() if now is None else now
     qs = m.Turn.objects.filter(created_by_id=user_id, created_at__gte=_since(now))
-    return _cached(("user", user_id), now, lambda: qs.aggregate(n=_tokens(*TREE_TOKENS))["n"])
+    return _cached(("user", user_id), now, lambda: int(qs.aggregate(n=_tokens(*TREE_TOKENS))["n"] or 0))
 
 
 def agent_tokens_today(agent: str, *, now: float | None = None) -> int:
     """Input and output tokens of the agent's own model calls today (UTC), every source."""
     now = time.time() if now is None else now
     qs = m.Turn.objects.filter(created_at__gte=_since(now), session__agent=agent)
-    return _cached(("agent", agent), now, lambda: qs.aggregate(n=_tokens(*OWN_TOKENS))["n"])
+    return _cached(("agent", agent), now, lambda: int(qs.aggregate(n=_tokens(*OWN_TOKENS))["n"] or 0))
 
 
-def check_tokens(*, agent: str, user_id: Any = None, now: float | None = None) -> None:
-    """RateLimited when the user's or the agent's tokens of today reached their quota."""
+def check_tokens(*, agent: str, user_id: Any = None, user_cap: int | None = None, now: float | None = None) -> None:
+    """RateLimited when the user's (``user_cap``: their own quota, else the setting) or the
+    agent's tokens of today reached their quota."""
     now = time.time() if now is None else now
     wait = seconds_left(day_start(now) + DAY, now)
-    cap = limit("JUNE_QUOTA_TOKENS_PER_DAY")
+    cap = limit("JUNE_QUOTA_TOKENS_PER_DAY") if user_cap is None else user_cap
     if cap and user_id is not None and (spent := user_tokens_today(user_id, now=now)) >= cap:
         raise RateLimited(f"your token quota for today is spent ({spent:,} of {cap:,} tokens, "
                           f"JUNE_QUOTA_TOKENS_PER_DAY); it renews at 00:00 UTC, in {wait} s",
@@ -229,6 +230,56 @@ def check_tokens(*, agent: str, user_id: Any = None, now: float | None = None) -
                           retry_after=wait, limit="JUNE_QUOTA_AGENT_TOKENS_PER_DAY")
 
 
+# -- a user's or a group's own limits (the admin's QuotaOverride) ------------------------------------------
+
+@dataclass(frozen=True)
+class Limits:
+    """A user's own limits: None where the setting applies, 0 for no limit."""
+
+    turns_per_minute: int | None = None
+    tokens_per_day: int | None = None
+
+
+def resolve(own: Limits | None, groups: list[Limits]) -> Limits:
+    """A user's limits from their own override and their groups': per limit, their own value if
+    set, else the most generous of their groups' (0, no limit, is the most generous), else None."""
+
+    def pick(name: str) -> int | None:
+        mine = getattr(own, name) if own is not None else None
+        if mine is not None:
+            return mine
+        values = [v for g in groups if (v := getattr(g, name)) is not None]
+        if not values:
+            return None
+        return 0 if 0 in values else max(values)
+
+    return Limits(pick("turns_per_minute"), pick("tokens_per_day"))
+
+
+def limits_of_users(user_ids: list[Any]) -> dict[Any, Limits]:
+    """Each user's limits (``resolve``) in two queries; off (0) when ``JUNE_RATE_LIMITS`` is."""
+    if not enabled():
+        return {uid: Limits(0, 0) for uid in user_ids}
+    rows = list(m.QuotaOverride.objects.values_list("user_id", "group_id", "turns_per_minute", "tokens_per_day"))
+    if not rows:
+        return {uid: Limits() for uid in user_ids}
+    own = {u: Limits(t, k) for u, g, t, k in rows if u is not None}
+    by_group = {g: Limits(t, k) for u, g, t, k in rows if g is not None}
+    member = m.QuotaOverride._meta.get_field("user").related_model.groups.through
+    groups: dict[Any, list[Limits]] = {}
+    for uid, gid in member.objects.filter(user_id__in=user_ids, group_id__in=list(by_group)).values_list(
+            "user_id", "group_id"):
+        groups.setdefault(uid, []).append(by_group[gid])
+    return {uid: resolve(own.get(uid), groups.get(uid, [])) for uid in user_ids}
+
+
+def user_limits(user_id: Any, *, now: float | None = None) -> Limits:
+    """``user_id``'s limits, reused by a process for ``JUNE_QUOTA_CACHE_SECONDS`` (an edit in the
+    admin applies within that)."""
+    now = time.time() if now is None else now
+    return _cached(("limits", user_id), now, lambda: limits_of_users([user_id])[user_id])
+
+
 # -- admission of a new turn -------------------------------------------------------------------------
 
 def admit_turn(*, agent: str, user_id: Any = None, source: str = "web", schedule: str | None = None,
@@ -238,9 +289,10 @@ def admit_turn(*, agent: str, user_id: Any = None, source: str = "web", schedule
     agent's webhook's for a webhook turn, the schedule's for a schedule's run; other turns
     (the command line, a program without a user) count toward the agent's quota only."""
     now = time.time() if now is None else now
-    check_tokens(agent=agent, user_id=user_id, now=now)
+    own = user_limits(user_id, now=now) if user_id is not None else Limits()
+    check_tokens(agent=agent, user_id=user_id, user_cap=own.tokens_per_day, now=now)
     if user_id is not None:
-        return admit(USER, str(user_id), now=now)
+        return admit(USER, str(user_id), cap=own.turns_per_minute, now=now)
     if schedule is not None:
         return admit(SCHEDULE, schedule, now=now)
     if source == "webhook":
@@ -268,15 +320,19 @@ def usage_per_user(*, now: float | None = None, rows: int = 20) -> list[dict[str
     ids = set(counts) | {str(k) for k in spent}
     names = dict(m.Turn._meta.get_field("created_by").related_model.objects
                  .filter(pk__in=[int(i) for i in ids if str(i).isdigit()]).values_list("pk", "username"))
-    rate_cap, token_cap = USER.limit(), limit("JUNE_QUOTA_TOKENS_PER_DAY")
+    own = limits_of_users([int(i) for i in ids if str(i).isdigit()])
     out = []
     for uid in ids:
         c = counts.get(uid, {"now": 0, "peak": 0, "today": 0})
         tokens = int(spent.get(int(uid) if uid.isdigit() else uid) or 0)
+        mine = own.get(int(uid), Limits()) if uid.isdigit() else Limits()
+        rate_cap = USER.limit() if mine.turns_per_minute is None else mine.turns_per_minute
+        token_cap = limit("JUNE_QUOTA_TOKENS_PER_DAY") if mine.tokens_per_day is None else mine.tokens_per_day
         out.append({"user": names.get(int(uid), uid) if uid.isdigit() else uid, "turns_minute": c["now"],
                     "peak_minute": c["peak"], "turns_today": c["today"], "rate_limit": rate_cap,
                     "tokens": tokens, "token_quota": token_cap,
                     "tokens_pct": round(100 * tokens / token_cap) if token_cap else None,
+                    "own": mine != Limits(),
                     "limited": bool((rate_cap and c["now"] >= rate_cap) or (token_cap and tokens >= token_cap))})
     out.sort(key=lambda r: (-r["tokens"], -r["turns_today"], str(r["user"])))
     return out[:rows]

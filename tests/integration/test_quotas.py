@@ -322,3 +322,46 @@ def test_windows_of_more_than_a_day_ago_are_deleted_when_a_new_window_opens(limi
     quotas.admit(quotas.USER, "2", now=now)
     assert not m.RateCounter.objects.filter(pk=old.pk).exists()
     assert m.RateCounter.objects.filter(pk=recent.pk).exists()  # today's stay: the dashboard's busiest minute
+
+
+# -- a user's or a group's own limits (the admin) -------------------------------------------------------
+
+L = quotas.Limits
+
+
+@pytest.mark.parametrize(("own", "groups", "expected"), [
+    (None, [], L(None, None)),                                  # the settings
+    (L(5, None), [L(50, 7)], L(5, 7)),                          # their own row first, per limit
+    (None, [L(10, None), L(40, 100)], L(40, 100)),              # the most generous group
+    (None, [L(10, 5), L(0, None)], L(0, 5)),                    # 0 (no limit) is the most generous
+    (L(None, 0), [L(3, 3)], L(3, 0)),                           # their own 0 lifts the quota
+])
+def test_a_users_limits_resolve_from_their_own_row_then_their_groups(own, groups, expected):
+    assert quotas.resolve(own, groups) == expected
+
+
+def test_the_admins_overrides_raise_and_lower_a_users_limits(limits):
+    from django.contrib.auth.models import Group
+
+    limits.JUNE_RATE_TURNS_PER_MINUTE = 1
+    roomy_window()
+    power, power_user = api_client("power")
+    slow, slow_user = api_client("slow")
+    team = Group.objects.create(name="power-users")
+    power_user.groups.add(team)
+    m.QuotaOverride.objects.create(group=team, turns_per_minute=3)
+    m.QuotaOverride.objects.create(user=slow_user, tokens_per_day=10)
+    assert [post(power, f"pw{n}").status_code for n in range(4)] == [202, 202, 202, 429]
+    assert "3 a minute" in post(power, "pw9").json()["error"]["message"]
+    assert post(slow, "sl0").status_code == 202
+    m.Turn.objects.filter(created_by=slow_user).update(usage={"input_tokens": 10})
+    assert_429(post(slow, "sl1"), "JUNE_QUOTA_TOKENS_PER_DAY")
+    staff = get_user_model().objects.create_user("chief", password="pw-chief-123", is_staff=True, is_superuser=True)
+    browser = Client()
+    browser.force_login(staff)
+    page = browser.get("/admin/june/dashboard/?fragment=1").content.decode()
+    row = page[page.index("<td>power"):][:600]
+    assert "(own limits)" in row and "3 / 3" in row, row
+    # the admin's form refuses a row for nobody (or for both)
+    form = browser.post("/admin/sessions_app/quotaoverride/add/", {"turns_per_minute": "5", "note": ""})
+    assert form.status_code == 200 and "Choose a user or a group" in form.content.decode()
