@@ -44,7 +44,7 @@ def test_a_turns_indexes_hold_no_entry_for_an_empty_parent_or_creator_and_none_t
     own = [name for name in found if name.startswith(f"{TURN}_") and name != f"{TURN}_pkey"]
     assert not own and not [name for name in found if name.endswith("_like")], found
     # what is left: the key, (session, status, order), (status, lease), waiting, chain, the two above,
-    # and created_at (0022: an agent's tokens of today; an append at the b-tree's right edge)
+    # and created_at (0023: an agent's tokens of today; an append at the b-tree's right edge)
     assert "turn_created_at" in found and "created_at" in found["turn_created_by"], found
     assert len(found) == 8, found
 

@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('auth', '0012_alter_user_first_name_max_length'),
-        ('sessions_app', '0021_event_without_rowid'),
+        ('sessions_app', '0022_worker_beat'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
