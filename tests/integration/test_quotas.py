@@ -308,7 +308,8 @@ def test_the_dashboard_shows_each_user_against_the_limits(limits):
     browser.force_login(staff)
     page = browser.get("/admin/june/dashboard/?fragment=1").content.decode()
     assert 'id="june-quotas"' in page
-    row = page[page.index("<td>busy"):][:600]
+    table = page[page.index('id="june-quotas"'):]
+    row = table[table.index("<td>busy"):][:600]
     assert "3 / 5" in row and "4500 / 10000" in row and "45%" in row, row
     assert "JUNE_RATE_TURNS_PER_MINUTE" in page
 
@@ -360,7 +361,8 @@ def test_the_admins_overrides_raise_and_lower_a_users_limits(limits):
     browser = Client()
     browser.force_login(staff)
     page = browser.get("/admin/june/dashboard/?fragment=1").content.decode()
-    row = page[page.index("<td>power"):][:600]
+    table = page[page.index('id="june-quotas"'):]
+    row = table[table.index("<td>power"):][:600]
     assert "(own limits)" in row and "3 / 3" in row, row
     # the admin's form refuses a row for nobody (or for both)
     form = browser.post("/admin/sessions_app/quotaoverride/add/", {"turns_per_minute": "5", "note": ""})
