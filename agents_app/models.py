@@ -47,7 +47,7 @@ class ScheduleRun(models.Model):
     session_key = models.CharField(max_length=200)
     #: decided before the turn starts, so a redelivered fire() starts the same turn, not a second
     turn_id = models.CharField(max_length=32, unique=True)
-    status = models.CharField(max_length=16, default="started")  # started | delivered | failed
+    status = models.CharField(max_length=16, default="started")  # started | delivered | failed | skipped
     error = models.TextField(blank=True, default="")
     fired_at = models.DateTimeField(auto_now_add=True)
     delivered_at = models.DateTimeField(null=True, blank=True)

@@ -198,7 +198,8 @@ def main() -> None:
     (agents / "bench" / "instructions.md").write_text("A bench agent.\n")
     os.environ.update({"JUNE_AGENT_DIRS": str(agents), "JUNE_Q_WORKERS": str(args.workers),
                        "SECRET_KEY": os.environ.get("SECRET_KEY", "june-bench-secret"), "DEBUG": "0",
-                       "DJANGO_SETTINGS_MODULE": "june_project.settings", "JUNE_Q_QUEUE_LIMIT": str(args.workers * 4)})
+                       "DJANGO_SETTINGS_MODULE": "june_project.settings", "JUNE_Q_QUEUE_LIMIT": str(args.workers * 4),
+                       "JUNE_RATE_LIMITS": os.environ.get("JUNE_RATE_LIMITS", "0")})
     from bench.common import ensure_database
 
     ensure_database()

@@ -23,6 +23,8 @@ def use_database(name: str, *, postgres_by_default: bool = False) -> None:
         os.environ.pop("DATABASE_URL", None)
         os.environ["JUNE_VAR_DIR"] = tempfile.mkdtemp(prefix=f"{name}-")
     os.environ.setdefault("SECRET_KEY", name)
+    # benches start turns far faster than people do: no rate limits or quotas unless asked
+    os.environ.setdefault("JUNE_RATE_LIMITS", "0")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
 
 

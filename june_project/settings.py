@@ -223,6 +223,16 @@ JUNE_SUBAGENT_MAX_FANOUT = int(os.environ.get("JUNE_SUBAGENT_MAX_FANOUT", "8"))
 # what one turn may spend, for agents that declare no ``limits`` (agents_app/runtime/limits.py):
 # JSON, e.g. {"model_calls": 50, "tokens": 200000}; a turn at a limit answers without tools
 JUNE_TURN_LIMITS = json.loads(os.environ.get("JUNE_TURN_LIMITS") or '{"model_calls": 50}')
+# per-user rate limits and quotas (sessions_app/quotas.py), checked before a turn is created;
+# 0 turns one off, JUNE_RATE_LIMITS=0 all of them (benches and load tests)
+JUNE_RATE_LIMITS = env_bool("JUNE_RATE_LIMITS", True)
+JUNE_RATE_TURNS_PER_MINUTE = int(os.environ.get("JUNE_RATE_TURNS_PER_MINUTE", "30"))
+JUNE_QUOTA_TOKENS_PER_DAY = int(os.environ.get("JUNE_QUOTA_TOKENS_PER_DAY", "5000000"))
+JUNE_QUOTA_AGENT_TOKENS_PER_DAY = int(os.environ.get("JUNE_QUOTA_AGENT_TOKENS_PER_DAY", "50000000"))
+JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE = int(os.environ.get("JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE", "60"))
+JUNE_RATE_SCHEDULE_TURNS_PER_HOUR = int(os.environ.get("JUNE_RATE_SCHEDULE_TURNS_PER_HOUR", "60"))
+# how long a process reuses a user's or an agent's tokens of today (every turn of the day is summed)
+JUNE_QUOTA_CACHE_SECONDS = float(os.environ.get("JUNE_QUOTA_CACHE_SECONDS", "10"))
 # the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)
 JUNE_SWEEP_SECONDS = float(os.environ.get("JUNE_SWEEP_SECONDS", "1"))
 # the scheduled sweeper (django-q2 schedule, created by migrate): minutes between runs

@@ -34,4 +34,20 @@ class Unprocessable(JuneError):
 
 
 def error_body(exc: JuneError) -> dict:
-    return {"error": {"code": exc.code, "message": str(exc) or exc.code}}
+    body = {"code": exc.code, "message": str(exc) or exc.code}
+    if isinstance(exc, RateLimited):
+        body.update(retry_after=exc.retry_after, limit=exc.limit)
+    return {"error": body}
+
+
+class RateLimited(JuneError):
+    """A limit or quota of ``sessions_app.quotas`` refused a new turn; nothing was created.
+    ``retry_after``: whole seconds until the window that refused it ends."""
+
+    http_status = 429
+    code = "rate_limited"
+
+    def __init__(self, message: str, *, retry_after: int, limit: str) -> None:
+        super().__init__(message)
+        self.retry_after = max(1, int(retry_after))
+        self.limit = limit

@@ -124,7 +124,11 @@ class Turn(models.Model):
             # parent or a creator writes no entry there (a lookup by a value, ``=`` or ``IN``,
             # still uses them)
             models.Index(fields=["parent"], condition=models.Q(parent__isnull=False), name="turn_parent"),
-            models.Index(fields=["created_by"], condition=models.Q(created_by__isnull=False), name="turn_created_by"),
+            # by creation time too: a user's turns of today are what their daily token quota reads
+            models.Index(fields=["created_by", "created_at"], condition=models.Q(created_by__isnull=False),
+                         name="turn_created_by"),
+            # every turn of today: what an agent's daily token quota reads (``quotas``)
+            models.Index(fields=["created_at"], name="turn_created_at"),
         ]
 
     def __str__(self) -> str:
@@ -396,6 +400,48 @@ class SessionReset(models.Model):
     @property
     def archived_session(self) -> str:
         return f"{self.session.key}#g{self.generation}"
+
+
+class RateCounter(models.Model):
+    """How many turns a subject started in one window (``sessions_app.quotas``): a row per
+    (scope, subject, window), counted by one conditional upsert, so no race admits one over the
+    limit and the count holds across processes, sites and restarts. Rows of past windows are
+    deleted as new windows open."""
+
+    scope = models.CharField(max_length=32)  # user | webhook | schedule
+    subject = models.CharField(max_length=200)  # a user's pk, an agent's name, a schedule's name
+    window_start = models.BigIntegerField()  # epoch seconds
+    n = models.IntegerField(default=0)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["scope", "subject", "window_start"], name="rate_counter_key")]
+        indexes = [models.Index(fields=["window_start"], name="rate_counter_window")]
+
+    def __str__(self) -> str:
+        return f"{self.scope}:{self.subject}@{self.window_start} = {self.n}"
+
+
+class QuotaOverride(models.Model):
+    """A user's or a group's own limits, over the site's settings (``sessions_app.quotas``),
+    edited in the admin. Blank: the setting; 0: no limit. A user's own row wins over their
+    groups'; among their groups, the most generous limit."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="+")
+    group = models.OneToOneField("auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    turns_per_minute = models.PositiveIntegerField(null=True, blank=True,
+                                                   help_text="blank: JUNE_RATE_TURNS_PER_MINUTE; 0: no limit")
+    tokens_per_day = models.PositiveBigIntegerField(null=True, blank=True,
+                                                    help_text="blank: JUNE_QUOTA_TOKENS_PER_DAY; 0: no limit")
+    note = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(
+            condition=models.Q(user__isnull=False, group__isnull=True) | models.Q(user__isnull=True, group__isnull=False),
+            name="quota_override_user_or_group", violation_error_message="Choose a user or a group (one, not both).")]
+
+    def __str__(self) -> str:
+        return f"limits of {self.user or self.group}"
 
 
 class ApiToken(models.Model):

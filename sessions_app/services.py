@@ -19,7 +19,7 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.schedules import declarations
 from sessions_app import models as m
-from sessions_app import safejson, wiring
+from sessions_app import quotas, safejson, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
@@ -180,17 +180,26 @@ def turn_start(
     speaker: dict[str, Any] | None = None,
     turn_id: str | None = None,
 ) -> TurnRecord:
-    """Queue a turn (after access checks); a worker picks it up after the commit."""
+    """Queue a turn (after access checks); a worker picks it up after the commit.
+
+    Admitted first (``quotas.admit_turn``: the user's, or the webhook's, rate and the day's token
+    quotas): a refusal raises ``RateLimited`` before anything is created, the session included;
+    a start counted whose creation is then refused (access, a parked session) is given back."""
     text = validate_text(text)
     wiring.agent(agent)
-    if user is not None:
-        session_for_user(agent=agent, key=key, user=user, create=True)
-    turn_input = TurnInput(
-        text=text, kind=kind, by=by, source=source,
-        user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
-    )
-    return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id,
-                      created_by=_user_row(user))
+    row = _user_row(user)
+    admitted = quotas.admit_turn(agent=agent, user_id=row.pk if row else None, source=source)
+    try:
+        if user is not None:
+            session_for_user(agent=agent, key=key, user=user, create=True)
+        turn_input = TurnInput(
+            text=text, kind=kind, by=by, source=source,
+            user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
+        )
+        return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id, created_by=row)
+    except BaseException:
+        admitted.refund()
+        raise
 
 
 def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None) -> m.Turn:

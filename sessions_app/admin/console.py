@@ -3,7 +3,8 @@ tokens and cost per turn, session, agent and day.
 
 - ``/admin/june/dashboard/`` — running, queued and parked turns (parked by age), running turns
   whose lease expired, failures and retries in the last hour, schedules due next, failing
-  webhook deliveries, tokens and cost today and per agent; the page re-reads its body every
+  webhook deliveries, tokens and cost today and per agent, users against their rate limit and
+  token quota (``quotas.usage_per_user``); the page re-reads its body every
   few seconds (``static/june/dashboard.js``; ``?fragment=1`` is the body alone).
 - :func:`timeline` — a turn as a list of steps (start, duration, tool, input, result, tokens),
   read from its events and messages; the turn admin page draws it.
@@ -32,7 +33,7 @@ from django_q.models import Schedule
 from agents_app.models import DeliveryStatus, WebhookDelivery
 from agents_app.providers import provider_name
 from sessions_app import models as m
-from sessions_app import health, selectors, wiring
+from sessions_app import health, quotas, selectors, wiring
 from sessions_app.store import eventlog
 
 #: US dollars per million tokens (list prices when written; override with JUNE_MODEL_PRICES)
@@ -259,6 +260,8 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
         "usage_per_agent": per_agent_today,
         "usage_per_user": dict(list(per_user_today.items())[:LIST_ROWS]),
         "usage_per_day": per_day,
+        "quota_per_user": quotas.usage_per_user(now=now.timestamp()),
+        "limits": quotas.limits_table(),
     }
 
 

@@ -33,12 +33,15 @@ from agents_app.runtime.proactive import ChannelError, receive
 from agents_app.runtime.errors import AgentConfigError, SessionSuspendedError, TurnConflictError
 from agents_app.runtime.session import LocalDispatcher, new_turn_id
 from sessions_app import models as sm
-from sessions_app import wiring
+from sessions_app import quotas, wiring
+from sessions_app.errors import RateLimited
 from sessions_app.outbox.queue import DELIVERIES_SCHEDULE, DELIVERIES_SWEEP, FIRE, RENAMED
 from sessions_app.proactive.channels import ScheduleChannel
 
 log = logging.getLogger(__name__)
 
+#: a run a rate limit or quota refused (``ScheduleRun.status``)
+SKIPPED = "skipped"
 #: the names ``fire`` had before (rows keep them until a sync corrects or removes them)
 OLD_FIRE = [old for old, new in RENAMED.items() if new == FIRE]
 
@@ -95,7 +98,9 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
     """django-q2 task: start the tick's one turn and deliver it to the schedule's session.
 
     Returns ``fired``, ``duplicate`` (this tick's turn exists: another cluster or an earlier
-    delivery of this task started it) or ``disabled``; raises when the turn cannot start or
+    delivery of this task started it), ``disabled``, or ``skipped`` (the schedule's rate,
+    ``JUNE_RATE_SCHEDULE_TURNS_PER_HOUR``, or the agent's token quota of the day refused the
+    run: the ScheduleRun is marked ``skipped`` with the reason, no turn is created); raises when the turn cannot start or
     its result cannot be delivered (the ScheduleRun keeps the error; q2 records a failure)."""
     decl = declaration(agent, name)
     row = Schedule.objects.filter(name=decl.q2_name).first()
@@ -110,12 +115,22 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
         schedule=decl.q2_name, tick=tick,
         defaults={"agent": agent, "session_key": decl.session_key(tick), "turn_id": new_turn_id()},
     )
+    if run.status == SKIPPED:
+        return SKIPPED
     if sm.Turn.objects.filter(pk=run.turn_id).exists():
         return "duplicate"
+    try:
+        admitted = quotas.admit_turn(agent=agent, schedule=decl.q2_name, source="schedule")
+    except RateLimited as exc:  # the run is skipped, and says why (the admin lists runs)
+        ScheduleRun.objects.filter(pk=run.pk).update(status=SKIPPED, error=str(exc)[:2000])
+        log.warning("schedule %s: run of %s skipped: %s", decl.q2_name, tick.isoformat(), exc)
+        return SKIPPED
     try:
         _session_for_schedule(decl, run.session_key)
         asyncio.run(_receive(decl, run))
     except Exception as exc:
+        if not sm.Turn.objects.filter(pk=run.turn_id).exists():
+            admitted.refund()  # no turn: the run did not start one
         # a concurrent firing of this tick created the turn first (conflict on its id)
         duplicate = isinstance(exc, (IntegrityError, TurnConflictError)) and not isinstance(exc, SessionSuspendedError)
         if duplicate and sm.Turn.objects.filter(pk=run.turn_id).exists():

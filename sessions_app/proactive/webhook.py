@@ -5,7 +5,10 @@ sha256=<hex>`` = HMAC-SHA256(``JUNE_WEBHOOK_SECRET_<AGENT>``, ``<X-June-Timestam
 within 5 minutes; a bad, stale or replayed signature is refused (401 / 409); an unsigned request
 runs unattested or is refused (401) per the agent's ``settings["webhook"]["unsigned"]``.
 No cookie auth, so no CSRF: the signature (or the agent's explicit opt-in to unsigned turns) is
-the authentication. Errors are JSON ``{"error": {"code", "message"}}``.
+the authentication. Errors are JSON ``{"error": {"code", "message"}}``. Over the agent's webhook
+rate (``JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE``) or its token quota of the day: 429 with
+``Retry-After``, nothing created (a signed request may be sent again then: it was not recorded as
+seen).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from agents_app.runtime.errors import JuneError
 
 from sessions_app import safejson, wiring
 from sessions_app.proactive import channels
-from sessions_app.errors import BadRequest, PayloadTooLarge, Unauthenticated, error_body
+from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, Unauthenticated, error_body
 
 MAX_BODY = 64 * 1024
 
@@ -66,5 +69,7 @@ def agent_webhook(request: HttpRequest, agent: str) -> JsonResponse:
         response = JsonResponse(error_body(exc), status=exc.http_status)
         if exc.http_status == 405:
             response["Allow"] = "POST"
+        if isinstance(exc, RateLimited):
+            response["Retry-After"] = str(exc.retry_after)
         return response
     return JsonResponse(out, status=202)

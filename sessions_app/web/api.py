@@ -30,7 +30,7 @@ from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 
 from sessions_app import models as m
 from sessions_app import safejson, services
-from sessions_app.errors import BadRequest, PayloadTooLarge, error_body
+from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, error_body
 from sessions_app.web.auth import authenticate
 from sessions_app.web.openapi import document
 from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
@@ -59,6 +59,8 @@ def json_error(exc: JuneError) -> JsonResponse:
     response = JsonResponse(error_body(exc), status=exc.http_status)
     if exc.http_status == 401:
         response["WWW-Authenticate"] = 'Bearer realm="june"'
+    if isinstance(exc, RateLimited):
+        response["Retry-After"] = str(exc.retry_after)
     return response
 
 
@@ -273,7 +275,9 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
                                          turn_id=turn_id)
         return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
                             headers={"Location": f"/api/agents/{agent}/sessions/{session}/turns/{turn_id}"})
-    row = await db(services.session_for_user)(agent=agent, key=session, user=user, create=True)
+    # the session is created with the turn (``turn_start``), so a refused start creates nothing;
+    # a session that does not exist yet has logged nothing: its events start after 0
+    row = await db(services.session_for_user)(agent=agent, key=session, user=user)
     ref = SessionRef(agent, session)
 
     async def start() -> None:
@@ -281,7 +285,7 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
                                       replace=replace, turn_id=turn_id)
 
     # subscribe before the turn exists, so not even its first delta is missed
-    follower = SessionFollower(ref, after=row.event_seq, turn_id=turn_id)
+    follower = SessionFollower(ref, after=row.event_seq if row is not None else 0, turn_id=turn_id)
     await follower.__aenter__()
     try:
         await start()
@@ -304,9 +308,8 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
 
 
 def _start_queued(*, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str) -> str:
-    """``POST turns?wait=false``'s database work: the session (created for ``user``), the turn,
-    and its status right after."""
-    services.session_for_user(agent=agent, key=key, user=user, create=True)
+    """``POST turns?wait=false``'s database work: the turn (and its session, created for
+    ``user``: ``turn_start``), and its status right after."""
     services.turn_start(agent=agent, key=key, text=text, user=user, source="http", replace=replace, turn_id=turn_id)
     return load_turn(turn_id).status
 

@@ -12,8 +12,9 @@ Contract:
 - deltas are forwarded live (no ``seq``; see ``sink.py`` for ``offset``/``base``).
 - client frames ``{"type": "start"|"cancel"|"resume"|"reset", …, "id"?}`` each go to one
   handler calling a service; the reply is ``{"type": "ack", "for": <type>, "id", …}`` or
-  ``{"type": "error", "code", "message", "status", "id"}``. After an error frame the socket stays
-  open and usable.
+  ``{"type": "error", "code", "message", "status", "id"}`` (a start refused by a rate limit or
+  quota: status 429, code ``rate_limited``, and ``retry_after`` in seconds). After an error frame
+  the socket stays open and usable.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
 
 from sessions_app import safejson, selectors, services
-from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
+from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
 from sessions_app.outbox.sink import group_name
 from sessions_app.web.children import ChildRelay
 from sessions_app.web.sse import parse_seq
@@ -184,15 +185,18 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
                 raise BadRequest(f"unknown frame type {kind[:40]!r}; expected one of {sorted(FRAME_HANDLERS)}")
             reply = await handler(self, frame)
             await self.send_json({"type": "ack", "for": kind, "id": frame.get("id"), **reply})
+        except RateLimited as exc:  # with when to retry (the API's Retry-After)
+            await self._error(frame, exc.code, str(exc), exc.http_status, retry_after=exc.retry_after)
         except JuneError as exc:
             await self._error(frame, exc.code, str(exc) or exc.code, exc.http_status)
         except Exception:
             log.exception("websocket frame of %s/%s failed", self.agent, self.key)
             await self._error(frame, "internal", "internal error", 500)
 
-    async def _error(self, frame: Any, code: str, message: str, status: int) -> None:
+    async def _error(self, frame: Any, code: str, message: str, status: int, **extra: Any) -> None:
         ident = frame.get("id") if isinstance(frame, dict) else None
-        await self.send_json({"type": "error", "code": code, "message": message, "status": status, "id": ident})
+        await self.send_json({"type": "error", "code": code, "message": message, "status": status, "id": ident,
+                              **extra})
 
     async def frame_start(self, frame: dict[str, Any]) -> dict[str, Any]:
         replace = frame.get("replace", False)

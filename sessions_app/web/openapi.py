@@ -28,6 +28,9 @@ ERROR_TEXT = {
     "409": "The session or turn is not in a state that allows this",
     "413": "The body is over 256 KiB, or the text over JUNE_MAX_TEXT_CHARS characters",
     "422": "The answer does not match the request's schema",
+    "429": "A rate limit or quota refused the turn (turns per minute, tokens per day); nothing was created. "
+           "`Retry-After` (and `error.retry_after`) says in how many seconds to retry; `error.limit` names "
+           "the setting",
     "500": "The agent's authorize_answer raised; nothing was applied (retry is safe)",
 }
 
@@ -147,7 +150,7 @@ def paths() -> dict[str, Any]:
                     "202": _json("Queued or still running", {
                         "type": "object", "required": ["turn_id", "status"],
                         "properties": {"turn_id": {"type": "string"}, "status": {"type": "string"}}}),
-                    **_errors(*COMMON, "409", "413"),
+                    **_errors(*COMMON, "409", "413", "429"),
                 },
             },
         },
@@ -237,8 +240,10 @@ def components() -> dict[str, Any]:
             "Error": {
                 "type": "object", "required": ["error"],
                 "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
-                    "code": {"type": "string", "examples": ["bad_request", "forbidden", "conflict"]},
-                    "message": {"type": "string"}}}},
+                    "code": {"type": "string", "examples": ["bad_request", "forbidden", "conflict", "rate_limited"]},
+                    "message": {"type": "string"},
+                    "retry_after": {"type": "integer", "description": "429 only: seconds until a retry may pass"},
+                    "limit": {"type": "string", "description": "429 only: the setting of the limit reached"}}}},
             },
             "Turn": {
                 "type": "object", "required": ["turn_id", "status", "text"],

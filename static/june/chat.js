@@ -411,6 +411,13 @@
     if (!composerFrames.has(id)) return false;
     composerFrames.delete(id);
     if (!composerFrames.size) delete $("composer").dataset.state;
+    if (f.code === "rate_limited" && f.retry_after) {
+      // a rate limit or quota: say when sending again will work (the text stays in the box)
+      const at = new Date(Date.now() + f.retry_after * 1000);
+      const when = f.retry_after < 120 ? `in ${f.retry_after} s` : `at ${at.toLocaleTimeString()}`;
+      composerMessage(`Not sent: you have reached a limit (${f.message}). Your message is kept in the box: send it again ${when}.`);
+      return true;
+    }
     composerMessage(`Not sent: ${f.message || f.code}. Your message is kept in the box.`);
     return true;
   }

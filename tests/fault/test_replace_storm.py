@@ -19,12 +19,13 @@ STARTS = 200
 TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
 
 
-def test_a_replace_storm_never_deadlocks(clusters, fault_agent, django_user_model):
+def test_a_replace_storm_never_deadlocks(clusters, fault_agent, django_user_model, settings):
     """Pins the worker's DeadlockDetected under 400 sequential ``replace=true`` POSTs (issue 13,
     item 8; the sweeper re-ran the turn ~10 s later): a checkpoint locked turn-then-session, a
     replace session-then-turns. Zero deadlocks in the workers' logs; every turn ends once."""
     from sessions_app import models as m
 
+    settings.JUNE_RATE_TURNS_PER_MINUTE = 0  # one user's 200 POSTs in seconds
     workers = [clusters.start(), clusters.start()]
     user = django_user_model.objects.create_user("storm", password="pw-storm-123")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {m.ApiToken.issue(user)[1]}")

@@ -27,3 +27,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 def _fast_passwords(settings):
     """Users are made per test: a fast hasher (these tests are about requests, not passwords)."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _no_rate_limits(settings):
+    """Hypothesis sends hundreds of turns a minute for one user: these tests are about what the
+    API answers to hostile input, not about its rate limits (tests/integration/test_quotas.py)."""
+    settings.JUNE_RATE_LIMITS = False

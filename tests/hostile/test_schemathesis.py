@@ -47,7 +47,8 @@ def daphne(django_db_setup, django_db_blocker, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "JUNE_MODEL", "PYTEST_CURRENT_TEST")}
     env.update(DATABASE_URL=db_url, SECRET_KEY=settings.SECRET_KEY, DJANGO_SETTINGS_MODULE="june_project.settings",
                DEBUG="0", JUNE_Q_SYNC="0", JUNE_Q_NAME=settings.Q_CLUSTER["name"], JUNE_API_WAIT_SECONDS="0.2",
-               JUNE_API_STREAM_SECONDS="0.5", JUNE_SSE_POLL_SECONDS="0.1", LOG_LEVEL="WARNING")
+               JUNE_API_STREAM_SECONDS="0.5", JUNE_SSE_POLL_SECONDS="0.1", LOG_LEVEL="WARNING",
+               JUNE_RATE_TURNS_PER_MINUTE="0")  # one user's hundreds of POSTs
     port = free_port()
     log = open(log_path, "wb")
     proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),

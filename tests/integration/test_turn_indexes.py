@@ -43,8 +43,10 @@ def test_a_turns_indexes_hold_no_entry_for_an_empty_parent_or_creator_and_none_t
     # the foreign keys' own indexes and PostgreSQL's LIKE copies are gone
     own = [name for name in found if name.startswith(f"{TURN}_") and name != f"{TURN}_pkey"]
     assert not own and not [name for name in found if name.endswith("_like")], found
-    # what is left: the key, (session, status, order), (status, lease), waiting, chain, the two above
-    assert len(found) == 7, found
+    # what is left: the key, (session, status, order), (status, lease), waiting, chain, the two above,
+    # and created_at (0023: an agent's tokens of today; an append at the b-tree's right edge)
+    assert "turn_created_at" in found and "created_at" in found["turn_created_by"], found
+    assert len(found) == 8, found
 
 
 @pytest.mark.parametrize(("sql", "params", "index"), [
@@ -53,6 +55,9 @@ def test_a_turns_indexes_hold_no_entry_for_an_empty_parent_or_creator_and_none_t
     (f"UPDATE {TURN} SET created_by_id = NULL WHERE created_by_id IN (%s)", [1], "turn_created_by"),  # SET_NULL
     (f"DELETE FROM {TURN} WHERE session_id IN (%s)", [1], "sessions_ap_session_c5ebd8_idx"),  # the cascade
     (f"SELECT id FROM {TURN} WHERE session_id = %s ORDER BY \"order\"", [1], "sessions_ap_session_c5ebd8_idx"),
+    # the daily token quotas (sessions_app.quotas): a user's turns of today, every turn of today
+    (f"SELECT usage FROM {TURN} WHERE created_by_id = %s AND created_at >= %s", [1, "2026-01-01"], "turn_created_by"),
+    (f"SELECT usage FROM {TURN} WHERE created_at >= %s", ["2026-01-01"], "turn_created_at"),
 ])
 def test_lookups_by_parent_creator_and_session_still_use_an_index(sql, params, index):
     assert index in plan(sql, params)

@@ -1,0 +1,42 @@
+"""Issue 37: a send over the user's rate limit keeps the typed text in the box and says when to
+send it again (on main every send was accepted, however fast); once the window has passed, the
+same text sends."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from tests.browser.conftest import chat_url, wait_live
+
+
+def test_a_send_over_the_rate_limit_keeps_the_text_and_says_when_to_retry(june_server, make_user, new_page):
+    from sessions_app import models as m
+    from sessions_app import quotas
+
+    alice = make_user("alice")
+    limit = quotas.USER.limit()
+    assert limit, "the rate limit is on by default"
+    page = new_page(alice)
+    page.goto(chat_url("ops", "rl-1"))
+    wait_live(page)
+    # the minute is already spent (this one and the next two: the test may straddle a minute)
+    now = time.time()
+    windows = [quotas.window_of(quotas.USER, now) + 60 * k for k in range(3)]
+    m.RateCounter.objects.bulk_create([m.RateCounter(scope="user", subject=str(alice.pk), window_start=w, n=limit)
+                                       for w in windows])
+    page.fill("#text", "order 2 blue mugs")
+    page.press("#text", "Enter")
+    page.wait_for_selector("#composer-error:not([hidden])")
+    said = page.locator("#composer-error").text_content()
+    assert "limit" in said and "kept in the box" in said, said
+    assert re.search(r"send it again (in \d+ s|at )", said), said
+    assert page.input_value("#text") == "order 2 blue mugs"
+    assert page.locator(".msg.user").count() == 0
+    assert not m.Turn.objects.filter(session__key="rl-1").exists()
+    # the window passes: the same text sends, and the box empties
+    m.RateCounter.objects.filter(subject=str(alice.pk)).delete()
+    page.press("#text", "Enter")
+    page.wait_for_selector(".msg.user >> text=order 2 blue mugs")
+    assert page.input_value("#text") == ""
+    assert page.locator("#composer-error").is_hidden()
