@@ -61,6 +61,18 @@ def cancel_now(status: TurnStatus, *, reason: str, waiting: int = 0) -> bool:
     return status in at_once
 
 
+def check_cancellable(rec: TurnRecord) -> None:
+    """What a person's cancel may ask, the same over every transport (409s otherwise): a queued
+    or running turn, a turn parked on its children (cancelled at once, with them: ``cancel_now``),
+    a cancelled one again (nothing more happens). A turn parked on an answer is answered or its
+    session reset — its cancel would throw the question away — and a finished turn stays as it
+    ended."""
+    if rec.status in (TurnStatus.COMPLETED, TurnStatus.FAILED):
+        raise TurnConflictError(f"the turn has already {rec.status}")
+    if rec.status == TurnStatus.SUSPENDED and not rec.waiting:
+        raise TurnConflictError("the turn is waiting for an answer: answer it, or reset the session")
+
+
 def gets_request(rec: TurnRecord) -> bool:
     """Whether a running turn is handed the cancel request (the first request wins)."""
     return rec.status in CANCEL_REQUESTED and not rec.cancel_reason

@@ -343,7 +343,9 @@ class AgentSession:
         return outcome.turn
 
     async def cancel(self, turn_id: str, *, reason: str = CancelReason.REQUESTED) -> TurnRecord:
-        rules.check_turn_of(await self.store.get_turn(turn_id), self.ref)
+        rec = await self.store.get_turn(turn_id)
+        rules.check_turn_of(rec, self.ref)
+        rules.check_cancellable(rec)  # the same answer over HTTP, the websocket and the admin
         outcome = await self.store.request_cancel(turn_id, str(reason))
         await self._after(outcome, str(reason))
         assert outcome.turn is not None

@@ -25,7 +25,7 @@ from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
 from agents_app.runtime import new_turn_id
-from agents_app.runtime.errors import JuneError, NotFound, TurnConflictError
+from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 
 from sessions_app import models as m
@@ -335,12 +335,8 @@ def turn_resume(request: HttpRequest, user: Any, agent: str, session: str, turn_
 def turn_cancel(request: HttpRequest, user: Any, agent: str, session: str, turn_id: str) -> HttpResponse:
     """Cancel a queued turn now, a running one at its next checkpoint (202 until it stops)."""
     read_json(request, allowed=set())
-    turn = turn_of(agent=agent, key=session, turn_id=turn_id, user=user)
-    if turn.status == TurnStatus.SUSPENDED:
-        raise TurnConflictError("the turn is waiting for an answer: answer it, or reset the session")
-    if turn.status in (TurnStatus.COMPLETED, TurnStatus.FAILED):
-        raise TurnConflictError(f"the turn has already {turn.status}")
-    services.turn_cancel(turn_id=turn_id, agent=agent, key=session, user=user)
+    turn_of(agent=agent, key=session, turn_id=turn_id, user=user)
+    services.turn_cancel(turn_id=turn_id, agent=agent, key=session, user=user)  # rules.check_cancellable
     return turn_response(load_turn(turn_id), request, agent=agent, key=session)
 
 

@@ -185,32 +185,57 @@ def test_a_parked_refund_is_listed_refused_to_others_and_answered_by_an_operator
     assert m.Turn.objects.get(pk=turn_id).status == "suspended" and not m.Answer.objects.exists()
 
     olga = make_user("olga", operator=True)
+    olga.is_staff = True  # operators are active staff members of the operators group
+    olga.save()
     ops = Api(token_for(olga))
-    # the operator may not open alice's session over the API (the admin inbox is theirs)
+    # the operator may not open alice's session over the API (the approvals API and the inbox are theirs)
     status, body, _ = ops.post(f"{BASE}/r1/turns/{turn_id}/resume", {"input_id": "approve-refund", "answer": True})
     assert status == 403
-    status, own, _ = ops.post(f"{BASE}/o1/turns", {"text": "refund order 7 25"})
-    assert own["status"] == "suspended"
-    own_id = own["turn_id"]
-    status, listing, _ = ops.get(f"{BASE}/o1/pending")
-    assert listing["pending"][0]["may_answer"] is True
-    status, body, _ = ops.post(f"{BASE}/o1/turns/{own_id}/resume", {"input_id": "approve-other", "answer": True})
+    answer_url = f"/api/approvals/{turn_id}/answer"
+    status, body, _ = ops.post(answer_url, {"input_id": "approve-other", "answer": True})
     assert status == 409 and body["error"]["code"] == "conflict"
-    status, body, _ = ops.post(f"{BASE}/o1/turns/{own_id}/resume", {"input_id": "approve-refund", "answer": "yes"})
+    status, body, _ = ops.post(answer_url, {"input_id": "approve-refund", "answer": "yes"})
     assert status == 422 and body["error"]["code"] == "invalid_answer"
     assert not m.Answer.objects.exists()
-    status, body, _ = ops.post(f"{BASE}/o1/turns/{own_id}/resume", {"input_id": "approve-refund", "answer": True},
-                               REMOTE_ADDR="10.1.2.3")
+    status, body, _ = ops.post(answer_url, {"input_id": "approve-refund", "answer": True}, REMOTE_ADDR="10.1.2.3")
     assert status == 200 and body["status"] == "completed", body
     assert "refunded" in body["text"]
     answer = m.Answer.objects.get()
     assert (answer.turn_id, answer.via, answer.by, answer.user, answer.answer, answer.remote_addr) == (
-        own_id, "api", str(olga.pk), olga, True, "10.1.2.3")
+        turn_id, "api", str(olga.pk), olga, True, "10.1.2.3")
     # answered once: now it is not waiting any more
-    status, body, _ = ops.post(f"{BASE}/o1/turns/{own_id}/resume", {"input_id": "approve-refund", "answer": True})
+    status, body, _ = ops.post(answer_url, {"input_id": "approve-refund", "answer": True})
     assert status == 409 and body["error"]["code"] == "not_suspended"
-    _, listing, _ = ops.get(f"{BASE}/o1/pending")
+    _, listing, _ = api.get(f"{BASE}/r1/pending")
     assert listing == {"pending": []}
+
+
+def test_nobody_approves_their_own_refund_and_operators_are_staff(inline_worker):
+    """Issue 35 item 4: the demo's authorize_answer said "active staff members of the operators
+    group" but checked only is_active and the group: a non-staff member listed every parked
+    request and approved refunds, including one they asked for themselves (four eyes, now)."""
+    olga, nick = make_user("olga", operator=True), make_user("nick", operator=True)
+    olga.is_staff = True
+    olga.save()  # nick is in the group, not staff
+    ops = Api(token_for(olga))
+    status, own, _ = ops.post(f"{BASE}/o1/turns", {"text": "refund order 7 25"})
+    assert own["status"] == "suspended"
+    _, listing, _ = ops.get(f"{BASE}/o1/pending")
+    assert listing["pending"][0]["may_answer"] is False
+    status, body, _ = ops.post(f"{BASE}/o1/turns/{own['turn_id']}/resume", {"input_id": "approve-refund", "answer": True})
+    assert status == 403 and body["error"]["code"] == "forbidden"
+    status, body, _ = Api(token_for(nick)).post(f"/api/approvals/{own['turn_id']}/answer",
+                                                {"input_id": "approve-refund", "answer": True})
+    assert status == 403
+    status, listed, _ = Api(token_for(nick)).get("/api/approvals/")
+    assert status == 200 and listed["approvals"] == []  # nothing listed to a non-staff member
+    sam = make_user("sam", operator=True)
+    sam.is_staff = True
+    sam.save()
+    status, body, _ = Api(token_for(sam)).post(f"/api/approvals/{own['turn_id']}/answer",
+                                               {"input_id": "approve-refund", "answer": True})
+    assert status == 200 and body["status"] == "completed", body
+    assert m.Answer.objects.get().user == sam
 
 
 def test_authorize_answer_raising_is_a_500_and_applies_nothing(inline_worker, monkeypatch):

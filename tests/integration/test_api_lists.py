@@ -102,6 +102,8 @@ def test_approvals_lists_what_the_caller_may_answer_and_answers_with_the_inbox_r
     second = later["turn_id"]
 
     olga = make_user("olga", operator=True)
+    olga.is_staff = True  # operators: active staff members of the operators group
+    olga.save()
     ops = Api(token_for(olga))
     status, listing, _ = ops.get("/api/approvals/")
     assert status == 200

@@ -136,7 +136,8 @@ def test_an_unattested_webhook_cannot_ask_its_speaker_for_input(client, q2_sync,
     r = post(client, {"session": "u2", "text": "refund order 9 5"}, secret=None)
     turn = m.Turn.objects.get(pk=r.json()["turn_id"])
     assert turn.status == "suspended"
-    assert turn.pending["request"]["answerers"] == {"policy": "operator", "scope": "refunds"}
+    assert turn.pending["request"]["answerers"] == {"policy": "operator",
+                                                    "scope": {"kind": "refunds", "requested_by": None}}
 
 
 def test_a_signature_without_a_configured_secret_is_refused(client, monkeypatch):

@@ -18,7 +18,8 @@ async def issue_refund(input, ctx):
         id="approve-refund",  # stable within the turn: it keys the answer
         prompt=f"Approve a ${input['amount']:.2f} refund on order {input['order_id']}?",
         schema={"type": "boolean"},
-        answerers={"policy": "operator", "scope": "refunds"},
+        # four eyes: an operator may not approve a refund they asked for (``authorize_answer``)
+        answerers={"policy": "operator", "scope": {"kind": "refunds", "requested_by": _requester(ctx)}},
     )
     if approved is not True:
         return {"refunded": False}
@@ -33,3 +34,10 @@ async def issue_refund(input, ctx):
         defaults={"order_ref": input["order_id"], "amount": input["amount"]},
     )
     return {"refunded": True, "refund_id": refund.pk, "amount": float(refund.amount)}
+
+
+def _requester(ctx):
+    """The site user who asked (an attested speaker: the chat, the API), or None (a webhook's
+    users are the channel's own names, not the site's)."""
+    user = ctx.user or {}
+    return str(user["id"]) if user.get("attested") and user.get("id") is not None else None
