@@ -14,7 +14,6 @@ writes share the checkpoint's transaction; its turn's heartbeats run here meanwh
 from __future__ import annotations
 
 import functools
-import select
 import threading
 from typing import Any
 
@@ -70,10 +69,9 @@ def ended_while_idle(conn: Any) -> bool:
     if conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
         return True
     try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        return wire.ready(conn.fileno(), wire.READ, 0)
     except (OSError, ValueError):
         return True
-    return bool(readable)
 
 
 def drop_unusable() -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import select
 import zlib
 from collections import deque
 from typing import Any, Callable, Generator, TypeVar
@@ -186,10 +185,9 @@ class Pipe:
         it ends the connection (a restart, a terminated backend), and whatever else: the pipe is
         opened again rather than read. A socket poll."""
         try:
-            readable, _, _ = select.select([self.fd], [], [], 0)
+            return wire.ready(self.fd, wire.READ, 0)
         except (OSError, ValueError):
             return True
-        return bool(readable)
 
     def close(self) -> None:
         self._break(psycopg.OperationalError("closed"), closing=True)
