@@ -19,7 +19,9 @@ against a local Messages API peer that takes seconds (PostgreSQL by default):
   p50 / p99 (the burst's start -> settled, polled every 20 ms), the database's connections at peak (``pg_stat_activity``),
   the worker cluster's RSS at peak over its idle RSS, per concurrent turn, and that every turn
   completed exactly once (one ``turn.completed`` each, one Order each, 2 N requests at the
-  peer); the load average beside each row.
+  peer); the load average beside each row; and the lag of the streamed deltas behind the peer
+  (its stamp in each delta) on ``BENCH_WS`` (default 20) websockets opened, as browsers, on
+  sessions of the load before the burst.
 
 Goals (issue 36): at 1,000, 0 refused, wall after the last POST <= 3 s (physics 2 s), RSS per
 concurrent turn <= 0.5 MB.
@@ -51,6 +53,7 @@ os.environ["JUNE_RATE_LIMITS"] = "0"
 SIZES = [int(n) for n in os.environ.get("BENCH_N", "1,10,100,1000").split(",")]
 LATENCY = float(os.environ.get("BENCH_LATENCY", "1.0"))
 SLOTS = int(os.environ.get("BENCH_SLOTS", "600"))
+WATCHERS = int(os.environ.get("BENCH_WS", "20"))  # websockets on sessions of the load (delta latency)
 DELTAS = 5
 
 
@@ -93,7 +96,7 @@ class Peer:
                 for i in range(DELTAS):
                     time.sleep(LATENCY / DELTAS)
                     event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                  "delta": {"type": "text_delta", "text": f"piece {i} "}})
+                                                  "delta": {"type": "text_delta", "text": f"t={time.time():.6f} "}})
                 event("content_block_stop", {"type": "content_block_stop", "index": 0})
                 stop = "end_turn"
                 if not answered:
@@ -214,12 +217,49 @@ async def post_all(url: str, token: str, keys: list[str]) -> tuple[list[tuple[in
         return list(answers), time.monotonic() - t0, last[0]
 
 
+async def watch(url: str, cookie: str, key: str, latencies: list[float], opened: asyncio.Event,
+                count: list[int]) -> None:
+    """A browser's websocket on one session of the load: every delta's lag behind the peer's stamp."""
+    import re
+
+    import websockets
+
+    async with websockets.connect(f"{url.replace('http', 'ws')}/ws/agents/ops/sessions/{key}/", origin=url,
+                                  additional_headers={"Cookie": cookie}, max_queue=None, open_timeout=120) as ws:
+        while json.loads(await asyncio.wait_for(ws.recv(), 120)).get("type") != "ready":
+            pass
+        count[0] += 1
+        if count[0] >= count[1]:
+            opened.set()
+        while True:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 600))
+            now = time.time()
+            if frame.get("type") == "message.delta":
+                latencies.extend(now - float(t) for t in re.findall(r"t=(\d+\.\d+)", frame.get("text", "")))
+            elif frame.get("type") in ("turn.completed", "turn.failed", "turn.cancelled"):
+                return
+
+
+async def burst(url: str, token: str, cookie: str, keys: list[str], latencies: list[float]):
+    """The websockets of the first ``WATCHERS`` sessions open, then every POST at once."""
+    watchers = keys[:WATCHERS] if cookie else []
+    opened, count = asyncio.Event(), [0, len(watchers)]
+    tasks = [asyncio.ensure_future(watch(url, cookie, k, latencies, opened, count)) for k in watchers]
+    if watchers:
+        await asyncio.wait_for(opened.wait(), 120)
+    started = time.monotonic()
+    answers, post_s, last = await post_all(url, token, keys)
+    if tasks:
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), 900)
+    return started, answers, post_s, last
+
+
 def pct(values: list[float], p: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
-def run_size(n: int, url: str, token: str, cluster, peer: Peer, idle_rss: int) -> dict[str, Any]:
+def run_size(n: int, url: str, token: str, cluster, peer: Peer, idle_rss: int, cookie: str = "") -> dict[str, Any]:
     from django.db.models import Count
 
     from agents_app.models import Order
@@ -229,8 +269,8 @@ def run_size(n: int, url: str, token: str, cluster, peer: Peer, idle_rss: int) -
     before = peer.requests
     sampler = Sampler(cluster.pid)
     keys = [f"c{n}-{i}-{time.monotonic_ns()}" for i in range(n)]
-    started = time.monotonic()
-    answers, post_s, last_accept = asyncio.run(post_all(url, token, keys))
+    lags: list[float] = []
+    started, answers, post_s, last_accept = asyncio.run(burst(url, token, cookie, keys, lags))
     ids = [t for status, t in answers if status == 202]
     refused: dict[int, int] = {}
     for status, _ in answers:
@@ -261,6 +301,7 @@ def run_size(n: int, url: str, token: str, cluster, peer: Peer, idle_rss: int) -
             "exactly_once": completed == len(ids) == once == orders and peer.requests - before == 2 * len(ids),
             "detail": f"{completed}/{len(ids)} completed, {once} once, {orders} orders, "
                       f"{peer.requests - before} requests",
+            "ws_p50": pct(lags, 50) * 1000 if lags else None, "ws_p99": pct(lags, 99) * 1000 if lags else None,
             "load": load, "load_end": os.getloadavg()[0]}
 
 
@@ -286,6 +327,11 @@ def main() -> None:
     clusters = Clusters(workdir, JUNE_Q_WORKERS="2", JUNE_TURNS_PER_WORKER=str(SLOTS), JUNE_LEASE_SECONDS="30",
                         JUNE_SWEEP_SECONDS="5", JUNE_Q_POLL="0.05", JUNE_AGENT_DIRS="", **common)
     cluster = clusters.start()
+    from django.test import Client as DjangoClient
+
+    browser = DjangoClient()
+    browser.force_login(user)
+    cookie = f"sessionid={browser.cookies['sessionid'].value}"
     try:
         time.sleep(3)  # the cluster's workers up and idle
         run_size(20, url, token, cluster, peer, rss_of_group(cluster.pid))  # warm both workers: imports, SDK clients, pools
@@ -296,11 +342,14 @@ def main() -> None:
         print(f"{'N':>6}{'POSTs s':>9}{'refused':>9}{'after last':>11}{'p50 s':>7}{'p99 s':>7}{'db conn':>8}"
               f"{'RSS MB':>8}{'MB/turn':>8}{'once':>6}{'load':>12}")
         for n in SIZES:
-            r = run_size(n, url, token, cluster, peer, idle_rss)
+            r = run_size(n, url, token, cluster, peer, idle_rss, cookie)
             refused = sum(r["refused"].values())
             print(f"{n:>6}{r['post_s']:9.2f}{refused:9d}{r['after_last_s']:11.2f}{r['p50']:7.2f}{r['p99']:7.2f}"
                   f"{r['conn']:8d}{r['rss_mb']:8.0f}{r['per_turn_mb']:8.3f}{'yes' if r['exactly_once'] else 'NO':>6}"
                   f"{r['load']:6.2f}→{r['load_end']:.2f}", flush=True)
+            if r["ws_p50"] is not None:
+                print(f"        websocket deltas on {min(WATCHERS, n)} sessions of the load: "
+                      f"p50 {r['ws_p50']:.1f} ms, p99 {r['ws_p99']:.1f} ms behind the peer")
             if refused or not r["exactly_once"]:
                 print(f"        refused by status: {r['refused']}; {r['detail']}")
         print(f"\nphysics: 2 model calls x {LATENCY:.1f} s = {2 * LATENCY:.1f} s per turn; 'after last' is from the last "

@@ -210,32 +210,30 @@ def test_a_parked_refund_is_listed_refused_to_others_and_answered_by_an_operator
     assert listing == {"pending": []}
 
 
-def test_nobody_approves_their_own_refund_and_operators_are_staff(inline_worker):
+def test_only_staff_operators_answer_and_the_requester_is_recorded(inline_worker):
     """Issue 35 item 4: the demo's authorize_answer said "active staff members of the operators
     group" but checked only is_active and the group: a non-staff member listed every parked
-    request and approved refunds, including one they asked for themselves (four eyes, now)."""
+    request and approved refunds, including one they asked for themselves. Now a member who is
+    not staff lists nothing and answers nothing; a staff operator may answer (their own request
+    too: decided, docs/approvals.md), and the request names its requester."""
     olga, nick = make_user("olga", operator=True), make_user("nick", operator=True)
     olga.is_staff = True
     olga.save()  # nick is in the group, not staff
-    ops = Api(token_for(olga))
-    status, own, _ = ops.post(f"{BASE}/o1/turns", {"text": "refund order 7 25"})
+    status, own, _ = Api(token_for(nick)).post(f"{BASE}/n1/turns", {"text": "refund order 7 25"})
     assert own["status"] == "suspended"
-    _, listing, _ = ops.get(f"{BASE}/o1/pending")
+    turn = m.Turn.objects.get(pk=own["turn_id"])
+    assert turn.pending["request"]["answerers"]["scope"] == {"kind": "refunds", "requested_by": str(nick.pk)}
+    _, listing, _ = Api(token_for(nick)).get(f"{BASE}/n1/pending")
     assert listing["pending"][0]["may_answer"] is False
-    status, body, _ = ops.post(f"{BASE}/o1/turns/{own['turn_id']}/resume", {"input_id": "approve-refund", "answer": True})
-    assert status == 403 and body["error"]["code"] == "forbidden"
-    status, body, _ = Api(token_for(nick)).post(f"/api/approvals/{own['turn_id']}/answer",
+    status, body, _ = Api(token_for(nick)).post(f"{BASE}/n1/turns/{own['turn_id']}/resume",
                                                 {"input_id": "approve-refund", "answer": True})
-    assert status == 403
+    assert status == 403 and body["error"]["code"] == "forbidden"
     status, listed, _ = Api(token_for(nick)).get("/api/approvals/")
     assert status == 200 and listed["approvals"] == []  # nothing listed to a non-staff member
-    sam = make_user("sam", operator=True)
-    sam.is_staff = True
-    sam.save()
-    status, body, _ = Api(token_for(sam)).post(f"/api/approvals/{own['turn_id']}/answer",
-                                               {"input_id": "approve-refund", "answer": True})
+    status, body, _ = Api(token_for(olga)).post(f"/api/approvals/{own['turn_id']}/answer",
+                                                {"input_id": "approve-refund", "answer": True})
     assert status == 200 and body["status"] == "completed", body
-    assert m.Answer.objects.get().user == sam
+    assert m.Answer.objects.get().user == olga
 
 
 def test_authorize_answer_raising_is_a_500_and_applies_nothing(inline_worker, monkeypatch):
