@@ -148,8 +148,9 @@ class DjangoSessionStore:
             try:
                 work(tx)
             finally:
-                if watch.refused is not None:  # no lock for the tool's SQL: the unit's error, not the tool's
-                    raise watch.refused
+                # no lock for the tool's SQL, or the database failed under it: the unit's error, not the tool's
+                if watch.unit_error is not None:
+                    raise watch.unit_error
             if not tx.children and watch.untouched():
                 return tx
             return self._write_sync(tx)

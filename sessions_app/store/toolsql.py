@@ -18,12 +18,22 @@ stale snapshot (``SQLITE_BUSY_SNAPSHOT``, which a read followed by a write in a 
 transaction meets when another connection committed in between). A tool that sends no SQL holds
 no lock while it runs, so other workers' checkpoints, the site's requests and this turn's own
 heartbeats go on meanwhile.
+
+A statement of the tool that fails because of the database itself — ``OperationalError`` or
+``InterfaceError``: locked past the busy timeout, the connection broken by a restart or a killed
+peer — is the unit's error too (``failed``), whatever the tool made of it: the unit rolls back
+and the attempt ends, and the redelivery runs the tool again. Handed to the model as the tool's
+error result, it completed the turn without the tool's write — a sync tool, exactly-once,
+that had run zero times (the SQLite chaos run's completed turn with no ``Order`` row, issue 36;
+``tests/contract/test_django_replay.py`` pins it). An error of the tool's own making (an
+``IntegrityError``, a ``ValueError``) stays the tool's result.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from psycopg.pq import TransactionStatus
 
 #: a write that changes nothing: it begins the deferred transaction's write (the lock) and waits
@@ -35,7 +45,7 @@ class Watch:
     """An execute wrapper (``connection.execute_wrapper``) around a sync tool's unit, installed
     before its ``transaction.atomic()`` opens the outermost transaction."""
 
-    __slots__ = ("connection", "sqlite", "opening", "used", "changes", "refused")
+    __slots__ = ("connection", "sqlite", "opening", "used", "changes", "refused", "failed")
 
     def __init__(self, connection: Any) -> None:
         self.connection = connection
@@ -47,6 +57,8 @@ class Watch:
         self.changes: int | None = None
         #: the lock not taken (the busy timeout ran out): the unit's error, whatever the tool made of it
         self.refused: BaseException | None = None
+        #: a statement of the tool failed because of the database (not the tool): the unit's error
+        self.failed: BaseException | None = None
 
     def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: dict[str, Any]) -> Any:
         if self.opening:
@@ -63,7 +75,17 @@ class Watch:
                 except BaseException as exc:
                     self.refused = exc
                     raise
-        return execute(sql, params, many, context)
+        try:
+            return execute(sql, params, many, context)
+        except (OperationalError, InterfaceError) as exc:
+            if self.failed is None:
+                self.failed = exc
+            raise
+
+    @property
+    def unit_error(self) -> BaseException | None:
+        """The error that is the unit's, not the tool's (the lock not taken, the database failed)."""
+        return self.refused if self.refused is not None else self.failed
 
     def untouched(self) -> bool:
         """Inside the unit's atomic block, after the tool ran: the tool sent nothing through the

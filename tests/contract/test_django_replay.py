@@ -221,3 +221,53 @@ def test_a_sync_tool_that_writes_then_raises_leaves_no_row():
     assert Order.objects.count() == 0
     tool_msg = m.Message.objects.get(turn_id=turn_id, role="tool").data
     assert tool_msg["result"] == {"error": "ValueError: payment declined"} and tool_msg["is_error"]
+
+
+def test_a_database_failure_inside_a_sync_tool_is_the_units_not_the_tools():
+    """Issue 36 item 7 (a SQLite chaos run once showed a completed turn with no Order row): a
+    sync tool's statement that fails because of the database itself (OperationalError: locked
+    past the busy timeout, the connection broken by a restart or a killed peer) was handed to
+    the model as the tool's error result, and the turn completed without the tool's write — an
+    exactly-once tool that ran zero times. Now it is the unit's error: the unit rolls back, the
+    attempt ends, and the redelivery runs the tool again; one Order, no error result."""
+    from django.db import OperationalError
+    from django.db.backends import utils
+
+    failed = []
+    real = utils.CursorWrapper._execute
+
+    def locked_once(self, sql, params, *ignored):  # the driver's call: below every execute wrapper
+        if "agents_app_order" in sql and sql.lstrip().upper().startswith("INSERT") and not failed:
+            failed.append(sql)
+            raise OperationalError("database is locked")
+        return real(self, sql, params, *ignored)
+
+    agent, model, pings = build()
+    store = DjangoSessionStore()
+
+    async def go():
+        turn_id = uuid.uuid4().hex
+        await store.create_turn(SessionRef("t", "locked"), TurnInput(text="order a mug and ping h"), turn_id=turn_id)
+        clock = Clock()
+        outcomes = []
+        for _ in range(3):
+            ex = TurnExecutor(store=store, sink=RecordingSink(), agent_for=lambda n: agent,
+                              model_for=lambda a: model, clock=clock, lease_seconds=5, retry_delay=0)
+            try:
+                outcomes.append(await ex.drive(turn_id))
+                break
+            except OperationalError as exc:  # the attempt ends as after a crash; the lease runs out
+                outcomes.append(exc)
+                clock.now += 10
+        return turn_id, outcomes
+
+    utils.CursorWrapper._execute = locked_once
+    try:
+        turn_id, outcomes = _sync(go)
+    finally:
+        utils.CursorWrapper._execute = real
+    assert failed, "the wrapper never saw the tool's INSERT"
+    assert outcomes[-1] == TurnStatus.COMPLETED, outcomes
+    assert Order.objects.filter(turn_id=turn_id).count() == 1
+    tool_msgs = [row.data for row in m.Message.objects.filter(turn_id=turn_id, role="tool")]
+    assert not any(d.get("is_error") for d in tool_msgs), tool_msgs
