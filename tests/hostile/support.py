@@ -51,7 +51,9 @@ STATUSES: collections.Counter[tuple[str, int]] = collections.Counter()
 
 def make_user(name: str, *, operator: bool = False) -> Any:
     user = get_user_model().objects.create_user(name, password=f"pw-{name}-123")
-    if operator:
+    if operator:  # an operator: an active staff member of the operators group (authorize_answer)
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
         user.groups.add(Group.objects.get_or_create(name="operators")[0])
     return user
 
