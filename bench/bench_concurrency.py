@@ -140,6 +140,12 @@ class Peer:
                 self.wfile.write(body)
 
             def do_POST(self) -> None:
+                try:
+                    self.answer()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # the worker went away mid-stream (the bench stopping it)
+
+            def answer(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
                 messages = body["messages"]
                 last = messages[-1]["content"]
@@ -585,7 +591,7 @@ class Bench:
         proc.join(10)
         return lags
 
-    def run(self, n: int, websockets: int = 0) -> dict[str, Any]:
+    def run(self, n: int, websockets: int = 0, timeout: float | None = None) -> dict[str, Any]:
         from django.db.models import Count, Max
 
         from agents_app.models import Order
@@ -610,7 +616,7 @@ class Bench:
             if status != 202:
                 name = str(status) if status else what
                 refused[name] = refused.get(name, 0) + 1
-        deadline = time.monotonic() + self.args.timeout
+        deadline = time.monotonic() + (self.args.timeout if timeout is None else timeout)
         timed_out = False
         while not all(t in settled.ended for t in by_turn):
             if time.monotonic() > deadline:
@@ -701,7 +707,9 @@ def details(r: dict[str, Any]) -> list[str]:
         lines.append(f"daphne RSS at peak {r['web_rss_mb']:.0f} MB")
     if r.get("accepted_s") is not None:
         lines.append(f"the server created the last turn {r['accepted_s']:.2f} s into the burst, the last 202 arrived "
-                     f"{r['last_202_s']:.2f} s in (the last turn settled {r['after_last_202_s']:+.2f} s after it); CPU s: "
+                     f"{r['last_202_s']:.2f} s in ("
+                     + (f"the last turn settled {r['after_last_202_s']:+.2f} s after it" if not r["timed_out"] else "timed out")
+                     + "); CPU s: "
                      f"daphne {r['cpu_web_s']:.1f}, workers {r['cpu_workers_s']:.1f}, the POSTs' client {r['cpu_client_s']:.1f}")
     if r["ws_p99_ms"] is not None:
         lines.append(f"websocket deltas on {r['ws_clients']} sessions of the load: p50 {r['ws_p50_ms']:.1f} ms, "
@@ -777,9 +785,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         if not cluster.alive():
             raise SystemExit(cluster.output()[-3000:])
         warm = Bench(args, url, token, cookie, peer, cluster.pid, web.pid, sqlite_path)
-        warm.run(20)  # both workers warm: imports, SDK clients, pools
+        warm.run(20, timeout=max(args.timeout, 300))  # both workers warm: imports, SDK clients, pools
         bench = Bench(args, url, token, cookie, peer, cluster.pid, web.pid, sqlite_path)
-        pool = (f", daphne's pool max {os.environ.get('JUNE_DB_POOL_MAX', '20')}" if sqlite_path is None else "")
+        pooled = "JUNE_DB_POOL_MAX" in (ROOT / "june_project" / "settings.py").read_text()  # not before issue 36
+        pool = "" if sqlite_path else (f", daphne's pool max {os.environ.get('JUNE_DB_POOL_MAX', '20')}" if pooled
+                                       else ", no pool (a connection per request thread)")
         git = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
         print(f"bench_concurrency{label}: {git.stdout.strip()[:72]}\n"
               f"database: {connection.vendor} ({args.db if sqlite_path is None else sqlite_path}){pool}; "
