@@ -45,9 +45,9 @@ figures are the machine's, not the code's):
   all / in use (not ``idle``); below the table, the peak by process (daphne, workers, this bench:
   each runs with its own ``PGAPPNAME``). On SQLite: the database file's open descriptors in
   daphne's and the cluster's processes;
-- ``RSS MB``: the worker cluster's processes (its process group: sentinel, pusher, monitor,
-  workers) at peak; ``MB/turn``: (peak - idle) / N, idle measured after a warm-up of 20 turns;
-  daphne's peak below the table;
+- ``RSS MB``: the memory of the worker cluster's processes (its process group: sentinel, pusher,
+  monitor, workers) at peak, as PSS (a page forked processes share counts once); ``MB/turn``:
+  (peak - idle) / N, idle measured after a warm-up of 20 turns; daphne's peak below the table;
 - ``once``: every accepted turn completed, exactly one terminal event each, one ``Order`` each,
   2 requests at the peer each, and no turn behind a refused POST;
 - with ``--ws K``: K browsers (a logged-in session cookie; a process of their own, so the bench's
@@ -247,18 +247,25 @@ def group_pids(*pgids: int) -> dict[int, list[int]]:
 
 
 def rss(pids: list[int]) -> int:
-    """Resident bytes of the processes ``pids``."""
+    """Memory of the processes ``pids``: their proportional set size (``Pss``), so pages a
+    forked worker shares with its cluster (the SDKs imported before the fork) count once, not
+    once per process as ``VmRSS`` would; ``VmRSS`` where ``smaps_rollup`` is not readable."""
     total = 0
     for pid in pids:
+        total += _pss(pid)
+    return total
+
+
+def _pss(pid: int) -> int:
+    for path, key in ((f"/proc/{pid}/smaps_rollup", "Pss:"), (f"/proc/{pid}/status", "VmRSS:")):
         try:
-            with open(f"/proc/{pid}/status") as f:
+            with open(path) as f:
                 for line in f:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) * 1024
-                        break
+                    if line.startswith(key):
+                        return int(line.split()[1]) * 1024
         except (OSError, ValueError):
             continue
-    return total
+    return 0
 
 
 def cpu(pids: list[int]) -> float:

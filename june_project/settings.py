@@ -83,17 +83,19 @@ INSTALLED_APPS = [
     "sessions_app",
 ]
 
+# One synchronous stack (sessions_app/web/syncstack.py): Django's own middleware, declared
+# sync-only, so a request hands off to its thread once, not at every middleware
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
+    "sessions_app.web.syncstack.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "sessions_app.web.syncstack.SessionMiddleware",
+    "sessions_app.web.syncstack.CommonMiddleware",
+    "sessions_app.web.syncstack.CsrfViewMiddleware",
+    "sessions_app.web.syncstack.AuthenticationMiddleware",
     # NUL or a lone surrogate in a form field or the query: 400 before any view (PostgreSQL cannot store them)
     "sessions_app.web.formtext.FormTextGuard",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "sessions_app.web.syncstack.MessageMiddleware",
+    "sessions_app.web.syncstack.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "june_project.urls"

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from agents_app.runtime import answers, subagents
 from agents_app.runtime.errors import NotFound
@@ -79,12 +79,22 @@ def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -
         if not create:
             return None
         _check_creatable(agent, key, user)
-        session, _ = m.Session.objects.get_or_create(agent=agent, key=key, defaults={"owner": user})
+        session = _create_session(agent, key, user)
     if session.owner_id is None:
         raise AccessDenied("this session has no owner: it is reachable in the admin only")
     if session.owner_id != getattr(user, "pk", None):
         raise AccessDenied("this session belongs to another user")
     return session
+
+
+def _create_session(agent: str, key: str, owner: Any) -> m.Session:
+    """The session, created for ``owner``; the one a concurrent request created first, if any
+    (``get_or_create`` without its first read: the caller has just read and found none)."""
+    try:
+        with transaction.atomic():
+            return m.Session.objects.create(agent=agent, key=key, owner=owner)
+    except IntegrityError:
+        return m.Session.objects.get(agent=agent, key=key)
 
 
 def _check_creatable(agent: str, key: str, user: Any) -> None:

@@ -7,7 +7,7 @@ Default: ``anthropic`` when ANTHROPIC_API_KEY is set, else ``demo``.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from agents_app.runtime.agent import Agent
 from agents_app.runtime.errors import AgentConfigError
@@ -47,6 +47,20 @@ def model_for(agent: Agent) -> Model:
 
         return from_settings(dict(agent.model_config))
     raise AgentConfigError(f"agent {agent.name!r}: unknown model provider {name!r}")
+
+
+def warm(agents: Iterable[Agent]) -> list[str]:
+    """Import the SDKs the agents' providers need, now. A worker calls it before its cluster
+    forks: the ``anthropic`` SDK's import costs about 1.5 s of CPU, and paid in each worker on
+    its first turn it held that worker's event loop, with every turn on it, for as long
+    (a burst of 1,000 turns, py-spy). Returns the providers imported; an unknown one is left
+    for ``model_for`` to report."""
+    names = sorted({provider_name(agent) for agent in agents})
+    if "anthropic" in names:
+        from . import anthropic  # noqa: F401  (the import is the point)
+    if "demo" in names:
+        from . import demo  # noqa: F401
+    return names
 
 
 def _demo_options(agent: Agent) -> dict[str, Any]:

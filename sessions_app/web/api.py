@@ -309,9 +309,10 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
 
 def _start_queued(*, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str) -> str:
     """``POST turns?wait=false``'s database work: the turn (and its session, created for
-    ``user``: ``turn_start``), and its status right after."""
-    services.turn_start(agent=agent, key=key, text=text, user=user, source="http", replace=replace, turn_id=turn_id)
-    return load_turn(turn_id).status
+    ``user``: ``turn_start``), and its status as created."""
+    record = services.turn_start(agent=agent, key=key, text=text, user=user, source="http", replace=replace,
+                                 turn_id=turn_id)
+    return str(record.status)  # as committed: no worker can have claimed it before the enqueue
 
 
 @api_view("GET")

@@ -14,6 +14,21 @@ from django_q.management.commands.qcluster import Command as QclusterCommand
 from sessions_app.workers.shutdown import PromptCluster
 
 
+log = logging.getLogger(__name__)
+
+
+def _warm_providers() -> None:
+    """The model SDKs imported once, here, before the cluster forks its workers: each worker
+    inherits them instead of importing on its first turn with its loop held (providers.warm)."""
+    from agents_app.providers import warm
+    from sessions_app import wiring
+
+    try:
+        warm(wiring.agents().values())
+    except Exception:  # an agent that does not load is reported by its turns, as before
+        log.warning("could not warm the model providers", exc_info=True)
+
+
 class Command(QclusterCommand):
     help = "Start a django-q2 cluster that stops promptly on SIGTERM/SIGINT (its turns resume elsewhere)"
 
@@ -21,6 +36,7 @@ class Command(QclusterCommand):
         settings.SECRET_KEY  # noqa: B018 (q2 signs tasks with it: fail before starting)
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        _warm_providers()
         cluster = PromptCluster()
         if options.get("run_once"):
             cluster.start()
