@@ -11,6 +11,10 @@ os.environ.setdefault("JUNE_DEMO_DELAY", "0")
 # a test starts read it from the environment; this one's settings were loaded before this file
 # (pytest-django reads them first), so its layer is told here, before any layer exists.
 os.environ.setdefault("JUNE_CHANNEL_PREFIX", f"june-test-{secrets.token_hex(4)}")
+# pytest-xdist's workers inherit the controller's environment: each gets keys of its own
+_xdist = os.environ.get("PYTEST_XDIST_WORKER")
+if _xdist and not os.environ["JUNE_CHANNEL_PREFIX"].endswith(f"-{_xdist}"):
+    os.environ["JUNE_CHANNEL_PREFIX"] += f"-{_xdist}"
 if os.environ.get("DJANGO_SETTINGS_MODULE"):
     from django.conf import settings
 
