@@ -4,8 +4,10 @@
     python3 dev.py run    install, migrate, create the demo data and login, and start daphne
                           and a django-q2 cluster on http://127.0.0.1:8000 (Ctrl-C stops both)
     python3 dev.py test   install (with the test tools and Debian's Chromium), check the import
-                          contracts (lint-imports) and run the suite (extra arguments go to
-                          pytest; DATABASE_URL / REDIS_URL pick the backends)
+                          contracts (lint-imports) and run the suite: in parallel
+                          (JUNE_TEST_WORKERS, default 2; 1 runs it in one process), then the
+                          tests marked ``serial`` alone (extra arguments go to pytest;
+                          DATABASE_URL / REDIS_URL pick the backends)
 """
 
 from __future__ import annotations
@@ -106,10 +108,24 @@ def test(args: list[str]) -> None:
     # the architecture's import contracts (pyproject.toml): a back-arrow or a cycle fails the run
     if sh(VENV / "bin" / "lint-imports", "--no-cache", env=env, check=False) != 0:
         sys.exit("lint-imports: an import contract is broken (see above; docs/architecture.md)")
+    workers = env.get("JUNE_TEST_WORKERS", "2")
+    if workers in ("0", "1") or any(a == "-n" or a.startswith(("-n", "--numprocesses", "-m")) for a in args):
+        sys.exit(_pytest(args, env))  # one pytest, as asked
+    # the tests in parallel (pytest-xdist: each worker has its own test database, channel prefix
+    # and processes), then the few marked ``serial`` alone (the chaos test restarts PostgreSQL)
+    parallel = _pytest(["-n", workers, "-m", "not serial", *args], env)
+    serial = _pytest(["-m", "serial", *args], env)
+    ok = (0, 5)  # 5: that part selected no test (a run of one file, say)
+    if parallel in ok and serial in ok and (parallel, serial) != (5, 5):
+        sys.exit(0)
+    sys.exit(parallel if parallel not in ok else serial if serial not in ok else 5)
+
+
+def _pytest(args: list[str], env: dict[str, str]) -> int:
     pytest = subprocess.Popen([str(PY), "-m", "pytest", *args], cwd=ROOT, env=env)
     while True:
         try:
-            sys.exit(pytest.wait())
+            return pytest.wait()
         except KeyboardInterrupt:  # pytest has the same Ctrl-C (or CI's SIGINT): let it report
             continue
 

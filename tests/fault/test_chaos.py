@@ -33,7 +33,8 @@ from tests.conftest import is_postgres
 
 from .qcluster import ROOT, free_port, wait_for
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300)]
+# serial: its PostgreSQL restart would cut every other test of a parallel run off its database
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.timeout(300), pytest.mark.serial]
 
 SESSIONS = 8  # turns chain within a session: handovers are killed too
 TERMINAL = ("turn.completed", "turn.failed", "turn.cancelled")
