@@ -8,6 +8,8 @@
 (function () {
   const log = document.getElementById("log");
   if (!log) return;
+  const configNode = document.getElementById("june-config");
+  const config = configNode ? JSON.parse(configNode.textContent) : {};  // api_base: June's mount
   const boxes = new Map();  // child turn id -> {node, body, seq, stream, status}
 
   function el(tag, className, text) {
@@ -147,7 +149,8 @@
 
   async function resume(b, inputId, value, card) {
     card.dataset.state = "sending";
-    const url = `/api/agents/${encodeURIComponent(b.ref.agent)}/sessions/${encodeURIComponent(b.ref.session)}` +
+    const base = (config.api_base || "/api/");
+    const url = `${base}agents/${encodeURIComponent(b.ref.agent)}/sessions/${encodeURIComponent(b.ref.session)}` +
       `/turns/${encodeURIComponent(b.ref.turn_id)}/resume`;
     try {
       const r = await fetch(url, {
