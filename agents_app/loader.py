@@ -6,7 +6,8 @@
     <name>/instructions.<source>.md   per-source overlays
     <name>/tools/*.py           each module's Tool objects (``tool``, ``define_action``)
 
-Folders come from ``agents_app/agents/`` and the JUNE_AGENT_DIRS setting.
+Folders come from ``agents_app/agents/`` (the demo agents: ``JUNE_DEMO_AGENTS``), the ``agents/``
+folder of every installed app, and the JUNE_AGENT_DIRS setting.
 """
 
 from __future__ import annotations
@@ -86,10 +87,23 @@ def load_agent(folder: Path) -> Agent:
     )
 
 
-def discover(dirs: Iterable[str | Path] = ()) -> dict[str, Agent]:
-    """Every agent folder under the built-in directory and ``dirs``."""
+def app_dirs(app_paths: Iterable[str | Path]) -> list[Path]:
+    """The ``agents/`` folder of each installed app that has one (as the admin finds an app's
+    ``admin.py``); June's own demo folder is not one of them (``discover(builtin=...)``)."""
+    found = []
+    for app_path in app_paths:
+        folder = Path(app_path) / "agents"
+        if folder.is_dir() and folder.resolve() != BUILTIN_DIR:
+            found.append(folder)
+    return found
+
+
+def discover(dirs: Iterable[str | Path] = (), *, builtin: bool = True) -> dict[str, Agent]:
+    """Every agent folder under the built-in directory (the demo agents, unless ``builtin`` is
+    false) and ``dirs``."""
     agents: dict[str, Agent] = {}
-    for root in [BUILTIN_DIR, *map(Path, dirs)]:
+    roots = list(dict.fromkeys(p.resolve() for p in [*([BUILTIN_DIR] if builtin else []), *map(Path, dirs)]))
+    for root in roots:
         if not root.is_dir():
             log.warning("agent directory %s does not exist", root)
             continue

@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP through Django, websockets through Channels (auth + origin checked:
-scheme, host and port, sessions_app.web.origin)."""
+scheme, host and port, sessions_app.web.origin) — the helper a host project uses too
+(``june.asgi``, docs/install.md), with June at the root."""
 
 import os
 
@@ -10,15 +11,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "june_project.settings")
 os.environ.setdefault("JUNE_PROCESS", "web")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-from sessions_app.web.routing import websocket_urlpatterns  # noqa: E402
-from sessions_app.web.origin import SameOriginValidator  # noqa: E402
+from june.asgi import websocket_application  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
-)
+application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})

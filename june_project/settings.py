@@ -7,7 +7,6 @@ REDIS_URL (channel layer), SECRET_KEY, DEBUG=0, ALLOWED_HOSTS.
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from june import settings as june
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("JUNE_VAR_DIR", BASE_DIR / "var"))
@@ -156,133 +157,13 @@ elif _db["ENGINE"] in ("django.db.backends.postgresql",):
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# -- channels -------------------------------------------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL", "")
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # socket_timeout above channels_redis's 5 s blocking pop: redis-py 8 defaults to 5 s,
-            # which turns every idle websocket's receive into a TimeoutError (a 1011 close)
-            # prefix: the keys of one site (several sites, or test runs, may share one Redis)
-            "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}], "capacity": 1000, "expiry": 30,
-                       "prefix": os.environ.get("JUNE_CHANNEL_PREFIX", "asgi")},
-        }
-    }
-else:
-    # no server: daphne and the q2 workers talk over unix sockets in VAR_DIR (sessions_app.outbox.layers)
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "sessions_app.outbox.layers.UnixSocketChannelLayer",
-            "CONFIG": {"path": str(VAR_DIR / "channels"), "capacity": 1000, "expiry": 30},
-        }
-    }
-
-# -- django-q2 (docs/workers.md) ---------------------------------------------------------------
-# ORM broker: at-least-once (a task whose worker died is taken again after ``retry``; the lease
-# sweeper below re-enqueues the turn much sooner). timeout < retry so a running task is never
-# handed out twice; max_attempts bounds a task that keeps failing; poll is how long an idle
-# cluster sleeps between looks at the queue (a queued turn starts within ~poll).
-_q_workers = int(os.environ.get("JUNE_Q_WORKERS", "2"))
-Q_CLUSTER = {
-    "name": os.environ.get("JUNE_Q_NAME", "june"),
-    "orm": "default",
-    "workers": _q_workers,
-    "timeout": int(os.environ.get("JUNE_Q_TIMEOUT", "1800")),
-    "retry": int(os.environ.get("JUNE_Q_RETRY", "1860")),
-    "max_attempts": int(os.environ.get("JUNE_Q_MAX_ATTEMPTS", "3")),
-    "ack_failures": True,
-    "poll": float(os.environ.get("JUNE_Q_POLL", "0.05")),
-    # a cluster holds at most this many fetched-but-unstarted tasks (locked for ``retry``)
-    "queue_limit": int(os.environ.get("JUNE_Q_QUEUE_LIMIT", str(_q_workers))),
-    "catch_up": False,
-    "save_limit": 1000,
-    # a worker process is retired after this many tasks (0: never). A retired worker takes no
-    # more and exits once the turns its runner drives have ended (docs/workers.md)
-    "recycle": int(os.environ.get("JUNE_Q_RECYCLE", "0")),
-    "label": "Django Q2",
-    "sync": env_bool("JUNE_Q_SYNC", False),
-}
-# the queue's broker: on PostgreSQL the ORM broker woken by LISTEN/NOTIFY (docs/workers.md)
-_q_broker = os.environ.get("JUNE_Q_BROKER", "")
-if not _q_broker and _db["ENGINE"] == "django.db.backends.postgresql":
-    _q_broker = "sessions_app.workers.broker.NotifyingORM"
-if _q_broker:
-    Q_CLUSTER["broker_class"] = _q_broker
-# django-q2's result row for each run_turn task (a write and a prune of the result table per task
-# in the cluster's monitor); the turn's own row is its record, so it is not kept unless asked
-JUNE_Q_SAVE_TURNS = env_bool("JUNE_Q_SAVE_TURNS", False)
-if Q_CLUSTER["timeout"] >= Q_CLUSTER["retry"]:
-    raise ImproperlyConfigured("JUNE_Q_TIMEOUT must be below JUNE_Q_RETRY (else a running task is handed out twice)")
-
-# -- June -------------------------------------------------------------------------------------
-JUNE_AGENT_DIRS = env_list("JUNE_AGENT_DIRS", "")
-JUNE_LEASE_SECONDS = float(os.environ.get("JUNE_LEASE_SECONDS", "10"))
-JUNE_MAX_ATTEMPTS = int(os.environ.get("JUNE_MAX_ATTEMPTS", "5"))
-# subagents (docs/subagents.md): how deep a tree of turns may grow, how many children one tool call may spawn
-JUNE_SUBAGENT_MAX_DEPTH = int(os.environ.get("JUNE_SUBAGENT_MAX_DEPTH", "3"))
-JUNE_SUBAGENT_MAX_FANOUT = int(os.environ.get("JUNE_SUBAGENT_MAX_FANOUT", "8"))
-# what one turn may spend, for agents that declare no ``limits`` (agents_app/runtime/limits.py):
-# JSON, e.g. {"model_calls": 50, "tokens": 200000}; a turn at a limit answers without tools
-JUNE_TURN_LIMITS = json.loads(os.environ.get("JUNE_TURN_LIMITS") or '{"model_calls": 50}')
-# per-user rate limits and quotas (sessions_app/quotas.py), checked before a turn is created;
-# 0 turns one off, JUNE_RATE_LIMITS=0 all of them (benches and load tests)
-JUNE_RATE_LIMITS = env_bool("JUNE_RATE_LIMITS", True)
-JUNE_RATE_TURNS_PER_MINUTE = int(os.environ.get("JUNE_RATE_TURNS_PER_MINUTE", "30"))
-JUNE_QUOTA_TOKENS_PER_DAY = int(os.environ.get("JUNE_QUOTA_TOKENS_PER_DAY", "5000000"))
-JUNE_QUOTA_AGENT_TOKENS_PER_DAY = int(os.environ.get("JUNE_QUOTA_AGENT_TOKENS_PER_DAY", "50000000"))
-JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE = int(os.environ.get("JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE", "60"))
-JUNE_RATE_SCHEDULE_TURNS_PER_HOUR = int(os.environ.get("JUNE_RATE_SCHEDULE_TURNS_PER_HOUR", "60"))
-# how long a process reuses a user's or an agent's tokens of today (every turn of the day is summed)
-JUNE_QUOTA_CACHE_SECONDS = float(os.environ.get("JUNE_QUOTA_CACHE_SECONDS", "10"))
-# the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)
-JUNE_SWEEP_SECONDS = float(os.environ.get("JUNE_SWEEP_SECONDS", "1"))
-# the scheduled sweeper (django-q2 schedule, created by migrate): minutes between runs
-JUNE_SWEEP_MINUTES = int(os.environ.get("JUNE_SWEEP_MINUTES", "1"))
-# a re-enqueued turn not claimed within this many seconds is re-enqueued again
-JUNE_REDELIVER_AFTER = float(os.environ.get("JUNE_REDELIVER_AFTER", "30"))
-# a queued turn, first of its chain, whose task a cluster took this many seconds ago without
-# claiming the turn (or that has no task) is re-enqueued by the watchdog; at most once per this
-# window. By default the lease: a taken task is a lease nobody renews (docs/workers.md)
-JUNE_REQUEUE_AFTER = float(os.environ.get("JUNE_REQUEUE_AFTER") or JUNE_LEASE_SECONDS)
-if JUNE_REQUEUE_AFTER <= 0:
-    raise ImproperlyConfigured("JUNE_REQUEUE_AFTER must be positive (else every watchdog pass re-enqueues every taken task)")
-JUNE_EMBEDDED = env_bool("JUNE_EMBEDDED", False)
-# many turns per worker process (docs/workers.md): how many turns one worker process's runner
-# drives at once, the threads its sync tools and Django-connection calls run on (each keeps a
-# connection), and its own PostgreSQL connections for the units that run no tool code
-JUNE_TURNS_PER_WORKER = int(os.environ.get("JUNE_TURNS_PER_WORKER", "200"))
-JUNE_WORKER_THREADS = int(os.environ.get("JUNE_WORKER_THREADS", "8"))
-JUNE_WORKER_DB_CONNECTIONS = int(os.environ.get("JUNE_WORKER_DB_CONNECTIONS", "2"))
-if min(JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS, JUNE_WORKER_DB_CONNECTIONS) < 1:
-    raise ImproperlyConfigured("JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS and JUNE_WORKER_DB_CONNECTIONS must be >= 1")
-# checkpoints as prepared statements on PostgreSQL (turn off behind a transaction-mode pooler
-# that cannot keep prepared statements)
-JUNE_PREPARED_CHECKPOINTS = env_bool("JUNE_PREPARED_CHECKPOINTS", True)
-JUNE_MAX_TEXT_CHARS = int(os.environ.get("JUNE_MAX_TEXT_CHARS", "32000"))
-# the HTTP API and SSE (docs/api.md)
-JUNE_API_WAIT_SECONDS = float(os.environ.get("JUNE_API_WAIT_SECONDS", "120"))
-JUNE_API_STREAM_SECONDS = float(os.environ.get("JUNE_API_STREAM_SECONDS", "3600"))
-JUNE_SSE_KEEPALIVE_SECONDS = float(os.environ.get("JUNE_SSE_KEEPALIVE_SECONDS", "15"))
-#: how often a stream re-reads the log when the live channel is silent (default: 0.25 s on a
-#: layer inside this process, else 2 s)
-JUNE_SSE_POLL_SECONDS = float(os.environ["JUNE_SSE_POLL_SECONDS"]) if os.environ.get("JUNE_SSE_POLL_SECONDS") else None
-# webhook deliveries (docs/proactive.md)
-JUNE_WEBHOOK_RETRIES = int(os.environ.get("JUNE_WEBHOOK_RETRIES", "5"))
-JUNE_WEBHOOK_BACKOFF = float(os.environ.get("JUNE_WEBHOOK_BACKOFF", "1.0"))
-#: how long a schedule's firing worker waits for its turn to settle
-JUNE_SCHEDULE_TURN_TIMEOUT = float(os.environ.get("JUNE_SCHEDULE_TURN_TIMEOUT", "900"))
-# US dollars per million tokens by model id (or id prefix), merged over the defaults in
-# sessions_app/admin/console.py (Anthropic list prices, zero for demo): e.g.
-# JUNE_MODEL_PRICES='{"claude-sonnet-4": {"input": 3, "output": 15}}'
-JUNE_MODEL_PRICES = json.loads(os.environ.get("JUNE_MODEL_PRICES") or "{}")
-
-# health (docs/operations.md "Health"): the time /readyz's checks get, and how often each worker
-# process writes its heartbeat (a worker not seen for 3 beats is shown as gone)
-JUNE_HEALTH_TIMEOUT = float(os.environ.get("JUNE_HEALTH_TIMEOUT", "2"))
-JUNE_WORKER_BEAT_SECONDS = float(os.environ.get("JUNE_WORKER_BEAT_SECONDS", "5"))
-if JUNE_HEALTH_TIMEOUT <= 0 or JUNE_WORKER_BEAT_SECONDS <= 0:
-    raise ImproperlyConfigured("JUNE_HEALTH_TIMEOUT and JUNE_WORKER_BEAT_SECONDS must be positive")
+# -- channels, django-q2 and June's own settings: the helpers a host project uses too ----------
+# (june/settings.py; docs/workers.md for the queue, docs/install.md for a host project)
+CHANNEL_LAYERS = june.channel_layers(var_dir=VAR_DIR)
+Q_CLUSTER = june.q_cluster(database_engine=_db["ENGINE"])
+globals().update(june.june_settings())
+# this repository's site is the demo: its agents (ops, researcher) are on unless turned off
+JUNE_DEMO_AGENTS = env_bool("JUNE_DEMO_AGENTS", True)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -297,7 +178,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+# June's static files live in its apps (sessions_app/static/june/), found by the app finder
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},

@@ -1,6 +1,13 @@
 import gc
 
 from django.apps import AppConfig
+from django.conf import settings
+
+from june.settings import install_defaults
+
+# every JUNE_* setting the project does not define gets June's default (or its JUNE_* environment
+# variable) now, before any of the app's modules reads one: a host project sets none of them
+install_defaults(settings)
 
 
 class SessionsAppConfig(AppConfig):

@@ -497,3 +497,11 @@ class WorkerBeat(models.Model):
 
     class Meta:
         verbose_name = "worker heartbeat"
+
+
+def username_field() -> str:
+    """The user model's login name field (``username``, or a custom model's ``USERNAME_FIELD``):
+    June looks users up and searches them by it, never by a field name of its own choosing."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().USERNAME_FIELD

@@ -319,7 +319,7 @@ def usage_per_user(*, now: float | None = None, rows: int = 20) -> list[dict[str
                  .values("created_by_id").annotate(n=_tokens(*TREE_TOKENS)).values_list("created_by_id", "n"))
     ids = set(counts) | {str(k) for k in spent}
     names = dict(m.Turn._meta.get_field("created_by").related_model.objects
-                 .filter(pk__in=[int(i) for i in ids if str(i).isdigit()]).values_list("pk", "username"))
+                 .filter(pk__in=[int(i) for i in ids if str(i).isdigit()]).values_list("pk", m.username_field()))
     own = limits_of_users([int(i) for i in ids if str(i).isdigit()])
     out = []
     for uid in ids:

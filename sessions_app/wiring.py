@@ -12,7 +12,7 @@ from typing import Any, Callable
 from asgiref.sync import sync_to_async
 from django.conf import settings
 
-from agents_app.loader import discover
+from agents_app.loader import app_dirs, discover
 from agents_app.providers import model_for
 from agents_app.runtime import Agent, Runtime, limits
 from agents_app.runtime.errors import NotFound
@@ -31,7 +31,10 @@ MOUNTED_SOURCES = ("web", "http", "webhook", "schedule", "cli")
 @functools.cache
 def agents() -> dict[str, Agent]:
     limits.set_defaults(settings.JUNE_TURN_LIMITS)  # for the agents that declare none
-    found = discover(settings.JUNE_AGENT_DIRS)
+    from django.apps import apps
+
+    dirs = [*app_dirs(app.path for app in apps.get_app_configs()), *settings.JUNE_AGENT_DIRS]
+    found = discover(dirs, builtin=settings.JUNE_DEMO_AGENTS)
     for definition in found.values():
         definition.warn_unused_surfaces(MOUNTED_SOURCES)
     return found

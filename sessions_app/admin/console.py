@@ -145,7 +145,7 @@ def usage_per_user(turns) -> dict[str, Usage]:
     owner's); each turn's own calls at its own agent's price. Sessions without an owner
     (webhooks, schedules) under "—"."""
     per_user: dict[str, Usage] = defaultdict(Usage)
-    rows = turns.values_list("session__agent", "session__owner__username", "usage").iterator(chunk_size=2000)
+    rows = turns.values_list("session__agent", f"session__owner__{m.username_field()}", "usage").iterator(chunk_size=2000)
     for agent, username, usage in rows:
         per_user[username or "—"].add(usage, agent_model(agent))
     return dict(sorted(per_user.items(), key=lambda kv: -kv[1].cost))

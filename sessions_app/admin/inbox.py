@@ -262,7 +262,12 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
-        mine = [path("answers/", self.admin_site.admin_view(self.answers_view), name="%s_%s_answers" % info)]
+        from sessions_app.admin.console import dashboard_view
+
+        mine = [path("answers/", self.admin_site.admin_view(self.answers_view), name="%s_%s_answers" % info),
+                # the operator console, in whatever admin site registers June's models (a host's
+                # own too); this repository's site also serves it at /admin/june/dashboard/
+                path("dashboard/", self.admin_site.admin_view(dashboard_view), name="%s_%s_dashboard" % info)]
         return mine + super().get_urls()
 
     def answers_view(self, request):

@@ -29,6 +29,8 @@ from sessions_app.store import eventlog
 from sessions_app import models as m
 from sessions_app.admin import tree
 
+USERNAME = m.username_field()
+
 MESSAGES_PER_PAGE = 100
 EVENTS_PER_PAGE = 200
 STEPS_PER_PAGE = 200
@@ -188,7 +190,7 @@ def step_note(key: str, data: Any) -> str:
 class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
     list_display = ("key", "agent", "owner", "status", "generation", "updated_at", "created_at")
     list_select_related = ("owner",)
-    search_fields = ("key", "agent", "owner__username")
+    search_fields = ("key", "agent", f"owner__{USERNAME}")
     list_filter = ("agent", "status", "created_at", "updated_at")
     date_hierarchy = "updated_at"
     ordering = ("-updated_at",)
@@ -257,7 +259,7 @@ class ArchivedSessionAdmin(SessionAdmin):
 
     list_display = ("key", "agent", "owner", "archived_generations", "last_reset_at", "status")
     list_filter = ("agent", "resets__created_at")
-    search_fields = ("key", "agent", "owner__username", "resets__by__username")
+    search_fields = ("key", "agent", f"owner__{USERNAME}", f"resets__by__{USERNAME}")
     date_hierarchy = None
     ordering = ("-updated_at",)
 
@@ -281,7 +283,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
                     "lease_owner", "created_at")
     list_select_related = ("session",)
     list_filter = ("status", "phase", "cancel_reason", "kind", "session__agent", "created_at")
-    search_fields = ("=id", "session__key", "session__agent", "created_by__username")
+    search_fields = ("=id", "session__key", "session__agent", f"created_by__{USERNAME}")
     ordering = ("-created_at",)
     list_per_page = 50
     show_full_result_count = False

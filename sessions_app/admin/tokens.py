@@ -7,14 +7,16 @@ import secrets
 
 from django.contrib import admin, messages
 
-from sessions_app.models import ApiToken
+from sessions_app.models import ApiToken, username_field
+
+USERNAME = username_field()
 
 
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     list_display = ("user", "name", "prefix", "created_at", "last_used_at")
     list_select_related = ("user",)
-    search_fields = ("user__username", "name", "prefix")
+    search_fields = (f"user__{USERNAME}", "name", "prefix")
     readonly_fields = ("prefix", "created_at", "last_used_at")
     autocomplete_fields = ()
 

@@ -161,7 +161,7 @@ def _session_for_schedule(decl: ScheduleDecl, key: str) -> None:
     A session of that key owned by anyone else is refused (ChannelError: the run fails loudly),
     never shared: users cannot create a schedule's key (``services.session_for_user``), and one
     made before that rule existed is not delivered into."""
-    owner = get_user_model().objects.filter(username=decl.owner).first() if decl.owner else None
+    owner = get_user_model().objects.filter(**{sm.username_field(): decl.owner}).first() if decl.owner else None
     if decl.owner and owner is None:
         log.warning("schedule %s: owner %r does not exist; the session has no owner (staff only)",
                     decl.q2_name, decl.owner)

@@ -31,6 +31,7 @@ from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 from sessions_app import models as m
 from sessions_app import safejson, services
 from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, error_body
+from sessions_app.web import paths
 from sessions_app.web.auth import authenticate
 from sessions_app.web.openapi import document
 from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
@@ -125,19 +126,19 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
 
 @csrf_exempt
 def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
-    """Every path under /api/ no route takes, any method (june_project/urls.py routes them
+    """Every path under the API no route takes, any method (june/urls.py routes them
     here, so neither DEBUG's page, nor the CSRF page, nor an APPEND_SLASH redirect is HTML)."""
     return error_response(404, "not_found", f"no API route {request.path[:300]}")
 
 
 def _json_path(path: str) -> bool:
     """The paths whose errors are JSON: the API's and the health probes'."""
-    return path.startswith("/api/") or is_probe(path)
+    return paths.is_api_path(path) or is_probe(path)
 
 
 def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
-    """The site's 404 handler: JSON under /api/, Django's page elsewhere."""
-    if request.path.startswith("/api/"):
+    """The site's 404 handler: JSON under the API, Django's page elsewhere."""
+    if paths.is_api_path(request.path):
         return not_found(request)
     return defaults.page_not_found(request, exception)
 
@@ -249,7 +250,7 @@ def turn_response(turn: m.Turn, request: HttpRequest, *, agent: str, key: str) -
     ended = turn.status in ENDED
     response = JsonResponse(turn_json(turn), status=200 if ended else 202)
     if not ended:
-        response["Location"] = f"/api/agents/{agent}/sessions/{key}/turns/{turn.pk}"
+        response["Location"] = paths.turn_api(agent, key, turn.pk)
     return response
 
 
@@ -274,7 +275,7 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
         status = await db(_start_queued)(agent=agent, key=session, text=text, user=user, replace=replace,
                                          turn_id=turn_id)
         return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
-                            headers={"Location": f"/api/agents/{agent}/sessions/{session}/turns/{turn_id}"})
+                            headers={"Location": paths.turn_api(agent, session, turn_id)})
     # the session is created with the turn (``turn_start``), so a refused start creates nothing;
     # a session that does not exist yet has logged nothing: its events start after 0
     row = await db(services.session_for_user)(agent=agent, key=session, user=user)

@@ -12,4 +12,4 @@ from django.views.decorators.http import require_safe
 @require_safe
 @ensure_csrf_cookie  # "Try it out" with the site's login sends the cookie's token on POSTs
 def api_docs(request: HttpRequest) -> HttpResponse:
-    return render(request, "api/docs.html")
+    return render(request, "sessions_app/api_docs.html")

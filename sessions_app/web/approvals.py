@@ -17,13 +17,14 @@ import json
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import reverse
 
 from agents_app.runtime.errors import NotFound, ResumeAuthorizationError
 
 from sessions_app import models as m
 from sessions_app import selectors, services
 from sessions_app.errors import BadRequest
-from sessions_app.web import api
+from sessions_app.web import api, paths
 
 #: the most requests one listing returns (oldest first); a longer queue shows its head
 MAX_LISTED = 500
@@ -60,8 +61,8 @@ def approval_json(turn: m.Turn) -> dict[str, Any]:
         "call": {"name": call.get("name"), "input": call.get("input")},
         "requested_by": selectors.requested_by(turn),
         "parked_at": turn.parked_at.isoformat() if getattr(turn, "parked_at", None) else None,
-        "turn_url": f"/api/agents/{agent}/sessions/{key}/turns/{turn.pk}",
-        "answer_url": f"/api/approvals/{turn.pk}/answer",
+        "turn_url": paths.turn_api(agent, key, turn.pk),
+        "answer_url": reverse("june_api:approval-answer", kwargs={"turn_id": turn.pk}),
     }
 
 

@@ -37,7 +37,9 @@ def refusal(request: HttpRequest) -> HttpResponse | None:
             return None
     if not bad:
         return None
-    if request.path.startswith("/api/"):
+    from sessions_app.web import paths
+
+    if paths.is_api_path(request.path):
         from sessions_app.web.api import error_response
 
         return error_response(400, "bad_request", BAD_STRING)

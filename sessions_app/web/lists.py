@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from sessions_app import models as m
 from sessions_app import selectors, wiring
 from sessions_app.errors import BadRequest
-from sessions_app.web import api, openapi
+from sessions_app.web import api, openapi, paths
 from sessions_app.web.db import db
 
 SESSION_CURSOR_RE = re.compile(openapi.SESSION_CURSOR)
@@ -64,7 +64,7 @@ def session_json(session: m.Session, last: m.Turn | None) -> dict[str, Any]:
         "last_turn": None if last is None else {"turn_id": last.pk, "status": last.status},
         "created_at": session.created_at.isoformat(),
         "updated_at": session.updated_at.isoformat(),
-        "url": f"/api/agents/{session.agent}/sessions/{session.key}/",
+        "url": paths.session_api(session.agent, session.key),
     }
 
 

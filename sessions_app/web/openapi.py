@@ -14,6 +14,7 @@ from django.conf import settings
 
 from agents_app.runtime.events import EVENT_TYPES as RUNTIME_EVENT_TYPES
 from sessions_app import services, wiring
+from sessions_app.web.paths import mount
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 SESSION_PATH = "/api/agents/{agent}/sessions/{session}"
@@ -111,7 +112,8 @@ def document() -> dict[str, Any]:
             "description": "Agent turns as durable processes: start turns, stream their events, answer "
                            "parked requests, cancel, reset. See docs/api.md.",
         },
-        "servers": [{"url": "/"}],
+        # the paths below are relative to June's mount: "/" at the root, "/assistant" under a prefix
+        "servers": [{"url": mount().rstrip("/") or "/"}],
         "security": [{"bearer": []}, {"session": []}],
         "paths": merge_paths(paths(), list_paths()),
         "components": {**(c := components()), "schemas": {**c["schemas"], **list_schemas()}},

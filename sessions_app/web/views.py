@@ -20,6 +20,7 @@ from agents_app.runtime.errors import NotFound
 from sessions_app import models as m
 from sessions_app import selectors, services
 from sessions_app.errors import AccessDenied, BadRequest
+from sessions_app.web import paths
 
 
 @require_GET
@@ -53,9 +54,9 @@ def chat(request, agent: str, key: str):
     if session is None:  # a new chat: its first message creates the session (a GET creates nothing)
         session = m.Session(agent=agent, key=key, owner=request.user)
         session.display_title, session.preview = "New session", ""
-    config = {"agent": agent, "key": key, "ws_path": f"/ws/agents/{agent}/sessions/{key}/",
+    config = {"agent": agent, "key": key, "ws_path": paths.websocket(agent, key), "api_base": paths.api_base(),
               "user_id": str(request.user.pk), "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
-              "pending_url": f"/api/agents/{agent}/sessions/{key}/pending",
+              "pending_url": reverse("june_api:pending", kwargs={"agent": agent, "session": key}),
               "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key})}
     if session.pk is not None:
         selectors.with_titles([session])

@@ -73,7 +73,7 @@ class Command(BaseCommand):
             sys.exit(2)
 
     def token(self, username: str, name: str) -> None:
-        user = get_user_model().objects.filter(username=username).first()
+        user = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: username}).first()
         if user is None:
             raise CommandError(f"no user named {username!r}")
         _, raw = ApiToken.issue(user, name=name)

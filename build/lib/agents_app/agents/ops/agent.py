@@ -1,0 +1,44 @@
+"""The demo ``ops`` agent (see README.md beside this file for what the demo model does)."""
+
+from __future__ import annotations
+
+OPERATORS_GROUP = "operators"
+
+# provider: None = anthropic when ANTHROPIC_API_KEY is set, else the offline demo model
+model = None
+model_config = {"model": "claude-sonnet-4-5", "max_tokens": 2048}
+
+
+def authorize_answer(*, policy, scope, by, principal):
+    """An ``operator`` grant goes to active staff members of the operators group.
+    An operator may answer a request they made themselves (the answer's audit row says who
+    answered); docs/approvals.md shows the one line that refuses it (four eyes)."""
+    if policy != "operator" or principal is None:
+        return False
+    # imported here: an agent folder loads without Django (unit tests run it on the engine's fakes)
+    from django.contrib.auth import get_user_model
+
+    user = get_user_model().objects.filter(pk=principal.get("user_id") if isinstance(principal, dict) else principal).first()
+    return bool(user and user.is_active and user.is_staff and user.groups.filter(name=OPERATORS_GROUP).exists())
+
+
+# -- proactive turns and per-source policies (docs/proactive.md) -----------------------------------
+
+#: the daily summary lands in the demo user's "Ops inbox" session (the chat UI lists it)
+schedules = [
+    {
+        "name": "daily-summary",
+        "cron": "0 9 * * *",
+        "timezone": "Europe/Paris",
+        "seed": "summary of today",
+        "session": "ops-inbox",
+        "owner": "demo",
+        "title": "Ops inbox",
+    },
+]
+
+#: turns from a webhook get instructions.webhook.md appended and cannot place orders
+surfaces = {"webhook": {"mode": "append", "deny_tools": ["create_order"]}}
+
+#: an unsigned webhook is refused (401); "unattested" would run it with an unattested speaker
+settings = {"webhook": {"unsigned": "refuse"}}

@@ -1,0 +1,117 @@
+"""Agents are folders, found by convention:
+
+    <name>/agent.py             optional: model, model_config, surfaces, schedules,
+                                authorize_answer, settings, compaction
+    <name>/instructions.md      the base system prompt
+    <name>/instructions.<source>.md   per-source overlays
+    <name>/tools/*.py           each module's Tool objects (``tool``, ``define_action``)
+
+Folders come from ``agents_app/agents/`` (the demo agents: ``JUNE_DEMO_AGENTS``), the ``agents/``
+folder of every installed app, and the JUNE_AGENT_DIRS setting.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import sys
+import threading
+from pathlib import Path
+from types import ModuleType
+from typing import Iterable
+
+from agents_app.runtime.agent import Agent
+from agents_app.runtime.errors import AgentConfigError
+from agents_app.runtime.tools import Tool
+
+log = logging.getLogger(__name__)
+BUILTIN_DIR = Path(__file__).resolve().parent / "agents"
+#: a module is in sys.modules before its code has run: another thread must not read it half-run
+_importing = threading.RLock()
+
+
+def _import(path: Path, module_name: str) -> ModuleType:
+    """Import an agent's file once per process; a thread asking meanwhile waits for the whole
+    module (a worker's sweeper thread loads agents while its first attempt does: it used to get
+    an agent.py without its ``model`` line run yet, and the turns of that worker went to the
+    default model)."""
+    with _importing:
+        if module_name in sys.modules:
+            return sys.modules[module_name]
+        spec = importlib.util.spec_from_file_location(module_name, path)
+        if spec is None or spec.loader is None:
+            raise AgentConfigError(f"cannot import {path}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except Exception:
+            del sys.modules[module_name]
+            raise
+        return module
+
+
+def load_agent(folder: Path) -> Agent:
+    name = folder.name
+    if not (folder / "instructions.md").exists() and not (folder / "agent.py").exists():
+        raise AgentConfigError(f"{folder} is not an agent folder (no agent.py or instructions.md)")
+    conf = _import(folder / "agent.py", f"june_agents.{name}") if (folder / "agent.py").exists() else ModuleType(name)
+    instructions = (folder / "instructions.md").read_text() if (folder / "instructions.md").exists() else ""
+    overlays = {
+        p.name[len("instructions."):-len(".md")]: p.read_text()
+        for p in folder.glob("instructions.*.md")
+    }
+    tools: dict[str, Tool] = {}
+    for path in sorted((folder / "tools").glob("*.py")) if (folder / "tools").is_dir() else []:
+        if path.name.startswith("_"):
+            continue
+        module = _import(path, f"june_agents.{name}.tools.{path.stem}")
+        for value in vars(module).values():
+            if isinstance(value, Tool):
+                if value.name in tools and tools[value.name] is not value:
+                    raise AgentConfigError(f"agent {name!r}: two tools named {value.name!r}")
+                tools[value.name] = value
+    return Agent(
+        name=getattr(conf, "name", name),
+        instructions=instructions,
+        tools=tools,
+        surfaces=dict(getattr(conf, "surfaces", {})),
+        overlays=overlays,
+        model=getattr(conf, "model", None),
+        model_config=dict(getattr(conf, "model_config", {})),
+        authorize_answer=getattr(conf, "authorize_answer", None),
+        schedules=list(getattr(conf, "schedules", [])),
+        settings=dict(getattr(conf, "settings", {})),
+        compaction=getattr(conf, "compaction", None),
+        limits=getattr(conf, "limits", None),
+    )
+
+
+def app_dirs(app_paths: Iterable[str | Path]) -> list[Path]:
+    """The ``agents/`` folder of each installed app that has one (as the admin finds an app's
+    ``admin.py``); June's own demo folder is not one of them (``discover(builtin=...)``)."""
+    found = []
+    for app_path in app_paths:
+        folder = Path(app_path) / "agents"
+        if folder.is_dir() and folder.resolve() != BUILTIN_DIR:
+            found.append(folder)
+    return found
+
+
+def discover(dirs: Iterable[str | Path] = (), *, builtin: bool = True) -> dict[str, Agent]:
+    """Every agent folder under the built-in directory (the demo agents, unless ``builtin`` is
+    false) and ``dirs``."""
+    agents: dict[str, Agent] = {}
+    roots = list(dict.fromkeys(p.resolve() for p in [*([BUILTIN_DIR] if builtin else []), *map(Path, dirs)]))
+    for root in roots:
+        if not root.is_dir():
+            log.warning("agent directory %s does not exist", root)
+            continue
+        for folder in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", "."))):
+            if not ((folder / "agent.py").exists() or (folder / "instructions.md").exists()):
+                continue
+            agent = load_agent(folder)
+            if agent.name in agents:
+                raise AgentConfigError(f"two agents named {agent.name!r} ({folder})")
+            agents[agent.name] = agent
+    return agents

@@ -1,0 +1,105 @@
+"""Data of the demo agent's tools (a real site's agents bring their own models)."""
+
+from django.db import models
+
+
+class Order(models.Model):
+    item = models.CharField(max_length=200)
+    quantity = models.IntegerField(default=1)
+    turn_id = models.CharField(max_length=32, blank=True, default="")
+    call_id = models.CharField(max_length=100, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"order #{self.pk}: {self.quantity} x {self.item}"
+
+
+class Refund(models.Model):
+    order_ref = models.CharField(max_length=64)
+    amount = models.DecimalField(max_digits=10, decimal_places=2)
+    #: the idempotency key of the call: a retried remote refund is not paid twice
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    approved_by = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+# -- proactive turns and inbound channels (sessions_app.proactive.schedules, sessions_app.proactive.channels) ------------
+
+from django_q.models import Schedule as Q2Schedule  # noqa: E402
+
+
+class AgentSchedule(Q2Schedule):
+    """The django-q2 schedules declared by agents (``func = sessions_app.proactive.schedules.fire``), for the
+    admin: enable/disable, next run, last run and its turn."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "agent schedule"
+
+
+class ScheduleRun(models.Model):
+    """One row per schedule tick: the uniqueness on (schedule, tick) is what makes a tick start
+    exactly one turn when several clusters (or a redelivered task) fire it."""
+
+    schedule = models.CharField(max_length=100)  # the q2 Schedule name: june:<agent>:<name>
+    agent = models.CharField(max_length=64)
+    tick = models.DateTimeField()
+    session_key = models.CharField(max_length=200)
+    #: decided before the turn starts, so a redelivered fire() starts the same turn, not a second
+    turn_id = models.CharField(max_length=32, unique=True)
+    status = models.CharField(max_length=16, default="started")  # started | delivered | failed | skipped
+    error = models.TextField(blank=True, default="")
+    fired_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-tick"]
+        constraints = [models.UniqueConstraint(fields=["schedule", "tick"], name="schedule_run_tick")]
+
+    def __str__(self) -> str:
+        return f"{self.schedule} @ {self.tick:%Y-%m-%d %H:%M}"
+
+
+class DeliveryStatus(models.TextChoices):
+    WAITING = "waiting", "waiting for the turn"
+    PENDING = "pending", "pending"
+    DELIVERING = "delivering", "delivering"
+    DELIVERED = "delivered", "delivered"
+    FAILED = "failed", "failed"
+
+
+class WebhookDelivery(models.Model):
+    """A turn's result POSTed (signed) to the agent's configured URL, with retries."""
+
+    agent = models.CharField(max_length=64)
+    session_key = models.CharField(max_length=200)
+    turn_id = models.CharField(max_length=32, unique=True)
+    url = models.URLField(max_length=500)
+    status = models.CharField(max_length=16, choices=DeliveryStatus.choices, default=DeliveryStatus.WAITING)
+    attempts = models.IntegerField(default=0)
+    last_error = models.TextField(blank=True, default="")
+    response_status = models.IntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["status", "updated_at"])]
+        verbose_name_plural = "webhook deliveries"
+
+    def __str__(self) -> str:
+        return f"delivery of turn {self.turn_id} ({self.status})"
+
+
+class SeenWebhook(models.Model):
+    """Signatures of accepted signed webhooks, kept past the timestamp window: a replay of the
+    same signed request hits the unique constraint and is refused."""
+
+    agent = models.CharField(max_length=64)
+    signature = models.CharField(max_length=64)
+    timestamp = models.BigIntegerField()
+    seen_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "signature"], name="seen_webhook_signature")]

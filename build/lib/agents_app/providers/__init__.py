@@ -1,0 +1,68 @@
+"""Model implementations, chosen per agent: ``anthropic`` (the only module importing the SDK),
+``demo`` (offline and deterministic) and ``scripted`` (tests).
+
+Default: ``anthropic`` when ANTHROPIC_API_KEY is set, else ``demo``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Iterable
+
+from agents_app.runtime.agent import Agent
+from agents_app.runtime.errors import AgentConfigError
+from agents_app.runtime.seams import Model
+
+#: name -> factory(agent) ; tests register scripted models here
+_FACTORIES: dict[str, Callable[[Agent], Model]] = {}
+
+
+def register(name: str, factory: Callable[[Agent], Model]) -> None:
+    _FACTORIES[name] = factory
+
+
+def unregister(name: str) -> None:
+    _FACTORIES.pop(name, None)
+
+
+def provider_name(agent: Agent) -> str:
+    override = os.environ.get("JUNE_MODEL")
+    if override:
+        return override
+    if agent.model:
+        return agent.model
+    return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "demo"
+
+
+def model_for(agent: Agent) -> Model:
+    name = provider_name(agent)
+    if name in _FACTORIES:
+        return _FACTORIES[name](agent)
+    if name == "demo":
+        from .demo import DemoModel  # imported when chosen, like the SDK below
+
+        return DemoModel(**_demo_options(agent))
+    if name == "anthropic":
+        from .anthropic import from_settings  # imported here: only a site that uses it loads the SDK
+
+        return from_settings(dict(agent.model_config))
+    raise AgentConfigError(f"agent {agent.name!r}: unknown model provider {name!r}")
+
+
+def warm(agents: Iterable[Agent]) -> list[str]:
+    """Import the SDKs the agents' providers need, now. A worker calls it before its cluster
+    forks: the ``anthropic`` SDK's import costs about 1.5 s of CPU, and paid in each worker on
+    its first turn it held that worker's event loop, with every turn on it, for as long
+    (a burst of 1,000 turns, py-spy). Returns the providers imported; an unknown one is left
+    for ``model_for`` to report."""
+    names = sorted({provider_name(agent) for agent in agents})
+    if "anthropic" in names:
+        from . import anthropic  # noqa: F401  (the import is the point)
+    if "demo" in names:
+        from . import demo  # noqa: F401
+    return names
+
+
+def _demo_options(agent: Agent) -> dict[str, Any]:
+    delay = os.environ.get("JUNE_DEMO_DELAY")
+    return {"delay": float(delay)} if delay else {}

@@ -1,0 +1,484 @@
+"""The Anthropic Messages API as a :class:`~agents_app.runtime.seams.Model`.
+
+This is the only module that imports the ``anthropic`` SDK. One ``stream()`` call is one
+streamed Messages API request (retried here, never by the SDK): text and thinking deltas are
+yielded as they arrive, then exactly one :class:`ModelReply` whose ``blocks`` are the
+assistant's content blocks as the API returned them (thinking signatures, redacted thinking
+data, tool_use inputs), so the engine can store them and send them back unchanged.
+
+The pieces are pure functions over plain data so they can be tested by table:
+``build_messages`` (transcript → API messages), ``fold_event`` (one raw stream event into a
+snapshot), ``reply_from`` (snapshot → ModelReply) and ``classify_error`` (SDK error → what to do).
+
+Context overflow (the stop reason ``model_context_window_exceeded``, a 400 "prompt is too long",
+a 413 ``request_too_large``) ends the stream with an empty ``CONTEXT_OVERFLOW`` reply: the engine
+compacts and redoes the step. ``server_compaction`` turns on the API's own compaction
+(``compact_20260112``, a beta): its ``compaction`` blocks are kept on the assistant message and
+sent back verbatim, like signed thinking blocks.
+
+Prompt caching is on by default: ``prompt_cache.place_breakpoints`` marks the system prompt, the
+previous request's end and the last message with ``cache_control`` (when the prefix reaches the
+model's minimum), so a conversation's history is read from the cache at 0.1x the input price.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
+
+import anthropic
+import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
+
+from agents_app.providers.prompt_cache import TTLS, PromptCache, min_cacheable_tokens, place_breakpoints
+from agents_app.runtime.compaction import SUMMARY_PREFIX
+from agents_app.runtime.errors import AgentConfigError
+from agents_app.runtime.messages import Message, Role, ToolCall
+from agents_app.runtime.model import (
+    ModelChunk,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    ReasoningDelta,
+    StopReason,
+    TextDelta,
+)
+
+DEFAULT_MODEL = "claude-sonnet-4-6"  # claude-sonnet-4-5 is deprecated in this SDK
+DEFAULT_MAX_TOKENS = 4096
+DEFAULT_MAX_RETRIES = 4
+#: the context window of the Claude models this provider defaults to (tokens)
+DEFAULT_CONTEXT_WINDOW = 200_000
+#: the beta that server-side compaction (``compact_20260112``) needs in this SDK
+COMPACTION_BETA = "compact-2026-01-12"
+#: a server asking us to wait longer than this is waited on for this long, then retried
+MAX_RETRY_AFTER = 60.0
+BACKOFF_INITIAL = 0.5
+BACKOFF_MAX = 8.0
+
+_STOP_REASONS = {
+    "end_turn": StopReason.END_TURN,
+    "tool_use": StopReason.TOOL_USE,
+    "max_tokens": StopReason.MAX_TOKENS,
+    "stop_sequence": StopReason.STOP_SEQUENCE,
+    "refusal": StopReason.REFUSAL,
+    "pause_turn": StopReason.PAUSE_TURN,
+    "model_context_window_exceeded": StopReason.CONTEXT_OVERFLOW,
+}
+_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+#: error types the API reports (in a status body or an ``error`` stream event) that pass
+_TRANSIENT_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+_OVERFLOW = re.compile(r"prompt is too long|context window|context limit|exceeds? .*context", re.I)
+_SETTINGS_KEYS = frozenset({"model", "max_tokens", "temperature", "thinking_budget", "max_retries", "context_window",
+                            "server_compaction", "prompt_cache", "cache_ttl", "cache_min_tokens"})
+#: the usage key of the 1-hour part of ``cache_creation_input_tokens`` (priced 2x, not 1.25x)
+CACHE_WRITE_1H_KEY = "cache_creation_1h_input_tokens"
+_SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
+
+
+# --- request ---------------------------------------------------------------------------------
+
+def _api_content(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    """The API role and content blocks of one transcript message."""
+    if message.role in (Role.USER, Role.TRIGGER):
+        # a trigger (proactive seed) reads to the model as an ordinary user message
+        return "user", ([{"type": "text", "text": message.text}] if message.text else [])
+    if message.role == Role.SUMMARY:
+        # a compaction's summary reads as user text (merged with a user message after it)
+        return "user", [{"type": "text", "text": SUMMARY_PREFIX + message.text}]
+    if message.role == Role.ASSISTANT:
+        if message.blocks:
+            return "assistant", [dict(b) for b in message.blocks]
+        content: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text else []
+        content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input}
+                    for c in message.tool_calls]
+        return "assistant", content
+    if message.role == Role.TOOL:
+        result = message.result if isinstance(message.result, str) else json.dumps(message.result)
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.call_id, "content": result}
+        if message.is_error:
+            block["is_error"] = True
+        return "user", [block]
+    raise ValueError(f"unknown role {message.role!r}")
+
+
+def build_messages(transcript: Iterable[Message]) -> list[dict[str, Any]]:
+    """Transcript → API ``messages``.
+
+    Consecutive messages of the same API role are merged into one (the API requires the roles
+    to alternate: all tool results after one assistant message become one user message).
+    Messages with no content (an empty assistant reply) are skipped. Nothing is prepended if
+    the transcript starts with an assistant message: the API will reject it, which is the
+    engine's bug to see, not ours to paper over.
+    """
+    out: list[dict[str, Any]] = []
+    for message in transcript:
+        role, content = _api_content(message)
+        if not content:
+            continue
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(content)
+        else:
+            out.append({"role": role, "content": content})
+    return out
+
+
+# --- stream folding --------------------------------------------------------------------------
+
+@dataclass
+class Snapshot:
+    """The reply so far, folded from raw stream events (plain JSON dicts)."""
+
+    content: list[dict[str, Any]] = field(default_factory=list)
+    partial_json: dict[int, str] = field(default_factory=dict)
+    stop_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    stopped: bool = False  # ``message_stop`` seen: the stream is complete
+
+
+def _merge_usage(snapshot: Snapshot, usage: dict[str, Any] | None) -> None:
+    # usage on message_delta is cumulative and omits what does not apply: overwrite, keep others
+    for key in _USAGE_KEYS:
+        if (usage or {}).get(key) is not None:
+            snapshot.usage[key] = int(usage[key])  # type: ignore[index]
+    # the writes by TTL: a 1-hour write costs 2x the input price, a 5-minute one 1.25x
+    creation = (usage or {}).get("cache_creation")
+    if isinstance(creation, dict) and creation.get("ephemeral_1h_input_tokens") is not None:
+        snapshot.usage[CACHE_WRITE_1H_KEY] = int(creation["ephemeral_1h_input_tokens"])
+
+
+def fold_event(snapshot: Snapshot, event: dict[str, Any]) -> TextDelta | ReasoningDelta | None:
+    """Fold one raw stream event into ``snapshot``; return the delta to show live, if any."""
+    kind = event.get("type")
+    if kind == "message_start":
+        _merge_usage(snapshot, event["message"].get("usage"))
+    elif kind == "content_block_start":
+        snapshot.content.append(dict(event["content_block"]))
+    elif kind == "content_block_delta":
+        index, delta = event["index"], event["delta"]
+        block = snapshot.content[index]
+        dtype = delta.get("type")
+        if dtype == "text_delta":
+            block["text"] = block.get("text", "") + delta["text"]
+            return TextDelta(delta["text"]) if delta["text"] else None
+        if dtype == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            return ReasoningDelta(delta["thinking"]) if delta["thinking"] else None
+        if dtype == "signature_delta":
+            block["signature"] = delta["signature"]
+        elif dtype == "compaction_delta":  # the whole summary at once, not a fragment
+            for key in ("content", "encrypted_content"):
+                if key in delta:
+                    block[key] = delta[key]
+        elif dtype == "input_json_delta":
+            snapshot.partial_json[index] = snapshot.partial_json.get(index, "") + delta["partial_json"]
+        elif dtype == "citations_delta":
+            block["citations"] = [*(block.get("citations") or []), delta["citation"]]
+    elif kind == "content_block_stop":
+        index = event["index"]
+        if index in snapshot.partial_json:
+            raw = snapshot.partial_json.pop(index)
+            try:
+                snapshot.content[index]["input"] = json.loads(raw) if raw.strip() else {}
+            except json.JSONDecodeError as exc:
+                raise ModelError(f"Anthropic API sent invalid tool input JSON: {exc}: {raw[:200]!r}") from exc
+    elif kind == "message_delta":
+        snapshot.stop_reason = (event.get("delta") or {}).get("stop_reason")
+        _merge_usage(snapshot, event.get("usage"))
+    elif kind == "message_stop":
+        snapshot.stopped = True
+    return None
+
+
+def map_stop_reason(raw: str | None, has_content: bool) -> StopReason:
+    """The API's stop reason as ours; an unknown one is a normal end if anything was said."""
+    if raw in _STOP_REASONS:
+        return _STOP_REASONS[raw]
+    return StopReason.END_TURN if has_content else StopReason.ERROR
+
+
+def reply_from(snapshot: Snapshot) -> ModelReply:
+    """The final reply of a complete stream."""
+    usage = {key: snapshot.usage.get(key, 0) for key in _USAGE_KEYS}
+    if snapshot.usage.get(CACHE_WRITE_1H_KEY):
+        usage[CACHE_WRITE_1H_KEY] = snapshot.usage[CACHE_WRITE_1H_KEY]
+    # a null field carries nothing and some request schemas refuse it: send back what is set
+    # (a compaction block goes back exactly as it came, a null ``content`` included)
+    blocks = tuple(dict(b) if b.get("type") == "compaction" else {k: v for k, v in b.items() if v is not None}
+                   for b in snapshot.content)
+    text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+    calls = tuple(ToolCall(id=b["id"], name=b["name"], input=b.get("input") or {})
+                  for b in blocks if b.get("type") == "tool_use")
+    stop = map_stop_reason(snapshot.stop_reason, bool(text or calls))
+    if stop == StopReason.CONTEXT_OVERFLOW:
+        # nothing of an overflowed reply is kept: the step fails and compaction redoes it
+        return ModelReply(stop_reason=stop, usage=usage)
+    return ModelReply(text=text, tool_calls=calls, blocks=blocks, stop_reason=stop, usage=usage)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Failure:
+    """What to do about a failed call: ``overflow`` (report it), retry, or give up."""
+
+    message: str
+    retryable: bool
+    overflow: bool = False
+    retry_after: float | None = None
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            return float(ms) / 1000
+        if (seconds := headers.get("retry-after")) is not None:
+            return float(seconds)
+    except (TypeError, ValueError):  # an HTTP date: fall back to our own backoff
+        pass
+    return None
+
+
+def classify_error(exc: BaseException) -> Failure:
+    """An SDK or transport error → overflow / transient (retryable) / fatal, with a message
+    that carries the API's own words."""
+    if isinstance(exc, ModelError):
+        return Failure(str(exc), retryable=exc.retryable)
+    if isinstance(exc, anthropic.APIStatusError):
+        status, etype = exc.status_code, exc.type or "error"
+        detail = exc.api_message or exc.message
+        if status == 200:  # an ``error`` event inside a stream that had started
+            return Failure(f"Anthropic API {etype} mid-stream: {detail}", etype in _TRANSIENT_TYPES)
+        message = f"Anthropic API {etype} ({status}): {detail}"
+        if (status == 400 and _OVERFLOW.search(detail or "")) or status == 413:
+            return Failure(message, retryable=False, overflow=True)
+        transient = status in (408, 409, 429) or status >= 500
+        return Failure(message, transient, retry_after=_retry_after(exc.response.headers) if transient else None)
+    if isinstance(exc, anthropic.APIConnectionError):
+        return Failure(f"Anthropic API unreachable: {exc.message}", retryable=True)
+    if isinstance(exc, httpx2.TransportError):
+        return Failure(f"Anthropic API connection lost: {type(exc).__name__}: {exc}", retryable=True)
+    return Failure(f"Anthropic API call failed: {type(exc).__name__}: {exc}", retryable=False)
+
+
+_CAUGHT = (anthropic.APIError, httpx2.TransportError, ModelError)
+
+
+# --- the model -------------------------------------------------------------------------------
+
+class AnthropicModel:
+    """One streamed Messages API call per model step.
+
+    Transient failures (overloaded/529, 429, 5xx, connection errors and timeouts) are retried
+    here with exponential backoff, honouring ``retry-after`` (capped at ``MAX_RETRY_AFTER``), up
+    to ``max_retries`` times, but only while nothing has been yielded for the call: once a
+    delta is out, a failure raises ``ModelError(retryable=True)`` and the engine redelivers the
+    turn. Other API errors raise ``ModelError(retryable=False)``. A context-window overflow is
+    not an error: it ends the stream with an empty ``ModelReply(stop_reason=CONTEXT_OVERFLOW)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str = DEFAULT_MODEL,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float | None = None,
+        thinking_budget: int | None = None,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        context_window: int = DEFAULT_CONTEXT_WINDOW,
+        server_compaction: dict[str, Any] | None = None,
+        prompt_cache: bool = True,
+        cache_ttl: str = "5m",
+        cache_min_tokens: int | None = None,
+        timeout: float = 600.0,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        self.model = model
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.thinking_budget = thinking_budget
+        self.max_retries = max_retries
+        #: read by the engine's compactor (its threshold is a share of this)
+        self.context_window = context_window
+        #: ``{"trigger": tokens, "instructions": str}`` turns on the API's own compaction
+        self.server_compaction = server_compaction
+        #: where ``cache_control`` marks go (None: caching off)
+        self.prompt_cache = PromptCache(
+            min_tokens=cache_min_tokens if cache_min_tokens is not None else min_cacheable_tokens(model),
+            ttl=cache_ttl) if prompt_cache else None
+        self._sleep = sleep
+        self._client = _client(api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
+                               base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, timeout)
+
+    def params(self, request: ModelRequest) -> dict[str, Any]:
+        """The keyword arguments of ``messages.create`` for ``request`` (without ``stream``)."""
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": build_messages(request.messages),
+        }
+        if request.system:
+            params["system"] = request.system
+        if request.tools:
+            params["tools"] = [t.to_json() for t in request.tools]
+            if not request.tools_allowed:  # the turn's last call at its limit (runtime.limits)
+                params["tool_choice"] = {"type": "none"}
+        if self.thinking_budget:
+            params["thinking"] = {"type": "enabled", "budget_tokens": self.thinking_budget}
+        if self.temperature is not None:
+            # this SDK version has no ``temperature`` keyword; the API still accepts the field
+            params["extra_body"] = {"temperature": self.temperature}
+        if self.server_compaction is not None and request.purpose == "turn":
+            edit: dict[str, Any] = {"type": "compact_20260112"}
+            if self.server_compaction.get("trigger"):
+                edit["trigger"] = {"type": "input_tokens", "value": int(self.server_compaction["trigger"])}
+            if self.server_compaction.get("instructions"):
+                edit["instructions"] = self.server_compaction["instructions"]
+            params["betas"] = [COMPACTION_BETA]
+            params["context_management"] = {"edits": [edit]}
+        if self.prompt_cache is not None and request.purpose == "turn":
+            # not a compaction's summarizing call: its one-off prefix would be written (1.25x)
+            # and never read
+            params = place_breakpoints(params, self.prompt_cache)
+        return params
+
+    def backoff(self, attempt: int, failure: Failure) -> float:
+        """Seconds to wait before retry number ``attempt + 1``."""
+        if failure.retry_after is not None:
+            return min(max(failure.retry_after, 0.0), MAX_RETRY_AFTER)
+        # jitter spreads the retries of many workers hit by the same overload
+        return min(BACKOFF_INITIAL * 2**attempt, BACKOFF_MAX) * random.uniform(0.75, 1.0)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        """Yield deltas, then exactly one ModelReply; raise ModelError on failure."""
+        if self._client.api_key is None and getattr(self._client, "auth_token", None) is None:
+            # the SDK would raise a bare TypeError at request time; say what to do instead
+            raise ModelError("no Anthropic API key: set ANTHROPIC_API_KEY", retryable=False)
+        params = self.params(request)
+        attempt = 0
+        while True:
+            yielded = False
+            snapshot = Snapshot()
+            try:
+                create = self._client.beta.messages.create if "betas" in params else self._client.messages.create
+                events = await create(**params, stream=True)
+                async with events:
+                    async for event in events:
+                        chunk = fold_event(snapshot, event.to_dict(mode="json"))
+                        if chunk is not None:
+                            yielded = True
+                            yield chunk
+                if not snapshot.stopped:
+                    raise ModelError("Anthropic API stream ended before message_stop", retryable=True)
+            except _CAUGHT as exc:
+                failure = classify_error(exc)
+                if failure.overflow and not yielded:
+                    yield ModelReply(stop_reason=StopReason.CONTEXT_OVERFLOW)
+                    return
+                if not failure.retryable or yielded or attempt >= self.max_retries:
+                    if failure.retryable and not yielded:
+                        message = f"{failure.message} (gave up after {attempt + 1} attempts)"
+                    else:
+                        message = failure.message
+                    raise ModelError(message, retryable=failure.retryable) from exc
+                await self._sleep(self.backoff(attempt, failure))
+                attempt += 1
+                continue
+            yield reply_from(snapshot)
+            return
+
+    async def aclose(self) -> None:
+        """Nothing to close: the client is shared (``_client``) and lives with its process."""
+
+
+#: the SDK clients of this process, by (key, base URL, timeout, event loop). A model is made per
+#: attempt of a turn, and a worker's runner drives hundreds of turns at once: a client each was
+#: an HTTP connection pool and a TLS context each (milliseconds of CPU on the loop to build,
+#: and memory until collected). One per loop shares its pool: a client's connections belong to
+#: the loop that opened them. Bounded: a loop that ends takes its clients with it.
+_CLIENTS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], anthropic.AsyncAnthropic]] = weakref.WeakKeyDictionary()
+
+
+def _client(api_key: str | None, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
+    try:
+        loop: Any = asyncio.get_running_loop()
+    except RuntimeError:  # made outside a loop (a test, a check): a client of its own
+        loop = None
+    key = (api_key, base_url, timeout)
+    clients = _CLIENTS.setdefault(loop, {}) if loop is not None else {}
+    client = clients.get(key)
+    if client is None:
+        # the SDK's retries are off: the policy above is ours, and visible to tests
+        client = clients[key] = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0,
+                                                         timeout=timeout)
+    return client
+
+
+def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:
+    """An :class:`AnthropicModel` from an agent's model settings.
+
+    Keys: ``model``, ``max_tokens``, ``temperature``, ``thinking_budget``, ``max_retries``,
+    ``context_window`` (tokens, for the engine's compaction), ``server_compaction`` (``True`` or
+    ``{"trigger": input tokens, "instructions": str}``: the API's own compaction, a beta),
+    ``prompt_cache`` (default True), ``cache_ttl`` (``"5m"``, the default, or ``"1h"``),
+    ``cache_min_tokens`` (default: the model's minimum cacheable length) (``provider`` is
+    ignored); the API key and base URL come from the environment. An unknown key or a bad value
+    raises :class:`AgentConfigError` (a typo must not silently do nothing).
+    """
+    config = {k: v for k, v in (config or {}).items() if k != "provider"}
+    unknown = set(config) - _SETTINGS_KEYS
+    if unknown:
+        raise AgentConfigError(f"unknown anthropic model settings: {', '.join(sorted(unknown))}")
+    max_tokens = config.get("max_tokens", DEFAULT_MAX_TOKENS)
+    budget = config.get("thinking_budget")
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise AgentConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
+    if budget is not None and (not isinstance(budget, int) or not 1024 <= budget < max_tokens):
+        raise AgentConfigError(f"thinking_budget must be an integer >= 1024 and < max_tokens ({max_tokens}),"
+                               f" not {budget!r}")
+    temperature = config.get("temperature")
+    if temperature is not None and not isinstance(temperature, (int, float)):
+        raise AgentConfigError(f"temperature must be a number, not {temperature!r}")
+    window = config.get("context_window", DEFAULT_CONTEXT_WINDOW)
+    if not isinstance(window, int) or window < 1024:
+        raise AgentConfigError(f"context_window must be an integer >= 1024, not {window!r}")
+    server = config.get("server_compaction")
+    if server is True:
+        server = {}
+    if server is not None and server is not False:
+        if not isinstance(server, dict) or set(server) - _SERVER_COMPACTION_KEYS:
+            raise AgentConfigError("server_compaction must be True or a dict of trigger, instructions "
+                                   f"(pause_after_compaction is not supported), not {server!r}")
+        trigger = server.get("trigger")
+        if trigger is not None and (not isinstance(trigger, int) or trigger < 1):
+            raise AgentConfigError(f"server_compaction trigger must be a positive integer, not {trigger!r}")
+    else:
+        server = None
+    cache = config.get("prompt_cache", True)
+    if not isinstance(cache, bool):
+        raise AgentConfigError(f"prompt_cache must be True or False, not {cache!r}")
+    ttl = config.get("cache_ttl", "5m")
+    if ttl not in TTLS:
+        raise AgentConfigError(f"cache_ttl must be one of {', '.join(TTLS)}, not {ttl!r}")
+    min_tokens = config.get("cache_min_tokens")
+    if min_tokens is not None and (not isinstance(min_tokens, int) or isinstance(min_tokens, bool) or min_tokens < 1):
+        raise AgentConfigError(f"cache_min_tokens must be a positive integer, not {min_tokens!r}")
+    return AnthropicModel(
+        prompt_cache=cache,
+        cache_ttl=ttl,
+        cache_min_tokens=min_tokens,
+        context_window=window,
+        server_compaction=server,
+        model=str(config.get("model") or DEFAULT_MODEL),
+        max_tokens=max_tokens,
+        temperature=None if temperature is None else float(temperature),
+        thinking_budget=budget,
+        max_retries=int(config.get("max_retries", DEFAULT_MAX_RETRIES)),
+    )

@@ -1,0 +1,95 @@
+"""An agent: instructions, tools, per-source policies and hooks.
+
+Per-source turn policies: ``instructions.md`` plus ``instructions.<source>.md`` (appended by
+default; ``mode: "replace"`` makes it the whole prompt) and ``deny_tools`` removed in code.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable
+
+from .compaction import Compaction, compaction_config
+from .limits import Limits, limits_config
+from .errors import AgentConfigError
+from .model import ToolSpec
+from .tools import Tool
+
+log = logging.getLogger(__name__)
+
+AuthorizeAnswer = Callable[..., Awaitable[bool] | bool]
+
+
+@dataclass(frozen=True, slots=True)
+class SurfacePolicy:
+    mode: str = "append"  # append | replace
+    deny_tools: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class Agent:
+    name: str
+    instructions: str = ""
+    tools: dict[str, Tool] = field(default_factory=dict)
+    #: source -> policy; overlays hold each ``instructions.<source>.md``
+    surfaces: dict[str, SurfacePolicy] = field(default_factory=dict)
+    overlays: dict[str, str] = field(default_factory=dict)
+    #: provider name (anthropic | demo | scripted) or None for the default
+    model: str | None = None
+    model_config: dict[str, Any] = field(default_factory=dict)
+    authorize_answer: AuthorizeAnswer | None = None
+    schedules: list[dict[str, Any]] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: compaction settings (``compaction`` in agent.py: a dict, or False to turn it off)
+    compaction: Compaction = field(default_factory=Compaction)
+    #: what one turn may spend (``limits`` in agent.py; None: the site's defaults)
+    limits: Limits | None = None
+
+    def __post_init__(self) -> None:
+        self.compaction = compaction_config(self.compaction)
+        self.limits = limits_config(self.limits)
+        if isinstance(self.tools, (list, tuple)):
+            self.tools = {t.name: t for t in self.tools}
+        self.surfaces = {k: v if isinstance(v, SurfacePolicy) else surface(**v) for k, v in self.surfaces.items()}
+        for source, policy in self.surfaces.items():
+            if policy.mode not in ("append", "replace"):
+                raise AgentConfigError(f"agent {self.name!r}: surface {source!r} has unknown mode {policy.mode!r}")
+            if policy.mode == "replace" and source not in self.overlays:
+                raise AgentConfigError(
+                    f"agent {self.name!r}: surface {source!r} uses mode 'replace' but "
+                    f"instructions.{source}.md is missing"
+                )
+            unknown = set(policy.deny_tools) - set(self.tools)
+            if unknown:
+                log.warning("agent %s: surface %s denies unknown tools %s", self.name, source, sorted(unknown))
+
+    def policy_for(self, source: str | None) -> dict[str, Any]:
+        """The surface policy of a turn from ``source``: its system prompt and denied tools."""
+        policy = self.surfaces.get(source or "", SurfacePolicy())
+        overlay = self.overlays.get(source or "")
+        if overlay is not None and policy.mode == "replace":
+            system = overlay
+        elif overlay is not None:
+            system = "\n\n".join(p for p in (self.instructions.strip(), overlay.strip()) if p)
+        else:
+            system = self.instructions
+        return {"source": source, "mode": policy.mode, "system": system, "deny_tools": list(policy.deny_tools)}
+
+    def tools_for(self, policy: dict[str, Any] | None) -> dict[str, Tool]:
+        denied = set((policy or {}).get("deny_tools", ()))
+        return {name: t for name, t in self.tools.items() if name not in denied}
+
+    def specs_for(self, policy: dict[str, Any] | None) -> tuple[ToolSpec, ...]:
+        return tuple(t.spec for t in self.tools_for(policy).values())
+
+    def warn_unused_surfaces(self, sources: Iterable[str]) -> list[str]:
+        """Log (and return) policies for sources no mounted channel emits."""
+        unused = sorted(set(self.surfaces) - set(sources))
+        for source in unused:
+            log.warning("agent %s: surface policy for source %r, which no mounted channel emits", self.name, source)
+        return unused
+
+
+def surface(mode: str = "append", deny_tools: Iterable[str] = ()) -> SurfacePolicy:
+    return SurfacePolicy(mode=mode, deny_tools=tuple(deny_tools))

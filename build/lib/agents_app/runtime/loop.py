@@ -1,0 +1,527 @@
+"""The turn loop: ask the model, run the tools it asked for, ask again — one checkpoint per
+step, replayable from whatever the store says.
+
+``TurnLoop.run`` drives one attempt of one turn. It is safe to call again for the same turn
+at any time (a redelivery): the opening is not appended twice, finished steps are skipped, a
+cached model step emits nothing, and the calls still owed a result are read off the
+transcript.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any, Awaitable, Callable
+
+from . import events as ev
+from . import limits, subagents
+from .agent import Agent
+from .control import RetryableTurnError, Signals
+from .errors import StaleAttemptError
+from .messages import Message, Role, ToolCall, model_step_id, tool_step_id
+from .model import (
+    ABNORMAL_STOPS,
+    ContextOverflowError,
+    ModelError,
+    ModelReply,
+    ModelRequest,
+    ReasoningDelta,
+    StopReason,
+    TextDelta,
+)
+from .position import NextKind, close_dangling_calls, next_action, turn_tail_start
+from .seams import (
+    FINAL_STATUSES,
+    Commit,
+    EventSink,
+    Model,
+    Phase,
+    SessionRef,
+    SessionStore,
+    TurnRecord,
+    TurnState,
+    TurnStatus,
+    Tx,
+)
+from .tools import (
+    CANCELLED_RESULT,
+)
+
+from .loop_compaction import CompactionSteps
+from .loop_tools import ToolSteps
+
+log = logging.getLogger(__name__)
+
+
+class _RecordingTx:
+    """Wraps the store's Tx to mirror appended messages into the loop's transcript."""
+
+    __slots__ = ("tx", "base", "appended", "steps", "moved")
+
+    def __init__(self, tx: Tx, base: int) -> None:
+        self.tx = tx
+        self.base = base
+        self.appended: list[Message] = []
+        self.steps: list[str] = []
+        self.moved: tuple[int, int] | None = None
+
+    def append(self, message: Message) -> int:
+        index = self.base + len(self.appended)
+        self.tx.append(message, index)
+        self.appended.append(message)
+        return index
+
+    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
+        self.steps.append(step_id)
+        self.tx.step(step_id, index, data)
+
+    def boundary(self, index: int, summary_index: int) -> None:
+        self.moved = (index, summary_index)
+        self.tx.boundary(index, summary_index)
+
+    # the rest of the Tx passes through; written out, as a miss on a slotted class raises and
+    # catches an AttributeError before ``__getattr__`` (several times per unit)
+    def emit(self, event: ev.TurnEvent) -> None:
+        self.tx.emit(event)
+
+    def journal(self, phase: Phase, **data: Any) -> None:
+        self.tx.journal(phase, **data)
+
+    def settle(self, status: TurnStatus, **outcome: Any) -> None:
+        self.tx.settle(status, **outcome)
+
+    def spawn(self, child: Any) -> None:
+        self.tx.spawn(child)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.tx, name)
+
+
+#: the earlier turns of a session's live view as the model sees them (summaries left out,
+#: dangling calls closed), by (session, generation, boundary): (the messages they were made
+#: from, the view). The next turn of the session repairs only the messages added since: a turn
+#: costs the same at 10 or 2,000 messages of history. Bounded: the most recently used views.
+_EARLIER: OrderedDict[tuple[Any, ...], tuple[list[Message], tuple[Message, ...]]] = OrderedDict()
+_EARLIER_LOCK = threading.Lock()
+MAX_EARLIER = 64
+
+
+def _earlier(view: tuple[Any, ...], messages: list[Message]) -> tuple[Message, ...]:
+    """``close_dangling_calls`` of ``messages`` (the earlier turns, from the boundary), summaries
+    left out. Reuses what was made for the same ``view`` from a prefix of ``messages``: equal
+    messages (compared by identity first, so a store that hands out the objects it holds costs
+    a pointer per message), cut where a turn ends (the next message is no tool result: a batch
+    of calls and its results never straddle the cut)."""
+    summary = Role.SUMMARY  # a local: an enum member's lookup costs more than the comparison
+    with _EARLIER_LOCK:
+        held = _EARLIER.get(view)
+    n, repaired = 0, ()
+    if held is not None and len(held[0]) <= len(messages) and messages[:len(held[0])] == held[0]:
+        n, repaired = len(held[0]), held[1]
+    added = [m for m in messages[n:] if m.role != summary]
+    if n and added and added[0].role == Role.TOOL:  # not cut where a turn ends: all again
+        n, repaired, added = 0, (), [m for m in messages if m.role != summary]
+    if added or not n:
+        repaired = repaired + tuple(close_dangling_calls(added))
+    with _EARLIER_LOCK:
+        _EARLIER[view] = (messages, repaired)
+        _EARLIER.move_to_end(view)
+        while len(_EARLIER) > MAX_EARLIER:
+            _EARLIER.popitem(last=False)
+    return repaired
+
+
+def _no_agent(name: str) -> Agent:
+    raise LookupError(name)
+
+
+def stream_key(turn_id: str, step_id: str, attempt_id: str | None) -> str:
+    """The key a model call streams under (and the journal's provider_started records)."""
+    return f"{turn_id}:{step_id}:{attempt_id or '-'}"
+
+
+def opening_txn(tx: Any, turn: TurnRecord, attempt_id: str | None) -> str:
+    """The opening checkpoint's writes (through the loop's recording ``tx``): the user's (or
+    the trigger's) message, ``turn.started``, and the journal's provider_started for the first
+    model call, which follows at once. Returns that call's stream key."""
+    role = Role.TRIGGER if turn.input.kind == "proactive" else Role.USER
+    at = tx.append(Message(role=role, text=turn.input.text, turn_id=turn.turn_id, by=turn.input.by))
+    tx.emit(ev.TurnStarted(turn.turn_id, trigger=turn.input.kind, text=turn.input.text))
+    key = stream_key(turn.turn_id, model_step_id(at + 1), attempt_id)
+    tx.journal(Phase.PROVIDER_STARTED, stream_key=key)
+    if turn.status != TurnStatus.RUNNING:  # an attempt's claim made it (and its session) running
+        tx.settle(TurnStatus.RUNNING)
+    return key
+
+
+class Opening:
+    """The opening checkpoint, offered to the attempt's claim (``SessionStore.claim_and_load``'s
+    ``opening``): a store that can commits it in the claim's own transaction (SQLite's), one
+    transaction fewer per turn; one that cannot leaves it to the loop, which opens as before.
+    Called with the claimed state, it returns the opening's work, or None when the turn is not
+    to be opened now (opened already, cancelled, over its retry budget, not running). After the
+    claim, ``recorded`` holds what the work wrote, for the loop to take up (``TurnLoop.run``)."""
+
+    __slots__ = ("attempt_id", "max_attempts", "recorded", "key")
+
+    def __init__(self, attempt_id: str, max_attempts: int) -> None:
+        self.attempt_id, self.max_attempts = attempt_id, max_attempts
+        self.recorded: _RecordingTx | None = None
+        self.key: str | None = None
+
+    def __call__(self, state: TurnState) -> Callable[[Tx], None] | None:
+        turn = state.turn
+        if (turn.status != TurnStatus.RUNNING or turn.cancel_reason or turn.attempts > self.max_attempts
+                or next_action(state.transcript, turn.turn_id).kind != NextKind.OPEN):
+            return None
+        at = state.base + len(state.transcript)
+
+        def work(tx: Tx) -> None:
+            self.recorded = rec = _RecordingTx(tx, at)
+            self.key = opening_txn(rec, turn, self.attempt_id)
+
+        return work
+
+
+class TurnLoop(CompactionSteps, ToolSteps):
+    """One attempt of one turn. The compaction steps and the tool steps are its mixins
+    (``loop_compaction.py``, ``loop_tools.py``): one class, three files."""
+
+    def __init__(
+        self,
+        *,
+        agent: Agent,
+        store: SessionStore,
+        sink: EventSink,
+        model: Model,
+        signals: Signals | None = None,
+        agent_for: Callable[[str], Agent] | None = None,
+        on_runnable: Callable[[list[tuple[str, SessionRef]]], Awaitable[None]] | None = None,
+        max_depth: int = subagents.MAX_DEPTH,
+        max_fanout: int = subagents.MAX_FANOUT,
+    ) -> None:
+        self.agent = agent
+        self.store = store
+        self.sink = sink
+        self.model = model
+        self.signals = signals or Signals()
+        #: subagents: the agents a tool may spawn, who dispatches the turns a unit made runnable
+        self.agent_for = agent_for or (lambda name: agent if name == agent.name else _no_agent(name))
+        self.on_runnable = on_runnable
+        self.max_depth, self.max_fanout = max_depth, max_fanout
+        self._history: tuple[tuple[int, ...], tuple[Message, ...]] | None = None
+
+    # -- plumbing -----------------------------------------------------------------------------
+
+    async def _commit(self, work: Callable[[Any], None], *, tool_code: bool = False, dispatch: bool = True) -> Commit:
+        """One checkpoint. ``tool_code``: ``work`` runs a sync tool, whose own writes (through
+        the store's handle) commit with it (``SessionStore.atomic``); otherwise ``work`` only
+        records through ``tx`` (``SessionStore.commit``)."""
+        recorder_box: list[_RecordingTx] = []
+
+        def unit(tx: Tx) -> None:
+            rec = _RecordingTx(tx, self.base + len(self.transcript))
+            recorder_box.append(rec)
+            work(rec)
+
+        run = self.store.atomic if tool_code else self.store.commit
+        commit = await run(self.turn.turn_id, self.attempt_id, unit)
+        return await self._committed(commit, recorder_box[-1], dispatch=dispatch)
+
+    async def _committed(self, commit: Commit, rec: _RecordingTx, *, dispatch: bool = True) -> Commit:
+        """What follows a checkpoint's commit: the loop's transcript and steps take up what it
+        wrote; its cancel request, its events and the turns it made runnable go out."""
+        self.transcript.extend(rec.appended)
+        self.state.steps.update(rec.steps)
+        if rec.moved is not None:
+            self._moved(*rec.moved)
+        if commit.cancel_reason:
+            self.signals.cancel(commit.cancel_reason)
+        if commit.events:
+            await self.sink.publish(self.turn.session, commit.events)
+        if dispatch:
+            await self._dispatch(commit.runnable)
+        return commit
+
+    async def _dispatch(self, runnable: list[tuple[str, SessionRef]]) -> None:
+        if runnable and self.on_runnable is not None:
+            await self.on_runnable(runnable)
+
+    @property
+    def cancel_reason(self) -> str | None:
+        return self.signals.cancel_reason
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    async def run(self, turn_id: str, attempt_id: str | None, *, state: TurnState | None = None,
+                  opening: Opening | None = None) -> TurnStatus:
+        """Drive the turn from where the store says it is; return the status it ended in.
+        ``state``: what the attempt's claim already loaded (``SessionStore.claim_and_load``);
+        ``opening``: the opening offered to that claim, which ``state.opened`` says it committed.
+
+        Raises RetryableTurnError when a redelivery may succeed; returns quietly (with the
+        status it believes) when another attempt took the turn over (StaleAttemptError).
+        """
+        self.attempt_id = attempt_id
+        self._announced: str | None = None  # the model step a checkpoint of this attempt announced
+        self.state: TurnState = state if state is not None else await self.store.load(turn_id)
+        self.turn: TurnRecord = self.state.turn
+        self.transcript = self.state.transcript
+        self.base, self.boundary, self.summary_at = self.state.base, self.state.boundary, self.state.summary
+        self.compaction = self.agent.compaction
+        self.window = self.compaction.window(self.model)
+        if self.turn.status in FINAL_STATUSES:
+            return self.turn.status
+        if self.turn.cancel_reason:
+            self.signals.cancel(self.turn.cancel_reason)
+        self.policy = self.turn.policy or self.agent.policy_for(self.turn.input.source)
+        self.tools = self.agent.tools_for(self.policy)
+        # a child turn spends a share of its parent's budget (``limits``: a tree keeps its root's)
+        self.limits = self.agent.limits.within((self.turn.input.target or {}).get("budget"))
+        try:
+            if self.state.opened is not None and opening is not None and opening.recorded is not None:
+                self._announced = opening.key
+                await self._committed(self.state.opened, opening.recorded)
+            return await self._drive()
+        except StaleAttemptError:
+            log.info("turn %s: attempt %s lost its lease; stopping without output", turn_id, attempt_id)
+            return TurnStatus.RUNNING
+
+    async def _drive(self) -> TurnStatus:
+        first = True
+        while True:
+            nxt = next_action(self.transcript, self.turn.turn_id)
+            if nxt.kind == NextKind.OPEN:
+                if self.cancel_reason:
+                    return await self._cancel(())
+                await self._open()
+            elif nxt.kind == NextKind.SETTLE:
+                text = self.transcript[nxt.index].text
+                if not self._proactive_due():
+                    return await self._settle(text)
+                status = await self._compact("proactive", settle_text=text)
+                if status is not None:
+                    return status
+            elif nxt.kind == NextKind.MODEL:
+                if self.cancel_reason:
+                    return await self._cancel(())
+                status = await self._model_step(self.base + nxt.index)
+                if status is not None:
+                    return status
+            else:
+                status = await self._tool_steps(self.base + nxt.index, nxt.calls, replay=first)
+                if status is not None:
+                    return status
+            first = False
+
+    async def _open(self) -> None:
+        def work(tx: Tx) -> None:
+            self._announced = opening_txn(tx, self.turn, self.attempt_id)
+
+        await self._commit(work)
+
+    # -- model step ---------------------------------------------------------------------------
+
+    def _stream_key(self, step_id: str) -> str:
+        return stream_key(self.turn.turn_id, step_id, self.attempt_id)
+
+    def _provider_next(self, tx: Tx, index: int) -> None:
+        """In a checkpoint after which the loop goes straight to the model step whose reply lands
+        at ``index`` (a step's last tool result; the opening's is ``opening_txn``): record
+        provider_started with that step's stream key in it, so the step needs no journal write
+        of its own. Recovery reads the position off the transcript, not the phase: a crash
+        before the stream opens re-drives the same model step either way."""
+        key = self._stream_key(model_step_id(index))
+        tx.journal(Phase.PROVIDER_STARTED, stream_key=key)
+        self._announced = key
+
+    async def _model_step(self, index: int) -> TurnStatus | None:
+        turn = self.turn
+        step_id = model_step_id(index)
+        stream_key = self._stream_key(step_id)
+        journal: Any = None
+        if self._announced != stream_key:
+            # no checkpoint of this attempt announced this step (a resumed model step, or after
+            # a compaction): recorded while the provider starts, not before it; a real model's
+            # first token takes far longer than the write, which lands before this step commits
+            journal = asyncio.ensure_future(
+                self.store.journal(turn.turn_id, self.attempt_id, Phase.PROVIDER_STARTED, stream_key=stream_key)
+            )
+        # a turn at its limit makes this call its last: no tools, and told why (``limits``)
+        last = self._limit_reached(self.transcript)
+        system = self.policy.get("system", "")
+        request = ModelRequest(
+            system=f"{system}\n\n{self.limits.note(last)}".strip() if last else system,
+            messages=self._request_messages(),
+            tools=self.agent.specs_for(self.policy),
+            stream_key=stream_key,
+            tools_allowed=not last,
+        )
+        reply: ModelReply | None = None
+        overflow: str | None = None
+        stream = self.model.stream(request)
+        try:
+            try:
+                async for chunk in stream:
+                    if isinstance(chunk, TextDelta):
+                        await self.sink.delta(turn.session, ev.MessageDelta(turn.turn_id, text=chunk.text))
+                    elif isinstance(chunk, ReasoningDelta):
+                        await self.sink.delta(turn.session, ev.ReasoningDelta(turn.turn_id, text=chunk.text))
+                    elif isinstance(chunk, ModelReply):
+                        reply = chunk
+                    if self.cancel_reason:
+                        break
+            finally:
+                aclose = getattr(stream, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+                if journal is not None:
+                    await journal  # a lost lease (StaleAttemptError) surfaces here, before any commit
+        except ContextOverflowError as exc:
+            if not self.compaction.enabled:
+                return await self._fail(str(exc), phase="model", step=step_id)
+            overflow = str(exc)
+        except ModelError as exc:
+            if exc.retryable:
+                raise RetryableTurnError(f"model: {exc}") from exc
+            return await self._fail(str(exc), phase="model", step=step_id)
+        if self.cancel_reason:
+            return await self._cancel(())
+        if overflow is not None or (
+            reply is not None and reply.stop_reason == StopReason.CONTEXT_OVERFLOW and self.compaction.enabled
+        ):
+            return await self._overflowed(step_id)
+        if reply is None:
+            raise RetryableTurnError("model: the stream ended without a reply")
+        if reply.is_empty and reply.stop_reason in ABNORMAL_STOPS:
+            return await self._fail(
+                f"the model stopped ({reply.stop_reason}) without a reply", phase="model", step=step_id
+            )
+        if last and not reply.text:
+            return await self._fail(f"the turn reached its limit of {limits.NAMES[last]} and its last model call "
+                                    "gave no answer", phase="model", step=step_id)
+        message = Message(
+            role=Role.ASSISTANT,
+            text=reply.text,
+            turn_id=turn.turn_id,
+            tool_calls=() if last else reply.tool_calls,  # (a model that calls a tool it was not offered)
+            blocks=reply.blocks,
+            usage=dict(reply.usage),
+        )
+        usage = self._usage_with(reply.usage, calls=1)
+        # the turn's last reply: settle now, or first compact (a step of this turn)
+        compact_next = not message.tool_calls and self._proactive_due(message, request)
+
+        def work(tx: Tx) -> None:
+            at = tx.append(message)
+            tx.step(step_id, at)
+            if message.text:
+                tx.emit(ev.MessageCompleted(turn.turn_id, text=message.text, index=at))
+            for call in message.tool_calls:
+                tx.emit(ev.ActionRequested(turn.turn_id, call=call.to_json()))
+            if message.tool_calls:
+                tx.journal(Phase.TOOL_REQUEST_RECORDED, tool_request=message.tool_calls[0].to_json(), index=at)
+            elif compact_next:
+                tx.journal(Phase.BEFORE_PROVIDER)
+            else:
+                self._settle_txn(tx, message.text, usage, limited=last)
+
+        await self._commit(work)
+        return TurnStatus.COMPLETED if not message.tool_calls and not compact_next else None
+
+    def _request_messages(self) -> tuple[Message, ...]:
+        """The live view as the model sees it: the summary, then the messages from the boundary
+        on. Earlier turns are repaired once per attempt (not per step), and only past what an
+        earlier attempt of the session repaired (``_earlier``), so a step costs the same at 10
+        or 10,000 messages of live history."""
+        start = turn_tail_start(self.transcript, self.turn.turn_id)
+        b = self.boundary - self.base
+        key = (self.base, self.boundary, start)
+        summary = Role.SUMMARY  # a local: an enum member's lookup costs more than the comparison
+        if self._history is None or self._history[0] != key:
+            view = (self.turn.session, self.turn.generation, self.boundary)
+            self._history = (key, _earlier(view, self.transcript[b:start]))
+        head = (self.transcript[self.summary_at - self.base],) if self.summary_at is not None else ()
+        tail = [m for m in self.transcript[max(b, start):] if m.role != summary]
+        return head + self._history[1] + tuple(close_dangling_calls(tail))
+
+    # -- endings ------------------------------------------------------------------------------
+
+    async def _park(self, call: ToolCall, step_id: str, request: dict[str, Any]) -> TurnStatus:
+        turn = self.turn
+        pending = {
+            "request": request,
+            "call_id": call.id,
+            "call": call.to_json(),
+            "step": step_id,
+            "opening_text": turn.input.text,
+            "policy": self.policy,
+            "inbound": turn.input.to_json(),
+        }
+
+        usage = self._usage_with({})  # what it spent so far: the console shows a parked turn's too
+
+        def work(tx: Tx) -> None:
+            tx.emit(ev.InputRequested(turn.turn_id, request=request, call_id=call.id))
+            tx.journal(Phase.PARKED, call_id=call.id, input_id=request["id"])
+            tx.settle(TurnStatus.SUSPENDED, pending=pending, usage=usage)
+
+        await self._commit(work)
+        return TurnStatus.SUSPENDED
+
+    def _settle_txn(self, tx: Tx, text: str, usage: dict[str, Any], *, limited: str | None = None) -> None:
+        tx.emit(ev.TurnCompleted(self.turn.turn_id, text=text, limited=limited))
+        tx.journal(Phase.COMMITTED)
+        tx.settle(TurnStatus.COMPLETED, text=text, usage={**usage, "limited": limited} if limited else usage)
+
+    async def _settle(self, text: str) -> TurnStatus:
+        usage = self._usage_with({})
+        # the turn's answer was its last model call's if that call was made at a limit
+        mine = [i for i, m in enumerate(self.transcript) if m.role == Role.ASSISTANT and m.turn_id == self.turn.turn_id]
+        limited = self._limit_reached(self.transcript[:mine[-1]]) if mine else None
+        await self._commit(lambda tx: self._settle_txn(tx, text, usage, limited=limited))
+        return TurnStatus.COMPLETED
+
+    def _limit_reached(self, messages: list[Message]) -> str | None:
+        """The limit the turn's next model call (after ``messages``) must be the last for."""
+        return self.limits.reached(*self._spent(messages))
+
+    def _spent(self, messages: list[Message]) -> tuple[int, int]:
+        return limits.spent(messages, self.turn.turn_id, subagents.children_usage(self.state.spawned))
+
+    def children_budget(self, n: int) -> dict[str, int]:
+        """Each of ``n`` new children's share of what this turn has left (ValueError: too little)."""
+        return limits.shares(self.limits, *self._spent(self.transcript), len(self.state.spawned), n)
+
+    async def _fail(self, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
+        turn_id = self.turn.turn_id
+        usage = self._usage_with({})  # a failed turn spent too
+
+        def work(tx: Tx) -> None:
+            tx.emit(ev.TurnFailed(turn_id, error=error, phase=phase, step=step))
+            tx.journal(Phase.COMMITTED)
+            tx.settle(TurnStatus.FAILED, error={"message": error, "phase": phase, "step": step}, usage=usage)
+
+        await self._commit(work)
+        return TurnStatus.FAILED
+
+    async def _cancel(self, owed: tuple[ToolCall, ...], *, index: int = -1) -> TurnStatus:
+        turn = self.turn
+        reason = self.cancel_reason or "requested"
+        usage = self._usage_with({})  # a cancelled turn spent too (it showed "0 input, 0 output")
+
+        def work(tx: Tx) -> None:
+            # unrun calls get a synthetic result so the transcript stays valid for the model
+            for call in owed:
+                at = tx.append(
+                    Message(Role.TOOL, turn_id=turn.turn_id, call_id=call.id, name=call.name, result=CANCELLED_RESULT)
+                )
+                tx.step(tool_step_id(index, call.id), at)
+            tx.emit(ev.TurnCancelled(turn.turn_id, reason=reason))
+            tx.journal(Phase.COMMITTED)
+            tx.settle(TurnStatus.CANCELLED, error={"reason": reason}, usage=usage)
+
+        await self._commit(work)
+        return TurnStatus.CANCELLED

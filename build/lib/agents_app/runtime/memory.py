@@ -1,0 +1,427 @@
+"""InMemorySessionStore: the SessionStore for unit tests and the contract suite's baseline.
+
+It has no rollback for tools' own effects (``unwrap()`` is None, so a tool that needs the
+store's transaction fails the turn), but its checkpoint units are all-or-nothing: a unit's
+writes are staged and applied only when the unit returns.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from . import events as ev
+from . import rules, subagents
+from .compaction import transcript_start
+from .errors import NotFound, StaleAttemptError
+from .messages import Message, input_step_id
+from .seams import (
+    FINAL_STATUSES,
+    CancelReason,
+    ChildTurn,
+    Commit,
+    LoggedEvent,
+    Outcome,
+    Phase,
+    SessionRef,
+    SessionStatus,
+    TurnInput,
+    TurnRecord,
+    TurnState,
+    TurnStatus,
+)
+
+UNFINISHED = (TurnStatus.QUEUED, TurnStatus.RUNNING)
+
+
+@dataclass
+class _Session:
+    ref: SessionRef
+    status: SessionStatus = SessionStatus.NEW
+    generation: int = 0
+    seq: int = 0
+    messages: list[Message] = field(default_factory=list)
+    events: list[tuple[int, int, ev.TurnEvent]] = field(default_factory=list)  # (generation, seq, event)
+    archive: dict[int, list[Message]] = field(default_factory=dict)
+    #: the live generation's boundary and summary position (compaction)
+    boundary: int = 0
+    summary: int | None = None
+
+
+@dataclass
+class _Turn:
+    record: TurnRecord
+    order: int
+    steps: dict[str, Any] = field(default_factory=dict)
+
+
+class _MemoryTx:
+    def __init__(self, store: "InMemorySessionStore", turn: _Turn) -> None:
+        self.store = store
+        self.turn = turn
+        self.session = store._sessions[turn.record.session]
+        self.messages: list[Message] = []
+        self.steps: dict[str, Any] = {}
+        self.events: list[ev.TurnEvent] = []
+        self.changes: dict[str, Any] = {}
+        self.children: list[ChildTurn] = []
+        self.moved: tuple[int, int] | None = None
+
+    def append(self, message: Message, index: int) -> None:
+        live = self.session.messages if self.turn.record.generation == self.session.generation else \
+            self.session.archive.get(self.turn.record.generation, [])
+        if index != len(live) + len(self.messages):
+            raise RuntimeError(f"transcript position {index} is taken or out of order")
+        self.messages.append(message)
+
+    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
+        self.steps[step_id] = {"index": index, "data": data}
+
+    def emit(self, event: ev.TurnEvent) -> None:
+        self.events.append(event)
+
+    def journal(self, phase: Phase, **data: Any) -> None:
+        self.changes["phase"] = str(phase)
+        self.changes["journal"] = {**data, "attempt_id": self.turn.record.attempt_id}
+
+    def boundary(self, index: int, summary_index: int) -> None:
+        self.moved = (index, summary_index)
+
+    def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
+               pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
+        self.changes.update(status=status, text=text, error=error, pending=pending)
+        if usage is not None:
+            self.changes["usage"] = usage
+
+    def spawn(self, child: ChildTurn) -> None:
+        self.children.append(child)
+
+
+class InMemorySessionStore:
+    def __init__(self) -> None:
+        self._sessions: dict[SessionRef, _Session] = {}
+        self._turns: dict[str, _Turn] = {}
+        #: each session's turns not settled for good, in order (``_session_turns``)
+        self._unsettled: dict[SessionRef, list[_Turn]] = {}
+        self._order = 0
+        self._runnable: list[tuple[str, SessionRef]] = []
+        self._cascaded: list[str] = []
+        #: (session, previous_session, by) of every reset, for tests
+        self.resets: list[tuple[SessionRef, str, Any]] = []
+
+    def unwrap(self) -> Any:
+        return None
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _session(self, ref: SessionRef) -> _Session:
+        if ref not in self._sessions:
+            self._sessions[ref] = _Session(ref)
+        return self._sessions[ref]
+
+    def _turn(self, turn_id: str) -> _Turn:
+        try:
+            return self._turns[turn_id]
+        except KeyError:
+            raise NotFound(f"no turn {turn_id}") from None
+
+    def _log(self, session: _Session, events: list[ev.TurnEvent]) -> list[LoggedEvent]:
+        logged = []
+        for event in events:
+            session.seq += 1
+            session.events.append((session.generation, session.seq, event))
+            logged.append(LoggedEvent(session.seq, event))
+        return logged
+
+    def _set(self, turn: _Turn, **changes: Any) -> None:
+        turn.record = turn.record.evolve(**changes)
+
+    def _session_turns(self, ref: SessionRef) -> list[_Turn]:
+        """The session's turns in order, less those settled for good (a final status, no
+        children owed): no rule looks at them again, so a step costs the same after 10 or
+        10,000 turns of the session."""
+        turns = [t for t in self._unsettled.get(ref, ()) if t.record.status not in FINAL_STATUSES or t.record.waiting]
+        self._unsettled[ref] = turns
+        return turns
+
+    def _add(self, turn: _Turn) -> None:
+        self._turns[turn.record.turn_id] = turn
+        self._unsettled.setdefault(turn.record.session, []).append(turn)
+
+    def _refresh_session_status(self, session: _Session) -> None:
+        turns = self._session_turns(session.ref)
+        if any(_parked(t.record) and t.record.generation == session.generation for t in turns):
+            session.status = SessionStatus.SUSPENDED
+        elif any(t.record.status in UNFINISHED or t.record.waiting for t in turns):
+            session.status = SessionStatus.RUNNING
+        elif session.messages:
+            session.status = SessionStatus.IDLE
+        else:
+            session.status = SessionStatus.NEW
+
+    def _cancel(self, turns: list[_Turn], reason: str) -> tuple[list[ev.TurnEvent], list[str]]:
+        """``rules``: settle what a cancel settles at once, hand running turns the request; the
+        unfinished children of both get ``rules.CASCADE`` first (children before parents; the
+        running ones are in ``self._cascaded``, to ring)."""
+        events: list[ev.TurnEvent] = []
+        running: list[str] = []
+        for t in turns:
+            now = rules.cancel_now(t.record.status, reason=reason, waiting=t.record.waiting)
+            if now or rules.gets_request(t.record):
+                self._cascaded += self._cascade(t.record.turn_id)
+            if now:
+                self._set(t, status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None,
+                          waiting=0)
+                events.append(ev.TurnCancelled(t.record.turn_id, reason=reason))
+                if reason != rules.CASCADE:
+                    self._report(t)
+            elif rules.gets_request(t.record):
+                self._set(t, cancel_reason=reason)
+                running.append(t.record.turn_id)
+        return events, running
+
+    def _cascade(self, parent: str) -> list[str]:
+        """Cancel the unfinished children of ``parent`` (logged in their own sessions); the
+        running ones to ring."""
+        children = [t for t in self._turns.values() if t.record.parent == parent and t.record.status not in FINAL_STATUSES]
+        running: list[str] = []
+        by_session: dict[SessionRef, list[_Turn]] = {}
+        for child in children:
+            by_session.setdefault(child.record.session, []).append(child)
+        for ref, group in by_session.items():
+            s = self._session(ref)
+            events, ring = self._cancel(group, rules.CASCADE)
+            self._log(s, events)
+            self._refresh_session_status(s)
+            running += ring
+        return running
+
+    def _report(self, child: _Turn) -> None:
+        """A child settled: store its result under its parent's step (once) and wake the parent
+        when it was the last child owed and the parent still waits."""
+        rec = child.record
+        parent = self._turns.get(rec.parent or "")
+        if parent is None or rec.status not in FINAL_STATUSES:
+            return
+        step = subagents.step_key(rec.parent, rec.input.target["call_id"], rec.input.target["index"])
+        if step in parent.steps:
+            return
+        parent.steps[step] = {"index": None, "data": subagents.result_of(
+            rec.turn_id, rec.status, rec.text, rec.error, rec.usage)}
+        p = parent.record
+        if p.status != TurnStatus.SUSPENDED or p.waiting <= 0:
+            return
+        if p.waiting > 1:
+            self._set(parent, waiting=p.waiting - 1)
+            return
+        # a fresh retry budget: the park ended its attempt well (``attempts`` counts claims)
+        self._set(parent, waiting=0, status=TurnStatus.QUEUED, pending=None, attempts=0)
+        self._refresh_session_status(self._session(p.session))
+        self._runnable.append((p.turn_id, p.session))
+
+    def _woken(self) -> list[tuple[str, SessionRef]]:
+        woken, self._runnable = self._runnable, []
+        return woken
+
+    def _rung(self) -> list[str]:
+        rung, self._cascaded = self._cascaded, []
+        return rung
+
+    # -- SessionStore -------------------------------------------------------------------------
+
+    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
+                          replace: bool = False, policy: dict[str, Any] | None = None,
+                          created_by: Any = None) -> Outcome:
+        s = self._session(session)
+        parked = any(_parked(t.record) and t.record.generation == s.generation for t in self._session_turns(session))
+        rules.check_start(turn_exists=turn_id in self._turns, parked=parked)
+        events: list[ev.TurnEvent] = []
+        running: list[str] = []
+        if replace:
+            events, running = self._cancel(self._session_turns(session), CancelReason.REPLACED)
+        self._order += 1
+        record = TurnRecord(turn_id=turn_id, session=session, status=TurnStatus.QUEUED, input=input,
+                            generation=s.generation, policy=policy)
+        self._add(_Turn(record, self._order))
+        logged = self._log(s, events)
+        self._refresh_session_status(s)
+        return Outcome(events=logged, running=running, turn=record, runnable=self._woken(), cascaded=self._rung())
+
+    async def get_turn(self, turn_id: str) -> TurnRecord:
+        return self._turn(turn_id).record
+
+    async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                    lease_seconds: float) -> TurnRecord | None:
+        turn = self._turn(turn_id)
+        rec = turn.record
+        if rec.status not in UNFINISHED:
+            return None
+        if rec.status == TurnStatus.RUNNING and rec.lease_expires is not None and rec.lease_expires > now:
+            return None
+        for other in self._session_turns(rec.session):
+            if other.order < turn.order and other.record.status in rules.CHAIN_BLOCKING:
+                return None
+        self._set(turn, status=TurnStatus.RUNNING, attempt_id=attempt_id, attempts=rec.attempts + 1,
+                  lease_owner=owner, lease_expires=now + lease_seconds)
+        return turn.record
+
+    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                             lease_seconds: float, opening: Any = None) -> TurnState | None:
+        # ``opening`` is not taken up: the loop opens the turn in a unit of its own (``atomic``)
+        claimed = await self.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
+        return None if claimed is None else await self.load(turn_id)
+
+    async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
+        turn = self._turn(turn_id)
+        if turn.record.attempt_id != attempt_id or turn.record.status != TurnStatus.RUNNING:
+            raise StaleAttemptError(turn_id)
+        self._set(turn, lease_expires=now + lease_seconds)
+        return turn.record.cancel_reason
+
+    async def release(self, turn_id: str, *, attempt_id: str) -> None:
+        turn = self._turn(turn_id)
+        if turn.record.attempt_id == attempt_id and turn.record.status == TurnStatus.RUNNING:
+            self._set(turn, status=TurnStatus.QUEUED, lease_owner=None, lease_expires=None)
+
+    async def load(self, turn_id: str) -> TurnState:
+        turn = self._turn(turn_id)
+        s = self._session(turn.record.session)
+        prefix = f"input:{turn_id}:"
+        answers = {k[len(prefix):]: v["data"] for k, v in turn.steps.items() if k.startswith(prefix)}
+        spawn_prefix = f"spawn:{turn_id}:"
+        spawned = {k[len(spawn_prefix):]: copy.deepcopy(v["data"]) for k, v in turn.steps.items()
+                   if k.startswith(spawn_prefix)}
+        steps = {k for k in turn.steps if not k.startswith("input:")}
+        live = turn.record.generation == s.generation
+        boundary, summary = (s.boundary, s.summary) if live else (0, None)
+        base = transcript_start(boundary, ((k, v["data"]) for k, v in turn.steps.items()))
+        messages = s.messages if live else s.archive.get(turn.record.generation, [])
+        return TurnState(turn=turn.record, transcript=list(messages[base:]), steps=steps, answers=answers,
+                         base=base, boundary=boundary, summary=summary, spawned=spawned)
+
+    async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
+        return await self.atomic(turn_id, attempt_id, record)
+
+    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit:
+        turn = self._turn(turn_id)
+        if attempt_id is not None and turn.record.attempt_id != attempt_id:
+            raise StaleAttemptError(turn_id)
+        tx = _MemoryTx(self, turn)
+        work(tx)
+        s = tx.session
+        if turn.record.generation == s.generation:
+            s.messages.extend(tx.messages)
+            if tx.moved is not None:
+                s.boundary, s.summary = tx.moved
+        else:  # a turn of an archived generation keeps writing into its archive
+            s.archive.setdefault(turn.record.generation, []).extend(tx.messages)
+        turn.steps.update(tx.steps)
+        runnable = [self._create_child(turn, child) for child in tx.children]
+        runnable = [r for r in runnable if r is not None]
+        if tx.changes:
+            attempts = rules.attempts_after(turn.record.attempts, tx.changes.get("status"))
+            self._set(turn, **tx.changes, attempts=attempts)
+        logged = self._log(s, tx.events) if turn.record.generation == s.generation else []
+        self._refresh_session_status(s)
+        if "status" in tx.changes:
+            self._report(turn)
+        runnable += self._woken()
+        if tx.changes.get("status") in FINAL_STATUSES and (nxt := self._next_queued(turn.record.session)):
+            runnable.append((nxt, turn.record.session))  # the chain's hand-off
+        return Commit(events=logged, cancel_reason=turn.record.cancel_reason, runnable=runnable)
+
+    def _create_child(self, parent: _Turn, child: ChildTurn) -> tuple[str, SessionRef] | None:
+        if child.turn_id in self._turns:
+            return None
+        s = self._session(child.session)
+        self._order += 1
+        record = TurnRecord(turn_id=child.turn_id, session=child.session, status=TurnStatus.QUEUED,
+                            input=child.input, generation=s.generation, policy=child.policy,
+                            parent=parent.record.turn_id, depth=child.depth)
+        self._add(_Turn(record, self._order))
+        self._set(parent, waiting=parent.record.waiting + 1)
+        self._refresh_session_status(s)
+        return child.turn_id, child.session
+
+    async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
+        turn = self._turn(turn_id)
+        if attempt_id is not None and turn.record.attempt_id != attempt_id:
+            raise StaleAttemptError(turn_id)
+        self._set(turn, phase=str(phase), journal={**data, "attempt_id": attempt_id})
+
+    async def request_cancel(self, turn_id: str, reason: str) -> Outcome:
+        turn = self._turn(turn_id)
+        s = self._session(turn.record.session)
+        events, running = self._cancel([turn], reason)
+        logged = self._log(s, events)
+        self._refresh_session_status(s)
+        return Outcome(events=logged, running=running, turn=turn.record, runnable=self._woken(), cascaded=self._rung())
+
+    async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
+        turn = self._turn(turn_id)
+        rec = turn.record
+        s = self._session(rec.session)
+        rules.check_resumable(rec, input_id=input_id, generation=s.generation)
+        turn.steps[input_step_id(turn_id, input_id)] = {"index": None, "data": copy.deepcopy(answer)}
+        self._set(turn, status=TurnStatus.QUEUED, pending=None,
+                  journal={**rec.journal, "answered": {**record, "input_id": input_id}})
+        logged = self._log(s, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"),
+                                                name=record.get("name"), answer=copy.deepcopy(answer),
+                                                via=record.get("via")),
+                               ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
+        self._refresh_session_status(s)
+        return Outcome(events=logged, turn=turn.record)
+
+    async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
+        s = self._session(session)
+        events, running = self._cancel(self._session_turns(session), CancelReason.RESET)
+        logged = self._log(s, events)
+        previous = f"{session.key}#g{s.generation}"
+        s.archive[s.generation] = s.messages
+        s.messages = []
+        s.boundary, s.summary = 0, None
+        s.generation += 1
+        self.resets.append((session, previous, by))
+        logged += self._log(s, [ev.SessionReset("", previous_session=previous, generation=s.generation)])
+        self._refresh_session_status(s)
+        s.status = SessionStatus.NEW
+        return Outcome(events=logged, running=running, previous_session=previous, generation=s.generation,
+                       runnable=self._woken(), cascaded=self._rung())
+
+    async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
+        s = self._session(session)
+        return [
+            {"turn_id": t.record.turn_id, **(t.record.pending or {})}
+            for t in self._session_turns(session)
+            if _parked(t.record) and t.record.generation == s.generation
+        ]
+
+    async def events(self, session: SessionRef, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
+        s = self._session(session)
+        return [LoggedEvent(seq, e) for g, seq, e in s.events if seq > after and g == s.generation][:limit]
+
+    async def next_queued(self, session: SessionRef) -> str | None:
+        return self._next_queued(session)
+
+    def _next_queued(self, session: SessionRef) -> str | None:
+        for t in self._session_turns(session):
+            if t.record.status in rules.CHAIN_BLOCKING:
+                return t.record.turn_id if t.record.status == TurnStatus.QUEUED else None
+        return None
+
+    # -- test helpers ---------------------------------------------------------------------------
+
+    def transcript(self, session: SessionRef) -> list[Message]:
+        return list(self._session(session).messages)
+
+    def session_status(self, session: SessionRef) -> SessionStatus:
+        return self._session(session).status
+
+    def steps(self, turn_id: str) -> dict[str, Any]:
+        return dict(self._turn(turn_id).steps)
+
+
+def _parked(rec: TurnRecord) -> bool:
+    """Parked on an input request (a turn parked on its children is not waiting for a person)."""
+    return rec.status == TurnStatus.SUSPENDED and not rec.waiting

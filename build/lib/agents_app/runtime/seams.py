@@ -1,0 +1,349 @@
+"""The three seams the engine depends on, and the plain data that crosses them.
+
+The turn loop (``loop.py``) sees only these Protocols, so the same loop runs on the in-memory
+store in unit tests and on SQLite or PostgreSQL in the site.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, AsyncIterator, Callable, Protocol, Sequence
+
+from .events import TurnEvent
+from .frozen import fast_init
+from .messages import Message
+from .model import ModelChunk, ModelRequest
+
+class TurnStatus(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+FINAL_STATUSES = frozenset({TurnStatus.COMPLETED, TurnStatus.FAILED, TurnStatus.CANCELLED})
+#: statuses a caller of ``result()`` stops waiting on
+SETTLED_STATUSES = FINAL_STATUSES | {TurnStatus.SUSPENDED}
+
+
+class SessionStatus(StrEnum):
+    NEW = "new"
+    IDLE = "idle"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+
+
+class CancelReason(StrEnum):
+    REQUESTED = "requested"
+    REPLACED = "replaced"
+    RESET = "reset"
+    #: a child turn cancelled because its parent was (``rules.CASCADE``)
+    PARENT = "parent"
+
+
+class Phase(StrEnum):
+    """The turn journal (the durable envelope's four phases, plus parked): where a turn was
+    when its process stopped."""
+
+    BEFORE_PROVIDER = "before_provider"
+    PROVIDER_STARTED = "provider_started"
+    TOOL_REQUEST_RECORDED = "tool_request_recorded"
+    COMMITTED = "committed"
+    PARKED = "parked"
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class SessionRef:
+    agent: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"{self.agent}/{self.key}"
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    """What opens a turn. ``kind`` is inbound (someone spoke) or proactive (a seed).
+
+    ``user`` is the speaker as the channel knows them: ``{"id", "name", "attested"}``;
+    ``source`` is the channel's name (web, http, webhook, schedule), never set by the user.
+    """
+
+    text: str
+    kind: str = "inbound"
+    by: str | None = None
+    source: str | None = None
+    user: dict[str, Any] | None = None
+    target: dict[str, Any] | None = None
+    raw: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        # the inbound event is stored without ``raw``
+        return {
+            "text": self.text,
+            "kind": self.kind,
+            "by": self.by,
+            "source": self.source,
+            "user": self.user,
+            "target": self.target,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "TurnInput":
+        return cls(
+            text=data.get("text", ""),
+            kind=data.get("kind", "inbound"),
+            by=data.get("by"),
+            source=data.get("source"),
+            user=data.get("user"),
+            target=data.get("target"),
+        )
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """The submission: one row per turn."""
+
+    turn_id: str
+    session: SessionRef
+    status: TurnStatus
+    input: TurnInput
+    generation: int = 0
+    cancel_reason: str | None = None
+    attempt_id: str | None = None
+    attempts: int = 0
+    lease_owner: str | None = None
+    lease_expires: float | None = None
+    phase: str | None = None
+    journal: dict[str, Any] = field(default_factory=dict)
+    pending: dict[str, Any] | None = None
+    policy: dict[str, Any] | None = None
+    text: str = ""
+    error: dict[str, Any] | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    #: subagents (``subagents.py``): the parent turn, how deep in the tree, children still owed
+    parent: str | None = None
+    depth: int = 0
+    waiting: int = 0
+
+    def evolve(self, **changes: Any) -> "TurnRecord":
+        return replace(self, **changes)
+
+
+@dataclass(slots=True)
+class TurnState:
+    """Everything a turn needs to continue, loaded in a constant number of queries."""
+
+    turn: TurnRecord
+    transcript: list[Message]
+    #: step ids with a stored result (this turn): what a replay must not announce twice
+    steps: set[str]
+    #: input id -> stored answer (this turn only: answers are turn-scoped)
+    answers: dict[str, Any]
+    #: ``<call_id>:<index>`` -> a settled child's result (``subagents.py``)
+    spawned: dict[str, Any] = field(default_factory=dict)
+    #: position of ``transcript[0]``: the live transcript starts at the session's boundary (or
+    #: at this turn's opening, when a compaction of this turn cut inside it)
+    base: int = 0
+    #: the session's boundary: the model sees the summary, then the messages from here on
+    boundary: int = 0
+    #: position of the live summary message, if the session was compacted
+    summary: int | None = None
+    #: the opening's checkpoint, when the claim committed it in its own transaction
+    #: (``SessionStore.claim_and_load``'s ``opening``); ``transcript`` is as it was before it
+    opened: Commit | None = None
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    seq: int
+    event: TurnEvent
+
+
+@dataclass(slots=True)
+class Commit:
+    """What a unit of work left behind: the events it logged (with their sequence numbers) and
+    the cancel request the turn carried at commit time."""
+
+    events: list[LoggedEvent]
+    cancel_reason: str | None
+    #: turns this unit made runnable, to dispatch: the children it spawned, the parent its child's
+    #: ending woke, and — when the unit settles its turn for good — the next queued turn of the
+    #: session's chain (the hand-off; read in the unit's transaction, under the session's lock)
+    runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildTurn:
+    """A child turn a unit spawns (``Tx.spawn``): its id and session are derived from the parent
+    turn, the call and the spawn index, so a replay names the same child."""
+
+    turn_id: str
+    session: SessionRef
+    input: TurnInput
+    #: the parent's step key its result is stored under: ``spawn:<parent>:<call_id>:<index>``
+    step: str
+    depth: int
+    policy: dict[str, Any] | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What a host operation (create, cancel, answer, reset) changed: the events it logged, to
+    publish, and the running turns that were handed a cancel request, to ring."""
+
+    events: list[LoggedEvent] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    turn: TurnRecord | None = None
+    #: reset only: the archived generation's name (``"key#gN"``) and the new generation number
+    previous_session: str | None = None
+    generation: int | None = None
+    #: turns the operation made runnable besides its own: a parent woken by a cancelled child
+    runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
+    #: running children of cancelled turns that were handed ``rules.CASCADE``, to ring
+    cascaded: list[str] = field(default_factory=list)
+
+
+class Tx(Protocol):
+    """The writer handed to a unit of work; everything it does commits together."""
+
+    def append(self, message: Message, index: int) -> None:
+        """Append ``message`` at transcript position ``index`` (the engine knows it: a turn is
+        its session's only writer; the store's uniqueness on position catches a divergence)."""
+
+    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
+        """Memoize a step as done (idempotent on step id)."""
+
+    def emit(self, event: TurnEvent) -> None:
+        """Log a durable event; it is published after the commit."""
+
+    def journal(self, phase: Phase, **data: Any) -> None:
+        """Record the journal phase on the turn."""
+
+    def boundary(self, index: int, summary_index: int) -> None:
+        """Move the session's boundary to transcript position ``index``, with the summary at
+        ``summary_index``, in this unit's commit (a turn of an archived generation moves
+        nothing). Loads then read the transcript from the boundary only."""
+
+    def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
+               pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
+        """Set the turn's status (and the session's). A child turn settling in a final status
+        also, in the same transaction, stores its result under its parent's step (once) and,
+        when it was the last child owed, queues the parent again — only while that parent still
+        waits on its children (a cancelled or reset parent is never woken); the woken parent is
+        in ``Commit.runnable``."""
+
+    def spawn(self, child: ChildTurn) -> None:
+        """Create ``child`` as a queued turn (its session too, owned by this turn's session's
+        owner), committing with this unit or not at all, and count it as owed to this turn:
+        the unit parks the turn on its children (``settle(SUSPENDED)``). A child id that exists
+        is left as it is. The child is in ``Commit.runnable``."""
+
+
+class SessionStore(Protocol):
+    """Durable state of sessions and turns. Every change is atomic; the host rules
+    (``rules.py``) are applied inside the transaction that makes it."""
+
+    def unwrap(self) -> Any:
+        """The backend's handle for tools' transactional writes, or None (in-memory)."""
+
+    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
+                          replace: bool = False, policy: dict[str, Any] | None = None,
+                          created_by: Any = None) -> Outcome:
+        """Write a queued turn (atomic, serialized per session) under ``rules.check_start``;
+        ``replace`` first cancels every unfinished turn (``rules.cancel_now``). ``created_by``
+        is the host's own identity of the caller, kept with the turn (and as a new session's
+        owner). Returns the turn and the cancellations it logged."""
+
+    async def get_turn(self, turn_id: str) -> TurnRecord:
+        """One turn row; NotFound if absent."""
+
+    async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                    lease_seconds: float) -> TurnRecord | None:
+        """Take the lease if the turn is runnable, first in its session's chain, and not held
+        by a live lease elsewhere (a conditional update). None if not claimed."""
+
+    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                             lease_seconds: float,
+                             opening: Callable[[TurnState], Callable[[Tx], None] | None] | None = None,
+                             ) -> TurnState | None:
+        """``claim``, then, if claimed, ``load``: the state of the turn this attempt now holds
+        (its ``turn`` is the claimed record). None if not claimed. A store may do both at once
+        (one round trip); nothing but the claiming attempt's reads follow its claim.
+
+        ``opening`` (the loop's ``Opening``): a store may call it with the loaded state and, when
+        it returns a unit's work, commit that unit (as ``commit`` would, fenced on the claiming
+        attempt) in the claim's own transaction, and say so in the state's ``opened``. A store
+        that does not, ignores it (``opened`` stays None) and the loop opens the turn itself."""
+
+    async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float,
+                        lease_seconds: float) -> str | None:
+        """Extend the lease; returns the cancel reason on the row. StaleAttemptError if lost."""
+
+    async def release(self, turn_id: str, *, attempt_id: str) -> None:
+        """Give the lease back (the turn is queued again) if this attempt still holds it."""
+
+    async def load(self, turn_id: str) -> TurnState:
+        """The turn, the live transcript, its memoized steps and answers: O(1) queries. The
+        transcript starts at the session's boundary, or at the turn's opening if that comes
+        first (a ``compact:<n>`` step of the turn records it as ``{"opening": …}``): what it
+        reads does not grow with the session's age."""
+
+    async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Tx], None]) -> Commit:
+        """Apply what ``record`` writes through ``tx`` atomically, fenced on ``attempt_id``
+        (StaleAttemptError and nothing written if the attempt no longer owns the turn).
+        ``record`` only calls ``tx``: it reads and writes nothing else."""
+
+    async def atomic(self, turn_id: str, attempt_id: str | None, work: Callable[[Tx], None]) -> Commit:
+        """Like ``commit``, for work that also writes through ``unwrap()`` (a sync tool's own
+        rows): those writes commit with the checkpoint or, fenced out or raising, not at all."""
+
+    async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
+        """Record a journal phase outside a checkpoint (fenced; advisory). A refused write may
+        surface at the attempt's next ``commit``/``atomic`` instead, which refuses it anyway."""
+
+    async def request_cancel(self, turn_id: str, reason: str) -> Outcome:
+        """Store a cancel request under ``rules.cancel_now``/``rules.gets_request``: a queued
+        turn is cancelled at once (turn.cancelled logged), a running one carries the request."""
+
+    async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
+        """Under ``rules.check_resumable`` (re-checked in the transaction): store the answer
+        under ``input:<turn_id>:<id>`` with ``record`` (who, via, …) and queue the parked turn
+        again, logging ``input.answered`` and ``turn.started(trigger=resume)``."""
+
+    async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
+        """Cancel unfinished turns (reason reset, ``rules.cancel_now``), archive the live
+        generation (recording ``by``), status new. O(1) in the archive's size."""
+
+    async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
+        """The input requests the session is parked on."""
+
+    async def events(self, session: SessionRef, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
+        """The live generation's logged events after ``after``."""
+
+    async def next_queued(self, session: SessionRef) -> str | None:
+        """The first queued turn of the session's chain, if any."""
+
+
+class EventSink(Protocol):
+    """Where events go after they commit (and deltas, live)."""
+
+    async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
+        """Publish committed events in order (at-most-once; the log is the truth)."""
+
+    async def delta(self, session: SessionRef, event: TurnEvent) -> None:
+        """Publish a live-only delta (may be coalesced)."""
+
+
+class Model(Protocol):
+    """One async streaming call per model step."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
+        """Yield deltas, then exactly one ModelReply; raise ModelError on failure."""

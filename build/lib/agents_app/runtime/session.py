@@ -1,0 +1,385 @@
+"""The host API: ``AgentSession`` — start, observe, result, turn, resume, cancel, reset,
+pending — over any SessionStore, EventSink and Dispatcher. The one place a host (the site's
+services, the CLI, schedules, unit tests) starts, answers, cancels or resets turns: it checks
+``rules``, asks the store (which applies them again inside its transaction), publishes the
+events the store logged, rings running turns and dispatches what became runnable."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Protocol, Sequence
+
+from . import rules, subagents
+from .agent import Agent
+from .answers import Grant, grant_answer
+from .errors import JuneError, NotFound
+from .events import TurnEvent
+from .executor import TurnExecutor
+from .control import Signals
+from .seams import (
+    SETTLED_STATUSES,
+    CancelReason,
+    EventSink,
+    LoggedEvent,
+    Model,
+    Outcome,
+    SessionRef,
+    SessionStore,
+    TurnInput,
+    TurnRecord,
+    TurnStatus,
+)
+
+Observer = Callable[[TurnEvent], Any]
+
+
+def new_turn_id(now_ms: int | None = None) -> str:
+    """A new turn's id: 32 hex digits laid out as a UUIDv7 (RFC 9562): the milliseconds since
+    the epoch, then 74 random bits. Ids made later sort later, so the indexes keyed by a turn
+    (its row's, its Step rows') take new entries at their right edge and keep their pages
+    full; under random ids (uuid4) every new turn lands on a random leaf and the pages sit about
+    two thirds full. 74 random bits keep an id as unguessable as it needs to be (access is
+    checked by session, never by knowing an id)."""
+    ms = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) & ((1 << 48) - 1)
+    rand = secrets.randbits(74)
+    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
+    return f"{value:032x}"
+
+
+def short_turn_id(turn_id: str) -> str:
+    """A turn id as a console shows it in short: its last 12 digits, where a new id is random
+    (``new_turn_id``'s first 12 are its millisecond: turns of one second share them)."""
+    return turn_id if len(turn_id) <= 12 else "…" + turn_id[-12:]
+
+class Dispatcher(Protocol):
+    """Gets a queued turn driven, now or soon, by some process."""
+
+    async def dispatch(self, turn_id: str, session: SessionRef) -> None:
+        """Hand the turn to a runner (idempotent: a duplicate is harmless)."""
+
+    async def ring(self, turn_ids: Sequence[str]) -> None:
+        """Tell whatever process runs these turns that a cancel request is stored for them
+        (at-most-once: the stored request is honoured at their next checkpoint anyway)."""
+
+
+async def call_directly(fn: Callable[[], Any]) -> Any:
+    return fn()
+
+
+class LocalBus:
+    """An EventSink fanning events out to in-process observers (``observe``)."""
+
+    def __init__(self) -> None:
+        self._observers: dict[SessionRef, list[Callable[[TurnEvent], Any]]] = {}
+
+    def subscribe(self, session: SessionRef, fn: Callable[[TurnEvent], Any]) -> Callable[[], None]:
+        self._observers.setdefault(session, []).append(fn)
+        return lambda: self._observers.get(session, []).remove(fn) if fn in self._observers.get(session, []) else None
+
+    async def _fan(self, session: SessionRef, event: TurnEvent) -> None:
+        for fn in list(self._observers.get(session, ())):
+            out = fn(event)
+            if asyncio.iscoroutine(out):
+                await out
+
+    async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
+        for logged in events:
+            await self._fan(session, logged.event)
+
+    async def delta(self, session: SessionRef, event: TurnEvent) -> None:
+        await self._fan(session, event)
+
+
+class FanoutSink:
+    def __init__(self, *sinks: EventSink) -> None:
+        self.sinks = [s for s in sinks if s is not None]
+
+    async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
+        for sink in self.sinks:
+            await sink.publish(session, events)
+
+    async def delta(self, session: SessionRef, event: TurnEvent) -> None:
+        for sink in self.sinks:
+            await sink.delta(session, event)
+
+    async def close(self) -> None:
+        """Let every sink that buffers send what it holds."""
+        for sink in self.sinks:
+            close = getattr(sink, "close", None)
+            if close is not None:
+                await close()
+
+
+class LocalDispatcher:
+    """Drives turns as asyncio tasks in this process, one session chain at a time."""
+
+    def __init__(self) -> None:
+        self.executor: TurnExecutor | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+
+    async def dispatch(self, turn_id: str, session: SessionRef) -> None:
+        task = asyncio.get_running_loop().create_task(self._run(turn_id, session))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, turn_id: str, session: SessionRef) -> None:
+        # the unit that settles the turn for good dispatches the chain's next turn (on_runnable)
+        assert self.executor is not None
+        await self.executor.drive(turn_id)
+
+    async def ring(self, turn_ids: Sequence[str]) -> None:
+        return None  # attempts in this process are signalled through Runtime.live
+
+    async def idle(self) -> None:
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+
+@dataclass
+class TurnResult:
+    turn_id: str
+    status: TurnStatus
+    text: str = ""
+    error: dict[str, Any] | None = None
+    request: dict[str, Any] | None = None  # the pending input when suspended
+
+    @classmethod
+    def of(cls, rec: TurnRecord) -> "TurnResult":
+        request = (rec.pending or {}).get("request") if rec.status == TurnStatus.SUSPENDED else None
+        return cls(rec.turn_id, rec.status, rec.text, rec.error, request)
+
+
+class TurnParkedError(JuneError):
+    """``turn()`` is non-interactive: it rejects when the turn parks."""
+
+    http_status = 409
+    code = "turn_parked"
+
+    def __init__(self, result: TurnResult) -> None:
+        super().__init__(f"turn {result.turn_id} is waiting for input {result.request}")
+        self.result = result
+
+
+@dataclass
+class Runtime:
+    store: SessionStore
+    agents: dict[str, Agent]
+    model_for: Callable[[Agent], Model]
+    sink: EventSink | None = None
+    dispatcher: Any = None
+    clock: Callable[[], float] = time.time
+    lease_seconds: float = 10.0
+    max_attempts: int = 5
+    poll_interval: float = 0.05
+    #: subagents: how deep a tree of turns may grow, how many children one tool call may spawn
+    max_depth: int = subagents.MAX_DEPTH
+    max_fanout: int = subagents.MAX_FANOUT
+    bus: LocalBus = field(default_factory=LocalBus)
+    #: turn id -> the live Signals of its attempt running in this process
+    live: dict[str, Signals] = field(default_factory=dict)
+    #: runs the agent's synchronous hooks (``authorize_answer``), e.g. on the thread that may
+    #: use the host's database; directly by default
+    call_sync: Callable[[Callable[[], Any]], Awaitable[Any]] = call_directly
+
+    def __post_init__(self) -> None:
+        self.fanout = FanoutSink(self.sink, self.bus) if self.sink else FanoutSink(self.bus)
+        if self.dispatcher is None:
+            self.dispatcher = LocalDispatcher()
+        self.executor = TurnExecutor(
+            store=self.store, sink=self.fanout, agent_for=self.agent, model_for=self.model_for,
+            clock=self.clock, lease_seconds=self.lease_seconds, max_attempts=self.max_attempts,
+            on_signals=self._wire_signals, on_runnable=self._dispatch_runnable,
+            max_depth=self.max_depth, max_fanout=self.max_fanout,
+        )
+        if isinstance(self.dispatcher, LocalDispatcher):
+            self.dispatcher.executor = self.executor
+
+    async def _dispatch_runnable(self, runnable: list[tuple[str, SessionRef]]) -> None:
+        for turn_id, ref in runnable:
+            await self.dispatcher.dispatch(turn_id, ref)
+
+    def _wire_signals(self, turn_id: str, signals: Signals) -> Callable[[], None]:
+        self.live[turn_id] = signals
+
+        def unsubscribe() -> None:
+            if self.live.get(turn_id) is signals:
+                del self.live[turn_id]
+
+        return unsubscribe
+
+    def agent(self, name: str) -> Agent:
+        try:
+            return self.agents[name]
+        except KeyError:
+            raise NotFound(f"no agent named {name!r}") from None
+
+    def session(self, agent: str, key: str) -> "AgentSession":
+        self.agent(agent)
+        return AgentSession(self, SessionRef(agent, key))
+
+
+class AgentSession:
+    def __init__(self, runtime: Runtime, ref: SessionRef) -> None:
+        self.runtime = runtime
+        self.ref = ref
+
+    @property
+    def store(self) -> SessionStore:
+        return self.runtime.store
+
+    async def start(self, input: str | TurnInput, *, replace: bool = False, turn_id: str | None = None) -> str:
+        """Queue a turn and return its id without waiting."""
+        return (await self.start_turn(input, replace=replace, turn_id=turn_id)).turn_id
+
+    async def start_turn(self, input: str | TurnInput, *, replace: bool = False, turn_id: str | None = None,
+                         created_by: Any = None) -> TurnRecord:
+        """``start``, returning the queued turn. ``created_by`` is the host's identity of the
+        caller (kept with the turn, and as a new session's owner)."""
+        if isinstance(input, str):
+            input = TurnInput(text=input)
+        agent = self.runtime.agent(self.ref.agent)
+        outcome = await self.store.create_turn(
+            self.ref, input, turn_id=turn_id or new_turn_id(), replace=replace,
+            policy=agent.policy_for(input.source), created_by=created_by,
+        )
+        assert outcome.turn is not None
+        await self._after(outcome, CancelReason.REPLACED)
+        await self.runtime.dispatcher.dispatch(outcome.turn.turn_id, self.ref)
+        return outcome.turn
+
+    def observe(self, cb: Observer, turn_id: str | None = None, *, replay: bool = False) -> Callable[[], None]:
+        """Subscribe ``cb`` to this session's events (of ``turn_id`` only, if given).
+
+        ``replay=True`` first delivers the logged events of that turn (an in-process
+        catch-up); a subscriber that needs catch-up over the wire reads the event log."""
+
+        def wanted(event: TurnEvent) -> bool:
+            return turn_id is None or event.turn_id == turn_id
+
+        if replay:
+            buffered: list[TurnEvent] = []
+            live = False
+
+            def on_event(event: TurnEvent) -> Any:
+                if not wanted(event):
+                    return None
+                if not live:
+                    buffered.append(event)
+                    return None
+                return cb(event)
+
+            unsubscribe = self.runtime.bus.subscribe(self.ref, on_event)
+
+            async def deliver(event: TurnEvent) -> None:
+                out = cb(event)
+                if asyncio.iscoroutine(out):
+                    await out
+
+            async def catch_up() -> None:
+                nonlocal live
+                logged = [e.event for e in await self.store.events(self.ref, 0, limit=100_000) if wanted(e.event)]
+                for event in logged:
+                    await deliver(event)
+                live = True
+                for event in buffered:  # published while we read the log: skip what it held
+                    if not (event.durable and event in logged):
+                        await deliver(event)
+
+            asyncio.get_running_loop().create_task(catch_up())
+            return unsubscribe
+        return self.runtime.bus.subscribe(self.ref, lambda e: cb(e) if wanted(e) else None)
+
+    async def result(self, turn_id: str, *, timeout: float | None = None) -> TurnResult:
+        """Wait until the turn is completed, suspended (for an answer), failed or cancelled."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        woke = asyncio.Event()
+        unsubscribe = self.runtime.bus.subscribe(self.ref, lambda e: woke.set() if e.turn_id == turn_id else None)
+        try:
+            while True:
+                rec = await self.store.get_turn(turn_id)
+                if rec.status in SETTLED_STATUSES and not rec.waiting:  # parked on children: not yet
+                    return TurnResult.of(rec)
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"turn {turn_id} still {rec.status}")
+                woke.clear()
+                try:
+                    await asyncio.wait_for(woke.wait(), self.runtime.poll_interval)
+                except TimeoutError:
+                    pass
+        finally:
+            unsubscribe()
+
+    async def turn(self, input: str | TurnInput, *, replace: bool = False, timeout: float | None = None) -> TurnResult:
+        """Start and await; non-interactive: raises TurnParkedError if the turn parks."""
+        result = await self.result(await self.start(input, replace=replace), timeout=timeout)
+        if result.status == TurnStatus.SUSPENDED:
+            raise TurnParkedError(result)
+        return result
+
+    async def resume(self, turn_id: str, input_id: str, answer: Any, *, by: str | None = None,
+                     principal: Any = None, granted: Grant | None = None, via: str = "api",
+                     record: dict[str, Any] | None = None) -> TurnRecord:
+        """Answer a parked request and replay the turn (403 / 409 / 422 as JuneErrors).
+
+        ``by`` is the answerer's verified identity; a policy request is answered only with a
+        grant, which the agent's ``authorize_answer(policy, scope, by, principal)`` gives now
+        (unless the host passes ``granted``). ``record`` adds what the host keeps with the answer."""
+        rec = await self.store.get_turn(turn_id)
+        rules.check_turn_of(rec, self.ref)
+        request = rules.check_resumable(rec, input_id=input_id)
+        if granted is None and rules.needs_grant(request):
+            hook = self.runtime.agent(self.ref.agent).authorize_answer
+            granted = await grant_answer(rec.pending or {}, {"by": by, "principal": principal}, hook,
+                                         call=self.runtime.call_sync)
+        rules.check_answer(request, answer, by=by, granted=granted)
+        outcome = await self.store.answer(turn_id, input_id, answer,
+                                          {**(record or {}), "by": by, "via": via, "at": self.runtime.clock()})
+        await self._after(outcome, None)
+        await self.runtime.dispatcher.dispatch(turn_id, self.ref)
+        assert outcome.turn is not None
+        return outcome.turn
+
+    async def cancel(self, turn_id: str, *, reason: str = CancelReason.REQUESTED) -> TurnRecord:
+        rec = await self.store.get_turn(turn_id)
+        rules.check_turn_of(rec, self.ref)
+        rules.check_cancellable(rec)  # the same answer over HTTP, the websocket and the admin
+        outcome = await self.store.request_cancel(turn_id, str(reason))
+        await self._after(outcome, str(reason))
+        assert outcome.turn is not None
+        if outcome.turn.status == TurnStatus.CANCELLED:
+            await self._dispatch_next()
+        return outcome.turn
+
+    async def reset(self, *, by: Any = None) -> dict[str, Any]:
+        """Archive the live generation; returns ``previous_session`` (``"key#gN"``) and ``generation``."""
+        outcome = await self.store.reset(self.ref, by=by)
+        await self._after(outcome, CancelReason.RESET)
+        await self._dispatch_next()
+        return {"previous_session": outcome.previous_session, "generation": outcome.generation}
+
+    async def pending(self) -> list[dict[str, Any]]:
+        return await self.store.pending(self.ref)
+
+    async def _after(self, outcome: Outcome, reason: str | None) -> None:
+        """Publish what the store logged; ring the running turns that got a cancel request
+        (the stored request is the truth; the ring makes it prompt, between deltas)."""
+        if outcome.events:
+            await self.runtime.fanout.publish(self.ref, outcome.events)
+        await self.runtime._dispatch_runnable(outcome.runnable)
+        if outcome.running or outcome.cascaded:
+            for turn_id in outcome.running:
+                signals = self.runtime.live.get(turn_id)
+                if signals is not None and reason is not None:
+                    signals.cancel(reason)
+            for turn_id in outcome.cascaded:
+                if (signals := self.runtime.live.get(turn_id)) is not None:
+                    signals.cancel(rules.CASCADE)
+            await self.runtime.dispatcher.ring(outcome.running + outcome.cascaded)
+
+    async def _dispatch_next(self) -> None:
+        nxt = await self.store.next_queued(self.ref)
+        if nxt:
+            await self.runtime.dispatcher.dispatch(nxt, self.ref)

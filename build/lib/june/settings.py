@@ -1,0 +1,179 @@
+"""June's settings, for this repository's site and for a host project alike.
+
+A host project adds June's apps and lets these helpers fill in the rest (docs/install.md)::
+
+    from june import settings as june
+
+    Q_CLUSTER = june.q_cluster()                     # django-q2, with June's defaults
+    CHANNEL_LAYERS = june.channel_layers()           # Redis if REDIS_URL is set, else unix sockets
+
+Every ``JUNE_*`` setting is optional: a name the host's settings do not define takes its value
+from ``june_settings()`` when June's apps load (``install_defaults``), that is from a
+``JUNE_*`` environment variable or June's default. Only the database is truly the host's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    value = env.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _list(env: Mapping[str, str], name: str, default: str) -> list[str]:
+    return [v.strip() for v in env.get(name, default).split(",") if v.strip()]
+
+
+def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Every ``JUNE_*`` setting, from ``env`` (the process's environment by default)."""
+    env = os.environ if env is None else env
+    # the demo agents (agents_app/agents/: ops, researcher): on in this repository's site
+    JUNE_DEMO_AGENTS = _bool(env, "JUNE_DEMO_AGENTS", False)
+    # django-q2's result row for each run_turn task (a write and a prune of the result table per
+    # task in the cluster's monitor); the turn's own row is its record: not kept unless asked
+    JUNE_Q_SAVE_TURNS = _bool(env, "JUNE_Q_SAVE_TURNS", False)
+    JUNE_AGENT_DIRS = _list(env, "JUNE_AGENT_DIRS", "")
+    JUNE_LEASE_SECONDS = float(env.get("JUNE_LEASE_SECONDS", "10"))
+    JUNE_MAX_ATTEMPTS = int(env.get("JUNE_MAX_ATTEMPTS", "5"))
+    # subagents (docs/subagents.md): how deep a tree of turns may grow, how many children one tool call may spawn
+    JUNE_SUBAGENT_MAX_DEPTH = int(env.get("JUNE_SUBAGENT_MAX_DEPTH", "3"))
+    JUNE_SUBAGENT_MAX_FANOUT = int(env.get("JUNE_SUBAGENT_MAX_FANOUT", "8"))
+    # what one turn may spend, for agents that declare no ``limits`` (agents_app/runtime/limits.py):
+    # JSON, e.g. {"model_calls": 50, "tokens": 200000}; a turn at a limit answers without tools
+    JUNE_TURN_LIMITS = json.loads(env.get("JUNE_TURN_LIMITS") or '{"model_calls": 50}')
+    # per-user rate limits and quotas (sessions_app/quotas.py), checked before a turn is created;
+    # 0 turns one off, JUNE_RATE_LIMITS=0 all of them (benches and load tests)
+    JUNE_RATE_LIMITS = _bool(env, "JUNE_RATE_LIMITS", True)
+    JUNE_RATE_TURNS_PER_MINUTE = int(env.get("JUNE_RATE_TURNS_PER_MINUTE", "30"))
+    JUNE_QUOTA_TOKENS_PER_DAY = int(env.get("JUNE_QUOTA_TOKENS_PER_DAY", "5000000"))
+    JUNE_QUOTA_AGENT_TOKENS_PER_DAY = int(env.get("JUNE_QUOTA_AGENT_TOKENS_PER_DAY", "50000000"))
+    JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE = int(env.get("JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE", "60"))
+    JUNE_RATE_SCHEDULE_TURNS_PER_HOUR = int(env.get("JUNE_RATE_SCHEDULE_TURNS_PER_HOUR", "60"))
+    # how long a process reuses a user's or an agent's tokens of today (every turn of the day is summed)
+    JUNE_QUOTA_CACHE_SECONDS = float(env.get("JUNE_QUOTA_CACHE_SECONDS", "10"))
+    # the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)
+    JUNE_SWEEP_SECONDS = float(env.get("JUNE_SWEEP_SECONDS", "1"))
+    # the scheduled sweeper (django-q2 schedule, created by migrate): minutes between runs
+    JUNE_SWEEP_MINUTES = int(env.get("JUNE_SWEEP_MINUTES", "1"))
+    # a re-enqueued turn not claimed within this many seconds is re-enqueued again
+    JUNE_REDELIVER_AFTER = float(env.get("JUNE_REDELIVER_AFTER", "30"))
+    # a queued turn, first of its chain, whose task a cluster took this many seconds ago without
+    # claiming the turn (or that has no task) is re-enqueued by the watchdog; at most once per this
+    # window. By default the lease: a taken task is a lease nobody renews (docs/workers.md)
+    JUNE_REQUEUE_AFTER = float(env.get("JUNE_REQUEUE_AFTER") or JUNE_LEASE_SECONDS)
+    if JUNE_REQUEUE_AFTER <= 0:
+        raise ImproperlyConfigured("JUNE_REQUEUE_AFTER must be positive (else every watchdog pass re-enqueues every taken task)")
+    JUNE_EMBEDDED = _bool(env, "JUNE_EMBEDDED", False)
+    # many turns per worker process (docs/workers.md): how many turns one worker process's runner
+    # drives at once, the threads its sync tools and Django-connection calls run on (each keeps a
+    # connection), and its own PostgreSQL connections for the units that run no tool code
+    JUNE_TURNS_PER_WORKER = int(env.get("JUNE_TURNS_PER_WORKER", "200"))
+    JUNE_WORKER_THREADS = int(env.get("JUNE_WORKER_THREADS", "8"))
+    JUNE_WORKER_DB_CONNECTIONS = int(env.get("JUNE_WORKER_DB_CONNECTIONS", "2"))
+    if min(JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS, JUNE_WORKER_DB_CONNECTIONS) < 1:
+        raise ImproperlyConfigured("JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS and JUNE_WORKER_DB_CONNECTIONS must be >= 1")
+    # checkpoints as prepared statements on PostgreSQL (turn off behind a transaction-mode pooler
+    # that cannot keep prepared statements)
+    JUNE_PREPARED_CHECKPOINTS = _bool(env, "JUNE_PREPARED_CHECKPOINTS", True)
+    JUNE_MAX_TEXT_CHARS = int(env.get("JUNE_MAX_TEXT_CHARS", "32000"))
+    # the HTTP API and SSE (docs/api.md)
+    JUNE_API_WAIT_SECONDS = float(env.get("JUNE_API_WAIT_SECONDS", "120"))
+    JUNE_API_STREAM_SECONDS = float(env.get("JUNE_API_STREAM_SECONDS", "3600"))
+    JUNE_SSE_KEEPALIVE_SECONDS = float(env.get("JUNE_SSE_KEEPALIVE_SECONDS", "15"))
+    #: how often a stream re-reads the log when the live channel is silent (default: 0.25 s on a
+    #: layer inside this process, else 2 s)
+    JUNE_SSE_POLL_SECONDS = float(env["JUNE_SSE_POLL_SECONDS"]) if env.get("JUNE_SSE_POLL_SECONDS") else None
+    # webhook deliveries (docs/proactive.md)
+    JUNE_WEBHOOK_RETRIES = int(env.get("JUNE_WEBHOOK_RETRIES", "5"))
+    JUNE_WEBHOOK_BACKOFF = float(env.get("JUNE_WEBHOOK_BACKOFF", "1.0"))
+    #: how long a schedule's firing worker waits for its turn to settle
+    JUNE_SCHEDULE_TURN_TIMEOUT = float(env.get("JUNE_SCHEDULE_TURN_TIMEOUT", "900"))
+    # US dollars per million tokens by model id (or id prefix), merged over the defaults in
+    # sessions_app/admin/console.py (Anthropic list prices, zero for demo): e.g.
+    # JUNE_MODEL_PRICES='{"claude-sonnet-4": {"input": 3, "output": 15}}'
+    JUNE_MODEL_PRICES = json.loads(env.get("JUNE_MODEL_PRICES") or "{}")
+
+    # health (docs/operations.md "Health"): the time /readyz's checks get, and how often each worker
+    # process writes its heartbeat (a worker not seen for 3 beats is shown as gone)
+    JUNE_HEALTH_TIMEOUT = float(env.get("JUNE_HEALTH_TIMEOUT", "2"))
+    JUNE_WORKER_BEAT_SECONDS = float(env.get("JUNE_WORKER_BEAT_SECONDS", "5"))
+    if JUNE_HEALTH_TIMEOUT <= 0 or JUNE_WORKER_BEAT_SECONDS <= 0:
+        raise ImproperlyConfigured("JUNE_HEALTH_TIMEOUT and JUNE_WORKER_BEAT_SECONDS must be positive")
+    return {name: value for name, value in locals().items() if name.startswith("JUNE_")}
+
+
+def install_defaults(settings: Any) -> None:
+    """Give every ``JUNE_*`` setting the host did not define its value (June's apps call this
+    when they load, before any module reads a setting)."""
+    for name, value in june_settings().items():
+        if not hasattr(settings, name):
+            setattr(settings, name, value)
+
+
+def q_cluster(env: Mapping[str, str] | None = None, *, database_engine: str = "", **overrides: Any) -> dict[str, Any]:
+    """django-q2's ``Q_CLUSTER`` with June's defaults (docs/workers.md), from ``JUNE_Q_*``
+    variables; ``overrides`` last. ORM broker: at-least-once (a task whose worker died is taken
+    again after ``retry``; the lease sweeper re-enqueues the turn much sooner). timeout < retry
+    so a running task is never handed out twice; ``poll`` is how long an idle cluster sleeps
+    between looks at the queue. On PostgreSQL (``database_engine``) the ORM broker is woken by
+    LISTEN/NOTIFY."""
+    env = os.environ if env is None else env
+    workers = int(env.get("JUNE_Q_WORKERS", "2"))
+    cluster: dict[str, Any] = {
+        "name": env.get("JUNE_Q_NAME", "june"),
+        "orm": "default",
+        "workers": workers,
+        "timeout": int(env.get("JUNE_Q_TIMEOUT", "1800")),
+        "retry": int(env.get("JUNE_Q_RETRY", "1860")),
+        "max_attempts": int(env.get("JUNE_Q_MAX_ATTEMPTS", "3")),
+        "ack_failures": True,
+        "poll": float(env.get("JUNE_Q_POLL", "0.05")),
+        # a cluster holds at most this many fetched-but-unstarted tasks (locked for ``retry``)
+        "queue_limit": int(env.get("JUNE_Q_QUEUE_LIMIT", str(workers))),
+        "catch_up": False,
+        "save_limit": 1000,
+        # a worker process is retired after this many tasks (0: never); it exits once the turns
+        # its runner drives have ended
+        "recycle": int(env.get("JUNE_Q_RECYCLE", "0")),
+        "label": "Django Q2",
+        "sync": _bool(env, "JUNE_Q_SYNC", False),
+    }
+    broker = env.get("JUNE_Q_BROKER", "")
+    if not broker and database_engine == "django.db.backends.postgresql":
+        broker = "sessions_app.workers.broker.NotifyingORM"
+    if broker:
+        cluster["broker_class"] = broker
+    cluster.update(overrides)
+    if cluster["timeout"] >= cluster["retry"]:
+        raise ImproperlyConfigured("JUNE_Q_TIMEOUT must be below JUNE_Q_RETRY (else a running task is handed out twice)")
+    return cluster
+
+
+def channel_layers(env: Mapping[str, str] | None = None, *, var_dir: str | Path | None = None) -> dict[str, Any]:
+    """``CHANNEL_LAYERS``: Redis when ``REDIS_URL`` is set, else June's unix-socket layer in
+    ``var_dir``/channels (no server: daphne and the workers of one machine)."""
+    env = os.environ if env is None else env
+    redis_url = env.get("REDIS_URL", "")
+    if redis_url:
+        # socket_timeout above channels_redis's 5 s blocking pop: redis-py 8 defaults to 5 s,
+        # which turns every idle websocket's receive into a TimeoutError (a 1011 close)
+        # prefix: the keys of one site (several sites, or test runs, may share one Redis)
+        return {"default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 30}], "capacity": 1000, "expiry": 30,
+                       "prefix": env.get("JUNE_CHANNEL_PREFIX", "asgi")},
+        }}
+    folder = Path(var_dir if var_dir is not None else env.get("JUNE_VAR_DIR", "var")) / "channels"
+    return {"default": {
+        "BACKEND": "sessions_app.outbox.layers.UnixSocketChannelLayer",
+        "CONFIG": {"path": str(folder), "capacity": 1000, "expiry": 30},
+    }}

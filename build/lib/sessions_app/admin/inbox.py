@@ -1,0 +1,357 @@
+"""The approval inbox: parked inputs the signed-in operator may answer, and the answer page.
+
+Listing and answering go through the same rule (the agent's ``authorize_answer``, evaluated
+now, via ``services.may_answer`` / ``services.turn_resume``), so a request that is not listed
+cannot be answered either. The admin is a thin entry point: it builds a form from the
+request's JSON schema, calls ``turn_resume`` and maps its errors (403/409/422/500) to admin
+messages; the turn stays parked and answerable after any error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import quote, unquote
+from django.http import HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import NoReverseMatch, path, reverse
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.timesince import timesince
+
+from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnNotResumable
+
+from sessions_app import models as m
+from sessions_app import selectors, services
+from sessions_app.errors import Unprocessable
+
+log = logging.getLogger(__name__)
+
+MAX_JSON_CHARS = 64 * 1024
+SCALARS = ("string", "number", "integer", "boolean")
+
+
+# -- the answer form, built from the request's JSON schema ----------------------------------------
+
+def form_kind(schema: Any) -> str:
+    """``boolean`` (Approve/Deny), ``scalar`` (one field), ``object`` (a field per property) or
+    ``json`` (a textarea, for anything else)."""
+    if not isinstance(schema, dict):
+        return "json"
+    if schema.get("type") == "boolean" and "enum" not in schema:
+        return "boolean"
+    if _scalar(schema):
+        return "scalar"
+    props = schema.get("properties")
+    if (schema.get("type") == "object" and isinstance(props, dict) and props
+            and all(isinstance(p, dict) and _scalar(p) for p in props.values())):
+        return "object"
+    return "json"
+
+
+def _enum(schema: dict[str, Any]) -> list[Any] | None:
+    values = schema.get("enum")
+    if isinstance(values, list) and values and all(v is None or isinstance(v, (str, int, float, bool)) for v in values):
+        return values
+    return None
+
+
+def _scalar(schema: dict[str, Any]) -> bool:
+    return _enum(schema) is not None or ("enum" not in schema and schema.get("type") in SCALARS)
+
+
+def _field(schema: dict[str, Any], *, required: bool, label: str) -> forms.Field:
+    help_text = str(schema.get("description") or "")[:500]
+    values = _enum(schema)
+    if values is not None:
+        choices = [(str(i), json.dumps(v)) for i, v in enumerate(values)]
+        if not required:
+            choices = [("", "—")] + choices
+        return forms.ChoiceField(choices=choices, required=required, label=label, help_text=help_text)
+    kind = schema.get("type")
+    if kind == "integer":
+        return forms.IntegerField(required=required, label=label, help_text=help_text)
+    if kind == "number":
+        return forms.FloatField(required=required, label=label, help_text=help_text)
+    if kind == "boolean":
+        choices = [("", "—")] if not required else []
+        return forms.ChoiceField(choices=choices + [("true", "Yes"), ("false", "No")], required=required,
+                                 label=label, help_text=help_text)
+    # constraints (length, pattern, ranges) are the JSON schema's job, checked server-side (422)
+    return forms.CharField(required=required, strip=False, max_length=MAX_JSON_CHARS, label=label,
+                           help_text=help_text, widget=forms.Textarea(attrs={"rows": 2}))
+
+
+def _value(schema: dict[str, Any], raw: Any) -> Any:
+    values = _enum(schema)
+    if values is not None:
+        return values[int(raw)]
+    if schema.get("type") == "boolean":
+        return raw == "true"
+    return raw
+
+
+class AnswerForm(forms.Form):
+    """The hidden ``input_id`` pins the request the form was drawn for: answering after the
+    turn moved on is a 409, never an answer to a different question."""
+
+    input_id = forms.CharField(widget=forms.HiddenInput, max_length=200)
+
+    def __init__(self, *args: Any, request_spec: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.schema = request_spec.get("schema")
+        self.kind = form_kind(self.schema)
+        if self.kind == "boolean":
+            self.fields["decision"] = forms.ChoiceField(choices=[("approve", "Approve"), ("deny", "Deny")])
+        elif self.kind == "scalar":
+            self.fields["answer"] = _field(self.schema, required=True, label="Answer")
+        elif self.kind == "object":
+            required = set(self.schema.get("required") or [])
+            for name, prop in self.schema["properties"].items():
+                self.fields[f"f_{name}"] = _field(prop, required=name in required, label=str(prop.get("title") or name))
+        else:
+            self.fields["answer_json"] = forms.JSONField(label="Answer (JSON)", max_length=MAX_JSON_CHARS,
+                                                         widget=forms.Textarea(attrs={"rows": 6, "cols": 60}))
+
+    def answer(self) -> Any:
+        """The answer as JSON, from a valid form (the schema itself is checked by the service)."""
+        data = self.cleaned_data
+        if self.kind == "boolean":
+            return data["decision"] == "approve"
+        if self.kind == "scalar":
+            return _value(self.schema, data["answer"])
+        if self.kind == "object":
+            return {name: _value(prop, data[f"f_{name}"]) for name, prop in self.schema["properties"].items()
+                    if data.get(f"f_{name}") not in (None, "")}
+        return data["answer_json"]
+
+    def errors_text(self) -> str:
+        return "; ".join(f"{'answer' if k in ('__all__', 'answer_json') else k.removeprefix('f_')}: {' '.join(v)}"
+                         for k, v in self.errors.items())
+
+
+# -- the inbox ----------------------------------------------------------------------------------------
+
+def parked_turns():
+    """Every parked input in a live generation, oldest first, with when it parked."""
+    return selectors.parked_requests()
+
+
+def waiting_count(user: Any) -> int:
+    """How many parked requests ``user`` may answer now (the inbox title, the admin index)."""
+    return len(answerable_ids(user, parked_turns()))
+
+
+def answerable_ids(user: Any, turns) -> list[str]:
+    """The turns ``user`` may answer. The verdict depends only on the agent and the request's
+    answerers rule, so the hook runs once per distinct (agent, rule), not once per turn."""
+    verdicts: dict[tuple[str, str], bool] = {}
+    ids = []
+    for turn in turns:
+        rule = json.dumps(((turn.pending or {}).get("request") or {}).get("answerers"), sort_keys=True, default=str)
+        key = (turn.session.agent, rule)
+        if key not in verdicts:
+            verdicts[key] = services.may_answer(turn=turn, user=user)
+        if verdicts[key]:
+            ids.append(turn.pk)
+    return ids
+
+
+def _call_json(turn: m.Turn) -> str:
+    return json.dumps(((turn.pending or {}).get("call") or {}).get("input"), indent=1, sort_keys=True, default=str)
+
+
+def _last_request(turn: m.Turn) -> dict[str, Any]:
+    """An answered turn no longer holds its request: its ``input.requested`` event still does."""
+    event = turn.logged().filter(type="input.requested").order_by("-seq").first()
+    request = (event.data or {}).get("request") if event else None
+    return request if isinstance(request, dict) else {}
+
+
+def _turn_admin_url(turn: m.Turn) -> str:
+    try:
+        return reverse("admin:sessions_app_turn_change", args=(quote(turn.pk),))
+    except NoReverseMatch:  # the turns admin is optional
+        return ""
+
+
+def _with_json(answers) -> list[m.Answer]:
+    rows = list(answers)
+    for a in rows:
+        a.answer_json = json.dumps(a.answer, sort_keys=True, default=str)
+    return rows
+
+
+def _remote_addr(request) -> str:
+    # the socket peer; behind a proxy, configure the proxy to set REMOTE_ADDR (never trust XFF here)
+    return str(request.META.get("REMOTE_ADDR") or "")[:64]
+
+
+@admin.register(m.ApprovalRequest)
+class ApprovalInboxAdmin(admin.ModelAdmin):
+    list_display = ("prompt", "agent", "session_key", "requested_by", "tool_call", "waited", "turn_link")
+    list_display_links = ("prompt",)
+    list_per_page = 50
+    actions = None
+    change_list_template = "admin/june/approval_change_list.html"
+
+    # any active staff user may open the inbox; what they see is decided by authorize_answer
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    def has_change_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    def get_queryset(self, request):
+        turns = parked_turns()
+        return turns.filter(pk__in=answerable_ids(request.user, turns))
+
+    @admin.display(description="request")
+    def prompt(self, turn):
+        return ((turn.pending or {}).get("request") or {}).get("prompt") or "(no prompt)"
+
+    @admin.display(description="agent", ordering="session__agent")
+    def agent(self, turn):
+        return turn.session.agent
+
+    @admin.display(description="session", ordering="session__key")
+    def session_key(self, turn):
+        try:
+            url = reverse("admin:sessions_app_session_generation", args=(turn.session_id, turn.generation))
+        except NoReverseMatch:
+            return turn.session.key
+        return format_html('<a href="{}">{}</a>', url, turn.session.key)
+
+    @admin.display(description="requested by")
+    def requested_by(self, turn):
+        return selectors.requested_by(turn) or "—"
+
+    @admin.display(description="turn")
+    def turn_link(self, turn):
+        url = _turn_admin_url(turn)
+        return format_html('<a href="{}">timeline</a>', url) if url else "—"
+
+    @admin.display(description="tool call")
+    def tool_call(self, turn):
+        call = (turn.pending or {}).get("call") or {}
+        return format_html("<code>{}</code><pre>{}</pre>", call.get("name", "?"), _call_json(turn))
+
+    @admin.display(description="waiting", ordering="parked_at")
+    def waited(self, turn):
+        return timesince(turn.parked_at, timezone.now())
+
+    # -- pages ----------------------------------------------------------------------------------------
+
+    def changelist_view(self, request, extra_context=None):
+        waiting = waiting_count(request.user)
+        title = f"Approval inbox ({waiting} waiting)" if waiting else "Approval inbox"
+        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        from sessions_app.admin.console import dashboard_view
+
+        mine = [path("answers/", self.admin_site.admin_view(self.answers_view), name="%s_%s_answers" % info),
+                # the operator console, in whatever admin site registers June's models (a host's
+                # own too); this repository's site also serves it at /admin/june/dashboard/
+                path("dashboard/", self.admin_site.admin_view(dashboard_view), name="%s_%s_dashboard" % info)]
+        return mine + super().get_urls()
+
+    def answers_view(self, request):
+        """Past answers: all of them for holders of ``view_answer`` (superusers), else one's own."""
+        rows = m.Answer.objects.select_related("turn__session", "user").order_by("-created_at", "-pk")
+        if not request.user.has_perm("sessions_app.view_answer"):
+            rows = rows.filter(user=request.user)
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Past answers",
+                   "answers": _with_json(rows[:200])}
+        return TemplateResponse(request, "admin/june/approval_answers.html", context)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        turn = m.ApprovalRequest.objects.select_related("session").filter(pk=unquote(object_id)).first()
+        if turn is None:
+            return self._refused(request, "No such request.", status=404)
+        if request.method == "POST":
+            return self._answer(request, turn)
+        if not self._may_see(request, turn):
+            return self._refused(request, "You may not answer this request.", status=403)
+        return self._page(request, turn, form=self._form(turn))
+
+    def _form(self, turn, data=None) -> AnswerForm | None:
+        spec = (turn.pending or {}).get("request") or {}
+        if turn.status != m.TurnStatus.SUSPENDED or not spec:
+            return None
+        return AnswerForm(data, request_spec=spec, initial={"input_id": spec.get("id")})
+
+    def _answer(self, request, turn):
+        form = self._form(turn, request.POST)
+        try:
+            if form is None:
+                raise TurnNotResumable("this turn is not waiting for an answer (any more)")
+            if not form.is_valid():
+                raise Unprocessable(f"invalid answer: {form.errors_text()}")
+            else:
+                answer, input_id = form.answer(), form.cleaned_data["input_id"]
+            rec = services.turn_resume(turn_id=turn.pk, input_id=input_id, answer=answer, user=request.user,
+                                       via="admin", remote_addr=_remote_addr(request), check_session_access=False)
+        except ResumeAuthorizationError as exc:
+            return self._refused(request, f"You may not answer this request: {exc}", status=403)
+        except JuneError as exc:
+            if exc.http_status >= 500:
+                log.exception("answering turn %s from the admin failed", turn.pk)
+                text = "The agent's authorize_answer failed; nothing was applied, you can try again."
+            else:
+                text = f"Not answered ({exc.http_status}): {exc}"
+            messages.error(request, text)
+            turn.refresh_from_db()
+            if not self._may_see(request, turn):
+                return self._refused(request, text, status=exc.http_status, with_message=False)
+            return self._page(request, turn, form=form if exc.http_status == 422 else self._form(turn),
+                              status=exc.http_status)
+        messages.success(request, f"Answer recorded; the turn is {rec.status}.")
+        return HttpResponseRedirect(reverse("admin:sessions_app_approvalrequest_change", args=(quote(turn.pk),)))
+
+    def _can_answer(self, request, turn) -> bool:
+        return bool(turn.status == m.TurnStatus.SUSPENDED and turn.pending
+                    and services.may_answer(turn=turn, user=request.user))
+
+    def _may_see(self, request, turn) -> bool:
+        """The request's details: to whoever may answer it now, whoever answered it, and
+        holders of ``view_answer`` (who see it read-only unless they may answer too)."""
+        return (self._can_answer(request, turn) or request.user.has_perm("sessions_app.view_answer")
+                or m.Answer.objects.filter(turn=turn, user=request.user).exists())
+
+    def _page(self, request, turn, *, form, status: int = 200):
+        if form is not None and not self._can_answer(request, turn):
+            form = None
+        pending = turn.pending or {}
+        parked = parked_turns().filter(pk=turn.pk).first()
+        spec = pending.get("request") or _last_request(turn)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts, "title": "Answer a parked request", "turn": turn, "form": form,
+            "kind": form.kind if form else None, "request_spec": spec,
+            "schema_json": json.dumps(spec.get("schema"), sort_keys=True) if spec.get("schema") else "",
+            "call": pending.get("call") or {}, "call_json": _call_json(turn) if pending else "",
+            "waited": timesince(parked.parked_at, timezone.now()) if parked else None,
+            "turn_url": _turn_admin_url(turn),
+            "answers": _with_json(m.Answer.objects.filter(turn=turn).select_related("user").order_by("created_at", "pk")),
+        }
+        return TemplateResponse(request, "admin/june/approval_answer.html", context, status=status)
+
+    def _refused(self, request, text: str, *, status: int, with_message: bool = True):
+        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Not available",
+                   "reason": text if with_message else ""}
+        return TemplateResponse(request, "admin/june/approval_refused.html", context, status=status)

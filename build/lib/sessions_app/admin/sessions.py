@@ -1,0 +1,420 @@
+"""Sessions, turns (with the journal) and the archive of generations, read-only for staff.
+
+Every active staff member may browse (conversations are support material; nobody may add,
+change or delete a row here: the store is the only writer). A session page lists its live
+generation and every archived one (who reset it and when); a generation page renders that
+generation's transcript as a conversation, its turns, steps and events — each list paginated,
+each page a constant number of queries whatever the size of the session.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.core.paginator import Paginator
+from django.db.models import Count, F, JSONField, Max, Value
+from django.http import Http404
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+
+from django.template.loader import render_to_string
+
+from sessions_app.admin import console
+from sessions_app.store import eventlog
+from sessions_app import models as m
+from sessions_app.admin import tree
+
+USERNAME = m.username_field()
+
+MESSAGES_PER_PAGE = 100
+EVENTS_PER_PAGE = 200
+STEPS_PER_PAGE = 200
+GENERATIONS_PER_PAGE = 50
+#: a JSON value longer than this is cut in the page (the row itself is untouched)
+JSON_SHOWN_CHARS = 20_000
+
+
+def pretty_json(value: Any) -> str:
+    text = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+    if len(text) > JSON_SHOWN_CHARS:
+        text = text[:JSON_SHOWN_CHARS] + f"\n… ({len(text) - JSON_SHOWN_CHARS} more characters)"
+    return text
+
+
+def archived_name(session: m.Session, generation: int) -> str:
+    return f"{session.key}#g{generation}"
+
+
+class StaffReadOnly:
+    """Staff may look; nobody may add, change or delete through the admin."""
+
+    def has_module_permission(self, request) -> bool:
+        return request.user.is_active and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None) -> bool:
+        return request.user.is_active and request.user.is_staff
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+# -- reads for the archive pages (constant query count per page) ---------------------------------
+
+def generation_rows(session: m.Session, page_number: Any) -> Any:
+    """A page of the session's generations, newest first, with who reset each and counts."""
+    generations = list(range(session.generation, -1, -1))
+    page = Paginator(generations, GENERATIONS_PER_PAGE).get_page(page_number)
+    shown = list(page.object_list)
+    resets = {r.generation: r for r in m.SessionReset.objects.filter(session=session, generation__in=shown)
+              .select_related("by")}
+
+    def counts(model: Any) -> dict[int, int]:
+        rows = model.objects.filter(session=session, generation__in=shown).values("generation").annotate(n=Count("*"))
+        return {r["generation"]: r["n"] for r in rows}
+
+    messages, events, turns = counts(m.Message), counts(m.Event), counts(m.Turn)
+    page.rows = [
+        {
+            "generation": g,
+            "name": archived_name(session, g),
+            "live": g == session.generation,
+            "reset": resets.get(g),
+            "messages": messages.get(g, 0),
+            "events": events.get(g, 0),
+            "turns": turns.get(g, 0),
+        }
+        for g in shown
+    ]
+    return page
+
+
+def message_view(row: m.Message, boundaries: dict[int, list[int]] | None = None) -> dict[str, Any]:
+    """One message of the log as the conversation template shows it (escaped by the template).
+    ``boundaries``: position -> the summaries whose kept part starts there (compaction)."""
+    data = row.data or {}
+    result = data.get("result")
+    return {
+        "boundary_of": (boundaries or {}).get(row.index, []),
+        "summarizes_before": data.get("boundary") if row.role == "summary" else None,
+        "index": row.index,
+        "role": row.role,
+        "turn_id": row.turn_id,
+        "created_at": row.created_at,
+        "text": data.get("text", ""),
+        "by": data.get("by"),
+        "tool_calls": [{"id": c.get("id"), "name": c.get("name"), "args": pretty_json(c.get("input") or {})}
+                       for c in data.get("tool_calls", ())],
+        "blocks": [b for b in data.get("blocks", ()) if isinstance(b, dict)],
+        "call_id": data.get("call_id"),
+        "name": data.get("name"),
+        "result": pretty_json(result) if row.role == "tool" else None,
+        "is_error": bool(data.get("is_error")) or (isinstance(result, dict) and "error" in result),
+        "cancelled": result == {"cancelled": True},
+        "usage": data.get("usage") or {},
+    }
+
+
+def generation_page(session: m.Session, generation: int, params: Any) -> dict[str, Any]:
+    """Turns, a page of the transcript, a page of steps and a page of events of one generation."""
+    messages = Paginator(
+        m.Message.objects.filter(session=session, generation=generation).order_by("index")
+        .only("index", "role", "turn_id", "data", "created_at"),
+        MESSAGES_PER_PAGE,
+    ).get_page(params.get("page"))
+    events = Paginator(
+        eventlog.timed(m.Event.objects.filter(session=session, generation=generation).order_by("seq")
+                       .only("seq", "type", "turn_id", "data", "created_at")),
+        EVENTS_PER_PAGE,
+    ).get_page(params.get("events"))
+    # the step memo: Step rows, and the steps folded into the messages (``Message.step``)
+    step_fields = ("key", "turn_id", "message_index", "data", "created_at")
+    folded = (m.Message.objects.filter(session=session, generation=generation, step__isnull=False)
+              .annotate(key=F("step"), turn=m.TurnRefText("turn_id"), message_index=F("index"),
+                        no_data=Value(None, output_field=JSONField()))
+              .values_list("key", "turn", "message_index", "no_data", "created_at").order_by())
+    steps = Paginator(
+        m.Step.objects.filter(turn__session=session, turn__generation=generation).values_list(*step_fields).order_by()
+        .union(folded, all=True).order_by("created_at", "message_index"),
+        STEPS_PER_PAGE,
+    ).get_page(params.get("steps"))
+    turns = list(
+        m.Turn.objects.filter(session=session, generation=generation).order_by("order")
+        .only("id", "order", "status", "kind", "cancel_reason", "attempts", "phase", "input", "created_at")[:500]
+    )
+    boundaries: dict[int, list[int]] = {}
+    for index, data in m.Message.objects.filter(session=session, generation=generation, role="summary") \
+            .values_list("index", "data"):
+        boundaries.setdefault(int((data or {}).get("boundary", 0)), []).append(index)
+    return {
+        # not "messages": the admin's base template shows the messages framework's under that name
+        "message_page": messages,
+        "conversation": [message_view(row, boundaries) for row in messages.object_list],
+        "events": events,
+        "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.at,
+                        "data": pretty_json(data)}
+                       for e, data in zip(events.object_list, eventlog.restore(
+                           (session.pk, generation, e.type, e.turn_id, e.data) for e in events.object_list))],
+        "steps": steps,
+        "step_rows": [{"key": key, "turn_id": turn_id, "message_index": index, "created_at": at,
+                       "data": pretty_json(data) if data is not None else ""}
+                      for key, turn_id, index, data, at in steps.object_list],
+        "turns": turns,
+        "child_turns": tree.archived_children(session, generation),
+    }
+
+
+def step_note(key: str, data: Any) -> str:
+    """A line for the steps the turn page explains: a compaction says what it did."""
+    if key.startswith("compact:") and isinstance(data, dict):
+        return (f"compaction ({data.get('reason', '?')}): {data.get('messages', '?')} messages summarized; "
+                f"the model sees the summary, then the messages from #{data.get('boundary', '?')} on")
+    if key.startswith("compact:") and key.endswith(":started"):
+        return "compaction started"
+    return ""
+
+
+# -- sessions -----------------------------------------------------------------------------------
+
+@admin.register(m.Session)
+class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
+    list_display = ("key", "agent", "owner", "status", "generation", "updated_at", "created_at")
+    list_select_related = ("owner",)
+    search_fields = ("key", "agent", f"owner__{USERNAME}")
+    list_filter = ("agent", "status", "created_at", "updated_at")
+    date_hierarchy = "updated_at"
+    ordering = ("-updated_at",)
+    fields = ("agent", "key", "owner", "title", "status", "generation", "event_seq", "turn_seq",
+              "created_at", "updated_at")
+    readonly_fields = fields
+    change_form_template = "admin/june_archive/session_change_form.html"
+    list_per_page = 50
+    show_full_result_count = False  # a COUNT(*) over every session on each list page is not needed
+
+    def get_urls(self):
+        info = self.opts.app_label, self.opts.model_name
+        extra = [
+            path("<path:object_id>/generation/<int:generation>/",
+                 self.admin_site.admin_view(self.generation_view),
+                 name="%s_%s_generation" % info),
+        ]
+        return extra + super().get_urls()
+
+    def generation_url(self, session: m.Session, generation: int) -> str:
+        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_generation",
+                       args=[session.pk, generation], current_app=self.admin_site.name)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        session = self.get_object(request, object_id)
+        extra = dict(extra_context or {})
+        if session is not None:
+            page = generation_rows(session, request.GET.get("g"))
+            for row in page.rows:
+                row["url"] = self.generation_url(session, row["generation"])
+            extra.update(generations=page, live_url=self.generation_url(session, session.generation),
+                         usage=console.session_usage(session))
+        return super().change_view(request, object_id, form_url, extra_context=extra)
+
+    def generation_view(self, request, object_id, generation: int):
+        session = self.get_object(request, object_id)
+        if session is None or not self.has_view_permission(request, session):
+            raise Http404("no such session")
+        if not 0 <= generation <= session.generation:
+            raise Http404("no such generation")
+        reset = (m.SessionReset.objects.filter(session=session, generation=generation).select_related("by").first())
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"{session.agent}/{archived_name(session, generation)}",
+            "session": session,
+            "session_url": reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
+                                   args=[session.pk], current_app=self.admin_site.name),
+            "generation": generation,
+            "archived_name": archived_name(session, generation),
+            "live": generation == session.generation,
+            "reset": reset,
+            "turn_admin": f"admin:{m.Turn._meta.app_label}_{m.Turn._meta.model_name}_change",
+            "prev_generation": self.generation_url(session, generation - 1) if generation > 0 else None,
+            "next_generation": (self.generation_url(session, generation + 1)
+                                if generation < session.generation else None),
+            **generation_page(session, generation, request.GET),
+        }
+        request.current_app = self.admin_site.name
+        return TemplateResponse(request, "admin/june_archive/generation.html", context)
+
+
+@admin.register(m.ArchivedSession)
+class ArchivedSessionAdmin(SessionAdmin):
+    """Only the sessions that were reset at least once, with their latest reset."""
+
+    list_display = ("key", "agent", "owner", "archived_generations", "last_reset_at", "status")
+    list_filter = ("agent", "resets__created_at")
+    search_fields = ("key", "agent", f"owner__{USERNAME}", f"resets__by__{USERNAME}")
+    date_hierarchy = None
+    ordering = ("-updated_at",)
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).filter(generation__gt=0).annotate(last_reset=Max("resets__created_at"))
+
+    @admin.display(description="archived generations", ordering="generation")
+    def archived_generations(self, obj) -> int:
+        return obj.generation
+
+    @admin.display(description="last reset", ordering="last_reset")
+    def last_reset_at(self, obj):
+        return obj.last_reset
+
+
+# -- turns --------------------------------------------------------------------------------------
+
+@admin.register(m.Turn)
+class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
+    list_display = ("id", "session_link", "order", "generation", "status", "phase", "cancel_reason", "attempts",
+                    "lease_owner", "created_at")
+    list_select_related = ("session",)
+    list_filter = ("status", "phase", "cancel_reason", "kind", "session__agent", "created_at")
+    search_fields = ("=id", "session__key", "session__agent", f"created_by__{USERNAME}")
+    ordering = ("-created_at",)
+    list_per_page = 50
+    show_full_result_count = False
+    fieldsets = (
+        ("Timeline", {"fields": ("timeline_table", "phase_words", "lease_words", "usage_cost")}),
+        (None, {"fields": ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
+                           "created_at", "updated_at")}),
+        ("Input and outcome", {"fields": ("input_json", "text", "cancel_reason", "error_json", "usage_json",
+                                          "pending_json", "policy_json")}),
+        ("Lease and journal", {"fields": ("attempt_id", "attempts", "revision", "lease_owner",
+                                          "lease_expiry", "phase", "journal_json")}),
+        ("Subagents: the tree of turns", {"fields": ("turn_tree",)}),
+        ("Steps", {"fields": ("steps_table",)}),
+        ("Answers", {"fields": ("answers_table",)}),
+    )
+    readonly_fields = ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
+                       "created_at", "updated_at", "input_json", "text", "cancel_reason", "error_json",
+                       "usage_json", "pending_json", "policy_json", "attempt_id", "attempts",
+                       "revision", "lease_owner", "lease_expiry", "phase", "journal_json", "steps_table",
+                       "answers_table", "timeline_table", "phase_words", "lease_words", "usage_cost", "turn_tree")
+
+    @admin.display(description="tree")
+    def turn_tree(self, obj):
+        return tree.tree_html(obj, self.admin_site.name)
+
+    # -- the operator console's reading of the turn (sessions_app/admin/console.py) ----------------
+
+    @admin.display(description="steps")
+    def timeline_table(self, obj):
+        return render_to_string("admin/june/_timeline.html", {"steps": console.timeline(obj), "turn": obj})
+
+    @admin.display(description="where it is")
+    def phase_words(self, obj):
+        return console.phase_text(obj)
+
+    @admin.display(description="lease")
+    def lease_words(self, obj):
+        return console.lease_text(obj, timezone.now().timestamp())
+
+    @admin.display(description="tokens and cost")
+    def usage_cost(self, obj):
+        model = console.agent_model(obj.session.agent)
+        cost = console.cost_of(obj.usage, model)
+        usage = obj.usage or {}
+        tokens = ", ".join(f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in usage.items()
+                           if isinstance(v, int)) or "none"
+        text = f"{tokens} — {model}: " + ("no price configured" if cost is None else f"${cost:.4f}")
+        if usage.get("limited"):
+            text += f" · reached its limit of {usage['limited'].replace('_', ' ')}"
+        children = usage.get("children")
+        if isinstance(children, dict):
+            text += " · its subagents: " + ", ".join(
+                f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in children.items())
+        return text
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("session", "created_by")
+
+    @admin.display(description="session", ordering="session__key")
+    def session_link(self, obj):
+        s = obj.session
+        url = reverse("admin:sessions_app_session_generation", args=[s.pk, obj.generation],
+                      current_app=self.admin_site.name)
+        return format_html('<a href="{}">{}/{}</a>', url, s.agent, archived_name(s, obj.generation))
+
+    @admin.display(description="lease expiry")
+    def lease_expiry(self, obj):
+        if obj.lease_expires_at is None:
+            return "-"
+        when = dt.datetime.fromtimestamp(obj.lease_expires_at, tz=dt.timezone.utc)
+        if obj.status == m.TurnStatus.QUEUED and (obj.lease_owner or "").startswith("requeued:"):
+            state = "re-enqueued by the sweeper then"  # a queued turn has no lease: the sweeper's mark
+        elif obj.status != m.TurnStatus.RUNNING:
+            state = "last lease; the turn is not running"
+        else:
+            state = "expired" if when < timezone.now() else "held"
+        return f"{timezone.localtime(when):%Y-%m-%d %H:%M:%S %Z} ({state})"
+
+    def _json(self, value: Any):
+        return format_html("<pre>{}</pre>", pretty_json(value)) if value not in (None, {}, "") else "-"
+
+    @admin.display(description="input")
+    def input_json(self, obj):
+        return self._json(obj.input)
+
+    @admin.display(description="error")
+    def error_json(self, obj):
+        return self._json(obj.error)
+
+    @admin.display(description="usage")
+    def usage_json(self, obj):
+        return self._json(obj.usage)
+
+    @admin.display(description="pending request")
+    def pending_json(self, obj):
+        return self._json(obj.pending)
+
+    @admin.display(description="policy")
+    def policy_json(self, obj):
+        return self._json(obj.policy)
+
+    @admin.display(description="journal")
+    def journal_json(self, obj):
+        return self._json(obj.journal)
+
+    @admin.display(description="answers to its parked requests")
+    def answers_table(self, obj):
+        rows = list(obj.answers.select_related("user").order_by("created_at")[:100])
+        if not rows:
+            return "-"
+        body = format_html_join(
+            "", "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((a.input_id, json.dumps(a.answer), a.user.get_username() if a.user else (a.by or "-"), a.via,
+              a.remote_addr or "-", timezone.localtime(a.created_at).strftime("%Y-%m-%d %H:%M:%S")) for a in rows),
+        )
+        return format_html("<table><tr><th>input</th><th>answer</th><th>by</th><th>via</th><th>from</th>"
+                           "<th>at</th></tr>{}</table>", body)
+
+    @admin.display(description="steps (first 200)")
+    def steps_table(self, obj):
+        rows = list(obj.steps.order_by("id").values_list("key", "message_index", "created_at", "data")[:200])
+        # and the steps folded into the messages the turn wrote (``Message.step``)
+        rows += [(key, idx, when, None) for key, idx, when in obj.written().filter(step__isnull=False)
+                 .order_by("index").values_list("step", "index", "created_at")[:200 - len(rows)]]
+        rows.sort(key=lambda row: row[2])
+        if not rows:
+            return "-"
+        body = format_html_join(
+            "", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((key, "" if idx is None else idx, step_note(key, data),
+              timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S"))
+             for key, idx, when, data in rows),
+        )
+        return format_html("<table><tr><th>step</th><th>message</th><th>what</th><th>at</th></tr>{}</table>", body)

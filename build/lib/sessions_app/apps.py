@@ -1,0 +1,72 @@
+import gc
+
+from django.apps import AppConfig
+from django.conf import settings
+
+from june.settings import install_defaults
+
+# every JUNE_* setting the project does not define gets June's default (or its JUNE_* environment
+# variable) now, before any of the app's modules reads one: a host project sets none of them
+install_defaults(settings)
+
+
+class SessionsAppConfig(AppConfig):
+    name = "sessions_app"
+    label = "sessions_app"
+    verbose_name = "Agent sessions"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # imported here: these modules use models, which cannot load before the app registry
+        from django.db.models.signals import post_migrate
+        from django_q.signals import post_spawn
+
+        # `manage.py migrate` creates the sweeper's django-q2 schedule (docs/workers.md) and the
+        # agents' declared schedules (deploys also run ``manage.py june_sync_schedules``)
+        post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="june.schedules")
+        # every qcluster worker process runs the lease watchdog (a fast sweeper thread)
+        post_spawn.connect(_start_watchdog, dispatch_uid="june.watchdog")
+        post_spawn.connect(_freeze_heap, dispatch_uid="june.freeze_heap")
+        post_spawn.connect(_serve_turns_concurrently, dispatch_uid="june.runner")
+
+
+def _ensure_schedules(using: str = "default", **kwargs: object) -> None:
+    # imported here: apps.py loads before the models it would pull in
+    from django.db import connections
+
+    from sessions_app.proactive.schedules import schedules_sync
+    from sessions_app.workers.tasks import ensure_sweeper_schedule
+
+    if "django_q_schedule" not in connections[using].introspection.table_names():
+        return  # django_q is not migrated yet (a partial migrate): the next migrate creates it
+    ensure_sweeper_schedule()
+    schedules_sync()
+
+
+def _start_watchdog(**kwargs: object) -> None:
+    # imported here: apps.py loads before the models it would pull in
+    from django_q.conf import Conf
+
+    from sessions_app.workers.sweeper import start_watchdog
+
+    if Conf.SYNC:  # tasks run inline in the caller (tests): no worker process to watch from
+        return
+    start_watchdog()
+
+
+def _freeze_heap(**kwargs: object) -> None:
+    """A worker has started up: move what start-up allocated (Django, the apps, the modules) out
+    of the garbage collector's view, so gen-2 collections stay short while turns run."""
+    gc.collect()
+    gc.freeze()
+
+
+def _serve_turns_concurrently(**kwargs: object) -> None:
+    # imported here: apps.py loads before the models it would pull in
+    from django_q.conf import Conf
+
+    from sessions_app.workers.tasks import serve_turns_concurrently
+
+    if Conf.SYNC:  # tasks run inline in the caller (tests): each drives its turn to its end
+        return
+    serve_turns_concurrently()

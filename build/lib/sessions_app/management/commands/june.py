@@ -1,0 +1,127 @@
+"""``python manage.py june chat <agent> <session> "<text>" [--json]`` runs one turn in this
+process and prints its events as they happen; ``june token <username>`` prints an API token;
+``june health [--json] [--min-workers N]`` prints ``/readyz``'s checks and the workers'
+heartbeats, and exits 1 when the site is not ready, 2 when fewer than N workers are alive
+(docs/operations.md "Health")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+from asgiref.sync import async_to_sync
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from agents_app.runtime import JuneError, LocalDispatcher, TurnInput
+from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
+from sessions_app import health, wiring
+from sessions_app.models import ApiToken
+
+
+class Command(BaseCommand):
+    help = "June: chat with an agent from the terminal, print an API token, or check the site's health"
+
+    def add_arguments(self, parser):
+        sub = parser.add_subparsers(dest="action", required=True)
+        chat = sub.add_parser("chat", help="run one turn and print its events")
+        chat.add_argument("agent")
+        chat.add_argument("session")
+        chat.add_argument("text")
+        chat.add_argument("--json", action="store_true", help="one JSON object per event per line")
+        chat.add_argument("--replace", action="store_true", help="cancel unfinished turns of the session first")
+        token = sub.add_parser("token", help="create an API token for a user and print it")
+        token.add_argument("username")
+        token.add_argument("--name", default="cli")
+        check = sub.add_parser("health", help="print the readiness checks and the workers; exit 1 if not ready")
+        check.add_argument("--json", action="store_true", help="one JSON object: the checks and the workers")
+        check.add_argument("--min-workers", type=int, default=0,
+                           help="exit 2 when fewer worker processes than this are alive (default 0)")
+
+    def handle(self, *args, **opts):
+        if opts["action"] == "token":
+            return self.token(opts["username"], opts["name"])
+        if opts["action"] == "health":
+            return self.health(as_json=opts["json"], min_workers=opts["min_workers"])
+        return self.chat(opts)
+
+    def health(self, *, as_json: bool, min_workers: int) -> None:
+        report = async_to_sync(health.readiness)()
+        try:
+            workers = health.worker_rows()
+        except Exception:  # the database is down: the checks say so
+            workers = []
+        alive = sum(1 for w in workers if not w["stale"])
+        if as_json:
+            self.stdout.write(json.dumps({**report, "worker_rows": [
+                {"id": w["id"], "age": round(w["age"], 1), "running": w["running"], "slots": w["slots"],
+                 "stale": w["stale"]} for w in workers]}))
+        else:
+            self.stdout.write(f"ready: {'yes' if report['status'] == health.OK else 'NO'}")
+            for name, state in report["checks"].items():
+                self.stdout.write(f"  {name:<14} {state}")
+            gone = len(workers) - alive
+            self.stdout.write(f"workers: {alive} alive" + (f", {gone} gone" if gone else ""))
+            for w in workers:
+                self.stdout.write(f"  {w['id']:<40} seen {w['age']:.1f} s ago  {w['running']}/{w['slots']} turns"
+                                  + (f"  GONE (no heartbeat for {health.BEATS_MISSED} beats)" if w["stale"] else ""))
+        if report["status"] != health.OK:
+            sys.exit(1)
+        if alive < min_workers:
+            self.stderr.write(f"{alive} workers alive, fewer than {min_workers}")
+            sys.exit(2)
+
+    def token(self, username: str, name: str) -> None:
+        user = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: username}).first()
+        if user is None:
+            raise CommandError(f"no user named {username!r}")
+        _, raw = ApiToken.issue(user, name=name)
+        self.stdout.write(raw)
+
+    def chat(self, opts) -> None:
+        if len(opts["text"]) > 32_000:
+            raise CommandError("text is longer than 32,000 characters")
+        try:
+            wiring.agent(opts["agent"])
+        except JuneError as exc:
+            raise CommandError(str(exc)) from None
+        as_json = opts["json"]
+        out = self.stdout
+
+        def show(event: TurnEvent) -> None:
+            if as_json:
+                out.write(json.dumps(event.to_json()))
+                return
+            t = event.type
+            data = event.to_json()
+            if t == "message.delta":
+                out.write(data["text"], ending="")
+                out.flush()
+            elif t == "message.completed":
+                out.write("")
+            elif t == "action.requested":
+                out.write(f"→ {data['call']['name']}({json.dumps(data['call']['input'])})")
+            elif t == "action.completed":
+                out.write(f"← {data['name']}: " + (f"error: {data['error']}" if data["error"] else json.dumps(data["result"])))
+            elif t == "input.requested":
+                out.write(f"? waiting for input: {data['request'].get('prompt')}")
+            elif t in TERMINAL_TYPES:
+                detail = data.get("error") or data.get("reason") or ""
+                out.write(f"[{t}] {detail}".rstrip())
+
+        async def run() -> str:
+            rt = wiring.runtime(dispatcher=LocalDispatcher())
+            session = rt.session(opts["agent"], opts["session"])
+            session.observe(show)
+            turn_id = await session.start(TurnInput(text=opts["text"], source="cli"), replace=opts["replace"])
+            result = await session.result(turn_id)
+            await rt.dispatcher.idle()
+            return str(result.status)
+
+        try:
+            status = asyncio.run(run())
+        except JuneError as exc:
+            raise CommandError(str(exc)) from None
+        if status == "failed":
+            sys.exit(1)

@@ -1,0 +1,50 @@
+"""``python manage.py june_worker``: django-q2's ``qcluster`` that stops within seconds on
+SIGTERM or SIGINT, sent to its main process or to its whole process group (see
+``sessions_app.workers.shutdown`` and docs/workers.md "Stopping")."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from django.conf import settings
+from django_q.management.commands.qcluster import Command as QclusterCommand
+
+from sessions_app.workers.shutdown import PromptCluster
+
+
+log = logging.getLogger(__name__)
+
+
+def _warm_providers() -> None:
+    """The model SDKs imported once, here, before the cluster forks its workers: each worker
+    inherits them instead of importing on its first turn with its loop held (providers.warm)."""
+    from agents_app.providers import warm
+    from sessions_app import wiring
+
+    try:
+        warm(wiring.agents().values())
+    except Exception:  # an agent that does not load is reported by its turns, as before
+        log.warning("could not warm the model providers", exc_info=True)
+
+
+class Command(QclusterCommand):
+    help = "Start a django-q2 cluster that stops promptly on SIGTERM/SIGINT (its turns resume elsewhere)"
+
+    def handle(self, *args, **options):
+        settings.SECRET_KEY  # noqa: B018 (q2 signs tasks with it: fail before starting)
+        if options.get("cluster_name"):
+            os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
+        _warm_providers()
+        cluster = PromptCluster()
+        if options.get("run_once"):
+            cluster.start()
+            cluster.stop_signal = 0  # stop right after the start
+        status = cluster.run()
+        # the cluster is down and its leases released: skip the interpreter's teardown (a second
+        # or more of module finalization on a busy machine) — nothing is left to clean up
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)

@@ -1,0 +1,265 @@
+"""The cancel doorbell: a live message to the worker running a turn. The request itself is a
+row (honoured at the attempt's next commit or heartbeat); the doorbell only makes it prompt,
+so a lost ring costs latency, never correctness.
+
+``ring`` is the sending side (services, after the commit); ``cancel_listener`` the receiving
+side (the executor's ``on_signals`` hook in a worker).
+
+A worker receives through one listener per process (``ProcessDoorbell``): a daemon thread with
+an event loop of its own, one channel of the process in the group of every turn an attempt of
+the process runs (once it has run ``JOIN_AFTER``: a short turn never joins), and a table of
+those attempts. An attempt only registers in the table and
+leaves it, so it never waits on the layer and nothing of the doorbell is left in its loop when it
+ends: its ``asyncio.run`` returns whatever the layer does with a cancel. (It used to run a
+receive task in the attempt's loop and cancel it at the end; on Python 3.11 a cancel that lands
+while redis-py sends BZPOPMIN is swallowed by ``asyncio.wait_for`` — CPython gh-86296, fixed in
+3.12 — the receive then went on, and the worker's ``asyncio.run`` never returned.)"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from asgiref.sync import async_to_sync, sync_to_async
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers, get_channel_layer
+
+from agents_app.runtime.control import Signals
+from sessions_app import models as m
+
+log = logging.getLogger(__name__)
+
+RECEIVE_RETRY_SECONDS = 1.0
+
+
+def cancel_group(turn_id: str) -> str:
+    return f"june.turn.{turn_id}"
+
+
+def ring(turn_ids: Sequence[str]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    for turn_id in turn_ids:
+        try:
+            async_to_sync(layer.group_send)(cancel_group(turn_id), {"type": "june.cancel", "turn_id": turn_id})
+        except Exception:  # the row is the truth: the worker sees it at its next commit or heartbeat
+            log.exception("cancel doorbell for %s failed", turn_id)
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One attempt listening on its turn's doorbell. Calling it unsubscribes (idempotent, never
+    blocks). ``joined`` is set once the process's channel is in the turn's group: a ring sent
+    after that reaches the attempt's signals (at most once, as every layer delivers)."""
+
+    doorbell: ProcessDoorbell
+    turn_id: str
+    signals: Signals
+    loop: asyncio.AbstractEventLoop
+    joined: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self) -> None:
+        self.doorbell.leave(self)
+
+
+#: an attempt joins its turn's cancel group once it has listened this long (seconds): a short
+#: turn ends before and costs the doorbell nothing — no wake-up of its thread, no layer round
+#: trip to join and none to leave; a cancel requested before the join is read from the row
+#: when it joins, so it reaches the attempt at most about this late
+JOIN_AFTER = 0.05
+
+
+class ProcessDoorbell:
+    """The process's doorbell receiver (see the module docstring). Group membership follows the
+    table: the process's channel is in a turn's group while an attempt of the process that has
+    listened for ``JOIN_AFTER`` listens for it; the changes are applied in order by one
+    coroutine on the doorbell's loop, which looks at the table only while attempts listen
+    (``_tick``, at the next attempt due to join)."""
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self._lock = threading.Lock()
+        self._attempts: dict[str, list[Subscription]] = {}
+        #: under the lock: since when (monotonic) each turn in ``_attempts`` has been listened for
+        self._since: dict[str, float] = {}
+        #: under the lock: the turns due to be in their group (asked of ``_keep_memberships``)
+        self._wanted: set[str] = set()
+        #: under the lock: a ``_tick`` is scheduled on the doorbell's loop
+        self._ticking = False
+        self._joined: set[str] = set()
+        self._loop = asyncio.new_event_loop()
+        self._changed: asyncio.Queue[str] = asyncio.Queue()
+        self._thread = threading.Thread(target=self._run, name="june-doorbell", daemon=True)
+        self._thread.start()
+
+    def listen(self, turn_id: str, signals: Signals) -> Subscription:
+        sub = Subscription(self, turn_id, signals, asyncio.get_running_loop())
+        with self._lock:
+            self._attempts.setdefault(turn_id, []).append(sub)
+            self._since.setdefault(turn_id, time.monotonic())
+            wake, self._ticking = not self._ticking, True
+            joined = turn_id in self._joined and turn_id in self._wanted
+        if joined:  # another attempt of this process already has the turn's group
+            sub.joined.set()
+        if wake:
+            self._loop.call_soon_threadsafe(self._tick)
+        return sub
+
+    def leave(self, sub: Subscription) -> None:
+        with self._lock:
+            subs = self._attempts.get(sub.turn_id, [])
+            if sub not in subs:
+                return
+            subs.remove(sub)
+            if subs:
+                return
+            del self._attempts[sub.turn_id]
+            self._since.pop(sub.turn_id, None)
+            if sub.turn_id not in self._wanted:
+                return  # it never asked to join: nothing to undo
+            self._wanted.discard(sub.turn_id)
+        self._loop.call_soon_threadsafe(self._changed.put_nowait, sub.turn_id)
+
+    # -- on the doorbell's own loop --------------------------------------------------------------
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        channel = await self.layer.new_channel()
+        await asyncio.gather(self._keep_memberships(channel), self._receive(channel))
+
+    def _tick(self) -> None:
+        """Ask for the groups of the turns listened for ``JOIN_AFTER`` or longer; look again when
+        the next one is due, while any turn waits to join."""
+        now = time.monotonic()
+        with self._lock:
+            due = [t for t, since in self._since.items() if t not in self._wanted and now - since >= JOIN_AFTER]
+            self._wanted.update(due)
+            waiting = [since for t, since in self._since.items() if t not in self._wanted]
+            self._ticking = bool(waiting)
+        for turn_id in due:
+            self._changed.put_nowait(turn_id)
+        if waiting:
+            self._loop.call_later(max(min(waiting) + JOIN_AFTER - now, 0.001), self._tick)
+
+    async def _keep_memberships(self, channel: str) -> None:
+        while True:
+            turn_id = await self._changed.get()
+            with self._lock:
+                wanted = turn_id in self._wanted
+            joined_now = False
+            try:
+                if wanted and turn_id not in self._joined:
+                    await self.layer.group_add(cancel_group(turn_id), channel)
+                    self._joined.add(turn_id)
+                    joined_now = True
+                elif not wanted and turn_id in self._joined:
+                    self._joined.discard(turn_id)
+                    await self.layer.group_discard(cancel_group(turn_id), channel)
+            except Exception:  # a doorbell: the row still carries the request
+                log.exception("cancel doorbell: membership of %s failed", turn_id)
+            if turn_id in self._joined:
+                with self._lock:
+                    for sub in self._attempts.get(turn_id, ()):
+                        sub.joined.set()
+            if joined_now:
+                await self._requested_before(turn_id)
+
+    async def _requested_before(self, turn_id: str) -> None:
+        """A ring sent before the join reached no one: a request already on the row is
+        delivered now (one read per joined turn, that is per attempt past ``JOIN_AFTER``)."""
+        try:
+            reason = await _stored_reason(turn_id)
+        except Exception:  # the attempt reads the request at its next commit or heartbeat
+            log.exception("turn %s: the stored cancel request could not be read", turn_id)
+            return
+        if reason:
+            await self._deliver(turn_id, reason)
+
+    async def _receive(self, channel: str) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(channel)
+            except Exception:  # Redis away, say: rejoin every group once it answers again
+                log.exception("cancel doorbell: receive failed; retrying in %s s", RECEIVE_RETRY_SECONDS)
+                await asyncio.sleep(RECEIVE_RETRY_SECONDS)
+                for turn_id in list(self._joined):
+                    self._joined.discard(turn_id)
+                    self._changed.put_nowait(turn_id)
+                continue
+            turn_id = message.get("turn_id")
+            if message.get("type") == "june.cancel" and isinstance(turn_id, str):
+                await self._deliver(turn_id, message.get("reason"))
+
+    async def _deliver(self, turn_id: str, reason: str | None) -> None:
+        with self._lock:
+            subs = list(self._attempts.get(turn_id, ()))
+        if not subs:
+            return
+        try:
+            reason = reason or await _durable_reason(turn_id)
+        except Exception:  # the attempt reads the request at its next commit or heartbeat
+            log.exception("turn %s: live cancel not delivered (its reason could not be read)", turn_id)
+            return
+        log.info("turn %s: live cancel (%s)", turn_id, reason)
+        for sub in subs:
+            try:
+                sub.loop.call_soon_threadsafe(sub.signals.cancel, reason)
+            except RuntimeError:  # that attempt's loop has closed: it is over
+                pass
+
+
+async def _stored_reason(turn_id: str) -> str | None:
+    return await sync_to_async(
+        lambda: m.Turn.objects.filter(pk=turn_id).values_list("cancel_reason", flat=True).first()
+    )()
+
+
+async def _durable_reason(turn_id: str) -> str:
+    return await _stored_reason(turn_id) or "requested"
+
+
+_process: ProcessDoorbell | None = None
+_process_lock = threading.Lock()
+
+
+def _forget_after_fork() -> None:
+    """A forked worker inherits the parent's table but not its thread: it starts its own."""
+    global _process, _process_lock
+    _process, _process_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
+def process_doorbell() -> ProcessDoorbell | None:
+    """The process's doorbell receiver, started on first use (None without a layer that reaches
+    a worker: an in-memory layer cannot leave its process, and is bound to one loop). A
+    channels_redis layer is received through a client of its own, whose receive state belongs to
+    the doorbell's loop; other layers (ours, ``outbox.layers``) receive on any loop."""
+    global _process
+    with _process_lock:
+        if _process is None:
+            layer = get_channel_layer()
+            if layer is None or type(layer).__name__ == "InMemoryChannelLayer":
+                return None
+            if type(layer).__module__.startswith("channels_redis"):
+                layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+            _process = ProcessDoorbell(layer)
+        return _process
+
+
+def cancel_listener(turn_id: str, signals: Signals) -> Callable[[], None]:
+    """Listen on the turn's doorbell while the attempt runs (from the attempt's loop). Returns
+    the unsubscribe (a ``Subscription``): it never blocks, and leaves nothing running in the
+    attempt's loop."""
+    doorbell = process_doorbell()
+    return doorbell.listen(turn_id, signals) if doorbell else lambda: None

@@ -1,0 +1,297 @@
+"""UnixSocketChannelLayer: a Channels layer across processes of one machine, with no server.
+
+The embedded default runs daphne and a separate ``qcluster`` (whose forked workers publish
+events) on SQLite: ``InMemoryChannelLayer`` cannot cross processes and Redis is a server. This
+layer pushes messages between processes over unix datagram sockets in one directory:
+
+- every process that receives binds ``<dir>/<token>.sock`` (token = ``j<pid>x<random>``) and
+  runs one reader thread that files incoming messages into per-channel queues and wakes the
+  waiting ``receive()`` on whatever event loop it runs;
+- a channel name carries its owner's token (``specific.j123x9f!a1b2``), so ``send`` goes to
+  exactly one socket; group membership is kept by the process owning the channel, so
+  ``group_send`` sends one datagram to every socket in the directory and each process delivers
+  to its local members (a handful of processes: daphne, the q2 workers);
+- delivery is pushed (no polling): a message reaches a waiting receiver in well under a
+  millisecond;
+- bounded and expiring like Channels' layers: ``capacity`` messages per channel (over it a
+  message is dropped, as ``group_send`` does everywhere), messages expire after ``expiry``
+  seconds, memberships after ``group_expiry``; a datagram bigger than ``MAX_DATAGRAM`` goes
+  through a spool file.
+
+At-most-once, like every Channels layer: the durable event log is the truth (consumers fill gaps
+from it). The directory is created 0700: only the site's own user can talk to its processes.
+A socket left behind by a killed process is removed by the first sender that finds it dead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import errno
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import msgpack
+from channels.exceptions import ChannelFull
+from channels.layers import BaseChannelLayer
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+MAX_DATAGRAM = 60_000  # below the kernel's default unix datagram limit (wmem_default ~208 KiB)
+SEND_RETRY_SECONDS = 0.2  # a full receiver queue (max_dgram_qlen) drains fast; then we drop
+
+
+class UnixSocketChannelLayer(BaseChannelLayer):
+    extensions = ["groups", "flush"]
+
+    def __init__(self, path: str | None = None, expiry: int = 60, group_expiry: int = 86400,
+                 capacity: int = 100, channel_capacity: Any = None) -> None:
+        super().__init__(expiry=expiry, capacity=capacity, channel_capacity=channel_capacity)
+        if path is None:
+            path = str(Path(settings.VAR_DIR) / "channels")
+        self.dir = Path(path)
+        self.group_expiry = group_expiry
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._token = ""
+        self._sock: socket.socket | None = None
+        self._sender: socket.socket | None = None
+        self._sender_pid: int | None = None
+        self._queues: dict[str, collections.deque] = {}
+        self._waiters: dict[str, list[asyncio.Future]] = {}
+        self._groups: dict[str, dict[str, float]] = {}
+
+    # -- the Channels API -----------------------------------------------------------------------
+
+    async def new_channel(self, prefix: str = "specific.") -> str:
+        self._bind()
+        return f"{prefix}{self._token}!{secrets.token_hex(8)}"
+
+    async def send(self, channel: str, message: dict) -> None:
+        assert isinstance(message, dict), "message is not a dict"
+        self.require_valid_channel_name(channel)
+        owner = self._owner(channel)
+        if owner == self._token and self._pid == os.getpid():
+            if not self._deliver_local(channel, message, raise_full=True):
+                raise ChannelFull(channel)
+            return
+        payload = {"c": channel, "m": message}
+        if owner:
+            await self._send_to(self.dir / f"{owner}.sock", payload)
+        else:  # a normal channel: whichever process receives on it
+            await self._broadcast(payload)
+
+    async def receive(self, channel: str) -> dict:
+        self.require_valid_channel_name(channel)
+        self._bind()
+        loop = asyncio.get_running_loop()
+        while True:
+            with self._lock:
+                queue = self._queues.setdefault(channel, collections.deque())
+                now = time.time()
+                while queue:
+                    expires, message = queue.popleft()
+                    if expires >= now:
+                        if not queue and channel not in self._waiters:
+                            self._queues.pop(channel, None)  # a channel used once (/readyz's) leaves nothing
+                        return message
+                waiter = loop.create_future()
+                self._waiters.setdefault(channel, []).append(waiter)
+            try:
+                await waiter
+            finally:
+                with self._lock:
+                    waiting = self._waiters.get(channel, [])
+                    if waiter in waiting:
+                        waiting.remove(waiter)
+                    if not waiting:
+                        self._waiters.pop(channel, None)
+                        if waiter.cancelled() and not self._queues.get(channel):
+                            self._queues.pop(channel, None)  # its consumer went away
+
+    async def group_add(self, group: str, channel: str) -> None:
+        self.require_valid_group_name(group)
+        self.require_valid_channel_name(channel)
+        if self._is_local(channel):
+            with self._lock:
+                self._groups.setdefault(group, {})[channel] = time.time() + self.group_expiry
+        elif owner := self._owner(channel):
+            await self._send_to(self.dir / f"{owner}.sock", {"add": group, "c": channel})
+
+    async def group_discard(self, group: str, channel: str) -> None:
+        self.require_valid_group_name(group)
+        self.require_valid_channel_name(channel)
+        if self._is_local(channel):
+            with self._lock:
+                members = self._groups.get(group, {})
+                members.pop(channel, None)
+                if not members:
+                    self._groups.pop(group, None)
+        elif owner := self._owner(channel):
+            await self._send_to(self.dir / f"{owner}.sock", {"discard": group, "c": channel})
+
+    async def group_send(self, group: str, message: dict) -> None:
+        assert isinstance(message, dict), "message is not a dict"
+        self.require_valid_group_name(group)
+        if self._pid == os.getpid():
+            self._deliver_group(group, message)
+        await self._broadcast({"g": group, "m": message}, skip_self=True)
+
+    async def flush(self) -> None:
+        with self._lock:
+            self._queues.clear()
+            self._groups.clear()
+
+    # -- names and local delivery -------------------------------------------------------------------
+
+    @staticmethod
+    def _owner(channel: str) -> str:
+        if "!" not in channel:
+            return ""
+        return channel.split("!", 1)[0].rsplit(".", 1)[-1]
+
+    def _is_local(self, channel: str) -> bool:
+        return self._pid == os.getpid() and self._owner(channel) == self._token
+
+    def _deliver_local(self, channel: str, message: dict, *, raise_full: bool = False) -> bool:
+        with self._lock:
+            queue = self._queues.setdefault(channel, collections.deque())
+            if len(queue) >= self.get_capacity(channel):
+                return False
+            queue.append((time.time() + self.expiry, message))
+            waiters = self._waiters.pop(channel, [])
+        for waiter in waiters:
+            try:
+                waiter.get_loop().call_soon_threadsafe(_wake, waiter)
+            except RuntimeError:  # its loop is closed: nobody waits there any more
+                pass
+        return True
+
+    def _deliver_group(self, group: str, message: dict) -> None:
+        now = time.time()
+        with self._lock:
+            members = self._groups.get(group, {})
+            for channel in [c for c, exp in members.items() if exp < now]:
+                del members[channel]
+            channels = list(members)
+        for channel in channels:
+            if not self._deliver_local(channel, message):
+                log.debug("channel %s over capacity: message to group %s dropped", channel, group)
+
+    # -- the socket -----------------------------------------------------------------------------------
+
+    def _bind(self) -> None:
+        """Bind this process's socket and start its reader (again after a fork)."""
+        if self._pid == os.getpid():
+            return
+        with self._lock:
+            if self._pid == os.getpid():
+                return
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            token = f"j{os.getpid()}x{secrets.token_hex(4)}"
+            path = self.dir / f"{token}.sock"
+            if len(str(path)) > 100:
+                raise RuntimeError(f"socket path too long for a unix socket: {path}")
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sock.bind(str(path))
+            os.chmod(path, 0o600)
+            self._sock, self._token, self._pid = sock, token, os.getpid()
+            self._queues, self._waiters, self._groups = {}, {}, {}
+            atexit.register(_unlink, path)
+            threading.Thread(target=self._read, args=(sock,), name="june-layer", daemon=True).start()
+
+    def _read(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                data = sock.recv(MAX_DATAGRAM + 1024)
+                self._dispatch(msgpack.unpackb(data, raw=False))
+            except OSError:
+                if sock.fileno() < 0:
+                    return
+                log.exception("channel layer socket read failed")
+            except Exception:
+                log.exception("channel layer: undecodable datagram dropped")
+
+    def _dispatch(self, payload: dict) -> None:
+        if "spool" in payload:
+            spool = Path(payload["spool"])
+            try:
+                payload = msgpack.unpackb(spool.read_bytes(), raw=False)
+            finally:
+                _unlink(spool)
+        if "g" in payload:
+            self._deliver_group(payload["g"], payload["m"])
+        elif "add" in payload:
+            with self._lock:
+                self._groups.setdefault(payload["add"], {})[payload["c"]] = time.time() + self.group_expiry
+        elif "discard" in payload:
+            with self._lock:
+                self._groups.get(payload["discard"], {}).pop(payload["c"], None)
+        elif "c" in payload:
+            channel = payload["c"]
+            if self._owner(channel) or channel in self._waiters or channel in self._queues:
+                self._deliver_local(channel, payload["m"])
+
+    def _sender_socket(self) -> socket.socket:
+        if self._sender is None or self._sender_pid != os.getpid():
+            self._sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sender.setblocking(False)
+            self._sender_pid = os.getpid()
+        return self._sender
+
+    async def _broadcast(self, payload: dict, *, skip_self: bool = False) -> None:
+        if not self.dir.is_dir():
+            return
+        data = msgpack.packb(payload, use_bin_type=True)
+        mine = f"{self._token}.sock" if self._pid == os.getpid() else None
+        for name in os.listdir(self.dir):
+            if name.endswith(".sock") and not (skip_self and name == mine):
+                await self._send_bytes(self.dir / name, data)
+
+    async def _send_to(self, path: Path, payload: dict) -> None:
+        await self._send_bytes(path, msgpack.packb(payload, use_bin_type=True))
+
+    async def _send_bytes(self, path: Path, data: bytes) -> None:
+        if len(data) > MAX_DATAGRAM:
+            spool = path.with_name(f".{path.stem}.{secrets.token_hex(8)}.spool")
+            spool.write_bytes(data)
+            data = msgpack.packb({"spool": str(spool)}, use_bin_type=True)
+        sock = self._sender_socket()
+        deadline = time.monotonic() + SEND_RETRY_SECONDS
+        while True:
+            try:
+                sock.sendto(data, str(path))
+                return
+            except BlockingIOError:  # the receiver's queue is full for a moment
+                if time.monotonic() > deadline:
+                    log.warning("channel layer: %s is not draining; message dropped", path.name)
+                    return
+                await asyncio.sleep(0.001)
+            except (ConnectionRefusedError, FileNotFoundError):  # its process is gone
+                _unlink(path)
+                return
+            except OSError as exc:
+                if exc.errno in (errno.ENOTSOCK, errno.ECONNREFUSED):
+                    _unlink(path)
+                    return
+                raise
+
+
+def _wake(waiter: asyncio.Future) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass

@@ -1,0 +1,89 @@
+"""django-q2: the task names, and turns enqueued after the commit.
+
+Task functions are named by dotted path (django-q2 stores the name with the task), so this
+module names them without importing the workers that define them."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from django.conf import settings
+from django.db import connections, transaction
+from django_q.brokers import get_broker
+from django_q.conf import Conf
+from django_q.tasks import async_task
+
+from sessions_app.outbox import doorbell
+from sessions_app.store.checkpoint import IN_CHAIN
+
+RUN_TURN = "sessions_app.workers.tasks.run_turn"
+SWEEP = "sessions_app.workers.tasks.sweep_expired_leases"
+SWEEP_SCHEDULE = "june.sweep_expired_leases"
+FIRE = "sessions_app.proactive.schedules.fire"
+DELIVERY_RUN = "sessions_app.proactive.channels.delivery_run"
+DELIVERIES_SWEEP = "sessions_app.proactive.channels.deliveries_sweep"
+DELIVERIES_SCHEDULE = "june:deliveries"
+#: names earlier versions stored in schedules (corrected on migrate)
+RENAMED = {
+    "sessions_app.tasks.run_turn": RUN_TURN,
+    "sessions_app.tasks.sweep_expired_leases": SWEEP,
+    "agents_app.schedules.fire": FIRE,
+    "sessions_app.inbound.delivery_run": DELIVERY_RUN,
+    "sessions_app.inbound.deliveries_sweep": DELIVERIES_SWEEP,
+}
+
+
+#: the turn can run now: no earlier turn of its session holds the chain (``lease.CLAIM``'s condition)
+CHAIN_HEAD = (
+    "NOT EXISTS (SELECT 1 FROM sessions_app_turn t JOIN sessions_app_turn p ON p.session_id = t.session_id "
+    f'WHERE t.id = %s AND p."order" < t."order" AND p.status {IN_CHAIN})'
+)
+
+
+def enqueue_turn(turn_id: str) -> None:
+    """Enqueue after the surrounding transaction commits: a worker never sees an uncommitted turn.
+    A task that succeeded leaves no django-q2 result row unless ``JUNE_Q_SAVE_TURNS`` (the turn's
+    row is its record; a failed task's row is kept)."""
+    transaction.on_commit(lambda: _enqueue(turn_id, None))
+
+
+def enqueue_head(turn_id: str) -> None:
+    """``enqueue_turn`` for a turn the host API dispatched (a start, a resume, the next turn after
+    a cancel or reset): enqueued only if it is the head of its session's chain after the commit
+    (``CHAIN_HEAD``, read in the enqueue's own statement on PostgreSQL). A turn queued behind
+    another would get a task that claims nothing; it gets its task from the chain's hand-off
+    instead — the unit that settles the turn before it reads the chain under the session's row
+    lock, which this turn's creation took too, so of the two one sees the other: either that
+    unit hands this turn over, or this read sees the chain free. A lost enqueue either way is
+    the sweeper's (``sweep_queued``)."""
+    transaction.on_commit(lambda: _enqueue(turn_id, (CHAIN_HEAD, [turn_id])))
+
+
+def _enqueue(turn_id: str, guard: tuple[str, list] | None) -> None:
+    broker = get_broker()
+    if guard is not None:
+        if hasattr(broker, "guarded"):  # the NOTIFY broker: the guard is part of its insert
+            broker = broker.guarded(*guard)
+        elif not holds(*guard):
+            return
+    async_task(RUN_TURN, turn_id, task_name=f"turn {turn_id}", group="june.turns",
+               save=settings.JUNE_Q_SAVE_TURNS, broker=broker)
+
+
+def holds(condition: str, params: list) -> bool:
+    """Whether an SQL boolean ``condition`` holds now (a guard read on its own, where the broker
+    cannot make it part of its insert)."""
+    with connections[Conf.ORM].cursor() as cursor:
+        cursor.execute(f"SELECT 1 WHERE {condition}", params)
+        return cursor.fetchone() is not None
+
+
+def enqueue_delivery(delivery_id: int, *, turn_id: str = "") -> None:
+    async_task(DELIVERY_RUN, delivery_id, task_name=f"deliver {turn_id}" if turn_id else None,
+               group="june.deliveries")
+
+
+def ring_on_commit(turn_ids: Sequence[str]) -> None:
+    ids = list(turn_ids)
+    if ids:
+        transaction.on_commit(lambda: doorbell.ring(ids))

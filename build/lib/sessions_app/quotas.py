@@ -1,0 +1,351 @@
+"""Per-user rate limits and quotas: who may start how many turns, and spend how many tokens.
+
+A new turn is admitted or refused before anything of it is created (``services.turn_start``,
+the webhook channel, a schedule's ``fire``); a refusal is ``RateLimited`` (HTTP 429 with
+``Retry-After``, a websocket error frame with ``retry_after``, a skipped schedule run).
+
+- **Rates** (turns started per window) are counted in ``RateCounter`` rows, one per (scope,
+  subject, window), by ONE statement: an upsert whose update only happens below the limit
+  (``ADMIT``). Of N concurrent starts against a limit of L exactly L get a row back, on SQLite
+  (≥ 3.35, for ``RETURNING``) and PostgreSQL alike; the count lives in the database, so it holds
+  across processes, sites and restarts. Windows are fixed (the minute, the hour), so a burst
+  straddling a window's end may start up to twice the limit within one window's length.
+- **Quotas** (tokens per UTC day) are read from what turns recorded (``Turn.usage``, written at
+  every settle, a parked, failed or cancelled turn's included): a user's turns of today with their
+  subagents' spend, an agent's turns of today (every source). A turn running now counts once it
+  settles or parks; the quota refuses the next turn, never stops a running one (the per-turn
+  limits of ``agents_app.runtime.limits`` bound that).
+
+Every limit is a setting (0 = off; ``JUNE_RATE_LIMITS=0`` turns all of them off).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.db.models import BigIntegerField, Sum, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Coalesce
+
+from sessions_app import models as m
+from sessions_app.errors import RateLimited
+
+log = logging.getLogger(__name__)
+
+DAY = 86_400
+TABLE = m.RateCounter._meta.db_table
+
+#: count one start in the subject's current window, if the window is below ``limit``: the row's
+#: new count, or no row (the limit is reached). One statement: the database's conflict handling
+#: serializes concurrent starts on the row, so no race admits one over the limit.
+ADMIT = (
+    f"INSERT INTO {TABLE} (scope, subject, window_start, n) VALUES (%s, %s, %s, 1) "
+    f"ON CONFLICT (scope, subject, window_start) DO UPDATE SET n = {TABLE}.n + 1 "
+    f"WHERE {TABLE}.n < %s RETURNING n"
+)
+#: give back a start that was counted but created nothing (the creation itself was refused)
+REFUND = f"UPDATE {TABLE} SET n = n - 1 WHERE scope = %s AND subject = %s AND window_start = %s AND n > 0"
+#: windows that ended more than a day ago (the dashboard shows today's peak)
+PRUNE = f"DELETE FROM {TABLE} WHERE window_start < %s"
+PRUNE_EVERY = 60.0
+
+
+@dataclass(frozen=True)
+class Rate:
+    """Turns per window for one scope: the setting naming the limit and the window's length."""
+
+    scope: str
+    setting: str
+    seconds: int
+    per: str  # "minute" | "hour"
+
+    def limit(self) -> int:
+        return limit(self.setting)
+
+
+#: a user's turns from the chat, the API and the websocket (subject: the user's pk)
+USER = Rate("user", "JUNE_RATE_TURNS_PER_MINUTE", 60, "minute")
+#: an agent's inbound webhook, whoever calls it (subject: the agent)
+WEBHOOK = Rate("webhook", "JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE", 60, "minute")
+#: one schedule's runs, "Run now" included (subject: its django-q2 name, ``june:<agent>:<name>``)
+SCHEDULE = Rate("schedule", "JUNE_RATE_SCHEDULE_TURNS_PER_HOUR", 3600, "hour")
+RATES = {r.scope: r for r in (USER, WEBHOOK, SCHEDULE)}
+
+
+def enabled() -> bool:
+    return bool(getattr(settings, "JUNE_RATE_LIMITS", True))
+
+
+def limit(setting: str) -> int:
+    """A limit's value, 0 when off (the setting is 0, or ``JUNE_RATE_LIMITS`` is off)."""
+    if not enabled():
+        return 0
+    return max(0, int(getattr(settings, setting, 0) or 0))
+
+
+def window_of(rate: Rate, now: float) -> int:
+    return int(now // rate.seconds) * rate.seconds
+
+
+def seconds_left(window_end: float, now: float) -> int:
+    return max(1, math.ceil(window_end - now))
+
+
+# -- rates: one atomic statement -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Admitted:
+    """A start counted in its window (``refund`` gives it back when nothing was created)."""
+
+    rate: Rate | None = None
+    subject: str = ""
+    window: int = 0
+
+    def refund(self) -> None:
+        """Never raises: on a broken transaction the caller's error is the one to see (the
+        start then stays counted, as if its turn had been created)."""
+        if self.rate is None:
+            return
+        try:
+            with connection.cursor() as cur:
+                cur.execute(REFUND, [self.rate.scope, self.subject, self.window])
+        except Exception:
+            log.warning("could not give back a counted start of %s %s", self.rate.scope, self.subject, exc_info=True)
+
+
+NOT_COUNTED = Admitted()
+_pruned = {"at": 0.0}
+_prune_lock = threading.Lock()
+
+
+def admit(rate: Rate, subject: str, *, cap: int | None = None, now: float | None = None) -> Admitted:
+    """Count one start of ``subject`` in ``rate``'s current window, or raise ``RateLimited``
+    (nothing counted) when the window already holds the limit (``cap``, else the setting)."""
+    cap = rate.limit() if cap is None else cap
+    if not cap:
+        return NOT_COUNTED
+    now = time.time() if now is None else now
+    window = window_of(rate, now)
+    with connection.cursor() as cur:
+        cur.execute(ADMIT, [rate.scope, subject, window, cap])
+        row = cur.fetchone()
+    if row is None:
+        wait = seconds_left(window + rate.seconds, now)
+        raise RateLimited(f"too many turns: the limit is {cap} a {rate.per} ({rate.setting}, or your own); "
+                          f"retry in {wait} s", retry_after=wait, limit=rate.setting)
+    if row[0] == 1:
+        _prune(now)
+    return Admitted(rate, subject, window)
+
+
+def _prune(now: float) -> None:
+    """Delete windows of more than a day ago, at most once a minute per process (a new window
+    opening is the moment: this costs nothing on the starts in between)."""
+    with _prune_lock:
+        if now - _pruned["at"] < PRUNE_EVERY:
+            return
+        _pruned["at"] = now
+    with connection.cursor() as cur:
+        cur.execute(PRUNE, [int(now) - DAY - 3600])
+
+
+# -- quotas: tokens per day, from recorded usage -----------------------------------------------------
+
+def day_start(now: float) -> int:
+    return int(now // DAY) * DAY
+
+
+def _tokens(*paths: str) -> Any:
+    total: Any = Value(0)
+    for path in paths:
+        total = total + Coalesce(Cast(KT(path), BigIntegerField()), Value(0))
+    return Sum(total)
+
+
+#: a turn's own model calls, and its subagents' (``usage.children``): what a user's tree spent
+TREE_TOKENS = ("usage__input_tokens", "usage__output_tokens",
+               "usage__children__input_tokens", "usage__children__output_tokens")
+OWN_TOKENS = TREE_TOKENS[:2]
+
+
+def _since(now: float) -> dt.datetime:
+    return dt.datetime.fromtimestamp(day_start(now), tz=dt.timezone.utc)
+
+
+#: (subject) -> (read at, tokens): a day's total is a sum over the day's turns, so a process
+#: reuses it for ``JUNE_QUOTA_CACHE_SECONDS`` (measured: a user's sum cost 3-4 ms per 1,000 turns
+#: of the day on SQLite; a quota of a day does not need the last seconds' spend)
+_read: dict[tuple[str, Any], tuple[float, int]] = {}
+CACHE_ENTRIES = 10_000
+
+
+def _cached(key: tuple[str, Any], now: float, read: Any) -> Any:
+    ttl = float(getattr(settings, "JUNE_QUOTA_CACHE_SECONDS", 0) or 0)
+    hit = _read.get(key)
+    if ttl > 0 and hit is not None and now - hit[0] < ttl and day_start(hit[0]) == day_start(now):
+        return hit[1]
+    value = read()
+    if len(_read) >= CACHE_ENTRIES:
+        _read.clear()
+    _read[key] = (now, value)
+    return value
+
+
+def user_tokens_today(user_id: Any, *, now: float | None = None) -> int:
+    """Input and output tokens of the turns ``user_id`` started today (UTC), subagents included."""
+    now = time.time() if now is None else now
+    qs = m.Turn.objects.filter(created_by_id=user_id, created_at__gte=_since(now))
+    return _cached(("user", user_id), now, lambda: int(qs.aggregate(n=_tokens(*TREE_TOKENS))["n"] or 0))
+
+
+def agent_tokens_today(agent: str, *, now: float | None = None) -> int:
+    """Input and output tokens of the agent's own model calls today (UTC), every source."""
+    now = time.time() if now is None else now
+    qs = m.Turn.objects.filter(created_at__gte=_since(now), session__agent=agent)
+    return _cached(("agent", agent), now, lambda: int(qs.aggregate(n=_tokens(*OWN_TOKENS))["n"] or 0))
+
+
+def check_tokens(*, agent: str, user_id: Any = None, user_cap: int | None = None, now: float | None = None) -> None:
+    """RateLimited when the user's (``user_cap``: their own quota, else the setting) or the
+    agent's tokens of today reached their quota."""
+    now = time.time() if now is None else now
+    wait = seconds_left(day_start(now) + DAY, now)
+    cap = limit("JUNE_QUOTA_TOKENS_PER_DAY") if user_cap is None else user_cap
+    if cap and user_id is not None and (spent := user_tokens_today(user_id, now=now)) >= cap:
+        raise RateLimited(f"your token quota for today is spent ({spent:,} of {cap:,} tokens, "
+                          f"JUNE_QUOTA_TOKENS_PER_DAY); it renews at 00:00 UTC, in {wait} s",
+                          retry_after=wait, limit="JUNE_QUOTA_TOKENS_PER_DAY")
+    cap = limit("JUNE_QUOTA_AGENT_TOKENS_PER_DAY")
+    if cap and (spent := agent_tokens_today(agent, now=now)) >= cap:
+        raise RateLimited(f"agent {agent!r} spent its token quota for today ({spent:,} of {cap:,} tokens, "
+                          f"JUNE_QUOTA_AGENT_TOKENS_PER_DAY); it renews at 00:00 UTC, in {wait} s",
+                          retry_after=wait, limit="JUNE_QUOTA_AGENT_TOKENS_PER_DAY")
+
+
+# -- a user's or a group's own limits (the admin's QuotaOverride) ------------------------------------------
+
+@dataclass(frozen=True)
+class Limits:
+    """A user's own limits: None where the setting applies, 0 for no limit."""
+
+    turns_per_minute: int | None = None
+    tokens_per_day: int | None = None
+
+
+def resolve(own: Limits | None, groups: list[Limits]) -> Limits:
+    """A user's limits from their own override and their groups': per limit, their own value if
+    set, else the most generous of their groups' (0, no limit, is the most generous), else None."""
+
+    def pick(name: str) -> int | None:
+        mine = getattr(own, name) if own is not None else None
+        if mine is not None:
+            return mine
+        values = [v for g in groups if (v := getattr(g, name)) is not None]
+        if not values:
+            return None
+        return 0 if 0 in values else max(values)
+
+    return Limits(pick("turns_per_minute"), pick("tokens_per_day"))
+
+
+def limits_of_users(user_ids: list[Any]) -> dict[Any, Limits]:
+    """Each user's limits (``resolve``) in two queries; off (0) when ``JUNE_RATE_LIMITS`` is."""
+    if not enabled():
+        return {uid: Limits(0, 0) for uid in user_ids}
+    rows = list(m.QuotaOverride.objects.values_list("user_id", "group_id", "turns_per_minute", "tokens_per_day"))
+    if not rows:
+        return {uid: Limits() for uid in user_ids}
+    own = {u: Limits(t, k) for u, g, t, k in rows if u is not None}
+    by_group = {g: Limits(t, k) for u, g, t, k in rows if g is not None}
+    member = m.QuotaOverride._meta.get_field("user").related_model.groups.through
+    groups: dict[Any, list[Limits]] = {}
+    for uid, gid in member.objects.filter(user_id__in=user_ids, group_id__in=list(by_group)).values_list(
+            "user_id", "group_id"):
+        groups.setdefault(uid, []).append(by_group[gid])
+    return {uid: resolve(own.get(uid), groups.get(uid, [])) for uid in user_ids}
+
+
+def user_limits(user_id: Any, *, now: float | None = None) -> Limits:
+    """``user_id``'s limits, reused by a process for ``JUNE_QUOTA_CACHE_SECONDS`` (an edit in the
+    admin applies within that)."""
+    now = time.time() if now is None else now
+    return _cached(("limits", user_id), now, lambda: limits_of_users([user_id])[user_id])
+
+
+# -- admission of a new turn -------------------------------------------------------------------------
+
+def admit_turn(*, agent: str, user_id: Any = None, source: str = "web", schedule: str | None = None,
+               now: float | None = None) -> Admitted:
+    """Admit a new turn (token quotas first: reads; then the rate: the one counting write), or
+    raise ``RateLimited`` having counted nothing. The rate is the user's for a user's turn, the
+    agent's webhook's for a webhook turn, the schedule's for a schedule's run; other turns
+    (the command line, a program without a user) count toward the agent's quota only."""
+    now = time.time() if now is None else now
+    own = user_limits(user_id, now=now) if user_id is not None else Limits()
+    check_tokens(agent=agent, user_id=user_id, user_cap=own.tokens_per_day, now=now)
+    if user_id is not None:
+        return admit(USER, str(user_id), cap=own.turns_per_minute, now=now)
+    if schedule is not None:
+        return admit(SCHEDULE, schedule, now=now)
+    if source == "webhook":
+        return admit(WEBHOOK, agent, now=now)
+    return NOT_COUNTED
+
+
+# -- the dashboard -------------------------------------------------------------------------------------
+
+def usage_per_user(*, now: float | None = None, rows: int = 20) -> list[dict[str, Any]]:
+    """Users active today with their turns this minute, their busiest minute today and their
+    tokens today, against the limits (the most tokens first)."""
+    now = time.time() if now is None else now
+    minute, since = window_of(USER, now), day_start(now)
+    counts: dict[str, dict[str, int]] = {}
+    for subject, window, n in (m.RateCounter.objects.filter(scope=USER.scope, window_start__gte=since)
+                               .values_list("subject", "window_start", "n")):
+        c = counts.setdefault(subject, {"now": 0, "peak": 0, "today": 0})
+        c["peak"] = max(c["peak"], n)
+        c["today"] += n
+        if window == minute:
+            c["now"] = n
+    spent = dict(m.Turn.objects.filter(created_by__isnull=False, created_at__gte=_since(now))
+                 .values("created_by_id").annotate(n=_tokens(*TREE_TOKENS)).values_list("created_by_id", "n"))
+    ids = set(counts) | {str(k) for k in spent}
+    names = dict(m.Turn._meta.get_field("created_by").related_model.objects
+                 .filter(pk__in=[int(i) for i in ids if str(i).isdigit()]).values_list("pk", m.username_field()))
+    own = limits_of_users([int(i) for i in ids if str(i).isdigit()])
+    out = []
+    for uid in ids:
+        c = counts.get(uid, {"now": 0, "peak": 0, "today": 0})
+        tokens = int(spent.get(int(uid) if uid.isdigit() else uid) or 0)
+        mine = own.get(int(uid), Limits()) if uid.isdigit() else Limits()
+        rate_cap = USER.limit() if mine.turns_per_minute is None else mine.turns_per_minute
+        token_cap = limit("JUNE_QUOTA_TOKENS_PER_DAY") if mine.tokens_per_day is None else mine.tokens_per_day
+        out.append({"user": names.get(int(uid), uid) if uid.isdigit() else uid, "turns_minute": c["now"],
+                    "peak_minute": c["peak"], "turns_today": c["today"], "rate_limit": rate_cap,
+                    "tokens": tokens, "token_quota": token_cap,
+                    "tokens_pct": round(100 * tokens / token_cap) if token_cap else None,
+                    "own": mine != Limits(),
+                    "limited": bool((rate_cap and c["now"] >= rate_cap) or (token_cap and tokens >= token_cap))})
+    out.sort(key=lambda r: (-r["tokens"], -r["turns_today"], str(r["user"])))
+    return out[:rows]
+
+
+def limits_table() -> list[dict[str, Any]]:
+    """Each limit with its setting and value (0: off), for the dashboard."""
+    return [
+        {"what": "turns a minute, per user", "setting": USER.setting, "value": USER.limit()},
+        {"what": "tokens a day, per user", "setting": "JUNE_QUOTA_TOKENS_PER_DAY",
+         "value": limit("JUNE_QUOTA_TOKENS_PER_DAY")},
+        {"what": "tokens a day, per agent", "setting": "JUNE_QUOTA_AGENT_TOKENS_PER_DAY",
+         "value": limit("JUNE_QUOTA_AGENT_TOKENS_PER_DAY")},
+        {"what": "webhook turns a minute, per agent", "setting": WEBHOOK.setting, "value": WEBHOOK.limit()},
+        {"what": "runs an hour, per schedule", "setting": SCHEDULE.setting, "value": SCHEDULE.limit()},
+    ]

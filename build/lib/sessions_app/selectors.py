@@ -1,0 +1,253 @@
+"""Reads used by the chat UI and the websocket consumer (keyword-only, typed, no writes)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Count, F, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
+
+from agents_app.runtime import subagents
+from agents_app.runtime.seams import LoggedEvent, SessionRef
+
+from sessions_app import models as m
+from sessions_app import wiring
+from sessions_app.store import eventlog
+
+EVENT_BATCH = 500
+
+
+def sessions_for_user(*, user: Any, agent: str | None = None, limit: int = 200) -> list[m.Session]:
+    """The user's own sessions, most recently active first, each with ``display_title`` (its
+    title, else its first message, else its key) and ``preview`` (its last turn's reply)."""
+    qs = m.Session.objects.filter(owner=user)
+    if agent is not None:
+        qs = qs.filter(agent=agent)
+    return with_titles(list(qs.order_by("-updated_at")[:limit]))
+
+
+TITLE_CHARS = 60
+
+
+def title_from(text: str) -> str:
+    """A session title from a message: its first line, shortened at a word."""
+    line = " ".join(str(text or "").split())
+    if len(line) <= TITLE_CHARS:
+        return line
+    cut = line[: TITLE_CHARS - 1].rsplit(" ", 1)[0] or line[: TITLE_CHARS - 1]
+    return cut + "…"
+
+
+def with_titles(rows: list[m.Session]) -> list[m.Session]:
+    """Set ``display_title`` and ``preview`` on sessions (two queries for any number of rows)."""
+    ids = [s.pk for s in rows]
+    if not ids:
+        return rows
+    first: dict[int, str] = {}
+    for session_id, data in (m.Turn.objects.filter(session_id__in=ids, kind="inbound")
+                             .order_by("session_id", "order").values_list("session_id", "input")):
+        first.setdefault(session_id, str((data or {}).get("text") or ""))
+    last: dict[int, m.Turn] = {}
+    for turn in (m.Turn.objects.filter(session_id__in=ids, generation=F("session__generation"))
+                 .order_by("session_id", "-order").only("session_id", "text", "input", "order")):
+        last.setdefault(turn.session_id, turn)
+    for s in rows:
+        s.display_title = s.title or title_from(first.get(s.pk, "")) or s.key
+        s.preview = preview(last.get(s.pk))
+    return rows
+
+
+@dataclass(frozen=True)
+class AgentSessions:
+    name: str
+    description: str
+    sessions: list[m.Session]
+
+
+def agents_with_sessions(*, user: Any) -> list[AgentSessions]:
+    """Every agent of the site with the user's sessions of it (the chat home page)."""
+    mine: dict[str, list[m.Session]] = {}
+    for s in sessions_for_user(user=user):
+        if not s.key.startswith(subagents.SESSION_PREFIX):  # children show in their parent's chat
+            mine.setdefault(s.agent, []).append(s)
+    out = []
+    for name, definition in sorted(wiring.agents().items()):
+        description = getattr(definition, "description", "") or ""
+        out.append(AgentSessions(name, description, mine.get(name, [])))
+    return out
+
+
+def events_since(*, agent: str, key: str, after: int, limit: int = EVENT_BATCH) -> list[dict[str, Any]]:
+    """The live generation's logged events after ``after`` as JSON frames (``seq`` included)."""
+    logged: list[LoggedEvent] = wiring.store().events_sync(SessionRef(agent, key), after, limit)
+    frames = [{"seq": e.seq, **e.event.to_json()} for e in logged]
+    if frames:  # when each was committed (the chat shows it on hover): one range read
+        row = m.Session.objects.filter(agent=agent, key=key).values_list("pk", "generation").first()
+        if row is not None:
+            at = dict(eventlog.timed(m.Event.objects.filter(session_id=row[0], generation=row[1], seq__gt=after,
+                                                            seq__lte=frames[-1]["seq"])).values_list("seq", "at"))
+            for frame in frames:
+                if frame["seq"] in at:
+                    frame["at"] = at[frame["seq"]].isoformat()
+    return frames
+
+
+def session_last_seq(*, agent: str, key: str) -> int:
+    """The last sequence number handed out in the session (0 for none)."""
+    return m.Session.objects.filter(agent=agent, key=key).values_list("event_seq", flat=True).first() or 0
+
+
+def children_started(*, agent: str, key: str) -> list[dict[str, Any]]:
+    """The children the live generation's turns spawned (``child.started`` events): the
+    references a client follows to their own events (docs/subagents.md)."""
+    s = m.Session.objects.filter(agent=agent, key=key).first()
+    if s is None:
+        return []
+    rows = m.Event.objects.filter(session=s, generation=s.generation, type="child.started").order_by("seq")
+    return [{**(data.get("child") or {}), "parent_turn": turn_id, "call_id": data.get("call_id")}
+            for turn_id, data in rows.values_list("turn_id", "data")]
+
+
+# -- pages of the HTTP API's lists (issue 17: GET …/sessions/, GET …/turns, GET /api/approvals/) --
+
+PAGE_DEFAULT = 50
+PAGE_MAX = 200
+PREVIEW_CHARS = 160
+
+
+def preview(turn: m.Turn | None) -> str:
+    if turn is None:
+        return ""
+    text = (turn.text or "").strip() or str((turn.input or {}).get("text") or "").strip()
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+def session_page(*, user: Any, agent: str | None = None, limit: int = PAGE_DEFAULT,
+                 before: tuple[Any, int] | None = None) -> tuple[list[m.Session], dict[int, m.Turn], bool]:
+    """One page of the user's sessions, most recent activity (``updated_at``) first, after the
+    cursor ``before`` = (updated_at, pk) of the last row of the previous page. Returns the rows,
+    each session's last turn of its live generation (by session pk, for the preview) and whether
+    more rows follow."""
+    qs = m.Session.objects.filter(owner=user)
+    if agent is not None:
+        qs = qs.filter(agent=agent)
+    if before is not None:
+        at, pk = before
+        qs = qs.filter(Q(updated_at__lt=at) | Q(updated_at=at, pk__lt=pk))
+    last = (m.Turn.objects.filter(session=OuterRef("pk"), generation=OuterRef("generation"))
+            .order_by("-order").values("id")[:1])
+    rows = list(qs.annotate(last_turn_id=Subquery(last)).order_by("-updated_at", "-pk")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    turns = m.Turn.objects.in_bulk([r.last_turn_id for r in rows if r.last_turn_id])
+    return rows, {r.pk: turns[r.last_turn_id] for r in rows if r.last_turn_id in turns}, more
+
+
+def turn_page(*, session: m.Session, limit: int = PAGE_DEFAULT, before: int | None = None,
+              generation: int | None = None) -> tuple[list[m.Turn], bool]:
+    """One page of a session's turns (its live generation unless ``generation``), newest first,
+    before the turn ``order`` ``before``. Returns the rows and whether more follow."""
+    qs = m.Turn.objects.filter(session=session,
+                               generation=session.generation if generation is None else generation)
+    if before is not None:
+        qs = qs.filter(order__lt=before)
+    rows = list(qs.order_by("-order")[: limit + 1])
+    for turn in rows:
+        turn.session = session
+    return rows[:limit], len(rows) > limit
+
+
+def parked_requests():
+    """Every parked input of a live generation, oldest first, with when it parked (``parked_at``)
+    — the approval inbox and ``GET /api/approvals/`` list these, filtered by who may answer."""
+    parked_at = (m.Event.objects.filter(session_id=OuterRef("session_id"), generation=OuterRef("generation"),
+                                        turn_id=m.AsTurnRef(OuterRef("pk")), type="input.requested")
+                 .order_by("-seq").values("created_at")[:1])
+    return (m.ApprovalRequest.objects.select_related("session", "created_by")
+            .filter(status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"),
+                    waiting=0)  # a parent parked on its children waits for no person
+            .annotate(parked_at=Coalesce(Subquery(parked_at), F("updated_at")))
+            .order_by("parked_at", "pk"))
+
+
+def requested_by(turn: m.Turn) -> str:
+    """Who started the turn that asks: the speaker's name, the account, or the trigger."""
+    speaker = (turn.input or {}).get("user") or {}
+    if isinstance(speaker, dict) and speaker.get("name"):
+        return str(speaker["name"])
+    if turn.created_by_id and turn.created_by is not None:
+        return turn.created_by.get_username()
+    by = (turn.input or {}).get("by")
+    return str(by) if by else (turn.kind or turn.source or "")
+
+
+def queued_turns(*, agent: str, key: str) -> list[dict[str, Any]]:
+    """The live generation's turns still waiting to start, in chain order, as the chat shows
+    them under the log (``turn.started`` moves each into it): sent with the websocket's
+    ``ready`` frame, so a reload shows what is queued too."""
+    rows = (m.Turn.objects.filter(session__agent=agent, session__key=key, status=m.TurnStatus.QUEUED,
+                                  generation=F("session__generation"), attempts=0)
+            .order_by("order").values_list("id", "input", "kind")[:100])
+    return [{"turn_id": turn_id, "text": str((data or {}).get("text") or ""), "kind": kind}
+            for turn_id, data, kind in rows]
+
+
+# -- the owner's read-only archive (issue 17: the chat's "View the archive") ----------------------
+
+ARCHIVE_MESSAGES = 2000
+
+
+def archived_generations(*, session: m.Session) -> list[dict[str, Any]]:
+    """The session's archived generations (every one before the live one), newest first, with
+    when and by whom each was reset and how many messages it holds."""
+    if session.generation == 0:
+        return []
+    resets = {r.generation: r for r in m.SessionReset.objects.filter(session=session).select_related("by")}
+    counts = dict(m.Message.objects.filter(session=session, generation__lt=session.generation)
+                  .values("generation").annotate(n=Count("*")).values_list("generation", "n"))
+    out = []
+    for g in range(session.generation - 1, -1, -1):
+        reset = resets.get(g)
+        out.append({"generation": g, "name": f"{session.key}#g{g}", "messages": counts.get(g, 0),
+                    "reset_at": reset.created_at if reset else None,
+                    "reset_by": reset.by.get_username() if reset and reset.by else ""})
+    return out
+
+
+def transcript(*, session: m.Session, generation: int, limit: int = ARCHIVE_MESSAGES) -> list[dict[str, Any]]:
+    """One generation's conversation as the archive page shows it (text only; escaped by the
+    template): user and assistant text, tool calls and their results."""
+    out = []
+    rows = m.Message.objects.filter(session=session, generation=generation).order_by("index")[:limit]
+    for row in rows:
+        data = row.data or {}
+        item = {"role": row.role, "created_at": row.created_at, "text": str(data.get("text") or "")}
+        if row.role == "assistant":
+            item["tool_calls"] = [{"name": c.get("name"), "input": _compact(c.get("input"))}
+                                  for c in data.get("tool_calls", ()) if isinstance(c, dict)]
+        if row.role == "tool":
+            result = data.get("result")
+            item.update(name=data.get("name") or "", result=_compact(result),
+                        is_error=bool(data.get("is_error")) or (isinstance(result, dict) and "error" in result))
+        out.append(item)
+    return out
+
+
+def _compact(value: Any, limit: int = 2000) -> str:
+    try:
+        text = json.dumps(value, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def step_keys(turn_id: str) -> list[str]:
+    """The keys of a turn's step memo: its Step rows and the steps folded into the messages it
+    wrote (``Message.step``), in no particular order."""
+    rows = list(m.Step.objects.filter(turn_id=turn_id).values_list("key", flat=True))
+    turn = m.Turn.objects.filter(pk=turn_id).only("session_id", "generation", "opening").first()
+    if turn is None:
+        return rows
+    return rows + list(turn.written().filter(step__isnull=False).values_list("step", flat=True))

@@ -1,0 +1,299 @@
+"""Writes used by views, consumers, tasks, schedules, webhooks and the admin (keyword-only,
+typed): a thin adapter over the runtime's host API (``AgentSession``). A service validates the
+transport's input, resolves identity and ownership (who the Django user is, which sessions
+they may touch), and calls the host API, which applies the rules, asks the store, publishes
+and dispatches. Errors are JuneErrors: every transport maps them the same way
+(``sessions_app.errors``)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from asgiref.sync import async_to_sync
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from agents_app.runtime import answers, subagents
+from agents_app.runtime.errors import NotFound
+from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
+from agents_app.schedules import declarations
+from sessions_app import models as m
+from sessions_app import quotas, safejson, wiring
+from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
+from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
+from sessions_app.outbox.queue import enqueue_head, ring_on_commit
+
+SESSION_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}")
+INPUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
+
+
+# -- access -------------------------------------------------------------------------------------
+
+def user_identity(user: Any, *, attested: bool = True) -> dict[str, Any] | None:
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    return {"id": str(user.pk), "name": user.get_username(), "attested": attested}
+
+
+def validate_session_key(key: str) -> str:
+    if not isinstance(key, str) or not SESSION_KEY_RE.fullmatch(key):
+        raise BadRequest("a session key is 1-200 characters: letters, digits and _ . : @ -")
+    return key
+
+
+#: session keys in this namespace are subagents' (``subagents.child_key``): only a spawn makes one
+CHILD_PREFIX = subagents.SESSION_PREFIX
+#: session keys in this namespace belong to the webhook channel (``webhook_session_key``)
+WEBHOOK_PREFIX = WEBHOOK_SESSIONS  # the one definition is the outbox's (deliveries are made for these)
+
+
+def webhook_session_key(key: str) -> str:
+    """Where a webhook's session lives: a namespace no user can create, so a user cannot
+    squat a key a webhook will use, nor a webhook reach a user's session."""
+    validate_session_key(key)
+    if len(key) > 200 - len(WEBHOOK_PREFIX):
+        raise BadRequest(f"a webhook session key is at most {200 - len(WEBHOOK_PREFIX)} characters")
+    return WEBHOOK_PREFIX + key
+
+
+def _schedule_owner(agent: str, key: str) -> tuple[bool, str | None]:
+    """(declared, owner username) when ``key`` is the session of one of the agent's schedules."""
+    for decl in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE):
+        if decl.session_pattern().fullmatch(key):
+            return True, decl.owner
+    return False, None
+
+
+def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -> m.Session | None:
+    """The session if ``user`` may use it from a user-facing transport (chat, API, websocket):
+    only its owner may. Creates it, owned by ``user``, when ``create`` and absent. Sessions
+    with no owner (webhook sessions, schedules without an owner) are reachable by nobody here:
+    staff see them in the admin, and answer their requests there under the same policies.
+    A key that the webhook channel or one of the agent's schedules owns cannot be created by
+    anyone else. AccessDenied otherwise."""
+    wiring.agent(agent)  # NotFound for an unknown agent
+    validate_session_key(key)
+    session = m.Session.objects.filter(agent=agent, key=key).first()
+    if session is None:
+        if not create:
+            return None
+        _check_creatable(agent, key, user)
+        session = _create_session(agent, key, user)
+    if session.owner_id is None:
+        raise AccessDenied("this session has no owner: it is reachable in the admin only")
+    if session.owner_id != getattr(user, "pk", None):
+        raise AccessDenied("this session belongs to another user")
+    return session
+
+
+def _create_session(agent: str, key: str, owner: Any) -> m.Session:
+    """The session, created for ``owner``; the one a concurrent request created first, if any
+    (``get_or_create`` without its first read: the caller has just read and found none)."""
+    try:
+        with transaction.atomic():
+            return m.Session.objects.create(agent=agent, key=key, owner=owner)
+    except IntegrityError:
+        return m.Session.objects.get(agent=agent, key=key)
+
+
+def _check_creatable(agent: str, key: str, user: Any) -> None:
+    """AccessDenied unless ``user`` may create the session ``key`` (a namespace a channel owns:
+    webhooks', subagents', one of the agent's schedules')."""
+    if key.startswith(WEBHOOK_PREFIX):
+        raise AccessDenied(f"session keys starting with {WEBHOOK_PREFIX!r} belong to the webhook channel")
+    if key.startswith(CHILD_PREFIX):
+        raise AccessDenied(f"session keys starting with {CHILD_PREFIX!r} belong to subagents")
+    declared, owner = _schedule_owner(agent, key)
+    if declared and owner != getattr(user, "get_username", lambda: None)():
+        raise AccessDenied("this session key belongs to a schedule of the agent")
+
+
+def session_to_open(*, agent: str, key: str, user: Any) -> m.Session | None:
+    """The session a page or a socket opens (a GET): the user's, or None when it does not exist
+    yet and the user may create it — the first message creates it; opening creates nothing.
+    AccessDenied, NotFound, BadRequest as ``session_for_user``."""
+    session = session_for_user(agent=agent, key=key, user=user)
+    if session is None:
+        _check_creatable(agent, key, user)
+    return session
+
+
+# -- publishing (for the sweeper, which settles turns outside the host API) ------------------------
+
+def publish_on_commit(ref: SessionRef, events: Sequence[LoggedEvent]) -> None:
+    if not events:
+        return
+    sink = wiring.sink()
+    transaction.on_commit(lambda: async_to_sync(sink.publish)(ref, list(events)))
+
+
+# -- turns ------------------------------------------------------------------------------------------
+
+def validate_text(text: Any) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise BadRequest("text must be a non-empty string")
+    if len(text) > settings.JUNE_MAX_TEXT_CHARS:
+        raise PayloadTooLarge(f"text is longer than {settings.JUNE_MAX_TEXT_CHARS} characters")
+    return safejson.check_string(text)  # NUL, lone surrogates: also from callers that parsed no JSON
+
+
+class AfterCall:
+    """The host API's Dispatcher for one service call: the turns it dispatches and the running
+    turns it rings are handed to django-q2 and the cancel doorbell when the call has returned,
+    on this thread, after the commit (django-q2's sync mode would otherwise run the turn
+    inside the call's event loop)."""
+
+    def __init__(self) -> None:
+        self.turns: list[str] = []
+        self.rings: list[str] = []
+
+    async def dispatch(self, turn_id: str, session: SessionRef) -> None:
+        self.turns.append(turn_id)
+
+    async def ring(self, turn_ids: Sequence[str]) -> None:
+        self.rings += turn_ids
+
+    def flush(self) -> None:
+        ring_on_commit(self.rings)
+        for turn_id in self.turns:
+            enqueue_head(turn_id)  # a turn behind another gets its task from the chain's hand-off
+
+
+def _host_call(agent: str, key: str, operation: str, *args: Any, **kwargs: Any) -> Any:
+    """Call the runtime's host API (``AgentSession.<operation>``; the rules live there), on
+    Django's connection of this thread: inside the caller's transaction, if one is open."""
+    dispatcher = AfterCall()
+    host = wiring.runtime(dispatcher=dispatcher, own_connection=False).session(agent, key)
+    try:
+        return async_to_sync(getattr(host, operation))(*args, **kwargs)
+    finally:
+        dispatcher.flush()
+
+
+def _user_row(user: Any) -> Any:
+    return user if getattr(user, "pk", None) else None
+
+
+def turn_start(
+    *,
+    agent: str,
+    key: str,
+    text: str,
+    user: Any = None,
+    source: str = "web",
+    replace: bool = False,
+    kind: str = "inbound",
+    by: str | None = None,
+    target: dict[str, Any] | None = None,
+    attested: bool = True,
+    speaker: dict[str, Any] | None = None,
+    turn_id: str | None = None,
+) -> TurnRecord:
+    """Queue a turn (after access checks); a worker picks it up after the commit.
+
+    Admitted first (``quotas.admit_turn``: the user's, or the webhook's, rate and the day's token
+    quotas): a refusal raises ``RateLimited`` before anything is created, the session included;
+    a start counted whose creation is then refused (access, a parked session) is given back."""
+    text = validate_text(text)
+    wiring.agent(agent)
+    row = _user_row(user)
+    admitted = quotas.admit_turn(agent=agent, user_id=row.pk if row else None, source=source)
+    try:
+        if user is not None:
+            session_for_user(agent=agent, key=key, user=user, create=True)
+        turn_input = TurnInput(
+            text=text, kind=kind, by=by, source=source,
+            user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
+        )
+        return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id, created_by=row)
+    except BaseException:
+        admitted.refund()
+        raise
+
+
+def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None) -> m.Turn:
+    turn = m.Turn.objects.select_related("session").filter(pk=turn_id).first()
+    if turn is None or (agent is not None and (turn.session.agent, turn.session.key) != (agent, key)):
+        raise NotFound(f"no turn {turn_id} in this session")
+    if user is not None:
+        session_for_user(agent=turn.session.agent, key=turn.session.key, user=user)
+    return turn
+
+
+def turn_cancel(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None,
+                reason: str = CancelReason.REQUESTED) -> TurnRecord:
+    turn = _turn_in(turn_id=turn_id, agent=agent, key=key, user=user)
+    return _host_call(turn.session.agent, turn.session.key, "cancel", turn_id, reason=str(reason))
+
+
+def session_reset(*, agent: str, key: str, user: Any = None) -> dict[str, Any]:
+    if user is not None:
+        session_for_user(agent=agent, key=key, user=user, create=True)
+    return _host_call(agent, key, "reset", by=_user_row(user))
+
+
+# -- human in the loop --------------------------------------------------------------------------------
+
+def _answerer(user: Any, by: str | None) -> tuple[str | None, dict[str, Any] | None]:
+    who = by if by is not None else (str(user.pk) if getattr(user, "pk", None) else None)
+    principal = {"user_id": user.pk, "username": user.get_username()} if getattr(user, "pk", None) else None
+    return who, principal
+
+
+def turn_resume(
+    *,
+    turn_id: str,
+    input_id: str,
+    answer: Any,
+    user: Any = None,
+    agent: str | None = None,
+    key: str | None = None,
+    via: str = "api",
+    remote_addr: str = "",
+    by: str | None = None,
+    check_session_access: bool = True,
+) -> TurnRecord:
+    """Answer a parked request: 403 (not an allowed answerer), 409 (wrong turn/input or not
+    parked), 422 (answer fails the schema), 500 (authorize_answer raised; nothing applied)."""
+    if not isinstance(input_id, str) or not INPUT_ID_RE.fullmatch(input_id):
+        raise BadRequest("input_id must be a short identifier")
+    turn = _turn_in(turn_id=turn_id, agent=agent, key=key, user=user if check_session_access else None)
+    who, principal = _answerer(user, by)
+    row = _user_row(user)
+    record = {"name": row.get_username() if row else None, "user_id": row.pk if row else None,
+              "remote_addr": remote_addr}
+    return _host_call(turn.session.agent, turn.session.key, "resume", turn_id, input_id, answer, by=who,
+                      principal=principal, via=via, record=record)
+
+
+def may_answer(*, turn: m.Turn, user: Any) -> bool:
+    """Whether ``user`` may answer the turn's parked request (for listing the inbox): the
+    runtime's answerer rule, with the agent's grant evaluated now, on this thread."""
+    who, principal = _answerer(user, None)
+    pending = turn.pending or {}
+    try:
+        granted = answers.grant_answer_sync(pending, {"by": who, "principal": principal},
+                                            wiring.agent(turn.session.agent).authorize_answer,
+                                            run_awaitable=async_to_sync(_await))
+    except Exception:
+        return False
+    return answers.may_answer(pending, by=who, granted=granted)
+
+
+async def _await(x: Any) -> Any:
+    return await x
+
+
+# -- a session's title (the chat header's Rename) -------------------------------------------
+
+def session_rename(*, agent: str, key: str, user: Any, title: Any) -> m.Session:
+    """Set the session's title (blank: back to its first message). Owner only (AccessDenied)."""
+    if not isinstance(title, str) or len(title) > 200:
+        raise BadRequest("a title is a string of at most 200 characters")
+    safejson.check_string(title)  # NUL, lone surrogates: whatever transport it came from
+    session = session_for_user(agent=agent, key=key, user=user, create=True)  # a new chat's too
+    title = " ".join(title.split())
+    m.Session.objects.filter(pk=session.pk).update(title=title)
+    session.title = title
+    return session

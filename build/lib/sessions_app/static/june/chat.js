@@ -1,0 +1,603 @@
+// The chat page: one websocket per session (replay of the event log, then live events), a
+// composer, cancel/reset, tool timeline and approval cards. No build step, no dependencies.
+// Every piece of user or model text goes into the page through textContent, never as HTML.
+"use strict";
+
+(function () {
+  const config = JSON.parse(document.getElementById("june-config").textContent);
+  const $ = (id) => document.getElementById(id);
+  const log = $("log");
+  const FINAL_CLOSE = { 4400: "bad request", 4401: "please log in again", 4403: "this session is not yours", 4404: "no such agent" };
+
+  let socket = null;
+  let lastSeq = 0;           // the last committed event shown: a reconnect resumes after it
+  let retryMs = 500;
+  let nextFrameId = 1;
+  let currentTurn = null;    // the turn the Cancel button cancels
+  const turnStatus = new Map();   // turn_id -> status
+  const streams = new Map();      // turn_id -> {base, text, el}: the message being streamed
+  const finalized = new Map();    // turn_id -> seq of its last message.completed
+  const tools = new Map();        // call_id -> timeline row
+  const cards = new Map();        // "turn:input" -> approval card
+  const pendingFrames = new Map(); // frame id -> card (to show an error on it)
+  const compacting = new Map();   // turn_id -> the "summarizing…" note of a compaction under way
+  const composerFrames = new Map(); // frame id -> text of a message the server has not accepted yet
+  const queued = new Map();       // turn_id -> element in #queue (sent, not started yet)
+  let ready = false;              // the replay is over: events from now on are live
+
+  // -- small DOM helpers --------------------------------------------------------------------------
+  function el(tag, className, text) {
+    const node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text !== undefined && text !== null) node.textContent = String(text);
+    return node;
+  }
+  function add(node) {
+    stampTime(node);
+    const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+    log.appendChild(node);
+    if (atBottom) log.scrollTop = log.scrollHeight;
+    return node;
+  }
+  function json(value) {
+    try { return JSON.stringify(value); } catch (e) { return String(value); }
+  }
+  function showError(message) {
+    const box = $("error");
+    box.textContent = message;
+    box.hidden = !message;
+  }
+
+  // -- the socket -----------------------------------------------------------------------------------
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    socket = new WebSocket(`${scheme}//${location.host}${config.ws_path}?after=${lastSeq}`);
+    setConn("connecting");
+    socket.onopen = () => { retryMs = 500; };
+    socket.onmessage = (msg) => {
+      let frame;
+      try { frame = JSON.parse(msg.data); } catch (e) { return; }
+      onFrame(frame);
+    };
+    socket.onclose = (ev) => {
+      ready = false;
+      composerDropped();
+      if (FINAL_CLOSE[ev.code]) {
+        setConn("closed");
+        showError(`Disconnected: ${FINAL_CLOSE[ev.code]}.`);
+        return;
+      }
+      setConn("reconnecting");
+      setTimeout(connect, retryMs);
+      retryMs = Math.min(retryMs * 2, 8000);
+    };
+  }
+  function setConn(state) {
+    const badge = $("conn");
+    badge.dataset.state = state;
+    badge.textContent = state === "live" ? "live" : state + (state === "closed" ? "" : "…");
+  }
+  function send(frame, card) {
+    if (!socket || socket.readyState !== WebSocket.OPEN) { showError("Not connected yet; try again in a moment."); return false; }
+    frame.id = nextFrameId++;
+    if (card) pendingFrames.set(frame.id, card);
+    socket.send(JSON.stringify(frame));
+    return true;
+  }
+
+  // -- frames in ------------------------------------------------------------------------------------
+  function onFrame(f) {
+    frameAt = f.at ? new Date(f.at) : new Date();  // replayed frames say when they were committed
+    if (typeof f.seq === "number") {
+      if (f.seq <= lastSeq) return;  // the server dedupes; this guards a reconnect race
+      lastSeq = f.seq;
+    }
+    const handler = HANDLERS[f.type];
+    if (handler) handler(f);
+    if (!handler || f.type === "session.reset") log.dispatchEvent(new CustomEvent("june:frame", { detail: f }));  // children.js
+  }
+
+  const HANDLERS = {
+    "ready": (f) => { setConn("live"); ready = true; showQueued(f.queued || []); refreshAnswerable(); },
+    "ack": (f) => {
+      showError("");
+      if (composerFrames.has(f.id)) composerAccepted(f);
+      const card = pendingFrames.get(f.id);
+      pendingFrames.delete(f.id);
+      if (card) card.dataset.state = "sent";
+      if (f.for === "start" && !turnStatus.has(f.turn_id)) { setTurn(f.turn_id, f.status); }
+    },
+    "error": (f) => {
+      if (composerRefused(f)) return;
+      const card = pendingFrames.get(f.id);
+      pendingFrames.delete(f.id);
+      if (card) {
+        card.dataset.state = "open";
+        card.querySelector(".card-error").textContent = f.message;
+      } else {
+        showError(f.message || f.code);
+      }
+    },
+    "turn.started": (f) => {
+      unqueue(f.turn_id);
+      if (f.trigger === "resume") add(el("div", "note", "Resumed after the answer."));
+      else userBubble(f.turn_id, f.text, f.trigger === "proactive" ? "trigger" : "user");
+      setTurn(f.turn_id, "running");
+    },
+    "message.delta": onDelta,
+    "message.completed": (f) => {
+      finalized.set(f.turn_id, f.seq);
+      const s = streams.get(f.turn_id);
+      streams.delete(f.turn_id);
+      if (!f.text) { if (s) s.el.remove(); return; }
+      const bubble = s ? s.el : add(el("div", "msg assistant"));
+      bubble.classList.remove("streaming");
+      bubble.textContent = f.text;
+    },
+    "action.requested": (f) => {
+      const call = f.call || {};
+      const row = el("div", "tool");
+      row.dataset.callId = call.id;
+      row.dataset.turnId = f.turn_id;
+      row.dataset.state = "requested";
+      row.appendChild(el("span", "tool-name", call.name));
+      row.appendChild(el("code", "tool-input", json(call.input)));
+      row.appendChild(el("span", "tool-state", "requested"));
+      row.appendChild(el("div", "tool-result"));
+      tools.set(call.id, add(row));
+      watchRunning(row);
+    },
+    "action.completed": (f) => {
+      let row = tools.get(f.call_id);
+      if (!row) {  // requested in an earlier generation or page: still show the outcome
+        row = add(el("div", "tool"));
+        row.appendChild(el("span", "tool-name", f.name));
+        row.appendChild(el("span", "tool-state"));
+        row.appendChild(el("div", "tool-result"));
+      }
+      row = resultRow(row, f);
+      row.dataset.state = f.error ? "error" : "completed";
+      row.querySelector(".tool-state").textContent = f.error ? "error" : "completed";
+      row.querySelector(".tool-result").textContent = f.error ? f.error : json(f.result);
+    },
+    "input.requested": (f) => {
+      setTurn(f.turn_id, "suspended");
+      const req = f.request || {};
+      const card = el("div", "approval card");
+      card.dataset.inputId = req.id;
+      card.dataset.state = "open";
+      card.appendChild(el("div", "approval-title", "Approval needed"));
+      card.appendChild(el("p", "approval-prompt", req.prompt));
+      const who = req.answerers || {};
+      card.dataset.turnId = f.turn_id;
+      card.dataset.answerers = who.policy ? "policy" : who.user ? "user" : "owner";
+      if (who.policy) card.appendChild(el("p", "hint", `Answerable under the ${who.policy} policy (${json(who.scope)}); operators can answer in the admin inbox.`));
+      card.appendChild(el("p", "approval-waiting"));
+      card.appendChild(answerForm(req.schema || {}, (answer) => {
+        card.querySelector(".card-error").textContent = "";
+        if (send({ type: "resume", turn_id: f.turn_id, input_id: req.id, answer: answer }, card)) card.dataset.state = "sending";
+      }));
+      card.appendChild(el("p", "card-error"));
+      card.appendChild(el("p", "approval-outcome"));
+      cards.set(`${f.turn_id}:${req.id}`, add(card));
+      initAnswerable(card, who);
+    },
+    "input.answered": (f) => {
+      const card = cards.get(`${f.turn_id}:${f.input_id}`);
+      if (card) {
+        card.dataset.state = "answered";
+        card.querySelector(".approval-outcome").textContent = outcomeText(f);
+        card.dataset.outcome = f.answer === true ? "approved" : f.answer === false ? "denied" : "answered";
+        card.querySelector(".approval-waiting").textContent = "";
+        card.querySelectorAll("button, input, select").forEach((b) => { b.disabled = true; });
+      }
+      setTurn(f.turn_id, "queued");
+    },
+    "turn.completed": (f) => {
+      // the answer was the last model call at one of the turn's limits (model calls, tokens)
+      if (f.limited) add(el("div", "note limited", `This turn reached its limit of ${String(f.limited).replace("_", " ")}: the answer above is the agent's best without further tool calls.`)).dataset.limited = f.limited;
+      endTurn(f.turn_id, "completed");
+    },
+    "turn.failed": (f) => {
+      add(el("div", "note error", `Turn failed${f.phase ? " in the " + f.phase + " step" : ""}: ${f.error}`));
+      endTurn(f.turn_id, "failed");
+    },
+    "turn.cancelled": (f) => {
+      discardPartial(f.turn_id);
+      cancelTools(f.turn_id);
+      const text = unqueue(f.turn_id);
+      add(el("div", "note", text !== null ? `Queued message cancelled (${f.reason}): “${text}”` : `Turn cancelled (${f.reason}).`));
+      endTurn(f.turn_id, "cancelled");
+    },
+    "compaction.started": (f) => {
+      compacting.set(f.turn_id, add(el("div", "note compacting", "Summarizing earlier messages…")));
+    },
+    // a divider: the model now sees this summary instead of the messages above it (they stay
+    // here and in the log); it expands to the summary
+    "compaction.completed": (f) => {
+      const note = compacting.get(f.turn_id);
+      compacting.delete(f.turn_id);
+      if (note) note.remove();
+      const divider = el("details", "compaction");
+      divider.dataset.messages = f.messages;
+      divider.dataset.reason = f.reason;
+      divider.appendChild(el("summary", null, `${f.messages} earlier message${f.messages === 1 ? "" : "s"} summarized`));
+      divider.appendChild(el("div", "compaction-summary", f.summary));
+      add(divider);
+    },
+    "compaction.failed": (f) => {
+      const note = compacting.get(f.turn_id);
+      compacting.delete(f.turn_id);
+      if (note) note.remove();
+      add(el("div", "note error", `Could not summarize earlier messages: ${f.error}`));
+    },
+    "session.reset": (f) => {
+      log.replaceChildren();
+      streams.clear(); tools.clear(); cards.clear(); finalized.clear(); turnStatus.clear(); compacting.clear();
+      clearQueue();
+      currentTurn = null;
+      setTurn(null, "idle");
+      resetNotice(f);
+    },
+  };
+
+  // A delta belongs to the stream after commit `base`; `offset` places it in that stream's text.
+  // A snapshot (offset 0, whole text) repairs a page that joined mid-stream.
+  function onDelta(d) {
+    const done = finalized.get(d.turn_id);
+    if (done !== undefined && d.base !== null && d.base !== undefined && d.base < done) return;  // stale
+    let s = streams.get(d.turn_id);
+    if (!s || s.base !== d.base) {
+      if (s) s.el.remove();
+      s = { base: d.base, text: "", el: add(el("div", "msg assistant streaming")) };
+      streams.set(d.turn_id, s);
+    }
+    const offset = d.offset || 0;
+    if (offset > s.text.length) return;  // a gap: the next snapshot fills it
+    const text = s.text.slice(0, offset) + d.text;
+    if (text.length >= s.text.length) {
+      s.text = text;
+      s.el.textContent = text;
+      if (log.scrollHeight - log.scrollTop - log.clientHeight < 120) log.scrollTop = log.scrollHeight;
+    }
+    if (turnStatus.get(d.turn_id) !== "running") setTurn(d.turn_id, "running");
+  }
+
+  function endTurn(turnId, status) {
+    const s = streams.get(turnId);
+    if (s) { s.el.classList.remove("streaming"); streams.delete(turnId); }
+    setTurn(turnId, status);
+  }
+
+  // Each turn has its own status (on its message, or its row in the queue); the header shows
+  // the session's: running beats waiting-for-an-answer beats queued beats the last ending.
+  function setTurn(turnId, status) {
+    let last = status;
+    if (turnId) {
+      turnStatus.delete(turnId);  // re-insert: the map's order is the order of the latest change
+      turnStatus.set(turnId, status);
+      turnTag(turnId, status);
+      last = null;
+    }
+    const of = (want) => [...turnStatus.entries()].filter(([, s]) => s === want).map(([id]) => id);
+    const running = of("running"), parked = of("suspended"), waiting = of("queued");
+    const ended = [...turnStatus.values()].filter((s) => !["running", "suspended", "queued"].includes(s));
+    const session = running.length ? "running" : parked.length ? "suspended" : waiting.length ? "queued"
+      : last || ended[ended.length - 1] || "idle";
+    currentTurn = running[0] || waiting[0] || null;  // the header's Cancel: the running turn
+    const badge = $("turn-status");
+    badge.dataset.status = session;
+    badge.textContent = (session === "suspended" ? "waiting for an answer" : session)
+      + (waiting.length && session !== "queued" ? ` · ${waiting.length} queued` : "");
+    $("cancel").disabled = !currentTurn;
+    $("cancel").title = running.length ? "Cancel the running turn" : "Cancel the first queued message";
+  }
+
+  // -- approval forms, built from the request's JSON schema ------------------------------------------
+  function answerForm(schema, submit) {
+    const form = el("form", "answer");
+    if (schema.type === "boolean") {
+      const yes = el("button", "primary", "Approve"); yes.type = "button";
+      const no = el("button", "danger", "Deny"); no.type = "button";
+      yes.addEventListener("click", () => submit(true));
+      no.addEventListener("click", () => submit(false));
+      form.append(yes, no);
+      return form;
+    }
+    const read = schema.type === "object" ? objectFields(form, schema) : field(form, "answer", schema, "Answer");
+    const ok = el("button", "primary", "Send answer"); ok.type = "submit";
+    form.appendChild(ok);
+    form.addEventListener("submit", (ev) => {
+      ev.preventDefault();
+      try { submit(read()); } catch (e) { form.parentNode.querySelector(".card-error").textContent = e.message; }
+    });
+    return form;
+  }
+
+  function objectFields(form, schema) {
+    const readers = {};
+    for (const [name, prop] of Object.entries(schema.properties || {})) readers[name] = field(form, name, prop, prop.title || name);
+    return () => {
+      const value = {};
+      for (const [name, read] of Object.entries(readers)) {
+        const v = read();
+        if (v !== undefined) value[name] = v;
+      }
+      return value;
+    };
+  }
+
+  function field(form, name, schema, labelText) {
+    const label = el("label", "field", labelText);
+    let input;
+    if (Array.isArray(schema.enum)) {
+      input = el("select");
+      for (const option of schema.enum) { const o = el("option", null, option); o.value = json(option); input.appendChild(o); }
+    } else if (schema.type === "boolean") {
+      input = el("input"); input.type = "checkbox";
+    } else {
+      input = el("input");
+      input.type = schema.type === "number" || schema.type === "integer" ? "number" : "text";
+      if (schema.type === "integer") input.step = "1";
+      if (schema.type === "number") input.step = "any";
+    }
+    input.name = name;
+    label.appendChild(input);
+    form.appendChild(label);
+    return () => {
+      if (input.tagName === "SELECT") return JSON.parse(input.value);
+      if (input.type === "checkbox") return input.checked;
+      if (input.type === "number") {
+        if (input.value === "") throw new Error(`${labelText}: a number is required`);
+        return Number(input.value);
+      }
+      return input.value;
+    };
+  }
+
+  // -- controls -------------------------------------------------------------------------------------
+  $("composer").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    submitComposer();
+  });
+  $("text").addEventListener("keydown", (ev) => {
+    if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); $("composer").requestSubmit(); }
+  });
+  $("cancel").addEventListener("click", () => { if (currentTurn) send({ type: "cancel", turn_id: currentTurn }); });
+  $("reset").addEventListener("click", () => {
+    if (confirm("Reset this session? Its messages are archived and the conversation starts over.")) send({ type: "reset" });
+  });
+
+  // -- the composer: the text stays in the box until the server accepts it (issue 17) ----------------
+  function composerMessage(text) {
+    const box = $("composer-error");
+    box.textContent = text || "";
+    box.hidden = !text;
+  }
+  function submitComposer() {
+    const text = $("text").value;
+    if (!text.trim()) return;
+    const max = config.max_text_chars || 32000;
+    if (text.length > max) {
+      composerMessage(`Not sent: your message has ${text.length.toLocaleString()} characters; the limit is ${max.toLocaleString()}. Shorten it and send again.`);
+      return;
+    }
+    if (!socket || socket.readyState !== WebSocket.OPEN) {
+      composerMessage("Not sent: not connected (reconnecting…). Your message is kept; send it again in a moment.");
+      return;
+    }
+    const frame = { type: "start", text: text, replace: $("replace").checked, id: nextFrameId++ };
+    composerFrames.set(frame.id, text);
+    composerMessage("");
+    $("composer").dataset.state = "sending";
+    socket.send(JSON.stringify(frame));
+  }
+  function composerAccepted(f) {
+    const text = composerFrames.get(f.id);
+    composerFrames.delete(f.id);
+    if (!composerFrames.size) delete $("composer").dataset.state;
+    if ($("text").value === text) $("text").value = "";  // text typed meanwhile stays
+    $("replace").checked = false;
+    if (f.status === "queued" && !turnStatus.has(f.turn_id) && text !== undefined) {
+      setTurn(f.turn_id, "queued");
+      enqueue(f.turn_id, text);
+    }
+    $("text").focus();
+  }
+  function composerRefused(f) {
+    // an error frame names the frame it answers; a frame too large to parse is answered with id null
+    let id = f.id;
+    if ((id === null || id === undefined) && composerFrames.size) id = composerFrames.keys().next().value;
+    if (!composerFrames.has(id)) return false;
+    composerFrames.delete(id);
+    if (!composerFrames.size) delete $("composer").dataset.state;
+    if (f.code === "rate_limited" && f.retry_after) {
+      // a rate limit or quota: say when sending again will work (the text stays in the box)
+      const at = new Date(Date.now() + f.retry_after * 1000);
+      const when = f.retry_after < 120 ? `in ${f.retry_after} s` : `at ${at.toLocaleTimeString()}`;
+      composerMessage(`Not sent: you have reached a limit (${f.message}). Your message is kept in the box: send it again ${when}.`);
+      return true;
+    }
+    composerMessage(`Not sent: ${f.message || f.code}. Your message is kept in the box.`);
+    return true;
+  }
+  function composerDropped() {
+    if (!composerFrames.size) return;
+    composerFrames.clear();
+    delete $("composer").dataset.state;
+    composerMessage("The connection dropped before the server confirmed your message. It is kept in the box: if it does not appear above once reconnected, send it again.");
+  }
+
+  // -- messages waiting for their turn: shown at once under the log, each with its Cancel ------------
+  function enqueue(turnId, text) {
+    if (queued.has(turnId)) return;
+    const row = el("div", "queued-msg");
+    row.dataset.turnId = turnId;
+    row.appendChild(el("span", "queued-text", text));
+    row.appendChild(el("span", "turn-tag", "queued"));
+    const cancel = el("button", "link", "Cancel");
+    cancel.type = "button";
+    cancel.setAttribute("aria-label", `Cancel the queued message: ${text.slice(0, 60)}`);
+    cancel.addEventListener("click", () => send({ type: "cancel", turn_id: turnId }));
+    row.appendChild(cancel);
+    $("queue").appendChild(row);
+    $("queue").hidden = false;
+    queued.set(turnId, row);
+  }
+  function unqueue(turnId) {
+    const row = queued.get(turnId);
+    if (!row) return null;
+    queued.delete(turnId);
+    row.remove();
+    $("queue").hidden = queued.size === 0;
+    return row.querySelector(".queued-text").textContent;
+  }
+  function clearQueue() {
+    for (const id of [...queued.keys()]) unqueue(id);
+  }
+  function showQueued(list) {
+    for (const t of list) {
+      if (!turnStatus.has(t.turn_id) || turnStatus.get(t.turn_id) === "queued") {
+        setTurn(t.turn_id, "queued");
+        enqueue(t.turn_id, t.text);
+      }
+    }
+  }
+
+  // -- one status per turn, on its message ----------------------------------------------------------
+  // the tag is drawn by CSS from data-tag, so the bubble's text stays the message alone
+  function userBubble(turnId, text, kind) {
+    const bubble = el("div", `msg ${kind}`, text);
+    bubble.dataset.turnId = turnId;
+    return add(bubble);
+  }
+  const TAGS = { running: "running", suspended: "waiting for an answer", failed: "failed", cancelled: "cancelled", queued: "queued" };
+  function turnTag(turnId, status) {
+    const bubble = log.querySelector(`.msg[data-turn-id="${CSS.escape(turnId)}"]`);
+    if (!bubble) return;
+    if (TAGS[status]) bubble.dataset.tag = TAGS[status]; else delete bubble.dataset.tag;
+    bubble.dataset.status = status;
+  }
+
+  // -- tool rows in time order: a result that comes after other rows (an approval) is drawn there ----
+  function resultRow(row, f) {
+    if (row === log.lastElementChild) return row;
+    row.querySelector(".tool-state").textContent = "requested (result below)";
+    const later = add(el("div", "tool"));
+    later.dataset.callId = f.call_id;
+    later.appendChild(el("span", "tool-name", f.name || row.querySelector(".tool-name").textContent));
+    later.appendChild(el("span", "tool-state"));
+    later.appendChild(el("div", "tool-result"));
+    tools.set(f.call_id, later);
+    return later;
+  }
+
+  // -- approval cards: who may answer, and the outcome -----------------------------------------------
+  function outcomeText(f) {
+    const who = f.name || (f.by ? `user ${f.by}` : "someone");
+    const via = f.via === "admin" ? " in the admin inbox" : f.via === "api" ? " over the API" : "";
+    if (f.answer === true) return `Approved by ${who}${via}.`;
+    if (f.answer === false) return `Denied by ${who}${via}.`;
+    if (f.answer === undefined || f.answer === null) return `Answered by ${who}${via}.`;
+    return `Answered by ${who}${via}: ${json(f.answer)}`;
+  }
+  function setAnswerable(card, may, why) {
+    card.dataset.answerable = may ? "yes" : "no";
+    const form = card.querySelector("form.answer");
+    if (form) form.hidden = !may;
+    card.querySelector(".approval-waiting").textContent = may ? "" : why;
+  }
+  function initAnswerable(card, who) {
+    if (who.user !== undefined && who.user !== null) {
+      const mine = String(who.user) === String(config.user_id);
+      setAnswerable(card, mine, "Waiting for the user this request names to answer.");
+    } else if (who.policy) {
+      setAnswerable(card, false, "Checking who may answer…");
+      card.dataset.answerable = "checking";
+      if (ready) refreshAnswerable();
+    } else {
+      setAnswerable(card, true, "");
+    }
+  }
+  // the server decides a policy (the agent's authorize_answer): ask it for the open cards
+  function refreshAnswerable() {
+    const open = [...cards.values()].filter((c) => c.dataset.state !== "answered" && c.dataset.answerers === "policy");
+    if (!open.length) return;
+    fetch(config.pending_url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then((r) => (r.ok ? r.json() : Promise.reject(new Error(`HTTP ${r.status}`))))
+      .then((body) => {
+        const may = new Map((body.pending || []).map((p) => [`${p.turn_id}:${(p.request || {}).id}`, p.may_answer]));
+        for (const [key, card] of cards) {
+          if (card.dataset.answerers !== "policy" || card.dataset.state === "answered") continue;
+          const policy = card.querySelector(".hint") ? "an operator" : "someone allowed";
+          setAnswerable(card, may.get(key) === true, `Waiting for ${policy} to answer. The outcome will appear here.`);
+        }
+      })
+      .catch(() => {
+        for (const card of open) setAnswerable(card, true, "");  // let the server refuse, with its reason
+      });
+  }
+
+  // -- reset: a divider in the log; a banner only when it happens live, dismissible -------------------
+  function resetNotice(f) {
+    const note = el("div", "note reset-divider");
+    note.appendChild(document.createTextNode(`Session reset: the earlier conversation is archived as ${f.previous_session}. `));
+    if (config.archive_url) {
+      const link = el("a", null, "View the archive");
+      link.href = config.archive_url;
+      note.appendChild(link);
+    }
+    add(note);
+    const notice = $("notice");
+    if (!ready) { notice.hidden = true; return; }  // replayed: the divider says it; no banner on reload
+    notice.replaceChildren(document.createTextNode(`The session was reset: earlier messages are archived as ${f.previous_session} (now generation ${f.generation}). `));
+    if (config.archive_url) {
+      const link = el("a", null, "View the archive");
+      link.href = config.archive_url;
+      notice.appendChild(link);
+    }
+    const close = el("button", "link dismiss", "Dismiss");
+    close.type = "button";
+    close.addEventListener("click", () => { notice.hidden = true; $("text").focus(); });
+    notice.appendChild(close);
+    notice.hidden = false;
+  }
+
+  // -- long work shows progress; cancelled partial text is marked; times on hover -------------------
+  let ticking = null;
+  let frameAt = new Date();
+  function watchRunning(row) {
+    row.dataset.since = String(frameAt.getTime());
+    if (!ticking) ticking = setInterval(tickRunning, 1000);
+  }
+  function tickRunning() {
+    const rows = log.querySelectorAll(".tool[data-state=requested][data-since]");
+    if (!rows.length) { clearInterval(ticking); ticking = null; return; }
+    for (const row of rows) {
+      const seconds = Math.floor((Date.now() - Number(row.dataset.since)) / 1000);
+      const state = row.querySelector(".tool-state");
+      if (seconds >= 2 && !state.textContent.includes("result below")) state.textContent = `running, ${seconds} s`;
+    }
+  }
+  // the cancel interrupted the turn's tool in flight, or its calls never ran: their result is
+  // {"cancelled": true} and no action.completed comes
+  function cancelTools(turnId) {
+    for (const row of log.querySelectorAll(`.tool[data-state=requested][data-turn-id="${CSS.escape(turnId)}"]`)) {
+      row.dataset.state = "cancelled";
+      row.querySelector(".tool-state").textContent = "cancelled";
+    }
+  }
+  function discardPartial(turnId) {
+    const s = streams.get(turnId);
+    if (!s || !s.text) return;
+    s.el.classList.add("discarded");
+    s.el.title = "The turn was cancelled: this partial reply was discarded (it is not part of the conversation).";
+  }
+  function stampTime(node) {
+    if (node.title) return;
+    const today = frameAt.toDateString() === new Date().toDateString();
+    node.title = `at ${today ? "" : frameAt.toLocaleDateString() + " "}${frameAt.toLocaleTimeString()}`;
+  }
+
+  connect();
+})();

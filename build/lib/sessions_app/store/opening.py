@@ -1,0 +1,215 @@
+"""A turn's opening on PostgreSQL, each step in ONE round trip (a ``wire.Batch``, like a
+checkpoint), on whichever psycopg connection the store hands it (its own, ``direct``; or
+Django's, inside the caller's transaction):
+
+- ``create``: get-or-create the session (a new one is owned by the creator), lock it, refuse
+  under ``rules.check_start``, take the next place in the session's chain, insert the queued
+  turn and recompute the session's status — ``control.create_turn``'s statements, sent at once;
+- ``claim_and_load``: lock the turn's session, claim the lease (``lease.CLAIM``, unchanged), mark
+  the session running, and read back the claimed turn, its step memo and its transcript from the
+  boundary — ``lease.claim`` and ``reads.load`` in one transaction; of the transcript, only what
+  this process has not decoded already (``transcripts``).
+
+Lock order (the store's): both lock the session row before they touch a turn's. A creation
+takes ``FOR UPDATE``, as every host operation does, so it serializes with a checkpoint of the
+same session (which takes ``FOR NO KEY UPDATE`` first): the checkpoint that settles a turn for
+good and hands its chain over (``lease.NEXT_IN_CHAIN``) sees every turn created before it.
+
+The rules stay in ``agents_app.runtime.rules``: the SQL computes ``check_start``'s facts and,
+when either holds, raises ``june_start_refused`` (SQLSTATE JUNE2; migration 0008) with the facts
+in its DETAIL, which the store hands to ``rules.check_start`` for the error it raises. A replace
+(it cancels what it replaces) stays on ``control.create_turn``'s statements.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from types import SimpleNamespace
+from typing import Any, Generator
+
+import psycopg
+from django.conf import settings
+from django.db import connection, models
+from django.utils import timezone
+
+from agents_app.runtime import rules
+from agents_app.runtime.compaction import transcript_start
+from agents_app.runtime.errors import NotFound
+from agents_app.runtime.seams import Outcome, SessionRef, SessionStatus, TurnInput, TurnState, TurnStatus
+from sessions_app import models as m
+from sessions_app.store import checkpoint, lease, reads, transcripts, wire
+from sessions_app.store.records import record_of
+
+START_REFUSED = "JUNE2"  # SQLSTATE of june_start_refused()
+UNIQUE_VIOLATION = "23505"
+
+#: ``check_start``'s facts under the session's row lock; raises when either holds
+LOCK_AND_CHECK = wire.numbered(
+    "SELECT CASE WHEN f.turn_exists OR f.parked THEN june_start_refused(f.turn_exists, f.parked) END "
+    "FROM (SELECT id, generation FROM sessions_app_session WHERE agent = %s::text AND key = %s::text "
+    "FOR UPDATE) s CROSS JOIN LATERAL (SELECT "
+    "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s::text) AS turn_exists, "
+    # the status as a literal, as ``checkpoint.session_status_sql``'s: a parameter's generic plan
+    # read every turn the session ever ran (by its foreign key) to find a parked one
+    "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = s.id "
+    f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.generation = s.generation AND t.waiting = 0) AS parked) f"
+)
+CLAIM = wire.numbered(
+    f"WITH c AS ({lease.CLAIM} RETURNING *) "
+    "SELECT row_to_json(c)::text, s.agent, s.key, s.generation, s.boundary, s.summary_index "
+    "FROM c JOIN sessions_app_session s ON s.id = c.session_id"
+)
+MARK_RUNNING = wire.numbered(
+    "UPDATE sessions_app_session SET status = %s::text WHERE id = "
+    "(SELECT session_id FROM sessions_app_turn WHERE id = %s::text AND attempt_id = %s::text) AND status <> %s::text"
+)
+TRANSCRIPT_FROM = wire.numbered(reads.TRANSCRIPT_PG)
+
+
+def _columns(model: type[models.Model], *, skip: tuple[str, ...] = ()) -> tuple[models.Field, ...]:
+    """The columns an INSERT names: all but an automatic primary key (and ``skip``)."""
+    return tuple(f for f in model._meta.concrete_fields if not (f.primary_key and f.auto_created) and f.name not in skip)
+
+
+def _values(obj: models.Model, fields: tuple[models.Field, ...]) -> list[Any]:
+    """The row an unsaved instance would insert (its defaults, ``auto_now_add``), as the wire sends it."""
+    out = []
+    for f in fields:
+        value = f.pre_save(obj, add=True)
+        out.append(checkpoint.dumps(value) if isinstance(f, models.JSONField) and value is not None else value)
+    return out
+
+
+@functools.cache
+def _insert_session() -> tuple[bytes, tuple[models.Field, ...]]:
+    fields = _columns(m.Session)
+    names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    return wire.numbered(f"INSERT INTO sessions_app_session ({names}) VALUES ({', '.join(['%s'] * len(fields))}) "
+                         "ON CONFLICT (agent, key) DO NOTHING"), fields
+
+
+@functools.cache
+def _insert_turn() -> tuple[bytes, tuple[models.Field, ...]]:
+    """The turn takes its session, place in the chain and generation from the session row."""
+    fields = _columns(m.Turn, skip=("session", "order", "generation"))
+    names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    casts = ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
+    return wire.numbered(
+        "WITH s AS (UPDATE sessions_app_session SET turn_seq = turn_seq + 1 "
+        "WHERE agent = %s::text AND key = %s::text RETURNING id, turn_seq, generation) "
+        f'INSERT INTO sessions_app_turn (session_id, "order", generation, {names}) '
+        f"SELECT s.id, s.turn_seq, s.generation, {casts} FROM s RETURNING generation, session_id"
+    ), fields
+
+
+def create(raw: psycopg.Connection, session: SessionRef, input: TurnInput, *, turn_id: str,
+           policy: dict[str, Any] | None = None, created_by: Any = None, ends_transaction: bool = True) -> Outcome:
+    """``create_steps`` on ``raw``, on this thread."""
+    return wire.drive(raw, create_steps(session, input, turn_id=turn_id, policy=policy, created_by=created_by,
+                                        status=raw.pgconn.transaction_status, ends_transaction=ends_transaction))
+
+
+def create_steps(session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None = None,
+                 created_by: Any = None, status: Any = None,
+                 ends_transaction: bool = True) -> Generator[wire.Batch, Any, Outcome]:
+    """Create the queued turn in one round trip (``status``, ``ends_transaction``: as
+    ``checkpoint.write_steps``'s). Raises what ``rules.check_start`` raises, and nothing is written."""
+    owner = created_by if getattr(created_by, "pk", None) else None
+    s = m.Session(agent=session.agent, key=session.key, owner=owner)
+    turn = m.Turn(id=turn_id, status=TurnStatus.QUEUED, kind=input.kind, source=input.source or "",
+                  input=input.to_json(), policy=policy, created_by=owner)
+    insert_session, session_fields = _insert_session()
+    insert_turn, turn_fields = _insert_turn()
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    status = checkpoint.IDLE if status is None else status
+    if not ends_transaction and status == checkpoint.IDLE:  # not ours to commit at the Sync
+        batch.add(b"BEGIN")
+    batch.add(insert_session, _values(s, session_fields))
+    batch.add(LOCK_AND_CHECK, [session.agent, session.key, turn_id])
+    inserted = batch.add(insert_turn, [session.agent, session.key, *_values(turn, turn_fields)])
+    batch.add(checkpoint.SESSION_STATUS_BY_TURN, checkpoint.session_status_params(turn_id, timezone.now()))
+    if ends_transaction and status == checkpoint.INTRANS:
+        batch.add(b"COMMIT")
+    try:
+        results = yield batch
+    except psycopg.Error as exc:
+        facts = _refused(exc)
+        if facts is None:
+            raise
+    else:
+        facts = None
+    if facts is not None:
+        rules.check_start(**facts)
+        raise AssertionError(f"june_start_refused raised on facts check_start allows: {facts}")
+    if not results[inserted].ntuples:
+        raise NotFound(f"session {session} was deleted while the turn was created")
+    turn.generation = int(wire.value(results[inserted], 0))
+    transcripts.remember(turn_id, int(wire.value(results[inserted], 1)), turn.generation)
+    return Outcome(turn=record_of(turn, s))
+
+
+def _refused(exc: psycopg.Error) -> dict[str, bool] | None:
+    """``check_start``'s facts when the database refused the creation on them."""
+    if exc.sqlstate == START_REFUSED:
+        return json.loads(exc.diag.message_detail)
+    if exc.sqlstate == UNIQUE_VIOLATION and exc.diag.constraint_name == "sessions_app_turn_pkey":
+        return {"turn_exists": True, "parked": False}  # created meanwhile by a concurrent start
+    return None
+
+
+def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt_id: str, now: float,
+                   lease_seconds: float) -> TurnState | None:
+    """``claim_and_load_steps`` on ``raw``, on this thread."""
+    return wire.drive(raw, claim_and_load_steps(turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                                lease_seconds=lease_seconds))
+
+
+def claim_and_load_steps(turn_id: str, *, owner: str, attempt_id: str, now: float,
+                         lease_seconds: float) -> Generator[wire.Batch, Any, TurnState | None]:
+    """``lease.claim`` then ``reads.load``, in one transaction and one round trip; None if not
+    claimed. The reads after the claim match nothing unless this attempt holds the turn.
+
+    The claim commits without waiting for the WAL flush (``synchronous_commit`` off for its
+    transaction, as the provider_started journal): the attempt's next checkpoint (a new turn's
+    opening, at once) waits for the flush, which takes the claim with it (the WAL is flushed in
+    order), and the server's WAL writer flushes it within ``wal_writer_delay`` anyway. Only a
+    crash of the server itself in between loses a claim (a worker's crash loses nothing: the
+    server holds the commit): the turn is queued again, uncounted in its attempts, and no
+    checkpoint of the attempt can commit (its attempt id is on no row). The claim emits no
+    event, so nothing published depends on it."""
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    batch.add(checkpoint.ASYNC_COMMIT)  # this transaction only: see the docstring
+    batch.add(checkpoint.LOCK_SESSION, [turn_id])
+    claimed = batch.add(CLAIM, [TurnStatus.RUNNING, owner, now + lease_seconds, attempt_id, turn_id,
+                                TurnStatus.QUEUED, TurnStatus.RUNNING, now])
+    batch.add(MARK_RUNNING, [SessionStatus.RUNNING, turn_id, attempt_id, SessionStatus.RUNNING])
+    steps = batch.add(reads.STEPS_OF_ATTEMPT_PG, [turn_id, attempt_id])
+    held = transcripts.known(turn_id)
+    key, stretch = held if held is not None else ((None, None), transcripts.Stretch(0))
+    messages = batch.add(reads.TRANSCRIPT_OF_ATTEMPT_PG, [*key, stretch.start, stretch.end, stretch.end, turn_id,
+                                                          attempt_id])
+    results = yield batch
+    row = results[claimed]
+    if not row.ntuples:
+        return None
+    columns = json.loads(wire.value(row, 0))
+    rec = record_of(SimpleNamespace(**columns), SimpleNamespace(agent=wire.value(row, 1), key=wire.value(row, 2)))
+    summary_at = wire.value(row, 5)
+    boundary, summary = reads.live_boundary(rec.generation, int(wire.value(row, 3)), int(wire.value(row, 4)),
+                                            None if summary_at is None else int(summary_at))
+    rows = [(k, data) for k, data in json.loads(wire.value(results[steps], 0))]
+    base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
+    session = (columns["session_id"], rec.generation)
+    transcripts.remember(turn_id, *session)
+    if base != boundary:  # a compaction of this turn cut inside it: read from its opening (rare)
+        again = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+        again.add(TRANSCRIPT_FROM, [*session, base])
+        transcript = reads.messages_of(wire.value((yield again)[0], 0))
+    else:
+        read_from = int(wire.value(results[messages], 0))
+        unseen = reads.messages_of(wire.value(results[messages], 1))
+        transcripts.read(session, read_from, unseen)
+        # past the boundary, what this process held (``transcripts``), then what it had not seen
+        transcript = stretch.between(base, read_from) + unseen if read_from > base else unseen
+    return reads.state_of(rec, rows, transcript, base=base, boundary=boundary, summary=summary)

@@ -1,0 +1,266 @@
+"""A checkpoint's statements in one libpq pipeline: one write, one read.
+
+psycopg's pipeline mode sends each statement as it is queued and runs its adapters and
+generators around every one; for the handful of small statements of a checkpoint that costs more
+than the round trip itself. ``Batch`` talks to the connection's libpq handle directly: prepared
+statements (the same name on every connection, prepared there on first use), text parameters
+cast in the SQL, everything sent at once behind one Sync, the results read back in order.
+
+Between two Syncs PostgreSQL runs the statements in one implicit transaction: it commits at the
+Sync if every statement succeeded and rolls all of them back if one failed. So a batch on a
+connection with no transaction open needs no BEGIN and no COMMIT; inside a transaction that a
+sync tool's ORM writes began, the batch ends with COMMIT and a failure leaves the transaction
+for its owner (Django's atomic block) to roll back.
+
+``Batch.defer()`` sends a batch and leaves its results on the connection: the next batch on that
+connection reads them first. The advisory provider_started journal write of a model step that no
+checkpoint announced (``docs/workers.md``, the journal) rides along that way,
+at no round trip of its own; its failure (a lost lease) is logged, and the next checkpoint's
+fence refuses the attempt anyway.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import logging
+import select
+import weakref
+from datetime import datetime
+from typing import Any, Generator, Sequence, TypeVar
+
+import psycopg
+from psycopg import errors, pq
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+COMMAND_OK = pq.ExecStatus.COMMAND_OK
+FATAL_ERROR = pq.ExecStatus.FATAL_ERROR
+PIPELINE_SYNC = pq.ExecStatus.PIPELINE_SYNC
+PIPELINE_OFF = pq.PipelineStatus.OFF
+UNKNOWN_STATEMENT = "26000"  # invalid_sql_statement_name: a prepared statement is gone
+
+_names: dict[bytes, bytes] = {}  # statement text -> its prepared name, the same on every connection
+
+
+def _name(sql: bytes) -> bytes:
+    """A name derived from the text itself: threads filling the cache at once agree on it."""
+    name = _names[sql] = b"june_" + hashlib.blake2b(sql, digest_size=8).hexdigest().encode()
+    return name
+
+
+class _State:
+    """What a connection has prepared, and the deferred batches whose results it has not read."""
+
+    __slots__ = ("prepared", "pending")
+
+    def __init__(self) -> None:
+        self.prepared: set[bytes] = set()
+        self.pending: list[list[tuple[str, Any]]] = []
+
+
+_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+
+
+@functools.lru_cache(maxsize=256)  # a checkpoint's fence is built per unit from a few shapes
+def numbered(sql: str) -> bytes:
+    """``%s`` placeholders (the ORM's style, shared with the SQLite path) -> ``$1, $2, ...``."""
+    parts = sql.split("%s")
+    out = [parts[0]]
+    for n, part in enumerate(parts[1:], 1):
+        out.append(f"${n}{part}")
+    return "".join(out).encode()
+
+
+def _text(value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode()
+    if isinstance(value, bool):
+        return b"t" if value else b"f"
+    if isinstance(value, int):
+        return str(value).encode()
+    if isinstance(value, float):
+        return repr(value).encode()
+    if isinstance(value, datetime):
+        return value.isoformat().encode()
+    raise TypeError(f"cannot send {type(value).__name__} as a checkpoint parameter")
+
+
+class Batch:
+    """Statements sent as one pipeline segment; ``run()`` returns one result per statement."""
+
+    def __init__(self, conn: psycopg.Connection | None = None, *, prepare: bool = True) -> None:
+        self.conn = conn  # None: a unit's batch (``drive``, ``pipes``) gets its connection when it runs
+        self.prepare = prepare
+        self.commands: list[tuple[bytes, list[bytes | None]]] = []
+
+    def add(self, sql: bytes, params: Sequence[Any] = ()) -> int:
+        """Queue a statement (``$n`` placeholders); returns the index of its result."""
+        self.commands.append((sql, [_text(p) for p in params]))
+        return len(self.commands) - 1
+
+    def run(self) -> list[pq.abc.PGresult]:
+        """Send, read every result (a deferred batch's first), and raise the first error."""
+        state = _state(self.conn)
+        pg = self.conn.pgconn
+        expected = self.send(pg, state)
+        _wait(_flush(pg), pg.socket)
+        _read_deferred(pg, state)
+        results, error = _wait(_read(pg, expected, state), pg.socket)
+        pg.exit_pipeline_mode()
+        if error is not None:
+            raise error
+        return results
+
+    def defer(self) -> None:
+        """Send without waiting: the next ``run()`` (or ``drain()``) on the connection reads it."""
+        state = _state(self.conn)
+        pg = self.conn.pgconn
+        state.pending.append(self.send(pg, state))
+        _wait(_flush(pg), pg.socket)
+
+    def send(self, pg: Any, state: _State) -> list[tuple[str, Any]]:
+        """Queue the statements and their Sync on ``pg`` (nothing flushed yet); returns what to
+        read back, in order."""
+        if pg.pipeline_status == PIPELINE_OFF:
+            pg.enter_pipeline_mode()
+        expected: list[tuple[str, Any]] = []
+        if not self.prepare:
+            for sql, params in self.commands:
+                pg.send_query_params(sql, params)
+        else:
+            names = [_names.get(sql) or _name(sql) for sql, _ in self.commands]
+            for name, (sql, _) in zip(names, self.commands):
+                if name not in state.prepared:
+                    # first, each in a segment of its own: a failing statement of the batch
+                    # cannot skip a preparation
+                    pg.send_prepare(name, sql)
+                    pg.pipeline_sync()
+                    expected.append(("prepare", name))
+                    state.prepared.add(name)
+            for name, (_, params) in zip(names, self.commands):
+                pg.send_query_prepared(name, params)
+        pg.pipeline_sync()
+        expected.append(("batch", None))
+        return expected
+
+
+# -- waiting: the protocol's steps are generators that yield what they wait for (READ or
+# WRITE on the connection's socket); ``_wait`` drives one with select() (a thread's blocking
+# call), ``sessions_app.store.pipes`` with the event loop's readiness callbacks
+
+READ, WRITE = 1, 2
+
+
+def ready(fd: int, want: int = READ, timeout: float | None = None) -> bool:
+    """Whether ``fd`` is readable (``READ``) or writable (``WRITE``) within ``timeout`` seconds
+    (None: wait). ``poll``, not ``select``: a process serving a thousand sockets holds descriptors
+    past ``select``'s FD_SETSIZE (1024), where ``select`` raises ValueError (a burst of 1,000
+    POSTs answered 500 for a quarter of them, and every pooled connection above 1024 read as
+    ended and was reopened)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN if want == READ else select.POLLOUT)
+    return bool(poller.poll(None if timeout is None else int(timeout * 1000)))
+
+
+def _wait(gen: Generator[int, None, T], fd: int) -> T:
+    """Drive a protocol generator to its end, blocking this thread on ``fd``."""
+    try:
+        while True:
+            ready(fd, next(gen))
+    except StopIteration as stop:
+        return stop.value
+
+
+def _flush(pg: Any) -> Generator[int, None, None]:
+    while pg.flush() == 1:
+        yield WRITE
+
+
+def _read(pg: Any, expected: list[tuple[str, Any]], state: _State
+          ) -> Generator[int, None, tuple[list[Any], Exception | None]]:
+    """Read the results of one sent batch; returns (its statements' results, the first error)."""
+    error: Exception | None = None
+    results: list[Any] = []
+    for kind, name in expected:
+        segment = yield from _segment(pg)
+        firsts = [rs[0] for rs in segment if rs]
+        for r in firsts:
+            if r.status == FATAL_ERROR and error is None:
+                error = errors.error_from_result(r, encoding="utf-8")
+                if error.sqlstate == UNKNOWN_STATEMENT:  # DEALLOCATE ALL / DISCARD ALL ran here
+                    state.prepared.clear()
+        if kind == "prepare":
+            if not firsts or firsts[0].status != COMMAND_OK:
+                state.prepared.discard(name)
+        else:
+            results = firsts
+    return results, error
+
+
+def _segment(pg: Any) -> Generator[int, None, list[list[Any]]]:
+    """Every statement's results up to the next Sync (each statement's list ends at a None)."""
+    out: list[list[Any]] = []
+    current: list[Any] = []
+    while True:
+        while pg.is_busy():
+            yield READ
+            pg.consume_input()
+        r = pg.get_result()
+        if r is None:
+            out.append(current)
+            current = []
+        elif r.status == PIPELINE_SYNC:
+            return out
+        else:
+            current.append(r)
+
+
+def drive(conn: psycopg.Connection, steps: Generator[Batch, Any, T]) -> T:
+    """Run a unit written as a generator of batches (it yields a ``Batch``, gets its results
+    back, or the ``psycopg.Error`` it raised thrown in) on ``conn``, on this thread; the same
+    unit runs on the event loop through ``pipes.Pipe.drive``."""
+    try:
+        batch = next(steps)
+        while True:
+            batch.conn = conn
+            try:
+                results = batch.run()
+            except psycopg.Error as exc:
+                batch = steps.throw(exc)
+            else:
+                batch = steps.send(results)
+    except StopIteration as stop:
+        return stop.value
+
+
+def drain(conn: psycopg.Connection) -> None:
+    """Read what deferred batches left on ``conn`` so psycopg can use it again."""
+    state = _states.get(conn)
+    if state is None or not state.pending:
+        return
+    _read_deferred(conn.pgconn, state)
+    conn.pgconn.exit_pipeline_mode()
+
+
+def _read_deferred(pg: Any, state: _State) -> None:
+    earlier, state.pending = state.pending, []
+    for deferred in earlier:
+        _, error = _wait(_read(pg, deferred, state), pg.socket)
+        if error is not None:
+            log.info("a deferred write was refused: %s", error)
+
+
+def _state(conn: Any) -> _State:
+    state = _states.get(conn)
+    if state is None:
+        state = _states[conn] = _State()
+    return state
+
+
+def value(result: Any, column: int, row: int = 0) -> str | None:
+    raw = result.get_value(row, column)
+    return None if raw is None else raw.decode()

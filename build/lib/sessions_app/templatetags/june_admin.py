@@ -1,0 +1,27 @@
+"""Template tags of the admin index (templates/admin/index.html): the operator console's summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from agents_app.runtime import short_turn_id
+from sessions_app.admin.inbox import waiting_count
+
+register = template.Library()
+
+
+@register.simple_tag(takes_context=True)
+def june_console_summary(context: Any) -> dict[str, Any]:
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.is_active or not user.is_staff:
+        return {"waiting": 0}
+    return {"waiting": waiting_count(user)}
+
+
+@register.filter
+def short_id(turn_id: Any) -> str:
+    """``short_turn_id``: a turn's id in short, by its random end."""
+    return short_turn_id(str(turn_id))

@@ -1,0 +1,390 @@
+"""The HTTP API under ``/api/agents/<agent>/sessions/<session>/`` (routes: ``api_urls``; the
+contract: ``openapi``; the guide: docs/api.md).
+
+Thin entry points: authenticate, parse, call a service, render. Every error is JSON
+``{"error": {"code", "message"}}`` with the status its JuneError class carries; an unexpected
+exception is logged and answered with a bare 500 (never a stack). Long operations (waiting for
+a turn, SSE) are async views so they hold no thread; the rest are sync views.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import re
+import time
+from typing import Any, Callable
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.db import InterfaceError, OperationalError
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.multipartparser import MultiPartParserError
+from django.views import defaults
+from django.views.decorators.csrf import csrf_exempt
+
+from agents_app.runtime import new_turn_id
+from agents_app.runtime.errors import JuneError, NotFound
+from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
+
+from sessions_app import models as m
+from sessions_app import safejson, services
+from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, error_body
+from sessions_app.web import paths
+from sessions_app.web.auth import authenticate
+from sessions_app.web.openapi import document
+from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
+from sessions_app.web.db import db
+from sessions_app.web.health import is_probe
+
+log = logging.getLogger(__name__)
+
+TURN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
+INTEGER_RE = re.compile(r"[0-9]{1,20}")
+NUMBER_RE = re.compile(r"[0-9]{1,20}(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?")
+ENDED = SETTLED_STATUSES
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+# -- responses and errors -------------------------------------------------------------------------------
+
+def error_response(status: int, code: str, message: str, **headers: str) -> JsonResponse:
+    response = JsonResponse({"error": {"code": code, "message": message}}, status=status)
+    for name, value in headers.items():
+        response[name.replace("_", "-")] = value
+    return response
+
+
+def json_error(exc: JuneError) -> JsonResponse:
+    response = JsonResponse(error_body(exc), status=exc.http_status)
+    if exc.http_status == 401:
+        response["WWW-Authenticate"] = 'Bearer realm="june"'
+    if isinstance(exc, RateLimited):
+        response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+def unexpected(request: HttpRequest, exc: Exception) -> JsonResponse:
+    """An exception no JuneError describes. A request Django itself could not read (a form body
+    over the size limit, too many fields, a broken multipart body: met by the CSRF check of
+    cookie callers) is the client's error; the database out of reach (down, restarting) is a
+    503 ``unavailable`` to retry; anything else is logged and a bare 500."""
+    if isinstance(exc, RequestDataTooBig):
+        return json_error(PayloadTooLarge(f"the body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"))
+    if isinstance(exc, (SuspiciousOperation, MultiPartParserError)):
+        return json_error(BadRequest("the request body cannot be read"))
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        log.warning("API %s %s: database unavailable (%s)", request.method, request.path, exc)
+        return error_response(503, "unavailable", "the database is unavailable; retry shortly", Retry_After="2")
+    log.exception("API %s %s failed", request.method, request.path, exc_info=exc)
+    return error_response(500, "internal_error", "internal error")
+
+
+def api_view(*methods: str, auth: bool = True) -> Callable:
+    """Method check (405 with ``Allow``), authentication (the user is passed as the second
+    argument), JSON errors. Works for sync and async handlers; CSRF is checked by ``auth``
+    (cookie callers only), so the middleware's HTML rejection is bypassed."""
+
+    def decorate(fn: Callable) -> Callable:
+        def refuse(request: HttpRequest) -> HttpResponse | None:
+            if request.method in methods:
+                return None
+            return error_response(405, "method_not_allowed", f"{request.method} is not allowed here",
+                                  Allow=", ".join(methods))
+
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+                if (refused := refuse(request)) is not None:
+                    return refused
+                try:
+                    user = await db(authenticate)(request) if auth else None
+                    return await fn(request, user, **kwargs)
+                except JuneError as exc:
+                    return json_error(exc)
+                except Exception as exc:
+                    return unexpected(request, exc)
+        else:
+            @functools.wraps(fn)
+            def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+                if (refused := refuse(request)) is not None:
+                    return refused
+                try:
+                    user = authenticate(request) if auth else None
+                    return fn(request, user, **kwargs)
+                except JuneError as exc:
+                    return json_error(exc)
+                except Exception as exc:
+                    return unexpected(request, exc)
+
+        view.csrf_exempt = True  # type: ignore[attr-defined]
+        return view
+
+    return decorate
+
+
+@csrf_exempt
+def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
+    """Every path under the API no route takes, any method (june/urls.py routes them
+    here, so neither DEBUG's page, nor the CSRF page, nor an APPEND_SLASH redirect is HTML)."""
+    return error_response(404, "not_found", f"no API route {request.path[:300]}")
+
+
+def _json_path(path: str) -> bool:
+    """The paths whose errors are JSON: the API's and the health probes'."""
+    return paths.is_api_path(path) or is_probe(path)
+
+
+def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """The site's 404 handler: JSON under the API, Django's page elsewhere."""
+    if paths.is_api_path(request.path):
+        return not_found(request)
+    return defaults.page_not_found(request, exception)
+
+
+def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
+    """A request Django refused before any view (e.g. a Host not in ALLOWED_HOSTS)."""
+    if _json_path(request.path):
+        return error_response(400, "bad_request", "bad request")
+    return defaults.bad_request(request, exception)
+
+
+def handler500(request: HttpRequest) -> HttpResponse:
+    if _json_path(request.path):
+        return error_response(500, "internal_error", "internal error")
+    return defaults.server_error(request)
+
+
+# -- parsing ------------------------------------------------------------------------------------------
+
+def read_json(request: HttpRequest, *, allowed: set[str]) -> dict[str, Any]:
+    """The body as a JSON object with only ``allowed`` keys (an empty body is ``{}``)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if not declared.isdigit():
+        raise BadRequest("malformed Content-Length")
+    if limit is not None and int(declared) > limit:
+        raise PayloadTooLarge(f"the body is larger than {limit} bytes")
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        raise PayloadTooLarge(f"the body is larger than {limit} bytes") from None
+    if not raw.strip():
+        return {}
+    data = safejson.loads(raw)
+    if not isinstance(data, dict):
+        raise BadRequest("the body must be a JSON object")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
+    return data
+
+
+def query_bool(request: HttpRequest, name: str, default: bool) -> bool:
+    value = request.GET.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise BadRequest(f"?{name}= must be true or false")
+
+
+def query_number(request: HttpRequest, name: str, *, maximum: float, integer: bool = False) -> float | None:
+    """ASCII digits only (``int``/``float`` also take "٣", "1_0", "inf"): what the document says."""
+    value = request.GET.get(name)
+    if value is None or value == "":
+        return None
+    if not (INTEGER_RE if integer else NUMBER_RE).fullmatch(value):
+        raise BadRequest(f"?{name}= must be {'an integer' if integer else 'a number'}")
+    number = int(value) if integer else float(value)
+    if not 0 < number <= maximum:
+        raise BadRequest(f"?{name}= must be greater than 0 and at most {maximum:g}")
+    return number
+
+
+def wants_stream(request: HttpRequest) -> bool:
+    return "text/event-stream" in request.META.get("HTTP_ACCEPT", "")
+
+
+# -- selectors --------------------------------------------------------------------------------------
+
+def session_of(*, agent: str, key: str, user: Any) -> m.Session:
+    session = services.session_for_user(agent=agent, key=key, user=user)
+    if session is None:
+        raise NotFound(f"no session {key!r} of agent {agent!r}")
+    return session
+
+
+def turn_of(*, agent: str, key: str, turn_id: str, user: Any) -> m.Turn:
+    session = session_of(agent=agent, key=key, user=user)
+    turn = m.Turn.objects.filter(pk=turn_id, session=session).first() if TURN_ID_RE.fullmatch(turn_id) else None
+    if turn is None:
+        raise NotFound(f"no turn {turn_id} in this session")
+    turn.session = session
+    return turn
+
+
+def turn_json(turn: m.Turn) -> dict[str, Any]:
+    pending = (turn.pending or {}).get("request") if turn.status == TurnStatus.SUSPENDED else None
+    return {
+        "turn_id": turn.pk,
+        "agent": turn.session.agent,
+        "session": turn.session.key,
+        "status": turn.status,
+        "text": turn.text or "",
+        "error": turn.error,
+        "pending": pending,
+        "cancel_reason": turn.cancel_reason,
+        "usage": turn.usage or {},
+        "generation": turn.generation,
+        "created_at": turn.created_at.isoformat(),
+    }
+
+
+def turn_response(turn: m.Turn, request: HttpRequest, *, agent: str, key: str) -> JsonResponse:
+    """200 once the turn has ended (or parked), else 202 with where to look it up."""
+    ended = turn.status in ENDED
+    response = JsonResponse(turn_json(turn), status=200 if ended else 202)
+    if not ended:
+        response["Location"] = paths.turn_api(agent, key, turn.pk)
+    return response
+
+
+def load_turn(turn_id: str) -> m.Turn:
+    return m.Turn.objects.select_related("session").get(pk=turn_id)
+
+
+# -- turns --------------------------------------------------------------------------------------------
+
+@api_view("POST")
+async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    """Start a turn; stream it (SSE), wait for its end (bounded), or return 202 at once."""
+    body = read_json(request, allowed={"text", "replace"})
+    text = services.validate_text(body.get("text"))
+    replace = body.get("replace", False)
+    if not isinstance(replace, bool):
+        raise BadRequest("replace must be true or false")
+    replace = replace or query_bool(request, "replace", False)
+    wait = query_bool(request, "wait", True)
+    turn_id = new_turn_id()
+    if not wait and not wants_stream(request):  # one hop to the database's thread, not three
+        status = await db(_start_queued)(agent=agent, key=session, text=text, user=user, replace=replace,
+                                         turn_id=turn_id)
+        return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
+                            headers={"Location": paths.turn_api(agent, session, turn_id)})
+    # the session is created with the turn (``turn_start``), so a refused start creates nothing;
+    # a session that does not exist yet has logged nothing: its events start after 0
+    row = await db(services.session_for_user)(agent=agent, key=session, user=user)
+    ref = SessionRef(agent, session)
+
+    async def start() -> None:
+        await db(services.turn_start)(agent=agent, key=session, text=text, user=user, source="http",
+                                      replace=replace, turn_id=turn_id)
+
+    # subscribe before the turn exists, so not even its first delta is missed
+    follower = SessionFollower(ref, after=row.event_seq if row is not None else 0, turn_id=turn_id)
+    await follower.__aenter__()
+    try:
+        await start()
+    except BaseException:
+        await follower.close()
+        raise
+    if wants_stream(request):
+        stream = event_stream(follower, until_terminal=True, max_seconds=settings.JUNE_API_STREAM_SECONDS)
+        return StreamingHttpResponse(stream, content_type="text/event-stream",
+                                     headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id})
+    deadline = time.monotonic() + settings.JUNE_API_WAIT_SECONDS
+    try:
+        async for item in follower.items():
+            if item.terminal or time.monotonic() >= deadline:
+                break
+    finally:
+        await follower.close()
+    turn = await db(load_turn)(turn_id)
+    return turn_response(turn, request, agent=agent, key=session)
+
+
+def _start_queued(*, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str) -> str:
+    """``POST turns?wait=false``'s database work: the turn (and its session, created for
+    ``user``: ``turn_start``), and its status as created."""
+    record = services.turn_start(agent=agent, key=key, text=text, user=user, source="http", replace=replace,
+                                 turn_id=turn_id)
+    return str(record.status)  # as committed: no worker can have claimed it before the enqueue
+
+
+@api_view("GET")
+def turn_detail(request: HttpRequest, user: Any, agent: str, session: str, turn_id: str) -> HttpResponse:
+    return JsonResponse(turn_json(turn_of(agent=agent, key=session, turn_id=turn_id, user=user)))
+
+
+@api_view("POST")
+def turn_resume(request: HttpRequest, user: Any, agent: str, session: str, turn_id: str) -> HttpResponse:
+    """Answer the turn's parked request; the turn queues again (403/409/422 leave it parked)."""
+    body = read_json(request, allowed={"input_id", "answer"})
+    if "input_id" not in body or "answer" not in body:
+        raise BadRequest("input_id and answer are required")
+    turn_of(agent=agent, key=session, turn_id=turn_id, user=user)
+    services.turn_resume(turn_id=turn_id, input_id=body["input_id"], answer=body["answer"], user=user,
+                         agent=agent, key=session, via="api", remote_addr=request.META.get("REMOTE_ADDR", ""))
+    return turn_response(load_turn(turn_id), request, agent=agent, key=session)
+
+
+@api_view("POST")
+def turn_cancel(request: HttpRequest, user: Any, agent: str, session: str, turn_id: str) -> HttpResponse:
+    """Cancel a queued turn now, a running one at its next checkpoint (202 until it stops)."""
+    read_json(request, allowed=set())
+    turn_of(agent=agent, key=session, turn_id=turn_id, user=user)
+    services.turn_cancel(turn_id=turn_id, agent=agent, key=session, user=user)  # rules.check_cancellable
+    return turn_response(load_turn(turn_id), request, agent=agent, key=session)
+
+
+# -- the session --------------------------------------------------------------------------------------
+
+@api_view("POST")
+def reset(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    read_json(request, allowed=set())
+    return JsonResponse(services.session_reset(agent=agent, key=session, user=user))
+
+
+@api_view("GET")
+def pending(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    row = session_of(agent=agent, key=session, user=user)
+    parked = m.Turn.objects.filter(session=row, status=TurnStatus.SUSPENDED, generation=row.generation)
+    items = []
+    for turn in parked.order_by("order"):
+        turn.session = row
+        items.append({"turn_id": turn.pk, "request": (turn.pending or {}).get("request"),
+                      "may_answer": services.may_answer(turn=turn, user=user)})
+    return JsonResponse({"pending": items})
+
+
+@api_view("GET")
+async def events(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    """The session's event log as SSE after ``Last-Event-ID`` (or ``?after=``), then live."""
+    try:
+        header = parse_seq(request.META.get("HTTP_LAST_EVENT_ID"), name="Last-Event-ID")
+        after = header if header is not None else parse_seq(request.GET.get("after"), name="?after=")
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    until = request.GET.get("until", "")
+    if until not in ("", "terminal"):
+        raise BadRequest("?until= must be 'terminal'")
+    limit = query_number(request, "limit", maximum=1_000_000, integer=True)
+    timeout = query_number(request, "timeout", maximum=86_400)
+    await db(session_of)(agent=agent, key=session, user=user)
+    follower = SessionFollower(SessionRef(agent, session), after=after or 0)
+    await follower.__aenter__()
+    # bounded like a turn's stream: an EventSource reconnects with Last-Event-ID by itself
+    cap = settings.JUNE_API_STREAM_SECONDS
+    stream = event_stream(follower, until_terminal=until == "terminal", limit=limit and int(limit),
+                          max_seconds=min(timeout or cap, cap))
+    return StreamingHttpResponse(stream, content_type="text/event-stream", headers=SSE_HEADERS)
+
+
+@api_view("GET", auth=False)
+def openapi_document(request: HttpRequest, user: Any) -> HttpResponse:
+    return JsonResponse(document())

@@ -1,0 +1,27 @@
+"""HTTP API routes (namespace ``june_api``), under ``<June's prefix>api/`` (``june.urls``; the
+views: ``api``; the contract: ``openapi``)."""
+
+from django.urls import path, re_path
+
+from sessions_app.web import api, approvals, lists
+
+app_name = "june_api"
+
+SESSION = "agents/<str:agent>/sessions/<str:session>/"
+
+urlpatterns = [
+    path("openapi.json", api.openapi_document, name="openapi"),
+    path("approvals/", approvals.approval_list, name="approvals"),
+    path("approvals/<str:turn_id>/answer", approvals.approval_answer, name="approval-answer"),
+    path("agents/<str:agent>/sessions/", lists.session_list, name="sessions"),
+    path(SESSION + "turns", lists.turns_collection, name="turns"),
+    path(SESSION + "turns/<str:turn_id>", api.turn_detail, name="turn"),
+    path(SESSION + "turns/<str:turn_id>/resume", api.turn_resume, name="turn-resume"),
+    path(SESSION + "turns/<str:turn_id>/cancel", api.turn_cancel, name="turn-cancel"),
+    path(SESSION + "reset", api.reset, name="reset"),
+    path(SESSION + "pending", api.pending, name="pending"),
+    path(SESSION + "events", api.events, name="events"),
+    # anything else under a session is a JSON 404, even with DEBUG on (other /api/ paths, e.g.
+    # the webhooks included after this module, keep their own routes; see api.handler404)
+    re_path(r"^agents/[^/]+/sessions/", api.not_found),
+]

@@ -1,0 +1,54 @@
+"""The owner's read-only view of a session's archived generations (what a reset put away).
+
+Staff browse every session's archive in the admin; here the session's owner sees their own:
+``/agents/<agent>/sessions/<key>/archive/`` lists the generations, ``…/archive/<g>/`` shows one
+as a conversation. Nothing here writes; someone else's session is a 403, as for the chat.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.shortcuts import render
+from django.views.decorators.http import require_safe
+
+from agents_app.runtime.errors import NotFound
+
+from sessions_app import selectors, services
+from sessions_app.errors import AccessDenied, BadRequest
+
+
+def _session(request, agent: str, key: str):
+    try:
+        session = services.session_for_user(agent=agent, key=key, user=request.user)
+    except (NotFound, BadRequest):
+        raise Http404("no such agent or session") from None
+    except AccessDenied:
+        raise PermissionDenied("this session belongs to another user") from None
+    if session is None:
+        raise Http404("no such session")
+    return session
+
+
+@require_safe
+@login_required
+def archive(request, agent: str, key: str):
+    session = _session(request, agent, key)
+    return render(request, "sessions_app/archive.html", {
+        "session": session, "generations": selectors.archived_generations(session=session)})
+
+
+@require_safe
+@login_required
+def archive_generation(request, agent: str, key: str, generation: int):
+    session = _session(request, agent, key)
+    if not 0 <= generation < session.generation:
+        raise Http404("no such archived generation")
+    generations = {g["generation"]: g for g in selectors.archived_generations(session=session)}
+    return render(request, "sessions_app/archive_generation.html", {
+        "session": session, "info": generations[generation],
+        "messages": selectors.transcript(session=session, generation=generation),
+        "newer": generation + 1 if generation + 1 < session.generation else None,
+        "older": generation - 1 if generation > 0 else None,
+    })

@@ -1,0 +1,113 @@
+"""The HTTP API's lists: ``GET /api/agents/<agent>/sessions/`` (the caller's sessions, newest
+activity first) and ``GET …/sessions/<key>/turns`` (a session's turns, newest first), both
+paginated by an opaque cursor (``?cursor=`` from the previous page's ``next``) and ``?limit=``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlencode
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from sessions_app import models as m
+from sessions_app import selectors, wiring
+from sessions_app.errors import BadRequest
+from sessions_app.web import api, openapi, paths
+from sessions_app.web.db import db
+
+SESSION_CURSOR_RE = re.compile(openapi.SESSION_CURSOR)
+TURN_CURSOR_RE = re.compile(openapi.TURN_CURSOR)
+
+
+def page_limit(request: HttpRequest) -> int:
+    limit = api.query_number(request, "limit", maximum=selectors.PAGE_MAX, integer=True)
+    return int(limit) if limit else selectors.PAGE_DEFAULT
+
+
+def _next_url(request: HttpRequest, cursor: str, limit: int) -> str:
+    query = {"cursor": cursor}
+    if "limit" in request.GET:
+        query["limit"] = str(limit)
+    return f"{request.path}?{urlencode(query)}"
+
+
+def _session_cursor(session: m.Session) -> str:
+    micros = int(session.updated_at.timestamp() * 1_000_000)
+    return f"{micros}.{session.pk}"
+
+
+def _parse_session_cursor(raw: str | None) -> tuple[datetime, int] | None:
+    if raw is None:
+        return None
+    match = SESSION_CURSOR_RE.fullmatch(raw)
+    if not match:
+        raise BadRequest("?cursor= is not a cursor this API handed out")
+    micros, pk = int(match[1]), int(match[2])
+    try:
+        at = datetime.fromtimestamp(micros / 1_000_000, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        raise BadRequest("?cursor= is not a cursor this API handed out") from None
+    return at, pk
+
+
+def session_json(session: m.Session, last: m.Turn | None) -> dict[str, Any]:
+    return {
+        "agent": session.agent,
+        "session": session.key,
+        "title": session.title,
+        "status": session.status,
+        "generation": session.generation,
+        "preview": selectors.preview(last),
+        "last_turn": None if last is None else {"turn_id": last.pk, "status": last.status},
+        "created_at": session.created_at.isoformat(),
+        "updated_at": session.updated_at.isoformat(),
+        "url": paths.session_api(session.agent, session.key),
+    }
+
+
+@api.api_view("GET")
+def session_list(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
+    """The caller's sessions of ``agent``, most recent activity first."""
+    wiring.agent(agent)  # NotFound for an unknown agent
+    limit = page_limit(request)
+    rows, last, more = selectors.session_page(user=user, agent=agent, limit=limit,
+                                              before=_parse_session_cursor(request.GET.get("cursor")))
+    return JsonResponse({
+        "sessions": [session_json(s, last.get(s.pk)) for s in rows],
+        "next": _next_url(request, _session_cursor(rows[-1]), limit) if more and rows else None,
+    })
+
+
+def turn_list_json(turn: m.Turn) -> dict[str, Any]:
+    return {**api.turn_json(turn), "input_text": str((turn.input or {}).get("text") or ""),
+            "source": turn.source, "order": turn.order}
+
+
+@api.api_view("GET")
+def turn_list(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    """The session's turns of its live generation, newest first."""
+    row = api.session_of(agent=agent, key=session, user=user)
+    limit = page_limit(request)
+    raw = request.GET.get("cursor")
+    if raw is not None and not TURN_CURSOR_RE.fullmatch(raw):
+        raise BadRequest("?cursor= is not a cursor this API handed out")
+    rows, more = selectors.turn_page(session=row, limit=limit, before=int(raw) if raw is not None else None)
+    return JsonResponse({
+        "turns": [turn_list_json(t) for t in rows],
+        "next": _next_url(request, str(rows[-1].order), limit) if more and rows else None,
+    })
+
+
+async def turns_collection(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+    """``…/turns``: GET lists the session's turns, POST starts one (``api.turns``)."""
+    if request.method in ("GET", "HEAD"):
+        return await db(turn_list)(request, **kwargs)
+    if request.method == "POST":
+        return await api.turns(request, **kwargs)
+    return api.error_response(405, "method_not_allowed", f"{request.method} is not allowed here", Allow="GET, POST")
+
+
+turns_collection.csrf_exempt = True  # type: ignore[attr-defined] (api_view checks CSRF for cookie callers)

@@ -1,0 +1,45 @@
+"""Django's middleware, run as one synchronous stack: one thread hop per request, not sixteen.
+
+Under ASGI, Django runs a ``MiddlewareMixin`` middleware's ``process_request`` and
+``process_response`` each through ``sync_to_async`` (a hand-off to the request's thread and
+back), and WhiteNoise, sync-only, makes the stack below it hop back to the event loop with
+``async_to_sync``. With the seven middlewares of this site that was about sixteen hand-offs per
+request: profiled under a burst of 1,000 ``POST …/turns`` (py-spy, GIL samples), the
+hand-offs were over half of daphne's CPU. Declared sync-only here, the whole stack runs in the
+request's thread in one go; an async view is entered once, at the bottom (bench_concurrency's
+figures are in the commit that made this)."""
+
+from __future__ import annotations
+
+from django.contrib.auth import middleware as auth
+from django.contrib.messages import middleware as messages
+from django.contrib.sessions import middleware as sessions
+from django.middleware import clickjacking, common, csrf, security
+
+
+class SecurityMiddleware(security.SecurityMiddleware):
+    async_capable = False
+
+
+class SessionMiddleware(sessions.SessionMiddleware):
+    async_capable = False
+
+
+class CommonMiddleware(common.CommonMiddleware):
+    async_capable = False
+
+
+class CsrfViewMiddleware(csrf.CsrfViewMiddleware):
+    async_capable = False
+
+
+class AuthenticationMiddleware(auth.AuthenticationMiddleware):
+    async_capable = False
+
+
+class MessageMiddleware(messages.MessageMiddleware):
+    async_capable = False
+
+
+class XFrameOptionsMiddleware(clickjacking.XFrameOptionsMiddleware):
+    async_capable = False

@@ -1,0 +1,78 @@
+"""The chat UI's pages (thin: parse, call a selector or service, render).
+
+Live content comes over the websocket (``consumers.py``); these pages render the frame and the
+data the script needs, never model or user text into HTML without Django's escaping."""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpResponseBadRequest
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from agents_app.runtime.errors import NotFound
+
+from sessions_app import models as m
+from sessions_app import selectors, services
+from sessions_app.errors import AccessDenied, BadRequest
+from sessions_app.web import paths
+
+
+@require_GET
+@login_required
+def home(request):
+    """The user's sessions, per agent, each with a new-session button."""
+    return render(request, "sessions_app/home.html", {"agents": selectors.agents_with_sessions(user=request.user)})
+
+
+@require_POST
+@login_required
+def session_new(request, agent: str):
+    key = secrets.token_hex(4)
+    try:
+        services.session_for_user(agent=agent, key=key, user=request.user, create=True)
+    except NotFound:
+        raise Http404("no such agent") from None
+    return redirect(reverse("sessions_app:chat", kwargs={"agent": agent, "key": key}))
+
+
+@require_GET
+@login_required
+def chat(request, agent: str, key: str):
+    """One session's chat; its content arrives over the websocket (replayed, then live)."""
+    try:
+        session = services.session_to_open(agent=agent, key=key, user=request.user)
+    except (NotFound, BadRequest):
+        raise Http404("no such agent or session") from None
+    except AccessDenied as exc:
+        raise PermissionDenied(str(exc)) from None
+    if session is None:  # a new chat: its first message creates the session (a GET creates nothing)
+        session = m.Session(agent=agent, key=key, owner=request.user)
+        session.display_title, session.preview = "New session", ""
+    config = {"agent": agent, "key": key, "ws_path": paths.websocket(agent, key), "api_base": paths.api_base(),
+              "user_id": str(request.user.pk), "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
+              "pending_url": reverse("june_api:pending", kwargs={"agent": agent, "session": key}),
+              "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key})}
+    if session.pk is not None:
+        selectors.with_titles([session])
+    return render(request, "sessions_app/chat.html", {"session": session, "config": config})
+
+
+@require_POST
+@login_required
+def session_title(request, agent: str, key: str):
+    """Rename the session (the chat header's form); blank goes back to its first message."""
+    try:
+        services.session_rename(agent=agent, key=key, user=request.user, title=request.POST.get("title", ""))
+    except NotFound:
+        raise Http404("no such agent or session") from None
+    except BadRequest as exc:
+        return HttpResponseBadRequest(f"Bad request: {exc}", content_type="text/plain; charset=utf-8")
+    except AccessDenied:
+        raise PermissionDenied("this session belongs to another user") from None
+    return redirect(reverse("sessions_app:chat", kwargs={"agent": agent, "key": key}))

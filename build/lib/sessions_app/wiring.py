@@ -1,0 +1,104 @@
+"""The composition root: the runtime wired to the Django store, the outbox sinks and django-q2.
+
+The one module that knows which store, sinks, dispatcher and agents the site runs with. Agents
+are discovered once per process from their folders (``JUNE_AGENT_DIRS`` adds more)."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any, Callable
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from agents_app.loader import app_dirs, discover
+from agents_app.providers import model_for
+from agents_app.runtime import Agent, Runtime, limits
+from agents_app.runtime.errors import NotFound
+from agents_app.runtime.executor import TurnExecutor
+from agents_app.runtime.seams import EventSink
+from agents_app.runtime.session import Dispatcher, FanoutSink
+from sessions_app.outbox.deliveries import DeliverySink
+from sessions_app.outbox.queue import enqueue_turn
+from sessions_app.outbox.sink import ChannelsEventSink
+from sessions_app.store import DjangoSessionStore
+
+#: the sources the site's mounted channels emit (a policy for any other source logs a warning)
+MOUNTED_SOURCES = ("web", "http", "webhook", "schedule", "cli")
+
+
+@functools.cache
+def agents() -> dict[str, Agent]:
+    limits.set_defaults(settings.JUNE_TURN_LIMITS)  # for the agents that declare none
+    from django.apps import apps
+
+    dirs = [*app_dirs(app.path for app in apps.get_app_configs()), *settings.JUNE_AGENT_DIRS]
+    found = discover(dirs, builtin=settings.JUNE_DEMO_AGENTS)
+    for definition in found.values():
+        definition.warn_unused_surfaces(MOUNTED_SOURCES)
+    return found
+
+
+def agent(name: str) -> Agent:
+    try:
+        return agents()[name]
+    except KeyError:
+        raise NotFound(f"no agent named {name!r}") from None
+
+
+def store(*, own_connection: bool = True) -> DjangoSessionStore:
+    return DjangoSessionStore(own_connection=own_connection)
+
+
+def sink(*, background: bool = False) -> ChannelsEventSink:
+    """The Channels layer sink. ``background``: layer sends leave the turn's critical path (a
+    worker's loop; close() it)."""
+    return ChannelsEventSink(background=background)
+
+
+def executor(*, extra_sinks: tuple[EventSink, ...] = (), store: DjangoSessionStore | None = None) -> TurnExecutor:
+    """``store``: a worker's runner passes its own (its pipes and threads); else a new one."""
+    return TurnExecutor(
+        store=store if store is not None else DjangoSessionStore(),
+        sink=FanoutSink(sink(background=True), DeliverySink(), *extra_sinks),
+        agent_for=agent,
+        model_for=model_for,
+        clock=time.time,
+        lease_seconds=settings.JUNE_LEASE_SECONDS,
+        max_attempts=settings.JUNE_MAX_ATTEMPTS,
+        on_runnable=enqueue_runnable,
+        max_depth=settings.JUNE_SUBAGENT_MAX_DEPTH,
+        max_fanout=settings.JUNE_SUBAGENT_MAX_FANOUT,
+    )
+
+
+async def enqueue_runnable(runnable: list[tuple[str, Any]]) -> None:
+    """A worker's units made turns runnable (spawned children, a woken parent): to django-q2.
+    A lost enqueue is found by the sweeper's pass over queued turns."""
+    for turn_id, _ in runnable:
+        await sync_to_async(enqueue_turn)(turn_id)
+
+
+def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = (),
+            own_connection: bool = True) -> Runtime:
+    """A Runtime over the Django store. ``dispatcher``: who drives its turns (the services' hands
+    them to django-q2 after the call; the CLI and schedules drive them in-process).
+    ``own_connection``: as ``DjangoSessionStore``'s (the services pass False)."""
+    return Runtime(
+        store=store(own_connection=own_connection),
+        agents=agents(),
+        model_for=model_for,
+        sink=FanoutSink(sink(), DeliverySink(), *extra_sinks),
+        dispatcher=dispatcher,
+        lease_seconds=settings.JUNE_LEASE_SECONDS,
+        max_attempts=settings.JUNE_MAX_ATTEMPTS,
+        max_depth=settings.JUNE_SUBAGENT_MAX_DEPTH,
+        max_fanout=settings.JUNE_SUBAGENT_MAX_FANOUT,
+        call_sync=_on_database_thread,
+    )
+
+
+async def _on_database_thread(fn: Callable[[], Any]) -> Any:
+    """Agents' synchronous hooks may use the ORM: run them where Django's connection lives."""
+    return await sync_to_async(fn)()

@@ -1,0 +1,89 @@
+"""django-q2 entry points: thin, load by id.
+
+``run_turn`` drives one turn (claim, heartbeat, the loop, a live cancel listener); the unit that
+settles it for good hands the session's chain to its next queued turn (``Commit.runnable``, which
+the executor's ``on_runnable`` enqueues; the sweeper backs a lost enqueue up). ``sweep_expired_leases`` is the scheduled sweeper
+(see ``sessions_app.workers.sweeper`` and docs/workers.md). Their dotted names are in
+``sessions_app.outbox.queue``.
+
+In a django-q2 worker process (marked at q2's ``post_spawn``: ``serve_turns_concurrently``),
+``run_turn`` hands the turn to the process's runner (``sessions_app.workers.runner``), which
+drives many turns at once on its event loop, and returns once the runner holds the turn's lease
+(or found it not claimable). Anywhere else (tests, the CLI, a thread of its own) ``run_turn``
+drives the turn to its end in a fresh ``asyncio.run``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+
+from django.conf import settings
+from django_q.models import Schedule
+
+from agents_app.runtime.seams import TurnStatus
+from sessions_app import wiring
+from sessions_app.outbox.doorbell import cancel_listener
+from sessions_app.outbox.queue import SWEEP, SWEEP_SCHEDULE
+from sessions_app.workers import runner
+from sessions_app.workers.sweeper import pending_turn_ids, sweep_expired, sweep_queued  # noqa: F401 (re-exported)
+
+log = logging.getLogger(__name__)
+
+#: the pid of the django-q2 worker process this is (``serve_turns_concurrently``); a fork's
+#: child is another process
+_worker_pid: int | None = None
+
+
+def serve_turns_concurrently(**_: object) -> None:
+    """This process is a django-q2 worker: its turns go to its runner (connected to q2's
+    ``post_spawn``), started now so that its heartbeat shows the worker before its first turn."""
+    global _worker_pid
+    _worker_pid = os.getpid()
+    runner.runner()
+
+
+def run_turn(turn_id: str) -> str | None:
+    if _worker_pid == os.getpid():
+        return runner.runner().submit(turn_id)
+    return asyncio.run(_drive(turn_id))
+
+
+async def _drive(turn_id: str) -> str | None:
+    executor = wiring.executor()
+    store = executor.store
+    executor.on_signals = cancel_listener
+    try:
+        status = await executor.drive(turn_id)
+        if status == TurnStatus.RUNNING:
+            # the loop returns RUNNING only when its attempt lost the lease (fenced out)
+            log.warning("turn %s: attempt of %s lost its lease; its last unit was refused", turn_id, executor.owner)
+    except BaseException:
+        await store.close_connections()  # it may be the connection that failed
+        raise
+    finally:
+        await executor.sink.close()  # the sink sends in the background: drain it
+    return str(status) if status else None
+
+
+def sweep_expired_leases() -> dict[str, int]:
+    """The scheduled sweeper: expired leases (re-enqueue or fail on a spent budget) and queued
+    turns whose task was lost."""
+    counts = sweep_expired()
+    counts["requeued"] = sweep_queued()
+    return counts
+
+
+def ensure_sweeper_schedule(**_: object) -> None:
+    """Create (or correct) the django-q2 schedule that runs the sweeper; idempotent. Connected to
+    ``post_migrate`` so ``manage.py migrate`` sets it up; editable in the admin afterwards
+    (only func and the interval are enforced)."""
+    minutes = max(int(settings.JUNE_SWEEP_MINUTES), 1)
+    schedule, created = Schedule.objects.get_or_create(
+        name=SWEEP_SCHEDULE,
+        defaults={"func": SWEEP, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
+    )
+    if not created and (schedule.func != SWEEP or schedule.minutes != minutes or schedule.repeats == 0):
+        Schedule.objects.filter(pk=schedule.pk).update(func=SWEEP, schedule_type=Schedule.MINUTES,
+                                                       minutes=minutes, repeats=-1)
