@@ -63,6 +63,7 @@ def run() -> None:
     for key in ("DATABASE_URL", "REDIS_URL"):
         env.pop(key, None)  # the embedded default: SQLite, no external server
     env.setdefault("DEBUG", "1")
+    env.setdefault("JUNE_DEMO_MCP", "1")  # the ops agent's demo MCP server (docs/tools.md)
     manage = [PY, "manage.py"]
     sh(*manage, "migrate", "-v0", env=env)
     sh(*manage, "collectstatic", "--noinput", "-v0", env=env)

@@ -1,7 +1,8 @@
 """Agents are folders, found by convention:
 
     <name>/agent.py             optional: model, model_config, surfaces, schedules,
-                                authorize_answer, settings, compaction
+                                authorize_answer, settings, compaction, limits, mcp (MCP
+                                servers whose tools join the agent's: agents_app/mcp)
     <name>/instructions.md      the base system prompt
     <name>/instructions.<source>.md   per-source overlays
     <name>/tools/*.py           each module's Tool objects (``tool``, ``define_action``)
@@ -22,6 +23,7 @@ from typing import Iterable
 
 from agents_app.runtime.agent import Agent
 from agents_app.runtime.errors import AgentConfigError
+from agents_app.mcp import sources_for
 from agents_app.runtime.tools import Tool
 
 log = logging.getLogger(__name__)
@@ -84,6 +86,7 @@ def load_agent(folder: Path) -> Agent:
         settings=dict(getattr(conf, "settings", {})),
         compaction=getattr(conf, "compaction", None),
         limits=getattr(conf, "limits", None),
+        sources=list(sources_for(name, getattr(conf, "mcp", None))),
     )
 
 

@@ -7,6 +7,8 @@ Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user 
 - ``flaky``                      → calls ``flaky`` (raises: shows an error result)
 - ``refund order <id> <amount>`` → calls ``issue_refund`` (parks for an operator's approval)
 - ``wait <seconds>``             → calls ``wait`` (async, sleeps; try cancel/replace on it)
+- ``count <item>``, ``reserve <n> <item>`` → the demo MCP server's ``inventory__count`` and
+  ``inventory__reserve`` (``JUNE_DEMO_MCP=1``, as ``dev.py run`` sets it)
 - ``essay``                      → streams a long answer slowly (try cancel mid-stream)
 - ``loop forever``               → keeps calling ``lookup_stock`` (a runaway model): the turn's
   limit ends it (``limits``: its last call may use no tool, and the demo then sums up)
@@ -62,6 +64,11 @@ def _rules(text: str) -> tuple[str, dict[str, Any]] | None:
     if m := re.match(r"\s*research\s+(.+)", text, re.IGNORECASE | re.S):
         topics = [t.strip()[:200] for t in re.split(r"\s+and\s+|,", m.group(1)) if t.strip()]
         return "research", {"topics": topics[:8]}
+    # the demo MCP server's tools (agents/ops/inventory_server.py, JUNE_DEMO_MCP=1)
+    if m := re.match(r"\s*count\s+(\S.*)", text, re.IGNORECASE):
+        return "inventory__count", {"item": m.group(1).strip()[:200]}
+    if m := re.match(r"\s*reserve\s+(\d{1,4})\s+(\S.*)", text, re.IGNORECASE):
+        return "inventory__reserve", {"item": m.group(2).strip()[:200], "quantity": int(m.group(1))}
     if m := re.search(r"refund order\s+(\S+)\s+\$?(\d+(?:\.\d+)?)", lowered):
         return "issue_refund", {"order_id": m.group(1), "amount": float(m.group(2))}
     if m := re.search(r"\border\s+(.+)", text, re.IGNORECASE):

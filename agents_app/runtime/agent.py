@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 from .compaction import Compaction, compaction_config
 from .limits import Limits, limits_config
@@ -19,6 +19,16 @@ from .tools import Tool
 log = logging.getLogger(__name__)
 
 AuthorizeAnswer = Callable[..., Awaitable[bool] | bool]
+
+
+class ToolSource(Protocol):
+    """Tools from outside the agent's folder (an MCP server: ``agents_app.mcp``), asked at the
+    start of every turn. ``tools()`` never raises: a source it cannot reach offers nothing new."""
+
+    async def tools(self) -> tuple[dict[str, Tool], frozenset[str]]:
+        """(every tool it has offered in this process, by name; the names it offers now). A turn
+        that replays a call to a tool no longer offered still finds it among the first."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +55,8 @@ class Agent:
     compaction: Compaction = field(default_factory=Compaction)
     #: what one turn may spend (``limits`` in agent.py; None: the site's defaults)
     limits: Limits | None = None
+    #: tools from outside the folder (``mcp`` in agent.py), merged in at each turn's start
+    sources: list[ToolSource] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.compaction = compaction_config(self.compaction)
@@ -82,6 +94,25 @@ class Agent:
 
     def specs_for(self, policy: dict[str, Any] | None) -> tuple[ToolSpec, ...]:
         return tuple(t.spec for t in self.tools_for(policy).values())
+
+    async def tools_for_turn(self, policy: dict[str, Any] | None) -> tuple[dict[str, Tool], tuple[ToolSpec, ...]]:
+        """(the tools a turn may call, the specs it shows the model): the folder's and its
+        sources', less the policy's denied ones. A source's tool it no longer offers is callable
+        (a replay of a call made before the list changed) but not shown."""
+        tools = self.tools_for(policy)
+        if not self.sources:
+            return tools, tuple(t.spec for t in tools.values())
+        denied = set((policy or {}).get("deny_tools", ()))
+        shown = [t.spec for t in tools.values()]
+        for source in self.sources:
+            known, offered = await source.tools()
+            for name, found in known.items():
+                if name in denied or name in tools:
+                    continue
+                tools[name] = found
+                if name in offered:
+                    shown.append(found.spec)
+        return tools, tuple(shown)
 
     def warn_unused_surfaces(self, sources: Iterable[str]) -> list[str]:
         """Log (and return) policies for sources no mounted channel emits."""

@@ -277,7 +277,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         if self.turn.cancel_reason:
             self.signals.cancel(self.turn.cancel_reason)
         self.policy = self.turn.policy or self.agent.policy_for(self.turn.input.source)
-        self.tools = self.agent.tools_for(self.policy)
+        self.tools, self.specs = await self.agent.tools_for_turn(self.policy)
         # a child turn spends a share of its parent's budget (``limits``: a tree keeps its root's)
         self.limits = self.agent.limits.within((self.turn.input.target or {}).get("budget"))
         try:
@@ -355,7 +355,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         request = ModelRequest(
             system=f"{system}\n\n{self.limits.note(last)}".strip() if last else system,
             messages=self._request_messages(),
-            tools=self.agent.specs_for(self.policy),
+            tools=self.specs,
             stream_key=stream_key,
             tools_allowed=not last,
         )

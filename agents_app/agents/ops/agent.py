@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 OPERATORS_GROUP = "operators"
+
+# an MCP server as a tool source (docs/tools.md): the demo inventory, a stdio subprocess of each
+# worker process; its tools are inventory__count and inventory__reserve. On where JUNE_DEMO_MCP=1
+# (`python3 dev.py run` sets it); the test suite leaves it off but for its MCP tests
+mcp = [
+    {"name": "inventory", "command": [sys.executable, str(Path(__file__).with_name("inventory_server.py"))],
+     "timeout": 15},
+] if os.environ.get("JUNE_DEMO_MCP") == "1" else []
 
 # provider: None = anthropic when ANTHROPIC_API_KEY is set, else the offline demo model
 model = None

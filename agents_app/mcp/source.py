@@ -1,0 +1,181 @@
+"""One MCP server per process: connected lazily on the event loop that first needs it (a worker's
+runner loop drives every turn of its process), shared by every turn on that loop, reconnected
+after a failure. Its tool list is fetched on the first turn and again after ``TOOLS_TTL``; a tool
+it stops offering stays callable in this process (a turn that replays a call made before the
+change finds it). Every call and listing has a timeout: a server that hangs gives an error
+result, and holds neither the turn nor the worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from typing import Any
+
+from agents_app.runtime.model import ToolSpec
+from agents_app.runtime.tools import Tool
+
+from .config import TOOLS_TTL, ServerConfig, parse_servers
+from .results import McpToolError, tool_result
+
+log = logging.getLogger(__name__)
+SEPARATOR = "__"
+MAX_DESCRIPTION = 2_000
+#: the longest a turn's start waits for a server's tool list
+LIST_TIMEOUT = 10.0
+#: the key the call's idempotency key travels under in the request's ``_meta``
+IDEMPOTENCY_META = "june/idempotency_key"
+
+
+class _Connection:
+    """A client session held open by a task of its own (the SDK's context must be entered and
+    left by one task); calls from any task of the loop go through it."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.client: Any = None
+        self.ready = asyncio.Event()
+        self.failed: BaseException | None = None
+        self._stop = asyncio.Event()
+        self.task = asyncio.get_running_loop().create_task(self._hold(), name=f"mcp-{config.name}")
+
+    async def _hold(self) -> None:
+        from mcp import Client, StdioServerParameters
+
+        config = self.config
+        if config.command:
+            target: Any = StdioServerParameters(command=config.command[0], args=list(config.command[1:]),
+                                                env=config.resolved_env() or None, cwd=config.cwd)
+        else:
+            target = _http_transport(config)
+        try:
+            async with Client(target, read_timeout_seconds=config.timeout) as client:
+                self.client = client
+                self.ready.set()
+                await self._stop.wait()
+        except asyncio.CancelledError:  # closed: dropped after a failure, or its loop is ending
+            raise
+        except BaseException as exc:  # noqa: BLE001 (a dead server is the calls' error, not the loop's)
+            self.failed = exc
+            log.warning("MCP server %s: connection ended: %s: %s", config.name, type(exc).__name__, exc)
+        finally:
+            self.client = None
+            self.ready.set()
+
+    @property
+    def alive(self) -> bool:
+        return not self.task.done()
+
+    async def session(self) -> Any:
+        await asyncio.wait_for(self.ready.wait(), self.config.timeout)
+        if self.client is None:
+            raise McpToolError(f"MCP server {self.config.name!r} is not reachable: {self.failed}")
+        return self.client
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _http_transport(config: ServerConfig) -> Any:
+    """Streamable HTTP: the URL, or, with headers (secrets from the environment), a transport
+    whose HTTP client sends them."""
+    headers = config.resolved_headers()
+    if not headers:
+        return config.url
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    return streamable_http_client(config.url, http_client=httpx2.AsyncClient(headers=headers))
+
+
+class McpSource:
+    """An agent's MCP server as a ``ToolSource`` (agents_app.runtime.agent)."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connection] = (
+            weakref.WeakKeyDictionary())
+        self.known: dict[str, Tool] = {}
+        self.offered: frozenset[str] = frozenset()
+        self.listed_at = 0.0
+        self._listing: asyncio.Lock | None = None
+
+    # -- the ToolSource protocol ---------------------------------------------------------------
+
+    async def tools(self) -> tuple[dict[str, Tool], frozenset[str]]:
+        if time.monotonic() - self.listed_at >= TOOLS_TTL or not self.listed_at:
+            try:
+                await asyncio.wait_for(self.refresh(), min(LIST_TIMEOUT, self.config.timeout))
+            except Exception as exc:  # noqa: BLE001 (the turn goes on with what it knew)
+                log.warning("MCP server %s: tool list not fetched: %s", self.config.name, exc)
+                self.listed_at = time.monotonic() - TOOLS_TTL + 5.0  # try again in 5 s, not every turn
+        return self.known, self.offered
+
+    async def refresh(self) -> None:
+        session = await self._session()
+        listed = await session.list_tools()
+        offered = set()
+        for found in listed.tools:
+            if not self.config.offers(found.name):
+                continue
+            name = f"{self.config.name}{SEPARATOR}{found.name}"
+            offered.add(name)
+            self.known[name] = self._tool(name, found)
+        self.offered = frozenset(offered)
+        self.listed_at = time.monotonic()
+
+    # -- calls ---------------------------------------------------------------------------------------
+
+    async def call(self, remote: str, arguments: dict[str, Any], idempotency_key: str) -> Any:
+        try:
+            session = await self._session()
+            result = await asyncio.wait_for(
+                session.call_tool(remote, arguments, meta={IDEMPOTENCY_META: idempotency_key}),
+                self.config.timeout)
+        except asyncio.TimeoutError:
+            self._drop()  # a hung server: the next call connects again
+            raise McpToolError(f"MCP server {self.config.name!r} did not answer within "
+                               f"{self.config.timeout:g} s") from None
+        except McpToolError:
+            self._drop()
+            raise
+        except Exception as exc:  # noqa: BLE001 (down, killed mid-call, a garbled answer)
+            self._drop()
+            raise McpToolError(f"MCP server {self.config.name!r} failed: {type(exc).__name__}: {exc}"[:2000]) from None
+        return tool_result(result)
+
+    def _tool(self, name: str, found: Any) -> Tool:
+        remote = found.name
+        schema = getattr(found, "input_schema", None) or {"type": "object", "properties": {}}
+        description = (getattr(found, "description", None) or f"{remote} (MCP server {self.config.name})")
+        spec = ToolSpec(name, f"[{self.config.name}] {description}"[:MAX_DESCRIPTION], dict(schema))
+
+        async def run(input: dict[str, Any], ctx: Any) -> Any:
+            return await self.call(remote, input, ctx.idempotency_key)
+
+        return Tool(spec, run)
+
+    async def _session(self) -> Any:
+        loop = asyncio.get_running_loop()
+        connection = self._connections.get(loop)
+        if connection is None or not connection.alive:
+            connection = self._connections[loop] = _Connection(self.config)
+        return await connection.session()
+
+    def _drop(self) -> None:
+        try:
+            connection = self._connections.pop(asyncio.get_running_loop(), None)
+        except RuntimeError:
+            return
+        if connection is not None:
+            connection.close()
+            connection.task.cancel()
+
+    async def aclose(self) -> None:
+        self._drop()
+
+
+def sources_for(agent: str, entries: Any) -> list[McpSource]:
+    """The agent's ``mcp`` declarations as tool sources (checked now: AgentConfigError)."""
+    return [McpSource(config) for config in parse_servers(agent, entries)]

@@ -1,0 +1,226 @@
+"""MCP servers as tool sources (agents_app/mcp), against real servers the tests start: stdio
+subprocesses and a streamable-HTTP server, written with the ``mcp`` package's server API."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents_app.mcp import McpSource, parse_servers
+from agents_app.mcp import source as mcp_source
+from agents_app.mcp.results import McpToolError
+from agents_app.runtime.errors import AgentConfigError
+
+SERVERS = Path(__file__).resolve().parent / "mcp_servers"
+PROBE = str(SERVERS / "probe_server.py")
+INVENTORY = str(Path(__file__).resolve().parents[2] / "agents_app" / "agents" / "ops" / "inventory_server.py")
+
+
+def stdio(**entry) -> McpSource:
+    [config] = parse_servers("t", [{"name": "probe", "command": [sys.executable, PROBE], **entry}])
+    return McpSource(config)
+
+
+async def names(source: McpSource) -> tuple[set[str], set[str]]:
+    known, offered = await source.tools()
+    return set(known), set(offered)
+
+
+async def call(source: McpSource, name: str, args: dict, key: str = "k-1"):
+    known, _ = await source.tools()
+    return await source.call(known[name].spec.name.split("__", 1)[1], args, key)
+
+
+async def test_tools_are_listed_under_the_servers_prefix_with_allow_and_deny():
+    source = stdio()
+    try:
+        known, offered = await names(source)
+        assert {"probe__echo", "probe__point", "probe__fail", "probe__slow", "probe__meta"} <= offered
+        assert known == offered
+        spec = (await source.tools())[0]["probe__point"].spec
+        assert spec.input_schema["properties"].keys() == {"x", "y"} and "[probe]" in spec.description
+    finally:
+        await source.aclose()
+    allowed = stdio(allow=["echo", "point"], deny=["point"])
+    try:
+        assert (await names(allowed))[1] == {"probe__echo"}
+    finally:
+        await allowed.aclose()
+
+
+async def test_calls_give_text_structured_and_model_readable_errors():
+    source = stdio()
+    try:
+        assert await call(source, "probe__echo", {"text": "hi"}) == {"result": {"result": "echo: hi"}}
+        assert (await call(source, "probe__point", {"x": 2, "y": 3}))["result"]["sum"] == 5
+        with pytest.raises(McpToolError, match="refused: no"):
+            await call(source, "probe__fail", {"reason": "no"})
+        with pytest.raises(McpToolError):  # arguments the server's schema refuses
+            await call(source, "probe__point", {"x": "two"})
+    finally:
+        await source.aclose()
+
+
+async def test_the_idempotency_key_and_secrets_from_the_environment_reach_the_server(tmp_path, monkeypatch):
+    monkeypatch.setenv("MY_PROBE_SECRET", "s3cret")
+    calls = tmp_path / "calls"
+    source = stdio(env={"PROBE_SECRET": "${MY_PROBE_SECRET}", "PROBE_CALLS": str(calls)})
+    try:
+        first = await call(source, "probe__meta", {}, key="turn-1:call-7")
+        again = await call(source, "probe__meta", {}, key="turn-1:call-7")
+    finally:
+        await source.aclose()
+    assert first["result"] == again["result"] == {"key": "turn-1:call-7", "secret": "s3cret"}
+    assert calls.read_text().split() == ["turn-1:call-7", "turn-1:call-7"]  # twice, one key: dedupable
+
+
+async def test_a_server_killed_mid_call_is_an_error_result_and_the_next_call_reconnects():
+    source = stdio()
+    try:
+        with pytest.raises(McpToolError, match="probe"):
+            await call(source, "probe__die", {})
+        assert await call(source, "probe__echo", {"text": "back"}) == {"result": {"result": "echo: back"}}
+    finally:
+        await source.aclose()
+
+
+async def test_a_server_that_never_answers_times_out_and_the_loop_stays_free():
+    source = stdio(timeout=1.5)
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.05)
+            ticks += 1
+
+    beat = asyncio.create_task(ticker())
+    try:
+        await source.tools()
+        started = time.monotonic()
+        with pytest.raises(McpToolError, match="did not answer within 1.5 s"):
+            await call(source, "probe__slow", {"seconds": 30})
+        took = time.monotonic() - started
+        assert 1.4 <= took < 5, took
+        assert ticks >= took / 0.05 * 0.5  # the loop kept running other work meanwhile
+        assert await call(source, "probe__echo", {"text": "after"}) == {"result": {"result": "echo: after"}}
+    finally:
+        beat.cancel()
+        await source.aclose()
+
+
+async def test_a_server_that_is_down_offers_nothing_and_its_calls_are_errors():
+    [config] = parse_servers("t", [{"name": "gone", "command": [sys.executable, "-c", "import sys; sys.exit(1)"],
+                                    "timeout": 3}])
+    source = McpSource(config)
+    try:
+        known, offered = await source.tools()
+        assert known == {} and offered == frozenset()
+        with pytest.raises(McpToolError):
+            await source.call("anything", {}, "k")
+    finally:
+        await source.aclose()
+
+
+async def test_a_changed_list_offers_the_new_tool_and_keeps_a_removed_one_callable(tmp_path, monkeypatch):
+    marker = tmp_path / "extra"
+    monkeypatch.setattr(mcp_source, "TOOLS_TTL", 0.0)
+    source = stdio(env={"PROBE_EXTRA": str(marker)}, deny=[])
+    try:
+        assert "probe__extra" not in (await names(source))[1]
+        marker.write_text("1")
+        source._drop()  # a new server process (lists read at its start): the list changed
+        known, offered = await names(source)
+        assert "probe__extra" in offered
+        marker.unlink()
+        source._drop()
+        known, offered = await names(source)
+        assert "probe__extra" not in offered and "probe__extra" in known  # a replay still finds it
+    finally:
+        await source.aclose()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def http_server():
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, PROBE, "http", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.kill()
+    proc.wait()
+
+
+async def test_streamable_http_lists_and_calls(http_server, monkeypatch):
+    monkeypatch.setenv("PROBE_TOKEN", "t0k")
+    [config] = parse_servers("t", [{"name": "crm", "url": http_server, "headers": {"Authorization": "Bearer ${PROBE_TOKEN}"}}])
+    source = McpSource(config)
+    try:
+        known, offered = await source.tools()
+        assert "crm__echo" in offered
+        assert await source.call("echo", {"text": "over http"}, "k") == {"result": {"result": "echo: over http"}}
+        with pytest.raises(McpToolError, match="refused"):
+            await source.call("fail", {"reason": "x"}, "k")
+    finally:
+        await source.aclose()
+
+
+async def test_the_demo_inventory_dedupes_a_retried_reservation():
+    [config] = parse_servers("ops", [{"name": "inventory", "command": [sys.executable, INVENTORY]}])
+    source = McpSource(config)
+    try:
+        first = await source.call("reserve", {"item": "tea", "quantity": 3}, "turn-9:call-1")
+        retried = await source.call("reserve", {"item": "tea", "quantity": 3}, "turn-9:call-1")
+        other = await source.call("reserve", {"item": "tea", "quantity": 3}, "turn-9:call-2")
+    finally:
+        await source.aclose()
+    assert first["result"]["left"] == 37 and retried["result"] == {**first["result"], "deduplicated": True}
+    assert other["result"]["left"] == 34
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"name": "Bad Name", "command": ["x"]}, "name must match"),
+    ({"name": "a", "command": ["x"], "url": "http://x"}, "exactly one of"),
+    ({"name": "a"}, "exactly one of"),
+    ({"name": "a", "url": "ftp://x"}, "http"),
+    ({"name": "a", "command": "python"}, "non-empty list"),
+    ({"name": "a", "command": ["x"], "timeout": 0}, "timeout"),
+    ({"name": "a", "command": ["x"], "env": {"K": 1}}, "map strings"),
+    ({"name": "a", "command": ["x"], "secret": "no"}, "unknown keys"),
+])
+def test_a_bad_declaration_fails_the_agents_load(entry, message):
+    with pytest.raises(AgentConfigError, match=message):
+        parse_servers("t", [entry])
+
+
+def test_a_turn_of_the_ops_agent_calls_the_demo_mcp_server(tmp_path):
+    """Through June's own command line: the ops agent with its MCP server on, the demo model
+    asking for inventory__count; the turn completes with the server's structured answer."""
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_", "DATABASE_URL", "REDIS_URL"))}
+    env.update(JUNE_VAR_DIR=str(tmp_path), JUNE_DEMO_MCP="1", JUNE_EMBEDDED="1", JUNE_DEMO_DELAY="0",
+               DJANGO_SETTINGS_MODULE="june_project.settings")
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=root, env=env, check=True, timeout=300)
+    out = subprocess.run([sys.executable, "manage.py", "june", "chat", "ops", "s1", "count mugs", "--json"],
+                         cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert '"in_stock": 12' in out.stdout and '"inventory__count"' in out.stdout
+    assert "turn.completed" in out.stdout
