@@ -10,7 +10,9 @@ import pytest
 from .conftest import turn_summary
 from .test_kill import start_turn, wait_final
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# serial: its turn kills its worker at every attempt, and the retry budget waits on lease expiry
+# and worker reincarnation, which a parallel run's load once stretched past its 90 s (tests/fault/qcluster)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.serial]
 
 
 def test_budget_exhausted_fails_the_turn_and_the_chain_moves_on(clusters, fault_agent):
