@@ -12,7 +12,7 @@ from typing import Any
 from agents_app.runtime.errors import AgentConfigError
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
-KEYS = {"name", "command", "url", "env", "headers", "allow", "deny", "timeout", "cwd"}
+KEYS = {"name", "command", "url", "env", "headers", "allow", "deny", "timeout", "cwd", "approval"}
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: seconds a call may take by default (JUNE_MCP_TIMEOUT); a server entry's ``timeout`` overrides
 DEFAULT_TIMEOUT = float(os.environ.get("JUNE_MCP_TIMEOUT", "30"))
@@ -31,6 +31,8 @@ class ServerConfig:
     deny: frozenset[str] = frozenset()
     timeout: float = DEFAULT_TIMEOUT
     cwd: str | None = None
+    #: tool name (or "*": all) -> its declared approval (agents_app/runtime/approval.py)
+    approval: dict[str, Any] = field(default_factory=dict)
 
     def offers(self, tool: str) -> bool:
         return tool not in self.deny and (self.allow is None or tool in self.allow)
@@ -94,9 +96,12 @@ def _server(agent: str, entry: Any) -> ServerConfig:
     timeout = entry.get("timeout", DEFAULT_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
         raise AgentConfigError(f"{where} {name!r}: timeout must be a number of seconds in (0, 3600]")
+    approvals = entry.get("approval", {})
+    if not isinstance(approvals, dict) or not all(isinstance(k, str) for k in approvals):
+        raise AgentConfigError(f"{where} {name!r}: approval must map tool names (or '*') to an approval")
     cwd = entry.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise AgentConfigError(f"{where} {name!r}: cwd must be a string")
     return ServerConfig(name=name, command=tuple(command or ()), url=url or "", env=maps["env"],
                         headers=maps["headers"], allow=lists["allow"], deny=lists["deny"] or frozenset(),
-                        timeout=float(timeout), cwd=cwd)
+                        timeout=float(timeout), cwd=cwd, approval=dict(approvals))

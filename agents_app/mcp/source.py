@@ -154,7 +154,8 @@ class McpSource:
         async def run(input: dict[str, Any], ctx: Any) -> Any:
             return await self.call(remote, input, ctx.idempotency_key)
 
-        return Tool(spec, run)
+        declared = self.config.approval.get(remote, self.config.approval.get("*"))
+        return Tool(spec, run, approval=declared)
 
     async def _session(self) -> Any:
         loop = asyncio.get_running_loop()

@@ -7,6 +7,8 @@ Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user 
 - ``flaky``                      → calls ``flaky`` (raises: shows an error result)
 - ``refund order <id> <amount>`` → calls ``issue_refund`` (parks for an operator's approval)
 - ``wait <seconds>``             → calls ``wait`` (async, sleeps; try cancel/replace on it)
+- ``bulk order <n> <item>``      → calls ``bulk_order``, which needs the speaker's approval
+  first (a declared approval: approve, edit the input, or reject)
 - ``count <item>``, ``reserve <n> <item>`` → the demo MCP server's ``inventory__count`` and
   ``inventory__reserve`` (``JUNE_DEMO_MCP=1``, as ``dev.py run`` sets it)
 - ``essay``                      → streams a long answer slowly (try cancel mid-stream)
@@ -64,6 +66,8 @@ def _rules(text: str) -> tuple[str, dict[str, Any]] | None:
     if m := re.match(r"\s*research\s+(.+)", text, re.IGNORECASE | re.S):
         topics = [t.strip()[:200] for t in re.split(r"\s+and\s+|,", m.group(1)) if t.strip()]
         return "research", {"topics": topics[:8]}
+    if m := re.search(r"\bbulk order\s+(\d{1,4})\s+(\S.*)", text, re.IGNORECASE):
+        return "bulk_order", {"item": m.group(2).strip()[:200], "quantity": min(int(m.group(1)), 1000) or 1}
     # the demo MCP server's tools (agents/ops/inventory_server.py, JUNE_DEMO_MCP=1)
     if m := re.match(r"\s*count\s+(\S.*)", text, re.IGNORECASE):
         return "inventory__count", {"item": m.group(1).strip()[:200]}

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
-from . import control
+from . import approval, control
 from . import events as ev
 from . import subagents
 from .answers import default_answerers
@@ -72,8 +73,18 @@ class ToolSteps:
         ctx = self._context(call, tool)
         result: Any
         error: str | None = None
+        gate = None
+        if tool is not None and tool.approval is not None and validate_input(tool.spec, call.input) is None:
+            gate = approval.gate(tool.approval, call.name, tool.spec.input_schema, call.id, call.input,
+                                 self.state.answers, lambda: default_answerers(self.turn))
+            if gate.ask is not None:  # nothing runs before a person answers
+                return await self._park(call, step_id, gate.ask)
+            if gate.input is not None and gate.input is not call.input:  # edited: it runs as the person wrote it
+                call = replace(call, input=gate.input)
         if tool is None:
             result, error = None, f"unknown tool: {call.name}"
+        elif gate is not None and gate.rejected is not None:  # never runs; the model reads why
+            result, error = None, gate.rejected
         elif (problem := validate_input(tool.spec, call.input)) is not None:
             result, error = None, problem
         elif interrupted and tool.is_async and tool.on_interrupt == "report":

@@ -66,6 +66,8 @@ class Tool:
     #: (task cancellation; its result is the cancelled fill), or let it "finish" (its result is
     #: recorded, then the cancel takes effect)
     on_cancel: Literal["interrupt", "finish"] = "interrupt"
+    #: a person approves (or edits, or rejects) each call before it runs (``approval.py``)
+    approval: dict[str, Any] | None = None
 
     @property
     def name(self) -> str:
@@ -83,6 +85,9 @@ class Tool:
                 f"tool {self.spec.name!r}: on_interrupt='report' is for async tools; "
                 "a sync tool is exactly-once and never interrupted"
             )
+        from .approval import check_declaration
+
+        self.approval = check_declaration(self.spec.name, self.approval)
         if self.on_cancel not in ("interrupt", "finish"):
             raise ToolDeclarationError(f"tool {self.spec.name!r}: on_cancel must be 'interrupt' or 'finish'")
         if self.on_cancel == "finish" and not self.is_async:
@@ -99,12 +104,14 @@ def tool(
     *,
     on_interrupt: Literal["rerun", "report"] = "rerun",
     on_cancel: Literal["interrupt", "finish"] = "interrupt",
+    approval: dict[str, Any] | bool | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]:
-    """Decorator: build a raw :class:`Tool` (its run gets ``(input, ctx)``)."""
+    """Decorator: build a raw :class:`Tool` (its run gets ``(input, ctx)``). ``approval``: a
+    person approves, edits or rejects each call before it runs (``approval.py``)."""
 
     def wrap(fn: Callable[..., Any]) -> Tool:
         schema = input_schema or {"type": "object", "properties": {}}
-        return Tool(ToolSpec(name, description, schema), fn, on_interrupt, on_cancel)
+        return Tool(ToolSpec(name, description, schema), fn, on_interrupt, on_cancel, approval)  # type: ignore[arg-type]
 
     return wrap
 

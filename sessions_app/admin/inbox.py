@@ -104,8 +104,18 @@ class AnswerForm(forms.Form):
     def __init__(self, *args: Any, request_spec: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.schema = request_spec.get("schema")
-        self.kind = form_kind(self.schema)
-        if self.kind == "boolean":
+        self.kind = "tool_approval" if request_spec.get("kind") == "tool_approval" else form_kind(self.schema)
+        if self.kind == "tool_approval":  # a declared approval of a tool call: approve, edit or reject
+            self.fields["decision"] = forms.ChoiceField(
+                choices=[("approve", "Approve: run it as proposed"), ("edit", "Edit: run it with the input below"),
+                         ("reject", "Reject: never run it")])
+            self.fields["tool_input"] = forms.JSONField(
+                label=f"Input of {request_spec.get('tool')}", required=False, max_length=MAX_JSON_CHARS,
+                initial=request_spec.get("input"), widget=forms.Textarea(attrs={"rows": 6, "cols": 60}),
+                help_text="Used with Edit; checked against the tool's schema.")
+            self.fields["message"] = forms.CharField(label="Note for the agent", required=False, max_length=2000,
+                                                     help_text="Used with Reject: the agent reads it.")
+        elif self.kind == "boolean":
             self.fields["decision"] = forms.ChoiceField(choices=[("approve", "Approve"), ("deny", "Deny")])
         elif self.kind == "scalar":
             self.fields["answer"] = _field(self.schema, required=True, label="Answer")
@@ -120,6 +130,13 @@ class AnswerForm(forms.Form):
     def answer(self) -> Any:
         """The answer as JSON, from a valid form (the schema itself is checked by the service)."""
         data = self.cleaned_data
+        if self.kind == "tool_approval":
+            answer: dict[str, Any] = {"decision": data["decision"]}
+            if data["decision"] == "edit":
+                answer["input"] = data.get("tool_input")
+            if data["decision"] == "reject" and data.get("message"):
+                answer["message"] = data["message"]
+            return answer
         if self.kind == "boolean":
             return data["decision"] == "approve"
         if self.kind == "scalar":

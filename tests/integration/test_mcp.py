@@ -224,3 +224,13 @@ def test_a_turn_of_the_ops_agent_calls_the_demo_mcp_server(tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     assert '"in_stock": 12' in out.stdout and '"inventory__count"' in out.stdout
     assert "turn.completed" in out.stdout
+
+
+async def test_an_mcp_tool_declared_in_the_entry_needs_approval():
+    source = stdio(approval={"echo": {"prompt": "Echo it?"}, "*": None})
+    try:
+        known, _ = await source.tools()
+        assert known["probe__echo"].approval == {"prompt": "Echo it?"}
+        assert known["probe__point"].approval is None
+    finally:
+        await source.aclose()

@@ -173,7 +173,8 @@
       card.dataset.answerers = who.policy ? "policy" : who.user ? "user" : "owner";
       if (who.policy) card.appendChild(el("p", "hint", `Answerable under the ${who.policy} policy (${json(who.scope)}); operators can answer in the admin inbox.`));
       card.appendChild(el("p", "approval-waiting"));
-      card.appendChild(answerForm(req.schema || {}, (answer) => {
+      const build = req.kind === "tool_approval" ? (s, submit) => toolApprovalForm(req, submit) : answerForm;
+      card.appendChild(build(req.schema || {}, (answer) => {
         card.querySelector(".card-error").textContent = "";
         if (send({ type: "resume", turn_id: f.turn_id, input_id: req.id, answer: answer }, card)) card.dataset.state = "sending";
       }));
@@ -187,9 +188,11 @@
       if (card) {
         card.dataset.state = "answered";
         card.querySelector(".approval-outcome").textContent = outcomeText(f);
-        card.dataset.outcome = f.answer === true ? "approved" : f.answer === false ? "denied" : "answered";
+        const d = f.answer && f.answer.decision;
+        card.dataset.outcome = f.answer === true || d === "approve" ? "approved" : f.answer === false ? "denied"
+          : d === "edit" ? "edited" : d === "reject" ? "rejected" : "answered";
         card.querySelector(".approval-waiting").textContent = "";
-        card.querySelectorAll("button, input, select").forEach((b) => { b.disabled = true; });
+        card.querySelectorAll("button, input, select, textarea").forEach((b) => { b.disabled = true; });
       }
       setTurn(f.turn_id, "queued");
     },
@@ -311,6 +314,34 @@
       ev.preventDefault();
       try { submit(read()); } catch (e) { form.parentNode.querySelector(".card-error").textContent = e.message; }
     });
+    return form;
+  }
+
+  // a declared approval of a tool call (docs/approvals.md): the tool and its input, editable;
+  // approve runs it as proposed, "Run edited" as written here, reject never runs it
+  function toolApprovalForm(req, submit) {
+    const form = el("form", "answer tool-approval");
+    form.appendChild(el("div", "approval-tool", `Tool: ${req.tool}`));
+    const proposed = JSON.stringify(req.input || {}, null, 2);
+    const input = el("textarea", "approval-input");
+    input.name = "input"; input.rows = Math.min(12, proposed.split("\n").length + 1); input.value = proposed;
+    input.setAttribute("aria-label", "The tool's input (edit it to run it differently)");
+    const message = el("input", "approval-message");
+    message.name = "message"; message.placeholder = "A note for the agent (with Reject)";
+    message.setAttribute("aria-label", "A note for the agent");
+    const approve = el("button", "primary", "Approve"); approve.type = "button";
+    const edited = el("button", null, "Run edited"); edited.type = "button";
+    const reject = el("button", "danger", "Reject"); reject.type = "button";
+    approve.addEventListener("click", () => submit({ decision: "approve" }));
+    edited.addEventListener("click", () => {
+      let value;
+      try { value = JSON.parse(input.value); } catch (e) {
+        form.parentNode.querySelector(".card-error").textContent = "The input is not valid JSON."; return;
+      }
+      submit({ decision: "edit", input: value });
+    });
+    reject.addEventListener("click", () => submit({ decision: "reject", message: message.value.slice(0, 2000) }));
+    form.append(input, message, approve, edited, reject);
     return form;
   }
 
@@ -499,6 +530,10 @@
     if (f.answer === true) return `Approved by ${who}${via}.`;
     if (f.answer === false) return `Denied by ${who}${via}.`;
     if (f.answer === undefined || f.answer === null) return `Answered by ${who}${via}.`;
+    const d = f.answer && f.answer.decision;  // a declared approval of a tool call
+    if (d === "approve") return `Approved by ${who}${via}.`;
+    if (d === "edit") return `Edited and approved by ${who}${via}: ${json(f.answer.input)}`;
+    if (d === "reject") return `Rejected by ${who}${via}${f.answer.message ? `: ${f.answer.message}` : "."}`;
     return `Answered by ${who}${via}: ${json(f.answer)}`;
   }
   function setAnswerable(card, may, why) {

@@ -1,0 +1,68 @@
+"""A declared approval of a tool call in the chat (Chromium, real daphne + worker): the card shows
+the tool and its input in an editable box; Approve runs it as proposed, "Run edited" with the
+person's input, Reject never runs it (the agent reads the note)."""
+
+from __future__ import annotations
+
+from agents_app.models import Order
+from tests.browser.conftest import open_chat, send_message, wait_live
+
+
+def _card(page):
+    """The open card (an answered one stays in the log, its form disabled)."""
+    page.wait_for_selector(".approval.card[data-state=open] .tool-approval textarea.approval-input")
+    return page.locator(".approval.card[data-state=open]").last
+
+
+def _completed(page):
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'", timeout=30000)
+
+
+def test_approve_edit_and_reject_a_tool_call_in_the_chat(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "bulk1")
+
+    send_message(page, "bulk order 50 mugs")
+    card = _card(page)
+    assert "Tool: bulk_order" in card.text_content()
+    assert '"quantity": 50' in card.locator("textarea.approval-input").input_value()
+    card.locator("button", has_text="Approve").click()
+    page.wait_for_selector(".approval.card[data-outcome=approved]")
+    _completed(page)
+
+    send_message(page, "bulk order 30 tea")
+    card = _card(page)
+    card.locator("textarea.approval-input").fill('{"item": "tea", "quantity": 3}')
+    card.locator("button", has_text="Run edited").click()
+    page.wait_for_selector(".approval.card[data-outcome=edited]")
+    _completed(page)
+    assert '"quantity": 3' in page.locator(".msg.assistant").last.text_content()
+
+    send_message(page, "bulk order 900 pears")
+    card = _card(page)
+    card.locator("input.approval-message").fill("nobody needs 900 pears")
+    card.locator("button", has_text="Reject").click()
+    page.wait_for_selector(".approval.card[data-outcome=rejected]")
+    _completed(page)
+    assert "nobody needs 900 pears" in page.locator(".msg.assistant").last.text_content()
+
+    assert sorted(Order.objects.values_list("item", "quantity")) == [("mugs", 50), ("tea", 3)]
+
+    page.reload()  # the answered cards read the same after a reload
+    wait_live(page)
+    assert page.locator(".approval.card[data-outcome=edited]").count() == 1
+    assert page.locator(".approval.card[data-outcome=rejected]").count() == 1
+
+
+def test_invalid_json_in_the_edit_box_is_refused_in_the_page(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "bulk2")
+    send_message(page, "bulk order 5 mugs")
+    card = _card(page)
+    card.locator("textarea.approval-input").fill("{not json")
+    card.locator("button", has_text="Run edited").click()
+    assert "not valid JSON" in card.locator(".card-error").text_content()
+    card.locator("textarea.approval-input").fill('{"item": "mugs", "quantity": "lots"}')
+    card.locator("button", has_text="Run edited").click()
+    page.wait_for_function("document.querySelector('.approval.card .card-error').textContent.includes('schema')")
+    assert not Order.objects.exists()
