@@ -27,7 +27,7 @@ from django.template.loader import render_to_string
 from sessions_app.admin import console
 from sessions_app.store import eventlog
 from sessions_app import models as m
-from sessions_app.admin import tree
+from sessions_app.admin import edits, tree
 
 USERNAME = m.username_field()
 
@@ -394,13 +394,16 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
         rows = list(obj.answers.select_related("user").order_by("created_at")[:100])
         if not rows:
             return "-"
+        proposed = edits.proposed_inputs(obj)  # a tool approval's edit: before and after
         body = format_html_join(
-            "", "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "", "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                "<td class=\"june-edit\">{}</td></tr>",
             ((a.input_id, json.dumps(a.answer), a.user.get_username() if a.user else (a.by or "-"), a.via,
-              a.remote_addr or "-", timezone.localtime(a.created_at).strftime("%Y-%m-%d %H:%M:%S")) for a in rows),
+              a.remote_addr or "-", timezone.localtime(a.created_at).strftime("%Y-%m-%d %H:%M:%S"),
+              edits.edit_note(a, proposed)) for a in rows),
         )
         return format_html("<table><tr><th>input</th><th>answer</th><th>by</th><th>via</th><th>from</th>"
-                           "<th>at</th></tr>{}</table>", body)
+                           "<th>at</th><th>tool approval</th></tr>{}</table>", body)
 
     @admin.display(description="steps (first 200)")
     def steps_table(self, obj):

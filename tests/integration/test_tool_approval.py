@@ -159,3 +159,18 @@ def test_an_operator_edits_the_call_in_the_admin_inbox(monkeypatch, client):
     saved = m.Answer.objects.get(turn_id=turn_id)
     assert saved.answer == {"decision": "edit", "input": {"item": "tea", "quantity": 4}}
     assert saved.user_id == alice.pk and saved.via == "admin"
+
+
+def test_the_turn_page_shows_an_edit_before_and_after_and_who_made_it(monkeypatch, client):
+    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+    from django.contrib.auth import get_user_model
+
+    alice = make_user("alice")
+    rt, s, turn_id, request = parked(alice, "b9", "bulk order 50 mugs")
+    answer(rt, s, turn_id, request, {"decision": "edit", "input": {"item": "mugs", "quantity": 5}}, alice)
+    staff = get_user_model().objects.create_user("boss", password="pw", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+    page = client.get(f"/admin/sessions_app/turn/{turn_id}/change/").content.decode()
+    assert 'edited: {&quot;item&quot;: &quot;mugs&quot;, &quot;quantity&quot;: 50} → ' \
+           '{&quot;item&quot;: &quot;mugs&quot;, &quot;quantity&quot;: 5}' in page
+    assert f"<td>{alice.pk}</td>" in page  # who answered (by id: this answer came through the host API)
