@@ -14,6 +14,7 @@ urlpatterns = [
     path("approvals/", approvals.approval_list, name="approvals"),
     path("approvals/<str:turn_id>/answer", approvals.approval_answer, name="approval-answer"),
     path("agents/<str:agent>/sessions/", lists.session_list, name="sessions"),
+    path(SESSION, lists.session_detail, name="session"),
     path(SESSION + "turns", lists.turns_collection, name="turns"),
     path(SESSION + "turns/<str:turn_id>", api.turn_detail, name="turn"),
     path(SESSION + "turns/<str:turn_id>/resume", api.turn_resume, name="turn-resume"),

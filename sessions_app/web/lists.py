@@ -57,7 +57,8 @@ def session_json(session: m.Session, last: m.Turn | None) -> dict[str, Any]:
     return {
         "agent": session.agent,
         "session": session.key,
-        "title": session.title,
+        # the title the chat shows: the one given, else the first message's (selectors.with_titles)
+        "title": getattr(session, "display_title", None) or session.title or session.key,
         "status": session.status,
         "generation": session.generation,
         "preview": selectors.preview(last),
@@ -75,10 +76,20 @@ def session_list(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     limit = page_limit(request)
     rows, last, more = selectors.session_page(user=user, agent=agent, limit=limit,
                                               before=_parse_session_cursor(request.GET.get("cursor")))
+    selectors.with_titles(rows)
     return JsonResponse({
         "sessions": [session_json(s, last.get(s.pk)) for s in rows],
         "next": _next_url(request, _session_cursor(rows[-1]), limit) if more and rows else None,
     })
+
+
+@api.api_view("GET")
+def session_detail(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    """One of the caller's sessions (what each entry of the session list's ``url`` points to)."""
+    row = api.session_of(agent=agent, key=session, user=user)
+    selectors.with_titles([row])
+    last = m.Turn.objects.filter(session=row, generation=row.generation).order_by("-order").first()
+    return JsonResponse(session_json(row, last))
 
 
 def turn_list_json(turn: m.Turn) -> dict[str, Any]:

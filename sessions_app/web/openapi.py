@@ -348,6 +348,15 @@ def list_paths() -> dict[str, Any]:
                     **_errors("400", "401", "404", "405")},
             },
         },
+        f"{SESSION_PATH}/": {
+            "parameters": session_params(),
+            "get": {
+                "operationId": "getSession",
+                "summary": "One of the caller's sessions (the session list's url)",
+                "responses": {"200": _json("The session", {"$ref": "#/components/schemas/SessionSummary"}),
+                              **_errors(*COMMON)},
+            },
+        },
         f"{SESSION_PATH}/turns": {
             "get": {
                 "operationId": "listTurns",

@@ -188,3 +188,19 @@ def test_the_document_describes_the_lists_and_the_approvals_api():
     answer = doc["paths"]["/api/approvals/{turn_id}/answer"]["post"]
     assert set(answer["responses"]) >= {"200", "403", "409", "422", "500"}
     assert {"SessionSummary", "Approval", "Turn"} <= set(doc["components"]["schemas"])
+
+
+def test_each_listed_session_has_a_url_that_answers_and_the_chats_title(api, alice):
+    """Issue 40: the list's ``url`` answered 404, and its ``title`` was "" where the chat shows
+    the first message's."""
+    _queue(api, "titled", "Plan the spring catalogue")
+    status, body, _ = api.get("/api/agents/ops/sessions/")
+    assert status == 200
+    [entry] = body["sessions"]
+    assert entry["title"] == "Plan the spring catalogue"
+    status, one, _ = api.get(entry["url"])
+    assert status == 200 and one["session"] == "titled" and one["title"] == entry["title"]
+    assert one["last_turn"]["status"] in ("queued", "running", "completed")
+    bob = Api(token_for(make_user("bob")))
+    assert bob.get(entry["url"])[0] == 403
+    assert api.get("/api/agents/ops/sessions/nope/")[0] == 404
