@@ -87,6 +87,7 @@ def load_agent(folder: Path) -> Agent:
         compaction=getattr(conf, "compaction", None),
         limits=getattr(conf, "limits", None),
         sources=list(sources_for(name, getattr(conf, "mcp", None))),
+        listed=bool(getattr(conf, "listed", True)),
     )
 
 

@@ -74,6 +74,8 @@ def agents_with_sessions(*, user: Any) -> list[AgentSessions]:
             mine.setdefault(s.agent, []).append(s)
     out = []
     for name, definition in sorted(wiring.agents().items()):
+        if not definition.listed and name not in mine:  # an internal agent, never offered
+            continue
         description = getattr(definition, "description", "") or ""
         out.append(AgentSessions(name, description, mine.get(name, [])))
     return out

@@ -57,6 +57,9 @@ class Agent:
     limits: Limits | None = None
     #: tools from outside the folder (``mcp`` in agent.py), merged in at each turn's start
     sources: list[ToolSource] = field(default_factory=list)
+    #: offered to people on the chat's home page (``listed = False``: an agent only other agents
+    #: start, as a subagent, or only channels reach)
+    listed: bool = True
 
     def __post_init__(self) -> None:
         self.compaction = compaction_config(self.compaction)

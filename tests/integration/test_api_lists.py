@@ -204,3 +204,12 @@ def test_each_listed_session_has_a_url_that_answers_and_the_chats_title(api, ali
     bob = Api(token_for(make_user("bob")))
     assert bob.get(entry["url"])[0] == 403
     assert api.get("/api/agents/ops/sessions/nope/")[0] == 404
+
+
+def test_the_home_page_does_not_offer_a_session_of_an_internal_agent(alice):
+    """Issue 40: end users were offered "New session" on ``researcher``, which only ``ops``'s
+    research tool starts (``listed = False`` in its agent.py)."""
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/").content.decode()
+    assert 'data-agent="ops"' in page and 'data-agent="researcher"' not in page

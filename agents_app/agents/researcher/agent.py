@@ -9,6 +9,9 @@ model_config = {"model": "claude-sonnet-4-5", "max_tokens": 1024}
 
 OPERATORS_GROUP = "operators"
 
+# a subagent only: the chat's home page does not offer people a session of it
+listed = False
+
 
 def authorize_answer(*, policy, scope, by, principal):
     """A clearance (``ask_clearance``) is granted by active staff members of the operators group.
