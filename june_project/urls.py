@@ -8,6 +8,10 @@ from django.urls import include, path
 from june.urls import health_urlpatterns
 from sessions_app.admin import console
 
+# this site's admin says whose it is (a host project's admin keeps its own titles)
+admin.site.site_header = admin.site.site_title = "June administration"
+admin.site.index_title = "Agents, sessions and approvals"
+
 urlpatterns = [
     # health for a load balancer or an orchestrator (docs/operations.md "Health")
     *health_urlpatterns,

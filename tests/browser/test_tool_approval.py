@@ -66,3 +66,26 @@ def test_invalid_json_in_the_edit_box_is_refused_in_the_page(june_server, make_u
     card.locator("button", has_text="Run edited").click()
     page.wait_for_function("document.querySelector('.approval.card .card-error').textContent.includes('schema')")
     assert not Order.objects.exists()
+
+
+def test_a_send_refused_while_waiting_is_cleared_once_the_answer_is_given(june_server, make_user, new_page):
+    """Issue 40: "Not sent: the session is waiting for an answer…" stayed under the composer
+    after the approval completed."""
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "bulk3")
+    send_message(page, "bulk order 5 mugs")
+    card = _card(page)
+    page.fill("#text", "and some tea")
+    page.click("#composer button[type=submit]")
+    page.wait_for_function("/waiting for an answer/.test(document.getElementById('composer-error').textContent)")
+    assert page.locator("#text").input_value() == "and some tea"  # the text is kept
+    card.locator("button", has_text="Approve").click()
+    page.wait_for_selector(".approval.card[data-outcome=approved]")
+    page.wait_for_function("document.getElementById('composer-error').hidden")
+
+
+def test_the_admin_says_whose_it_is(june_server, make_user, new_page):
+    """Issue 40: the admin still said "Django administration"."""
+    page = new_page()
+    page.goto("/admin/login/")
+    assert "June administration" in page.title() and "Django administration" not in page.content()

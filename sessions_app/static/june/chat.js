@@ -184,6 +184,8 @@
       initAnswerable(card, who);
     },
     "input.answered": (f) => {
+      // a send refused because the session was waiting for this answer is no longer true (issue 40)
+      if (/waiting for an answer/.test($("composer-error").textContent)) composerMessage("");
       const card = cards.get(`${f.turn_id}:${f.input_id}`);
       if (card) {
         card.dataset.state = "answered";
