@@ -358,11 +358,14 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
                         duration=seconds_text((at - tool["at"]).total_seconds()))
         elif e.type == "input.requested":
             request = d.get("request") or {}
-            asked[str(request.get("id"))] = at
             row = {"kind": "input", "name": "asked for an answer", "input": request.get("prompt") or "",
                    "input_full": json.dumps(request, indent=1, default=str), "state": "waiting"}
+            asked[str(request.get("id"))] = row
         elif e.type == "input.answered":
-            started = asked.get(str(d.get("input_id")))
+            question = asked.get(str(d.get("input_id")))
+            started = question["at"] if question else None
+            if question is not None:  # it no longer waits (issue 40: it read "waiting" after the answer)
+                question["state"] = "answered"
             who = d.get("name") or d.get("by") or "someone"
             short, full = _short(d.get("answer"))
             row = {"kind": "answer", "name": f"answered by {who}" + (f" via {d['via']}" if d.get("via") else ""),
@@ -372,8 +375,9 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
             detail = d.get("error") or d.get("reason") or ""
             if d.get("limited"):
                 detail = f"at its limit of {str(d['limited']).replace('_', ' ')}: the last model call answered, no tools"
+            # its name says how it ended (no state beside it: it read "completed completed")
             row = {"kind": "end", "name": e.type.removeprefix("turn."), "result": str(detail)[:RESULT_SHOWN],
-                   "result_full": str(detail), "state": e.type.removeprefix("turn.")}
+                   "result_full": str(detail)}
         if row is not None:
             row.setdefault("at", at)
             row["seq"] = e.seq
