@@ -58,8 +58,10 @@ def chat(request, agent: str, key: str):
               "user_id": str(request.user.pk), "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
               "pending_url": reverse("june_api:pending", kwargs={"agent": agent, "session": key}),
               "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key})}
+    session.has_turns = False
     if session.pk is not None:
         selectors.with_titles([session])
+        session.has_turns = m.Turn.objects.filter(session=session).exists()
     return render(request, "sessions_app/chat.html", {"session": session, "config": config})
 
 

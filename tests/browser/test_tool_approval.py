@@ -89,3 +89,23 @@ def test_the_admin_says_whose_it_is(june_server, make_user, new_page):
     page = new_page()
     page.goto("/admin/login/")
     assert "June administration" in page.title() and "Django administration" not in page.content()
+
+
+def test_the_header_takes_the_first_messages_title_at_once_and_shows_the_key_once(june_server, make_user, new_page):
+    """Issue 40: the header kept the session key after the first message titled the session (it
+    changed only on reload), and a new session showed its key twice."""
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "titled1")
+    assert page.locator("#session-title").text_content() == "New session"
+    assert page.locator("#session-key").is_hidden()
+    assert page.content().count("titled1") >= 1 and "titled1 / titled1" not in page.locator("h1").text_content()
+    send_message(page, "Plan the spring catalogue for the tea shop")
+    page.wait_for_function("document.getElementById('session-title').textContent.startsWith('Plan the spring')")
+    assert "Plan the spring" in page.title()
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
+    page.reload()
+    wait_live(page)
+    assert page.locator("#session-title").text_content() == "Plan the spring catalogue for the tea shop"
+    send_message(page, "order mugs")  # a later message does not retitle it
+    page.wait_for_selector(".tool >> text=create_order")
+    assert page.locator("#session-title").text_content() == "Plan the spring catalogue for the tea shop"

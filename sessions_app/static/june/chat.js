@@ -122,6 +122,7 @@
       unqueue(f.turn_id);
       if (f.trigger === "resume") add(el("div", "note", "Resumed after the answer."));
       else userBubble(f.turn_id, f.text, f.trigger === "proactive" ? "trigger" : "user");
+      if (f.trigger !== "resume") titleFrom(f.text);
       setTurn(f.turn_id, "running");
     },
     "message.delta": onDelta,
@@ -296,6 +297,21 @@
       + (waiting.length && session !== "queued" ? ` · ${waiting.length} queued` : "");
     $("cancel").disabled = !currentTurn;
     $("cancel").title = running.length ? "Cancel the running turn" : "Cancel the first queued message";
+  }
+
+  // the first message titles an untitled session, as the server does (selectors.title_from): the
+  // header follows at once instead of at the next reload (issue 40)
+  function titleFrom(text) {
+    const node = $("session-title");
+    if (!node || node.dataset.titled === "yes" || !text) return;
+    node.dataset.titled = "yes";
+    const line = String(text).split(/\s+/).filter(Boolean).join(" ");
+    let title = line;
+    if (line.length > 60) title = (line.slice(0, 59).replace(/\s+\S*$/, "") || line.slice(0, 59)) + "…";
+    node.textContent = title;
+    document.title = document.title.replace(/ \/ [^·]*·/, ` / ${title} ·`);
+    const key = $("session-key");
+    if (key) key.hidden = false;
   }
 
   // -- approval forms, built from the request's JSON schema ------------------------------------------
