@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,9 @@ def title_from(text: str) -> str:
 
 
 def with_titles(rows: list[m.Session]) -> list[m.Session]:
-    """Set ``display_title`` and ``preview`` on sessions (two queries for any number of rows)."""
+    """Set ``display_title``, ``preview`` and ``shown_status`` on sessions (two queries for any
+    number of rows). ``shown_status`` is the session's, except that an idle session whose last
+    turn was cancelled or failed says so (it read "idle")."""
     ids = [s.pk for s in rows]
     if not ids:
         return rows
@@ -51,11 +54,13 @@ def with_titles(rows: list[m.Session]) -> list[m.Session]:
         first.setdefault(session_id, str((data or {}).get("text") or ""))
     last: dict[int, m.Turn] = {}
     for turn in (m.Turn.objects.filter(session_id__in=ids, generation=F("session__generation"))
-                 .order_by("session_id", "-order").only("session_id", "text", "input", "order")):
+                 .order_by("session_id", "-order").only("session_id", "text", "input", "order", "status")):
         last.setdefault(turn.session_id, turn)
     for s in rows:
         s.display_title = s.title or title_from(first.get(s.pk, "")) or s.key
         s.preview = preview(last.get(s.pk))
+        ended = getattr(last.get(s.pk), "status", None)
+        s.shown_status = ended if s.status == "idle" and ended in ("cancelled", "failed") else s.status
     return rows
 
 
@@ -73,6 +78,10 @@ def agents_with_sessions(*, user: Any) -> list[AgentSessions]:
         if not s.key.startswith(subagents.SESSION_PREFIX):  # children show in their parent's chat
             mine.setdefault(s.agent, []).append(s)
     out = []
+    for sessions in mine.values():  # sessions of one title are told apart by their key
+        seen = Counter(s.display_title for s in sessions)
+        for s in sessions:
+            s.same_title = seen[s.display_title] > 1
     for name, definition in sorted(wiring.agents().items()):
         if not definition.listed and name not in mine:  # an internal agent, never offered
             continue

@@ -213,3 +213,21 @@ def test_the_home_page_does_not_offer_a_session_of_an_internal_agent(alice):
     client.force_login(alice)
     page = client.get("/").content.decode()
     assert 'data-agent="ops"' in page and 'data-agent="researcher"' not in page
+
+
+def test_the_home_page_tells_sessions_of_one_title_apart_and_shows_a_cancelled_last_turn(api, alice):
+    """Issue 40: many sessions titled "essay" could not be told apart, and a session whose last
+    turn was cancelled read "idle"."""
+    first = _queue(api, "essay-a", "essay")
+    _queue(api, "essay-b", "essay")
+    _queue(api, "other", "order mugs")
+    status, body, _ = api.post(f"{BASE}/essay-a/turns/{first}/cancel")
+    assert status in (200, 202) and body["status"] == "cancelled", body
+    m.Session.objects.filter(key="essay-a").update(status="idle")
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/").content.decode()
+    assert page.count('<span class="session-key hint" title="session key">essay-') == 2
+    assert '<span class="session-key hint" title="session key">other' not in page
+    row = page.split('data-key="essay-a"', 1)[1].split("</li>", 1)[0]
+    assert '<span class="badge cancelled">cancelled</span>' in row
