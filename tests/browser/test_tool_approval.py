@@ -109,3 +109,22 @@ def test_the_header_takes_the_first_messages_title_at_once_and_shows_the_key_onc
     send_message(page, "order mugs")  # a later message does not retitle it
     page.wait_for_selector(".tool >> text=create_order")
     assert page.locator("#session-title").text_content() == "Plan the spring catalogue for the tea shop"
+
+
+def test_a_long_session_opens_at_its_newest_message(june_server, make_user, new_page):
+    """Issue 40: a long session opened in the middle (6,833 px above the newest message): the
+    replayed replies grow after their bubbles are appended."""
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "long1")
+    words = " ".join(f"word{i}" for i in range(150))  # the demo model echoes it back, in deltas
+    for n in range(5):
+        send_message(page, f"note {n}: {words}")
+        page.wait_for_function(f"document.querySelectorAll('.msg.assistant:not(.streaming)').length === {n + 1}")
+    page.reload()
+    wait_live(page)
+    page.wait_for_function("document.querySelectorAll('.msg.assistant').length === 5")
+    page.wait_for_timeout(300)
+    gap = page.evaluate("(() => { const l = document.getElementById('log'); "
+                        "return l.scrollHeight - l.scrollTop - l.clientHeight; })()")
+    assert page.evaluate("document.getElementById('log').scrollHeight > 2 * document.getElementById('log').clientHeight")
+    assert gap < 5, gap

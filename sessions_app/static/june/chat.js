@@ -32,6 +32,7 @@
     if (text !== undefined && text !== null) node.textContent = String(text);
     return node;
   }
+  let openedAtEnd = false;
   function add(node) {
     stampTime(node);
     const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 80;
@@ -98,7 +99,12 @@
   }
 
   const HANDLERS = {
-    "ready": (f) => { setConn("live"); ready = true; showQueued(f.queued || []); refreshAnswerable(); },
+    "ready": (f) => {
+      setConn("live"); ready = true; showQueued(f.queued || []); refreshAnswerable();
+      // the replay is in: a session opens at its newest message (issue 40: it opened mid-way,
+      // the replayed bubbles having grown after they were appended)
+      if (!openedAtEnd) { openedAtEnd = true; log.scrollTop = log.scrollHeight; }
+    },
     "ack": (f) => {
       showError("");
       if (composerFrames.has(f.id)) composerAccepted(f);
