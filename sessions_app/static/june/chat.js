@@ -139,7 +139,7 @@
       if (!f.text) { if (s) s.el.remove(); return; }
       const bubble = s ? s.el : add(el("div", "msg assistant"));
       bubble.classList.remove("streaming");
-      bubble.textContent = f.text;
+      window.JuneMarkdown.fill(bubble, f.text);
     },
     "action.requested": (f) => {
       const call = f.call || {};
@@ -269,7 +269,7 @@
     const text = s.text.slice(0, offset) + d.text;
     if (text.length >= s.text.length) {
       s.text = text;
-      s.el.textContent = text;
+      window.JuneMarkdown.fill(s.el, text);
       if (log.scrollHeight - log.scrollTop - log.clientHeight < 120) log.scrollTop = log.scrollHeight;
     }
     if (turnStatus.get(d.turn_id) !== "running") setTurn(d.turn_id, "running");

@@ -1,0 +1,29 @@
+"""Assistant text as HTML for the archive and the admin (the chat renders the same subset in the
+browser: static/june/markdown.js). CommonMark with tables; raw HTML in the text is not passed
+through (markdown-it's ``html=False``: it is escaped, shown as text), and what comes out is
+cleaned again by nh3 (Ammonia) with an allow-list of tags, links limited to http, https and
+mailto, each with ``rel="noopener noreferrer"``."""
+
+from __future__ import annotations
+
+import functools
+
+import nh3
+from markdown_it import MarkdownIt
+
+TAGS = {"p", "br", "strong", "em", "code", "pre", "blockquote", "ul", "ol", "li", "a", "hr",
+        "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "del"}
+ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "ol": {"start"}}
+MAX_CHARS = 200_000
+
+
+@functools.cache
+def _parser() -> MarkdownIt:
+    return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
+
+
+def to_html(text: str) -> str:
+    """Safe HTML for ``text`` (Markdown); never raises for any string."""
+    html = _parser().render(str(text or "")[:MAX_CHARS])
+    return nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES, url_schemes={"http", "https", "mailto"},
+                     link_rel="noopener noreferrer")

@@ -1,0 +1,70 @@
+"""Formatted replies in Chromium (issue 40 item 1): an assistant's Markdown renders (a table, a
+code block with its language and a copy button, lists, emphasis, safe links) while it streams
+and after a reload; HTML in a reply is shown as text and never runs; the user's text stays
+plain. The demo model echoes the message ("You said: …"), so the reply carries the Markdown."""
+
+from __future__ import annotations
+
+from tests.browser.conftest import open_chat, send_message, wait_live
+
+MARKDOWN = ("plan\n\n| item | qty |\n|---|---|\n| tea | 2 |\n| mugs | 4 |\n\n"
+            "```python\nprint('hi')\n```\n\n- **bold** one\n- *em* two\n\n"
+            "[docs](https://example.com/docs) and [bad](javascript:window.__clicked=1)")
+XSS = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script> **still bold**"
+
+
+def _done(page, n):
+    page.wait_for_function(f"document.querySelectorAll('.msg.assistant:not(.streaming)').length === {n}")
+
+
+def test_a_reply_renders_markdown_and_html_in_it_never_runs(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "md1")
+    send_message(page, MARKDOWN)
+    _done(page, 1)
+    reply = page.locator(".msg.assistant").last
+    assert reply.locator("table.md-table td").all_text_contents() == ["tea", "2", "mugs", "4"]
+    assert reply.locator(".code-block code").text_content() == "print('hi')"
+    assert reply.locator(".code-block .code-lang").get_attribute("data-lang") == "python"
+    assert reply.locator(".code-block button.copy").count() == 1
+    assert reply.locator("li strong").text_content() == "bold" and reply.locator("li em").text_content() == "em"
+    link = reply.locator("a", has_text="docs")
+    assert link.get_attribute("href") == "https://example.com/docs"
+    assert link.get_attribute("rel") == "noopener noreferrer"
+    assert reply.locator("a", has_text="bad").count() == 0  # a javascript: link stays text
+    assert reply.locator("button.copy-reply").count() == 1
+    # the user's own text stays plain
+    assert page.locator(".msg.user").last.locator("table").count() == 0
+    assert "| tea | 2 |" in page.locator(".msg.user").last.text_content()
+
+    send_message(page, XSS)
+    _done(page, 2)
+    reply = page.locator(".msg.assistant").last
+    assert "<img src=x" in reply.text_content() and reply.locator("img, script").count() == 0
+    assert reply.locator("strong").text_content() == "still bold"
+    page.wait_for_timeout(200)
+    assert page.evaluate("window.__xss === undefined && window.__clicked === undefined")
+
+    page.reload()  # the same after a reload (replayed from the log)
+    wait_live(page)
+    _done(page, 2)
+    first = page.locator(".msg.assistant").first
+    assert first.locator("table.md-table").count() == 1 and first.locator(".code-block").count() == 1
+    assert page.evaluate("window.__xss === undefined")
+
+
+def test_the_archive_renders_the_same_markdown_safely(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "md2")
+    send_message(page, MARKDOWN + "\n\n" + XSS)
+    _done(page, 1)
+    page.once("dialog", lambda d: d.accept())
+    page.click("#reset")
+    page.wait_for_selector("#notice >> text=archived as md2#g0", timeout=30000)
+    page.goto("/agents/ops/sessions/md2/archive/0/")
+    reply = page.locator(".msg.assistant").last
+    assert reply.locator("table td").first.text_content() == "tea"
+    assert reply.locator("pre code").text_content().strip() == "print('hi')"
+    assert reply.locator("img, script").count() == 0 and "<img src=x" in reply.text_content()
+    assert reply.locator('a[href="https://example.com/docs"][rel="noopener noreferrer"]').count() == 1
+    assert page.evaluate("window.__xss === undefined")

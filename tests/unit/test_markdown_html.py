@@ -1,0 +1,64 @@
+"""Assistant text as HTML for the archive and the admin (sessions_app/markdown.py): Markdown in,
+nothing executable out, whatever the text (XSS payloads from a model or a tool's result)."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from html.parser import HTMLParser
+
+from sessions_app.markdown import TAGS, to_html
+
+
+class _Tags(HTMLParser):
+    """Every real tag and attribute of the HTML (escaped text is text, whatever it reads)."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.found: list[tuple[str, dict]] = []
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        self.found.append((tag, dict(attrs)))
+
+
+def assert_safe(html: str) -> None:
+    for tag, attrs in _Tags(html).found:
+        assert tag in TAGS, (tag, html)
+        assert not any(name.startswith("on") or name in ("style", "src") for name in attrs), (tag, attrs)
+        if tag == "a":
+            assert attrs.get("href", "").lower().startswith(("http://", "https://", "mailto:")), attrs
+            assert attrs.get("rel") == "noopener noreferrer", attrs
+
+PAYLOADS = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "[click](javascript:alert(1))",
+    "<a href=\"javascript:alert(1)\">x</a>",
+    "<svg/onload=alert(1)>",
+    "<iframe src=//evil></iframe>",
+    "[x](data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==)",
+    "``<b onmouseover=alert(1)>``",
+    "| a | b |\n|---|---|\n| <script>x</script> | [y](vbscript:msgbox) |",
+    "<style>body{display:none}</style>",
+]
+
+
+def test_markdown_renders_the_everyday_subset():
+    html = to_html("# Title\n\nSome **bold** and *em* and `code`.\n\n- one\n- two\n\n"
+                   "```python\nprint('hi')\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n[site](https://example.com)")
+    for piece in ("<h1>Title</h1>", "<strong>bold</strong>", "<em>em</em>", "<code>code</code>", "<li>one</li>",
+                  '<code class="language-python">', "<table>", "<td>1</td>",
+                  '<a href="https://example.com" rel="noopener noreferrer">site</a>'):
+        assert piece in html, (piece, html)
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_raw_html_and_script_links_never_come_out(payload):
+    assert_safe(to_html(payload))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("<>\"'=/:*_`#|-[]()!\n ajscriptonerrorimg")), max_size=200))
+def test_no_text_makes_a_tag_or_handler(text):
+    assert_safe(to_html(text))
