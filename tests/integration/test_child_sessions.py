@@ -45,6 +45,7 @@ def test_the_chat_page_refuses_to_create_a_child_session():
 
 
 @pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")  # a consumer left on the loop is stopped (tests/settle.py)
 async def test_the_websocket_refuses_to_create_a_child_session():
     from asgiref.sync import sync_to_async
 

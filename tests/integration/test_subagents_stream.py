@@ -48,6 +48,7 @@ def by_child(frames: list[dict]) -> dict[str, list[str]]:
     return out
 
 
+@pytest.mark.usefixtures("settled")  # a consumer left on the loop is stopped (tests/settle.py)
 async def test_a_reload_replays_each_childs_events_under_its_reference():
     user = await make_user("relay1")
     turn_id = await run_tree(user, "r1", "research tides and harbours")
@@ -67,6 +68,7 @@ async def test_a_reload_replays_each_childs_events_under_its_reference():
     await comm.disconnect()
 
 
+@pytest.mark.usefixtures("settled")  # a consumer left on the loop is stopped (tests/settle.py)
 async def test_live_child_events_and_deltas_arrive_in_the_parent_stream():
     user = await make_user("relay2")
     comm = communicator("/ws/agents/ops/sessions/r2/", await cookie_for(user))
