@@ -87,6 +87,8 @@ INSTALLED_APPS = [
 # One synchronous stack (sessions_app/web/syncstack.py): Django's own middleware, declared
 # sync-only, so a request hands off to its thread once, not at every middleware
 MIDDLEWARE = [
+    # a Host not in ALLOWED_HOSTS under /api/ or a probe: JSON 400, with DEBUG on too
+    "sessions_app.web.hostguard.ApiHostGuard",
     "sessions_app.web.syncstack.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "sessions_app.web.syncstack.SessionMiddleware",

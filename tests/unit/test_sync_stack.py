@@ -42,3 +42,14 @@ def test_warm_imports_the_sdk_an_agent_uses_before_any_turn():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["['anthropic']", "True"]
+
+
+def test_a_bad_host_under_the_api_is_json_with_debug_on_too(client, settings):
+    """Issue 42's leftover: a Host not in ALLOWED_HOSTS with DEBUG=1 showed Django's HTML page
+    under /api/."""
+    settings.DEBUG = True
+    response = client.get("/api/openapi.json", HTTP_HOST="evil.example")
+    assert response.status_code == 400 and response["Content-Type"].startswith("application/json")
+    assert response.json()["error"]["code"] == "bad_request"
+    page = client.get("/accounts/login/", HTTP_HOST="evil.example")  # elsewhere: Django's own answer
+    assert page.status_code == 400
