@@ -1,0 +1,7 @@
+"""OpenTelemetry for June: the engine's observer (``observer.py``), set up from the standard
+``OTEL_*`` environment variables (``setup.py``). Off when none is set: ``observer()`` is None and
+the engine checks None, nothing more."""
+
+from .setup import observer, traceparent
+
+__all__ = ["observer", "traceparent"]
