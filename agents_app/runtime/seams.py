@@ -83,6 +83,8 @@ class TurnInput:
     raw: Any = None
     #: the W3C traceparent of the request that made the turn (``observe``); None untraced
     trace: str | None = None
+    #: when it was queued (epoch seconds), kept only when observed: the metrics' queue wait
+    queued_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         # the inbound event is stored without ``raw``; ``trace`` only when there is one
@@ -96,6 +98,8 @@ class TurnInput:
         }
         if self.trace is not None:
             data["trace"] = self.trace
+        if self.queued_at is not None:
+            data["queued_at"] = self.queued_at
         return data
 
     @classmethod
@@ -108,6 +112,7 @@ class TurnInput:
             user=data.get("user"),
             target=data.get("target"),
             trace=data.get("trace") if isinstance(data.get("trace"), str) else None,
+            queued_at=data.get("queued_at") if isinstance(data.get("queued_at"), (int, float)) else None,
         )
 
 

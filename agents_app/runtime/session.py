@@ -244,8 +244,8 @@ class AgentSession:
         if isinstance(input, str):
             input = TurnInput(text=input)
         observer = self.runtime.observer
-        if observer is not None and input.trace is None:  # the caller's trace, kept with the turn
-            input = with_fields(input, trace=observer.carrier())
+        if observer is not None:  # the caller's trace, and when it queued, kept with the turn
+            input = with_fields(input, trace=input.trace or observer.carrier(), queued_at=self.runtime.clock())
         agent = self.runtime.agent(self.ref.agent)
         outcome = await self.store.create_turn(
             self.ref, input, turn_id=turn_id or new_turn_id(), replace=replace,

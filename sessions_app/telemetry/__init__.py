@@ -1,4 +1,4 @@
-"""OpenTelemetry for June: the engine's observer (``observer.py``), set up from the standard
+"""OpenTelemetry for June: the engine's observer (``otel.py``), set up from the standard
 ``OTEL_*`` environment variables (``setup.py``). Off when none is set: ``observer()`` is None and
 the engine checks None, nothing more."""
 

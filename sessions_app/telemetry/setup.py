@@ -56,7 +56,21 @@ def _install() -> None:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        _install_metrics(resource)
     trace.set_tracer_provider(provider)
+
+
+def _install_metrics(resource: Any) -> None:
+    """OTLP metrics beside the traces (``OTEL_METRIC_EXPORT_INTERVAL`` sets the period)."""
+    from opentelemetry import metrics
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    if os.environ.get("OTEL_METRICS_EXPORTER", "otlp").lower() == "none":
+        return
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
 
 
 def observer() -> Any:
@@ -69,7 +83,7 @@ def observer() -> Any:
             if _wanted():
                 _install()
             if _wanted() or _installed():
-                from .observer import OtelObserver
+                from .otel import OtelObserver
 
                 _OBSERVER = OtelObserver()
             _DECIDED = True

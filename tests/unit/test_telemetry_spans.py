@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agents_app.runtime import Agent, ScriptedModel, TurnStatus, reply, tool
-from sessions_app.telemetry.observer import OtelObserver
+from sessions_app.telemetry.otel import OtelObserver
 
 from ._subagents import build
 from ._support import make_runtime
