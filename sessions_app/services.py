@@ -202,12 +202,15 @@ def turn_start(
     try:
         if user is not None:
             session_for_user(agent=agent, key=key, user=user, create=True)
-        turn_input = TurnInput(
-            text=text, kind=kind, by=by, source=source,
-            user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
-            trace=telemetry.traceparent(),  # the request's trace, carried durably with the turn
-        )
-        return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id, created_by=row)
+        # the request's span (traces on): the turn's spans, in the worker, continue its trace
+        with telemetry.request(f"turn_start {source}", **{"june.turn.source": source, "gen_ai.agent.name": agent}):
+            turn_input = TurnInput(
+                text=text, kind=kind, by=by, source=source,
+                user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
+                trace=telemetry.traceparent(),  # carried durably with the turn
+            )
+            return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id,
+                              created_by=row)
     except BaseException:
         admitted.refund()
         raise

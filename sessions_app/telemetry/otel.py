@@ -127,6 +127,13 @@ class OtelObserver:
         with self._step("compaction", turn, "compaction", attrs) as watch:
             yield watch
 
+    @contextmanager
+    def request(self, name: str, attrs: dict[str, Any]) -> Iterator[Any]:
+        """The request's span (the host's, not the engine's): a turn made inside it joins its trace."""
+        clean = {k: v for k, v in attrs.items() if isinstance(v, (str, int, float, bool))}
+        with self.tracer.start_as_current_span(name, kind=trace.SpanKind.SERVER, attributes=clean) as span:
+            yield span
+
     def carrier(self) -> str | None:
         carrier: dict[str, str] = {}
         _PROPAGATOR.inject(carrier)

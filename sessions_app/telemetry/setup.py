@@ -96,6 +96,17 @@ def reset_for_tests() -> None:
         _DECIDED, _OBSERVER = False, None
 
 
+def request(name: str, **attrs: Any) -> Any:
+    """A span for the request that makes a turn (a POST, a websocket message, a webhook), the
+    parent of the turn's spans; a no-op context when traces are off."""
+    obs = observer()
+    if obs is None:
+        from contextlib import nullcontext
+
+        return nullcontext()
+    return obs.request(name, attrs)
+
+
 def traceparent() -> str | None:
     """The current span's W3C traceparent, stored with a turn a request creates; None when traces
     are off or no span is current."""

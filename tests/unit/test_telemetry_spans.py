@@ -84,12 +84,15 @@ async def test_a_parked_turn_answered_later_is_a_new_span_linked_to_its_trace(tr
     rt, store, _ = make_runtime(agent, ScriptedModel([reply("", ("deploy", {})), reply("deployed")]))
     observe(rt, obs)
     s = rt.session("a", "s1")
-    with tracer.start_as_current_span("POST /turns") as request:
+    with obs.request("turn_start http", {"june.turn.source": "http", "bad": object()}) as request:
         tid = await s.start("go")
     assert (await s.result(tid, timeout=5)).status == TurnStatus.SUSPENDED
     await s.resume(tid, "approve", True)
     assert (await s.result(tid, timeout=5)).status == TurnStatus.COMPLETED
-    first, later = by_op(exporter.get_finished_spans(), "invoke_agent")
+    spans = exporter.get_finished_spans()
+    [req_span] = [sp for sp in spans if sp.name == "turn_start http"]
+    assert dict(req_span.attributes) == {"june.turn.source": "http"}  # only plain values
+    first, later = by_op(spans, "invoke_agent")
     req = request.get_span_context()
     assert first.context.trace_id == req.trace_id and first.attributes["june.turn.status"] == "suspended"
     assert later.parent is None and later.context.trace_id != req.trace_id
