@@ -2,6 +2,6 @@
 ``OTEL_*`` environment variables (``setup.py``). Off when none is set: ``observer()`` is None and
 the engine checks None, nothing more."""
 
-from .setup import observer, request, traceparent
+from .setup import observer, request, traceparent, webhook_failure
 
-__all__ = ["observer", "request", "traceparent"]
+__all__ = ["observer", "request", "traceparent", "webhook_failure"]

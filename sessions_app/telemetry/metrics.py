@@ -31,6 +31,8 @@ class TurnMetrics:
         self.step = meter.create_histogram("june.step.duration", "s", "a model call, tool call or compaction")
         self.tokens = meter.create_histogram("gen_ai.client.token.usage", "{token}", "tokens per model call")
         self.compactions = meter.create_counter("june.compactions", "{compaction}", "compaction steps")
+        self.webhook_failures = meter.create_counter("june.webhook.delivery_failures", "{try}",
+                                                     "webhook delivery POSTs that failed")
 
     def turn_started(self, attrs: dict[str, Any], *, resumed: bool, attempts: int, queued_at: float | None) -> float:
         if not resumed:

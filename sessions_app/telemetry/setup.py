@@ -112,3 +112,10 @@ def traceparent() -> str | None:
     are off or no span is current."""
     obs = observer()
     return obs.carrier() if obs is not None else None
+
+
+def webhook_failure(agent: str, *, final: bool) -> None:
+    """A webhook delivery's POST failed (``final``: its last try, the delivery is failed)."""
+    obs = observer()
+    if obs is not None:
+        obs.metrics.webhook_failures.add(1, {"gen_ai.agent.name": agent, "june.delivery.final": final})
