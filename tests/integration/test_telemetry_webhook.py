@@ -1,6 +1,7 @@
 """Traces and metrics through the Django path: a signed webhook POST makes a turn, django-q2
 (sync) runs it on the Django store, the result is POSTed to a real local HTTP receiver that keeps
-failing. The request span is the parent of the worker's turn span; the failures are counted."""
+failing. The request span is the parent of the worker's turn span; the failures are counted.
+A schedule tick's span is the parent of its turn's."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from sessions_app import models as m
 from sessions_app.telemetry import setup
 from sessions_app.telemetry.otel import OtelObserver
 
-from .test_proactive import env, q2_sync, receiver, signed_post  # noqa: F401 (fixtures)
+from .test_proactive import demo_user, env, q2_sync, receiver, signed_post  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -57,3 +58,20 @@ def test_a_webhook_turn_is_one_trace_from_the_request_and_failures_are_counted(c
     failures = {p.attributes["june.delivery.final"]: p.value for p in found["june.webhook.delivery_failures"]}
     assert failures == {False: 3, True: 1}
     assert sum(p.value for p in found["june.turns.completed"]) == 1
+
+
+def test_a_schedule_tick_starts_the_trace_of_its_turn(installed, demo_user):
+    from datetime import datetime, timezone
+
+    from sessions_app.proactive.schedules import fire, schedules_sync
+
+    exporter, _ = installed
+    schedules_sync()
+    intended = datetime.now(timezone.utc).replace(second=0, microsecond=0).isoformat()
+    assert fire("ops", "daily-summary", intended=intended) == "fired"
+    spans = exporter.get_finished_spans()
+    [tick] = [s for s in spans if s.name == "schedule_tick"]
+    [agent_span] = [s for s in spans if s.name == "invoke_agent ops"]
+    assert agent_span.parent.span_id == tick.context.span_id
+    assert tick.attributes["june.schedule"] == "june:ops:daily-summary"
+    assert agent_span.attributes["june.turn.source"] == "schedule"
