@@ -5,6 +5,7 @@ creation included, in one session whose history grows from 0 to 2,000 messages.
     .venv/bin/python bench/bench_short.py                 # SQLite (a fresh file under /tmp)
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres .venv/bin/python bench/bench_short.py
     BENCH_RUNS=6 .venv/bin/python bench/bench_short.py    # 6 runs: their medians, and a verdict
+    .venv/bin/python bench/bench_short.py --trace         # traced: every span to an in-memory exporter
 
 Each turn is ``create_turn`` + ``TurnExecutor.drive`` on the Django store in this process, with
 an instant scripted model and a no-op sync tool (``BENCH_TOOL=async``: an async one, whose unit
@@ -119,6 +120,24 @@ def make_agent():
     return Agent("bench", "You are a benchmark.", tools=[noop])
 
 
+#: ``--trace``: the OpenTelemetry observer, its spans kept by an in-memory exporter (the cost of
+#: tracing on; without the flag the executor's observer is None, as in a site with no OTEL_*)
+OBSERVER = None
+
+
+def traced_observer():
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from sessions_app.telemetry.otel import OtelObserver
+
+    provider = TracerProvider()
+    exporter = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return OtelObserver(provider), exporter
+
+
 class NullSink:
     async def publish(self, session, events):
         return None
@@ -133,7 +152,7 @@ async def one_turn(store, agent, key: str, n: int) -> tuple[float, float]:
 
     model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
     executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
-                            model_for=lambda a: model, clock=time.time, lease_seconds=60)
+                            model_for=lambda a: model, clock=time.time, lease_seconds=60, observer=OBSERVER)
     turn_id = new_turn_id()  # as the site makes them
     t, c = time.perf_counter(), time.process_time()
     await store.create_turn(SessionRef("bench", key), TurnInput(text=f"check {n}"), turn_id=turn_id)
@@ -274,7 +293,7 @@ def repeat(runs: int) -> None:
     and how many runs met the target: one run's figures swing with the machine's load."""
     results, backend = [], ""
     for n in range(runs):
-        out = subprocess.run([sys.executable, __file__], env={**os.environ, "BENCH_RUNS": "1", "BENCH_JSON": "1"},
+        out = subprocess.run([sys.executable, __file__, *sys.argv[1:]], env={**os.environ, "BENCH_RUNS": "1", "BENCH_JSON": "1"},
                              capture_output=True, text=True, check=True).stdout
         data = json.loads(out.rsplit("\nresult: ", 1)[1])
         by_size = {k for k, x in data["result"].items() if isinstance(x, dict) and k != "counted"}
@@ -314,7 +333,11 @@ def repeat(runs: int) -> None:
 
 
 def main() -> None:
+    global OBSERVER
     runs = int(os.environ.get("BENCH_RUNS", "1"))
+    if "--trace" in sys.argv[1:] and runs <= 1:
+        OBSERVER, exporter = traced_observer()
+        print("tracing on: spans to an in-memory exporter")
     if runs > 1:
         return repeat(runs)
     fresh_database(BENCH_DB)
@@ -323,6 +346,8 @@ def main() -> None:
     backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     result = asyncio.run(run())
     report(result, backend)
+    if OBSERVER is not None:
+        print(f"spans exported: {len(exporter.get_finished_spans())}")
     if os.environ.get("BENCH_JSON"):  # for ``repeat``
         print("result: " + json.dumps({"backend": backend, "result": result}))
 

@@ -19,7 +19,7 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.schedules import declarations
 from sessions_app import models as m
-from sessions_app import quotas, safejson, wiring
+from sessions_app import quotas, safejson, telemetry, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
@@ -202,11 +202,15 @@ def turn_start(
     try:
         if user is not None:
             session_for_user(agent=agent, key=key, user=user, create=True)
-        turn_input = TurnInput(
-            text=text, kind=kind, by=by, source=source,
-            user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
-        )
-        return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id, created_by=row)
+        # the request's span (traces on): the turn's spans, in the worker, continue its trace
+        with telemetry.request(f"turn_start {source}", **{"june.turn.source": source, "gen_ai.agent.name": agent}):
+            turn_input = TurnInput(
+                text=text, kind=kind, by=by, source=source,
+                user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
+                trace=telemetry.traceparent(),  # carried durably with the turn
+            )
+            return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id,
+                              created_by=row)
     except BaseException:
         admitted.refund()
         raise

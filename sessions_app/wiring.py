@@ -19,6 +19,7 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.executor import TurnExecutor
 from agents_app.runtime.seams import EventSink
 from agents_app.runtime.session import Dispatcher, FanoutSink
+from sessions_app import telemetry
 from sessions_app.outbox.deliveries import DeliverySink
 from sessions_app.outbox.queue import enqueue_turn
 from sessions_app.outbox.sink import ChannelsEventSink
@@ -70,6 +71,7 @@ def executor(*, extra_sinks: tuple[EventSink, ...] = (), store: DjangoSessionSto
         on_runnable=enqueue_runnable,
         max_depth=settings.JUNE_SUBAGENT_MAX_DEPTH,
         max_fanout=settings.JUNE_SUBAGENT_MAX_FANOUT,
+        observer=telemetry.observer(),
     )
 
 
@@ -91,6 +93,7 @@ def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = (),
         model_for=model_for,
         sink=FanoutSink(sink(), DeliverySink(), *extra_sinks),
         dispatcher=dispatcher,
+        observer=telemetry.observer(),
         lease_seconds=settings.JUNE_LEASE_SECONDS,
         max_attempts=settings.JUNE_MAX_ATTEMPTS,
         max_depth=settings.JUNE_SUBAGENT_MAX_DEPTH,

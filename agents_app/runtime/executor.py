@@ -17,6 +17,7 @@ from . import subagents
 from .agent import Agent
 from .errors import StaleAttemptError
 from .control import RetryableTurnError, Signals
+from .observe import TurnObserver
 from .loop import Opening, TurnLoop
 from .seams import EventSink, Model, Phase, SessionRef, SessionStore, TurnRecord, TurnState, TurnStatus, Tx
 
@@ -47,8 +48,11 @@ class TurnExecutor:
         on_runnable: Callable[[list[tuple[str, SessionRef]]], Awaitable[None]] | None = None,
         max_depth: int = subagents.MAX_DEPTH,
         max_fanout: int = subagents.MAX_FANOUT,
+        observer: TurnObserver | None = None,
     ) -> None:
         self.store = store
+        #: traces and metrics (``observe``); None: nothing watches, nothing is called
+        self.observer = observer
         self.sink = sink
         self.agent_for = agent_for
         self.model_for = model_for
@@ -101,8 +105,15 @@ class TurnExecutor:
         try:
             loop = TurnLoop(agent=agent, store=self.store, sink=self.sink, model=self.model_for(agent), signals=signals,
                             agent_for=self.agent_for, on_runnable=self.on_runnable, max_depth=self.max_depth,
-                            max_fanout=self.max_fanout)
-            return await loop.run(turn_id, attempt_id, state=state, opening=opening)
+                            max_fanout=self.max_fanout, observer=self.observer)
+            if self.observer is None:
+                return await loop.run(turn_id, attempt_id, state=state, opening=opening)
+            # a later attempt, an answered question, a parent woken by its children: linked, not a child
+            resumed = state.turn.attempts > 1 or bool(state.answers) or bool(state.steps)
+            with self.observer.turn(state.turn, agent.name, resumed=resumed) as watch:
+                status = await loop.run(turn_id, attempt_id, state=state, opening=opening)
+                watch.record(status=str(status))
+                return status
         finally:
             beat.cancel()
             if unsubscribe:

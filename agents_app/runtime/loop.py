@@ -31,6 +31,7 @@ from .model import (
     StopReason,
     TextDelta,
 )
+from .observe import TurnObserver
 from .position import NextKind, close_dangling_calls, next_action, turn_tail_start
 from .seams import (
     FINAL_STATUSES,
@@ -201,8 +202,12 @@ class TurnLoop(CompactionSteps, ToolSteps):
         on_runnable: Callable[[list[tuple[str, SessionRef]]], Awaitable[None]] | None = None,
         max_depth: int = subagents.MAX_DEPTH,
         max_fanout: int = subagents.MAX_FANOUT,
+        observer: TurnObserver | None = None,
     ) -> None:
         self.agent = agent
+        #: traces and metrics (``observe``): None unless configured; ``_watch``: the model call's
+        self.observer = observer
+        self._watch: Any = None
         self.store = store
         self.sink = sink
         self.model = model
@@ -338,6 +343,15 @@ class TurnLoop(CompactionSteps, ToolSteps):
         self._announced = key
 
     async def _model_step(self, index: int) -> TurnStatus | None:
+        if self.observer is None:
+            return await self._model_step_run(index)
+        with self.observer.model_call(self.turn, self.agent.model) as self._watch:
+            try:
+                return await self._model_step_run(index)
+            finally:
+                self._watch = None
+
+    async def _model_step_run(self, index: int) -> TurnStatus | None:
         turn = self.turn
         step_id = model_step_id(index)
         stream_key = self._stream_key(step_id)
@@ -411,6 +425,8 @@ class TurnLoop(CompactionSteps, ToolSteps):
             usage=dict(reply.usage),
         )
         usage = self._usage_with(reply.usage, calls=1)
+        if self._watch is not None:
+            self._watch.record(usage=reply.usage, stop_reason=str(reply.stop_reason))
         # the turn's last reply: settle now, or first compact (a step of this turn)
         compact_next = not message.tool_calls and self._proactive_due(message, request)
 

@@ -81,6 +81,16 @@ class CompactionSteps:
 
     async def _compact(self, reason: str, *, aggressive: bool = False, settle_text: str = "",
                        failed_step: str | None = None) -> TurnStatus | None:
+        observer = getattr(self, "observer", None)
+        if observer is None:
+            return await self._compact_run(reason, aggressive=aggressive, settle_text=settle_text,
+                                           failed_step=failed_step)
+        with observer.compaction(self.turn, reason):
+            return await self._compact_run(reason, aggressive=aggressive, settle_text=settle_text,
+                                           failed_step=failed_step)
+
+    async def _compact_run(self, reason: str, *, aggressive: bool = False, settle_text: str = "",
+                           failed_step: str | None = None) -> TurnStatus | None:
         """One compaction step (``compact:<n>``): summarize the older part of the view with one
         call to the agent's model, then commit the summary and the new boundary together.
         Returns the turn's status if it ended the turn (a proactive one that had nothing to do

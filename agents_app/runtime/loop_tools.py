@@ -68,6 +68,14 @@ class ToolSteps:
     async def _tool_step(
         self, index: int, call: ToolCall, later: tuple[ToolCall, ...], *, interrupted: bool
     ) -> TurnStatus | None:
+        if self.observer is None:
+            return await self._tool_step_run(index, call, later, interrupted=interrupted)
+        with self.observer.tool_call(self.turn, call.name, call.id):
+            return await self._tool_step_run(index, call, later, interrupted=interrupted)
+
+    async def _tool_step_run(
+        self, index: int, call: ToolCall, later: tuple[ToolCall, ...], *, interrupted: bool
+    ) -> TurnStatus | None:
         step_id = tool_step_id(index, call.id)
         tool = self.tools.get(call.name)
         ctx = self._context(call, tool)

@@ -81,10 +81,14 @@ class TurnInput:
     user: dict[str, Any] | None = None
     target: dict[str, Any] | None = None
     raw: Any = None
+    #: the W3C traceparent of the request that made the turn (``observe``); None untraced
+    trace: str | None = None
+    #: when it was queued (epoch seconds), kept only when observed: the metrics' queue wait
+    queued_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        # the inbound event is stored without ``raw``
-        return {
+        # the inbound event is stored without ``raw``; ``trace`` only when there is one
+        data = {
             "text": self.text,
             "kind": self.kind,
             "by": self.by,
@@ -92,6 +96,11 @@ class TurnInput:
             "user": self.user,
             "target": self.target,
         }
+        if self.trace is not None:
+            data["trace"] = self.trace
+        if self.queued_at is not None:
+            data["queued_at"] = self.queued_at
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "TurnInput":
@@ -102,6 +111,8 @@ class TurnInput:
             source=data.get("source"),
             user=data.get("user"),
             target=data.get("target"),
+            trace=data.get("trace") if isinstance(data.get("trace"), str) else None,
+            queued_at=data.get("queued_at") if isinstance(data.get("queued_at"), (int, float)) else None,
         )
 
 

@@ -10,6 +10,7 @@ import asyncio
 import secrets
 import time
 from dataclasses import dataclass, field
+from dataclasses import replace as with_fields
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from . import rules, subagents
@@ -183,6 +184,8 @@ class Runtime:
     #: runs the agent's synchronous hooks (``authorize_answer``), e.g. on the thread that may
     #: use the host's database; directly by default
     call_sync: Callable[[Callable[[], Any]], Awaitable[Any]] = call_directly
+    #: traces and metrics (``observe.TurnObserver``); None: off, nothing is called
+    observer: Any = None
 
     def __post_init__(self) -> None:
         self.fanout = FanoutSink(self.sink, self.bus) if self.sink else FanoutSink(self.bus)
@@ -192,7 +195,7 @@ class Runtime:
             store=self.store, sink=self.fanout, agent_for=self.agent, model_for=self.model_for,
             clock=self.clock, lease_seconds=self.lease_seconds, max_attempts=self.max_attempts,
             on_signals=self._wire_signals, on_runnable=self._dispatch_runnable,
-            max_depth=self.max_depth, max_fanout=self.max_fanout,
+            max_depth=self.max_depth, max_fanout=self.max_fanout, observer=self.observer,
         )
         if isinstance(self.dispatcher, LocalDispatcher):
             self.dispatcher.executor = self.executor
@@ -240,6 +243,9 @@ class AgentSession:
         caller (kept with the turn, and as a new session's owner)."""
         if isinstance(input, str):
             input = TurnInput(text=input)
+        observer = self.runtime.observer
+        if observer is not None:  # the caller's trace, and when it queued, kept with the turn
+            input = with_fields(input, trace=input.trace or observer.carrier(), queued_at=self.runtime.clock())
         agent = self.runtime.agent(self.ref.agent)
         outcome = await self.store.create_turn(
             self.ref, input, turn_id=turn_id or new_turn_id(), replace=replace,

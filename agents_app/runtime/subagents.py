@@ -195,6 +195,8 @@ class Spawner:
             text=task_text(text, parent.session.agent), kind=KIND, source=SOURCE,
             by=f"agent:{parent.session.agent}", user=parent.input.user,
             target={"parent_turn": parent.turn_id, "call_id": self.call.id, "index": index, "goal": text},
+            # the child's turn joins its parent's trace: under the spawning tool call's span
+            trace=loop.observer.carrier() if loop.observer is not None else parent.input.trace,
         )
         return ChildTurn(turn_id=turn_id, session=SessionRef(agent, child_key(parent, self.call.id, index, key)),
                          input=source, step=step_key(parent.turn_id, self.call.id, index), depth=depth,

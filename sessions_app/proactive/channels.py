@@ -40,7 +40,7 @@ from agents_app.runtime.seams import FINAL_STATUSES
 from agents_app.runtime.session import TurnResult
 
 from sessions_app import models as m
-from sessions_app import services, wiring
+from sessions_app import services, telemetry, wiring
 from sessions_app.errors import AccessDenied, BadRequest, Unauthenticated
 from sessions_app.outbox.deliveries import deliveries_settled
 from sessions_app.outbox.queue import enqueue_delivery
@@ -217,6 +217,7 @@ def deliver_with_retries(delivery: WebhookDelivery, result: TurnResult, *, sleep
             status = post_signed(agent=delivery.agent, url=delivery.url, payload=payload)
         except Exception as exc:
             code = exc.code if isinstance(exc, urllib.error.HTTPError) else None
+            telemetry.webhook_failure(delivery.agent, final=n + 1 >= tries)
             WebhookDelivery.objects.filter(pk=delivery.pk).update(
                 attempts=delivery.attempts + n + 1, last_error=f"{type(exc).__name__}: {exc}"[:2000],
                 response_status=code, updated_at=timezone.now())

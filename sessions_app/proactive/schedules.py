@@ -33,7 +33,7 @@ from agents_app.runtime.proactive import ChannelError, receive
 from agents_app.runtime.errors import AgentConfigError, SessionSuspendedError, TurnConflictError
 from agents_app.runtime.session import LocalDispatcher, new_turn_id
 from sessions_app import models as sm
-from sessions_app import quotas, wiring
+from sessions_app import quotas, telemetry, wiring
 from sessions_app.errors import RateLimited
 from sessions_app.outbox.queue import DELIVERIES_SCHEDULE, DELIVERIES_SWEEP, FIRE, RENAMED
 from sessions_app.proactive.channels import ScheduleChannel
@@ -127,7 +127,10 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
         return SKIPPED
     try:
         _session_for_schedule(decl, run.session_key)
-        asyncio.run(_receive(decl, run))
+        # the tick's span (traces on): the turn's spans continue its trace
+        with telemetry.request("schedule_tick", **{"june.turn.source": "schedule", "gen_ai.agent.name": agent,
+                                                   "june.schedule": decl.q2_name}):
+            asyncio.run(_receive(decl, run))
     except Exception as exc:
         if not sm.Turn.objects.filter(pk=run.turn_id).exists():
             admitted.refund()  # no turn: the run did not start one

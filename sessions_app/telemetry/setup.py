@@ -1,0 +1,121 @@
+"""Whether traces are on, and the tracer provider when they are.
+
+On when an ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set (OTLP
+over HTTP, the SDK reads the rest of ``OTEL_*``), when ``JUNE_OTEL_TEST_FILE`` names a JSON-lines
+file (the fault tests read the spans of several processes), or when something (a test) already
+installed a tracer provider. ``OTEL_SDK_DISABLED=true`` turns it off. Decided once per process.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+_LOCK = threading.Lock()
+_DECIDED = False
+_OBSERVER: Any = None
+
+ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+
+
+def _wanted() -> bool:
+    if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return False
+    return any(os.environ.get(v) for v in ENDPOINT_VARS) or bool(os.environ.get("JUNE_OTEL_TEST_FILE"))
+
+
+def _installed() -> bool:
+    """A tracer provider someone (a test) installed; imports OpenTelemetry only if it is loaded."""
+    import sys
+
+    if "opentelemetry.trace" not in sys.modules:
+        return False
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+
+    return isinstance(trace.get_tracer_provider(), TracerProvider)
+
+
+def _install() -> None:
+    from opentelemetry import trace
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+
+    if isinstance(trace.get_tracer_provider(), TracerProvider):
+        return
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "june")})
+    provider = TracerProvider(resource=resource)
+    path = os.environ.get("JUNE_OTEL_TEST_FILE")
+    if path:
+        from .filexport import JsonLinesExporter
+
+        provider.add_span_processor(SimpleSpanProcessor(JsonLinesExporter(path)))
+    if any(os.environ.get(v) for v in ENDPOINT_VARS):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        _install_metrics(resource)
+    trace.set_tracer_provider(provider)
+
+
+def _install_metrics(resource: Any) -> None:
+    """OTLP metrics beside the traces (``OTEL_METRIC_EXPORT_INTERVAL`` sets the period)."""
+    from opentelemetry import metrics
+    from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    if os.environ.get("OTEL_METRICS_EXPORTER", "otlp").lower() == "none":
+        return
+    reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+    metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
+
+
+def observer() -> Any:
+    """The engine's observer, or None when traces are off (decided on the first call)."""
+    global _DECIDED, _OBSERVER
+    if _DECIDED:
+        return _OBSERVER
+    with _LOCK:
+        if not _DECIDED:
+            if _wanted():
+                _install()
+            if _wanted() or _installed():
+                from .otel import OtelObserver
+
+                _OBSERVER = OtelObserver()
+            _DECIDED = True
+    return _OBSERVER
+
+
+def reset_for_tests() -> None:
+    global _DECIDED, _OBSERVER
+    with _LOCK:
+        _DECIDED, _OBSERVER = False, None
+
+
+def request(name: str, **attrs: Any) -> Any:
+    """A span for the request that makes a turn (a POST, a websocket message, a webhook), the
+    parent of the turn's spans; a no-op context when traces are off."""
+    obs = observer()
+    if obs is None:
+        from contextlib import nullcontext
+
+        return nullcontext()
+    return obs.request(name, attrs)
+
+
+def traceparent() -> str | None:
+    """The current span's W3C traceparent, stored with a turn a request creates; None when traces
+    are off or no span is current."""
+    obs = observer()
+    return obs.carrier() if obs is not None else None
+
+
+def webhook_failure(agent: str, *, final: bool) -> None:
+    """A webhook delivery's POST failed (``final``: its last try, the delivery is failed)."""
+    obs = observer()
+    if obs is not None:
+        obs.metrics.webhook_failures.add(1, {"gen_ai.agent.name": agent, "june.delivery.final": final})
