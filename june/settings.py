@@ -36,14 +36,6 @@ def _list(env: Mapping[str, str], name: str, default: str) -> list[str]:
 def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Every ``JUNE_*`` setting, from ``env`` (the process's environment by default)."""
     env = os.environ if env is None else env
-    # notifications (sessions_app/notify.py): who may answer a parked request is told, by email and/or
-    # a chat webhook, with a link to the card at JUNE_SITE_URL; a reminder after REMIND_AFTER s (0: none)
-    JUNE_NOTIFY = _bool(env, "JUNE_NOTIFY", True)
-    JUNE_NOTIFY_WEBHOOK = env.get("JUNE_NOTIFY_WEBHOOK", "")
-    JUNE_NOTIFY_REMIND_AFTER = float(env.get("JUNE_NOTIFY_REMIND_AFTER", "3600"))
-    JUNE_NOTIFY_MAX_ATTEMPTS = int(env.get("JUNE_NOTIFY_MAX_ATTEMPTS", "8"))
-    JUNE_NOTIFY_FROM = env.get("JUNE_NOTIFY_FROM", "")
-    JUNE_SITE_URL = env.get("JUNE_SITE_URL", "http://127.0.0.1:8000")
     # the demo agents (agents_app/agents/: ops, researcher): on in this repository's site
     JUNE_DEMO_AGENTS = _bool(env, "JUNE_DEMO_AGENTS", False)
     # django-q2's result row for each run_turn task (a write and a prune of the result table per

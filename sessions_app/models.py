@@ -499,39 +499,6 @@ class WorkerBeat(models.Model):
         verbose_name = "worker heartbeat"
 
 
-class Notification(models.Model):
-    """An outbox row (``sessions_app.notify``): a message to a person or a chat webhook that an
-    approval waits for them, written by the worker's watchdog once per park and recipient
-    (``key``), sent with retries and backoff; never written or sent inside a turn."""
-
-    class State(models.TextChoices):
-        PENDING = "pending"
-        SENT = "sent"
-        SKIPPED = "skipped"  # the request was answered (or the turn moved on) before it went out
-        FAILED = "failed"  # given up after its attempts
-
-    key = models.CharField(max_length=300, unique=True)
-    kind = models.CharField(max_length=20)  # park | reminder
-    channel = models.CharField(max_length=10)  # email | webhook
-    recipient = models.CharField(max_length=500)
-    turn = models.ForeignKey(Turn, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    input_id = models.CharField(max_length=200, blank=True)
-    subject = models.CharField(max_length=300)
-    body = models.TextField()
-    state = models.CharField(max_length=10, choices=State.choices, default=State.PENDING)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    next_attempt_at = models.DateTimeField()
-    last_error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    sent_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        indexes = [models.Index(fields=["state", "next_attempt_at"], name="june_notify_due")]
-
-    def __str__(self) -> str:
-        return f"{self.kind} → {self.recipient} ({self.state})"
-
-
 def username_field() -> str:
     """The user model's login name field (``username``, or a custom model's ``USERNAME_FIELD``):
     June looks users up and searches them by it, never by a field name of its own choosing."""

@@ -37,7 +37,7 @@ from agents_app.runtime.recovery import RecoveryState, classify_submission_state
 from agents_app.runtime.seams import Phase, TurnStatus
 
 from sessions_app import models as m
-from sessions_app import notify, wiring
+from sessions_app import wiring
 from sessions_app.outbox.queue import RUN_TURN, enqueue_turn
 from sessions_app.services import publish_on_commit
 from sessions_app.store.checkpoint import IN_CHAIN
@@ -325,7 +325,6 @@ def _watch(period: float) -> None:
             # a queued turn whose task a killed cluster took waits for it no longer than one whose
             # lease expired: its task is a lease no one renews (JUNE_REQUEUE_AFTER)
             counts["requeued"] = sweep_queued(lost_seen=lost_seen)
-            counts.update(notify.tick())  # approvals waiting: tell who may answer (sessions_app.notify)
             if any(counts.values()):
                 log.info("sweeper: %s", counts)
         except Exception:  # a database blip: try again next period
