@@ -82,11 +82,11 @@ def notify_parks(*, now: dt.datetime | None = None) -> int:
     return made
 
 
-def notify_failure(what: str, detail: str) -> None:
+def notify_failure(what: str, detail: str, *, key: str | None = None) -> bool:
     """A failure (a turn failed, a schedule failing, a delivery given up, a worker gone):
-    held until the next digest."""
-    N.objects.create(key=f"failure:{timezone.now().timestamp()}:{id(detail)}:{what}"[:300], kind="failure",
-                     channel="", subject=what[:300], body=detail[:4000], state=S.HELD, next_at=timezone.now())
+    held until the next digest. ``key`` makes it once only (False: held or sent already)."""
+    key = key or f"failure:{timezone.now().timestamp()}:{id(detail)}"
+    return _add(key[:300], kind="failure", channel="", subject=what[:300], body=detail[:4000], state=S.HELD)
 
 
 def fold_digest(*, now: dt.datetime | None = None) -> int:

@@ -79,9 +79,11 @@ def send_due(*, now: dt.datetime | None = None, limit: int = 100) -> dict[str, i
 
 
 def notify_tick(*, now: dt.datetime | None = None) -> dict[str, int]:
-    """One pass: write park rows and reminders, fold a digest, send what is due."""
+    """One pass: write park rows and reminders, hold new failures, fold a digest, send what is due."""
+    from sessions_app.notify.failures import collect_failures
     from sessions_app.notify.outbox import fold_digest, notify_parks
 
     made = notify_parks(now=now)
+    failures = collect_failures(now=now)
     folded = fold_digest(now=now)
-    return {"written": made, "folded": folded, **send_due(now=now)}
+    return {"written": made, "failures": failures, "folded": folded, **send_due(now=now)}

@@ -237,3 +237,50 @@ def test_the_admin_lists_rows_read_only_for_staff(parked, users, monkeypatch):
     plain = Client()
     plain.force_login(users["alice"])
     assert plain.get(url).status_code == 302
+
+
+def test_failed_turns_a_given_up_delivery_and_a_gone_worker_reach_one_digest(q2_sync, smtp, users, monkeypatch):
+    from agents_app.models import DeliveryStatus, WebhookDelivery
+
+    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
+    ids = [services.turn_start(agent="ops", key=f"f{i}", text="hello", user=users["alice"]).turn_id for i in range(10)]
+    # the store's own write when a turn fails (a model error, its retries spent)
+    m.Turn.objects.filter(pk__in=ids).update(status="failed", error={"type": "ModelError", "message": "overloaded"},
+                                             updated_at=timezone.now())
+    WebhookDelivery.objects.create(agent="ops", session_key="webhook:x", turn_id="t-dlv", url="https://h.example/x",
+                                   status=DeliveryStatus.FAILED, attempts=8, last_error="HTTP 503")
+    old = timezone.now() - dt.timedelta(seconds=60)
+    m.WorkerBeat.objects.create(id="host:123", started_at=old, seen_at=old)
+    m.WorkerBeat.objects.create(id="host:456", started_at=old, seen_at=timezone.now())  # alive
+    out = notify_tick()
+    assert out["failures"] == 12 and out["folded"] == 12 and out["sent"] == 1, out
+    assert len(smtp.mails) == 1
+    body = smtp.mails[0][1]
+    assert "12 failure(s)" in body and body.count("turn failed") == 10 and "overloaded" in body
+    assert "webhook delivery given up" in body and "host:123" in body and "host:456" not in body
+    # each failure once: the next digest window finds nothing new
+    later = timezone.now() + dt.timedelta(seconds=901)
+    m.WorkerBeat.objects.filter(pk="host:456").update(seen_at=later)  # still beating then
+    assert notify_tick(now=later)["failures"] == 0
+    assert len(smtp.mails) == 1
+
+
+def test_a_schedule_failing_n_times_in_a_row(smtp, users, monkeypatch):
+    from agents_app.models import ScheduleRun
+
+    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
+    monkeypatch.setenv("JUNE_NOTIFY_SCHEDULE_FAILURES", "3")
+    t0 = timezone.now() - dt.timedelta(hours=1)
+
+    def run(i: int, status: str) -> None:
+        ScheduleRun.objects.create(schedule="june:ops:daily", agent="ops", tick=t0 + dt.timedelta(minutes=i),
+                                   session_key="ops-inbox", turn_id=f"s{i}", status=status)
+
+    run(0, "delivered")
+    run(1, "failed")
+    run(2, "failed")
+    assert notify_tick()["failures"] == 0  # two in a row is not yet three
+    run(3, "failed")
+    out = notify_tick()
+    assert out["failures"] == 1 and out["sent"] == 1
+    assert "schedule failing" in smtp.mails[0][1] and "june:ops:daily" in smtp.mails[0][1]
