@@ -15,7 +15,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from sessions_app import models as m
-from sessions_app import services
+from agents_app.runtime.notify import destination
+from sessions_app import services, wiring
 from sessions_app.notify.config import NotifyConfig, config
 
 N = m.Notification
@@ -52,14 +53,17 @@ def _park_rows(turn: m.Turn, kind: str, cfg: NotifyConfig) -> int:
     body = f"{prompt}\n\nAnswer it in the inbox: {link}\n"
     ref = f"{kind}:{turn.pk}:{turn.generation}:{input_id}"
     made = 0
-    if cfg.email:
+    # the agent's ``notify`` (and its answering policy's) over the site's settings
+    dest = destination(wiring.agent(turn.session.agent).notify, (request.get("answerers") or {}).get("policy"))
+    email, url = dest.get("email", cfg.email), dest.get("webhook_url", cfg.webhook_url)
+    if email:
         to = answerers_of(turn)
         if to:
             made += _add(f"{ref}:email", kind=kind, channel="email", turn_id=turn.pk, input_id=input_id,
                          recipients=to, subject=subject, body=body)
-    if cfg.webhook_url:
+    if url:
         made += _add(f"{ref}:webhook", kind=kind, channel="webhook", turn_id=turn.pk, input_id=input_id,
-                     recipients=[cfg.webhook_url], subject=subject, body=body)
+                     recipients=[url], subject=subject, body=body)
     return made
 
 

@@ -284,3 +284,21 @@ def test_a_schedule_failing_n_times_in_a_row(smtp, users, monkeypatch):
     out = notify_tick()
     assert out["failures"] == 1 and out["sent"] == 1
     assert "schedule failing" in smtp.mails[0][1] and "june:ops:daily" in smtp.mails[0][1]
+
+
+def test_the_policy_s_own_webhook_over_the_site_s(q2_sync, users, smtp, receiver, monkeypatch):
+    from agents_app.runtime.notify import notify_config
+    from sessions_app import wiring
+
+    receiver.up()
+    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "http://127.0.0.1:9/site-wide-not-used")
+    ops = wiring.agent("ops")
+    monkeypatch.setattr(ops, "notify", notify_config("ops", {
+        "email": True, "policies": {"operator": {"webhook_url": f"http://127.0.0.1:{receiver.port}/ops", "email": False}},
+    }))
+    rec = services.turn_start(agent="ops", key="r2", text="refund order 42 10", user=users["alice"])
+    out = notify_tick()
+    assert out["sent"] == 1 and out["retry"] == 0, out
+    assert smtp.mails == [] and len(receiver.bodies) == 1
+    row = m.Notification.objects.get(turn_id=rec.turn_id)
+    assert row.channel == "webhook" and row.recipients == [f"http://127.0.0.1:{receiver.port}/ops"]
