@@ -302,3 +302,20 @@ def test_the_policy_s_own_webhook_over_the_site_s(q2_sync, users, smtp, receiver
     assert smtp.mails == [] and len(receiver.bodies) == 1
     row = m.Notification.objects.get(turn_id=rec.turn_id)
     assert row.channel == "webhook" and row.recipients == [f"http://127.0.0.1:{receiver.port}/ops"]
+
+
+def test_the_sweeper_thread_s_pass_sends_and_is_throttled(parked, smtp, settings, monkeypatch):
+    from sessions_app.workers import sweeper
+
+    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
+    settings.JUNE_NOTIFY_SECONDS = 3600
+    monkeypatch.setattr(sweeper, "_notified_at", 0.0)
+    sweeper._notify_pass()
+    assert len(smtp.mails) == 1
+    m.Notification.objects.all().delete()
+    sweeper._notify_pass()  # within JUNE_NOTIFY_SECONDS: no pass
+    assert not m.Notification.objects.exists()
+    settings.JUNE_NOTIFY_ENABLED = False
+    monkeypatch.setattr(sweeper, "_notified_at", 0.0)
+    sweeper._notify_pass()  # turned off
+    assert not m.Notification.objects.exists() and len(smtp.mails) == 1
