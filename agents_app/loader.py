@@ -88,6 +88,7 @@ def load_agent(folder: Path) -> Agent:
         limits=getattr(conf, "limits", None),
         sources=list(sources_for(name, getattr(conf, "mcp", None))),
         listed=bool(getattr(conf, "listed", True)),
+        notify=getattr(conf, "notify", None) or {},
     )
 
 

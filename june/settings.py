@@ -62,6 +62,10 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     JUNE_QUOTA_CACHE_SECONDS = float(env.get("JUNE_QUOTA_CACHE_SECONDS", "10"))
     # the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)
     JUNE_SWEEP_SECONDS = float(env.get("JUNE_SWEEP_SECONDS", "1"))
+    # notifications (sessions_app.notify, docs/operations.md): on/off, and seconds between their
+    # passes in each worker's sweeper thread (the other JUNE_NOTIFY_* are read by notify.config)
+    JUNE_NOTIFY_ENABLED = _bool(env, "JUNE_NOTIFY_ENABLED", True)
+    JUNE_NOTIFY_SECONDS = float(env.get("JUNE_NOTIFY_SECONDS", "15"))
     # the scheduled sweeper (django-q2 schedule, created by migrate): minutes between runs
     JUNE_SWEEP_MINUTES = int(env.get("JUNE_SWEEP_MINUTES", "1"))
     # a re-enqueued turn not claimed within this many seconds is re-enqueued again

@@ -505,3 +505,34 @@ def username_field() -> str:
     from django.contrib.auth import get_user_model
 
     return get_user_model().USERNAME_FIELD
+
+
+class NotificationState(models.TextChoices):
+    PENDING = "pending", "pending"
+    SENT = "sent", "sent"
+    FAILED = "failed", "failed"  # given up after JUNE_NOTIFY_MAX_ATTEMPTS
+    SKIPPED = "skipped", "skipped"  # its park was answered before it went out
+    HELD = "held", "held"  # a failure waiting for its digest
+
+
+class Notification(models.Model):
+    """A notification's outbox row (``sessions_app.notify``): written by the park sweep (once
+    per park, ``key`` unique), sent by the sender with backoff, its state visible in the admin."""
+
+    key = models.CharField(max_length=300, unique=True)
+    kind = models.CharField(max_length=16)  # park | reminder | failure | digest
+    channel = models.CharField(max_length=16)  # email | webhook
+    turn_id = models.CharField(max_length=32, blank=True, default="")
+    input_id = models.CharField(max_length=200, blank=True, default="")
+    recipients = models.JSONField(default=list, blank=True)
+    subject = models.CharField(max_length=300, blank=True, default="")
+    body = models.TextField(blank=True, default="")
+    state = models.CharField(max_length=16, choices=NotificationState.choices, default=NotificationState.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_at = models.DateTimeField()
+    last_error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["state", "next_at"], name="notification_due")]

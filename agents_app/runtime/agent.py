@@ -14,6 +14,7 @@ from .compaction import Compaction, compaction_config
 from .limits import Limits, limits_config
 from .errors import AgentConfigError
 from .model import ToolSpec
+from .notify import notify_config
 from .tools import Tool
 
 log = logging.getLogger(__name__)
@@ -60,8 +61,11 @@ class Agent:
     #: offered to people on the chat's home page (``listed = False``: an agent only other agents
     #: start, as a subagent, or only channels reach)
     listed: bool = True
+    #: where its parks' notifications go (``notify`` in agent.py, ``runtime.notify``)
+    notify: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.notify = notify_config(self.name, self.notify)
         self.compaction = compaction_config(self.compaction)
         self.limits = limits_config(self.limits)
         if isinstance(self.tools, (list, tuple)):

@@ -301,6 +301,29 @@ def _datetime(epoch: float) -> datetime:
 _watchdog: threading.Thread | None = None
 
 
+_notified_at = 0.0
+
+
+def _notify_pass() -> None:
+    """Notifications ride the sweeper (``sessions_app.notify``): write park rows, fold a failure
+    digest, send what is due. Off with JUNE_NOTIFY_ENABLED=0; never fails the sweeper."""
+    global _notified_at
+    if not getattr(settings, "JUNE_NOTIFY_ENABLED", True):
+        return
+    if time.monotonic() - _notified_at < getattr(settings, "JUNE_NOTIFY_SECONDS", 15):
+        return
+    _notified_at = time.monotonic()
+    try:
+        from sessions_app.notify.sender import notify_tick
+
+        counts = notify_tick()
+        if any(counts.values()):
+            log.info("notifications: %s", counts)
+    except Exception:
+        log.exception("notification pass failed")
+        connections.close_all()
+
+
 def start_watchdog(period: float | None = None) -> threading.Thread | None:
     """Start (once per process) a daemon thread running ``sweep_expired`` and ``sweep_queued``
     every ``period`` seconds, beginning with a pass at start (the recovery pass of a fresh
@@ -330,6 +353,7 @@ def _watch(period: float) -> None:
         except Exception:  # a database blip: try again next period
             log.exception("sweeper pass failed")
             connections.close_all()
+        _notify_pass()
         time.sleep(period * random.uniform(0.8, 1.2))
 
 
