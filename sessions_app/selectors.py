@@ -243,7 +243,29 @@ def transcript(*, session: m.Session, generation: int, limit: int = ARCHIVE_MESS
             item.update(name=data.get("name") or "", result=_compact(result),
                         is_error=bool(data.get("is_error")) or (isinstance(result, dict) and "error" in result))
         out.append(item)
-    return out
+    return _with_cancels(out, [r.turn_id for r in rows], session=session, generation=generation)
+
+
+def _with_cancels(out: list[dict[str, Any]], turn_ids: list[Any], *, session: m.Session,
+                  generation: int) -> list[dict[str, Any]]:
+    """A cancelled turn's marker after its last message: its reason and the reply text it
+    streamed before the cancel (the turn.cancelled event's ``discarded``), which the
+    conversation never kept."""
+    cancelled = {t.pk: t for t in m.Turn.objects.filter(session=session, generation=generation,
+                                                         status="cancelled").only("pk", "cancel_reason")}
+    if not cancelled:
+        return out
+    discarded = {e.turn_id: str((e.data or {}).get("discarded") or "") for e in m.Event.objects.filter(
+        session=session, generation=generation, type="turn.cancelled", turn_id__in=list(cancelled)).only("turn_id", "data")}
+    last = {tid: i for i, tid in enumerate(turn_ids) if tid in cancelled}
+    marked: list[dict[str, Any]] = []
+    for i, item in enumerate(out):
+        marked.append(item)
+        tid = turn_ids[i]
+        if last.get(tid) == i:
+            marked.append({"role": "cancelled", "created_at": item["created_at"], "text": discarded.get(tid, ""),
+                           "reason": cancelled[tid].cancel_reason or "requested"})
+    return marked
 
 
 def _compact(value: Any, limit: int = 2000) -> str:

@@ -148,6 +148,18 @@ class TurnFailed(TurnEvent):
 class TurnCancelled(TurnEvent):
     type: ClassVar[str] = "turn.cancelled"
     reason: str = "requested"  # requested | replaced | reset
+    #: the reply text streamed before the cancel, not part of the conversation: kept so a
+    #: reload and the archive still show what was discarded (bounded: ``DISCARDED_MAX``)
+    discarded: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        data = TurnEvent.to_json(self)
+        if not self.discarded:
+            del data["discarded"]  # most cancels discard nothing: no empty key in every row
+        return data
+
+
+DISCARDED_MAX = 20_000
 
 
 @fast_init

@@ -376,10 +376,12 @@ class TurnLoop(CompactionSteps, ToolSteps):
         reply: ModelReply | None = None
         overflow: str | None = None
         stream = self.model.stream(request)
+        streamed: list[str] = []  # the text so far: a cancel records it as discarded
         try:
             try:
                 async for chunk in stream:
                     if isinstance(chunk, TextDelta):
+                        streamed.append(chunk.text)
                         await self.sink.delta(turn.session, ev.MessageDelta(turn.turn_id, text=chunk.text))
                     elif isinstance(chunk, ReasoningDelta):
                         await self.sink.delta(turn.session, ev.ReasoningDelta(turn.turn_id, text=chunk.text))
@@ -402,7 +404,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
                 raise RetryableTurnError(f"model: {exc}") from exc
             return await self._fail(str(exc), phase="model", step=step_id)
         if self.cancel_reason:
-            return await self._cancel(())
+            return await self._cancel((), discarded="".join(streamed)[: ev.DISCARDED_MAX])
         if overflow is not None or (
             reply is not None and reply.stop_reason == StopReason.CONTEXT_OVERFLOW and self.compaction.enabled
         ):
@@ -523,7 +525,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         await self._commit(work)
         return TurnStatus.FAILED
 
-    async def _cancel(self, owed: tuple[ToolCall, ...], *, index: int = -1) -> TurnStatus:
+    async def _cancel(self, owed: tuple[ToolCall, ...], *, index: int = -1, discarded: str = "") -> TurnStatus:
         turn = self.turn
         reason = self.cancel_reason or "requested"
         usage = self._usage_with({})  # a cancelled turn spent too (it showed "0 input, 0 output")
@@ -535,7 +537,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
                     Message(Role.TOOL, turn_id=turn.turn_id, call_id=call.id, name=call.name, result=CANCELLED_RESULT)
                 )
                 tx.step(tool_step_id(index, call.id), at)
-            tx.emit(ev.TurnCancelled(turn.turn_id, reason=reason))
+            tx.emit(ev.TurnCancelled(turn.turn_id, reason=reason, discarded=discarded))
             tx.journal(Phase.COMMITTED)
             tx.settle(TurnStatus.CANCELLED, error={"reason": reason}, usage=usage)
 

@@ -27,6 +27,7 @@ from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnN
 
 from sessions_app import models as m
 from sessions_app import selectors, services
+from sessions_app.admin.inbox_row import inline_answer
 from sessions_app.errors import Unprocessable
 
 log = logging.getLogger(__name__)
@@ -232,6 +233,16 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None):
         return False
 
+    def get_list_display(self, request):
+        """The columns, and last Approve/Deny in the row itself (each request used to be opened)."""
+
+        @admin.display(description="answer")
+        def answer(turn):
+            spec = (turn.pending or {}).get("request") or {}
+            return inline_answer(turn, form_kind(spec.get("schema")))
+
+        return (*self.list_display, answer)
+
     def get_queryset(self, request):
         turns = parked_turns()
         return turns.filter(pk__in=answerable_ids(request.user, turns))
@@ -246,11 +257,16 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
 
     @admin.display(description="session", ordering="session__key")
     def session_key(self, turn):
+        """The session's title (its first message's, as the chat shows it); the key on hover."""
+        session = turn.session
+        if not hasattr(session, "display_title"):
+            selectors.with_titles([session])
+        title = getattr(session, "display_title", None) or session.title or session.key
         try:
             url = reverse("admin:sessions_app_session_generation", args=(turn.session_id, turn.generation))
         except NoReverseMatch:
-            return turn.session.key
-        return format_html('<a href="{}">{}</a>', url, turn.session.key)
+            return format_html('<span title="{}">{}</span>', session.key, title)
+        return format_html('<a href="{}" title="{}">{}</a>', url, session.key, title)
 
     @admin.display(description="requested by")
     def requested_by(self, turn):
@@ -338,6 +354,8 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
             return self._page(request, turn, form=form if exc.http_status == 422 else self._form(turn),
                               status=exc.http_status)
         messages.success(request, f"Answer recorded; the turn is {rec.status}.")
+        if request.POST.get("from") == "inbox":  # answered in the list: back to what still waits
+            return HttpResponseRedirect(reverse("admin:sessions_app_approvalrequest_changelist"))
         return HttpResponseRedirect(reverse("admin:sessions_app_approvalrequest_change", args=(quote(turn.pk),)))
 
     def _can_answer(self, request, turn) -> bool:

@@ -7,7 +7,9 @@ from zoneinfo import ZoneInfo
 
 from django.conf import settings
 from django.contrib import admin, messages
-from django.urls import NoReverseMatch, reverse
+from django.core.exceptions import PermissionDenied
+from django.http import HttpResponseNotAllowed, HttpResponseRedirect
+from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
@@ -29,7 +31,8 @@ def _turn_link(turn_id: str) -> str:
 
 @admin.register(AgentSchedule)
 class AgentScheduleAdmin(admin.ModelAdmin):
-    list_display = ("name", "cron", "enabled", "next_run", "last_run_at", "last_run_turn", "last_run_status")
+    list_display = ("name", "cron", "enabled", "next_run_local", "last_run_at", "last_run_turn", "last_run_status",
+                    "run_now_button")
     fields = ("name", "func", "kwargs", "cron", "next_run", "repeats")
     readonly_fields = ("name", "func", "kwargs")
     actions = ("enable", "disable", "run_now")
@@ -47,6 +50,48 @@ class AgentScheduleAdmin(admin.ModelAdmin):
             self._last_cache = (obj, ScheduleRun.objects.filter(schedule=obj.name).order_by("-tick").first())
         return self._last_cache[1]
 
+    def _tz(self, obj) -> ZoneInfo:
+        """The schedule's own zone (its declaration's ``timezone``), else the site's."""
+        try:
+            _, agent, name = obj.name.split(":", 2)
+            decl = next((d for d in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE)
+                         if d.name == name), None)
+        except Exception:  # an agent gone since the sync: the site's zone
+            decl = None
+        return decl.tz() if decl else ZoneInfo(settings.TIME_ZONE)
+
+    def _local(self, obj, at) -> str:
+        tz = self._tz(obj)
+        return f"{timezone.localtime(at, tz):%Y-%m-%d %H:%M} {tz.key}"
+
+    @admin.display(description="next run", ordering="next_run")
+    def next_run_local(self, obj) -> str:
+        """In the agent's zone, labelled (it showed UTC, unlabelled, for a Europe/Paris agent)."""
+        return self._local(obj, obj.next_run) if obj.next_run else "—"
+
+    @admin.display(description="run now")
+    def run_now_button(self, obj):
+        # the row is inside the changelist's form (forms do not nest): the button posts that
+        # form, CSRF token included, to this schedule's run-now URL instead
+        url = reverse("admin:agents_app_agentschedule_run_now", args=[obj.pk])
+        return format_html('<button type="submit" formaction="{}" formmethod="post" class="button june-run-now"{}>'
+                           "Run now</button>", url, " disabled" if obj.repeats == 0 else "")
+
+    def get_urls(self):
+        run_now = path("<int:pk>/run-now/", self.admin_site.admin_view(self.run_now_view),
+                       name="agents_app_agentschedule_run_now")
+        return [run_now, *super().get_urls()]
+
+    def run_now_view(self, request, pk: int):
+        if request.method != "POST":
+            return HttpResponseNotAllowed(["POST"])
+        if not self.has_change_permission(request):
+            raise PermissionDenied
+        n = self.get_queryset(request).filter(pk=pk).exclude(repeats=0).update(next_run=timezone.now())
+        self.message_user(request, f"{n} schedule(s) due now" if n else "Not run: the schedule is disabled or gone",
+                          messages.SUCCESS if n else messages.WARNING)
+        return HttpResponseRedirect(reverse("admin:agents_app_agentschedule_changelist"))
+
     @admin.display(boolean=True)
     def enabled(self, obj) -> bool:
         return obj.repeats != 0
@@ -54,7 +99,7 @@ class AgentScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="last run")
     def last_run_at(self, obj):
         run = self._last(obj)
-        return run.tick if run else "—"
+        return self._local(obj, run.tick) if run and run.tick else "—"
 
     @admin.display(description="its turn")
     def last_run_turn(self, obj):

@@ -12,11 +12,17 @@ from django.utils.html import format_html, format_html_join
 
 from agents_app.runtime import short_turn_id, subagents
 from sessions_app import models as m
+from sessions_app.store import eventlog
 
 from .console import TOKEN_KEYS
 
+#: the events that end a turn: their commit time is when it ended (``Turn.updated_at`` is not
+#: stamped by a checkpoint's UPDATE, so it read "0.0s" for a turn that took a second)
+ENDED = ("turn.completed", "turn.failed", "turn.cancelled")
+KEY_SHOWN = 24  # a child's session key ("sub:<parent>:<step>…") is cut here; its title has it all
+
 FIELDS = ("id", "parent_id", "status", "depth", "waiting", "created_at", "updated_at", "session__agent",
-          "session__key", "input", "usage", "spawn_step")
+          "session__key", "input", "usage", "spawn_step", "session_id")
 
 
 def root_of(turn: m.Turn) -> m.Turn:
@@ -46,10 +52,27 @@ def descendants(root_id: str, limit: int = 500) -> dict[str | None, list[dict[st
     return by_parent
 
 
+def ended_at(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """When each of ``rows``' turns ended: its ending event's commit time (one query)."""
+    if not rows:
+        return {}
+    events = eventlog.timed(m.Event.objects.filter(session_id__in={r["session_id"] for r in rows},
+                                                   turn_id__in=[r["id"] for r in rows], type__in=ENDED))
+    return {e.turn_id: e.at for e in events}
+
+
 def _seconds(row: dict[str, Any]) -> str:
     if row["status"] in ("queued", "running") or row["waiting"]:
         return "…"
-    return f"{(row['updated_at'] - row['created_at']).total_seconds():.1f}s"
+    end = row.get("ended_at") or row["updated_at"]
+    seconds = max((end - row["created_at"]).total_seconds(), 0.0)
+    return f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds // 60)} min {int(seconds % 60)} s"
+
+
+def _key(key: str) -> Any:
+    if len(key) <= KEY_SHOWN:
+        return key
+    return format_html('<span title="{}">{}…</span>', key, key[:KEY_SHOWN - 1])
 
 
 def _node(row: dict[str, Any], current: str, by_parent: dict, site: str) -> Any:
@@ -61,7 +84,7 @@ def _node(row: dict[str, Any], current: str, by_parent: dict, site: str) -> Any:
         '<a href="{}"{}><code>{}</code></a> {}/{} — <span class="june-tree-status" data-status="{}">{}</span>{}'
         " · {} · started {} · {} tokens · <i>{}</i>",
         url, ' style="font-weight:bold"' if row["id"] == current else "", short_turn_id(row["id"]), row["session__agent"],
-        row["session__key"], row["status"], row["status"], waiting, _seconds(row),
+        _key(row["session__key"]), row["status"], row["status"], waiting, _seconds(row),
         timezone.localtime(row["created_at"]).strftime("%H:%M:%S"), tokens, str(goal)[:80],
     )
     kids = by_parent.get(row["id"]) or []
@@ -78,9 +101,15 @@ def tree_html(turn: m.Turn, site: str = "admin") -> Any:
         return "-"
     row = {f: getattr(root, f) if "__" not in f else None for f in FIELDS}
     row.update(session__agent=root.session.agent, session__key=root.session.key)
+    every = [row] + [r for kids in by_parent.values() for r in kids]
+    ends = ended_at(every)
+    for r in every:
+        r["ended_at"] = ends.get(r["id"])
     note = format_html("<p>depth limit {}, fan-out limit {} per tool call</p>", subagents.MAX_DEPTH,
                        subagents.MAX_FANOUT)
-    return format_html('<ul class="june-tree">{}</ul>{}', _node(row, turn.pk, by_parent, site), note)
+    # wraps within the page (it was clipped at 1,280 px): long goals and keys break
+    style = "white-space:normal;overflow-wrap:anywhere;max-width:100%;margin-left:0;padding-left:1.2em"
+    return format_html('<ul class="june-tree" style="{}">{}</ul>{}', style, _node(row, turn.pk, by_parent, site), note)
 
 
 def archived_children(session: m.Session, generation: int, limit: int = 500) -> list[dict[str, Any]]:

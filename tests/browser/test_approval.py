@@ -50,7 +50,9 @@ def test_a_refund_card_in_the_chat_is_approved_by_an_operator_in_the_admin_inbox
     row = admin.locator("#result_list tbody tr", has_text=PROMPT)
     assert row.count() == 1
     text = row.text_content()
-    assert "ops" in text and "refund-b" in text and "issue_refund" in text and '"order_id": "42"' in text
+    # the session by its title (the first message), its key on hover (issue 40)
+    assert "ops" in text and "refund order 42 10" in text and "issue_refund" in text and '"order_id": "42"' in text
+    assert row.locator("[title=refund-b]").count() == 1
     row.get_by_role("link", name=PROMPT).click()
     admin.wait_for_selector("#june-approve")
     assert re.search(r'"amount": 10', admin.locator("#june-call-args").text_content())

@@ -3,10 +3,14 @@ a reset parent lists its children."""
 
 from __future__ import annotations
 
+import re
+from datetime import timedelta
+
 import pytest
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.urls import reverse
+from django.utils import timezone
 
 from sessions_app import models as m
 from sessions_app import services
@@ -53,3 +57,18 @@ def test_child_sessions_are_not_listed_on_the_chat_home_page(client, staff):
     async_to_sync(run_tree)(staff, "home1", "research tides")
     page = client.get("/").content.decode()
     assert "home1" in page and "sub:" not in page
+
+
+def test_the_tree_times_each_turn_by_its_ending_event_and_cuts_long_keys(client, staff):
+    """A turn's duration is created → its ending event (``updated_at`` is not stamped by a
+    checkpoint, so every turn read "0.0s"); a child's long session key is cut, whole in a title."""
+    parent = async_to_sync(run_tree)(staff, "adm3", "research tides and harbours")
+    child = m.Turn.objects.filter(parent_id=parent).order_by("spawn_step").first()
+    five_ago = timezone.now() - timedelta(seconds=5)
+    m.Turn.objects.filter(pk=child.pk).update(created_at=five_ago, updated_at=five_ago)
+    page = client.get(reverse("admin:sessions_app_turn_change", args=[parent])).content.decode()
+    assert re.search(r"· [5-9]\.\d s ·", page), "the child's ~5 s shows"
+    assert "0.0s" not in page
+    key = child.session.key
+    assert len(key) > 24 and f'title="{key}"' in page and f"{key[:23]}…" in page
+    assert "overflow-wrap:anywhere" in page

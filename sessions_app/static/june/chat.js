@@ -215,7 +215,7 @@
       endTurn(f.turn_id, "failed");
     },
     "turn.cancelled": (f) => {
-      discardPartial(f.turn_id);
+      discardPartial(f.turn_id, f.discarded);
       cancelTools(f.turn_id);
       const text = unqueue(f.turn_id);
       add(el("div", "note", text !== null ? `Queued message cancelled (${f.reason}): “${text}”` : `Turn cancelled (${f.reason}).`));
@@ -646,9 +646,15 @@
       row.querySelector(".tool-state").textContent = "cancelled";
     }
   }
-  function discardPartial(turnId) {
-    const s = streams.get(turnId);
-    if (!s || !s.text) return;
+  function discardPartial(turnId, discarded) {
+    let s = streams.get(turnId);
+    if (!s || !s.text) {
+      // replayed (a reload, a late tab): the text the turn streamed before its cancel is the event's
+      if (!discarded) return;
+      s = { el: add(el("div", "msg assistant")) };
+      window.JuneMarkdown.fill(s.el, String(discarded));
+    }
+    s.el.classList.remove("streaming");
     s.el.classList.add("discarded");
     s.el.title = "The turn was cancelled: this partial reply was discarded (it is not part of the conversation).";
   }
