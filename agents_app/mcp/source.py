@@ -32,8 +32,9 @@ class _Connection:
     """A client session held open by a task of its own (the SDK's context must be entered and
     left by one task); calls from any task of the loop go through it."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, on_tools_changed: Any = None) -> None:
         self.config = config
+        self.on_tools_changed = on_tools_changed
         self.client: Any = None
         self.ready = asyncio.Event()
         self.failed: BaseException | None = None
@@ -50,10 +51,15 @@ class _Connection:
         else:
             target = _http_transport(config)
         try:
-            async with Client(target, read_timeout_seconds=config.timeout) as client:
+            async with Client(target, read_timeout_seconds=config.timeout,
+                              message_handler=self._on_message) as client:
                 self.client = client
                 self.ready.set()
-                await self._stop.wait()
+                listener = asyncio.get_running_loop().create_task(self._listen(client))
+                try:
+                    await self._stop.wait()
+                finally:
+                    listener.cancel()
         except asyncio.CancelledError:  # closed: dropped after a failure, or its loop is ending
             raise
         except BaseException as exc:  # noqa: BLE001 (a dead server is the calls' error, not the loop's)
@@ -62,6 +68,25 @@ class _Connection:
         finally:
             self.client = None
             self.ready.set()
+
+    async def _listen(self, client: Any) -> None:
+        """Protocol 2026-07-28: list changes come on a ``subscriptions/listen`` stream (older
+        servers send the notification to ``_on_message``; the TTL covers a server sending none)."""
+        try:
+            async with client.listen(tools_list_changed=True) as events:
+                async for _event in events:
+                    if self.on_tools_changed is not None:
+                        self.on_tools_changed()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (not offered, or the stream dropped: the TTL remains)
+            log.info("MCP server %s: no list-changed stream: %s: %s", self.config.name, type(exc).__name__, exc)
+
+    async def _on_message(self, message: Any) -> None:
+        """The server's ``notifications/tools/list_changed``: the next turn fetches the list again."""
+        if _is_tools_changed(message) and self.on_tools_changed is not None:
+            self.on_tools_changed()
+        await asyncio.sleep(0)
 
     @property
     def alive(self) -> bool:
@@ -75,6 +100,16 @@ class _Connection:
 
     def close(self) -> None:
         self._stop.set()
+
+
+TOOLS_CHANGED = "notifications/tools/list_changed"
+
+
+def _is_tools_changed(message: Any) -> bool:
+    for part in (message, getattr(message, "root", None)):
+        if getattr(part, "method", None) == TOOLS_CHANGED:
+            return True
+    return False
 
 
 def _http_transport(config: ServerConfig) -> Any:
@@ -111,6 +146,10 @@ class McpSource:
                 log.warning("MCP server %s: tool list not fetched: %s", self.config.name, exc)
                 self.listed_at = time.monotonic() - TOOLS_TTL + 5.0  # try again in 5 s, not every turn
         return self.known, self.offered
+
+    def tools_changed(self) -> None:
+        """The server said its list changed: the next ``tools()`` fetches it (before the TTL)."""
+        self.listed_at = 0.0
 
     async def refresh(self) -> None:
         session = await self._session()
@@ -161,7 +200,7 @@ class McpSource:
         loop = asyncio.get_running_loop()
         connection = self._connections.get(loop)
         if connection is None or not connection.alive:
-            connection = self._connections[loop] = _Connection(self.config)
+            connection = self._connections[loop] = _Connection(self.config, self.tools_changed)
         return await connection.session()
 
     def _drop(self) -> None:

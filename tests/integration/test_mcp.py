@@ -234,3 +234,21 @@ async def test_an_mcp_tool_declared_in_the_entry_needs_approval():
         assert known["probe__point"].approval is None
     finally:
         await source.aclose()
+
+
+async def test_the_servers_list_changed_notification_refreshes_the_list_before_the_ttl(monkeypatch):
+    monkeypatch.setattr(mcp_source, "TOOLS_TTL", 3600.0)
+    source = stdio()
+    try:
+        known, offered = await names(source)
+        assert "probe__later" not in offered
+        assert (await call(source, "probe__grow", {}))  # the server adds `later` and notifies
+        deadline = time.monotonic() + 10
+        while source.listed_at and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        assert source.listed_at == 0.0, "the list-changed notification did not reach the source"
+        known, offered = await names(source)
+        assert "probe__later" in offered
+        assert await call(source, "probe__later", {}) is not None
+    finally:
+        await source.aclose()

@@ -2,7 +2,7 @@
 
 Tools: ``echo`` (text), ``point`` (structured), ``fail`` (an error result), ``slow`` (sleeps),
 ``die`` (the process exits mid-call), ``meta`` (the request's _meta as it arrived), and
-``extra`` only when the file named by PROBE_EXTRA exists at start (a changed tool list)."""
+``grow`` (adds ``later`` and says the list changed), ``extra`` only when the file named by PROBE_EXTRA exists at start (a changed tool list)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,20 @@ def meta(ctx: Context) -> dict:
     key = (ctx.request_context.meta or {}).get("june/idempotency_key")
     _log(str(key))
     return {"key": key, "secret": os.environ.get("PROBE_SECRET", "")}
+
+
+async def later() -> str:
+    """Added while the server runs (by ``grow``)."""
+    return "later"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool ``later`` and notifies the client that the tool list changed."""
+    server.add_tool(later)
+    await ctx.notify_tools_changed()  # 2026-07-28: to `subscriptions/listen` streams
+    await ctx.session.send_tool_list_changed()  # older clients: the notification
+    return "grown"
 
 
 if os.environ.get("PROBE_EXTRA") and Path(os.environ["PROBE_EXTRA"]).exists():
