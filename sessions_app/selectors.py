@@ -69,24 +69,35 @@ class AgentSessions:
     name: str
     description: str
     sessions: list[m.Session]
+    listed: bool = True  # an unlisted (internal) agent is shown for its sessions, never offered anew
+    page: int = 1
+    more: bool = False  # an older page follows (``?agent=<name>&page=<page + 1>``)
 
 
-def agents_with_sessions(*, user: Any) -> list[AgentSessions]:
-    """Every agent of the site with the user's sessions of it (the chat home page)."""
-    mine: dict[str, list[m.Session]] = {}
-    for s in sessions_for_user(user=user):
-        if not s.key.startswith(subagents.SESSION_PREFIX):  # children show in their parent's chat
-            mine.setdefault(s.agent, []).append(s)
-    out = []
-    for sessions in mine.values():  # sessions of one title are told apart by their key
+HOME_PAGE = 20  # sessions per agent on a page of the chat home
+
+
+def agents_with_sessions(*, user: Any, agent: str | None = None, page: int = 1) -> list[AgentSessions]:
+    """Every agent of the site with a page of the user's sessions of it (the chat home page):
+    the newest ``HOME_PAGE``, or page ``page`` of ``agent``'s."""
+    qs = m.Session.objects.filter(owner=user).exclude(key__startswith=subagents.SESSION_PREFIX)
+    names = list(qs.values_list("agent", flat=True).distinct())
+    mine: dict[str, tuple[list[m.Session], int, bool]] = {}
+    for name in names:  # one query an agent (a handful), children show in their parent's chat
+        n = page if name == agent else 1
+        rows = list(qs.filter(agent=name).order_by("-updated_at", "-pk")[(n - 1) * HOME_PAGE: n * HOME_PAGE + 1])
+        mine[name] = (with_titles(rows[:HOME_PAGE]), n, len(rows) > HOME_PAGE)
+    for sessions, _, _ in mine.values():  # sessions of one title are told apart by their key
         seen = Counter(s.display_title for s in sessions)
         for s in sessions:
             s.same_title = seen[s.display_title] > 1
+    out = []
     for name, definition in sorted(wiring.agents().items()):
         if not definition.listed and name not in mine:  # an internal agent, never offered
             continue
         description = getattr(definition, "description", "") or ""
-        out.append(AgentSessions(name, description, mine.get(name, [])))
+        sessions, n, more = mine.get(name, ([], 1, False))
+        out.append(AgentSessions(name, description, sessions, bool(definition.listed), n, more))
     return out
 
 

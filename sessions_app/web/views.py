@@ -27,7 +27,10 @@ from sessions_app.web import paths
 @login_required
 def home(request):
     """The user's sessions, per agent, each with a new-session button."""
-    return render(request, "sessions_app/home.html", {"agents": selectors.agents_with_sessions(user=request.user)})
+    raw = request.GET.get("page", "1")
+    page = int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
+    return render(request, "sessions_app/home.html", {
+        "agents": selectors.agents_with_sessions(user=request.user, agent=request.GET.get("agent"), page=page)})
 
 
 @require_POST
