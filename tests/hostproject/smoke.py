@@ -35,9 +35,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+LOGS: list[Path] = []
+
+
 def check(ok: bool, what: str) -> None:
     print(("ok   " if ok else "FAIL ") + what, flush=True)
     if not ok:
+        for log in LOGS:  # what the server said, for whoever reads the failure
+            if log.exists():
+                print(f"--- {log.name} (last 4,000 characters)\n{log.read_text(errors='replace')[-4000:]}", flush=True)
         raise SystemExit(1)
 
 
@@ -64,6 +70,7 @@ class Host:
         return json.loads(self.manage("shell", "-c", code).strip().splitlines()[-1])
 
     def start(self) -> None:
+        LOGS[:] = [self.var / "daphne.log", self.var / "worker.log"]
         log = open(self.var / "daphne.log", "wb")
         self.procs.append(subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
                                             "hostproject.asgi:application"], env=self.env, cwd=self.var,
@@ -114,7 +121,7 @@ PURCHASES = "import json; from hostproject.shop.models import Purchase; print(js
 
 def turn(http: httpx.Client, text: str) -> dict:
     r = http.post("/assistant/api/agents/clerk/sessions/s1/turns", json={"text": text}, timeout=60)
-    check(r.status_code in (200, 202), f"POST turn {text!r} -> {r.status_code}")
+    check(r.status_code in (200, 202), f"POST turn {text!r} -> {r.status_code} {r.text[:500]}")
     return r.json()
 
 
