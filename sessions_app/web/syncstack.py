@@ -17,29 +17,15 @@ from django.contrib.sessions import middleware as sessions
 from django.middleware import clickjacking, common, csrf, security
 
 
-class SecurityMiddleware(security.SecurityMiddleware):
-    async_capable = False
+def _sync_only(middleware: type) -> type:
+    """``middleware`` declared sync-only (its name kept, for settings and error messages)."""
+    return type(middleware.__name__, (middleware,), {"async_capable": False, "__module__": __name__})
 
 
-class SessionMiddleware(sessions.SessionMiddleware):
-    async_capable = False
-
-
-class CommonMiddleware(common.CommonMiddleware):
-    async_capable = False
-
-
-class CsrfViewMiddleware(csrf.CsrfViewMiddleware):
-    async_capable = False
-
-
-class AuthenticationMiddleware(auth.AuthenticationMiddleware):
-    async_capable = False
-
-
-class MessageMiddleware(messages.MessageMiddleware):
-    async_capable = False
-
-
-class XFrameOptionsMiddleware(clickjacking.XFrameOptionsMiddleware):
-    async_capable = False
+SecurityMiddleware = _sync_only(security.SecurityMiddleware)
+SessionMiddleware = _sync_only(sessions.SessionMiddleware)
+CommonMiddleware = _sync_only(common.CommonMiddleware)
+CsrfViewMiddleware = _sync_only(csrf.CsrfViewMiddleware)
+AuthenticationMiddleware = _sync_only(auth.AuthenticationMiddleware)
+MessageMiddleware = _sync_only(messages.MessageMiddleware)
+XFrameOptionsMiddleware = _sync_only(clickjacking.XFrameOptionsMiddleware)
