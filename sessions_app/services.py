@@ -271,11 +271,12 @@ def turn_resume(
                       principal=principal, via=via, record=record)
 
 
-def may_answer(*, turn: m.Turn, user: Any) -> bool:
-    """Whether ``user`` may answer the turn's parked request (for listing the inbox): the
-    runtime's answerer rule, with the agent's grant evaluated now, on this thread."""
+def may_answer(*, turn: m.Turn, user: Any, request: dict[str, Any] | None = None) -> bool:
+    """Whether ``user`` may answer the turn's parked request (``request``: one of several it
+    waits on; default the first) — for listing the inbox: the runtime's answerer rule, with the
+    agent's grant evaluated now, on this thread."""
     who, principal = _answerer(user, None)
-    pending = turn.pending or {}
+    pending = {"request": request} if request is not None else (turn.pending or {})
     try:
         granted = answers.grant_answer_sync(pending, {"by": who, "principal": principal},
                                             wiring.agent(turn.session.agent).authorize_answer,

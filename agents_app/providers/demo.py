@@ -8,7 +8,8 @@ Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user 
 - ``refund order <id> <amount>`` → calls ``issue_refund`` (parks for an operator's approval)
 - ``wait <seconds>``             → calls ``wait`` (async, sleeps; try cancel/replace on it)
 - ``bulk order <n> <item>``      → calls ``bulk_order``, which needs the speaker's approval
-  first (a declared approval: approve, edit the input, or reject)
+  first (a declared approval: approve, edit the input, or reject); ``bulk order 50 mugs and
+  20 pens and 10 cups`` makes three parallel calls in one step, each asking at once
 - ``count <item>``, ``reserve <n> <item>`` → the demo MCP server's ``inventory__count`` and
   ``inventory__reserve`` (``JUNE_DEMO_MCP=1``, as ``dev.py run`` sets it)
 - ``essay``                      → streams a long answer slowly (try cancel mid-stream)
@@ -56,7 +57,16 @@ ESSAY = (
 TASK = re.compile(r"<task>\n(.*)\n</task>", re.S)
 
 
-def _rules(text: str) -> tuple[str, dict[str, Any]] | None:
+def _bulk_orders(what: str) -> list[tuple[str, dict[str, Any]]]:
+    calls = []
+    for part in re.split(r"\s+and\s+|,", what)[:8]:
+        if m := re.match(r"\s*(\d{1,4})\s+(\S.*)", part):
+            calls.append(("bulk_order", {"item": m.group(2).strip()[:200], "quantity": min(int(m.group(1)), 1000) or 1}))
+    return calls
+
+
+def _rules(text: str) -> tuple[str, dict[str, Any]] | list[tuple[str, dict[str, Any]]] | None:
+    """The tool call the message asks for (a list: parallel calls of one step), or None."""
     lowered = text.lower()
     if task := TASK.search(text):  # a child turn's task data (subagents): research it
         goal = task.group(1).strip()[:200]
@@ -66,8 +76,8 @@ def _rules(text: str) -> tuple[str, dict[str, Any]] | None:
     if m := re.match(r"\s*research\s+(.+)", text, re.IGNORECASE | re.S):
         topics = [t.strip()[:200] for t in re.split(r"\s+and\s+|,", m.group(1)) if t.strip()]
         return "research", {"topics": topics[:8]}
-    if m := re.search(r"\bbulk order\s+(\d{1,4})\s+(\S.*)", text, re.IGNORECASE):
-        return "bulk_order", {"item": m.group(2).strip()[:200], "quantity": min(int(m.group(1)), 1000) or 1}
+    if (m := re.search(r"\bbulk order\s+(\d{1,4}\s+\S.*)", text, re.IGNORECASE)) and (orders := _bulk_orders(m.group(1))):
+        return orders if len(orders) > 1 else orders[0]
     # the demo MCP server's tools (agents/ops/inventory_server.py, JUNE_DEMO_MCP=1)
     if m := re.match(r"\s*count\s+(\S.*)", text, re.IGNORECASE):
         return "inventory__count", {"item": m.group(1).strip()[:200]}
@@ -160,9 +170,10 @@ class DemoModel:
         if "summary" in text.lower():
             return "Daily summary: all systems nominal; no open incidents.", (), self.delay
         rule = _rules(text)
-        if rule and rule[0] in available:
-            name, args = rule
-            return f"Calling {name}.", (ToolCall(id=f"call_{index}_0", name=name, input=args),), self.delay
+        wanted = rule if isinstance(rule, list) else [rule] if rule else []
+        if wanted and all(name in available for name, _ in wanted):
+            calls = tuple(ToolCall(id=f"call_{index}_{n}", name=name, input=args) for n, (name, args) in enumerate(wanted))
+            return f"Calling {', '.join(c.name for c in calls)}.", calls, self.delay
         return f"You said: {text}", (), self.delay
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:

@@ -467,10 +467,15 @@ class TurnLoop(CompactionSteps, ToolSteps):
 
     # -- endings ------------------------------------------------------------------------------
 
-    async def _park(self, call: ToolCall, step_id: str, request: dict[str, Any]) -> TurnStatus:
+    async def _park(self, call: ToolCall, step_id: str, request: dict[str, Any],
+                    also: list[tuple[ToolCall, dict[str, Any]]] | None = None) -> TurnStatus:
+        """Park on ``request`` (and on ``also``: the same step's later calls' approvals, asked
+        together; the turn resumes once every one is answered)."""
         turn = self.turn
+        asks = [(call, request), *(also or [])]
         pending = {
             "request": request,
+            **({"requests": [ask for _, ask in asks]} if also else {}),
             "call_id": call.id,
             "call": call.to_json(),
             "step": step_id,
@@ -482,7 +487,8 @@ class TurnLoop(CompactionSteps, ToolSteps):
         usage = self._usage_with({})  # what it spent so far: the console shows a parked turn's too
 
         def work(tx: Tx) -> None:
-            tx.emit(ev.InputRequested(turn.turn_id, request=request, call_id=call.id))
+            for asked, ask in asks:
+                tx.emit(ev.InputRequested(turn.turn_id, request=ask, call_id=asked.id))
             tx.journal(Phase.PARKED, call_id=call.id, input_id=request["id"])
             tx.settle(TurnStatus.SUSPENDED, pending=pending, usage=usage)
 

@@ -83,10 +83,10 @@ class ToolSteps:
         error: str | None = None
         gate = None
         if tool is not None and tool.approval is not None and validate_input(tool.spec, call.input) is None:
-            gate = approval.gate(tool.approval, call.name, tool.spec.input_schema, call.id, call.input,
-                                 self.state.answers, lambda: default_answerers(self.turn))
-            if gate.ask is not None:  # nothing runs before a person answers
-                return await self._park(call, step_id, gate.ask)
+            gate = self._gate(tool, call)
+            if gate.ask is not None:  # nothing runs before a person answers; the step's other
+                # calls that need approval are asked now too, so all are shown and answered at once
+                return await self._park(call, step_id, gate.ask, also=self._asks_of(later))
             if gate.input is not None and gate.input is not call.input:  # edited: it runs as the person wrote it
                 call = replace(call, input=gate.input)
         if tool is None:
@@ -126,6 +126,21 @@ class ToolSteps:
             return await self._sync_tool_step(index, call, later, tool, ctx, step_id)
         await self._commit(lambda tx: self._record_txn(tx, index, call, later, result, error))
         return None
+
+    def _gate(self, tool: Tool, call: ToolCall) -> approval.Gate:
+        assert tool.approval is not None
+        return approval.gate(tool.approval, call.name, tool.spec.input_schema, call.id, call.input,
+                             self.state.answers, lambda: default_answerers(self.turn))
+
+    def _asks_of(self, calls: tuple[ToolCall, ...]) -> list[tuple[ToolCall, dict[str, Any]]]:
+        """The approvals owed by ``calls`` (a step's later calls), each with its call."""
+        asks = []
+        for call in calls:
+            tool = self.tools.get(call.name)
+            if tool is not None and tool.approval is not None and validate_input(tool.spec, call.input) is None:
+                if (ask := self._gate(tool, call).ask) is not None:
+                    asks.append((call, ask))
+        return asks
 
     def _run_async(self, tool: Tool, call: ToolCall, ctx: ToolContext) -> Awaitable[Any]:
         """The tool's run, raced against the cancel unless it declared ``on_cancel="finish"``

@@ -364,12 +364,15 @@ class InMemorySessionStore:
         s = self._session(rec.session)
         rules.check_resumable(rec, input_id=input_id, generation=s.generation)
         turn.steps[input_step_id(turn_id, input_id)] = {"index": None, "data": copy.deepcopy(answer)}
+        answered = ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"), name=record.get("name"),
+                                    answer=copy.deepcopy(answer), via=record.get("via"))
+        rest = rules.after_answer(rec.pending or {}, input_id)
+        if rest is not None:  # a sibling call's approval is still owed: the turn stays parked
+            self._set(turn, pending=rest)
+            return Outcome(events=self._log(s, [answered]), turn=turn.record)
         self._set(turn, status=TurnStatus.QUEUED, pending=None,
                   journal={**rec.journal, "answered": {**record, "input_id": input_id}})
-        logged = self._log(s, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"),
-                                                name=record.get("name"), answer=copy.deepcopy(answer),
-                                                via=record.get("via")),
-                               ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
+        logged = self._log(s, [answered, ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
         self._refresh_session_status(s)
         return Outcome(events=logged, turn=turn.record)
 

@@ -83,17 +83,41 @@ def check_turn_of(rec: TurnRecord, session: SessionRef) -> None:
         raise NotFound(f"no turn {rec.turn_id} in session {session}")
 
 
+def pending_requests(pending: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The requests a parked turn waits on, oldest call first: several when one model step made
+    parallel calls that each need approval (all shown at once, answered in any order)."""
+    if not pending:
+        return []
+    many = pending.get("requests")
+    if isinstance(many, list) and many:
+        return [r for r in many if isinstance(r, dict)]
+    one = pending.get("request")
+    return [one] if isinstance(one, dict) else []
+
+
+def after_answer(pending: dict[str, Any], input_id: str) -> dict[str, Any] | None:
+    """What a parked turn still waits on once ``input_id`` is answered: None when nothing (the
+    turn resumes), else its pending with that request taken out (the turn stays parked)."""
+    rest = [r for r in pending_requests(pending) if r.get("id") != input_id]
+    if not rest:
+        return None
+    return {**pending, "request": rest[0], "requests": rest}
+
+
 def check_resumable(rec: TurnRecord, *, input_id: str, generation: int | None = None) -> dict[str, Any]:
     """The pending request of a turn that may be answered with ``input_id`` (409s otherwise):
-    parked, in the session's live generation, on exactly that input."""
+    parked, in the session's live generation, on that input (one of its inputs, when a step's
+    parallel calls each wait for an approval)."""
     if rec.status != TurnStatus.SUSPENDED or not rec.pending:
         raise TurnNotResumable(f"turn {rec.turn_id} is not waiting for an answer")
     if generation is not None and rec.generation != generation:
         raise TurnNotResumable(f"turn {rec.turn_id} belongs to an archived generation")
-    request = rec.pending.get("request") or {}
-    if request.get("id") != input_id:
-        raise TurnConflictError(f"turn {rec.turn_id} is waiting for {request.get('id')!r}, not {input_id!r}")
-    return request
+    owed = pending_requests(rec.pending)
+    for request in owed:
+        if request.get("id") == input_id:
+            return request
+    waiting = ", ".join(repr(r.get("id")) for r in owed) or "nothing"
+    raise TurnConflictError(f"turn {rec.turn_id} is waiting for {waiting}, not {input_id!r}")
 
 
 def needs_grant(request: dict[str, Any]) -> bool:

@@ -338,14 +338,15 @@ class AgentSession:
         request = rules.check_resumable(rec, input_id=input_id)
         if granted is None and rules.needs_grant(request):
             hook = self.runtime.agent(self.ref.agent).authorize_answer
-            granted = await grant_answer(rec.pending or {}, {"by": by, "principal": principal}, hook,
+            granted = await grant_answer({"request": request}, {"by": by, "principal": principal}, hook,
                                          call=self.runtime.call_sync)
         rules.check_answer(request, answer, by=by, granted=granted)
         outcome = await self.store.answer(turn_id, input_id, answer,
                                           {**(record or {}), "by": by, "via": via, "at": self.runtime.clock()})
         await self._after(outcome, None)
-        await self.runtime.dispatcher.dispatch(turn_id, self.ref)
         assert outcome.turn is not None
+        if outcome.turn.status == TurnStatus.QUEUED:  # else it still waits on a sibling call's answer
+            await self.runtime.dispatcher.dispatch(turn_id, self.ref)
         return outcome.turn
 
     async def cancel(self, turn_id: str, *, reason: str = CancelReason.REQUESTED) -> TurnRecord:

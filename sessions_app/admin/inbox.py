@@ -23,6 +23,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.timesince import timesince
 
+from agents_app.runtime import rules
 from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnNotResumable
 
 from sessions_app import models as m
@@ -104,6 +105,7 @@ class AnswerForm(forms.Form):
 
     def __init__(self, *args: Any, request_spec: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.request_spec = request_spec
         self.schema = request_spec.get("schema")
         self.kind = "tool_approval" if request_spec.get("kind") == "tool_approval" else form_kind(self.schema)
         if self.kind == "tool_approval":  # a declared approval of a tool call: approve, edit or reject
@@ -179,6 +181,13 @@ def answerable_ids(user: Any, turns) -> list[str]:
     return ids
 
 
+def _spec(turn: m.Turn, input_id: Any = None) -> dict[str, Any]:
+    """The parked request ``input_id`` names (a turn waits on several when one model step's
+    parallel calls each need approval), else its first."""
+    owed = rules.pending_requests(turn.pending)
+    return next((r for r in owed if r.get("id") == input_id), owed[0] if owed else {})
+
+
 def _call_json(turn: m.Turn) -> str:
     return json.dumps(((turn.pending or {}).get("call") or {}).get("input"), indent=1, sort_keys=True, default=str)
 
@@ -249,7 +258,9 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
 
     @admin.display(description="request")
     def prompt(self, turn):
-        return ((turn.pending or {}).get("request") or {}).get("prompt") or "(no prompt)"
+        owed = rules.pending_requests(turn.pending)
+        text = (owed[0] if owed else {}).get("prompt") or "(no prompt)"
+        return f"{text} (and {len(owed) - 1} more of this step)" if len(owed) > 1 else text
 
     @admin.display(description="agent", ordering="session__agent")
     def agent(self, turn):
@@ -320,10 +331,10 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
             return self._answer(request, turn)
         if not self._may_see(request, turn):
             return self._refused(request, "You may not answer this request.", status=403)
-        return self._page(request, turn, form=self._form(turn))
+        return self._page(request, turn, form=self._form(turn, input_id=request.GET.get("input")))
 
-    def _form(self, turn, data=None) -> AnswerForm | None:
-        spec = (turn.pending or {}).get("request") or {}
+    def _form(self, turn, data=None, input_id: Any = None) -> AnswerForm | None:
+        spec = _spec(turn, data.get("input_id") if data is not None else input_id)
         if turn.status != m.TurnStatus.SUSPENDED or not spec:
             return None
         return AnswerForm(data, request_spec=spec, initial={"input_id": spec.get("id")})
@@ -373,13 +384,18 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
             form = None
         pending = turn.pending or {}
         parked = parked_turns().filter(pk=turn.pk).first()
-        spec = pending.get("request") or _last_request(turn)
+        spec = (form.request_spec if form is not None else _spec(turn, request.GET.get("input"))) or _last_request(turn)
+        call = pending.get("call") or {}
+        if spec.get("kind") == "tool_approval" and pending:  # its own call, of the step's several
+            call = {"name": spec.get("tool"), "id": spec.get("id", "").removeprefix("approve:"), "input": spec.get("input")}
+        others = [r for r in rules.pending_requests(pending) if r.get("id") != spec.get("id")]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts, "title": "Answer a parked request", "turn": turn, "form": form,
             "kind": form.kind if form else None, "request_spec": spec,
             "schema_json": json.dumps(spec.get("schema"), sort_keys=True) if spec.get("schema") else "",
-            "call": pending.get("call") or {}, "call_json": _call_json(turn) if pending else "",
+            "call": call, "others": others,
+            "call_json": json.dumps(call.get("input"), indent=1, sort_keys=True, default=str) if pending else "",
             "waited": timesince(parked.parked_at, timezone.now()) if parked else None,
             "turn_url": _turn_admin_url(turn),
             "answers": _with_json(m.Answer.objects.filter(turn=turn).select_related("user").order_by("created_at", "pk")),

@@ -150,6 +150,12 @@ def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> 
         m.Answer.objects.create(turn=turn, input_id=input_id, answer=answer, by=record.get("by"),
                                 user_id=record.get("user_id"), via=record.get("via", "api"),
                                 remote_addr=record.get("remote_addr") or "")
+        answered = ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"), name=record.get("name"),
+                                    answer=answer, via=record.get("via"))
+        rest = rules.after_answer(turn.pending or {}, input_id)
+        if rest is not None:  # a sibling call's approval is still owed: the turn stays parked
+            m.Turn.objects.filter(pk=turn_id, status=TurnStatus.SUSPENDED).update(pending=rest)
+            return Outcome(events=log_txn(s.pk, [answered], turn_id=turn_id), turn=record_of(turn_row(turn_id)))
         journal = {**(turn.journal or {}), "answered": {"input_id": input_id, "by": record.get("by"),
                                                          "via": record.get("via")}}
         updated = m.Turn.objects.filter(pk=turn_id, status=TurnStatus.SUSPENDED).update(
@@ -157,9 +163,7 @@ def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> 
         )
         if not updated:  # cannot happen under the session lock; kept as the conditional write
             rules.check_resumable(record_of(turn_row(turn_id), s), input_id=input_id, generation=s.generation)
-        logged = log_txn(s.pk, [ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"),
-                                                 name=record.get("name"), answer=answer, via=record.get("via")),
-                                ev.TurnStarted(turn_id, trigger="resume", text=turn.input.get("text", ""))],
+        logged = log_txn(s.pk, [answered, ev.TurnStarted(turn_id, trigger="resume", text=turn.input.get("text", ""))],
                          turn_id=turn_id)
         session_status_txn(s.pk)
         return Outcome(events=logged, turn=record_of(turn_row(turn_id)))

@@ -24,7 +24,7 @@ from django.http.multipartparser import MultiPartParserError
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
-from agents_app.runtime import new_turn_id
+from agents_app.runtime import new_turn_id, rules
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 
@@ -229,7 +229,7 @@ def turn_of(*, agent: str, key: str, turn_id: str, user: Any) -> m.Turn:
 
 
 def turn_json(turn: m.Turn) -> dict[str, Any]:
-    pending = (turn.pending or {}).get("request") if turn.status == TurnStatus.SUSPENDED else None
+    owed = rules.pending_requests(turn.pending) if turn.status == TurnStatus.SUSPENDED else []
     return {
         "turn_id": turn.pk,
         "agent": turn.session.agent,
@@ -237,7 +237,8 @@ def turn_json(turn: m.Turn) -> dict[str, Any]:
         "status": turn.status,
         "text": turn.text or "",
         "error": turn.error,
-        "pending": pending,
+        "pending": owed[0] if owed else None,
+        "pending_requests": owed,  # all of them: a step's parallel calls that each need approval
         "cancel_reason": turn.cancel_reason,
         "usage": turn.usage or {},
         "generation": turn.generation,
@@ -357,8 +358,9 @@ def pending(request: HttpRequest, user: Any, agent: str, session: str) -> HttpRe
     items = []
     for turn in parked.order_by("order"):
         turn.session = row
-        items.append({"turn_id": turn.pk, "request": (turn.pending or {}).get("request"),
-                      "may_answer": services.may_answer(turn=turn, user=user)})
+        for request in rules.pending_requests(turn.pending):
+            items.append({"turn_id": turn.pk, "request": request,
+                          "may_answer": services.may_answer(turn=turn, user=user, request=request)})
     return JsonResponse({"pending": items})
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
+from agents_app.runtime import rules
 from agents_app.runtime.errors import NotFound, ResumeAuthorizationError
 
 from sessions_app import models as m
@@ -30,34 +31,41 @@ from sessions_app.web import api, paths
 MAX_LISTED = 500
 
 
-def _rule(turn: m.Turn) -> dict[str, Any] | None:
-    return ((turn.pending or {}).get("request") or {}).get("answerers") or None
+def _request(turn: m.Turn, input_id: Any = None) -> dict[str, Any]:
+    """The parked request ``input_id`` names (a turn may wait on several: a step's parallel
+    calls that each need approval), else its first."""
+    owed = rules.pending_requests(turn.pending)
+    return next((r for r in owed if r.get("id") == input_id), owed[0] if owed else {})
 
 
-def may_answer_here(turn: m.Turn, user: Any, verdicts: dict[tuple[str, str], bool] | None = None) -> bool:
+def may_answer_here(turn: m.Turn, user: Any, verdicts: dict[tuple[str, str], bool] | None = None,
+                    request: dict[str, Any] | None = None) -> bool:
     """The listing rule (see the module doc). ``verdicts`` caches policy verdicts per (agent,
     rule): they depend on nothing else."""
-    rule = _rule(turn)
+    request = request if request is not None else _request(turn)
+    rule = request.get("answerers") or None
     if not rule:
         return turn.session.owner_id == user.pk or bool(user.is_staff)
     key = (turn.session.agent, json.dumps(rule, sort_keys=True, default=str))
     if verdicts is not None and key in verdicts and "policy" in rule:
         return verdicts[key]
-    verdict = services.may_answer(turn=turn, user=user)
+    verdict = services.may_answer(turn=turn, user=user, request=request)
     if verdicts is not None and "policy" in rule:
         verdicts[key] = verdict
     return verdict
 
 
-def approval_json(turn: m.Turn) -> dict[str, Any]:
+def approval_json(turn: m.Turn, request: dict[str, Any]) -> dict[str, Any]:
     pending = turn.pending or {}
     call = pending.get("call") or {}
+    if request.get("kind") == "tool_approval":  # its own call, of the step's several
+        call = {"name": request.get("tool"), "input": request.get("input")}
     agent, key = turn.session.agent, turn.session.key
     return {
         "turn_id": turn.pk,
         "agent": agent,
         "session": key,
-        "request": pending.get("request"),
+        "request": request,
         "call": {"name": call.get("name"), "input": call.get("input")},
         "requested_by": selectors.requested_by(turn),
         "parked_at": turn.parked_at.isoformat() if getattr(turn, "parked_at", None) else None,
@@ -71,11 +79,12 @@ def approval_list(request: HttpRequest, user: Any) -> HttpResponse:
     verdicts: dict[tuple[str, str], bool] = {}
     items = []
     for turn in selectors.parked_requests().iterator(chunk_size=200):
-        if may_answer_here(turn, user, verdicts):
-            items.append(approval_json(turn))
-            if len(items) >= MAX_LISTED:
-                break
-    return JsonResponse({"approvals": items})
+        for request in rules.pending_requests(turn.pending):
+            if may_answer_here(turn, user, verdicts, request):
+                items.append(approval_json(turn, request))
+        if len(items) >= MAX_LISTED:
+            break
+    return JsonResponse({"approvals": items[:MAX_LISTED]})
 
 
 @api.api_view("POST")
@@ -89,7 +98,9 @@ def approval_answer(request: HttpRequest, user: Any, turn_id: str) -> HttpRespon
         raise NotFound(f"no turn {turn_id}")
     # a request without answerers is not listed to everyone, so it is not answerable by everyone
     # either; a named user or a policy is decided by turn_resume (a raising authorize_answer: 500)
-    if turn.status == m.TurnStatus.SUSPENDED and turn.pending and not _rule(turn) and not may_answer_here(turn, user):
+    asked = _request(turn, body["input_id"])
+    if (turn.status == m.TurnStatus.SUSPENDED and turn.pending and not asked.get("answerers")
+            and not may_answer_here(turn, user, request=asked)):
         raise ResumeAuthorizationError("you may not answer this request")
     services.turn_resume(turn_id=turn_id, input_id=body["input_id"], answer=body["answer"], user=user,
                          via="api", remote_addr=str(request.META.get("REMOTE_ADDR") or "")[:64],

@@ -258,6 +258,10 @@ def components() -> dict[str, Any]:
                     "text": {"type": "string", "description": "The final assistant text"},
                     "error": {"type": ["object", "null"]},
                     "pending": {"oneOf": [{"$ref": "#/components/schemas/InputRequest"}, {"type": "null"}]},
+                    "pending_requests": {"type": "array", "items": {"$ref": "#/components/schemas/InputRequest"},
+                                         "description": "Every request the parked turn waits on (several when one "
+                                         "model step's parallel tool calls each need approval; answer them in any "
+                                         "order, the turn resumes after the last); `pending` is the first"},
                     "cancel_reason": {"type": ["string", "null"], "enum": ["requested", "replaced", "reset", None]},
                     "usage": {"type": "object", "description": "What the turn's own model calls spent (token counts, "
                               "model_calls); `limited`: the limit its answer was given at; `children`: its subagents' "

@@ -128,3 +128,32 @@ def test_a_long_session_opens_at_its_newest_message(june_server, make_user, new_
                         "return l.scrollHeight - l.scrollTop - l.clientHeight; })()")
     assert page.evaluate("document.getElementById('log').scrollHeight > 2 * document.getElementById('log').clientHeight")
     assert gap < 5, gap
+
+
+def test_parallel_calls_show_every_card_at_once_answered_in_any_order(june_server, make_user, new_page):
+    """One model step, three calls that each need approval: three open cards at once; the last
+    answered first; the turn goes on only after the third answer, each answer reaching its call."""
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "bulk3")
+    send_message(page, "bulk order 50 mugs and 20 pens and 10 cups")
+    page.wait_for_function("document.querySelectorAll('.approval.card[data-state=open] textarea.approval-input')"
+                           ".length === 3")
+    cards = page.locator(".approval.card[data-state=open]")
+    assert ['"item": "mugs"' in cards.nth(0).locator("textarea").input_value(),
+            '"item": "cups"' in cards.nth(2).locator("textarea").input_value()] == [True, True]
+
+    cups = page.locator(".approval.card").nth(2)
+    cups.locator("textarea.approval-input").fill('{"item": "cups", "quantity": 4}')
+    cups.locator("button", has_text="Run edited").click()
+    page.wait_for_selector(".approval.card[data-outcome=edited]")
+    mugs = page.locator(".approval.card").nth(0)
+    mugs.locator("input.approval-message").fill("no mugs")
+    mugs.locator("button", has_text="Reject").click()
+    page.wait_for_selector(".approval.card[data-outcome=rejected]")
+    assert page.evaluate("document.getElementById('turn-status').dataset.status") == "suspended"
+    assert not Order.objects.exists()
+
+    page.locator(".approval.card[data-state=open]").locator("button", has_text="Approve").click()
+    _completed(page)
+    assert sorted(Order.objects.values_list("item", "quantity")) == [("cups", 4), ("pens", 20)]
+    assert "no mugs" in page.locator(".msg.assistant").last.text_content()

@@ -203,7 +203,9 @@
         card.querySelector(".approval-waiting").textContent = "";
         card.querySelectorAll("button, input, select, textarea").forEach((b) => { b.disabled = true; });
       }
-      setTurn(f.turn_id, "queued");
+      // a step's parallel calls each ask: the turn goes on only after the last answer
+      const more = [...cards.entries()].some(([k, c]) => k.startsWith(`${f.turn_id}:`) && c.dataset.state !== "answered");
+      setTurn(f.turn_id, more ? "suspended" : "queued");
     },
     "turn.completed": (f) => {
       // the answer was the last model call at one of the turn's limits (model calls, tokens)

@@ -6,11 +6,12 @@ agent — the test process or a qcluster child). Turn shape, whatever the openin
 The opening text ``"slow:<n>"`` streams n deltas (a long model step, for cancel tests);
 ``"die"`` kills its own worker process at every attempt (retry budget tests); ``"steps:<n>"``
 calls the no-op sync tool ``fault_noop`` n times, one per model step, then answers (benchmarks);
+``"approve-write"`` calls the sync ``fault_approved_write``, declared with ``approval=``;
 ``"charge"`` calls the async ``fault_charge`` (``on_interrupt="report"``) and then answers
 ``outcome: interrupted`` or ``outcome: charged`` from the tool result it reads.
 Pause points (tests/fault/faultkit.py): ``model<k>:start``, ``model<k>:mid``, ``model<k>:end``
 (k = the turn's assistant messages so far), ``write:before``, ``write:after``, ``ping:before``,
-``ping:after``, ``charge:during``.
+``ping:after``, ``charge:during``, ``approved:before``, ``approved:after``.
 """
 
 from __future__ import annotations
@@ -58,7 +59,10 @@ class FaultModel:
                 yield ModelReply(text=f"outcome: {seen}", stop_reason=StopReason.END_TURN,
                                  usage={"input_tokens": 1, "output_tokens": 1})
             return
-        if opening.startswith("slow:"):
+        if opening == "approve-write" and k == 0:  # a sync tool declared with approval=
+            pieces = ["Asking ", "first."]
+            calls = (ToolCall(id="a1", name="fault_approved_write", input={"item": "approved"}),)
+        elif opening.startswith("slow:"):
             pieces = ["tick "] * int(opening.split(":", 1)[1])
         elif k == 0:
             pieces = ["Placing ", "the ", "order ", "and ", "pinging ", "the ", "warehouse."]

@@ -38,3 +38,15 @@ async def fault_charge(input, ctx):
     faultkit.record("charge", ctx.turn_id)
     await faultkit.apoint("charge:during")
     return {"charged": input["item"]}
+
+
+@tool("fault_approved_write", "Write an order row once a person approves (sync, declared approval).", SCHEMA,
+      approval={"prompt": "Write this order?"})
+def fault_approved_write(input, ctx):
+    from agents_app.models import Order
+
+    faultkit.point("approved:before")
+    faultkit.record("approved", ctx.turn_id)
+    order = Order.objects.create(item=input["item"], quantity=1, turn_id=ctx.turn_id, call_id=ctx.call_id)
+    faultkit.point("approved:after")
+    return {"order_id": order.pk}
