@@ -19,7 +19,6 @@ import datetime as dt
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
@@ -31,113 +30,23 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from agents_app.models import DeliveryStatus, WebhookDelivery
-from agents_app.providers import provider_name
 from sessions_app import models as m
-from sessions_app import health, quotas, selectors, wiring
+from sessions_app import health, quotas, selectors
+from sessions_app.pricing import (  # noqa: F401 (re-exported)
+    TOKEN_KEYS,
+    Usage,
+    agent_model,
+    cost_of,
+    price_for,
+    prices,
+    usage_totals,
+)
 from sessions_app.store import eventlog
 
-#: US dollars per million tokens (list prices when written; override with JUNE_MODEL_PRICES)
-DEFAULT_PRICES: dict[str, dict[str, float]] = {
-    "demo": {"input": 0.0, "output": 0.0},
-    "scripted": {"input": 0.0, "output": 0.0},
-    "claude-opus-4-6": {"input": 5.0, "output": 25.0},
-    "claude-opus-4-5": {"input": 5.0, "output": 25.0},
-    "claude-opus-4-1": {"input": 15.0, "output": 75.0},
-    "claude-opus-4": {"input": 15.0, "output": 75.0},
-    "claude-sonnet-4": {"input": 3.0, "output": 15.0},
-    "claude-3-7-sonnet": {"input": 3.0, "output": 15.0},
-    "claude-haiku-4-5": {"input": 1.0, "output": 5.0},
-    "claude-3-5-haiku": {"input": 0.8, "output": 4.0},
-}
-#: cache writes cost 1.25x the input price (2x for a 1-hour TTL), cache reads 0.1x (Anthropic's
-#: rule), unless a price says otherwise (``cache_write``, ``cache_write_1h``, ``cache_read``)
-CACHE_WRITE, CACHE_WRITE_1H, CACHE_READ = 1.25, 2.0, 0.1
-#: the part of ``cache_creation_input_tokens`` written with the 1-hour TTL (the provider's usage)
-CACHE_WRITE_1H_KEY = "cache_creation_1h_input_tokens"
-TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 LIST_ROWS = 20
 RESULT_SHOWN = 400
 RESULT_MAX = 20_000
 REFRESH_SECONDS = 5
-
-
-# -- prices and cost --------------------------------------------------------------------------------
-
-def prices() -> dict[str, dict[str, float]]:
-    configured = getattr(settings, "JUNE_MODEL_PRICES", None)
-    return {**DEFAULT_PRICES, **(configured or {})}
-
-
-def price_for(model: str) -> dict[str, float] | None:
-    """The price of ``model``: an exact entry, else the longest entry it starts with."""
-    table = prices()
-    if model in table:
-        return table[model]
-    matches = [k for k in table if model.startswith(k)]
-    return table[max(matches, key=len)] if matches else None
-
-
-def cost_of(usage: dict[str, Any] | None, model: str) -> float | None:
-    """US dollars for ``usage`` on ``model`` (None when the model has no price)."""
-    price = price_for(model)
-    if price is None:
-        return None
-    u = {k: int((usage or {}).get(k) or 0) for k in TOKEN_KEYS}
-    inp = float(price.get("input", 0.0))
-    # cache_creation_input_tokens counts every write; the 1-hour part of it is priced apart
-    hour = min(int((usage or {}).get(CACHE_WRITE_1H_KEY) or 0), u["cache_creation_input_tokens"])
-    return (u["input_tokens"] * inp + u["output_tokens"] * float(price.get("output", 0.0))
-            + (u["cache_creation_input_tokens"] - hour) * float(price.get("cache_write", inp * CACHE_WRITE))
-            + hour * float(price.get("cache_write_1h", inp * CACHE_WRITE_1H))
-            + u["cache_read_input_tokens"] * float(price.get("cache_read", inp * CACHE_READ))) / 1_000_000
-
-
-@lru_cache(maxsize=256)
-def agent_model(agent_name: str) -> str:
-    """The model id an agent's turns use (``demo`` for the offline model)."""
-    try:
-        agent = wiring.agent(agent_name)
-    except Exception:
-        return "unknown"
-    name = provider_name(agent)
-    if name == "anthropic":
-        return str((agent.model_config or {}).get("model") or "claude-sonnet-4-6")
-    return name
-
-
-@dataclass
-class Usage:
-    turns: int = 0
-    tokens: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOKEN_KEYS, 0))
-    cost: float = 0.0
-    unpriced: int = 0  # turns whose model has no price
-    model: str = ""
-
-    def add(self, usage: dict[str, Any] | None, model: str) -> None:
-        self.turns += 1
-        for k in TOKEN_KEYS:
-            self.tokens[k] += int((usage or {}).get(k) or 0)
-        cost = cost_of(usage, model)
-        if cost is None:
-            self.unpriced += 1
-        else:
-            self.cost += cost
-
-    @property
-    def total_tokens(self) -> int:
-        return sum(self.tokens.values())
-
-
-def usage_totals(turns) -> tuple[Usage, dict[str, Usage], dict[dt.date, Usage]]:
-    """Totals over a queryset of turns: overall, per agent, per (local) day."""
-    total, per_agent, per_day = Usage(), defaultdict(Usage), defaultdict(Usage)
-    for agent, created, usage in turns.values_list("session__agent", "created_at", "usage").iterator(chunk_size=2000):
-        model = agent_model(agent)
-        total.add(usage, model)
-        per_agent[agent].add(usage, model)
-        per_agent[agent].model = model
-        per_day[timezone.localdate(created)].add(usage, model)
-    return total, dict(sorted(per_agent.items())), dict(sorted(per_day.items(), reverse=True))
 
 
 def usage_per_user(turns) -> dict[str, Usage]:

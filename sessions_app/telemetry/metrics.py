@@ -9,6 +9,8 @@ from typing import Any
 
 from opentelemetry import metrics
 
+from sessions_app import pricing
+
 #: an attempt's status -> the counter it adds to
 FINISHED = {"completed": "completed", "failed": "failed", "cancelled": "cancelled", "suspended": "parked"}
 
@@ -33,6 +35,7 @@ class TurnMetrics:
         self.compactions = meter.create_counter("june.compactions", "{compaction}", "compaction steps")
         self.webhook_failures = meter.create_counter("june.webhook.delivery_failures", "{try}",
                                                      "webhook delivery POSTs that failed")
+        self.cost = meter.create_counter("june.cost", "USD", "what model calls cost (JUNE_MODEL_PRICES)")
 
     def turn_started(self, attrs: dict[str, Any], *, resumed: bool, attempts: int, queued_at: float | None) -> float:
         if not resumed:
@@ -57,7 +60,9 @@ class TurnMetrics:
         if kind == "compaction":
             self.compactions.add(1, attrs)
 
-    def usage(self, usage: dict[str, Any], attrs: dict[str, Any]) -> None:
+    def usage(self, usage: dict[str, Any], attrs: dict[str, Any], model: str | None = None) -> None:
         for ours, kind in (("input_tokens", "input"), ("output_tokens", "output")):
             if isinstance(usage.get(ours), int):
                 self.tokens.record(usage[ours], {**attrs, "gen_ai.token.type": kind})
+        if model is not None and (cost := pricing.cost_of(usage, model)) is not None:
+            self.cost.add(cost, {**attrs, "gen_ai.request.model": model})

@@ -13,6 +13,8 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
+from sessions_app import pricing
+
 from .metrics import TurnMetrics
 
 _PROPAGATOR = TraceContextTextMapPropagator()
@@ -20,16 +22,17 @@ SYSTEM = "june"
 
 
 class _Watch:
-    __slots__ = ("span", "metrics", "labels", "status")
+    __slots__ = ("span", "metrics", "labels", "status", "model")
 
     def __init__(self, span: Any, metrics: TurnMetrics | None = None, labels: dict[str, Any] | None = None) -> None:
         self.span, self.metrics, self.labels = span, metrics, labels or {}
         self.status: str | None = None
+        self.model: str | None = None  # a model call's priced model id (the june.cost metric)
 
     def record(self, **attrs: Any) -> None:
         usage = attrs.pop("usage", None)
         if usage and self.metrics is not None:
-            self.metrics.usage(usage, self.labels)
+            self.metrics.usage(usage, self.labels, self.model)
         if usage:
             for ours, theirs in (("input_tokens", "gen_ai.usage.input_tokens"),
                                  ("output_tokens", "gen_ai.usage.output_tokens")):
@@ -111,6 +114,7 @@ class OtelObserver:
         attrs = {"gen_ai.operation.name": "chat", "gen_ai.system": SYSTEM,
                  "gen_ai.request.model": model or "", "gen_ai.conversation.id": str(turn.session)}
         with self._step("chat", turn, f"chat {model or ''}".strip(), attrs, kind=trace.SpanKind.CLIENT) as watch:
+            watch.model = pricing.agent_model(turn.session.agent)
             yield watch
 
     @contextmanager

@@ -3,7 +3,7 @@ views: ``api``; the contract: ``openapi``)."""
 
 from django.urls import path, re_path
 
-from sessions_app.web import api, approvals, lists
+from sessions_app.web import api, approvals, lists, prometheus
 
 app_name = "june_api"
 
@@ -11,6 +11,7 @@ SESSION = "agents/<str:agent>/sessions/<str:session>/"
 
 urlpatterns = [
     path("openapi.json", api.openapi_document, name="openapi"),
+    path("metrics", prometheus.metrics, name="metrics"),
     path("approvals/", approvals.approval_list, name="approvals"),
     path("approvals/<str:turn_id>/answer", approvals.approval_answer, name="approval-answer"),
     path("agents/<str:agent>/sessions/", lists.session_list, name="sessions"),

@@ -172,7 +172,8 @@ def paths() -> dict[str, Any]:
                                                      "answer": {"$ref": "#/components/schemas/JsonValue",
                                                                 "description": "Any JSON matching the request's "
                                                                                "schema"}}}),
-                "responses": {"200": _json("The turn ran on and ended", TURN_REF),
+                "responses": {"200": _json("The turn ran on and ended, or (status suspended) still waits on "
+                                           "another call of the same step", TURN_REF),
                               "202": _json("Accepted: the turn is queued again", TURN_REF),
                               **_errors(*COMMON, "409", "413", "422", "500")},
             },
@@ -376,6 +377,18 @@ def list_paths() -> dict[str, Any]:
                     **_errors(*COMMON)},
             },
         },
+        "/api/metrics": {
+            "get": {
+                "operationId": "metrics",
+                "summary": "The site's state for a Prometheus scrape (staff only; text format 0.0.4)",
+                "description": "Gauges read from the database: unfinished and parked turns by agent, failures "
+                               "and retries in the last hour, live workers, today's tokens and cost. "
+                               "See docs/operations.md.",
+                "responses": {"200": {"description": "Prometheus text exposition",
+                                      "content": {"text/plain": {"schema": {"type": "string"}}}},
+                              **_errors("401", "403", "405")},
+            },
+        },
         "/api/approvals/": {
             "get": {
                 "operationId": "listApprovals",
@@ -398,7 +411,8 @@ def list_paths() -> dict[str, Any]:
                                       "properties": {"input_id": {"type": "string",
                                                                   "pattern": anchored(services.INPUT_ID_RE)},
                                                      "answer": {"description": "Any JSON matching the request's schema"}}}),
-                "responses": {"200": _json("The turn ran on and ended", TURN_REF),
+                "responses": {"200": _json("The turn ran on and ended, or (status suspended) still waits on "
+                                           "another call of the same step", TURN_REF),
                               "202": _json("Accepted: the turn is queued again", TURN_REF),
                               **_errors(*COMMON, "409", "413", "422", "500")},
             },

@@ -62,3 +62,38 @@ async def test_turn_counters_durations_tokens_and_parks():
     assert tokens == {"input": 40, "output": 6}
     steps = {p.attributes["june.step.kind"]: p.count for p in found["june.step.duration"]}
     assert steps == {"chat": 3, "execute_tool": 2}  # the tool ran again with the answer
+
+
+async def test_model_calls_add_their_cost_at_the_agents_price(monkeypatch):
+    from sessions_app import pricing
+
+    monkeypatch.setattr(pricing, "agent_model", lambda agent: "claude-sonnet-4-6")  # $3 / $15 per million
+    reader = InMemoryMetricReader()
+    obs = OtelObserver(TracerProvider(), MeterProvider(metric_readers=[reader]))
+    agent = Agent("a", "instr")
+    model = ScriptedModel([reply("hi", usage={"input_tokens": 1_000_000, "output_tokens": 200_000,
+                                              "cache_read_input_tokens": 1_000_000})])
+    rt, _, _ = make_runtime(agent, model)
+    rt.observer = rt.executor.observer = obs
+    s = rt.session("a", "cost")
+    tid = await s.start("go")
+    assert (await s.result(tid, timeout=5)).status == TurnStatus.COMPLETED
+    [cost] = points(reader)["june.cost"]
+    assert abs(cost.value - (3.0 + 3.0 + 0.3)) < 1e-9  # input, output, cache reads at 0.1x
+    assert dict(cost.attributes) == {"gen_ai.agent.name": "a", "june.turn.source": "",
+                                     "gen_ai.request.model": "claude-sonnet-4-6"}
+
+
+async def test_an_unpriced_model_adds_no_cost(monkeypatch):
+    from sessions_app import pricing
+
+    monkeypatch.setattr(pricing, "agent_model", lambda agent: "some-other-model")
+    reader = InMemoryMetricReader()
+    obs = OtelObserver(TracerProvider(), MeterProvider(metric_readers=[reader]))
+    rt, _, _ = make_runtime(Agent("a", "instr"), ScriptedModel([reply("hi", usage={"input_tokens": 5})]))
+    rt.observer = rt.executor.observer = obs
+    s = rt.session("a", "nocost")
+    tid = await s.start("go")
+    assert (await s.result(tid, timeout=5)).status == TurnStatus.COMPLETED
+    found = points(reader)
+    assert "june.cost" not in found and total(found, "june.turns.completed") == 1
