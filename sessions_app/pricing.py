@@ -1,7 +1,8 @@
 """What model calls cost: ``JUNE_MODEL_PRICES`` (settings) maps a model id (or its prefix) to US
 dollars per million tokens; defaults for the Anthropic models, zero for the demo. A turn's model
 is its agent's (``agents_app.providers.provider_name`` and ``model_config``). The console's cost
-columns and the ``june.cost`` metric both price with this."""
+columns and the ``june.cost`` metric both price with this. Importable before Django's apps
+load (the telemetry's setup imports it)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,6 @@ from typing import Any
 
 from django.conf import settings
 from django.utils import timezone
-
-from agents_app.providers import provider_name
-from sessions_app import wiring
 
 #: US dollars per million tokens (list prices when written; override with JUNE_MODEL_PRICES)
 DEFAULT_PRICES: dict[str, dict[str, float]] = {
@@ -70,6 +68,9 @@ def cost_of(usage: dict[str, Any] | None, model: str) -> float | None:
 @lru_cache(maxsize=256)
 def agent_model(agent_name: str) -> str:
     """The model id an agent's turns use (``demo`` for the offline model)."""
+    from agents_app.providers import provider_name  # here: telemetry imports this module before apps load
+    from sessions_app import wiring
+
     try:
         agent = wiring.agent(agent_name)
     except Exception:
