@@ -1,16 +1,15 @@
 """What model calls cost: ``JUNE_MODEL_PRICES`` (settings) maps a model id (or its prefix) to US
 dollars per million tokens; defaults for the Anthropic models, zero for the demo. A turn's model
-is its agent's (``agents_app.providers.provider_name`` and ``model_config``). The console's cost
-columns and the ``june.cost`` metric both price with this. Importable before Django's apps
-load (the telemetry's setup imports it)."""
+is its agent's (``wiring.agent_model``). The console's cost columns, the Prometheus gauges and
+the ``june.cost`` metric all price with this. It imports none of June's modules (the telemetry,
+which ``wiring`` builds, uses it), so it loads before Django's apps do."""
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
 from django.utils import timezone
@@ -65,22 +64,6 @@ def cost_of(usage: dict[str, Any] | None, model: str) -> float | None:
             + u["cache_read_input_tokens"] * float(price.get("cache_read", inp * CACHE_READ))) / 1_000_000
 
 
-@lru_cache(maxsize=256)
-def agent_model(agent_name: str) -> str:
-    """The model id an agent's turns use (``demo`` for the offline model)."""
-    from agents_app.providers import provider_name  # here: telemetry imports this module before apps load
-    from sessions_app import wiring
-
-    try:
-        agent = wiring.agent(agent_name)
-    except Exception:
-        return "unknown"
-    name = provider_name(agent)
-    if name == "anthropic":
-        return str((agent.model_config or {}).get("model") or "claude-sonnet-4-6")
-    return name
-
-
 @dataclass
 class Usage:
     turns: int = 0
@@ -104,11 +87,12 @@ class Usage:
         return sum(self.tokens.values())
 
 
-def usage_totals(turns) -> tuple[Usage, dict[str, Usage], dict[dt.date, Usage]]:
-    """Totals over a queryset of turns: overall, per agent, per (local) day."""
+def usage_totals(turns, model_of: Callable[[str], str]) -> tuple[Usage, dict[str, Usage], dict[dt.date, Usage]]:
+    """Totals over a queryset of turns: overall, per agent, per (local) day; ``model_of`` names
+    an agent's model (``wiring.agent_model``)."""
     total, per_agent, per_day = Usage(), defaultdict(Usage), defaultdict(Usage)
     for agent, created, usage in turns.values_list("session__agent", "created_at", "usage").iterator(chunk_size=2000):
-        model = agent_model(agent)
+        model = model_of(agent)
         total.add(usage, model)
         per_agent[agent].add(usage, model)
         per_agent[agent].model = model

@@ -13,7 +13,7 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 
 from agents_app.loader import app_dirs, discover
-from agents_app.providers import model_for
+from agents_app.providers import model_for, provider_name
 from agents_app.runtime import Agent, Runtime, limits
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.executor import TurnExecutor
@@ -71,7 +71,7 @@ def executor(*, extra_sinks: tuple[EventSink, ...] = (), store: DjangoSessionSto
         on_runnable=enqueue_runnable,
         max_depth=settings.JUNE_SUBAGENT_MAX_DEPTH,
         max_fanout=settings.JUNE_SUBAGENT_MAX_FANOUT,
-        observer=telemetry.observer(),
+        observer=telemetry.observer(model_of=agent_model),
     )
 
 
@@ -93,7 +93,7 @@ def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = (),
         model_for=model_for,
         sink=FanoutSink(sink(), DeliverySink(), *extra_sinks),
         dispatcher=dispatcher,
-        observer=telemetry.observer(),
+        observer=telemetry.observer(model_of=agent_model),
         lease_seconds=settings.JUNE_LEASE_SECONDS,
         max_attempts=settings.JUNE_MAX_ATTEMPTS,
         max_depth=settings.JUNE_SUBAGENT_MAX_DEPTH,
@@ -105,3 +105,16 @@ def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = (),
 async def _on_database_thread(fn: Callable[[], Any]) -> Any:
     """Agents' synchronous hooks may use the ORM: run them where Django's connection lives."""
     return await sync_to_async(fn)()
+
+
+@functools.lru_cache(maxsize=256)
+def agent_model(agent_name: str) -> str:
+    """The model id an agent's turns use (``demo`` for the offline model)."""
+    try:
+        agent = agents()[agent_name]
+    except Exception:
+        return "unknown"
+    name = provider_name(agent)
+    if name == "anthropic":
+        return str((agent.model_config or {}).get("model") or "claude-sonnet-4-6")
+    return name

@@ -26,16 +26,48 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 from . import events as ev
 from . import limits
 from .errors import ToolDeclarationError
 from .messages import ToolCall
-from .seams import ChildTurn, Phase, SessionRef, TurnInput, TurnRecord, TurnStatus, Tx
+from .seams import (
+    ChildTurn,
+    Commit,
+    EventSink,
+    Phase,
+    SessionRef,
+    SessionStore,
+    TurnInput,
+    TurnRecord,
+    TurnState,
+    TurnStatus,
+    Tx,
+)
 
-if TYPE_CHECKING:  # for annotations only: the loop drives this module, not the other way round
-    from .loop import TurnLoop
+class SpawningLoop(Protocol):
+    """What a spawn reads of the turn loop that drives it (``loop.TurnLoop`` is one): this module
+    depends on the shape, not on the loop's module, which imports this one."""
+
+    turn: TurnRecord
+    state: TurnState
+    limits: limits.Limits
+    max_depth: int
+    max_fanout: int
+    observer: Any
+    policy: dict[str, Any] | None
+    store: SessionStore
+    sink: EventSink
+    agent_for: Callable[[str], Any]
+
+    def children_budget(self, n: int) -> dict[str, int]: ...
+
+    def _commit(self, work: Callable[[Any], None], *, tool_code: bool = False,
+                dispatch: bool = True) -> Awaitable[Commit]: ...
+
+    def _dispatch(self, runnable: list[tuple[str, SessionRef]]) -> Awaitable[None]: ...
+
 
 #: how deep a tree of turns may grow (a root turn is depth 0) and how many children one tool
 #: call may spawn; both hosts may lower or raise them (settings JUNE_SUBAGENT_MAX_DEPTH/FANOUT)
@@ -135,7 +167,7 @@ def _spec(item: Any) -> tuple[str, str, str | None]:
 class Spawner:
     """The spawns of one tool call (``ctx.spawn`` / ``ctx.spawn_all``)."""
 
-    def __init__(self, loop: "TurnLoop", call: ToolCall) -> None:
+    def __init__(self, loop: SpawningLoop, call: ToolCall) -> None:
         self.loop = loop
         self.call = call
         self.count = 0
@@ -220,7 +252,7 @@ def describe(child: ChildTurn) -> dict[str, Any]:
             "index": (child.input.target or {}).get("index"), "goal": (child.input.target or {}).get("goal")}
 
 
-async def park_on_children(loop: "TurnLoop", call: ToolCall, step_id: str, children: list[ChildTurn]) -> TurnStatus:
+async def park_on_children(loop: SpawningLoop, call: ToolCall, step_id: str, children: list[ChildTurn]) -> TurnStatus:
     """One unit: create the children, park the parent on them. If the parent carried a cancel
     request at that commit, cancel it now (the rules cascade to the children just created), so
     no child of a cancelled parent is left to run."""
@@ -256,5 +288,5 @@ async def park_on_children(loop: "TurnLoop", call: ToolCall, step_id: str, child
     return TurnStatus.SUSPENDED
 
 
-__all__ = ["ChildError", "MAX_DEPTH", "MAX_FANOUT", "SpawnError", "SpawnPark", "Spawner", "child_turn_id",
+__all__ = ["ChildError", "MAX_DEPTH", "MAX_FANOUT", "SpawnError", "SpawnPark", "Spawner", "SpawningLoop", "child_turn_id",
            "park_on_children", "result_of", "step_key"]

@@ -32,21 +32,20 @@ from django_q.models import Schedule
 from agents_app.models import DeliveryStatus, WebhookDelivery
 from sessions_app import models as m
 from sessions_app import health, quotas, selectors
-from sessions_app.pricing import (  # noqa: F401 (re-exported)
-    TOKEN_KEYS,
-    Usage,
-    agent_model,
-    cost_of,
-    price_for,
-    prices,
-    usage_totals,
-)
+from sessions_app.pricing import TOKEN_KEYS, Usage, cost_of, price_for, prices  # noqa: F401 (re-exported)
+from sessions_app.pricing import usage_totals as _usage_totals
+from sessions_app.wiring import agent_model
 from sessions_app.store import eventlog
 
 LIST_ROWS = 20
 RESULT_SHOWN = 400
 RESULT_MAX = 20_000
 REFRESH_SECONDS = 5
+
+
+def usage_totals(turns) -> tuple[Usage, dict[str, Usage], dict[dt.date, Usage]]:
+    """Totals over a queryset of turns: overall, per agent, per (local) day."""
+    return _usage_totals(turns, agent_model)
 
 
 def usage_per_user(turns) -> dict[str, Usage]:

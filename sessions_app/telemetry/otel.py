@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import Link, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
-
-from sessions_app import pricing
 
 from .metrics import TurnMetrics
 
@@ -72,10 +70,13 @@ def _turn_attrs(turn: Any) -> dict[str, Any]:
 
 
 class OtelObserver:
-    def __init__(self, provider: Any = None, meter_provider: Any = None) -> None:
-        """``provider``, ``meter_provider``: of its own (tests); else the global ones."""
+    def __init__(self, provider: Any = None, meter_provider: Any = None,
+                 model_of: Callable[[str], str] | None = None) -> None:
+        """``provider``, ``meter_provider``: of its own (tests); else the global ones.
+        ``model_of(agent name)``: the model id its calls are priced at (none: no cost metric)."""
         self.tracer = (provider or trace.get_tracer_provider()).get_tracer("june")
         self.metrics = TurnMetrics(meter_provider)
+        self.model_of = model_of
 
     @contextmanager
     def turn(self, turn: Any, agent: str, *, resumed: bool) -> Iterator[_Watch]:
@@ -114,7 +115,7 @@ class OtelObserver:
         attrs = {"gen_ai.operation.name": "chat", "gen_ai.system": SYSTEM,
                  "gen_ai.request.model": model or "", "gen_ai.conversation.id": str(turn.session)}
         with self._step("chat", turn, f"chat {model or ''}".strip(), attrs, kind=trace.SpanKind.CLIENT) as watch:
-            watch.model = pricing.agent_model(turn.session.agent)
+            watch.model = self.model_of(turn.session.agent) if self.model_of is not None else None
             yield watch
 
     @contextmanager

@@ -73,8 +73,9 @@ def _install_metrics(resource: Any) -> None:
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=[reader]))
 
 
-def observer() -> Any:
-    """The engine's observer, or None when traces are off (decided on the first call)."""
+def observer(model_of: Any = None) -> Any:
+    """The engine's observer, or None when traces are off (decided on the first call).
+    ``model_of(agent name)``: the agent's model id, which prices its calls (``june.cost``)."""
     global _DECIDED, _OBSERVER
     if _DECIDED:
         return _OBSERVER
@@ -85,7 +86,7 @@ def observer() -> Any:
             if _wanted() or _installed():
                 from .otel import OtelObserver
 
-                _OBSERVER = OtelObserver()
+                _OBSERVER = OtelObserver(model_of=model_of)
             _DECIDED = True
     return _OBSERVER
 

@@ -26,7 +26,7 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from agents_app.models import DeliveryStatus, WebhookDelivery
-from sessions_app import health
+from sessions_app import health, wiring
 from sessions_app import models as m
 from sessions_app.errors import AccessDenied
 from sessions_app.pricing import TOKEN_KEYS, usage_totals
@@ -59,7 +59,7 @@ def exposition(now: dt.datetime | None = None) -> str:
     failed = m.Event.objects.filter(type="turn.failed", created_at__gte=hour_ago).values("turn_id").distinct().count()
     retried = m.Turn.objects.filter(attempts__gt=1, created_at__gte=hour_ago).count()
     today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    _, per_agent, _ = usage_totals(m.Turn.objects.filter(created_at__gte=today))
+    _, per_agent, _ = usage_totals(m.Turn.objects.filter(created_at__gte=today), wiring.agent_model)
     failing = WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED).filter(attempts__gt=0).count()
     tokens: dict[tuple[str, str], int] = defaultdict(int)
     for agent, usage in per_agent.items():

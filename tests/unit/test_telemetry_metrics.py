@@ -64,12 +64,9 @@ async def test_turn_counters_durations_tokens_and_parks():
     assert steps == {"chat": 3, "execute_tool": 2}  # the tool ran again with the answer
 
 
-async def test_model_calls_add_their_cost_at_the_agents_price(monkeypatch):
-    from sessions_app import pricing
-
-    monkeypatch.setattr(pricing, "agent_model", lambda agent: "claude-sonnet-4-6")  # $3 / $15 per million
-    reader = InMemoryMetricReader()
-    obs = OtelObserver(TracerProvider(), MeterProvider(metric_readers=[reader]))
+async def test_model_calls_add_their_cost_at_the_agents_price():
+    reader = InMemoryMetricReader()  # $3 / $15 per million tokens:
+    obs = OtelObserver(TracerProvider(), MeterProvider(metric_readers=[reader]), model_of=lambda a: "claude-sonnet-4-6")
     agent = Agent("a", "instr")
     model = ScriptedModel([reply("hi", usage={"input_tokens": 1_000_000, "output_tokens": 200_000,
                                               "cache_read_input_tokens": 1_000_000})])
@@ -84,12 +81,9 @@ async def test_model_calls_add_their_cost_at_the_agents_price(monkeypatch):
                                      "gen_ai.request.model": "claude-sonnet-4-6"}
 
 
-async def test_an_unpriced_model_adds_no_cost(monkeypatch):
-    from sessions_app import pricing
-
-    monkeypatch.setattr(pricing, "agent_model", lambda agent: "some-other-model")
+async def test_an_unpriced_model_adds_no_cost():
     reader = InMemoryMetricReader()
-    obs = OtelObserver(TracerProvider(), MeterProvider(metric_readers=[reader]))
+    obs = OtelObserver(TracerProvider(), MeterProvider(metric_readers=[reader]), model_of=lambda a: "other-model")
     rt, _, _ = make_runtime(Agent("a", "instr"), ScriptedModel([reply("hi", usage={"input_tokens": 5})]))
     rt.observer = rt.executor.observer = obs
     s = rt.session("a", "nocost")
