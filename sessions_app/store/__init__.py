@@ -31,7 +31,7 @@ everything — tool writes included — rolls back.
 Lock order (every transaction that takes both): the session row, then its turns' rows. The
 host operations (``control``, ``opening.create``: create, replace, cancel, answer, reset) lock
 the session with ``SELECT … FOR UPDATE`` before they touch a turn; a checkpoint's batch, and a
-claim with its load (``opening.claim_and_load``), open with ``checkpoint.LOCK_SESSION`` (``FOR NO
+claim with its load (``opening.claim_and_load``), open with ``checkpoint_pg.LOCK_SESSION`` (``FOR NO
 KEY UPDATE`` of its turn's session) before their UPDATE of the turn row, and only then touch the
 session's counters and status. ``lease.claim`` (SQLite), heartbeat and release are single-row
 statements in their own transaction. Taken in the other
@@ -61,7 +61,7 @@ from agents_app.runtime.seams import (
     TurnRecord,
     TurnState,
 )
-from sessions_app.store import checkpoint, control, direct, lease, lite, opening, reads, toolsql, transcripts, tree
+from sessions_app.store import checkpoint_pg, checkpoint_plain, control, direct, lease, lite, opening, reads, toolsql, transcripts, tree
 from sessions_app.store.pipes import Pipes
 from sessions_app.store.records import UnitWriter, journal_changes
 
@@ -130,7 +130,7 @@ class DjangoSessionStore:
         if connection.vendor == "sqlite":
             written = lite.write_inside(tx)
         else:  # PostgreSQL
-            written = checkpoint.write(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
+            written = checkpoint_pg.write(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
                                        tx.moved, result=tx.result)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=runnable + written.runnable)
 
@@ -183,7 +183,7 @@ class DjangoSessionStore:
         """PostgreSQL on a runner: ``commit_direct``'s batch, on the turn's pipe."""
         assert self.pipes is not None
         pipe = await self.pipes.for_turn(tx.turn_id)
-        written = await pipe.drive(checkpoint.write_steps(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages,
+        written = await pipe.drive(checkpoint_pg.write_steps(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages,
                                                           tx.steps, tx.events, boundary=tx.moved, result=tx.result))
         transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, tx.turn_id)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
@@ -193,7 +193,7 @@ class DjangoSessionStore:
         one round trip, COMMIT included."""
         tx = UnitWriter(turn_id, attempt_id)
         record(tx)
-        written = checkpoint.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
+        written = checkpoint_pg.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                               tx.events, boundary=tx.moved, result=tx.result)
         transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows,
                           turn_id)  # committed at its Sync
@@ -209,13 +209,13 @@ class DjangoSessionStore:
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
         changes = journal_changes(attempt_id, phase, data)
         if self.pipes is not None:  # lands before the turn's next unit, on the same pipe
-            return (await self.pipes.for_turn(turn_id)).defer(checkpoint.journal_batch(turn_id, attempt_id, changes))
+            return (await self.pipes.for_turn(turn_id)).defer(checkpoint_pg.journal_batch(turn_id, attempt_id, changes))
         if (raw := direct.connection()) is not None:  # lands before the next checkpoint on raw
-            return checkpoint.send_journal(raw, turn_id, attempt_id, changes)
+            return checkpoint_pg.send_journal(raw, turn_id, attempt_id, changes)
         if lite.here():
             with suppress(lite.Busy):
                 return lite.journal(turn_id, attempt_id, changes)
-        await self._thread(checkpoint.write_journal)(turn_id, attempt_id, changes)
+        await self._thread(checkpoint_plain.write_journal)(turn_id, attempt_id, changes)
 
     # -- reads ----------------------------------------------------------------------------------------
 

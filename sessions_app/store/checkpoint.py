@@ -1,8 +1,8 @@
 """Writing one checkpoint: the fence, the transcript rows, the step memo and the events.
 
-Two shapes, one result. On PostgreSQL every statement goes in one round trip (``wire.Batch``),
-so a step costs less than one small transaction of separate statements. On SQLite (in-process:
-no round trips) it is a few plain statements. A fence that matched no row raises
+Two shapes, one result. On PostgreSQL every statement goes in one round trip (``wire.Batch``,
+``checkpoint_pg``), so a step costs less than one small transaction of separate statements. On
+SQLite (in-process: no round trips) it is a few plain statements (here). A fence that matched no row raises
 StaleAttemptError and the whole unit rolls back, a sync tool's writes included.
 """
 
@@ -13,22 +13,20 @@ import time
 from datetime import datetime
 from datetime import timezone as dt_timezone
 from dataclasses import dataclass, field
-from typing import Any, Generator
+from typing import Any
 
-import psycopg
 from psycopg.pq import TransactionStatus
 from django.conf import settings
 from django.db import IntegrityError, connection, connections
 from django.utils import timezone
 
-from agents_app.runtime import events as ev
 from agents_app.runtime import rules
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
-from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent, SessionRef, SessionStatus, TurnStatus
+from agents_app.runtime.seams import LoggedEvent, SessionRef, SessionStatus, TurnStatus
 
 from sessions_app import models
-from sessions_app.store import children, eventlog, jsontext, transcripts, wire
+from sessions_app.store import jsontext, wire
 
 IDLE = TransactionStatus.IDLE
 INTRANS = TransactionStatus.INTRANS
@@ -122,19 +120,6 @@ def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, A
     )
 
 
-def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], messages: list[tuple[int, Message]],
-          steps: list[tuple[str, int | None, Any]], events: list[ev.TurnEvent],
-          boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
-    """Inside the unit's transaction on Django's PostgreSQL connection (a sync tool's writes are
-    in it; SQLite's is ``lite.write_inside``, ``write_plain`` on the sqlite3 connection under it).
-    ``boundary``: (boundary, summary index) the unit moves the session's boundary to.
-    ``result``: the turn settles for good; a child reports it to its parent (``children``)."""
-    # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
-    ends = len(connection.atomic_blocks) == 1
-    return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
-                            ends_transaction=ends, boundary=boundary, result=result)
-
-
 def plain_now() -> Any:
     """Now, as the driver takes a DateTimeField (Django's adaptation: a UTC string on SQLite;
     no database access, so any thread may call it). Written out when the adaptation is the
@@ -206,18 +191,6 @@ STEP_HELD = ('SELECT 1 FROM sessions_app_message m WHERE m.session_id = sessions
 STEP_HELD_PG = ('SELECT {select} FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id '
                 'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = {turn} AND m.turn_id = {ref} '
                 "AND m.step {step}")
-INSERT_MESSAGE_PLAIN = (
-    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-)
-def still_held(turn_id: str, attempt_id: str | None) -> tuple[str, list[Any]]:
-    """A fence that guarded steps matched no row: does the attempt still hold the turn (then
-    a step was held), or was it the lease? The fence's own condition, less the guard."""
-    if attempt_id is None:
-        return "SELECT 1 FROM sessions_app_turn WHERE id = %s", [turn_id]
-    return "SELECT 1 FROM sessions_app_turn WHERE id = %s AND attempt_id = %s", [turn_id, attempt_id]
-
-
 @functools.lru_cache(maxsize=8)
 def step_guard_sql(count: int) -> bytes:
     """PostgreSQL's guard (``STEP_HELD``) for a unit that folds ``count`` steps: raises if the
@@ -236,78 +209,6 @@ def stored_ref(turn_id: str | None) -> Any:
 @functools.cache
 def _binary_refs() -> bool:
     return connections["default"].vendor == "postgresql"
-
-
-def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events, boundary=None,
-                result=None) -> Written:
-    """The checkpoint as plain statements on ``cur``, inside the unit's transaction: Django's
-    cursor (SQLite, on Django's thread), or the store's own SQLite connection (``lite``), whose
-    cursor takes the same ``%s`` statements."""
-    keys, steps = folded(messages, steps)
-    held = tuple(keys.values())
-    if len(set(held)) != len(held):  # the guard reads the rows written before the unit's
-        raise _recorded(turn_id, held)
-    # the fence answers what the rest needs of the turn's row (a child's report reads no more),
-    # unless this process knows the row's fixed facts and the unit logs events: then the
-    # events' numbering answers the cancel request (a RETURNING costs SQLite a temporary b-tree)
-    known = transcripts.facts(turn_id) if events else None
-    fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages), held,
-                              "" if known else " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step")
-    now = plain_now()
-    cur.execute(fence, params)
-    if known:
-        row = known if cur.rowcount == 1 else None
-    else:
-        answer = cur.fetchone()
-        row = None if answer is None else answer[1:]
-        if answer is not None:
-            cancel_reason = answer[0]
-            transcripts.remember_facts(turn_id, row)
-    if row is None:  # the rest rolls back with the unit
-        if held and cur.execute(*still_held(turn_id, attempt_id)).fetchone():
-            raise _recorded(turn_id, held)
-        raise _stale(turn_id, attempt_id)
-    session_id, generation, parent_id, spawn_step = row
-    rows = [row_json(m, turn_id) for _, m in messages]
-    if messages:
-        ref = stored_ref(turn_id)
-        cur.executemany(INSERT_MESSAGE_PLAIN, [
-            (session_id, generation, i, ref, str(m.role), text, keys.get(i), now)
-            for (i, m), text in zip(messages, rows)
-        ])
-    if steps:
-        cur.executemany(
-            "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
-            [(turn_id, key, idx, dumps(data) if data is not None else None, now) for key, idx, data in steps],
-        )
-    if boundary is not None:  # only the live generation's: an archived one keeps its own
-        cur.execute(MOVE_BOUNDARY_PLAIN, [*boundary, session_id, generation])
-    status = "status" in changes
-    if events:  # numbered by the session's row, whose status the same UPDATE recomputes
-        # read back by a SELECT in the same transaction: SQLite builds a temporary b-tree (a
-        # page allocated and zeroed) for an UPDATE's RETURNING, and the row is on a page the
-        # UPDATE just wrote
-        cur.execute(SESSION_STATUS_EVENT_SEQ if status else BUMP_EVENT_SEQ_BARE,
-                    session_status_params(session_id, now, events=len(events)) if status
-                    else [len(events), session_id])
-        if known:
-            cur.execute(EVENT_SEQ_CANCEL, [turn_id, session_id])
-            last, live, cancel_reason = cur.fetchone()
-        else:
-            cur.execute(EVENT_SEQ_OF, [session_id])
-            last, live = cur.fetchone()
-        logged = insert_events(cur, session_id, events, last, live, turn_id=turn_id, generation=generation,
-                               unit=messages, now=now)
-    else:
-        logged = []
-        if status:
-            cur.execute(SESSION_STATUS_PLAIN, session_status_params(session_id, now))
-    woken = (children.report_txn(turn_id, result, cur=cur, now=now, parent=(parent_id, spawn_step))
-             if result is not None else [])
-    if changes.get("status") in FINAL_STATUSES:
-        cur.execute(NEXT_IN_CHAIN, [turn_id])
-        woken += handed_over(cur.fetchone())
-    return Written(cancel_reason, session_id, generation, logged, woken, rows)
 
 
 #: the statuses that keep a session's chain waiting (``rules.CHAIN_BLOCKING``; ``lease.CLAIM``)
@@ -374,221 +275,3 @@ def session_status_params(target: Any, now: Any, events: int | None = None) -> l
     how many events the statement numbers (``session_status_sql(events=True)``)."""
     return [now, str(SessionStatus.SUSPENDED), str(SessionStatus.RUNNING), str(SessionStatus.IDLE), str(SessionStatus.NEW),
             *([] if events is None else [events]), target]
-
-
-SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
-STATUS_AND_EVENT_SEQ = wire.numbered(session_status_sql(by_turn=True, events=True))
-SESSION_STATUS_PLAIN = session_status_sql(by_turn=False)
-INSERT_MESSAGE = wire.numbered(
-    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
-    "SELECT t.session_id, t.generation, %s::integer, june_tid(t.id), %s::text, %s::json, %s::text, %s::timestamptz "
-    "FROM sessions_app_turn t WHERE t.id = %s::text"
-)
-INSERT_STEP = wire.numbered(
-    "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
-    "SELECT t.id, %s::text, %s::integer, %s::jsonb, %s::timestamptz FROM sessions_app_turn t WHERE t.id = %s::text"
-)
-BUMP_EVENT_SEQ = wire.numbered(
-    "UPDATE sessions_app_session SET event_seq = event_seq + %s::integer "
-    "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s::text) "
-    "RETURNING event_seq, generation"
-)
-INSERT_EVENT = wire.numbered(
-    "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
-    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, june_tid(%s::text), %s::smallint, %s::json, "
-    "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
-    "WHERE t.id = %s::text"
-)
-MOVE_BOUNDARY_PLAIN = (
-    "UPDATE sessions_app_session SET boundary = %s, summary_index = %s WHERE id = %s AND generation = %s"
-)
-MOVE_BOUNDARY = wire.numbered(
-    "UPDATE sessions_app_session SET boundary = %s::integer, summary_index = %s::integer "
-    "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
-    "AND sessions_app_session.generation = t.generation"
-)
-NEXT_IN_CHAIN_PG = wire.numbered(NEXT_IN_CHAIN)
-ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
-#: the store's lock order (sessions_app.store): the session row before its turn's (the fence
-#: next), as the host operations take them; the event and status updates upgrade this lock
-LOCK_SESSION = wire.numbered(
-    "SELECT 1 FROM sessions_app_session WHERE id = (SELECT session_id FROM sessions_app_turn WHERE id = %s::text) "
-    "FOR NO KEY UPDATE"
-)
-
-
-def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-                     messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
-                     events: list[ev.TurnEvent], *, ends_transaction: bool = True,
-                     boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
-    """``write_steps`` on ``raw``, on this thread."""
-    return wire.drive(raw, write_steps(turn_id, attempt_id, changes, messages, steps, events,
-                                       status=raw.pgconn.transaction_status, ends_transaction=ends_transaction,
-                                       boundary=boundary, result=result))
-
-
-def write_steps(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-                messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
-                events: list[ev.TurnEvent], *, status: Any = None, ends_transaction: bool = True,
-                boundary: tuple[int, int] | None = None,
-                result: dict[str, Any] | None = None) -> Generator[wire.Batch, Any, Written]:
-    """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements (a unit
-    for ``wire.drive``, or ``pipes.Pipe.drive`` on the event loop). ``status``: the
-    connection's transaction status (IDLE when None: a pipe's connection never has one open).
-
-    It runs on Django's connection inside the unit's atomic block (a sync tool's unit), or on the
-    store's own (``direct``, ``pipes``) for a unit that runs no tool code. With no
-    transaction open the batch is its own transaction, committed at its Sync; after a sync tool's
-    writes it ends with COMMIT. Inside an enclosing atomic block (``ends_transaction=False``) it
-    ends nothing: the enclosing block commits or rolls back.
-
-    The batch locks the turn's session row first (``LOCK_SESSION``: the store's lock order,
-    which the host operations follow too), then fences the turn. The inserts read the turn's
-    session and generation themselves, so nothing waits for the fence's answer. The fence raises inside the server when the attempt lost its lease
-    (``june_lease_lost``): the rest of the batch is skipped, COMMIT included, and everything
-    rolls back, the tool's writes included.
-    """
-    now = timezone.now()
-    k = len(events)
-    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
-    status = IDLE if status is None else status
-    if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
-        batch.add(b"BEGIN")
-    batch.add(LOCK_SESSION, [turn_id])
-    fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages))
-    fence = batch.add(wire.numbered(fence_sql_), fence_params)
-    keys, steps = folded(messages, steps)
-    if len(set(keys.values())) < len(keys):  # twice in this unit (SQLite's guard sees its own rows)
-        raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
-    if keys:  # raises (JUNE3) before the inserts when the turn holds one of these steps already
-        batch.add(step_guard_sql(len(keys)), [turn_id, *keys.values()])
-    rows = [row_json(m, turn_id) for _, m in messages]
-    for (i, m), text in zip(messages, rows):
-        batch.add(INSERT_MESSAGE, [i, str(m.role), text, keys.get(i), now, turn_id])
-    for key, idx, data in steps:
-        batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
-    transaction_status, status = status, "status" in changes
-    if events:  # numbered by the session's row, whose status the same UPDATE recomputes
-        seq = batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k)) if status else \
-            batch.add(BUMP_EVENT_SEQ, [k, turn_id])
-        for n, e in enumerate(events):
-            column = e.turn_id or turn_id
-            data = eventlog.stored(e, messages, column)
-            batch.add(INSERT_EVENT, [k, n + 1, column, models.event_type_code(e.type), dumps(data),
-                                     None if eventlog.refers(data) else now, turn_id])
-    if boundary is not None:
-        batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
-    if status and not events:
-        batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
-    report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
-    final = changes.get("status") in FINAL_STATUSES
-    nxt = batch.add(NEXT_IN_CHAIN_PG, [turn_id]) if final else None
-    if ends_transaction and transaction_status == INTRANS:  # a sync tool's writes began it
-        batch.add(b"COMMIT")
-    try:
-        results = yield batch
-    except psycopg.Error as exc:
-        if exc.sqlstate == LEASE_LOST:
-            raise _stale(turn_id, attempt_id) from None
-        if exc.sqlstate == STEP_RECORDED:
-            raise IntegrityError(str(exc.diag.message_primary)) from None
-        raise
-    row = results[fence]
-    cancel_reason, session_id, generation = wire.value(row, 0), int(wire.value(row, 1)), int(wire.value(row, 2))
-    logged: list[LoggedEvent] = []
-    if events:
-        last, live = int(wire.value(results[seq], 0)), int(wire.value(results[seq], 1))
-        if live == generation:  # archived generations are not watched live
-            logged = [LoggedEvent(last - k + 1 + n, e) for n, e in enumerate(events)]
-    woken = children.woken_pg(results[report]) if report is not None else []
-    if nxt is not None and results[nxt].ntuples:
-        handed = handed_over([wire.value(results[nxt], c) for c in range(4)])
-        for next_turn, _ in handed:  # its load will look for this session's transcript
-            transcripts.remember(next_turn, session_id, generation)
-        woken += handed
-    return Written(cancel_reason, session_id, generation, logged, woken, rows)
-
-
-def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any], cur: Any = None) -> None:
-    """An advisory journal write (provider_started) outside a checkpoint: one fenced UPDATE
-    (StaleAttemptError when it matches no row), on ``cur`` (the store's own SQLite connection,
-    ``lite``) or else Django's connection; on PostgreSQL the store uses ``send_journal``."""
-    if cur is None:
-        with connection.cursor() as cur:
-            return write_journal(turn_id, attempt_id, changes, cur)
-    sql, params = fence_sql(turn_id, attempt_id, changes)
-    cur.execute(sql, params)
-    if cur.rowcount != 1:
-        raise _stale(turn_id, attempt_id)
-
-
-def send_journal(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
-    """The journal write on PostgreSQL: sent on ``raw`` (the store's own connection) without
-    waiting. It lands before the next batch on ``raw``, which reads its answer; a refusal is
-    logged there, and that batch's own fence refuses the attempt. It does not wait for the WAL
-    flush either: a crash that loses it leaves the journal at before_provider, from which
-    recovery re-drives the same model step anyway."""
-    batch = journal_batch(turn_id, attempt_id, changes)
-    batch.conn = raw
-    batch.defer()
-
-
-def journal_batch(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> wire.Batch:
-    """``send_journal``'s batch (a pipe sends it the same way: ``pipes.Pipe.defer``)."""
-    sql, params = fence_raising_sql(turn_id, attempt_id, changes)
-    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
-    batch.add(ASYNC_COMMIT)  # for this batch's transaction only
-    batch.add(wire.numbered(sql), params)
-    return batch
-
-
-def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
-               generation: int | None = None, unit: list[tuple[int, Message]] = (),
-               cur: Any = None, now: Any = None) -> list[LoggedEvent]:
-    """Number and insert events; a turn of an archived generation logs into its archive (and
-    returns nothing to publish: nobody watches an archive live). ``unit``: the messages written
-    in the same transaction, which events refer to instead of repeating them (``eventlog``).
-    ``cur``, ``now``: the unit's cursor and time (``write_plain``); else Django's connection, now."""
-    if not events:
-        return []
-    if cur is None:
-        with connection.cursor() as cur:
-            return log_events(session_id, events, turn_id=turn_id, generation=generation, unit=unit, cur=cur, now=now)
-    cur.execute(BUMP_EVENT_SEQ_PLAIN, [len(events), session_id])
-    last, live_generation = cur.fetchone()
-    return insert_events(cur, session_id, events, last, live_generation, turn_id=turn_id, generation=generation,
-                         unit=unit, now=now)
-
-
-#: ``write_plain`` (SQLite): the events' numbering (with the status recompute, or alone) without
-#: a RETURNING, then the row read back in the same transaction; with the turn's cancel request
-#: when the fence answered nothing (``EVENT_SEQ_CANCEL``: read after the fence, as it reads it)
-BUMP_EVENT_SEQ_BARE = "UPDATE sessions_app_session SET event_seq = event_seq + %s WHERE id = %s"
-BUMP_EVENT_SEQ_PLAIN = BUMP_EVENT_SEQ_BARE + " RETURNING event_seq, generation"  # ``log_events``
-SESSION_STATUS_EVENT_SEQ = session_status_sql(by_turn=False, events=True, read_back=False)
-EVENT_SEQ_OF = "SELECT event_seq, generation FROM sessions_app_session WHERE id = %s"
-EVENT_SEQ_CANCEL = ("SELECT s.event_seq, s.generation, (SELECT cancel_reason FROM sessions_app_turn WHERE id = %s) "
-                    "FROM sessions_app_session s WHERE s.id = %s")
-
-
-def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: int, live_generation: int, *,
-                  turn_id: str | None, generation: int | None, unit: list[tuple[int, Message]] = (),
-                  now: Any = None) -> list[LoggedEvent]:
-    """Insert ``events``, numbered up to ``last`` (the session's ``event_seq`` once bumped by
-    their count), into ``generation`` (None: the live one)."""
-    gen = live_generation if generation is None else generation
-    first = last - len(events) + 1
-    now = now or plain_now()
-    unit = list(unit)
-    stored = [(e, column, eventlog.stored(e, unit, column)) for e in events for column in [e.turn_id or turn_id]]
-    cur.executemany(
-        "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        [(session_id, gen, first + n, stored_ref(column), models.event_type_code(e.type), dumps(data),
-          None if eventlog.refers(data) else now)
-         for n, (e, column, data) in enumerate(stored)],
-    )
-    if gen != live_generation:
-        return []
-    return [LoggedEvent(first + n, e) for n, e in enumerate(events)]
-

@@ -23,7 +23,7 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 from sessions_app import models as m
-from sessions_app.store import checkpoint, children, opening, tree
+from sessions_app.store import checkpoint, checkpoint_plain, children, opening, tree
 from sessions_app.store.records import record_of, turn_row
 
 dumps = checkpoint.dumps
@@ -40,7 +40,7 @@ def _locked_session_txn(pk: int) -> m.Session:
 
 def log_txn(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
             generation: int | None = None) -> list[LoggedEvent]:
-    return checkpoint.log_events(session_id, events, turn_id=turn_id, generation=generation)
+    return checkpoint_plain.log_events(session_id, events, turn_id=turn_id, generation=generation)
 
 
 def session_status_txn(session_id: int) -> None:

@@ -10,7 +10,7 @@ connection of the store's own: one per thread, never shared, opened from Django'
 the default database with the same pragmas (``foreign_keys``, then ``OPTIONS["init_command"]``:
 WAL, synchronous=NORMAL).
 
-The statements are the ones Django's connection runs (``checkpoint.write_plain``,
+The statements are the ones Django's connection runs (``checkpoint_plain.write_plain``,
 ``reads.state_of``, ``lease``, ``children.report_txn``), written with ``%s``; this connection's
 cursor turns them into ``?`` once (cached), as Django's SQLite cursor does. A write unit opens
 with ``BEGIN IMMEDIATE``, as Django's ``transaction_mode=IMMEDIATE`` does: it takes the database's
@@ -67,7 +67,7 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import (Commit, Outcome, SessionRef, SessionStatus, TurnInput, TurnRecord, TurnState,
                                       TurnStatus)
 from sessions_app import models as m
-from sessions_app.store import checkpoint, lease, reads, transcripts
+from sessions_app.store import checkpoint, checkpoint_plain, lease, reads, transcripts
 from sessions_app.store.records import UnitWriter, loads, record_of
 
 
@@ -257,7 +257,7 @@ def _write() -> _cursor:
 def commit(tx: UnitWriter) -> Commit:
     """A recorded unit (no children: a spawn goes through the ORM) as one transaction."""
     with _write() as cur:
-        written = checkpoint.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
+        written = checkpoint_plain.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                          tx.events, tx.moved, tx.result)
     transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, tx.turn_id)  # committed
     return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
@@ -265,14 +265,14 @@ def commit(tx: UnitWriter) -> Commit:
 
 def write_inside(tx: UnitWriter) -> checkpoint.Written:
     """A unit's checkpoint inside its atomic block on Django's connection (a sync tool's unit,
-    whose ORM writes it commits with): ``checkpoint.write_plain``'s statements on the sqlite3
+    whose ORM writes it commits with): ``checkpoint_plain.write_plain``'s statements on the sqlite3
     connection under Django's, in the same transaction, with Django's errors. Django's cursor
     wrappers (one regex per statement among them) cost more than the statements."""
     assert django_connection.in_atomic_block
     with django_connection.wrap_database_errors:
         cur = django_connection.connection.cursor(Cursor)
         try:
-            return checkpoint.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
+            return checkpoint_plain.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                           tx.events, tx.moved, tx.result)
         finally:
             cur.close()
@@ -280,7 +280,7 @@ def write_inside(tx: UnitWriter) -> checkpoint.Written:
 
 def journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
     with _cursor(None) as cur:  # one statement: its own transaction
-        checkpoint.write_journal(turn_id, attempt_id, changes, cur)
+        checkpoint_plain.write_journal(turn_id, attempt_id, changes, cur)
 
 
 def load(turn_id: str) -> TurnState:
@@ -309,7 +309,7 @@ def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float, lea
                    opening: Any = None) -> TurnState | None:
     """``claim`` and ``load`` in one transaction (``SessionStore.claim_and_load``), and the
     opening's unit when ``opening`` offers one for the loaded state: written as ``commit``
-    writes it (``checkpoint.write_plain``, fenced on this attempt), before the same COMMIT."""
+    writes it (``checkpoint_plain.write_plain``, fenced on this attempt), before the same COMMIT."""
     with _write() as cur:
         turn = _claimed(cur, turn_id, owner, attempt_id, now, lease_seconds)
         if turn is None:
@@ -321,7 +321,7 @@ def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float, lea
         tx = UnitWriter(turn_id, attempt_id)
         work(tx)
         assert not tx.children, "an opening spawns nothing"
-        written = checkpoint.write_plain(cur, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
+        written = checkpoint_plain.write_plain(cur, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
                                          tx.events, tx.moved, tx.result)
     transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, turn_id)  # committed
     state.opened = Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)

@@ -38,7 +38,7 @@ from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import Outcome, SessionRef, SessionStatus, TurnInput, TurnState, TurnStatus
 from sessions_app import models as m
-from sessions_app.store import checkpoint, lease, reads, transcripts, wire
+from sessions_app.store import checkpoint, checkpoint_pg, lease, reads, transcripts, wire
 from sessions_app.store.records import record_of
 
 START_REFUSED = "JUNE2"  # SQLSTATE of june_start_refused()
@@ -114,7 +114,7 @@ def create_steps(session: SessionRef, input: TurnInput, *, turn_id: str, policy:
                  created_by: Any = None, status: Any = None,
                  ends_transaction: bool = True) -> Generator[wire.Batch, Any, Outcome]:
     """Create the queued turn in one round trip (``status``, ``ends_transaction``: as
-    ``checkpoint.write_steps``'s). Raises what ``rules.check_start`` raises, and nothing is written."""
+    ``checkpoint_pg.write_steps``'s). Raises what ``rules.check_start`` raises, and nothing is written."""
     owner = created_by if getattr(created_by, "pk", None) else None
     s = m.Session(agent=session.agent, key=session.key, owner=owner)
     turn = m.Turn(id=turn_id, status=TurnStatus.QUEUED, kind=input.kind, source=input.source or "",
@@ -128,7 +128,7 @@ def create_steps(session: SessionRef, input: TurnInput, *, turn_id: str, policy:
     batch.add(insert_session, _values(s, session_fields))
     batch.add(LOCK_AND_CHECK, [session.agent, session.key, turn_id])
     inserted = batch.add(insert_turn, [session.agent, session.key, *_values(turn, turn_fields)])
-    batch.add(checkpoint.SESSION_STATUS_BY_TURN, checkpoint.session_status_params(turn_id, timezone.now()))
+    batch.add(checkpoint_pg.SESSION_STATUS_BY_TURN, checkpoint.session_status_params(turn_id, timezone.now()))
     if ends_transaction and status == checkpoint.INTRANS:
         batch.add(b"COMMIT")
     try:
@@ -179,8 +179,8 @@ def claim_and_load_steps(turn_id: str, *, owner: str, attempt_id: str, now: floa
     checkpoint of the attempt can commit (its attempt id is on no row). The claim emits no
     event, so nothing published depends on it."""
     batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
-    batch.add(checkpoint.ASYNC_COMMIT)  # this transaction only: see the docstring
-    batch.add(checkpoint.LOCK_SESSION, [turn_id])
+    batch.add(checkpoint_pg.ASYNC_COMMIT)  # this transaction only: see the docstring
+    batch.add(checkpoint_pg.LOCK_SESSION, [turn_id])
     claimed = batch.add(CLAIM, [TurnStatus.RUNNING, owner, now + lease_seconds, attempt_id, turn_id,
                                 TurnStatus.QUEUED, TurnStatus.RUNNING, now])
     batch.add(MARK_RUNNING, [SessionStatus.RUNNING, turn_id, attempt_id, SessionStatus.RUNNING])

@@ -130,7 +130,7 @@ def wrote(key: Key, messages: list[tuple[int, Message]], rows: list[str], turn_i
 
 
 #: what never changes on a turn's row, by turn id: (session id, generation, parent id, spawn step),
-#: read by a claim or a checkpoint (``checkpoint.write_plain`` then asks its fence for none of it)
+#: read by a claim or a checkpoint (``checkpoint_plain.write_plain`` then asks its fence for none of it)
 Facts = tuple[int, int, "str | None", "str | None"]
 _facts: dict[str, Facts] = {}
 MAX_FACTS = 4096

@@ -12,7 +12,7 @@ from agents_app.runtime import rules, subagents
 from agents_app.runtime.errors import ChildSessionRefused
 from agents_app.runtime.seams import FINAL_STATUSES, ChildTurn, SessionRef, TurnStatus
 from sessions_app import models as m
-from sessions_app.store import checkpoint
+from sessions_app.store import checkpoint, checkpoint_plain
 
 dumps = checkpoint.dumps
 FINAL = sorted(str(s) for s in FINAL_STATUSES)
@@ -89,7 +89,7 @@ def cascade_txn(turn_ids: list[str]) -> list[str]:
         for turn_id, session_id in cancelled:
             by_session.setdefault(session_id, []).append(ev.TurnCancelled(turn_id, reason=reason))
         for session_id, events in by_session.items():
-            checkpoint.log_events(session_id, events, turn_id=None)
+            checkpoint_plain.log_events(session_id, events, turn_id=None)
             _session_status(session_id)
     return rung
 

@@ -15,7 +15,7 @@ from django.db import connection
 
 from sessions_app import models as m
 from sessions_app.outbox import queue
-from sessions_app.store import checkpoint, lease, lite, opening, reads, wire
+from sessions_app.store import checkpoint, checkpoint_pg, checkpoint_plain, lease, lite, opening, reads, wire
 from tests.conftest import is_postgres
 
 pytestmark = pytest.mark.django_db
@@ -39,7 +39,7 @@ def old_session():
 def _statements(session_id: int) -> dict[str, tuple[str, list]]:
     return {
         "hand-off": (checkpoint.NEXT_IN_CHAIN, ["queued"]),
-        "status recompute": (checkpoint.SESSION_STATUS_EVENT_SEQ,
+        "status recompute": (checkpoint_plain.SESSION_STATUS_EVENT_SEQ,
                              checkpoint.session_status_params(session_id, "2026-12-01 00:00:00", events=1)),
         "claim": (lease.CLAIM, lease.claim_params("queued", "w", "a", 1.0, 30.0)),
         "enqueue guard": ("SELECT " + queue.CHAIN_HEAD, ["queued"]),
@@ -51,8 +51,8 @@ def _statements(session_id: int) -> dict[str, tuple[str, list]]:
 @pytest.mark.skipif("not is_postgres()")
 def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
     prepared = {
-        "hand-off": (checkpoint.NEXT_IN_CHAIN_PG, ["queued"]),
-        "status recompute": (checkpoint.STATUS_AND_EVENT_SEQ,
+        "hand-off": (checkpoint_pg.NEXT_IN_CHAIN_PG, ["queued"]),
+        "status recompute": (checkpoint_pg.STATUS_AND_EVENT_SEQ,
                              checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1)),
         "claim and load": (opening.CLAIM, ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]),
         "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
@@ -109,10 +109,10 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
     hand-off's join on the head's id did."""
     prepared = {
         "claim and load": (opening.CLAIM, ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]),
-        "hand-off": (checkpoint.NEXT_IN_CHAIN_PG, ["first"]),
+        "hand-off": (checkpoint_pg.NEXT_IN_CHAIN_PG, ["first"]),
         "mark running": (opening.MARK_RUNNING, ["running", "queued", "a", "running"]),
         "heartbeat": (lease.HEARTBEAT_PG, [31.0, "queued", "a", "running"]),
-        "status recompute": (checkpoint.STATUS_AND_EVENT_SEQ,
+        "status recompute": (checkpoint_pg.STATUS_AND_EVENT_SEQ,
                              checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1)),
         "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "young", "new"]),
@@ -122,7 +122,7 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
     # and they answer what they did: the head of a chain, claimed once
     claim = _unnumbered(opening.CLAIM)
     with connection.cursor() as cur:
-        cur.execute(_unnumbered(checkpoint.NEXT_IN_CHAIN_PG), ["first"])
+        cur.execute(_unnumbered(checkpoint_pg.NEXT_IN_CHAIN_PG), ["first"])
         assert cur.fetchone()[:2] == ("queued", "queued")
         params = ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]
         cur.execute(claim, params)
@@ -155,19 +155,19 @@ def test_the_chain_statements_answer_as_before(old_session):
         assert cur.fetchone()[0] == "queued"
         cur.execute("SELECT " + queue.CHAIN_HEAD, ["queued"])
         assert cur.fetchone()[0] in (True, 1)
-        cur.execute(checkpoint.SESSION_STATUS_PLAIN, checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"))
+        cur.execute(checkpoint_plain.SESSION_STATUS_PLAIN, checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"))
     old_session.refresh_from_db()
     assert old_session.status == "running"  # a queued turn keeps the session's chain busy
     m.Turn.objects.filter(pk="queued").update(status="suspended")
     with connection.cursor() as cur:
-        cur.execute(checkpoint.SESSION_STATUS_PLAIN, checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"))
+        cur.execute(checkpoint_plain.SESSION_STATUS_PLAIN, checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"))
         cur.execute("SELECT " + queue.CHAIN_HEAD, ["queued"])
         assert cur.fetchone()[0] in (True, 1)  # nothing before it
     old_session.refresh_from_db()
     assert old_session.status == "suspended"
     m.Turn.objects.filter(pk="queued").update(status="completed")
     with connection.cursor() as cur:
-        cur.execute(checkpoint.SESSION_STATUS_PLAIN, checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"))
+        cur.execute(checkpoint_plain.SESSION_STATUS_PLAIN, checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"))
         cur.execute(reads.NEXT_QUEUED, ["ops", "old"])
         assert cur.fetchone() is None
     old_session.refresh_from_db()

@@ -1,0 +1,198 @@
+"""A checkpoint on PostgreSQL: every statement of the unit in ONE round trip (``wire.Batch``),
+with the fence, the guards and the numbering done inside the server (``checkpoint`` holds what
+both backends share: the fence's SQL, the folded steps, the session status statement)."""
+
+from __future__ import annotations
+
+from typing import Any, Generator
+
+import psycopg
+from django.conf import settings
+from django.db import IntegrityError, connection
+from django.utils import timezone
+
+from agents_app.runtime import events as ev
+from agents_app.runtime.messages import Message
+from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent
+
+from sessions_app import models
+from sessions_app.store import children, eventlog, transcripts, wire
+from sessions_app.store.checkpoint import (
+    IDLE,
+    INTRANS,
+    LEASE_LOST,
+    NEXT_IN_CHAIN,
+    STEP_RECORDED,
+    Written,
+    _stale,
+    dumps,
+    fence_raising_sql,
+    folded,
+    handed_over,
+    opening_of,
+    row_json,
+    session_status_params,
+    session_status_sql,
+    step_guard_sql,
+)
+
+SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
+STATUS_AND_EVENT_SEQ = wire.numbered(session_status_sql(by_turn=True, events=True))
+INSERT_MESSAGE = wire.numbered(
+    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
+    "SELECT t.session_id, t.generation, %s::integer, june_tid(t.id), %s::text, %s::json, %s::text, %s::timestamptz "
+    "FROM sessions_app_turn t WHERE t.id = %s::text"
+)
+INSERT_STEP = wire.numbered(
+    "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
+    "SELECT t.id, %s::text, %s::integer, %s::jsonb, %s::timestamptz FROM sessions_app_turn t WHERE t.id = %s::text"
+)
+BUMP_EVENT_SEQ = wire.numbered(
+    "UPDATE sessions_app_session SET event_seq = event_seq + %s::integer "
+    "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s::text) "
+    "RETURNING event_seq, generation"
+)
+INSERT_EVENT = wire.numbered(
+    "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
+    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, june_tid(%s::text), %s::smallint, %s::json, "
+    "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+    "WHERE t.id = %s::text"
+)
+MOVE_BOUNDARY = wire.numbered(
+    "UPDATE sessions_app_session SET boundary = %s::integer, summary_index = %s::integer "
+    "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
+    "AND sessions_app_session.generation = t.generation"
+)
+NEXT_IN_CHAIN_PG = wire.numbered(NEXT_IN_CHAIN)
+ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
+#: the store's lock order (sessions_app.store): the session row before its turn's (the fence
+#: next), as the host operations take them; the event and status updates upgrade this lock
+LOCK_SESSION = wire.numbered(
+    "SELECT 1 FROM sessions_app_session WHERE id = (SELECT session_id FROM sessions_app_turn WHERE id = %s::text) "
+    "FOR NO KEY UPDATE"
+)
+
+
+def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], messages: list[tuple[int, Message]],
+          steps: list[tuple[str, int | None, Any]], events: list[ev.TurnEvent],
+          boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
+    """Inside the unit's transaction on Django's PostgreSQL connection (a sync tool's writes are
+    in it; SQLite's is ``lite.write_inside``, ``write_plain`` on the sqlite3 connection under it).
+    ``boundary``: (boundary, summary index) the unit moves the session's boundary to.
+    ``result``: the turn settles for good; a child reports it to its parent (``children``)."""
+    # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
+    ends = len(connection.atomic_blocks) == 1
+    return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
+                            ends_transaction=ends, boundary=boundary, result=result)
+
+
+def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any],
+                     messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
+                     events: list[ev.TurnEvent], *, ends_transaction: bool = True,
+                     boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
+    """``write_steps`` on ``raw``, on this thread."""
+    return wire.drive(raw, write_steps(turn_id, attempt_id, changes, messages, steps, events,
+                                       status=raw.pgconn.transaction_status, ends_transaction=ends_transaction,
+                                       boundary=boundary, result=result))
+
+
+def write_steps(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
+                messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
+                events: list[ev.TurnEvent], *, status: Any = None, ends_transaction: bool = True,
+                boundary: tuple[int, int] | None = None,
+                result: dict[str, Any] | None = None) -> Generator[wire.Batch, Any, Written]:
+    """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements (a unit
+    for ``wire.drive``, or ``pipes.Pipe.drive`` on the event loop). ``status``: the
+    connection's transaction status (IDLE when None: a pipe's connection never has one open).
+
+    It runs on Django's connection inside the unit's atomic block (a sync tool's unit), or on the
+    store's own (``direct``, ``pipes``) for a unit that runs no tool code. With no
+    transaction open the batch is its own transaction, committed at its Sync; after a sync tool's
+    writes it ends with COMMIT. Inside an enclosing atomic block (``ends_transaction=False``) it
+    ends nothing: the enclosing block commits or rolls back.
+
+    The batch locks the turn's session row first (``LOCK_SESSION``: the store's lock order,
+    which the host operations follow too), then fences the turn. The inserts read the turn's
+    session and generation themselves, so nothing waits for the fence's answer. The fence raises inside the server when the attempt lost its lease
+    (``june_lease_lost``): the rest of the batch is skipped, COMMIT included, and everything
+    rolls back, the tool's writes included.
+    """
+    now = timezone.now()
+    k = len(events)
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    status = IDLE if status is None else status
+    if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
+        batch.add(b"BEGIN")
+    batch.add(LOCK_SESSION, [turn_id])
+    fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages))
+    fence = batch.add(wire.numbered(fence_sql_), fence_params)
+    keys, steps = folded(messages, steps)
+    if len(set(keys.values())) < len(keys):  # twice in this unit (SQLite's guard sees its own rows)
+        raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
+    if keys:  # raises (JUNE3) before the inserts when the turn holds one of these steps already
+        batch.add(step_guard_sql(len(keys)), [turn_id, *keys.values()])
+    rows = [row_json(m, turn_id) for _, m in messages]
+    for (i, m), text in zip(messages, rows):
+        batch.add(INSERT_MESSAGE, [i, str(m.role), text, keys.get(i), now, turn_id])
+    for key, idx, data in steps:
+        batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
+    transaction_status, status = status, "status" in changes
+    if events:  # numbered by the session's row, whose status the same UPDATE recomputes
+        seq = batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k)) if status else \
+            batch.add(BUMP_EVENT_SEQ, [k, turn_id])
+        for n, e in enumerate(events):
+            column = e.turn_id or turn_id
+            data = eventlog.stored(e, messages, column)
+            batch.add(INSERT_EVENT, [k, n + 1, column, models.event_type_code(e.type), dumps(data),
+                                     None if eventlog.refers(data) else now, turn_id])
+    if boundary is not None:
+        batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
+    if status and not events:
+        batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
+    report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
+    final = changes.get("status") in FINAL_STATUSES
+    nxt = batch.add(NEXT_IN_CHAIN_PG, [turn_id]) if final else None
+    if ends_transaction and transaction_status == INTRANS:  # a sync tool's writes began it
+        batch.add(b"COMMIT")
+    try:
+        results = yield batch
+    except psycopg.Error as exc:
+        if exc.sqlstate == LEASE_LOST:
+            raise _stale(turn_id, attempt_id) from None
+        if exc.sqlstate == STEP_RECORDED:
+            raise IntegrityError(str(exc.diag.message_primary)) from None
+        raise
+    row = results[fence]
+    cancel_reason, session_id, generation = wire.value(row, 0), int(wire.value(row, 1)), int(wire.value(row, 2))
+    logged: list[LoggedEvent] = []
+    if events:
+        last, live = int(wire.value(results[seq], 0)), int(wire.value(results[seq], 1))
+        if live == generation:  # archived generations are not watched live
+            logged = [LoggedEvent(last - k + 1 + n, e) for n, e in enumerate(events)]
+    woken = children.woken_pg(results[report]) if report is not None else []
+    if nxt is not None and results[nxt].ntuples:
+        handed = handed_over([wire.value(results[nxt], c) for c in range(4)])
+        for next_turn, _ in handed:  # its load will look for this session's transcript
+            transcripts.remember(next_turn, session_id, generation)
+        woken += handed
+    return Written(cancel_reason, session_id, generation, logged, woken, rows)
+
+
+def send_journal(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
+    """The journal write on PostgreSQL: sent on ``raw`` (the store's own connection) without
+    waiting. It lands before the next batch on ``raw``, which reads its answer; a refusal is
+    logged there, and that batch's own fence refuses the attempt. It does not wait for the WAL
+    flush either: a crash that loses it leaves the journal at before_provider, from which
+    recovery re-drives the same model step anyway."""
+    batch = journal_batch(turn_id, attempt_id, changes)
+    batch.conn = raw
+    batch.defer()
+
+
+def journal_batch(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> wire.Batch:
+    """``send_journal``'s batch (a pipe sends it the same way: ``pipes.Pipe.defer``)."""
+    sql, params = fence_raising_sql(turn_id, attempt_id, changes)
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    batch.add(ASYNC_COMMIT)  # for this batch's transaction only
+    batch.add(wire.numbered(sql), params)
+    return batch
