@@ -90,7 +90,7 @@ def count(n: int, template: str) -> tuple[dict[int, int], Path]:
 
 
 def _checkpointing(folder: Path) -> set[int]:
-    """The threads that ran the WAL's checkpoints (``lite.checkpoints``' thread): they
+    """The threads that ran the WAL's checkpoints (``lite_wal.checkpoints``' thread): they
     checkpoint and insert nothing (asgiref's thread runs the sync tool's unit)."""
     found = set()
     for path in folder.glob("callgrind.out-*"):

@@ -18,7 +18,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from agents_app.runtime import Message, Phase, Role, SessionRef, TurnInput, TurnStatus
 from agents_app.runtime import events as ev
 from sessions_app import models as m
-from sessions_app.store import DjangoSessionStore, control, lite
+from sessions_app.store import DjangoSessionStore, control, lite, lite_conn, lite_wal
 from tests.conftest import is_postgres
 from tests.contract.units import NullSink
 
@@ -292,15 +292,15 @@ async def test_connections_do_not_outlive_their_file():
     turn_id = tid()
     await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
     await store.get_turn(turn_id)
-    first = lite._local.own.conn
+    first = lite_conn._local.own.conn
     lite.drop_unusable()  # the same file: kept
-    assert lite._local.own.conn is first
-    lite._local.own.inode += 1  # as if the file had been deleted and created again
+    assert lite_conn._local.own.conn is first
+    lite_conn._local.own.inode += 1  # as if the file had been deleted and created again
     await store.drop_broken_connections()
     with pytest.raises(sqlite3.ProgrammingError):
         first.execute("SELECT 1")
     assert (await store.get_turn(turn_id)).input.text == "1"  # a new connection
-    second = lite._local.own.conn
+    second = lite_conn._local.own.conn
     assert second is not first
     lite.close_all()
     with pytest.raises(sqlite3.ProgrammingError):
@@ -318,15 +318,15 @@ async def test_the_wal_is_checkpointed_off_the_units(monkeypatch):
     """A thread of the process copies the WAL's pages to the database (off the units, which
     SQLite's automatic checkpoint would make wait once the WAL passes 1,000 pages), and the WAL
     starts over without it: here after a few dozen one-page units."""
-    monkeypatch.setattr(lite, "CHECKPOINT_EVERY", 8)
+    monkeypatch.setattr(lite_wal, "CHECKPOINT_EVERY", 8)
     threads = []
-    checkpoint_wal = lite.checkpoint_wal
+    checkpoint_wal = lite_wal.checkpoint_wal
 
     def recorded(path, init_command):
         threads.append(threading.get_ident())
         return checkpoint_wal(path, init_command)
 
-    monkeypatch.setattr(lite, "checkpoint_wal", recorded)
+    monkeypatch.setattr(lite_wal, "checkpoint_wal", recorded)
     store = DjangoSessionStore()
     turn_id = tid()
     await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
@@ -334,7 +334,7 @@ async def test_the_wal_is_checkpointed_off_the_units(monkeypatch):
         while conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:  # a checkpoint runs
             time.sleep(0.01)
     time.sleep(0.05)  # one that ran then hands its connection over
-    lite.checkpoints.forget()  # for the rest, which is nothing now
+    lite_wal.checkpoints.forget()  # for the rest, which is nothing now
     await store.journal(turn_id, None, Phase.BEFORE_PROVIDER)  # the WAL's header
     restarts = _wal_restarts()
     for n in range(400):  # one page each; SQLite would start the WAL over after 1,000
@@ -350,10 +350,10 @@ async def test_the_checkpoints_keep_their_connection(monkeypatch):
     """The checkpoints' thread opens its connection to a file once and keeps it for the next
     checkpoint: a connection's first statement reads the whole schema (2M instructions here),
     which every checkpoint paid when each opened its own. ``forget`` (``close_all``) closes it."""
-    monkeypatch.setattr(lite, "CHECKPOINT_EVERY", 4)
+    monkeypatch.setattr(lite_wal, "CHECKPOINT_EVERY", 4)
     opened: list[sqlite3.Connection] = []
     passes: list[sqlite3.Connection] = []
-    checkpoint_wal, checkpoint_passes = lite.checkpoint_wal, lite.checkpoint_passes
+    checkpoint_wal, checkpoint_passes = lite_wal.checkpoint_wal, lite_wal.checkpoint_passes
 
     def opening(path, init_command):
         conn, busy = checkpoint_wal(path, init_command)
@@ -364,8 +364,8 @@ async def test_the_checkpoints_keep_their_connection(monkeypatch):
         passes.append(conn)
         return checkpoint_passes(conn)
 
-    monkeypatch.setattr(lite, "checkpoint_wal", opening)
-    monkeypatch.setattr(lite, "checkpoint_passes", passing)
+    monkeypatch.setattr(lite_wal, "checkpoint_wal", opening)
+    monkeypatch.setattr(lite_wal, "checkpoint_passes", passing)
     store = DjangoSessionStore()
     turn_id = tid()
     await store.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
@@ -384,7 +384,7 @@ async def test_the_checkpoints_keep_their_connection(monkeypatch):
             assert time.monotonic() < deadline, "no checkpoint ran"
             await journal()
             await asyncio.sleep(0.002)
-        while not (lite.checkpoints.idle and lite.checkpoints.rest is None and lite.checkpoints.files.empty()):
+        while not (lite_wal.checkpoints.idle and lite_wal.checkpoints.rest is None and lite_wal.checkpoints.files.empty()):
             assert time.monotonic() < deadline, "the connection was not given back"
             await journal()  # moves the rest: the connection goes back to the thread
             await asyncio.sleep(0.002)
@@ -393,7 +393,7 @@ async def test_the_checkpoints_keep_their_connection(monkeypatch):
     kept = len(opened)
     await checkpointed(6)
     assert len(opened) == kept and len(set(passes[-6:])) == 1 and passes[-1] is opened[-1]
-    lite.checkpoints.forget()
+    lite_wal.checkpoints.forget()
     await checkpointed(2)
     assert len(opened) == kept + 1 and passes[-1] is opened[-1]
     with pytest.raises(sqlite3.ProgrammingError):
@@ -403,14 +403,14 @@ async def test_the_checkpoints_keep_their_connection(monkeypatch):
 def test_a_forked_child_checkpoints_on_its_own():
     """A forked child (a q2 worker) has none of its parent's threads and may not use its
     parent's SQLite connections: its checkpoints start over, with their own thread."""
-    lite._connection()  # its opening starts the thread
-    parent = lite.checkpoints
+    lite_conn._connection()  # its opening starts the thread
+    parent = lite_wal.checkpoints
     pid = os.fork()
     if pid == 0:  # pragma: no cover (the child)
-        mine = lite.checkpoints
+        mine = lite_wal.checkpoints
         os._exit(0 if mine is not parent and mine.thread is None and mine.rest is None else 1)
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0 and lite.checkpoints is parent
+    assert os.waitstatus_to_exitcode(status) == 0 and lite_wal.checkpoints is parent
 
 
 def test_a_short_lived_threads_connection_closes_with_it():
@@ -420,12 +420,12 @@ def test_a_short_lived_threads_connection_closes_with_it():
 
     def use() -> None:
         asyncio.run(DjangoSessionStore().get_turn(turn_id))
-        opened.append(lite._local.own.conn)
+        opened.append(lite_conn._local.own.conn)
 
     thread = threading.Thread(target=use)
     thread.start()
     thread.join()
-    assert opened and opened[0] not in [own.conn for own in lite._opened]
+    assert opened and opened[0] not in [own.conn for own in lite_conn._opened]
     with pytest.raises(sqlite3.ProgrammingError):
         opened[0].execute("SELECT 1")
 
@@ -563,11 +563,11 @@ async def test_a_short_turns_statements_do_not_grow_with_the_sessions_history():
             steps[0] += 1
             return 0
 
-        lite._connection().set_progress_handler(count, 1)
+        lite_conn._connection().set_progress_handler(count, 1)
         try:
             await run("grows", n)
         finally:
-            lite._connection().set_progress_handler(None, 1)
+            lite_conn._connection().set_progress_handler(None, 1)
         return steps[0]
 
     counts = [await one(n) for n in range(64)]
@@ -611,12 +611,12 @@ async def test_a_short_turn_costs_a_known_number_of_statements():
         connection.ensure_connection()
         connection.connection.set_trace_callback(callback)
 
-    lite._connection().set_trace_callback(trace("lite"))
+    lite_conn._connection().set_trace_callback(trace("lite"))
     await sync_to_async(on_django)(trace("django"))
     try:
         await run("counted", 3)
     finally:
-        lite._connection().set_trace_callback(None)
+        lite_conn._connection().set_trace_callback(None)
         await sync_to_async(on_django)(None)
     units: list[tuple[str, int]] = []
     open_unit = None
@@ -667,10 +667,10 @@ def test_only_a_sync_callers_coroutine_is_sent_to_its_thread():
     without asgiref's lookup when the context holds none of asgiref's values (a worker's loop):
     that lookup raises and catches an AttributeError, which cost more per unit than a statement.
     Both answers stay right."""
-    assert lite._executors_var is not None  # asgiref's layout as read: the fast answer is in use
+    assert lite_conn._executors_var is not None  # asgiref's layout as read: the fast answer is in use
 
     async def asked() -> tuple[bool, bool]:
-        return lite._waited_by_sync_caller(), lite.here()
+        return lite_conn._waited_by_sync_caller(), lite.here()
 
     assert asyncio.run(asked()) == (False, True)
     assert async_to_sync(asked)() == (True, False)
