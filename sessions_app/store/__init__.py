@@ -41,10 +41,7 @@ order, a checkpoint (turn, then session) and a replace (session, then its turns)
 from __future__ import annotations
 
 import asyncio
-import functools
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from typing import Any, Callable
 
@@ -63,6 +60,7 @@ from agents_app.runtime.seams import (
 )
 from sessions_app.store import checkpoint_pg, checkpoint_plain, control, direct, lease, lite, opening, reads, toolsql, transcripts, tree
 from sessions_app.store.pipes import Pipes
+from sessions_app.store.threads import Threads, _drop_unusable_connections, _on_pool_thread
 from sessions_app.store.records import UnitWriter, journal_changes
 
 opening_ = opening  # the module, where ``claim_and_load``'s ``opening`` (the loop's offer) hides its name
@@ -368,58 +366,3 @@ class DjangoSessionStore:
             self.pipes.close()
         if self.threads is not None:
             await asyncio.to_thread(self.threads.close_connections)
-
-
-class Threads(ThreadPoolExecutor):
-    """The thread path of a worker's runner: ``size`` threads, each with a Django connection of
-    its own, kept from call to call."""
-
-    def __init__(self, size: int) -> None:
-        super().__init__(size, thread_name_prefix="june-tool")
-        self.size = size
-
-    def close_connections(self) -> None:
-        """Close every thread's Django connection: one call on each thread at once (a barrier
-        keeps a thread from taking two), from a thread outside the pool."""
-        barrier = threading.Barrier(self.size + 1)
-
-        def close() -> None:
-            connections.close_all()
-            with suppress(threading.BrokenBarrierError):
-                barrier.wait(timeout=10)
-
-        futures = [self.submit(close) for _ in range(self.size)]
-        with suppress(threading.BrokenBarrierError):
-            barrier.wait(timeout=10)
-        for future in futures:
-            future.result()
-
-
-def _drop_unusable_connections() -> None:
-    for conn in connections.all(initialized_only=True):
-        if conn.connection is not None and (conn.errors_occurred or not conn.is_usable()):
-            conn.close()
-
-
-def _psycopg(wrapper: Any) -> Any:
-    """A Django connection's psycopg connection (None when it has none, or is not PostgreSQL's)."""
-    return wrapper.connection if wrapper.vendor == "postgresql" else None
-
-
-def _on_pool_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` for a thread of a runner's pool, which keeps its Django connection from call to
-    call: after a failure, the connection is closed if it is what failed (the next call on the
-    thread connects again)."""
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if not connection.in_atomic_block and direct.ended_while_idle(_psycopg(connection)):
-            connection.close()  # the server ended it since the last call: connect again
-        try:
-            return fn(*args, **kwargs)
-        except Exception:
-            if not connection.in_atomic_block:
-                _drop_unusable_connections()
-            raise
-
-    return call

@@ -1,0 +1,69 @@
+"""The thread path of a worker's runner: a bounded pool of threads, each with a Django
+connection of its own kept from call to call (a sync tool that sleeps holds only its thread),
+and the care a kept connection needs (dropped when the server ended it, or after a failure)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+from typing import Any, Callable
+
+from django.db import connection, connections
+
+from sessions_app.store import direct
+
+class Threads(ThreadPoolExecutor):
+    """The thread path of a worker's runner: ``size`` threads, each with a Django connection of
+    its own, kept from call to call."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__(size, thread_name_prefix="june-tool")
+        self.size = size
+
+    def close_connections(self) -> None:
+        """Close every thread's Django connection: one call on each thread at once (a barrier
+        keeps a thread from taking two), from a thread outside the pool."""
+        barrier = threading.Barrier(self.size + 1)
+
+        def close() -> None:
+            connections.close_all()
+            with suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout=10)
+
+        futures = [self.submit(close) for _ in range(self.size)]
+        with suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=10)
+        for future in futures:
+            future.result()
+
+
+def _drop_unusable_connections() -> None:
+    for conn in connections.all(initialized_only=True):
+        if conn.connection is not None and (conn.errors_occurred or not conn.is_usable()):
+            conn.close()
+
+
+def _psycopg(wrapper: Any) -> Any:
+    """A Django connection's psycopg connection (None when it has none, or is not PostgreSQL's)."""
+    return wrapper.connection if wrapper.vendor == "postgresql" else None
+
+
+def _on_pool_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` for a thread of a runner's pool, which keeps its Django connection from call to
+    call: after a failure, the connection is closed if it is what failed (the next call on the
+    thread connects again)."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not connection.in_atomic_block and direct.ended_while_idle(_psycopg(connection)):
+            connection.close()  # the server ended it since the last call: connect again
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            if not connection.in_atomic_block:
+                _drop_unusable_connections()
+            raise
+
+    return call
