@@ -8,7 +8,6 @@ writes are staged and applied only when the unit returns.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import events as ev
@@ -16,6 +15,7 @@ from . import rules, subagents
 from .compaction import transcript_start
 from .errors import NotFound, StaleAttemptError
 from .messages import Message, input_step_id
+from .memory_rows import _MemoryTx, _Session, _Turn
 from .seams import (
     FINAL_STATUSES,
     CancelReason,
@@ -33,69 +33,6 @@ from .seams import (
 )
 
 UNFINISHED = (TurnStatus.QUEUED, TurnStatus.RUNNING)
-
-
-@dataclass
-class _Session:
-    ref: SessionRef
-    status: SessionStatus = SessionStatus.NEW
-    generation: int = 0
-    seq: int = 0
-    messages: list[Message] = field(default_factory=list)
-    events: list[tuple[int, int, ev.TurnEvent]] = field(default_factory=list)  # (generation, seq, event)
-    archive: dict[int, list[Message]] = field(default_factory=dict)
-    #: the live generation's boundary and summary position (compaction)
-    boundary: int = 0
-    summary: int | None = None
-
-
-@dataclass
-class _Turn:
-    record: TurnRecord
-    order: int
-    steps: dict[str, Any] = field(default_factory=dict)
-
-
-class _MemoryTx:
-    def __init__(self, store: "InMemorySessionStore", turn: _Turn) -> None:
-        self.store = store
-        self.turn = turn
-        self.session = store._sessions[turn.record.session]
-        self.messages: list[Message] = []
-        self.steps: dict[str, Any] = {}
-        self.events: list[ev.TurnEvent] = []
-        self.changes: dict[str, Any] = {}
-        self.children: list[ChildTurn] = []
-        self.moved: tuple[int, int] | None = None
-
-    def append(self, message: Message, index: int) -> None:
-        live = self.session.messages if self.turn.record.generation == self.session.generation else \
-            self.session.archive.get(self.turn.record.generation, [])
-        if index != len(live) + len(self.messages):
-            raise RuntimeError(f"transcript position {index} is taken or out of order")
-        self.messages.append(message)
-
-    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
-        self.steps[step_id] = {"index": index, "data": data}
-
-    def emit(self, event: ev.TurnEvent) -> None:
-        self.events.append(event)
-
-    def journal(self, phase: Phase, **data: Any) -> None:
-        self.changes["phase"] = str(phase)
-        self.changes["journal"] = {**data, "attempt_id": self.turn.record.attempt_id}
-
-    def boundary(self, index: int, summary_index: int) -> None:
-        self.moved = (index, summary_index)
-
-    def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
-               pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
-        self.changes.update(status=status, text=text, error=error, pending=pending)
-        if usage is not None:
-            self.changes["usage"] = usage
-
-    def spawn(self, child: ChildTurn) -> None:
-        self.children.append(child)
 
 
 class InMemorySessionStore:
@@ -307,7 +244,7 @@ class InMemorySessionStore:
         turn = self._turn(turn_id)
         if attempt_id is not None and turn.record.attempt_id != attempt_id:
             raise StaleAttemptError(turn_id)
-        tx = _MemoryTx(self, turn)
+        tx = _MemoryTx(self._sessions[turn.record.session], turn)
         work(tx)
         s = tx.session
         if turn.record.generation == s.generation:
