@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections import OrderedDict
 from typing import Any, Awaitable, Callable
 
 from . import events as ev
@@ -20,7 +18,7 @@ from . import limits, subagents
 from .agent import Agent
 from .control import RetryableTurnError, Signals
 from .errors import StaleAttemptError
-from .messages import Message, Role, ToolCall, model_step_id, tool_step_id
+from .messages import Message, Role, ToolCall, model_step_id
 from .model import (
     ABNORMAL_STOPS,
     ContextOverflowError,
@@ -32,7 +30,7 @@ from .model import (
     TextDelta,
 )
 from .observe import TurnObserver
-from .position import NextKind, close_dangling_calls, next_action, turn_tail_start
+from .position import NextKind, next_action
 from .seams import (
     FINAL_STATUSES,
     Commit,
@@ -46,144 +44,16 @@ from .seams import (
     TurnStatus,
     Tx,
 )
-from .tools import (
-    CANCELLED_RESULT,
-)
-
+from . import units, view
 from .loop_compaction import CompactionSteps
 from .loop_tools import ToolSteps
+from .units import Opening, _RecordingTx, opening_txn, stream_key  # noqa: F401 (Opening: the executor's)
 
 log = logging.getLogger(__name__)
 
 
-class _RecordingTx:
-    """Wraps the store's Tx to mirror appended messages into the loop's transcript."""
-
-    __slots__ = ("tx", "base", "appended", "steps", "moved")
-
-    def __init__(self, tx: Tx, base: int) -> None:
-        self.tx = tx
-        self.base = base
-        self.appended: list[Message] = []
-        self.steps: list[str] = []
-        self.moved: tuple[int, int] | None = None
-
-    def append(self, message: Message) -> int:
-        index = self.base + len(self.appended)
-        self.tx.append(message, index)
-        self.appended.append(message)
-        return index
-
-    def step(self, step_id: str, index: int | None = None, data: Any = None) -> None:
-        self.steps.append(step_id)
-        self.tx.step(step_id, index, data)
-
-    def boundary(self, index: int, summary_index: int) -> None:
-        self.moved = (index, summary_index)
-        self.tx.boundary(index, summary_index)
-
-    # the rest of the Tx passes through; written out, as a miss on a slotted class raises and
-    # catches an AttributeError before ``__getattr__`` (several times per unit)
-    def emit(self, event: ev.TurnEvent) -> None:
-        self.tx.emit(event)
-
-    def journal(self, phase: Phase, **data: Any) -> None:
-        self.tx.journal(phase, **data)
-
-    def settle(self, status: TurnStatus, **outcome: Any) -> None:
-        self.tx.settle(status, **outcome)
-
-    def spawn(self, child: Any) -> None:
-        self.tx.spawn(child)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.tx, name)
-
-
-#: the earlier turns of a session's live view as the model sees them (summaries left out,
-#: dangling calls closed), by (session, generation, boundary): (the messages they were made
-#: from, the view). The next turn of the session repairs only the messages added since: a turn
-#: costs the same at 10 or 2,000 messages of history. Bounded: the most recently used views.
-_EARLIER: OrderedDict[tuple[Any, ...], tuple[list[Message], tuple[Message, ...]]] = OrderedDict()
-_EARLIER_LOCK = threading.Lock()
-MAX_EARLIER = 64
-
-
-def _earlier(view: tuple[Any, ...], messages: list[Message]) -> tuple[Message, ...]:
-    """``close_dangling_calls`` of ``messages`` (the earlier turns, from the boundary), summaries
-    left out. Reuses what was made for the same ``view`` from a prefix of ``messages``: equal
-    messages (compared by identity first, so a store that hands out the objects it holds costs
-    a pointer per message), cut where a turn ends (the next message is no tool result: a batch
-    of calls and its results never straddle the cut)."""
-    summary = Role.SUMMARY  # a local: an enum member's lookup costs more than the comparison
-    with _EARLIER_LOCK:
-        held = _EARLIER.get(view)
-    n, repaired = 0, ()
-    if held is not None and len(held[0]) <= len(messages) and messages[:len(held[0])] == held[0]:
-        n, repaired = len(held[0]), held[1]
-    added = [m for m in messages[n:] if m.role != summary]
-    if n and added and added[0].role == Role.TOOL:  # not cut where a turn ends: all again
-        n, repaired, added = 0, (), [m for m in messages if m.role != summary]
-    if added or not n:
-        repaired = repaired + tuple(close_dangling_calls(added))
-    with _EARLIER_LOCK:
-        _EARLIER[view] = (messages, repaired)
-        _EARLIER.move_to_end(view)
-        while len(_EARLIER) > MAX_EARLIER:
-            _EARLIER.popitem(last=False)
-    return repaired
-
-
 def _no_agent(name: str) -> Agent:
     raise LookupError(name)
-
-
-def stream_key(turn_id: str, step_id: str, attempt_id: str | None) -> str:
-    """The key a model call streams under (and the journal's provider_started records)."""
-    return f"{turn_id}:{step_id}:{attempt_id or '-'}"
-
-
-def opening_txn(tx: Any, turn: TurnRecord, attempt_id: str | None) -> str:
-    """The opening checkpoint's writes (through the loop's recording ``tx``): the user's (or
-    the trigger's) message, ``turn.started``, and the journal's provider_started for the first
-    model call, which follows at once. Returns that call's stream key."""
-    role = Role.TRIGGER if turn.input.kind == "proactive" else Role.USER
-    at = tx.append(Message(role=role, text=turn.input.text, turn_id=turn.turn_id, by=turn.input.by))
-    tx.emit(ev.TurnStarted(turn.turn_id, trigger=turn.input.kind, text=turn.input.text))
-    key = stream_key(turn.turn_id, model_step_id(at + 1), attempt_id)
-    tx.journal(Phase.PROVIDER_STARTED, stream_key=key)
-    if turn.status != TurnStatus.RUNNING:  # an attempt's claim made it (and its session) running
-        tx.settle(TurnStatus.RUNNING)
-    return key
-
-
-class Opening:
-    """The opening checkpoint, offered to the attempt's claim (``SessionStore.claim_and_load``'s
-    ``opening``): a store that can commits it in the claim's own transaction (SQLite's), one
-    transaction fewer per turn; one that cannot leaves it to the loop, which opens as before.
-    Called with the claimed state, it returns the opening's work, or None when the turn is not
-    to be opened now (opened already, cancelled, over its retry budget, not running). After the
-    claim, ``recorded`` holds what the work wrote, for the loop to take up (``TurnLoop.run``)."""
-
-    __slots__ = ("attempt_id", "max_attempts", "recorded", "key")
-
-    def __init__(self, attempt_id: str, max_attempts: int) -> None:
-        self.attempt_id, self.max_attempts = attempt_id, max_attempts
-        self.recorded: _RecordingTx | None = None
-        self.key: str | None = None
-
-    def __call__(self, state: TurnState) -> Callable[[Tx], None] | None:
-        turn = state.turn
-        if (turn.status != TurnStatus.RUNNING or turn.cancel_reason or turn.attempts > self.max_attempts
-                or next_action(state.transcript, turn.turn_id).kind != NextKind.OPEN):
-            return None
-        at = state.base + len(state.transcript)
-
-        def work(tx: Tx) -> None:
-            self.recorded = rec = _RecordingTx(tx, at)
-            self.key = opening_txn(rec, turn, self.attempt_id)
-
-        return work
 
 
 class TurnLoop(CompactionSteps, ToolSteps):
@@ -450,20 +320,12 @@ class TurnLoop(CompactionSteps, ToolSteps):
         return TurnStatus.COMPLETED if not message.tool_calls and not compact_next else None
 
     def _request_messages(self) -> tuple[Message, ...]:
-        """The live view as the model sees it: the summary, then the messages from the boundary
-        on. Earlier turns are repaired once per attempt (not per step), and only past what an
-        earlier attempt of the session repaired (``_earlier``), so a step costs the same at 10
-        or 10,000 messages of live history."""
-        start = turn_tail_start(self.transcript, self.turn.turn_id)
-        b = self.boundary - self.base
-        key = (self.base, self.boundary, start)
-        summary = Role.SUMMARY  # a local: an enum member's lookup costs more than the comparison
-        if self._history is None or self._history[0] != key:
-            view = (self.turn.session, self.turn.generation, self.boundary)
-            self._history = (key, _earlier(view, self.transcript[b:start]))
-        head = (self.transcript[self.summary_at - self.base],) if self.summary_at is not None else ()
-        tail = [m for m in self.transcript[max(b, start):] if m.role != summary]
-        return head + self._history[1] + tuple(close_dangling_calls(tail))
+        """The live view as the model sees it (``view.request_messages``); the earlier turns'
+        part is kept for the attempt's next steps."""
+        self._history, messages = view.request_messages(
+            self.transcript, self.turn, base=self.base, boundary=self.boundary, summary_at=self.summary_at,
+            history=self._history)
+        return messages
 
     # -- endings ------------------------------------------------------------------------------
 
@@ -485,20 +347,11 @@ class TurnLoop(CompactionSteps, ToolSteps):
         }
 
         usage = self._usage_with({})  # what it spent so far: the console shows a parked turn's too
-
-        def work(tx: Tx) -> None:
-            for asked, ask in asks:
-                tx.emit(ev.InputRequested(turn.turn_id, request=ask, call_id=asked.id))
-            tx.journal(Phase.PARKED, call_id=call.id, input_id=request["id"])
-            tx.settle(TurnStatus.SUSPENDED, pending=pending, usage=usage)
-
-        await self._commit(work)
+        await self._commit(lambda tx: units.park_txn(tx, turn.turn_id, asks, pending, usage))
         return TurnStatus.SUSPENDED
 
     def _settle_txn(self, tx: Tx, text: str, usage: dict[str, Any], *, limited: str | None = None) -> None:
-        tx.emit(ev.TurnCompleted(self.turn.turn_id, text=text, limited=limited))
-        tx.journal(Phase.COMMITTED)
-        tx.settle(TurnStatus.COMPLETED, text=text, usage={**usage, "limited": limited} if limited else usage)
+        units.settle_txn(tx, self.turn.turn_id, text, usage, limited=limited)
 
     async def _settle(self, text: str) -> TurnStatus:
         usage = self._usage_with({})
@@ -520,32 +373,12 @@ class TurnLoop(CompactionSteps, ToolSteps):
         return limits.shares(self.limits, *self._spent(self.transcript), len(self.state.spawned), n)
 
     async def _fail(self, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
-        turn_id = self.turn.turn_id
         usage = self._usage_with({})  # a failed turn spent too
-
-        def work(tx: Tx) -> None:
-            tx.emit(ev.TurnFailed(turn_id, error=error, phase=phase, step=step))
-            tx.journal(Phase.COMMITTED)
-            tx.settle(TurnStatus.FAILED, error={"message": error, "phase": phase, "step": step}, usage=usage)
-
-        await self._commit(work)
+        await self._commit(lambda tx: units.fail_txn(tx, self.turn.turn_id, error, phase, step, usage))
         return TurnStatus.FAILED
 
     async def _cancel(self, owed: tuple[ToolCall, ...], *, index: int = -1, discarded: str = "") -> TurnStatus:
-        turn = self.turn
         reason = self.cancel_reason or "requested"
         usage = self._usage_with({})  # a cancelled turn spent too (it showed "0 input, 0 output")
-
-        def work(tx: Tx) -> None:
-            # unrun calls get a synthetic result so the transcript stays valid for the model
-            for call in owed:
-                at = tx.append(
-                    Message(Role.TOOL, turn_id=turn.turn_id, call_id=call.id, name=call.name, result=CANCELLED_RESULT)
-                )
-                tx.step(tool_step_id(index, call.id), at)
-            tx.emit(ev.TurnCancelled(turn.turn_id, reason=reason, discarded=discarded))
-            tx.journal(Phase.COMMITTED)
-            tx.settle(TurnStatus.CANCELLED, error={"reason": reason}, usage=usage)
-
-        await self._commit(work)
+        await self._commit(lambda tx: units.cancel_txn(tx, self.turn.turn_id, owed, index, reason, discarded, usage))
         return TurnStatus.CANCELLED

@@ -98,19 +98,19 @@ async def test_a_turn_failed_at_a_tool_leaves_the_next_request_valid():
 
 
 async def test_a_turn_repairs_only_the_messages_added_since_the_sessions_last_turn(monkeypatch):
-    """``loop._earlier``: the earlier turns are repaired once, then each turn repairs only what
+    """``view._earlier``: the earlier turns are repaired once, then each turn repairs only what
     the turn before it added (what ``close_dangling_calls`` looks at does not grow with the
     history); the dangling calls of a failed turn stay closed in every later request; what was
     forgotten is repaired whole."""
-    from agents_app.runtime import loop
+    from agents_app.runtime import view
 
     @tool("boom", "fails hard")
     def boom(input: dict[str, Any], ctx: Any) -> Any:
         raise FatalToolError("no")
 
     seen: list[int] = []
-    close = loop.close_dangling_calls
-    monkeypatch.setattr(loop, "close_dangling_calls", lambda ms: seen.append(len(ms)) or close(ms))
+    close = view.close_dangling_calls
+    monkeypatch.setattr(view, "close_dangling_calls", lambda ms: seen.append(len(ms)) or close(ms))
     model = ScriptedModel([reply("", ("boom", {}), ("boom", {}))] + [reply(f"r{n}") for n in range(31)])
     rt, store, sink = make_runtime(Agent("a", "instr", tools=[boom]), model)
     s = rt.session("a", "s1")
@@ -126,7 +126,7 @@ async def test_a_turn_repairs_only_the_messages_added_since_the_sessions_last_tu
                                                                            ("c1", NOT_RUN_RESULT)]
         assert len(sent) == 2 * (n + 1) + 3  # every turn's user + reply, the two closed calls
     assert looked[0] == 2 + 1 and set(looked[1:]) == {2 + 1}  # the turn before's 2, this turn's 1
-    loop._EARLIER.clear()  # forgotten (another process, say): the next turn repairs all of it
+    view._EARLIER.clear()  # forgotten (another process, say): the next turn repairs all of it
     seen.clear()
     assert (await s.turn("last", timeout=5)).status == TurnStatus.COMPLETED
     assert sum(seen) == 2 + 2 * 30 + 1
