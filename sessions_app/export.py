@@ -85,9 +85,9 @@ def as_markdown(doc: dict[str, Any]) -> str:
     """A readable transcript: a heading per message (who, when), the text as written, tool calls
     and results as JSON blocks."""
     state = "live" if doc["live"] else "archived"
-    lines = [f"# {doc['title']}", "",
-             f"Agent `{doc['agent']}`, session `{doc['session']}`, generation {doc['generation']} ({state}); "
-             f"exported {doc['exported_at']}.", ""]
+    about = (f"Agent `{doc['agent']}`, session `{doc['session']}`, generation {doc['generation']} ({state}); "
+             f"exported {doc['exported_at']}.")
+    lines = [f"# {doc['title']}", "", about, ""]
     if doc["truncated"]:
         lines += [f"*Only the first {MAX_MESSAGES} messages are exported.*", ""]
     for msg in doc["messages"]:

@@ -18,6 +18,7 @@ from django.urls import reverse
 from sessions_app import export, search
 from sessions_app.errors import BadRequest
 
+
 def hit_url(site_name: str, hit: search.Hit) -> str:
     url = reverse("admin:sessions_app_session_generation", args=[hit.session.pk, hit.generation],
                   current_app=site_name)

@@ -211,15 +211,16 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
+        named = f"{info[0]}_{info[1]}"
         extra = [
             path("<path:object_id>/generation/<int:generation>/",
                  self.admin_site.admin_view(self.generation_view),
                  name="%s_%s_generation" % info),
             # search by text and downloads (admin/search.py)
-            path("search/", self.admin_site.admin_view(partial(search.search_view, self)), name="%s_%s_search" % info),
+            path("search/", self.admin_site.admin_view(partial(search.search_view, self)), name=f"{named}_search"),
             *(path(f"<path:object_id>/generation/<int:generation>/export.{fmt}",
                    self.admin_site.admin_view(partial(search.export_view, self)), {"fmt": fmt},
-                   name=f"%s_%s_export_{fmt}" % info) for fmt in ("md", "json")),
+                   name=f"{named}_export_{fmt}") for fmt in ("md", "json")),
         ]
         return extra + super().get_urls()
 

@@ -9,6 +9,7 @@ the API answers. Staff download any generation from the admin (``admin/search.py
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -16,8 +17,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.views.decorators.http import require_safe
 
 from agents_app.runtime.errors import NotFound
-
-from sessions_app import export, models as m, services
+from sessions_app import export, services
+from sessions_app import models as m
 from sessions_app.errors import AccessDenied, BadRequest
 from sessions_app.web import api
 
@@ -30,6 +31,10 @@ def _own(request: HttpRequest, agent: str, key: str) -> m.Session:
     if session is None:
         raise Http404("no such session")
     return session
+
+
+#: ``?generation=`` (the OpenAPI document's pattern)
+GENERATION_RE = re.compile(r"[0-9]{1,9}")
 
 
 @require_safe
@@ -57,8 +62,10 @@ def api_export(request: HttpRequest, user: Any, agent: str, session: str) -> Htt
         raise BadRequest("?format= must be md or json")
     raw = request.GET.get("generation")
     generation = row.generation
-    if raw is not None and raw != "":
-        if not api.INTEGER_RE.fullmatch(raw) or int(raw) > row.generation:
-            raise NotFound(f"no generation {raw[:20]!r} in this session")
+    if raw is not None:
+        if not GENERATION_RE.fullmatch(raw):
+            raise BadRequest("?generation= must be a generation number")
+        if int(raw) > row.generation:
+            raise NotFound(f"no generation {raw} in this session")
         generation = int(raw)
     return export.download(row, generation, fmt)

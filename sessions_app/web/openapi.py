@@ -470,8 +470,10 @@ def search_paths() -> dict[str, Any]:
                                "case-insensitive substrings everywhere. At most 50 hits; `more` says when "
                                "there were more.",
                 "parameters": [{"name": "q", "in": "query", "required": True,
-                                "description": "What to search for: 1-200 characters (longer: 400)",
-                                "schema": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": NO_NUL}}],
+                                "description": "What to search for: 1-200 characters, not only whitespace, no NUL "
+                                               "(else 400)",
+                                "schema": {"type": "string", "minLength": 1, "maxLength": 200,
+                                           "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}],
                 "responses": {"200": _json("The hits", {
                     "type": "object", "required": ["query", "results", "more"],
                     "properties": {"query": {"type": "string"}, "results": {"type": "array", "items": hit},

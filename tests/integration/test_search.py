@@ -80,7 +80,7 @@ def test_a_person_finds_only_their_own_live_messages(said, people):
     alice, bob, _ = people
     page = login(alice).get("/", {"q": "zebra"})
     assert page.status_code == 200
-    html = re.search(r'<section class="card search-results".*?</section>', page.content.decode(), re.S)[0]
+    html = re.search(r'<section class="card search-results".*?</section>', page.content.decode(), re.DOTALL)[0]
     hits = re.findall(r'<li class="hit" data-agent="ops" data-key="([^"]+)" data-index="(\d+)"', html)
     assert hits and {key for key, _ in hits} == {"s1"}  # never bob's b1
     assert "secret" not in html  # nor in a snippet
@@ -155,7 +155,7 @@ def test_results_are_capped_with_more(said, people, monkeypatch):
 
 
 def test_staff_search_every_generation_and_open_the_message(said, people):
-    alice, bob, staff = people
+    alice, _, staff = people
     url = reverse("admin:sessions_app_session_search")
     assert login(alice).get(url, {"q": "zebra"}).status_code == 302  # to the admin login
     page = login(staff).get(url, {"q": "zebra"})
@@ -202,6 +202,7 @@ def test_export_markdown_and_json_of_the_live_generation(said, people):
     assert g0["Content-Disposition"].startswith("attachment") and "zebra archived words" in g0.content.decode()
     assert login(alice).get("/api/agents/ops/sessions/s1/export", {"format": "pdf"}).status_code == 400
     assert login(alice).get("/api/agents/ops/sessions/s1/export", {"generation": "7"}).status_code == 404
+    assert login(alice).get("/api/agents/ops/sessions/s1/export", {"generation": ""}).status_code == 400
 
 
 def test_export_of_an_archived_generation_and_by_staff(said, people):
@@ -232,9 +233,9 @@ def test_the_chat_page_knows_the_message_to_open_at(said, people):
     first = m.Message.objects.filter(session=said, generation=said.generation).order_by("index").first()
     page = login(alice).get(f"/agents/ops/sessions/s1/?at={first.index}")
     config = json.loads(re.search(r'<script id="june-config" type="application/json">(.*?)</script>',
-                                  page.content.decode(), re.S)[1])
+                                  page.content.decode(), re.DOTALL)[1])
     assert config["focus"] == {"index": first.index, "role": "user", "turn_id": first.turn_id}
     assert 'id="export-md"' in page.content.decode()
     config = json.loads(re.search(r'<script id="june-config" type="application/json">(.*?)</script>',
-                                  login(alice).get("/agents/ops/sessions/s1/?at=999").content.decode(), re.S)[1])
+                                  login(alice).get("/agents/ops/sessions/s1/?at=999").content.decode(), re.DOTALL)[1])
     assert config["focus"] is None
