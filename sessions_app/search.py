@@ -148,7 +148,7 @@ class Hit:
 
 def _hits(qs: QuerySet, query: str, limit: int | None) -> tuple[list[Hit], bool]:
     limit = limit or MAX_RESULTS
-    rows = list(matching(qs.filter(role__in=SEARCHED_ROLES), query).select_related("session")
+    rows = list(matching(qs.filter(role__in=SEARCHED_ROLES), query).select_related("session__owner")
                 .order_by("-created_at", "-index")[: limit + 1])
     hits = [Hit(session=r.session, generation=r.generation, index=r.index, role=r.role, turn_id=r.turn_id,
                 created_at=r.created_at, text=str((r.data or {}).get("text") or "")) for r in rows[:limit]]

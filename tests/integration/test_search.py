@@ -172,6 +172,21 @@ def test_staff_search_every_generation_and_open_the_message(said, people):
     generation = login(staff).get(link[1].replace("&amp;", "&"))
     assert generation.status_code == 200 and f'id="m{link[2]}"' in generation.content.decode()
     assert login(staff).get(url, {"q": "x" * 201}).status_code == 400
+    # found from the sessions list and each generation page, which also offers the downloads
+    assert url in login(staff).get(reverse("admin:sessions_app_session_changelist")).content.decode()
+    generation_html = generation.content.decode()
+    assert url in generation_html
+    assert reverse("admin:sessions_app_session_export_md", args=[said.pk, 0]) in generation_html
+
+
+def test_staff_search_reads_a_constant_number_of_queries(said, people, django_assert_max_num_queries):
+    """Each hit (three messages and their echoes) names its owner: read with the hits, not once per hit."""
+    staff = people[2]
+    client = login(staff)
+    client.get(reverse("admin:sessions_app_session_search"), {"q": "zebra"})  # warm the session and user
+    with django_assert_max_num_queries(8):
+        page = client.get(reverse("admin:sessions_app_session_search"), {"q": "zebra"})
+    assert page.content.decode().count('class="june-hit"') == 6 and "owner alice" in page.content.decode()
 
 
 def test_export_markdown_and_json_of_the_live_generation(said, people):
