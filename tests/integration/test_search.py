@@ -222,6 +222,10 @@ def test_export_markdown_and_json_of_the_live_generation(said, people):
 
 def test_export_of_an_archived_generation_and_by_staff(said, people):
     alice, _, staff = people
+    listing = login(alice).get("/agents/ops/sessions/s1/archive/").content.decode()
+    generation_page = login(alice).get("/agents/ops/sessions/s1/archive/0/").content.decode()
+    assert "/agents/ops/sessions/s1/archive/0/export.md" in listing
+    assert "/agents/ops/sessions/s1/archive/0/export.json" in generation_page
     page = login(alice).get("/agents/ops/sessions/s1/archive/0/export.md")
     assert page.status_code == 200 and "zebra archived words" in page.content.decode()
     assert page["Content-Disposition"] == 'attachment; filename="ops-s1-g0.md"'
