@@ -258,3 +258,18 @@ def test_the_chat_page_knows_the_message_to_open_at(said, people):
     config = json.loads(re.search(r'<script id="june-config" type="application/json">(.*?)</script>',
                                   login(alice).get("/agents/ops/sessions/s1/?at=999").content.decode(), re.DOTALL)[1])
     assert config["focus"] is None
+
+
+def test_markdown_fences_hold_any_backticks_and_file_names_are_safe():
+    """A tool result holding a fence of its own cannot close the export's block around it, and a
+    key's ``:`` and ``@`` (valid in keys) stay out of the download's file name."""
+    from sessions_app import export
+
+    doc = {"agent": "ops", "session": "mail:a@b", "title": "t", "generation": 2, "live": False,
+           "exported_at": "now", "truncated": True,
+           "messages": [{"index": 0, "role": "tool", "created_at": None, "text": "", "name": "shell",
+                         "is_error": False, "result": {"out": "````\nrm -rf /\n````"}}]}
+    text = export.as_markdown(doc)
+    assert "\n`````json\n" in text and text.rstrip().endswith("`````")  # one tick more than the longest run
+    assert "Only the first" in text and "(archived)" in text and "## Tool result · shell · #0" in text
+    assert export.filename(doc, "md") == "ops-mail_a_b-g2.md"
