@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from functools import partial
 from typing import Any
 
 from django.contrib import admin
@@ -27,7 +28,7 @@ from django.template.loader import render_to_string
 from sessions_app.admin import console
 from sessions_app.store import eventlog
 from sessions_app import models as m
-from sessions_app.admin import edits, tree
+from sessions_app.admin import edits, search, tree
 
 USERNAME = m.username_field()
 
@@ -125,13 +126,19 @@ def message_view(row: m.Message, boundaries: dict[int, list[int]] | None = None)
     }
 
 
+def message_page(at: Any) -> int:
+    """The transcript page that holds message ``?at=<index>`` (a search hit; a message's position
+    is its index)."""
+    return int(at) // MESSAGES_PER_PAGE + 1 if isinstance(at, str) and at.isdigit() and len(at) < 10 else 1
+
+
 def generation_page(session: m.Session, generation: int, params: Any) -> dict[str, Any]:
     """Turns, a page of the transcript, a page of steps and a page of events of one generation."""
     messages = Paginator(
         m.Message.objects.filter(session=session, generation=generation).order_by("index")
         .only("index", "role", "turn_id", "data", "created_at"),
         MESSAGES_PER_PAGE,
-    ).get_page(params.get("page"))
+    ).get_page(params.get("page") or message_page(params.get("at")))
     events = Paginator(
         eventlog.timed(m.Event.objects.filter(session=session, generation=generation).order_by("seq")
                        .only("seq", "type", "turn_id", "data", "created_at")),
@@ -198,15 +205,22 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
               "created_at", "updated_at")
     readonly_fields = fields
     change_form_template = "admin/june_archive/session_change_form.html"
+    change_list_template = "admin/june_archive/session_change_list.html"  # a link to the search
     list_per_page = 50
     show_full_result_count = False  # a COUNT(*) over every session on each list page is not needed
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
+        named = f"{info[0]}_{info[1]}"
         extra = [
             path("<path:object_id>/generation/<int:generation>/",
                  self.admin_site.admin_view(self.generation_view),
                  name="%s_%s_generation" % info),
+            # search by text and downloads (admin/search.py)
+            path("search/", self.admin_site.admin_view(partial(search.search_view, self)), name=f"{named}_search"),
+            *(path(f"<path:object_id>/generation/<int:generation>/export.{fmt}",
+                   self.admin_site.admin_view(partial(search.export_view, self)), {"fmt": fmt},
+                   name=f"{named}_export_{fmt}") for fmt in ("md", "json")),
         ]
         return extra + super().get_urls()
 

@@ -3,7 +3,7 @@ views: ``api``; the contract: ``openapi``)."""
 
 from django.urls import path, re_path
 
-from sessions_app.web import api, approvals, lists, prometheus
+from sessions_app.web import api, approvals, export, lists, prometheus, search
 
 app_name = "june_api"
 
@@ -14,6 +14,7 @@ urlpatterns = [
     path("metrics", prometheus.metrics, name="metrics"),
     path("approvals/", approvals.approval_list, name="approvals"),
     path("approvals/<str:turn_id>/answer", approvals.approval_answer, name="approval-answer"),
+    path("search", search.api_search, name="search"),
     path("agents/<str:agent>/sessions/", lists.session_list, name="sessions"),
     path(SESSION, lists.session_detail, name="session"),
     path(SESSION + "turns", lists.turns_collection, name="turns"),
@@ -23,6 +24,7 @@ urlpatterns = [
     path(SESSION + "reset", api.reset, name="reset"),
     path(SESSION + "pending", api.pending, name="pending"),
     path(SESSION + "events", api.events, name="events"),
+    path(SESSION + "export", export.api_export, name="export"),
     # anything else under a session is a JSON 404, even with DEBUG on (other /api/ paths, e.g.
     # the webhooks included after this module, keep their own routes; see api.handler404)
     re_path(r"^agents/[^/]+/sessions/", api.not_found),

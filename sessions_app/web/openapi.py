@@ -115,7 +115,7 @@ def document() -> dict[str, Any]:
         # the paths below are relative to June's mount: "/" at the root, "/assistant" under a prefix
         "servers": [{"url": mount().rstrip("/") or "/"}],
         "security": [{"bearer": []}, {"session": []}],
-        "paths": merge_paths(paths(), list_paths()),
+        "paths": merge_paths(paths(), list_paths(), search_paths()),
         "components": {**(c := components()), "schemas": {**c["schemas"], **list_schemas()}},
     }
 
@@ -445,6 +445,62 @@ def list_schemas() -> dict[str, Any]:
                 "requested_by": {"type": "string", "description": "Who started the turn that asks"},
                 "parked_at": {"type": ["string", "null"], "format": "date-time"},
                 "turn_url": {"type": "string"}, "answer_url": {"type": "string"},
+            },
+        },
+    }
+
+
+# -- search and export (web/search.py, web/export.py) ---------------------------------------------
+
+def search_paths() -> dict[str, Any]:
+    hit = {"type": "object", "required": ["agent", "session", "index", "role", "snippet", "url"], "properties": {
+        "agent": {"type": "string"}, "session": {"type": "string"}, "title": {"type": "string"},
+        "index": {"type": "integer", "description": "The message's position in the live generation"},
+        "role": {"type": "string", "enum": ["user", "trigger", "assistant"]},
+        "turn_id": {"type": ["string", "null"]}, "created_at": {"type": "string", "format": "date-time"},
+        "snippet": {"type": "string", "description": "The text around the first match"},
+        "snippet_html": {"type": "string", "description": "The snippet escaped, the matches in `<mark>`"},
+        "url": {"type": "string", "description": "The chat page opened at this message"}}}
+    return {
+        "/api/search": {
+            "get": {
+                "operationId": "searchMessages",
+                "summary": "The caller's own sessions' messages that match, newest first (live generations)",
+                "description": "Words, `\"a phrase\"`, `-word`; full-text (stemmed) on PostgreSQL and "
+                               "case-insensitive substrings everywhere. At most 50 hits; `more` says when "
+                               "there were more.",
+                "parameters": [{"name": "q", "in": "query", "required": True,
+                                "description": "What to search for: 1-200 characters, not only whitespace, no NUL "
+                                               "(else 400)",
+                                "schema": {"type": "string", "minLength": 1, "maxLength": 200,
+                                           "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}],
+                "responses": {"200": _json("The hits", {
+                    "type": "object", "required": ["query", "results", "more"],
+                    "properties": {"query": {"type": "string"}, "results": {"type": "array", "items": hit},
+                                   "more": {"type": "boolean"}}}),
+                    **_errors("400", "401", "405")},
+            },
+        },
+        f"{SESSION_PATH}/export": {
+            "parameters": session_params(),
+            "get": {
+                "operationId": "exportSession",
+                "summary": "The conversation as a download (Content-Disposition: attachment)",
+                "description": "The live generation, or an archived one (`generation`): messages with role, "
+                               "text, tool calls and results, turn ids and times (JSON), or a readable "
+                               "transcript (Markdown).",
+                "parameters": [
+                    {"name": "format", "in": "query", "description": "json (default) or md",
+                     "schema": {"type": "string", "enum": ["json", "md"]}},
+                    {"name": "generation", "in": "query", "description": "An archived generation (default: the live one)",
+                     "schema": {"type": "string", "pattern": "^[0-9]{1,9}$"}}],
+                "responses": {"200": {"description": "The conversation", "content": {
+                    "application/json": {"schema": {"type": "object", "required": ["messages"], "properties": {
+                        "agent": {"type": "string"}, "session": {"type": "string"}, "generation": {"type": "integer"},
+                        "live": {"type": "boolean"}, "truncated": {"type": "boolean"},
+                        "messages": {"type": "array", "items": {"type": "object"}}}}},
+                    "text/markdown": {"schema": {"type": "string"}}}},
+                    **_errors(*COMMON)},
             },
         },
     }

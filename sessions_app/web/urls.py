@@ -1,6 +1,6 @@
 from django.urls import path
 
-from sessions_app.web import archive, views
+from sessions_app.web import archive, export, views
 
 app_name = "sessions_app"
 urlpatterns = [
@@ -12,3 +12,11 @@ urlpatterns = [
     path("agents/<str:agent>/sessions/<str:key>/archive/<int:generation>/", archive.archive_generation,
          name="archive-generation"),
 ]
+# downloads of a conversation (web/export.py): .md and .json of the live and archived generations
+for fmt in ("md", "json"):
+    urlpatterns += [
+        path(f"agents/<str:agent>/sessions/<str:key>/export.{fmt}", export.export_live, {"fmt": fmt},
+             name=f"export-{fmt}"),
+        path(f"agents/<str:agent>/sessions/<str:key>/archive/<int:generation>/export.{fmt}", export.export_archived,
+             {"fmt": fmt}, name=f"archive-export-{fmt}"),
+    ]

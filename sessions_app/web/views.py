@@ -20,17 +20,21 @@ from agents_app.runtime.errors import NotFound
 from sessions_app import models as m
 from sessions_app import selectors, services
 from sessions_app.errors import AccessDenied, BadRequest
-from sessions_app.web import paths
+from sessions_app.web import paths, search
 
 
 @require_GET
 @login_required
 def home(request):
-    """The user's sessions, per agent, each with a new-session button."""
+    """The user's sessions, per agent, each with a new-session button; with ``?q=``, the hits of
+    a search in their messages above them (``web/search.py``)."""
     raw = request.GET.get("page", "1")
     page = int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
+    context = search.page_context(request)
+    status = 400 if context.get("search", {}).get("error") else 200
     return render(request, "sessions_app/home.html", {
-        "agents": selectors.agents_with_sessions(user=request.user, agent=request.GET.get("agent"), page=page)})
+        "agents": selectors.agents_with_sessions(user=request.user, agent=request.GET.get("agent"), page=page),
+        **context}, status=status)
 
 
 @require_POST
@@ -65,7 +69,21 @@ def chat(request, agent: str, key: str):
     if session.pk is not None:
         selectors.with_titles([session])
         session.has_turns = m.Turn.objects.filter(session=session).exists()
+        config["focus"] = focus(session, request.GET.get("at"))
     return render(request, "sessions_app/chat.html", {"session": session, "config": config})
+
+
+def focus(session: m.Session, raw: str | None) -> dict | None:
+    """The message a search hit opens the chat at (``?at=<index>``, live generation): its index,
+    and the turn whose bubble shows it when it is a user's message (the replayed ``turn.started``
+    carries no index; an assistant's ``message.completed`` does)."""
+    if not raw or not raw.isdigit() or len(raw) > 9:
+        return None
+    row = (m.Message.objects.filter(session=session, generation=session.generation, index=int(raw))
+           .only("index", "role", "turn_id").first())
+    if row is None:
+        return None
+    return {"index": row.index, "role": row.role, "turn_id": row.turn_id}
 
 
 @require_POST

@@ -103,7 +103,7 @@
       setConn("live"); ready = true; showQueued(f.queued || []); refreshAnswerable();
       // the replay is in: a session opens at its newest message (issue 40: it opened mid-way,
       // the replayed bubbles having grown after they were appended)
-      if (!openedAtEnd) { openedAtEnd = true; log.scrollTop = log.scrollHeight; }
+      if (!openedAtEnd) { openedAtEnd = true; if (!focusFound()) log.scrollTop = log.scrollHeight; }
     },
     "ack": (f) => {
       showError("");
@@ -139,6 +139,7 @@
       if (!f.text) { if (s) s.el.remove(); return; }
       const bubble = s ? s.el : add(el("div", "msg assistant"));
       bubble.classList.remove("streaming");
+      if (typeof f.index === "number") { bubble.dataset.index = f.index; bubble.id = `m${f.index}`; }
       window.JuneMarkdown.fill(bubble, f.text);
     },
     "action.requested": (f) => {
@@ -519,6 +520,23 @@
         enqueue(t.turn_id, t.text);
       }
     }
+  }
+
+  // -- a search hit opens the chat at its message (?at=<index>#m<index>; config.focus) -------------
+  // an assistant's bubble carries its index (message.completed); a user's is found by its turn
+  function focusFound() {
+    const f = config.focus;
+    if (!f) return false;
+    let node = document.getElementById(`m${f.index}`);
+    if (!node && f.turn_id && (f.role === "user" || f.role === "trigger")) {
+      node = log.querySelector(`.msg[data-turn-id="${CSS.escape(f.turn_id)}"]`);
+      if (node) { node.id = `m${f.index}`; node.dataset.index = f.index; }
+    }
+    if (!node) return false;
+    node.classList.add("found");
+    node.scrollIntoView({ block: "center" });
+    setTimeout(() => node.classList.remove("found"), 4000);
+    return true;
   }
 
   // -- one status per turn, on its message ----------------------------------------------------------
