@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings

@@ -9,7 +9,6 @@ each page a constant number of queries whatever the size of the session.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from functools import partial
 from typing import Any
@@ -20,15 +19,12 @@ from django.db.models import Count, F, JSONField, Max, Value
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils import timezone
-from django.utils.html import format_html, format_html_join
 
-from django.template.loader import render_to_string
 
 from sessions_app.admin import console
 from sessions_app.store import eventlog
 from sessions_app import models as m
-from sessions_app.admin import edits, search, tree
+from sessions_app.admin import search, tree
 
 USERNAME = m.username_field()
 
@@ -287,151 +283,3 @@ class ArchivedSessionAdmin(SessionAdmin):
     @admin.display(description="last reset", ordering="last_reset")
     def last_reset_at(self, obj):
         return obj.last_reset
-
-
-# -- turns --------------------------------------------------------------------------------------
-
-@admin.register(m.Turn)
-class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
-    list_display = ("id", "session_link", "order", "generation", "status", "phase", "cancel_reason", "attempts",
-                    "lease_owner", "created_at")
-    list_select_related = ("session",)
-    list_filter = ("status", "phase", "cancel_reason", "kind", "session__agent", "created_at")
-    search_fields = ("=id", "session__key", "session__agent", f"created_by__{USERNAME}")
-    ordering = ("-created_at",)
-    list_per_page = 50
-    show_full_result_count = False
-    fieldsets = (
-        ("Timeline", {"fields": ("timeline_table", "phase_words", "lease_words", "usage_cost")}),
-        (None, {"fields": ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
-                           "created_at", "updated_at")}),
-        ("Input and outcome", {"fields": ("input_json", "text", "cancel_reason", "error_json", "usage_json",
-                                          "pending_json", "policy_json")}),
-        ("Lease and journal", {"fields": ("attempt_id", "attempts", "revision", "lease_owner",
-                                          "lease_expiry", "phase", "journal_json")}),
-        ("Subagents: the tree of turns", {"fields": ("turn_tree",)}),
-        ("Steps", {"fields": ("steps_table",)}),
-        ("Answers", {"fields": ("answers_table",)}),
-    )
-    readonly_fields = ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
-                       "created_at", "updated_at", "input_json", "text", "cancel_reason", "error_json",
-                       "usage_json", "pending_json", "policy_json", "attempt_id", "attempts",
-                       "revision", "lease_owner", "lease_expiry", "phase", "journal_json", "steps_table",
-                       "answers_table", "timeline_table", "phase_words", "lease_words", "usage_cost", "turn_tree")
-
-    @admin.display(description="tree")
-    def turn_tree(self, obj):
-        return tree.tree_html(obj, self.admin_site.name)
-
-    # -- the operator console's reading of the turn (sessions_app/admin/console.py) ----------------
-
-    @admin.display(description="steps")
-    def timeline_table(self, obj):
-        return render_to_string("admin/june/_timeline.html", {"steps": console.timeline(obj), "turn": obj})
-
-    @admin.display(description="where it is")
-    def phase_words(self, obj):
-        return console.phase_text(obj)
-
-    @admin.display(description="lease")
-    def lease_words(self, obj):
-        return console.lease_text(obj, timezone.now().timestamp())
-
-    @admin.display(description="tokens and cost")
-    def usage_cost(self, obj):
-        model = console.agent_model(obj.session.agent)
-        cost = console.cost_of(obj.usage, model)
-        usage = obj.usage or {}
-        tokens = ", ".join(f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in usage.items()
-                           if isinstance(v, int)) or "none"
-        text = f"{tokens} — {model}: " + ("no price configured" if cost is None else f"${cost:.4f}")
-        if usage.get("limited"):
-            text += f" · reached its limit of {usage['limited'].replace('_', ' ')}"
-        children = usage.get("children")
-        if isinstance(children, dict):
-            text += " · its subagents: " + ", ".join(
-                f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in children.items())
-        return text
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).select_related("session", "created_by")
-
-    @admin.display(description="session", ordering="session__key")
-    def session_link(self, obj):
-        s = obj.session
-        url = reverse("admin:sessions_app_session_generation", args=[s.pk, obj.generation],
-                      current_app=self.admin_site.name)
-        return format_html('<a href="{}">{}/{}</a>', url, s.agent, archived_name(s, obj.generation))
-
-    @admin.display(description="lease expiry")
-    def lease_expiry(self, obj):
-        if obj.lease_expires_at is None:
-            return "-"
-        when = dt.datetime.fromtimestamp(obj.lease_expires_at, tz=dt.timezone.utc)
-        if obj.status == m.TurnStatus.QUEUED and (obj.lease_owner or "").startswith("requeued:"):
-            state = "re-enqueued by the sweeper then"  # a queued turn has no lease: the sweeper's mark
-        elif obj.status != m.TurnStatus.RUNNING:
-            state = "last lease; the turn is not running"
-        else:
-            state = "expired" if when < timezone.now() else "held"
-        return f"{timezone.localtime(when):%Y-%m-%d %H:%M:%S %Z} ({state})"
-
-    def _json(self, value: Any):
-        return format_html("<pre>{}</pre>", pretty_json(value)) if value not in (None, {}, "") else "-"
-
-    @admin.display(description="input")
-    def input_json(self, obj):
-        return self._json(obj.input)
-
-    @admin.display(description="error")
-    def error_json(self, obj):
-        return self._json(obj.error)
-
-    @admin.display(description="usage")
-    def usage_json(self, obj):
-        return self._json(obj.usage)
-
-    @admin.display(description="pending request")
-    def pending_json(self, obj):
-        return self._json(obj.pending)
-
-    @admin.display(description="policy")
-    def policy_json(self, obj):
-        return self._json(obj.policy)
-
-    @admin.display(description="journal")
-    def journal_json(self, obj):
-        return self._json(obj.journal)
-
-    @admin.display(description="answers to its parked requests")
-    def answers_table(self, obj):
-        rows = list(obj.answers.select_related("user").order_by("created_at")[:100])
-        if not rows:
-            return "-"
-        proposed = edits.proposed_inputs(obj)  # a tool approval's edit: before and after
-        body = format_html_join(
-            "", "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                "<td class=\"june-edit\">{}</td></tr>",
-            ((a.input_id, json.dumps(a.answer), a.user.get_username() if a.user else (a.by or "-"), a.via,
-              a.remote_addr or "-", timezone.localtime(a.created_at).strftime("%Y-%m-%d %H:%M:%S"),
-              edits.edit_note(a, proposed)) for a in rows),
-        )
-        return format_html("<table><tr><th>input</th><th>answer</th><th>by</th><th>via</th><th>from</th>"
-                           "<th>at</th><th>tool approval</th></tr>{}</table>", body)
-
-    @admin.display(description="steps (first 200)")
-    def steps_table(self, obj):
-        rows = list(obj.steps.order_by("id").values_list("key", "message_index", "created_at", "data")[:200])
-        # and the steps folded into the messages the turn wrote (``Message.step``)
-        rows += [(key, idx, when, None) for key, idx, when in obj.written().filter(step__isnull=False)
-                 .order_by("index").values_list("step", "index", "created_at")[:200 - len(rows)]]
-        rows.sort(key=lambda row: row[2])
-        if not rows:
-            return "-"
-        body = format_html_join(
-            "", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            ((key, "" if idx is None else idx, step_note(key, data),
-              timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S"))
-             for key, idx, when, data in rows),
-        )
-        return format_html("<table><tr><th>step</th><th>message</th><th>what</th><th>at</th></tr>{}</table>", body)
