@@ -4,7 +4,7 @@
     python3 dev.py run    install, migrate, create the demo data and login, and start daphne
                           and a django-q2 cluster on http://127.0.0.1:8000 (Ctrl-C stops both)
     python3 dev.py test   install (with the test tools and Debian's Chromium), check the import
-                          contracts (lint-imports) and run the suite in one pytest, or with
+                          contracts (lint-imports), lint (ruff) and run the suite in one pytest, or with
                           JUNE_TEST_WORKERS=N in parallel, then the tests marked ``serial``
                           alone (extra arguments go to pytest; DATABASE_URL / REDIS_URL pick
                           the backends)
@@ -109,6 +109,9 @@ def test(args: list[str]) -> None:
     # the architecture's import contracts (pyproject.toml): a back-arrow or a cycle fails the run
     if sh(VENV / "bin" / "lint-imports", "--no-cache", env=env, check=False) != 0:
         sys.exit("lint-imports: an import contract is broken (see above; docs/architecture.md)")
+    # the linter (pyproject.toml [tool.ruff]): pyflakes, pycodestyle, import order, bugbear, pyupgrade
+    if sh(VENV / "bin" / "ruff", "check", "--no-cache", ".", env=env, check=False) != 0:
+        sys.exit("ruff: lint findings (see above; `.venv/bin/ruff check --fix .` mends most)")
     # one pytest by default: two parallel runs of the whole suite (CI, this stop) each failed once
     # on a timing-sensitive test under the load (test_runner, test_cancel_workers): parallel is opt-in
     workers = env.get("JUNE_TEST_WORKERS", "1")

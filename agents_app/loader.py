@@ -21,9 +21,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Iterable
 
+from agents_app.mcp import sources_for
 from agents_app.runtime.agent import Agent
 from agents_app.runtime.errors import AgentConfigError
-from agents_app.mcp import sources_for
 from agents_app.runtime.tools import Tool
 
 log = logging.getLogger(__name__)

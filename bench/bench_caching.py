@@ -34,7 +34,7 @@ import django  # noqa: E402
 
 django.setup()
 from agents_app.providers.anthropic import AnthropicModel  # noqa: E402
-from agents_app.runtime.messages import Message, Role, ToolCall  # noqa: E402
+from agents_app.runtime.messages import Message, Role  # noqa: E402
 from agents_app.runtime.model import ModelReply, ModelRequest, ToolSpec  # noqa: E402
 from sessions_app.admin.console import cost_of  # noqa: E402
 from tests.provider.caching_api import CachingMessagesAPI  # noqa: E402

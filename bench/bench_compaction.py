@@ -27,8 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import fresh_database, use_database  # noqa: E402
 from agents_app.runtime import new_turn_id  # noqa: E402
+from bench.common import fresh_database, use_database  # noqa: E402
 
 BENCH_DB = "june_bench_compaction"
 use_database(BENCH_DB)

@@ -841,7 +841,7 @@ def compare(before: list[dict[str, Any]], now: list[dict[str, Any]], rev: str) -
                 if key == "after_last_s" and x["timed_out"]:
                     return f">{v or 0:.0f}"
                 return "-" if v is None else format(v, fmt)
-            return f"{one(b) + ' → ' + one(r):>{width}}"
+            return f"{one(b) + ' → ' + one(r):>{width}}"  # noqa: B023 (called at once, in this iteration)
 
         print(f"{r['n']:>6}{pair('post_s', '.2f', 16)}{pair('refused', 'd', 14)}{pair('after_last_s', '.2f', 17)}"
               f"{pair('p99', '.2f', 16)}{pair('conn', 'd', 12)}{pair('per_turn_mb', '.3f', 16)}"

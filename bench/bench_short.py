@@ -67,8 +67,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import Floor, floor_ms, fresh_database, pg_counters, settle, use_database, wal_frames  # noqa: E402
 from agents_app.runtime import new_turn_id  # noqa: E402
+from bench.common import Floor, floor_ms, fresh_database, pg_counters, settle, use_database, wal_frames  # noqa: E402
 
 BENCH_DB = os.environ.get("BENCH_DB", "june_bench_short")  # another name: runs side by side
 use_database(BENCH_DB)

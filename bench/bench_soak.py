@@ -44,8 +44,7 @@ WINDOW = int(os.environ.get("BENCH_WINDOW", "0")) or min(500, TURNS // 10)
 MILESTONES = (TURNS // 10, TURNS // 2, TURNS)
 GC_DIR = Path(tempfile.mkdtemp(prefix="june-soak-gc-"))
 
-from bench.workload import (CLUSTER_ENV, check, pct, queue_turns, rss_kb, wait_done, warm,  # noqa: E402
-                            worker_pids)
+from bench.workload import CLUSTER_ENV, check, pct, queue_turns, rss_kb, wait_done, warm, worker_pids  # noqa: E402
 
 
 def unsettled(ids: list[str]) -> int:

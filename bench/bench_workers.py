@@ -32,8 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from bench.common import fresh_database, floor_ms, start, use_database, wait_status  # noqa: E402
 from agents_app.runtime import new_turn_id  # noqa: E402
+from bench.common import floor_ms, fresh_database, start, use_database, wait_status  # noqa: E402
 
 BENCH_DB = "june_bench_workers"
 use_database(BENCH_DB, postgres_by_default=True)

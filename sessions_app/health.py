@@ -71,7 +71,7 @@ async def readiness() -> dict[str, Any]:
             found = await asyncio.wait_for(asyncio.wrap_future(on_thread), timeout)
             workers = found.pop("workers", None)
             checks.update(found)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("readiness: the database checks took more than %.1f s", timeout)
         except Exception:
             log.warning("readiness: the database checks failed", exc_info=True)

@@ -177,7 +177,7 @@ OWN_TOKENS = TREE_TOKENS[:2]
 
 
 def _since(now: float) -> dt.datetime:
-    return dt.datetime.fromtimestamp(day_start(now), tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp(day_start(now), tz=dt.UTC)
 
 
 #: (subject) -> (read at, tokens): a day's total is a sum over the day's turns, so a process

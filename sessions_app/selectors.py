@@ -12,7 +12,6 @@ from django.db.models.functions import Coalesce
 
 from agents_app.runtime import subagents
 from agents_app.runtime.seams import LoggedEvent, SessionRef
-
 from sessions_app import models as m
 from sessions_app import wiring
 from sessions_app.store import eventlog

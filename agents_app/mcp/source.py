@@ -172,7 +172,7 @@ class McpSource:
             result = await asyncio.wait_for(
                 session.call_tool(remote, arguments, meta={IDEMPOTENCY_META: idempotency_key}),
                 self.config.timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._drop()  # a hung server: the next call connects again
             raise McpToolError(f"MCP server {self.config.name!r} did not answer within "
                                f"{self.config.timeout:g} s") from None

@@ -2,6 +2,7 @@
 
 from .agent import Agent, SurfacePolicy, surface
 from .answers import Grant, check_answer_schema, check_answerer, grant_answer, grant_answer_sync, may_answer
+from .control import RetryableTurnError, Signals
 from .errors import (
     AgentConfigError,
     AuthorizeAnswerError,
@@ -20,7 +21,6 @@ from .errors import (
 from .events import EVENT_TYPES, TERMINAL_TYPES, TurnEvent, event_from_json
 from .executor import TurnExecutor
 from .fakes import RecordingSink, ScriptedModel, reply
-from .control import RetryableTurnError, Signals
 from .loop import TurnLoop
 from .memory import InMemorySessionStore
 from .messages import Message, Role, ToolCall, input_step_id, model_step_id, tool_step_id
@@ -41,7 +41,16 @@ from .seams import (
     TurnState,
     TurnStatus,
 )
-from .session import AgentSession, LocalBus, LocalDispatcher, Runtime, TurnParkedError, TurnResult, new_turn_id, short_turn_id
+from .session import (
+    AgentSession,
+    LocalBus,
+    LocalDispatcher,
+    Runtime,
+    TurnParkedError,
+    TurnResult,
+    new_turn_id,
+    short_turn_id,
+)
 from .tools import (
     CANCELLED_RESULT,
     INTERRUPTED_TOOL_RESULT,

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 from .compaction import Compaction, compaction_config
-from .limits import Limits, limits_config
 from .errors import AgentConfigError
+from .limits import Limits, limits_config
 from .model import ToolSpec
 from .notify import notify_config
 from .tools import Tool

@@ -15,10 +15,10 @@ from typing import Any, Awaitable, Callable
 from . import events as ev
 from . import subagents
 from .agent import Agent
-from .errors import StaleAttemptError
 from .control import RetryableTurnError, Signals
-from .observe import TurnObserver
+from .errors import StaleAttemptError
 from .loop import Opening, TurnLoop
+from .observe import TurnObserver
 from .seams import EventSink, Model, Phase, SessionRef, SessionStore, TurnRecord, TurnState, TurnStatus, Tx
 
 log = logging.getLogger(__name__)

@@ -50,7 +50,7 @@ class Limits:
             return "tokens"
         return None
 
-    def within(self, budget: dict[str, Any] | None) -> "Limits":
+    def within(self, budget: dict[str, Any] | None) -> Limits:
         """These limits, lowered to a share of a parent's budget (a child turn's)."""
         if not budget:
             return self

@@ -14,10 +14,12 @@ import logging
 from typing import Any, Awaitable, Callable
 
 from . import events as ev
-from . import limits, subagents
+from . import limits, subagents, units, view
 from .agent import Agent
 from .control import RetryableTurnError, Signals
 from .errors import StaleAttemptError
+from .loop_compaction import CompactionSteps
+from .loop_tools import ToolSteps
 from .messages import Message, Role, ToolCall, model_step_id
 from .model import (
     ABNORMAL_STOPS,
@@ -44,9 +46,6 @@ from .seams import (
     TurnStatus,
     Tx,
 )
-from . import units, view
-from .loop_compaction import CompactionSteps
-from .loop_tools import ToolSteps
 from .units import Opening, _RecordingTx, opening_txn, stream_key  # noqa: F401 (Opening: the executor's)
 
 log = logging.getLogger(__name__)

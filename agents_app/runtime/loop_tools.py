@@ -9,9 +9,8 @@ import logging
 from dataclasses import replace
 from typing import Any, Awaitable, Callable
 
-from . import approval, control
+from . import approval, control, subagents
 from . import events as ev
-from . import subagents
 from .answers import default_answerers
 from .control import Park, ToolInterrupted, interruptible
 from .errors import ChildSessionRefused, FatalToolError, ToolDeclarationError

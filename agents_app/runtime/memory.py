@@ -14,8 +14,8 @@ from . import events as ev
 from . import rules, subagents
 from .compaction import transcript_start
 from .errors import NotFound, StaleAttemptError
-from .messages import Message, input_step_id
 from .memory_rows import _MemoryTx, _Session, _Turn
+from .messages import Message, input_step_id
 from .seams import (
     FINAL_STATUSES,
     CancelReason,

@@ -34,7 +34,7 @@ class ToolCall:
         return {"id": self.id, "name": self.name, "input": self.input}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ToolCall":
+    def from_json(cls, data: dict[str, Any]) -> ToolCall:
         return cls(data["id"], data["name"], data.get("input") or {})
 
 
@@ -88,7 +88,7 @@ class Message:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Message":
+    def from_json(cls, data: dict[str, Any]) -> Message:
         # positional, and no work for what is absent: a load decodes every message of the live
         # transcript, so this runs thousands of times per turn in a long session
         get = data.get

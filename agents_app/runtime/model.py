@@ -7,7 +7,6 @@ from enum import StrEnum
 from typing import Any
 
 from .frozen import fast_init
-
 from .messages import Message, ToolCall
 
 

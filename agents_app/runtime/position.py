@@ -11,7 +11,6 @@ from enum import StrEnum
 from typing import Iterator, Sequence
 
 from .frozen import fast_init
-
 from .messages import Message, Role, ToolCall
 
 

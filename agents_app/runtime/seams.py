@@ -15,6 +15,7 @@ from .frozen import fast_init
 from .messages import Message
 from .model import ModelChunk, ModelRequest
 
+
 class TurnStatus(StrEnum):
     QUEUED = "queued"
     RUNNING = "running"
@@ -103,7 +104,7 @@ class TurnInput:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "TurnInput":
+    def from_json(cls, data: dict[str, Any]) -> TurnInput:
         return cls(
             text=data.get("text", ""),
             kind=data.get("kind", "inbound"),
@@ -143,7 +144,7 @@ class TurnRecord:
     depth: int = 0
     waiting: int = 0
 
-    def evolve(self, **changes: Any) -> "TurnRecord":
+    def evolve(self, **changes: Any) -> TurnRecord:
         return replace(self, **changes)
 
 

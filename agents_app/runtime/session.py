@@ -16,10 +16,10 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 from . import rules, subagents
 from .agent import Agent
 from .answers import Grant, grant_answer
+from .control import Signals
 from .errors import JuneError, NotFound
 from .events import TurnEvent
 from .executor import TurnExecutor
-from .control import Signals
 from .seams import (
     SETTLED_STATUSES,
     CancelReason,
@@ -148,7 +148,7 @@ class TurnResult:
     request: dict[str, Any] | None = None  # the pending input when suspended
 
     @classmethod
-    def of(cls, rec: TurnRecord) -> "TurnResult":
+    def of(cls, rec: TurnRecord) -> TurnResult:
         request = (rec.pending or {}).get("request") if rec.status == TurnStatus.SUSPENDED else None
         return cls(rec.turn_id, rec.status, rec.text, rec.error, request)
 
@@ -219,7 +219,7 @@ class Runtime:
         except KeyError:
             raise NotFound(f"no agent named {name!r}") from None
 
-    def session(self, agent: str, key: str) -> "AgentSession":
+    def session(self, agent: str, key: str) -> AgentSession:
         self.agent(agent)
         return AgentSession(self, SessionRef(agent, key))
 

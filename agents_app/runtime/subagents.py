@@ -46,6 +46,7 @@ from .seams import (
     Tx,
 )
 
+
 class SpawningLoop(Protocol):
     """What a spawn reads of the turn loop that drives it (``loop.TurnLoop`` is one): this module
     depends on the shape, not on the loop's module, which imports this one."""
@@ -85,7 +86,7 @@ class SpawnPark(BaseException):
     children its call spawned (a BaseException, so a tool's ``except Exception`` cannot
     swallow it)."""
 
-    def __init__(self, spawner: "Spawner") -> None:
+    def __init__(self, spawner: Spawner) -> None:
         super().__init__("spawn")
         self.spawner = spawner
 

@@ -11,7 +11,6 @@ from typing import Any
 from .messages import Message, Role
 from .position import close_dangling_calls, turn_tail_start
 
-
 #: the earlier turns of a session's live view as the model sees them (summaries left out,
 #: dangling calls closed), by (session, generation, boundary): (the messages they were made
 #: from, the view). The next turn of the session repairs only the messages added since: a turn

@@ -29,12 +29,12 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from agents_app.models import DeliveryStatus, WebhookDelivery
-from sessions_app import models as m
 from sessions_app import health, quotas, selectors
+from sessions_app import models as m
 from sessions_app.pricing import TOKEN_KEYS, Usage, cost_of, price_for, prices  # noqa: F401 (re-exported)
 from sessions_app.pricing import usage_totals as _usage_totals
-from sessions_app.wiring import agent_model
 from sessions_app.store import eventlog
+from sessions_app.wiring import agent_model
 
 LIST_ROWS = 20
 RESULT_SHOWN = 400

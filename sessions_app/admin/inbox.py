@@ -24,7 +24,6 @@ from django.utils.timesince import timesince
 
 from agents_app.runtime import rules
 from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnNotResumable
-
 from sessions_app import models as m
 from sessions_app import selectors, services
 from sessions_app.admin.answer_form import AnswerForm, form_kind  # noqa: F401 (AnswerForm: re-exported)

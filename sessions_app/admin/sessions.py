@@ -20,11 +20,9 @@ from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
-
-from sessions_app.admin import console
-from sessions_app.store import eventlog
 from sessions_app import models as m
-from sessions_app.admin import search, tree
+from sessions_app.admin import console, search, tree
+from sessions_app.store import eventlog
 
 USERNAME = m.username_field()
 

@@ -8,14 +8,15 @@ import json
 from typing import Any
 
 from django.contrib import admin
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
-from django.template.loader import render_to_string
 
 from sessions_app import models as m
 from sessions_app.admin import console, edits, tree
 from sessions_app.admin.sessions import USERNAME, StaffReadOnly, archived_name, pretty_json, step_note
+
 
 @admin.register(m.Turn)
 class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
@@ -93,7 +94,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     def lease_expiry(self, obj):
         if obj.lease_expires_at is None:
             return "-"
-        when = dt.datetime.fromtimestamp(obj.lease_expires_at, tz=dt.timezone.utc)
+        when = dt.datetime.fromtimestamp(obj.lease_expires_at, tz=dt.UTC)
         if obj.status == m.TurnStatus.QUEUED and (obj.lease_owner or "").startswith("requeued:"):
             state = "re-enqueued by the sweeper then"  # a queued turn has no lease: the sweeper's mark
         elif obj.status != m.TurnStatus.RUNNING:

@@ -8,14 +8,12 @@ the archive grows.
 
 from __future__ import annotations
 
-
 from django.conf import settings
 from django.db import models
 
 from agents_app.runtime import rules
 from agents_app.runtime.seams import SessionStatus as RtSessionStatus
 from agents_app.runtime.seams import TurnStatus as RtTurnStatus
-
 from sessions_app.models.access import (  # noqa: F401 (the app's models, exported here)
     ApiToken,
     Notification,

@@ -9,6 +9,7 @@ import secrets
 from django.conf import settings
 from django.db import models
 
+
 class RateCounter(models.Model):
     """How many turns a subject started in one window (``sessions_app.quotas``): a row per
     (scope, subject, window), counted by one conditional upsert, so no race admits one over the
@@ -66,7 +67,7 @@ class ApiToken(models.Model):
         return hashlib.sha256(raw.encode()).hexdigest()
 
     @classmethod
-    def issue(cls, user, name: str = "") -> tuple["ApiToken", str]:
+    def issue(cls, user, name: str = "") -> tuple[ApiToken, str]:
         raw = "june_" + secrets.token_urlsafe(32)
         return cls.objects.create(user=user, name=name, prefix=raw[:12], key_hash=cls.hash(raw)), raw
 

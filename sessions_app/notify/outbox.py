@@ -14,8 +14,8 @@ from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from sessions_app import models as m
 from agents_app.runtime.notify import destination
+from sessions_app import models as m
 from sessions_app import services, wiring
 from sessions_app.notify.config import NotifyConfig, config
 

@@ -34,11 +34,10 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents_app.models import DeliveryStatus, ScheduleRun, SeenWebhook, WebhookDelivery
-from agents_app.runtime.proactive import ChannelError, DeliveryError
 from agents_app.runtime.errors import JuneError
+from agents_app.runtime.proactive import ChannelError, DeliveryError
 from agents_app.runtime.seams import FINAL_STATUSES
 from agents_app.runtime.session import TurnResult
-
 from sessions_app import models as m
 from sessions_app import services, telemetry, wiring
 from sessions_app.errors import AccessDenied, BadRequest, Unauthenticated

@@ -28,10 +28,10 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from agents_app.models import ScheduleRun
-from agents_app.schedules import ScheduleDecl, declarations, next_tick, tick_for
-from agents_app.runtime.proactive import ChannelError, receive
 from agents_app.runtime.errors import AgentConfigError, SessionSuspendedError, TurnConflictError
+from agents_app.runtime.proactive import ChannelError, receive
 from agents_app.runtime.session import LocalDispatcher, new_turn_id
+from agents_app.schedules import ScheduleDecl, declarations, next_tick, tick_for
 from sessions_app import models as sm
 from sessions_app import quotas, telemetry, wiring
 from sessions_app.errors import RateLimited

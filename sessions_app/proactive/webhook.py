@@ -20,10 +20,9 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from agents_app.runtime.errors import JuneError
-
 from sessions_app import safejson, wiring
-from sessions_app.proactive import channels
 from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, Unauthenticated, error_body
+from sessions_app.proactive import channels
 
 MAX_BODY = 64 * 1024
 

@@ -58,10 +58,22 @@ from agents_app.runtime.seams import (
     TurnRecord,
     TurnState,
 )
-from sessions_app.store import checkpoint_pg, checkpoint_plain, control, direct, lease, lite, opening, reads, toolsql, transcripts, tree
+from sessions_app.store import (
+    checkpoint_pg,
+    checkpoint_plain,
+    control,
+    direct,
+    lease,
+    lite,
+    opening,
+    reads,
+    toolsql,
+    transcripts,
+    tree,
+)
 from sessions_app.store.pipes import Pipes
-from sessions_app.store.threads import Threads, _drop_unusable_connections, _on_pool_thread
 from sessions_app.store.records import UnitWriter, journal_changes
+from sessions_app.store.threads import Threads, _drop_unusable_connections, _on_pool_thread
 
 opening_ = opening  # the module, where ``claim_and_load``'s ``opening`` (the loop's offer) hides its name
 

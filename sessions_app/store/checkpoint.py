@@ -10,21 +10,19 @@ from __future__ import annotations
 
 import functools
 import time
-from datetime import datetime
-from datetime import timezone as dt_timezone
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
-from psycopg.pq import TransactionStatus
 from django.conf import settings
 from django.db import IntegrityError, connection, connections
 from django.utils import timezone
+from psycopg.pq import TransactionStatus
 
 from agents_app.runtime import rules
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, SessionStatus, TurnStatus
-
 from sessions_app import models
 from sessions_app.store import jsontext, wire
 
@@ -142,7 +140,7 @@ def utc_string(micros: int) -> str:
     seconds, fraction = divmod(micros, 1_000_000)
     held, text = _second
     if held != seconds:
-        text = str(datetime.fromtimestamp(seconds, dt_timezone.utc).replace(tzinfo=None))
+        text = str(datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None))
         _second = (seconds, text)
     return f"{text}.{fraction:06d}" if fraction else text
 
@@ -152,7 +150,7 @@ def _utc_strings() -> bool:
     """Whether Django's SQLite adaptation of an aware datetime is ``str`` of it made naive in
     UTC: SQLite, USE_TZ, and the connection's time zone UTC (no TIME_ZONE of its own)."""
     wrapper = connections["default"]
-    return wrapper.vendor == "sqlite" and settings.USE_TZ and wrapper.timezone == dt_timezone.utc
+    return wrapper.vendor == "sqlite" and settings.USE_TZ and wrapper.timezone == UTC
 
 
 def folded(messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]]

@@ -12,7 +12,6 @@ from django.db import connection
 from agents_app.runtime import events as ev
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent
-
 from sessions_app import models
 from sessions_app.store import children, eventlog, transcripts
 from sessions_app.store.checkpoint import (

@@ -18,10 +18,11 @@ import threading
 from typing import Any
 
 import psycopg
-from psycopg.pq import TransactionStatus
 from django.db import connections
+from psycopg.pq import TransactionStatus
 
 from sessions_app.store import transcripts, wire
+
 
 class _Local(threading.local):
     #: this thread's connection: a class default, so a thread that has none (every thread on

@@ -53,8 +53,16 @@ from django.db.models.fields import AutoFieldMixin
 
 from agents_app.runtime import rules
 from agents_app.runtime.errors import NotFound
-from agents_app.runtime.seams import (Commit, Outcome, SessionRef, SessionStatus, TurnInput, TurnRecord, TurnState,
-                                      TurnStatus)
+from agents_app.runtime.seams import (
+    Commit,
+    Outcome,
+    SessionRef,
+    SessionStatus,
+    TurnInput,
+    TurnRecord,
+    TurnState,
+    TurnStatus,
+)
 from sessions_app import models as m
 from sessions_app.store import checkpoint, checkpoint_plain, lease, reads, transcripts
 from sessions_app.store.lite_conn import (  # noqa: F401 (Busy, here, close_all, drop_unusable: the store's names)
@@ -67,7 +75,6 @@ from sessions_app.store.lite_conn import (  # noqa: F401 (Busy, here, close_all,
     here,
 )
 from sessions_app.store.records import UnitWriter, loads, record_of
-
 
 # -- units and calls ------------------------------------------------------------------------------
 
@@ -145,7 +152,7 @@ def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float, lea
     return state
 
 
-def _claimed(cur: "Cursor", turn_id: str, owner: str, attempt_id: str, now: float,
+def _claimed(cur: Cursor, turn_id: str, owner: str, attempt_id: str, now: float,
              lease_seconds: float) -> SimpleNamespace | None:
     """The claim on ``cur``: the turn's row once claimed (its session marked running), else None."""
     row = cur.execute(CLAIMED, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds)).fetchone()
@@ -221,7 +228,7 @@ def _inserting(model: type) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
     return sql, tuple(f.attname for f in fields), defaults
 
 
-def _insert(cur: "Cursor", model: type, **values: Any) -> None:
+def _insert(cur: Cursor, model: type, **values: Any) -> None:
     """``values``: by attname, as the database takes them; the other fields get their defaults."""
     sql, names, defaults = _inserting(model)
     assert values.keys() <= set(names), set(values) - set(names)

@@ -19,6 +19,7 @@ from django.db import connections
 
 from sessions_app.store import lite_wal, transcripts
 
+
 class Busy(Exception):
     """Another connection holds the write lock: nothing was written; run the unit elsewhere."""
 
@@ -119,10 +120,10 @@ def qmark(sql: str) -> str:
 class Cursor(sqlite3.Cursor):
     """A cursor that takes the store's ``%s`` statements, as Django's SQLite cursor does."""
 
-    def execute(self, sql: str, params: Any = ()) -> "Cursor":
+    def execute(self, sql: str, params: Any = ()) -> Cursor:
         return super().execute(qmark(sql), params)
 
-    def executemany(self, sql: str, rows: Any) -> "Cursor":
+    def executemany(self, sql: str, rows: Any) -> Cursor:
         return super().executemany(qmark(sql), rows)
 
 

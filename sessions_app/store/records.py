@@ -8,9 +8,9 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from agents_app.runtime import events as ev
+from agents_app.runtime import subagents
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.messages import Message
-from agents_app.runtime import subagents
 from agents_app.runtime.seams import FINAL_STATUSES, ChildTurn, Phase, SessionRef, TurnInput, TurnRecord, TurnStatus
 from sessions_app import models as m
 from sessions_app.store import jsontext
@@ -141,7 +141,7 @@ class UnitWriter:
     def spawn(self, child: ChildTurn) -> None:
         self.children.append(child)
 
-    def into(self, other: "UnitWriter") -> None:
+    def into(self, other: UnitWriter) -> None:
         """Hand what this writer collected to ``other`` (a unit recorded once, written there)."""
         other.messages, other.steps, other.events = self.messages, self.steps, self.events
         other.turn_changes, other.children, other.result = self.turn_changes, self.children, self.result

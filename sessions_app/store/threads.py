@@ -14,6 +14,7 @@ from django.db import connection, connections
 
 from sessions_app.store import direct
 
+
 class Threads(ThreadPoolExecutor):
     """The thread path of a worker's runner: ``size`` threads, each with a Django connection of
     its own, kept from call to call."""

@@ -27,16 +27,15 @@ from django.views.decorators.csrf import csrf_exempt
 from agents_app.runtime import new_turn_id, rules
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
-
 from sessions_app import models as m
 from sessions_app import safejson, services
 from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, error_body
 from sessions_app.web import paths
 from sessions_app.web.auth import authenticate
-from sessions_app.web.openapi import document
-from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
 from sessions_app.web.db import db
 from sessions_app.web.health import is_probe
+from sessions_app.web.openapi import document
+from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
 
 log = logging.getLogger(__name__)
 

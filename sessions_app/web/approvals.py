@@ -21,7 +21,6 @@ from django.urls import reverse
 
 from agents_app.runtime import rules
 from agents_app.runtime.errors import NotFound, ResumeAuthorizationError
-
 from sessions_app import models as m
 from sessions_app import selectors, services
 from sessions_app.errors import BadRequest

@@ -14,7 +14,6 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from agents_app.runtime.errors import NotFound
-
 from sessions_app import selectors, services
 from sessions_app.errors import AccessDenied, BadRequest
 

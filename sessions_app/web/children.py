@@ -21,10 +21,8 @@ from typing import Any
 from channels.db import database_sync_to_async
 
 from agents_app.runtime.seams import SessionRef
-
 from sessions_app import selectors
 from sessions_app.outbox.sink import group_name
-
 
 ENDED = frozenset({"turn.completed", "turn.failed", "turn.cancelled"})
 

@@ -30,7 +30,6 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
-
 from sessions_app import safejson, selectors, services
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
 from sessions_app.outbox.sink import group_name

@@ -31,7 +31,7 @@ def refusal(request: HttpRequest) -> HttpResponse | None:
     bad = _bad(request.GET.lists())
     if not bad and request.method in ("POST", "PUT", "PATCH") and request.content_type in FORMS:
         try:
-            request.body  # kept: a view that reads the body after the form's parse still can
+            request.body  # noqa: B018 (read now, kept: a view that reads the body after the form's parse still can)
             bad = _bad(request.POST.lists())
         except Exception:  # a body Django cannot parse: its own handling answers (400)
             return None

@@ -6,7 +6,7 @@ paginated by an opaque cursor (``?cursor=`` from the previous page's ``next``) a
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -47,7 +47,7 @@ def _parse_session_cursor(raw: str | None) -> tuple[datetime, int] | None:
         raise BadRequest("?cursor= is not a cursor this API handed out")
     micros, pk = int(match[1]), int(match[2])
     try:
-        at = datetime.fromtimestamp(micros / 1_000_000, tz=timezone.utc)
+        at = datetime.fromtimestamp(micros / 1_000_000, tz=UTC)
     except (OverflowError, OSError, ValueError):
         raise BadRequest("?cursor= is not a cursor this API handed out") from None
     return at, pk

@@ -37,6 +37,7 @@ from sessions_app.web.openapi_parts import (
 )
 from sessions_app.web.paths import mount
 
+
 def document() -> dict[str, Any]:
     return {
         "openapi": "3.1.0",

@@ -60,7 +60,7 @@ BOOL_QUERY = {"type": "string", "pattern": "^\\s*(1|0|[Tt][Rr][Uu][Ee]|[Ff][Aa][
 SEQ = {"type": "string", "pattern": "^$|^[ \\t]*[0-9]{1,18}[ \\t]*$"}
 
 
-def anchored(regex: "re.Pattern[str]") -> str:
+def anchored(regex: re.Pattern[str]) -> str:
     """A Python regex the code applies with ``fullmatch``, as a JSON Schema pattern (which
     matches anywhere in the string unless anchored)."""
     return f"^{regex.pattern}$"

@@ -23,7 +23,6 @@ from django.conf import settings
 
 from agents_app.runtime.events import TERMINAL_TYPES
 from agents_app.runtime.seams import SessionRef
-
 from sessions_app import wiring
 from sessions_app.outbox.sink import group_name
 from sessions_app.web.children import ChildLogs
@@ -112,7 +111,7 @@ class SessionFollower:
         #: subagents: the children followed (from ``child.started``), with their last seq
         self.children = ChildLogs()
 
-    async def __aenter__(self) -> "SessionFollower":
+    async def __aenter__(self) -> SessionFollower:
         if self.layer is not None:
             try:
                 self.channel = await self.layer.new_channel()
@@ -215,7 +214,7 @@ class SessionFollower:
             return None
         try:
             return await asyncio.wait_for(self.inbox.get(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
 
     def _next_nowait(self) -> dict[str, Any] | None:

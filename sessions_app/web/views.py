@@ -16,7 +16,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agents_app.runtime.errors import NotFound
-
 from sessions_app import models as m
 from sessions_app import selectors, services
 from sessions_app.errors import AccessDenied, BadRequest

@@ -40,11 +40,11 @@ from datetime import timedelta
 from typing import Callable, TypeVar
 
 from django import db
-from psycopg import sql
 from django.utils import timezone
 from django_q.brokers.orm import ORM
 from django_q.conf import Conf
 from django_q.models import OrmQ
+from psycopg import sql
 
 from sessions_app.outbox.queue import holds
 
@@ -168,7 +168,7 @@ class NotifyingORM(ORM):
 
     _guard: tuple[str, list] | None = None
 
-    def guarded(self, condition: str, params: list) -> "NotifyingORM":
+    def guarded(self, condition: str, params: list) -> NotifyingORM:
         """This broker, whose next ``enqueue`` adds the task only where ``condition`` (an SQL
         boolean over ``params``) holds, and otherwise adds nothing and returns None. On
         PostgreSQL the condition is part of the enqueue's one statement (``INSERT_NOTIFY_IF``);

@@ -19,8 +19,7 @@ import logging
 import random
 import threading
 import time
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -35,7 +34,6 @@ from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.executor import default_owner
 from agents_app.runtime.recovery import RecoveryState, classify_submission_state
 from agents_app.runtime.seams import Phase, TurnStatus
-
 from sessions_app import models as m
 from sessions_app import wiring
 from sessions_app.outbox.queue import RUN_TURN, enqueue_turn
@@ -293,7 +291,7 @@ def _requeue(turn_id: str, now: float, window: float, *, taken: bool, attempts: 
 
 
 def _datetime(epoch: float) -> datetime:
-    return datetime.fromtimestamp(epoch, tz=dt_timezone.utc)
+    return datetime.fromtimestamp(epoch, tz=UTC)
 
 
 # -- the watchdog: the sweeper inside every worker process -----------------------------------------

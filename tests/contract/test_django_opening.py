@@ -297,9 +297,9 @@ def test_a_claim_waiting_for_its_session_holds_no_turn_lock():
     before its turn, as a replace does (session, then its turns): a claim blocked on the
     session has not touched the turn row, so the replace goes on and nothing deadlocks."""
     postgres_only()
+    from sessions_app.store import DjangoSessionStore
     from tests.contract.test_lock_order import _connect
     from tests.fault.qcluster import wait_for
-    from sessions_app.store import DjangoSessionStore
 
     store = DjangoSessionStore()
     turn_id = uuid.uuid4().hex

@@ -89,7 +89,8 @@ def test_a_unit_inside_an_enclosing_transaction_rolls_back_with_it():
     sweeper's, say) it must neither commit early nor end the enclosing transaction."""
     from django.db import transaction
 
-    from sessions_app.models import Event, Message as MessageRow
+    from sessions_app.models import Event
+    from sessions_app.models import Message as MessageRow
 
     store, turn_id, attempt = _claimed("nested")
     with pytest.raises(ZeroDivisionError):

@@ -755,8 +755,7 @@ async def test_a_turn_opened_in_its_claim_runs_and_publishes_as_one_opened_by_th
     """Through the executor: the sink gets ``turn.started`` first, then the rest, numbered in
     order; the transcript and the events are those of a turn the loop opened itself (the
     in-memory store, which takes up no opening)."""
-    from agents_app.runtime import (Agent, InMemorySessionStore, RecordingSink, ScriptedModel, TurnExecutor, reply,
-                                    tool)
+    from agents_app.runtime import Agent, InMemorySessionStore, RecordingSink, ScriptedModel, TurnExecutor, reply, tool
 
     @tool("noop", "does nothing", {"type": "object", "properties": {"n": {"type": "integer"}}})
     def noop(input, ctx):

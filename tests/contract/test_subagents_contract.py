@@ -7,11 +7,9 @@ import uuid
 
 import pytest
 
-from agents_app.runtime import InMemorySessionStore, SessionRef, StaleAttemptError, TurnInput, TurnStatus
+from agents_app.runtime import InMemorySessionStore, SessionRef, StaleAttemptError, TurnInput, TurnStatus, subagents
 from agents_app.runtime import events as ev
-from agents_app.runtime import subagents
 from agents_app.runtime.seams import ChildTurn, Phase
-
 from tests.unit._subagents import Gates, build
 from tests.unit._support import wait_until
 

@@ -10,12 +10,12 @@ import os
 from typing import Any
 from urllib.parse import quote
 
+from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
-from hypothesis import HealthCheck, Phase, settings
 from django.contrib.auth.models import Group
 from django.db.models import Count, Max
-from asgiref.sync import async_to_sync
 from django.test import AsyncClient
+from hypothesis import HealthCheck, Phase, settings
 
 from sessions_app import models as m
 from tests.settle import settle_tasks

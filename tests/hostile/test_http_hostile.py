@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from sessions_app import models as m
 from sessions_app import services
-from sessions_app.workers import tasks
 from sessions_app.proactive.channels import sign
+from sessions_app.workers import tasks
 
 from . import strategies as hs
 from .support import BASE, Api, LogWatch, assert_consistent, check_answer, hostile, make_user, path_segment, token_for

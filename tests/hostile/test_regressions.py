@@ -17,10 +17,9 @@ from django.test import Client
 
 from sessions_app import models as m
 from sessions_app import selectors, services
-from sessions_app.web import origin as ws_origin
 from sessions_app.proactive.channels import sign
 from sessions_app.safejson import BAD_STRING, MAX_DEPTH, TOO_DEEP
-
+from sessions_app.web import origin as ws_origin
 from tests.settle import settle_tasks
 
 from .support import BASE, Api, make_user, token_for
@@ -397,8 +396,8 @@ async def test_a_socket_from_another_port_is_refused_and_the_same_origin_accepte
 def test_after_and_last_event_id_have_one_parser(api):
     """Issue 13.13: ?after= took 23 digits on the websocket but 18 on SSE, and Last-Event-ID "²"
     (str.isdigit) answered Python's raw "invalid literal for int()" message."""
-    from sessions_app.web.consumers import _parse_after
     from sessions_app.errors import BadRequest
+    from sessions_app.web.consumers import _parse_after
     from sessions_app.web.sse import parse_seq
 
     api.send("post", f"{BASE}/s1/turns?wait=false", b'{"text":"hi"}')

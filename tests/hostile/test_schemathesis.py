@@ -22,12 +22,10 @@ import pytest
 from django.conf import settings
 
 from sessions_app import models as m
-
 from sessions_app.web.openapi import SESSION_PATH, document
+from tests.fault.qcluster import database_url, free_port
 
 from .support import ACCEPTED, CASES, SERVER_ERRORS, STATUSES, make_user
-
-from tests.fault.qcluster import database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 
 from sessions_app import models as m
 from sessions_app import services
-from sessions_app.workers import tasks
 from sessions_app.web.consumers import MAX_FRAME_BYTES
-
+from sessions_app.workers import tasks
 from tests.settle import settle_tasks
 
 from . import strategies as hs

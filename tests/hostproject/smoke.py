@@ -133,7 +133,7 @@ async def websocket_replay(host: Host, cookie: str) -> list[dict]:
         while True:
             try:
                 frames.append(json.loads(await asyncio.wait_for(ws.recv(), 3)))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return frames
 
 

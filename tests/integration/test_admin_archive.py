@@ -14,8 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from sessions_app import models as m
-from sessions_app.store import eventlog
 from sessions_app import services
+from sessions_app.store import eventlog
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -16,8 +16,8 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from agents_app.models import Refund
-from sessions_app import wiring, services
 from sessions_app import models as m
+from sessions_app import services, wiring
 from sessions_app.admin.inbox import AnswerForm, form_kind
 
 pytestmark = pytest.mark.django_db(transaction=True)

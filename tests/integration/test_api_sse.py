@@ -19,7 +19,6 @@ import pytest
 from django.conf import settings
 
 from sessions_app import models as m
-
 from tests.fault.qcluster import database_url, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -63,7 +63,6 @@ def _sample_connections(pid: int, stop: threading.Event, seen: list[int]) -> Non
     port of each backend, matched to the sockets the process holds (/proc/<pid>/net is not
     per process, so: the backends whose client_port belongs to a socket of ``pid``)."""
     import psycopg
-
     from django.db import connection
 
     params = connection.get_connection_params()

@@ -11,9 +11,8 @@ from agents_app import providers
 from agents_app.providers.demo import DemoModel
 from agents_app.runtime import SessionRef
 from sessions_app import models as m
-from sessions_app.store import eventlog
 from sessions_app import services
-from sessions_app.store import DjangoSessionStore
+from sessions_app.store import DjangoSessionStore, eventlog
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

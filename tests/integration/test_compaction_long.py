@@ -20,9 +20,9 @@ from asgiref.sync import async_to_sync, sync_to_async
 from agents_app import providers
 from agents_app.providers.demo import CONTEXT_WINDOW, DemoModel
 from agents_app.runtime.compaction import view_tokens
-from sessions_app.store import direct
-from sessions_app import wiring, services
 from sessions_app import models as m
+from sessions_app import services, wiring
+from sessions_app.store import direct
 from tests.fault.qcluster import AGENTS
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -77,8 +77,8 @@ def test_a_daily_schedule_over_365_days_stays_within_the_window():
     bookkeeping, tested in test_schedules.py), in one event loop, on the demo model."""
     from agents_app.runtime.proactive import receive
     from agents_app.runtime.session import LocalDispatcher
-    from sessions_app.proactive.schedules import declaration, tick_for
     from sessions_app.proactive.channels import ScheduleChannel
+    from sessions_app.proactive.schedules import declaration, tick_for
 
     seen: list[int] = []
 
@@ -91,7 +91,7 @@ def test_a_daily_schedule_over_365_days_stays_within_the_window():
     providers.register("demo", lambda agent: Measured(delay=0, essay_delay=0))
     wiring.agents.cache_clear()
     decl = declaration("ops", "daily-summary")
-    first = dt.datetime(2027, 1, 1, 8, 0, 1, tzinfo=dt.timezone.utc)
+    first = dt.datetime(2027, 1, 1, 8, 0, 1, tzinfo=dt.UTC)
 
     async def year() -> None:
         rt = wiring.runtime(dispatcher=LocalDispatcher())

@@ -17,8 +17,8 @@ from agents_app.runtime import events as ev
 from agents_app.runtime.seams import SessionRef
 from sessions_app import models as m
 from sessions_app import selectors
-from sessions_app.web.consumers import MAX_FRAME_BYTES
 from sessions_app.outbox.sink import group_name
+from sessions_app.web.consumers import MAX_FRAME_BYTES
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio, pytest.mark.usefixtures("settled")]
 

@@ -18,8 +18,8 @@ from django.urls import reverse
 from django_q.models import OrmQ
 
 from agents_app.models import Refund
-from sessions_app import wiring, services
 from sessions_app import models as m
+from sessions_app import services, wiring
 from tests.fault.qcluster import Clusters, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)

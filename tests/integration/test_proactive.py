@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
+from datetime import timezone as dt_timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -16,18 +17,18 @@ from django.contrib.auth import get_user_model
 from django_q.models import Schedule
 
 from agents_app.models import DeliveryStatus, ScheduleRun, WebhookDelivery
-from agents_app.runtime.proactive import ChannelError, DeliveryError, receive
 from agents_app.runtime.errors import SessionSuspendedError
+from agents_app.runtime.proactive import ChannelError, DeliveryError, receive
 from agents_app.runtime.session import LocalDispatcher
 from agents_app.schedules import prev_tick
-from sessions_app.proactive.schedules import declaration, fire, schedules_sync
-from sessions_app import wiring, services
 from sessions_app import models as m
+from sessions_app import services, wiring
 from sessions_app.proactive.channels import WebhookChannel, sign
+from sessions_app.proactive.schedules import declaration, fire, schedules_sync
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SECRET = "s3cret-for-tests"
-UTC = dt_timezone.utc
+UTC = UTC
 
 
 @pytest.fixture(autouse=True)

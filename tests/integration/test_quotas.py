@@ -140,7 +140,7 @@ def test_a_spent_daily_token_quota_refuses_the_next_turn_until_midnight_utc(limi
     assert "1,000 of 1,000" in body["message"]
     nothing_of("t2")
     # yesterday's spend does not count
-    m.Turn.objects.filter(created_by=user).update(created_at=dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=1))
+    m.Turn.objects.filter(created_by=user).update(created_at=dt.datetime.now(dt.UTC) - dt.timedelta(days=1))
     assert post(client, "t3").status_code == 202
 
 
@@ -280,7 +280,7 @@ def test_a_schedule_over_its_rate_skips_the_run_and_records_why(limits):
     roomy_window(3600, room=60)
     get_user_model().objects.create_user("demo", password="pw-demo-123")
     schedules_sync()
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     assert fire("ops", "daily-summary", intended=now.isoformat()) == "fired"
     later = (now + dt.timedelta(seconds=1)).isoformat()
     with pytest.MonkeyPatch.context() as mp:  # a second tick in the same hour (a "Run now")

@@ -6,7 +6,8 @@ Plus the pure tick arithmetic, by table."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
+from datetime import timezone as dt_timezone
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -17,7 +18,7 @@ from agents_app.schedules import declarations, prev_tick, tick_for
 from sessions_app.outbox.queue import FIRE
 from tests.fault.qcluster import Clusters, wait_for
 
-UTC = dt_timezone.utc
+UTC = UTC
 AGENTS = Path(__file__).parent / "agents"
 
 
@@ -86,8 +87,8 @@ def test_two_clusters_fire_each_tick_exactly_once(cron_agent, tmp_path):
     from django_q.tasks import async_task
 
     from agents_app.models import ScheduleRun
-    from sessions_app.proactive.schedules import schedules_sync
     from sessions_app import models as m
+    from sessions_app.proactive.schedules import schedules_sync
 
     schedules_sync()
     name = {k: f"june:cronagent:{k}" for k in ("minutely", "missed", "racing")}

@@ -5,6 +5,8 @@ A schedule tick's span is the parent of its turn's."""
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -67,7 +69,7 @@ def test_a_schedule_tick_starts_the_trace_of_its_turn(installed, demo_user):
 
     exporter, _ = installed
     schedules_sync()
-    intended = datetime.now(timezone.utc).replace(second=0, microsecond=0).isoformat()
+    intended = datetime.now(UTC).replace(second=0, microsecond=0).isoformat()
     assert fire("ops", "daily-summary", intended=intended) == "fired"
     spans = exporter.get_finished_spans()
     [tick] = [s for s in spans if s.name == "schedule_tick"]

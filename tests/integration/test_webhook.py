@@ -10,8 +10,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from agents_app.models import SeenWebhook
-from sessions_app import wiring
 from sessions_app import models as m
+from sessions_app import wiring
 from sessions_app.proactive.channels import sign
 
 pytestmark = pytest.mark.django_db(transaction=True)

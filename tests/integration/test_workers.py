@@ -78,8 +78,8 @@ def test_sweeper_redelivers_an_expired_lease_once_and_fails_a_spent_budget(fault
     from agents_app.runtime.seams import SessionRef, TurnInput
     from sessions_app import wiring
     from sessions_app.models import Event, Turn
-    from sessions_app.workers.tasks import pending_turn_ids
     from sessions_app.workers.sweeper import sweep_expired, sweep_queued
+    from sessions_app.workers.tasks import pending_turn_ids
 
     store = wiring.store()
     ref = SessionRef(fault_agent, "sweep")

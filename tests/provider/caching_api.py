@@ -159,7 +159,7 @@ class CachingMessagesAPI:
         host, port = self._server.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> "CachingMessagesAPI":
+    def __enter__(self) -> CachingMessagesAPI:
         self._thread.start()
         return self
 

@@ -81,7 +81,7 @@ class StreamBuilder:
         ]
         self._index = 0
 
-    def _block(self, start: dict[str, Any], deltas: list[dict[str, Any]]) -> "StreamBuilder":
+    def _block(self, start: dict[str, Any], deltas: list[dict[str, Any]]) -> StreamBuilder:
         i = self._index
         self._index += 1
         self.events.append(("content_block_start",
@@ -92,19 +92,19 @@ class StreamBuilder:
         self.events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
         return self
 
-    def text(self, *chunks: str) -> "StreamBuilder":
+    def text(self, *chunks: str) -> StreamBuilder:
         return self._block({"type": "text", "text": ""},
                            [{"type": "text_delta", "text": c} for c in chunks])
 
-    def thinking(self, chunks: list[str], signature: str) -> "StreamBuilder":
+    def thinking(self, chunks: list[str], signature: str) -> StreamBuilder:
         deltas = [{"type": "thinking_delta", "thinking": c} for c in chunks]
         deltas.append({"type": "signature_delta", "signature": signature})
         return self._block({"type": "thinking", "thinking": "", "signature": ""}, deltas)
 
-    def redacted_thinking(self, data: str) -> "StreamBuilder":
+    def redacted_thinking(self, data: str) -> StreamBuilder:
         return self._block({"type": "redacted_thinking", "data": data}, [])
 
-    def compaction(self, content: str | None, encrypted_content: str, signature: str | None = None) -> "StreamBuilder":
+    def compaction(self, content: str | None, encrypted_content: str, signature: str | None = None) -> StreamBuilder:
         """A server-side compaction block (``compact_20260112``): its summary comes in one delta."""
         start = {"type": "compaction", "content": None, "encrypted_content": None}
         if signature is not None:
@@ -112,11 +112,11 @@ class StreamBuilder:
         return self._block(start, [{"type": "compaction_delta", "content": content,
                                     "encrypted_content": encrypted_content}])
 
-    def tool_use(self, tool_id: str, name: str, partial_json: list[str]) -> "StreamBuilder":
+    def tool_use(self, tool_id: str, name: str, partial_json: list[str]) -> StreamBuilder:
         return self._block({"type": "tool_use", "id": tool_id, "name": name, "input": {}},
                            [{"type": "input_json_delta", "partial_json": p} for p in partial_json])
 
-    def partial_text(self, *chunks: str) -> "StreamBuilder":
+    def partial_text(self, *chunks: str) -> StreamBuilder:
         """Open a text block and stream ``chunks`` without closing it (for ``error``)."""
         i = self._index
         self._index += 1
@@ -171,7 +171,7 @@ class FakeMessagesAPI:
     def bodies(self) -> list[dict[str, Any]]:
         return [r.body for r in self.requests]
 
-    def __enter__(self) -> "FakeMessagesAPI":
+    def __enter__(self) -> FakeMessagesAPI:
         self._thread.start()
         return self
 

@@ -27,11 +27,11 @@ from agents_app.runtime import (
     TurnExecutor,
     TurnInput,
     TurnStatus,
+    control,
     define_action,
     reply,
     tool,
 )
-from agents_app.runtime import control
 from agents_app.runtime.control import Park
 from agents_app.runtime.subagents import SpawnPark
 

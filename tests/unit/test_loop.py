@@ -18,8 +18,8 @@ from agents_app.runtime import (
     TurnInput,
     TurnStatus,
     define_action,
-    require_handle,
     reply,
+    require_handle,
     tool,
 )
 from agents_app.runtime.session import AgentSession, Runtime, TurnResult
@@ -228,7 +228,7 @@ async def test_async_tool_idempotency_key_is_stable_across_a_replay():
 def test_define_action_builds_the_schema_from_type_hints():
     def lookup(name: str, count: int, ratio: float = 1.0, flag: bool = False,
                tags: list[str] | None = None, kind: Literal["a", "b"] = "a",
-               note: Optional[str] = None, ctx: Any = None) -> dict:
+               note: str | None = None, ctx: Any = None) -> dict:
         """Look something up."""
         return {}
 

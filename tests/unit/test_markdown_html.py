@@ -1,11 +1,11 @@
 """Assistant text as HTML for the archive and the admin (sessions_app/markdown.py): Markdown in,
 nothing executable out, whatever the text (XSS payloads from a model or a tool's result)."""
 
+from html.parser import HTMLParser
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from html.parser import HTMLParser
 
 from sessions_app.markdown import TAGS, to_html
 

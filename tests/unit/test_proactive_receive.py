@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from agents_app.runtime import Agent, ScriptedModel, TurnStatus, reply, tool
-from agents_app.runtime.proactive import ChannelError, DeliveryError, receive
 from agents_app.runtime.errors import TurnConflictError
+from agents_app.runtime.proactive import ChannelError, DeliveryError, receive
 
 from ._support import logged, make_runtime
 

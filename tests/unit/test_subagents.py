@@ -14,9 +14,9 @@ from agents_app.runtime import (
     SessionRef,
     TurnStatus,
     reply,
+    subagents,
     tool,
 )
-from agents_app.runtime import subagents
 from agents_app.runtime.limits import Limits
 
 from ._subagents import Gates, build

@@ -13,7 +13,6 @@ from django_q.management.commands.qcluster import Command as QclusterCommand
 
 from sessions_app.workers.shutdown import PromptCluster
 
-
 log = logging.getLogger(__name__)
 
 
