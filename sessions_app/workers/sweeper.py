@@ -299,7 +299,9 @@ def _datetime(epoch: float) -> datetime:
 _watchdog: threading.Thread | None = None
 
 
-_notified_at = 0.0
+#: when the last pass ran (time.monotonic()); None: never. Not 0.0: the monotonic clock counts
+#: from boot, so on a machine up for less than JUNE_NOTIFY_SECONDS the first pass was skipped
+_notified_at: float | None = None
 
 
 def _notify_pass() -> None:
@@ -308,7 +310,7 @@ def _notify_pass() -> None:
     global _notified_at
     if not getattr(settings, "JUNE_NOTIFY_ENABLED", True):
         return
-    if time.monotonic() - _notified_at < getattr(settings, "JUNE_NOTIFY_SECONDS", 15):
+    if _notified_at is not None and time.monotonic() - _notified_at < getattr(settings, "JUNE_NOTIFY_SECONDS", 15):
         return
     _notified_at = time.monotonic()
     try:

@@ -309,13 +309,13 @@ def test_the_sweeper_thread_s_pass_sends_and_is_throttled(parked, smtp, settings
 
     monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
     settings.JUNE_NOTIFY_SECONDS = 3600
-    monkeypatch.setattr(sweeper, "_notified_at", 0.0)
+    monkeypatch.setattr(sweeper, "_notified_at", None)
     sweeper._notify_pass()
     assert len(smtp.mails) == 1
     m.Notification.objects.all().delete()
     sweeper._notify_pass()  # within JUNE_NOTIFY_SECONDS: no pass
     assert not m.Notification.objects.exists()
     settings.JUNE_NOTIFY_ENABLED = False
-    monkeypatch.setattr(sweeper, "_notified_at", 0.0)
+    monkeypatch.setattr(sweeper, "_notified_at", None)
     sweeper._notify_pass()  # turned off
     assert not m.Notification.objects.exists() and len(smtp.mails) == 1
