@@ -4,10 +4,10 @@
     python3 dev.py run    install, migrate, create the demo data and login, and start daphne
                           and a django-q2 cluster on http://127.0.0.1:8000 (Ctrl-C stops both)
     python3 dev.py test   install (with the test tools and Debian's Chromium), check the import
-                          contracts (lint-imports), lint (ruff) and run the suite in one pytest, or with
-                          JUNE_TEST_WORKERS=N in parallel, then the tests marked ``serial``
-                          alone (extra arguments go to pytest; DATABASE_URL / REDIS_URL pick
-                          the backends)
+                          contracts (lint-imports), lint (ruff), type-check the engine (mypy),
+                          and run the suite in one pytest, or with JUNE_TEST_WORKERS=N in
+                          parallel, then the tests marked ``serial`` alone (extra arguments go
+                          to pytest; DATABASE_URL / REDIS_URL pick the backends)
 """
 
 from __future__ import annotations
@@ -112,6 +112,9 @@ def test(args: list[str]) -> None:
     # the linter (pyproject.toml [tool.ruff]): pyflakes, pycodestyle, import order, bugbear, pyupgrade
     if sh(VENV / "bin" / "ruff", "check", "--no-cache", ".", env=env, check=False) != 0:
         sys.exit("ruff: lint findings (see above; `.venv/bin/ruff check --fix .` mends most)")
+    # the engine's types (pyproject.toml [tool.mypy]): the loop's shared state is declared once
+    if sh(VENV / "bin" / "mypy", env=env, check=False) != 0:
+        sys.exit("mypy: the engine's types do not check (see above)")
     # one pytest by default: two parallel runs of the whole suite (CI, this stop) each failed once
     # on a timing-sensitive test under the load (test_runner, test_cancel_workers): parallel is opt-in
     workers = env.get("JUNE_TEST_WORKERS", "1")

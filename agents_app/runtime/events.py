@@ -23,13 +23,13 @@ class TurnEvent:
 
     def to_json(self) -> dict[str, Any]:
         # shallow: payloads are JSON values already, and asdict's deep copy is on the hot path
-        data = {name: getattr(self, name) for name in _names(type(self))}
+        data = {name: getattr(self, name) for name in _names(type(self))}  # type: ignore[arg-type]  # a class is hashable
         data["type"] = self.type
         return data
 
 
 @functools.cache
-def _names(cls: type) -> tuple[str, ...]:
+def _names(cls: Any) -> tuple[str, ...]:
     """A dataclass's field names (``fields`` builds them anew at every call)."""
     return tuple(f.name for f in fields(cls))
 

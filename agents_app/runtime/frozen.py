@@ -31,7 +31,9 @@ def fast_init(cls: T) -> T:
                for f in every.values()), f"{cls}: InitVar fields are not handled"
     fields = dataclasses.fields(cls)
     names: dict[str, Any] = {"_FACTORY": _FACTORY}
-    positional, keyword, body = [], [], []
+    positional: list[str] = []
+    keyword: list[str] = []
+    body: list[str] = []
     for f in fields:
         setter = f"_set_{f.name}"
         names[setter] = _descriptor(cls, f.name).__set__
@@ -63,9 +65,10 @@ def fast_init(cls: T) -> T:
     init = names["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
-    init.__annotations__ = dict(cls.__init__.__annotations__)
-    GENERATED[cls] = cls.__init__
-    cls.__init__ = init
+    generated = cls.__dict__["__init__"]  # dataclasses' own, replaced by this one
+    init.__annotations__ = dict(generated.__annotations__)
+    GENERATED[cls] = generated
+    type.__setattr__(cls, "__init__", init)
     return cls
 
 

@@ -46,7 +46,7 @@ from .seams import (
     TurnStatus,
     Tx,
 )
-from .units import Opening, _RecordingTx, opening_txn, stream_key  # noqa: F401 (Opening: the executor's)
+from .units import Opening, RecordingTx, opening_txn, stream_key  # noqa: F401 (Opening: the executor's)
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         self.agent_for = agent_for or (lambda name: agent if name == agent.name else _no_agent(name))
         self.on_runnable = on_runnable
         self.max_depth, self.max_fanout = max_depth, max_fanout
-        self._history: tuple[tuple[int, ...], tuple[Message, ...]] | None = None
+        self._history = None
 
     # -- plumbing -----------------------------------------------------------------------------
 
@@ -93,10 +93,10 @@ class TurnLoop(CompactionSteps, ToolSteps):
         """One checkpoint. ``tool_code``: ``work`` runs a sync tool, whose own writes (through
         the store's handle) commit with it (``SessionStore.atomic``); otherwise ``work`` only
         records through ``tx`` (``SessionStore.commit``)."""
-        recorder_box: list[_RecordingTx] = []
+        recorder_box: list[RecordingTx] = []
 
         def unit(tx: Tx) -> None:
-            rec = _RecordingTx(tx, self.base + len(self.transcript))
+            rec = RecordingTx(tx, self.base + len(self.transcript))
             recorder_box.append(rec)
             work(rec)
 
@@ -104,7 +104,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         commit = await run(self.turn.turn_id, self.attempt_id, unit)
         return await self._committed(commit, recorder_box[-1], dispatch=dispatch)
 
-    async def _committed(self, commit: Commit, rec: _RecordingTx, *, dispatch: bool = True) -> Commit:
+    async def _committed(self, commit: Commit, rec: RecordingTx, *, dispatch: bool = True) -> Commit:
         """What follows a checkpoint's commit: the loop's transcript and steps take up what it
         wrote; its cancel request, its events and the turns it made runnable go out."""
         self.transcript.extend(rec.appended)
@@ -153,6 +153,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         self.policy = self.turn.policy or self.agent.policy_for(self.turn.input.source)
         self.tools, self.specs = await self.agent.tools_for_turn(self.policy)
         # a child turn spends a share of its parent's budget (``limits``: a tree keeps its root's)
+        assert self.agent.limits is not None  # limits_config set them (the site's defaults at least)
         self.limits = self.agent.limits.within((self.turn.input.target or {}).get("budget"))
         try:
             if self.state.opened is not None and opening is not None and opening.recorded is not None:
@@ -191,7 +192,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
             first = False
 
     async def _open(self) -> None:
-        def work(tx: Tx) -> None:
+        def work(tx: RecordingTx) -> None:
             self._announced = opening_txn(tx, self.turn, self.attempt_id)
 
         await self._commit(work)
@@ -201,7 +202,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
     def _stream_key(self, step_id: str) -> str:
         return stream_key(self.turn.turn_id, step_id, self.attempt_id)
 
-    def _provider_next(self, tx: Tx, index: int) -> None:
+    def _provider_next(self, tx: RecordingTx, index: int) -> None:
         """In a checkpoint after which the loop goes straight to the model step whose reply lands
         at ``index`` (a step's last tool result; the opening's is ``opening_txn``): record
         provider_started with that step's stream key in it, so the step needs no journal write
@@ -301,7 +302,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         # the turn's last reply: settle now, or first compact (a step of this turn)
         compact_next = not message.tool_calls and self._proactive_due(message, request)
 
-        def work(tx: Tx) -> None:
+        def work(tx: RecordingTx) -> None:
             at = tx.append(message)
             tx.step(step_id, at)
             if message.text:
@@ -349,7 +350,7 @@ class TurnLoop(CompactionSteps, ToolSteps):
         await self._commit(lambda tx: units.park_txn(tx, turn.turn_id, asks, pending, usage))
         return TurnStatus.SUSPENDED
 
-    def _settle_txn(self, tx: Tx, text: str, usage: dict[str, Any], *, limited: str | None = None) -> None:
+    def _settle_txn(self, tx: RecordingTx, text: str, usage: dict[str, Any], *, limited: str | None = None) -> None:
         units.settle_txn(tx, self.turn.turn_id, text, usage, limited=limited)
 
     async def _settle(self, text: str) -> TurnStatus:

@@ -19,6 +19,7 @@ from .compaction import (
     view_tokens,
 )
 from .control import RetryableTurnError
+from .loop_state import LoopState
 from .messages import Message, Role, compact_step_id
 from .model import (
     ContextOverflowError,
@@ -31,13 +32,13 @@ from .position import turn_tail_start
 from .seams import (
     Phase,
     TurnStatus,
-    Tx,
 )
+from .units import RecordingTx
 
 log = logging.getLogger(__name__)
 
 
-class CompactionSteps:
+class CompactionSteps(LoopState):
     """Methods of ``TurnLoop`` (they use its state: store, model, transcript, turn, …)."""
 
 
@@ -119,7 +120,7 @@ class CompactionSteps:
         before = used if used is not None else view_tokens(system, summarized + kept)
         started = f"{step_id}:started"
         if started not in self.state.steps:  # a replay does not announce it twice
-            def begin(tx: Tx) -> None:
+            def begin(tx: RecordingTx) -> None:
                 tx.step(started)
                 tx.emit(ev.CompactionStarted(turn.turn_id, reason=reason, step=step_id, messages=len(summarized),
                                              tokens_before=before))
@@ -136,7 +137,7 @@ class CompactionSteps:
         summary = Message(Role.SUMMARY, text=text, turn_id=turn.turn_id, usage=usage, boundary=cut)
         after = view_tokens(system, [summary, *kept])
 
-        def work(tx: Tx) -> None:
+        def work(tx: RecordingTx) -> None:
             index = tx.append(summary)
             tx.step(step_id, index, {"boundary": cut, "opening": opening, "reason": reason,
                                      "messages": len(summarized)})
@@ -182,7 +183,7 @@ class CompactionSteps:
         boundary stays where it was and the failure is logged."""
         usage = self._usage_with({})
 
-        def work(tx: Tx) -> None:
+        def work(tx: RecordingTx) -> None:
             tx.emit(ev.CompactionFailed(self.turn.turn_id, reason="proactive", step=step_id, error=error))
             self._settle_txn(tx, text, usage)
 

@@ -14,12 +14,12 @@ from . import events as ev
 from .answers import default_answerers
 from .control import Park, ToolInterrupted, interruptible
 from .errors import ChildSessionRefused, FatalToolError, ToolDeclarationError
+from .loop_state import LoopState
 from .messages import Message, Role, ToolCall, tool_step_id
 from .recovery import call_was_in_flight
 from .seams import (
     Phase,
     TurnStatus,
-    Tx,
 )
 from .tools import (
     INTERRUPTED_TOOL_RESULT,
@@ -29,6 +29,7 @@ from .tools import (
     format_tool_error,
     validate_input,
 )
+from .units import RecordingTx
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +48,7 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-class ToolSteps:
+class ToolSteps(LoopState):
     """Methods of ``TurnLoop`` (they use its state: store, agent, transcript, turn, …)."""
 
 
@@ -98,7 +99,7 @@ class ToolSteps:
             log.warning("turn %s: async tool %s (call %s) was interrupted by a crash; not re-run "
                         "(on_interrupt='report'): the model gets the interrupted marker",
                         self.turn.turn_id, call.name, call.id)
-            result, error = INTERRUPTED_TOOL_RESULT, INTERRUPTED_TOOL_RESULT["error"]
+            result, error = INTERRUPTED_TOOL_RESULT, str(INTERRUPTED_TOOL_RESULT["error"])
         elif tool.is_async:
             try:
                 result = _json_safe(await self._run_async(tool, call, ctx))
@@ -150,7 +151,7 @@ class ToolSteps:
     async def _sync_tool_step(
         self, index: int, call: ToolCall, later: tuple[ToolCall, ...], tool: Tool, ctx: ToolContext, step_id: str
     ) -> TurnStatus | None:
-        def work(tx: Tx) -> None:
+        def work(tx: RecordingTx) -> None:
             try:
                 result = _json_safe(check_sync_result(tool, tool.run(call.input, ctx)))
             except FatalToolError:
@@ -169,7 +170,7 @@ class ToolSteps:
         return None
 
     def _record_txn(
-        self, tx: Tx, index: int, call: ToolCall, later: tuple[ToolCall, ...], result: Any, error: str | None
+        self, tx: RecordingTx, index: int, call: ToolCall, later: tuple[ToolCall, ...], result: Any, error: str | None
     ) -> None:
         turn_id = self.turn.turn_id
         stored = {"error": error} if error is not None and result is None else result

@@ -141,7 +141,8 @@ class InMemorySessionStore:
         parent = self._turns.get(rec.parent or "")
         if parent is None or rec.status not in FINAL_STATUSES:
             return
-        step = subagents.step_key(rec.parent, rec.input.target["call_id"], rec.input.target["index"])
+        target = rec.input.target or {}
+        step = subagents.step_key(parent.record.turn_id, target["call_id"], target["index"])
         if step in parent.steps:
             return
         parent.steps[step] = {"index": None, "data": subagents.result_of(
@@ -254,8 +255,8 @@ class InMemorySessionStore:
         else:  # a turn of an archived generation keeps writing into its archive
             s.archive.setdefault(turn.record.generation, []).extend(tx.messages)
         turn.steps.update(tx.steps)
-        runnable = [self._create_child(turn, child) for child in tx.children]
-        runnable = [r for r in runnable if r is not None]
+        made = [self._create_child(turn, child) for child in tx.children]
+        runnable = [r for r in made if r is not None]
         if tx.changes:
             attempts = rules.attempts_after(turn.record.attempts, tx.changes.get("status"))
             self._set(turn, **tx.changes, attempts=attempts)

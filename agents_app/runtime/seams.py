@@ -89,7 +89,7 @@ class TurnInput:
 
     def to_json(self) -> dict[str, Any]:
         # the inbound event is stored without ``raw``; ``trace`` only when there is one
-        data = {
+        data: dict[str, Any] = {
             "text": self.text,
             "kind": self.kind,
             "by": self.by,

@@ -57,7 +57,7 @@ class SpawningLoop(Protocol):
     max_depth: int
     max_fanout: int
     observer: Any
-    policy: dict[str, Any] | None
+    policy: dict[str, Any]
     store: SessionStore
     sink: EventSink
     agent_for: Callable[[str], Any]

@@ -15,7 +15,7 @@ from .seams import Phase, TurnRecord, TurnState, TurnStatus, Tx
 from .tools import CANCELLED_RESULT
 
 
-class _RecordingTx:
+class RecordingTx:
     """Wraps the store's Tx to mirror appended messages into the loop's transcript."""
 
     __slots__ = ("tx", "base", "appended", "steps", "moved")
@@ -90,7 +90,7 @@ class Opening:
 
     def __init__(self, attempt_id: str, max_attempts: int) -> None:
         self.attempt_id, self.max_attempts = attempt_id, max_attempts
-        self.recorded: _RecordingTx | None = None
+        self.recorded: RecordingTx | None = None
         self.key: str | None = None
 
     def __call__(self, state: TurnState) -> Callable[[Tx], None] | None:
@@ -101,7 +101,7 @@ class Opening:
         at = state.base + len(state.transcript)
 
         def work(tx: Tx) -> None:
-            self.recorded = rec = _RecordingTx(tx, at)
+            self.recorded = rec = RecordingTx(tx, at)
             self.key = opening_txn(rec, turn, self.attempt_id)
 
         return work

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 from .messages import Message, Role
 from .position import close_dangling_calls, turn_tail_start
@@ -29,12 +29,12 @@ def _earlier(view: tuple[Any, ...], messages: list[Message]) -> tuple[Message, .
     summary = Role.SUMMARY  # a local: an enum member's lookup costs more than the comparison
     with _EARLIER_LOCK:
         held = _EARLIER.get(view)
-    n, repaired = 0, ()
+    n, repaired = 0, cast(tuple[Message, ...], ())
     if held is not None and len(held[0]) <= len(messages) and messages[:len(held[0])] == held[0]:
         n, repaired = len(held[0]), held[1]
     added = [m for m in messages[n:] if m.role != summary]
     if n and added and added[0].role == Role.TOOL:  # not cut where a turn ends: all again
-        n, repaired, added = 0, (), [m for m in messages if m.role != summary]
+        n, repaired, added = 0, cast(tuple[Message, ...], ()), [m for m in messages if m.role != summary]
     if added or not n:
         repaired = repaired + tuple(close_dangling_calls(added))
     with _EARLIER_LOCK:
