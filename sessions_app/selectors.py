@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from dataclasses import dataclass
@@ -9,11 +10,13 @@ from typing import Any
 
 from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
+from agents_app.models import DeliveryStatus, WebhookDelivery
 from agents_app.runtime import subagents
 from agents_app.runtime.seams import LoggedEvent, SessionRef
 from sessions_app import models as m
-from sessions_app import wiring
+from sessions_app import pricing, wiring
 from sessions_app.store import eventlog
 
 EVENT_BATCH = 500
@@ -294,3 +297,63 @@ def step_keys(turn_id: str) -> list[str]:
     if turn is None:
         return rows
     return rows + list(turn.written().filter(step__isnull=False).values_list("step", flat=True))
+
+
+# -- what the web layer reads (its views hold no queries of their own) --------------------------------
+
+def turn_in_session(session: m.Session, turn_id: str) -> m.Turn | None:
+    """The turn ``turn_id`` of ``session`` (any generation), its session attached; None if none."""
+    turn = m.Turn.objects.filter(pk=turn_id, session=session).first()
+    if turn is not None:
+        turn.session = session
+    return turn
+
+
+def turn_with_session(turn_id: str) -> m.Turn | None:
+    return m.Turn.objects.select_related("session").filter(pk=turn_id).first()
+
+
+def parked_turns_of(session: m.Session) -> list[m.Turn]:
+    """The session's turns parked on an answer in its live generation, oldest first."""
+    rows = list(m.Turn.objects.filter(session=session, status=m.TurnStatus.SUSPENDED,
+                                      generation=session.generation).order_by("order"))
+    for turn in rows:
+        turn.session = session
+    return rows
+
+
+def last_turn(session: m.Session) -> m.Turn | None:
+    """The newest turn of the session's live generation."""
+    return m.Turn.objects.filter(session=session, generation=session.generation).order_by("-order").first()
+
+
+def has_turns(session: m.Session) -> bool:
+    return m.Turn.objects.filter(session=session).exists()
+
+
+def message_at(session: m.Session, index: int) -> m.Message | None:
+    """The live generation's message at ``index`` (its index, role and turn id only)."""
+    return (m.Message.objects.filter(session=session, generation=session.generation, index=index)
+            .only("index", "role", "turn_id").first())
+
+
+def site_state(now: Any) -> dict[str, Any]:
+    """The site's figures for a scrape (``web/prometheus.py``): unfinished turns of live
+    generations by (agent, status), parked ones by agent, failures and retries in the hour before
+    ``now``, today's usage per agent (``pricing.Usage``), webhook deliveries failing."""
+    hour_ago = now - dt.timedelta(hours=1)
+    live = m.Turn.objects.filter(generation=F("session__generation"))
+    unfinished = (m.TurnStatus.QUEUED, m.TurnStatus.RUNNING, m.TurnStatus.SUSPENDED)
+    today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
+    return {
+        "by_status": list(live.filter(status__in=unfinished).values_list("session__agent", "status")
+                          .annotate(n=Count("pk")).order_by()),
+        "parked": list(live.filter(status=m.TurnStatus.SUSPENDED, waiting=0).values_list("session__agent")
+                       .annotate(n=Count("pk")).order_by()),
+        "failed_hour": m.Event.objects.filter(type="turn.failed", created_at__gte=hour_ago)
+                       .values("turn_id").distinct().count(),
+        "retried_hour": m.Turn.objects.filter(attempts__gt=1, created_at__gte=hour_ago).count(),
+        "per_agent": pricing.usage_totals(m.Turn.objects.filter(created_at__gte=today), wiring.agent_model)[1],
+        "deliveries_failing": WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED)
+                              .filter(attempts__gt=0).count(),
+    }

@@ -28,7 +28,7 @@ from agents_app.runtime import new_turn_id, rules
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 from sessions_app import models as m
-from sessions_app import safejson, services
+from sessions_app import safejson, selectors, services
 from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, error_body
 from sessions_app.web import paths
 from sessions_app.web.auth import authenticate
@@ -220,10 +220,9 @@ def session_of(*, agent: str, key: str, user: Any) -> m.Session:
 
 def turn_of(*, agent: str, key: str, turn_id: str, user: Any) -> m.Turn:
     session = session_of(agent=agent, key=key, user=user)
-    turn = m.Turn.objects.filter(pk=turn_id, session=session).first() if TURN_ID_RE.fullmatch(turn_id) else None
+    turn = selectors.turn_in_session(session, turn_id) if TURN_ID_RE.fullmatch(turn_id) else None
     if turn is None:
         raise NotFound(f"no turn {turn_id} in this session")
-    turn.session = session
     return turn
 
 
@@ -255,7 +254,10 @@ def turn_response(turn: m.Turn, request: HttpRequest, *, agent: str, key: str) -
 
 
 def load_turn(turn_id: str) -> m.Turn:
-    return m.Turn.objects.select_related("session").get(pk=turn_id)
+    turn = selectors.turn_with_session(turn_id)
+    if turn is None:
+        raise NotFound(f"no turn {turn_id}")
+    return turn
 
 
 # -- turns --------------------------------------------------------------------------------------------
@@ -353,10 +355,8 @@ def reset(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResp
 @api_view("GET")
 def pending(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     row = session_of(agent=agent, key=session, user=user)
-    parked = m.Turn.objects.filter(session=row, status=TurnStatus.SUSPENDED, generation=row.generation)
     items = []
-    for turn in parked.order_by("order"):
-        turn.session = row
+    for turn in selectors.parked_turns_of(row):
         for request in rules.pending_requests(turn.pending):
             items.append({"turn_id": turn.pk, "request": request,
                           "may_answer": services.may_answer(turn=turn, user=user, request=request)})

@@ -91,8 +91,7 @@ def approval_answer(request: HttpRequest, user: Any, turn_id: str) -> HttpRespon
     body = api.read_json(request, allowed={"input_id", "answer"})
     if "input_id" not in body or "answer" not in body:
         raise BadRequest("input_id and answer are required")
-    turn = (m.Turn.objects.select_related("session").filter(pk=turn_id).first()
-            if api.TURN_ID_RE.fullmatch(turn_id) else None)
+    turn = selectors.turn_with_session(turn_id) if api.TURN_ID_RE.fullmatch(turn_id) else None
     if turn is None:
         raise NotFound(f"no turn {turn_id}")
     # a request without answerers is not listed to everyone, so it is not answerable by everyone

@@ -88,7 +88,7 @@ def session_detail(request: HttpRequest, user: Any, agent: str, session: str) ->
     """One of the caller's sessions (what each entry of the session list's ``url`` points to)."""
     row = api.session_of(agent=agent, key=session, user=user)
     selectors.with_titles([row])
-    last = m.Turn.objects.filter(session=row, generation=row.generation).order_by("-order").first()
+    last = selectors.last_turn(row)
     return JsonResponse(session_json(row, last))
 
 

@@ -21,19 +21,15 @@ import datetime as dt
 from collections import defaultdict
 from typing import Any, Iterable
 
-from django.db.models import Count, F
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
-from agents_app.models import DeliveryStatus, WebhookDelivery
-from sessions_app import health, wiring
-from sessions_app import models as m
+from sessions_app import health, selectors
 from sessions_app.errors import AccessDenied
-from sessions_app.pricing import TOKEN_KEYS, usage_totals
+from sessions_app.pricing import TOKEN_KEYS
 from sessions_app.web import api
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-UNFINISHED = (m.TurnStatus.QUEUED, m.TurnStatus.RUNNING, m.TurnStatus.SUSPENDED)
 
 
 def _label(value: Any) -> str:
@@ -49,18 +45,9 @@ def _family(name: str, help_text: str, samples: Iterable[tuple[dict[str, Any], f
 
 
 def exposition(now: dt.datetime | None = None) -> str:
-    now = now or timezone.now()
-    hour_ago = now - dt.timedelta(hours=1)
-    live = m.Turn.objects.filter(generation=F("session__generation"))
-    by_status = (live.filter(status__in=UNFINISHED).values_list("session__agent", "status")
-                 .annotate(n=Count("pk")).order_by())
-    parked = (live.filter(status=m.TurnStatus.SUSPENDED, waiting=0).values_list("session__agent")
-              .annotate(n=Count("pk")).order_by())
-    failed = m.Event.objects.filter(type="turn.failed", created_at__gte=hour_ago).values("turn_id").distinct().count()
-    retried = m.Turn.objects.filter(attempts__gt=1, created_at__gte=hour_ago).count()
-    today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
-    _, per_agent, _ = usage_totals(m.Turn.objects.filter(created_at__gte=today), wiring.agent_model)
-    failing = WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED).filter(attempts__gt=0).count()
+    state = selectors.site_state(now or timezone.now())
+    by_status, parked, per_agent = state["by_status"], state["parked"], state["per_agent"]
+    failed, retried, failing = state["failed_hour"], state["retried_hour"], state["deliveries_failing"]
     tokens: dict[tuple[str, str], int] = defaultdict(int)
     for agent, usage in per_agent.items():
         for key in TOKEN_KEYS:

@@ -67,7 +67,7 @@ def chat(request, agent: str, key: str):
     session.has_turns = False
     if session.pk is not None:
         selectors.with_titles([session])
-        session.has_turns = m.Turn.objects.filter(session=session).exists()
+        session.has_turns = selectors.has_turns(session)
         config["focus"] = focus(session, request.GET.get("at"))
     return render(request, "sessions_app/chat.html", {"session": session, "config": config})
 
@@ -78,8 +78,7 @@ def focus(session: m.Session, raw: str | None) -> dict | None:
     carries no index; an assistant's ``message.completed`` does)."""
     if not raw or not raw.isdigit() or len(raw) > 9:
         return None
-    row = (m.Message.objects.filter(session=session, generation=session.generation, index=int(raw))
-           .only("index", "role", "turn_id").first())
+    row = selectors.message_at(session, int(raw))
     if row is None:
         return None
     return {"index": row.index, "role": row.role, "turn_id": row.turn_id}
