@@ -8,7 +8,7 @@ and dispatches. Errors are JuneErrors: every transport maps them the same way
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from agents_app.runtime import answers, subagents
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
+from agents_app.runtime.session import AgentSession
 from agents_app.schedules import declarations
 from sessions_app import models as m
 from sessions_app import quotas, safejson, telemetry, wiring
@@ -160,13 +161,21 @@ class AfterCall:
             enqueue_head(turn_id)  # a turn behind another gets its task from the chain's hand-off
 
 
-def _host_call(agent: str, key: str, operation: str, *args: Any, **kwargs: Any) -> Any:
-    """Call the runtime's host API (``AgentSession.<operation>``; the rules live there), on
-    Django's connection of this thread: inside the caller's transaction, if one is open."""
+T = TypeVar("T")
+
+
+def _host_call(agent: str, key: str, operation: Callable[[AgentSession], Awaitable[T]]) -> T:
+    """Call the runtime's host API (``operation`` of the session's ``AgentSession``; the rules
+    live there), on Django's connection of this thread: inside the caller's transaction, if one
+    is open."""
     dispatcher = AfterCall()
     host = wiring.runtime(dispatcher=dispatcher, own_connection=False).session(agent, key)
+
+    async def call() -> T:
+        return await operation(host)
+
     try:
-        return async_to_sync(getattr(host, operation))(*args, **kwargs)
+        return async_to_sync(call)()
     finally:
         dispatcher.flush()
 
@@ -209,8 +218,8 @@ def turn_start(
                 user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
                 trace=telemetry.traceparent(),  # carried durably with the turn
             )
-            return _host_call(agent, key, "start_turn", turn_input, replace=replace, turn_id=turn_id,
-                              created_by=row)
+            return _host_call(agent, key, lambda host: host.start_turn(
+                turn_input, replace=replace, turn_id=turn_id, created_by=row))
     except BaseException:
         admitted.refund()
         raise
@@ -228,13 +237,13 @@ def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, 
 def turn_cancel(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None,
                 reason: str = CancelReason.REQUESTED) -> TurnRecord:
     turn = _turn_in(turn_id=turn_id, agent=agent, key=key, user=user)
-    return _host_call(turn.session.agent, turn.session.key, "cancel", turn_id, reason=str(reason))
+    return _host_call(turn.session.agent, turn.session.key, lambda host: host.cancel(turn_id, reason=str(reason)))
 
 
 def session_reset(*, agent: str, key: str, user: Any = None) -> dict[str, Any]:
     if user is not None:
         session_for_user(agent=agent, key=key, user=user, create=True)
-    return _host_call(agent, key, "reset", by=_user_row(user))
+    return _host_call(agent, key, lambda host: host.reset(by=_user_row(user)))
 
 
 # -- human in the loop --------------------------------------------------------------------------------
@@ -267,8 +276,8 @@ def turn_resume(
     row = _user_row(user)
     record = {"name": row.get_username() if row else None, "user_id": row.pk if row else None,
               "remote_addr": remote_addr}
-    return _host_call(turn.session.agent, turn.session.key, "resume", turn_id, input_id, answer, by=who,
-                      principal=principal, via=via, record=record)
+    return _host_call(turn.session.agent, turn.session.key, lambda host: host.resume(
+        turn_id, input_id, answer, by=who, principal=principal, via=via, record=record))
 
 
 def may_answer(*, turn: m.Turn, user: Any, request: dict[str, Any] | None = None) -> bool:
