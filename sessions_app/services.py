@@ -14,7 +14,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from agents_app.runtime import answers, subagents
+from agents_app.runtime import subagents
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.runtime.session import AgentSession
@@ -282,21 +282,16 @@ def turn_resume(
 
 def may_answer(*, turn: m.Turn, user: Any, request: dict[str, Any] | None = None) -> bool:
     """Whether ``user`` may answer the turn's parked request (``request``: one of several it
-    waits on; default the first) — for listing the inbox: the runtime's answerer rule, with the
-    agent's grant evaluated now, on this thread."""
+    waits on; default the first) — for listing the inbox: ``AgentSession.may_answer``, the
+    path ``turn_resume`` takes, with the agent's grant evaluated now, on this thread."""
     who, principal = _answerer(user, None)
-    pending = {"request": request} if request is not None else (turn.pending or {})
+    if request is None:
+        request = ((turn.pending or {}).get("request") or {})
     try:
-        granted = answers.grant_answer_sync(pending, {"by": who, "principal": principal},
-                                            wiring.agent(turn.session.agent).authorize_answer,
-                                            run_awaitable=async_to_sync(_await))
-    except Exception:
+        return _host_call(turn.session.agent, turn.session.key,
+                          lambda host: host.may_answer(request, by=who, principal=principal))
+    except NotFound:  # its agent is gone from the site: nobody answers it here
         return False
-    return answers.may_answer(pending, by=who, granted=granted)
-
-
-async def _await(x: Any) -> Any:
-    return await x
 
 
 # -- a session's title (the chat header's Rename) -------------------------------------------

@@ -1,7 +1,7 @@
 """The June engine: pure Python and asyncio, no Django (an import contract test enforces it)."""
 
 from .agent import Agent, SurfacePolicy, surface
-from .answers import Grant, check_answer_schema, check_answerer, grant_answer, grant_answer_sync, may_answer
+from .answers import Grant, check_answer_schema, check_answerer, grant_answer
 from .control import RetryableTurnError, Signals
 from .errors import (
     AgentConfigError,

@@ -87,32 +87,6 @@ async def grant_answer(pending: dict[str, Any], resume: dict[str, Any], authoriz
     return Grant(answerers["policy"], answerers.get("scope")) if ok is True else None
 
 
-def grant_answer_sync(pending: dict[str, Any], resume: dict[str, Any], authorize_answer: Any,
-                      run_awaitable: Any = None) -> Grant | None:
-    """``grant_answer`` for synchronous hosts (a hook reading the database on this thread).
-    An async hook needs ``run_awaitable`` (e.g. asgiref's ``async_to_sync`` runner)."""
-    answerers = _policy_of(pending)
-    if answerers is None or authorize_answer is None:
-        return None
-    ok = _ask(authorize_answer, answerers, resume)
-    if inspect.isawaitable(ok):
-        if run_awaitable is None:
-            raise AuthorizeAnswerError("authorize_answer is async; this host runs it synchronously")
-        try:
-            ok = run_awaitable(ok)
-        except Exception as exc:
-            raise AuthorizeAnswerError(f"authorize_answer failed: {type(exc).__name__}: {exc}") from exc
-    return Grant(answerers["policy"], answerers.get("scope")) if ok is True else None
-
-
-def may_answer(pending: dict[str, Any], *, by: str | None, granted: Grant | None) -> bool:
-    try:
-        check_answerer(pending.get("request") or {}, by=by, granted=granted)
-    except ResumeAuthorizationError:
-        return False
-    return True
-
-
 def default_answerers(turn: TurnRecord) -> dict[str, Any] | None:
     """The turn's speaker when the channel attests it; unrestricted with no inbound speaker."""
     user = turn.input.user

@@ -15,9 +15,9 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from . import rules, subagents
 from .agent import Agent
-from .answers import Grant, grant_answer
+from .answers import Grant, check_answerer, grant_answer
 from .control import Signals
-from .errors import JuneError, NotFound
+from .errors import JuneError, NotFound, ResumeAuthorizationError
 from .events import TurnEvent
 from .executor import TurnExecutor
 from .seams import (
@@ -348,6 +348,24 @@ class AgentSession:
         if outcome.turn.status == TurnStatus.QUEUED:  # else it still waits on a sibling call's answer
             await self.runtime.dispatcher.dispatch(turn_id, self.ref)
         return outcome.turn
+
+    async def may_answer(self, request: dict[str, Any], *, by: str | None, principal: Any = None) -> bool:
+        """Whether ``by`` may answer ``request`` now (the inbox lists what its user may answer):
+        the grant ``resume`` asks for (the agent's ``authorize_answer``) and the same answerer
+        rule, by the same path; a hook that raises grants nothing."""
+        granted = None
+        if rules.needs_grant(request):
+            hook = self.runtime.agent(self.ref.agent).authorize_answer
+            try:
+                granted = await grant_answer({"request": request}, {"by": by, "principal": principal}, hook,
+                                             call=self.runtime.call_sync)
+            except JuneError:
+                return False
+        try:
+            check_answerer(request, by=by, granted=granted)
+        except ResumeAuthorizationError:
+            return False
+        return True
 
     async def cancel(self, turn_id: str, *, reason: str = CancelReason.REQUESTED) -> TurnRecord:
         rec = await self.store.get_turn(turn_id)
