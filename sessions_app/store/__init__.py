@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextlib import suppress
 from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
@@ -60,12 +59,11 @@ from agents_app.runtime.seams import (
 )
 from sessions_app.store import (
     checkpoint_pg,
-    checkpoint_plain,
     control,
     direct,
     lease,
     lite,
-    opening,
+    paths,
     reads,
     toolsql,
     transcripts,
@@ -75,12 +73,10 @@ from sessions_app.store.pipes import Pipes
 from sessions_app.store.records import UnitWriter, journal_changes
 from sessions_app.store.threads import Threads, _drop_unusable_connections, _on_pool_thread
 
-opening_ = opening  # the module, where ``claim_and_load``'s ``opening`` (the loop's offer) hides its name
-
 
 class DjangoSessionStore:
     def __init__(self, *, clock: Callable[[], float] = time.time, own_connection: bool = True,
-                 pipes: Pipes | None = None, threads: Threads | None = None) -> None:
+                 pipes: Pipes | None = None, threads: Threads | None = None, path: str | None = None) -> None:
         """``own_connection``: on PostgreSQL, a turn's creation and its claim with its load run on
         the store's own connection (``direct``), on the caller's thread. False keeps them on
         Django's connection, where the services' host calls belong: each runs in a thread of its
@@ -97,6 +93,10 @@ class DjangoSessionStore:
         self.own_connection = own_connection
         self.pipes = pipes
         self.threads = threads
+        #: how it reaches the database (``paths``): chosen at its first call; ``path`` forces one
+        #: ("thread", "lite", "direct", "piped": the contract suite runs each)
+        self.forced = path
+        self._chosen: paths.ThreadPath | None = None
         #: the thread path's coroutine wrappers, made once per function (asgiref's wrapper
         #: inspects the function)
         self._hops: dict[Any, Callable[..., Any]] = {}
@@ -112,9 +112,11 @@ class DjangoSessionStore:
             self._hops[fn] = hop
         return hop
 
-    def _own(self) -> Any:
-        """The store's own connection when it may use it (PostgreSQL), else None."""
-        return direct.connection() if self.own_connection else None
+    @property
+    def path(self) -> paths.ThreadPath:
+        if self._chosen is None:
+            self._chosen = paths.choose(self)
+        return self._chosen
 
     def unwrap(self) -> Any:
         return connection
@@ -177,17 +179,10 @@ class DjangoSessionStore:
         return await self._commit_recorded(tx)
 
     async def _commit_recorded(self, tx: UnitWriter) -> Commit:
-        """A recorded unit that runs no tool code, committed from this thread."""
+        """A recorded unit that runs no tool code, committed from this thread (its path's way)."""
         if tx.children:  # a spawn creates rows through the ORM: Django's connection, its thread
             return await self._thread(self._written_sync)(tx)
-        if self.pipes is not None:
-            return await self._commit_piped(tx)
-        if (raw := direct.connection()) is not None:
-            return self.commit_direct(raw, tx.turn_id, tx.attempt_id, tx.into)
-        if lite.here():  # SQLite: this thread's own connection, unless another writer holds the lock
-            with suppress(lite.Busy):
-                return self.commit_lite(tx.turn_id, tx.attempt_id, tx.into)
-        return await self._thread(self._written_sync)(tx)
+        return await self.path.commit(tx)
 
     async def _commit_piped(self, tx: UnitWriter) -> Commit:
         """PostgreSQL on a runner: ``commit_direct``'s batch, on the turn's pipe."""
@@ -217,15 +212,7 @@ class DjangoSessionStore:
         return lite.commit(tx)
 
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
-        changes = journal_changes(attempt_id, phase, data)
-        if self.pipes is not None:  # lands before the turn's next unit, on the same pipe
-            return (await self.pipes.for_turn(turn_id)).defer(checkpoint_pg.journal_batch(turn_id, attempt_id, changes))
-        if (raw := direct.connection()) is not None:  # lands before the next checkpoint on raw
-            return checkpoint_pg.send_journal(raw, turn_id, attempt_id, changes)
-        if lite.here():
-            with suppress(lite.Busy):
-                return lite.journal(turn_id, attempt_id, changes)
-        await self._thread(checkpoint_plain.write_journal)(turn_id, attempt_id, changes)
+        await self.path.journal(turn_id, attempt_id, journal_changes(attempt_id, phase, data))
 
     # -- reads ----------------------------------------------------------------------------------------
 
@@ -236,16 +223,10 @@ class DjangoSessionStore:
     next_queued_sync = staticmethod(reads.next_queued)
 
     async def load(self, turn_id: str) -> TurnState:
-        if lite.here():
-            with suppress(lite.Busy):
-                return lite.load(turn_id)
-        return await self._thread(reads.load)(turn_id)
+        return await self.path.load(turn_id)
 
     async def get_turn(self, turn_id: str) -> TurnRecord:
-        if lite.here():
-            with suppress(lite.Busy):
-                return lite.get_turn(turn_id)
-        return await self._thread(reads.get_turn)(turn_id)
+        return await self.path.get_turn(turn_id)
 
     async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
         return await self._thread(reads.pending)(session)
@@ -254,10 +235,7 @@ class DjangoSessionStore:
         return await self._thread(reads.events)(session, after, limit)
 
     async def next_queued(self, session: SessionRef) -> str | None:
-        if lite.here():
-            with suppress(lite.Busy):
-                return lite.next_queued(session)
-        return await self._thread(reads.next_queued)(session)
+        return await self.path.next_queued(session)
 
     # -- the lease --------------------------------------------------------------------------------------
 
@@ -272,61 +250,23 @@ class DjangoSessionStore:
 
     async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
                              lease_seconds: float, opening: Any = None) -> TurnState | None:
-        """On SQLite's own connection the claim's transaction also commits the opening that
-        ``opening`` offers (one transaction fewer per turn); on PostgreSQL the claim and its load
-        are one round trip whose commit does not wait for the flush, and the opening (which
-        must) stays a round trip of its own, as on the thread path."""
-        if self.pipes is not None and self.own_connection:
-            pipe = await self.pipes.for_turn(turn_id)
-            return await pipe.drive(opening_.claim_and_load_steps(turn_id, owner=owner, attempt_id=attempt_id,
-                                                                  now=now, lease_seconds=lease_seconds))
-        if (raw := self._own()) is not None:
-            return opening_.claim_and_load(raw, turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                           lease_seconds=lease_seconds)
-        if self.own_connection and lite.here():
-            with suppress(lite.Busy):
-                return lite.claim_and_load(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                           lease_seconds=lease_seconds, opening=opening)
-        return await self._thread(self.claim_and_load_sync)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                                            lease_seconds=lease_seconds)
+        """The claim with its load (and on SQLite's own connection the opening ``opening``
+        offers, in the claim's transaction: ``paths.LitePath``)."""
+        return await self.path.claim_and_load(turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                              lease_seconds=lease_seconds, opening=opening)
 
     async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
                     lease_seconds: float) -> TurnRecord | None:
-        if lite.here():
-            with suppress(lite.Busy):
-                return lite.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
-        return await self._thread(lease.claim)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                               lease_seconds=lease_seconds)
+        return await self.path.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now,
+                                     lease_seconds=lease_seconds)
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
-        """On this thread and the store's own connection, not on the thread that owns Django's:
-        a sync tool's unit holds that one for the tool's whole run, and its turn's heartbeats go
-        on meanwhile. On SQLite, while another writer holds the lock (a few milliseconds,
-        mostly), the beat tries again here for up to a quarter of the lease, without holding the
-        loop; then it waits for the lock on the thread path (``lite``), as other calls do."""
-        if self.pipes is not None:
-            pipe = await self.pipes.for_turn(turn_id)
-            return await pipe.drive(lease.heartbeat_steps(turn_id, attempt_id=attempt_id, now=now,
-                                                          lease_seconds=lease_seconds))
-        if (raw := direct.connection()) is not None:
-            return lease.heartbeat_direct(raw, turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
-        if lite.here():
-            give_up, pause = time.monotonic() + lease_seconds / 4, 0.002
-            while True:
-                with suppress(lite.Busy):
-                    return lite.heartbeat(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
-                if time.monotonic() + pause > give_up:
-                    break
-                await asyncio.sleep(pause)
-                pause = min(pause * 2, 0.25)
-        return await self._thread(lease.heartbeat)(turn_id, attempt_id=attempt_id, now=now,
-                                                   lease_seconds=lease_seconds)
+        """Never on the thread that owns Django's connection while the path has another: a sync
+        tool's unit holds that one for the tool's whole run, and its turn's heartbeats go on."""
+        return await self.path.heartbeat(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
 
     async def release(self, turn_id: str, *, attempt_id: str) -> None:
-        if lite.here():
-            with suppress(lite.Busy):
-                return lite.release(turn_id, attempt_id=attempt_id)
-        await self._thread(lease.release)(turn_id, attempt_id=attempt_id)
+        await self.path.release(turn_id, attempt_id=attempt_id)
 
     # -- host operations ---------------------------------------------------------------------------------
 
@@ -339,18 +279,10 @@ class DjangoSessionStore:
 
     async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
                           policy: dict[str, Any] | None = None, created_by: Any = None) -> Outcome:
-        if not replace and self.own_connection:
-            if self.pipes is not None:
-                pipe = await self.pipes.for_turn(turn_id)
-                return await pipe.drive(opening.create_steps(session, input, turn_id=turn_id, policy=policy,
-                                                             created_by=created_by))
-            if (raw := direct.connection()) is not None:
-                return opening.create(raw, session, input, turn_id=turn_id, policy=policy, created_by=created_by)
-            if lite.here():
-                with suppress(lite.Busy):
-                    return lite.create_turn(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
-        return await self._thread(control.create_turn)(session, input, turn_id=turn_id, replace=replace,
-                                                       policy=policy, created_by=created_by)
+        if replace:  # it cancels the session's unfinished turns first: Django's connection, its thread
+            return await self._thread(control.create_turn)(session, input, turn_id=turn_id, replace=True,
+                                                           policy=policy, created_by=created_by)
+        return await self.path.create_turn(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
 
     async def request_cancel(self, turn_id: str, reason: str) -> Outcome:
         return await self._thread(control.request_cancel)(turn_id, reason)

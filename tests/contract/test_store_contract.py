@@ -1,5 +1,7 @@
 """ONE SessionStore suite, run against every store: in-memory, and the Django store on the
-database of this run (SQLite, or PostgreSQL when DATABASE_URL points at it)."""
+database of this run (SQLite, or PostgreSQL when DATABASE_URL points at it) by each of its paths
+(``sessions_app/store/paths.py``): the one chosen for the database (``lite`` or ``direct``), the
+runner's (``piped`` on PostgreSQL), and the thread path alone."""
 
 from __future__ import annotations
 
@@ -30,14 +32,16 @@ REF = SessionRef("ops", "contract")
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=["memory", "django", "django-commit", "django-host", "django-runner"])
+@pytest.fixture(params=["memory", "django", "django-commit", "django-host", "django-runner", "django-thread"])
 def store(request):
     if request.param == "memory":
         return InMemorySessionStore()
     from sessions_app.store import DjangoSessionStore
 
-    if request.param == "django":
+    if request.param == "django":  # the path chosen for this database (paths.choose: lite or direct)
         return DjangoSessionStore()
+    if request.param == "django-thread":  # every call on Django's connection and its thread
+        return DjangoSessionStore(path="thread")
     if request.param == "django-host":  # as the services call it: host operations on Django's connection
         return DjangoSessionStore(own_connection=False)
     if request.param == "django-runner":  # as a worker's runner builds it: pipes and a pool of threads
