@@ -104,6 +104,9 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
     actions = None
     change_list_template = "admin/june/approval_change_list.html"
 
+    class Media:
+        css = {"all": ("june/admin.css",)}  # accessibility repairs on the admin's markup
+
     # any active staff user may open the inbox; what they see is decided by authorize_answer
     def has_module_permission(self, request):
         return request.user.is_active and request.user.is_staff

@@ -28,6 +28,10 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     ordering = ("-created_at",)
     list_per_page = 50
     show_full_result_count = False
+
+    class Media:
+        css = {"all": ("june/admin.css",)}  # accessibility repairs on the admin's markup
+
     fieldsets = (
         ("Timeline", {"fields": ("timeline_table", "phase_words", "lease_words", "usage_cost")}),
         (None, {"fields": ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
