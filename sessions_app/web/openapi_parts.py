@@ -22,7 +22,8 @@ ERROR_TEXT = {
     "404": "Unknown agent, session or turn",
     "405": "Method not allowed",
     "409": "The session or turn is not in a state that allows this",
-    "413": "The body is over 256 KiB, or the text over JUNE_MAX_TEXT_CHARS characters",
+    "413": "The body is over 256 KiB, or the text over JUNE_MAX_TEXT_CHARS characters, or too long for the "
+           "agent's model context window (code context_window_exceeded; the message names the limit)",
     "422": "The answer does not match the request's schema",
     "429": "A rate limit or quota refused the turn (turns per minute, tokens per day); nothing was created. "
            "`Retry-After` (and `error.retry_after`) says in how many seconds to retry; `error.limit` names "

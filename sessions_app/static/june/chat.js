@@ -485,6 +485,12 @@
       composerMessage(`Not sent: your message has ${text.length.toLocaleString()} characters; the limit is ${max.toLocaleString()}. Shorten it and send again.`);
       return;
     }
+    // a message the agent's model could never read whole (issue 40: it was accepted, then failed
+    // after two compactions); the server refuses it too
+    if (config.window_chars && text.length > config.window_chars) {
+      composerMessage(`Not sent: your message has ${text.length.toLocaleString()} characters and cannot fit the model's context window of ${config.window_tokens.toLocaleString()} tokens (at most ${config.window_chars.toLocaleString()} characters). Shorten it or split it over several messages; it is kept in the box.`);
+      return;
+    }
     if (!socket || socket.readyState !== WebSocket.OPEN) {
       composerMessage("Not sent: not connected (reconnecting…). Your message is kept; send it again in a moment.");
       return;
