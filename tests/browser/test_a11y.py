@@ -3,8 +3,9 @@ Chromium, through ``axe-playwright-python``, whose bundled ``axe.min.js`` is inj
 page: nothing is downloaded) with no serious or critical violation, and the chat works with the
 keyboard alone.
 
-Pages: the chat showing a reply, a tool row and an open approval card; the session list; the
-archive; the admin approval inbox; the dashboard; a turn's timeline."""
+Pages: the chat showing a reply, a tool row and an open approval card (then answered, and a reply
+cancelled mid-stream); the session list; the archive; the admin approval inbox; the dashboard; a
+turn's timeline; a session's admin page and an archived generation there."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import json
 from tests.browser.conftest import open_chat, send_message
 
 BLOCKING = ("serious", "critical")
+FORMATTED = "| item | qty |\n| --- | --- |\n| mugs | 5 |\n\n```python\nx = 1  # " + "long " * 80 + "\n```"
 
 #: selectors axe skips, for Django admin markup June cannot fix: none is needed (the breadcrumbs'
 #: link-in-text-block is fixed by june/admin.css); keep any future one minimal and say why
@@ -51,6 +53,9 @@ def test_the_chat_and_the_console_have_no_serious_accessibility_violation(june_s
     send_message(page, "order mugs")  # a reply and a tool row
     page.wait_for_selector(".tool >> text=create_order")
     _completed(page)
+    send_message(page, FORMATTED)  # the demo model echoes it: a table and a code block that scrolls
+    page.wait_for_selector(".msg.assistant .code-block pre")
+    _completed(page)
     send_message(page, "bulk order 5 mugs")  # an open approval card
     _open_card(page)
     found = audit(page, "the chat")
@@ -66,6 +71,10 @@ def test_the_chat_and_the_console_have_no_serious_accessibility_violation(june_s
     admin.goto(f"/admin/sessions_app/turn/{turn.pk}/change/")
     admin.wait_for_selector("#june-timeline")
     found += audit(admin, "a turn's timeline")
+    session = m.Session.objects.get(key="a11y1")
+    admin.goto(f"/admin/sessions_app/session/{session.pk}/change/")
+    admin.wait_for_selector("#content")
+    found += audit(admin, "a session's admin page")
 
     _open_card(page).locator("button", has_text="Approve").click()
     _completed(page)
@@ -83,6 +92,9 @@ def test_the_chat_and_the_console_have_no_serious_accessibility_violation(june_s
     page.goto("/agents/ops/sessions/a11y1/archive/")
     page.wait_for_selector("main")
     found += audit(page, "the archive")
+    admin.goto(f"/admin/sessions_app/session/{session.pk}/generation/0/")
+    admin.wait_for_selector("#content")
+    found += audit(admin, "an archived generation in the admin")
     assert not found, "serious or critical violations:\n" + json.dumps(found, indent=1)
 
 
