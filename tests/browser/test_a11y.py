@@ -5,7 +5,7 @@ keyboard alone.
 
 Pages: the chat showing a reply, a tool row and an open approval card (then answered, and a reply
 cancelled mid-stream); the session list; the archive; the admin approval inbox; the dashboard; a
-turn's timeline; a session's admin page and an archived generation there."""
+turn's timeline; a session's admin page and an archived generation there; both searches."""
 
 from __future__ import annotations
 
@@ -75,6 +75,12 @@ def test_the_chat_and_the_console_have_no_serious_accessibility_violation(june_s
     admin.goto(f"/admin/sessions_app/session/{session.pk}/change/")
     admin.wait_for_selector("#content")
     found += audit(admin, "a session's admin page")
+    admin.goto("/?q=mugs")  # a person's search of their sessions, with hits
+    admin.wait_for_selector(".hit")
+    found += audit(admin, "the session list's search")
+    admin.goto("/admin/sessions_app/session/search/?q=mugs")  # staff search across sessions
+    admin.wait_for_selector(".june-hit-link")
+    found += audit(admin, "the admin's search")
 
     _open_card(page).locator("button", has_text="Approve").click()
     _completed(page)
