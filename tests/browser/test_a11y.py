@@ -107,7 +107,8 @@ def test_the_chat_and_the_console_have_no_serious_accessibility_violation(june_s
 def test_the_chat_works_with_the_keyboard_alone(june_server, make_user, new_page):
     alice = make_user("alice")
     page = open_chat(new_page(alice), "ops", "a11y-keys")
-    # the composer has focus on load (autofocus); Tab from the page's start reaches it too
+    # the composer has focus on load (autofocus); with focus taken away, Tab round the page
+    # (the skip link, the header, the controls) reaches it again
     page.evaluate("document.activeElement.blur()")
     for _ in range(30):
         page.keyboard.press("Tab")
@@ -122,10 +123,12 @@ def test_the_chat_works_with_the_keyboard_alone(june_server, make_user, new_page
         page.keyboard.press("Tab")
         if page.evaluate("(document.activeElement.textContent || '') === 'Approve'"):
             break
-    assert page.evaluate("document.activeElement.closest('.approval.card') !== null")
+    assert page.evaluate("document.activeElement.textContent") == "Approve"
+    assert page.evaluate("document.activeElement.closest('.approval.card[data-state=open]') !== null")
     # the focused control shows a visible focus ring (:focus-visible in june.css)
-    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
-    assert outline not in ("none", ""), outline
+    ring = page.evaluate("(({outlineStyle, outlineWidth}) => outlineStyle + ' ' + outlineWidth)"
+                         "(getComputedStyle(document.activeElement))")
+    assert ring == "solid 3px", ring  # june.css's ring, not the browser's default
     page.keyboard.press("Space")
     page.wait_for_selector(".approval.card[data-outcome=approved]")
     _completed(page)
