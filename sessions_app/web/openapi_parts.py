@@ -96,4 +96,6 @@ def text_schema() -> dict[str, Any]:
     limit = settings.JUNE_MAX_TEXT_CHARS
     return {"type": "string", "minLength": 1, "maxLength": limit, "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$",
             "description": f"Not only whitespace, no NUL or unpaired surrogate (400); at most {limit} characters "
-                           "(JUNE_MAX_TEXT_CHARS; longer: 413)"}
+                           "(JUNE_MAX_TEXT_CHARS; longer: 413), and no more than fits the agent's model context "
+                           "window beside its instructions (characters / 4; longer: 413 context_window_exceeded, "
+                           "naming the limit)"}
