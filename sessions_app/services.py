@@ -20,7 +20,7 @@ from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, Turn
 from agents_app.runtime.session import AgentSession
 from agents_app.schedules import declarations
 from sessions_app import models as m
-from sessions_app import quotas, safejson, telemetry, wiring
+from sessions_app import quotas, safejson, telemetry, window, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
@@ -206,6 +206,7 @@ def turn_start(
     a start counted whose creation is then refused (access, a parked session) is given back."""
     text = validate_text(text)
     wiring.agent(agent)
+    window.check_fits(agent, text)  # before admission: a refused message costs no quota
     row = _user_row(user)
     admitted = quotas.admit_turn(agent=agent, user_id=row.pk if row else None, source=source)
     try:

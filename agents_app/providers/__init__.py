@@ -13,6 +13,9 @@ from agents_app.runtime.agent import Agent
 from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.seams import Model
 
+#: the ``anthropic`` provider's context window when ``agent.py`` sets none (tokens)
+ANTHROPIC_CONTEXT_WINDOW = 200_000
+
 #: name -> factory(agent) ; tests register scripted models here
 _FACTORIES: dict[str, Callable[[Agent], Model]] = {}
 
@@ -47,6 +50,24 @@ def model_for(agent: Agent) -> Model:
 
         return from_settings(dict(agent.model_config))
     raise AgentConfigError(f"agent {agent.name!r}: unknown model provider {name!r}")
+
+
+def context_window(agent: Agent) -> int | None:
+    """The agent's model context window in tokens, known without building the model: building
+    it would import the SDK (1.5 s of CPU) in a web process, or call a test's factory. The
+    compaction setting first (what the engine compacts against), else the provider's; None for
+    a provider whose window cannot be known this way (a registered factory)."""
+    if agent.compaction.context_window:
+        return int(agent.compaction.context_window)
+    name = provider_name(agent)
+    if name == "anthropic":
+        window = agent.model_config.get("context_window", ANTHROPIC_CONTEXT_WINDOW)
+        return window if isinstance(window, int) and window > 0 else ANTHROPIC_CONTEXT_WINDOW
+    if name == "demo":
+        from .demo import CONTEXT_WINDOW
+
+        return CONTEXT_WINDOW
+    return None
 
 
 def warm(agents: Iterable[Agent]) -> list[str]:

@@ -36,6 +36,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 import anthropic
 import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
+from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW
 from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider's table-tested names)
     _USAGE_KEYS,
     CACHE_WRITE_1H_KEY,
@@ -60,7 +61,7 @@ DEFAULT_MODEL = "claude-sonnet-4-6"  # claude-sonnet-4-5 is deprecated in this S
 DEFAULT_MAX_TOKENS = 4096
 DEFAULT_MAX_RETRIES = 4
 #: the context window of the Claude models this provider defaults to (tokens)
-DEFAULT_CONTEXT_WINDOW = 200_000
+DEFAULT_CONTEXT_WINDOW = ANTHROPIC_CONTEXT_WINDOW  # one number: the web checks messages against it
 #: the beta that server-side compaction (``compact_20260112``) needs in this SDK
 COMPACTION_BETA = "compact-2026-01-12"
 #: a server asking us to wait longer than this is waited on for this long, then retried

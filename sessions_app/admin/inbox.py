@@ -26,6 +26,7 @@ from agents_app.runtime import rules
 from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnNotResumable
 from sessions_app import models as m
 from sessions_app import selectors, services
+from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.answer_form import AnswerForm, form_kind  # noqa: F401 (AnswerForm: re-exported)
 from sessions_app.admin.inbox_row import inline_answer
 from sessions_app.errors import Unprocessable
@@ -103,6 +104,7 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
     list_per_page = 50
     actions = None
     change_list_template = "admin/june/approval_change_list.html"
+    Media = A11yMedia
 
     # any active staff user may open the inbox; what they see is decided by authorize_answer
     def has_module_permission(self, request):

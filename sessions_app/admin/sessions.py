@@ -22,6 +22,7 @@ from django.urls import path, reverse
 
 from sessions_app import models as m
 from sessions_app.admin import console, search, tree
+from sessions_app.admin.a11y import A11yMedia
 from sessions_app.store import eventlog
 
 USERNAME = m.username_field()
@@ -200,6 +201,7 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
     readonly_fields = fields
     change_form_template = "admin/june_archive/session_change_form.html"
     change_list_template = "admin/june_archive/session_change_list.html"  # a link to the search
+    Media = A11yMedia
     list_per_page = 50
     show_full_result_count = False  # a COUNT(*) over every session on each list page is not needed
 

@@ -15,6 +15,7 @@ from django.utils.html import format_html, format_html_join
 
 from sessions_app import models as m
 from sessions_app.admin import console, edits, tree
+from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.sessions import USERNAME, StaffReadOnly, archived_name, pretty_json, step_note
 
 
@@ -28,6 +29,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     ordering = ("-created_at",)
     list_per_page = 50
     show_full_result_count = False
+    Media = A11yMedia
     fieldsets = (
         ("Timeline", {"fields": ("timeline_table", "phase_words", "lease_words", "usage_cost")}),
         (None, {"fields": ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",

@@ -22,7 +22,8 @@ ERROR_TEXT = {
     "404": "Unknown agent, session or turn",
     "405": "Method not allowed",
     "409": "The session or turn is not in a state that allows this",
-    "413": "The body is over 256 KiB, or the text over JUNE_MAX_TEXT_CHARS characters",
+    "413": "The body is over 256 KiB, or the text over JUNE_MAX_TEXT_CHARS characters, or too long for the "
+           "agent's model context window (code context_window_exceeded; the message names the limit)",
     "422": "The answer does not match the request's schema",
     "429": "A rate limit or quota refused the turn (turns per minute, tokens per day); nothing was created. "
            "`Retry-After` (and `error.retry_after`) says in how many seconds to retry; `error.limit` names "
@@ -95,4 +96,6 @@ def text_schema() -> dict[str, Any]:
     limit = settings.JUNE_MAX_TEXT_CHARS
     return {"type": "string", "minLength": 1, "maxLength": limit, "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$",
             "description": f"Not only whitespace, no NUL or unpaired surrogate (400); at most {limit} characters "
-                           "(JUNE_MAX_TEXT_CHARS; longer: 413)"}
+                           "(JUNE_MAX_TEXT_CHARS; longer: 413), and no more than fits the agent's model context "
+                           "window beside its instructions (characters / 4; longer: 413 context_window_exceeded, "
+                           "naming the limit)"}

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agents_app.runtime.errors import NotFound
 from sessions_app import models as m
-from sessions_app import selectors, services
+from sessions_app import selectors, services, window
 from sessions_app.errors import AccessDenied, BadRequest
 from sessions_app.web import paths, search
 
@@ -62,6 +62,7 @@ def chat(request, agent: str, key: str):
         session.display_title, session.preview = "New session", ""
     config = {"agent": agent, "key": key, "ws_path": paths.websocket(agent, key), "api_base": paths.api_base(),
               "user_id": str(request.user.pk), "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
+              **_window_config(agent),
               "pending_url": reverse("june_api:pending", kwargs={"agent": agent, "session": key}),
               "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key})}
     session.has_turns = False
@@ -97,3 +98,12 @@ def session_title(request, agent: str, key: str):
     except AccessDenied:
         raise PermissionDenied("this session belongs to another user") from None
     return redirect(reverse("sessions_app:chat", kwargs={"agent": agent, "key": key}))
+
+
+def _window_config(agent: str) -> dict:
+    """The composer refuses, naming the model's window, a message that cannot fit it (issue 40);
+    the server refuses it too (``window.check_fits``)."""
+    found = window.room(agent)
+    if found is None or found.chars >= settings.JUNE_MAX_TEXT_CHARS:
+        return {}
+    return {"window_chars": found.chars, "window_tokens": found.window}

@@ -62,3 +62,10 @@ def test_raw_html_and_script_links_never_come_out(payload):
 @given(st.text(alphabet=st.sampled_from(list("<>\"'=/:*_`#|-[]()!\n ajscriptonerrorimg")), max_size=200))
 def test_no_text_makes_a_tag_or_handler(text):
     assert_safe(to_html(text))
+
+
+def test_a_code_block_is_reachable_by_keyboard_and_a_typed_pre_tag_stays_text():
+    """Issue 40 item 5 (axe: scrollable-region-focusable): a code block's <pre> takes focus, so a
+    long line can be scrolled without a mouse; the rewrite never touches text."""
+    html = to_html("```\nx = 1\n```\n\nand <pre>not a tag</pre>")
+    assert html.count('<pre tabindex="0">') == 1 and "&lt;pre&gt;not a tag&lt;/pre&gt;" in html

@@ -100,7 +100,7 @@
 
   const HANDLERS = {
     "ready": (f) => {
-      setConn("live"); ready = true; showQueued(f.queued || []); refreshAnswerable();
+      setConn("live"); ready = true; showQueued(f.queued || []); refreshAnswerable(); restoreKept();
       // the replay is in: a session opens at its newest message (issue 40: it opened mid-way,
       // the replayed bubbles having grown after they were appended)
       if (!openedAtEnd) { openedAtEnd = true; if (!focusFound()) log.scrollTop = log.scrollHeight; }
@@ -138,7 +138,7 @@
       streams.delete(f.turn_id);
       if (!f.text) { if (s) s.el.remove(); return; }
       const bubble = s ? s.el : add(el("div", "msg assistant"));
-      bubble.classList.remove("streaming");
+      if (s) streamDone(s);
       if (typeof f.index === "number") { bubble.dataset.index = f.index; bubble.id = `m${f.index}`; }
       window.JuneMarkdown.fill(bubble, f.text);
     },
@@ -257,17 +257,21 @@
   };
 
   // A delta belongs to the stream after commit `base`; `offset` places it in that stream's text.
-  // A snapshot (offset 0, whole text) repairs a page that joined mid-stream.
+  // A snapshot (offset 0, whole text) repairs a page that joined mid-stream. A page reloaded
+  // mid-stream starts from the text it held before the reload (kept in sessionStorage): without
+  // it the first live deltas lie past a gap, and the bubble stayed empty until the next snapshot
+  // (issue 40). A delta past a gap never draws an empty bubble.
   function onDelta(d) {
     const done = finalized.get(d.turn_id);
     if (done !== undefined && d.base !== null && d.base !== undefined && d.base < done) return;  // stale
+    const offset = d.offset || 0;
     let s = streams.get(d.turn_id);
     if (!s || s.base !== d.base) {
+      const held = keptText(d.turn_id, d.base);
+      if (offset > held.length) return;  // a gap: the next snapshot fills it
       if (s) s.el.remove();
-      s = { base: d.base, text: "", el: add(el("div", "msg assistant streaming")) };
-      streams.set(d.turn_id, s);
+      s = streamBubble(d.turn_id, d.base, held);
     }
-    const offset = d.offset || 0;
     if (offset > s.text.length) return;  // a gap: the next snapshot fills it
     const text = s.text.slice(0, offset) + d.text;
     if (text.length >= s.text.length) {
@@ -277,10 +281,51 @@
     }
     if (turnStatus.get(d.turn_id) !== "running") setTurn(d.turn_id, "running");
   }
+  // a streaming bubble, appended with its text already in it; aria-busy: a screen reader reads
+  // the reply once it is complete, not at every delta
+  function streamBubble(turnId, base, text) {
+    const bubble = el("div", "msg assistant streaming");
+    bubble.setAttribute("aria-busy", "true");
+    if (text) window.JuneMarkdown.fill(bubble, text);
+    const s = { base: base, text: text, el: add(bubble) };
+    streams.set(turnId, s);
+    return s;
+  }
+  function streamDone(s) {
+    s.el.classList.remove("streaming");
+    s.el.removeAttribute("aria-busy");
+  }
+
+  // -- the text streamed so far survives a reload of the page (sessionStorage, this tab only) --------
+  const KEPT_KEY = `june:streams:${config.ws_path}`;
+  const kept = (() => {
+    try {
+      const value = JSON.parse(sessionStorage.getItem(KEPT_KEY) || "[]");
+      sessionStorage.removeItem(KEPT_KEY);
+      return Array.isArray(value) ? value : [];
+    } catch (e) { return []; }
+  })();
+  function keptText(turnId, base) {
+    const k = kept.find((x) => x.turn_id === turnId && x.base === base);
+    return k && typeof k.text === "string" ? k.text : "";
+  }
+  // after the replay: a kept stream whose turn still runs, with no commit since it began, is
+  // shown at once (the live deltas then continue it)
+  function restoreKept() {
+    for (const k of kept.splice(0)) {
+      if (streams.has(k.turn_id) || turnStatus.get(k.turn_id) !== "running") continue;
+      if (k.base === null || k.base !== lastSeq || typeof k.text !== "string" || !k.text) continue;
+      streamBubble(k.turn_id, k.base, k.text);
+    }
+  }
+  window.addEventListener("pagehide", () => {
+    const now = [...streams.entries()].filter(([, s]) => s.text).map(([turnId, s]) => ({ turn_id: turnId, base: s.base, text: s.text }));
+    try { if (now.length) sessionStorage.setItem(KEPT_KEY, JSON.stringify(now)); } catch (e) { /* full or off: a snapshot repairs it */ }
+  });
 
   function endTurn(turnId, status) {
     const s = streams.get(turnId);
-    if (s) { s.el.classList.remove("streaming"); streams.delete(turnId); }
+    if (s) { streamDone(s); streams.delete(turnId); }
     setTurn(turnId, status);
   }
 
@@ -438,6 +483,12 @@
     const max = config.max_text_chars || 32000;
     if (text.length > max) {
       composerMessage(`Not sent: your message has ${text.length.toLocaleString()} characters; the limit is ${max.toLocaleString()}. Shorten it and send again.`);
+      return;
+    }
+    // a message the agent's model could never read whole (issue 40: it was accepted, then failed
+    // after two compactions); the server refuses it too
+    if (config.window_chars && text.length > config.window_chars) {
+      composerMessage(`Not sent: your message has ${text.length.toLocaleString()} characters and cannot fit the model's context window of ${config.window_tokens.toLocaleString()} tokens (at most ${config.window_chars.toLocaleString()} characters). Shorten it or split it over several messages; it is kept in the box.`);
       return;
     }
     if (!socket || socket.readyState !== WebSocket.OPEN) {
@@ -674,7 +725,7 @@
       s = { el: add(el("div", "msg assistant")) };
       window.JuneMarkdown.fill(s.el, String(discarded));
     }
-    s.el.classList.remove("streaming");
+    streamDone(s);
     s.el.classList.add("discarded");
     s.el.title = "The turn was cancelled: this partial reply was discarded (it is not part of the conversation).";
   }

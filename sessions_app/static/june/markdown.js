@@ -80,6 +80,7 @@ window.JuneMarkdown = (function () {
         tag.dataset.lang = lang || "text";
         head.appendChild(copyButton(() => code));
         const pre = el("pre");
+        pre.tabIndex = 0;  // a long line scrolls: the keyboard must reach it (axe: scrollable-region-focusable)
         const c = el("code", null, code);
         if (lang) c.dataset.lang = lang;
         pre.appendChild(c);
