@@ -134,7 +134,7 @@ def children_started(*, agent: str, key: str) -> list[dict[str, Any]]:
             for turn_id, data in rows.values_list("turn_id", "data")]
 
 
-# -- pages of the HTTP API's lists (issue 17: GET …/sessions/, GET …/turns, GET /api/approvals/) --
+# -- pages of the HTTP API's lists (GET …/sessions/, GET …/turns, GET /api/approvals/) --
 
 PAGE_DEFAULT = 50
 PAGE_MAX = 200
@@ -218,7 +218,7 @@ def queued_turns(*, agent: str, key: str) -> list[dict[str, Any]]:
             for turn_id, data, kind in rows]
 
 
-# -- the owner's read-only archive (issue 17: the chat's "View the archive") ----------------------
+# -- the owner's read-only archive (the chat's "View the archive") ----------------------
 
 ARCHIVE_MESSAGES = 2000
 

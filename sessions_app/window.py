@@ -1,6 +1,6 @@
 """Does a message fit the agent's model? Refused before a turn is created when it cannot.
 
-Issue 40: a 20,000-character message was accepted without a word on the model's window, then
+Before this check, a 20,000-character message was accepted without a word on the model's window, then
 failed after two compactions (compaction keeps the current message verbatim, so no summary can
 make room for it). A message fits when the agent's instructions and the message, estimated as
 the engine estimates them (characters / 4, ``compaction.estimate_tokens``), are within the

@@ -1,4 +1,4 @@
-"""The operator console (DESIGN.md "Operator console"): the dashboard, a turn's timeline, and
+"""The operator console: the dashboard, a turn's timeline, and
 tokens and cost per turn, session, agent and day.
 
 - ``/admin/june/dashboard/`` — running, queued and parked turns (parked by age), running turns
@@ -271,7 +271,7 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
         elif e.type == "input.answered":
             question = asked.get(str(d.get("input_id")))
             started = question["at"] if question else None
-            if question is not None:  # it no longer waits (issue 40: it read "waiting" after the answer)
+            if question is not None:  # it no longer waits (it read "waiting" after the answer)
                 question["state"] = "answered"
             who = d.get("name") or d.get("by") or "someone"
             short, full = _short(d.get("answer"))

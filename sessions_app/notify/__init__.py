@@ -1,2 +1,2 @@
-"""Notifications (issue 39 item 4): parks to the users who may answer them, failures in
+"""Notifications: parks to the users who may answer them, failures in
 digests. ``outbox`` writes the rows, ``sender`` delivers them (email, Slack/Teams webhook)."""

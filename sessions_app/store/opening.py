@@ -13,7 +13,7 @@ Django's, inside the caller's transaction):
 Lock order (the store's): both lock the session row before they touch a turn's. A creation
 takes ``FOR UPDATE``, as every host operation does, so it serializes with a checkpoint of the
 same session (which takes ``FOR NO KEY UPDATE`` first): the checkpoint that settles a turn for
-good and hands its chain over (``lease.NEXT_IN_CHAIN``) sees every turn created before it.
+good and hands its chain over (``checkpoint.NEXT_IN_CHAIN``) sees every turn created before it.
 
 The rules stay in ``agents_app.runtime.rules``: the SQL computes ``check_start``'s facts and,
 when either holds, raises ``june_start_refused`` (SQLSTATE JUNE2; migration 0008) with the facts

@@ -24,7 +24,7 @@ A statement of the tool that fails because of the database itself — ``Operatio
 peer — is the unit's error too (``failed``), whatever the tool made of it: the unit rolls back
 and the attempt ends, and the redelivery runs the tool again. Handed to the model as the tool's
 error result, it completed the turn without the tool's write — a sync tool, exactly-once,
-that had run zero times (the SQLite chaos run's completed turn with no ``Order`` row, issue 36;
+that had run zero times (the SQLite chaos run's completed turn with no ``Order`` row;
 ``tests/contract/test_django_replay.py`` pins it). An error of the tool's own making (an
 ``IntegrityError``, a ``ValueError``) stays the tool's result.
 """

@@ -18,7 +18,7 @@ from sessions_app.web.openapi_parts import (
     session_params,
 )
 
-# -- the lists and the approvals API (issue 17: sessions_app/web/lists.py, approvals.py) ----------
+# -- the lists and the approvals API (sessions_app/web/lists.py, approvals.py) ----------
 
 def merge_paths(*parts: dict[str, Any]) -> dict[str, Any]:
     """Path items of several tables, the operations of one path side by side."""

@@ -101,7 +101,7 @@ def session_title(request, agent: str, key: str):
 
 
 def _window_config(agent: str) -> dict:
-    """The composer refuses, naming the model's window, a message that cannot fit it (issue 40);
+    """The composer refuses, naming the model's window, a message that cannot fit it;
     the server refuses it too (``window.check_fits``)."""
     found = window.room(agent)
     if found is None or found.chars >= settings.JUNE_MAX_TEXT_CHARS:
