@@ -39,6 +39,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.processes import database_url, free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("JUNE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -70,26 +72,6 @@ class JuneServer:
         return "\n".join(out)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _test_database_url() -> str:
-    """The URL of pytest-django's test database (the connection's NAME is the test name by now)."""
-    from django.db import connection
-
-    db = connection.settings_dict
-    if db["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{db['NAME']}"
-    user = db.get("USER") or ""
-    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
-    host = db.get("HOST") or "127.0.0.1"
-    port = f":{db['PORT']}" if db.get("PORT") else ""
-    return f"postgres://{user}{password}@{host}{port}/{db['NAME']}"
-
-
 def _wait_http(url: str, procs: list[subprocess.Popen], deadline: float) -> None:
     while time.time() < deadline:
         if any(p.poll() is not None for p in procs):
@@ -105,15 +87,15 @@ def _wait_http(url: str, procs: list[subprocess.Popen], deadline: float) -> None
 @pytest.fixture(scope="package")
 def june_server(django_db_setup, django_db_blocker) -> Iterator[JuneServer]:
     with django_db_blocker.unblock():
-        database_url = _test_database_url()
+        url = database_url()
     from django.conf import settings
 
-    port = _free_port()
+    port = free_port()
     logs = Path(settings.VAR_DIR) / "browser-logs"
     logs.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
-        "DATABASE_URL": database_url,
+        "DATABASE_URL": url,
         "DJANGO_SETTINGS_MODULE": "june_project.settings",
         "JUNE_DEMO_DELAY": os.environ.get("JUNE_BROWSER_DEMO_DELAY", "0.03"),
         "SECRET_KEY": settings.SECRET_KEY,  # the test client's session cookies must verify

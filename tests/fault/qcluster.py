@@ -18,29 +18,10 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from tests.processes import database_url, free_port  # noqa: F401 (the fault tests import them from here)
+
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "tests" / "fault" / "agents"
-
-
-def database_url() -> str:
-    from django.db import connection
-
-    d = connection.settings_dict
-    if d["ENGINE"].endswith("sqlite3"):
-        return f"sqlite:///{Path(d['NAME']).resolve()}"
-    auth = d.get("USER") or ""
-    if d.get("PASSWORD"):
-        auth += f":{d['PASSWORD']}"
-    return f"postgres://{auth}@{d.get('HOST') or '127.0.0.1'}:{d.get('PORT') or 5432}/{d['NAME']}"
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (for a daphne a test starts)."""
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(cond: Callable[[], Any], *, timeout: float = 60.0, interval: float = 0.05, what: str = "condition") -> Any:
