@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -45,8 +46,6 @@ def check_count(count: int) -> None:
 
 def parse_ids(value: Any) -> list[str]:
     """``attachments`` of a start (API body, websocket frame): a list of distinct ids."""
-    if value is None:
-        return []
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise BadRequest("attachments must be a list of attachment ids")
     check_count(len(value))

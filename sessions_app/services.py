@@ -208,8 +208,8 @@ def turn_start(
     a start counted whose creation is then refused (access, a parked session) is given back.
     ``attachments``: ids of the user's unsent uploads to this session (``sessions_app.attachments``);
     the turn takes them, and a refused start gives them back. With attachments the text may be empty."""
-    ids = attach.parse_ids(attachments)
-    text = "" if ids and text == "" else validate_text(text)
+    ids = attach.parse_ids(attachments if attachments is not None else [])
+    text = "" if ids and isinstance(text, str) and not text.strip() else validate_text(text)
     turn_id = turn_id or new_turn_id()
     wiring.agent(agent)
     window.check_fits(agent, text)  # before admission: a refused message costs no quota

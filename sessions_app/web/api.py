@@ -271,8 +271,9 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
         body = await db(uploads.turn_form)(request, agent=agent, key=session, user=user)
     else:
         body = read_json(request, allowed={"text", "replace", "attachments"})
-    ids = attachments.parse_ids(body.get("attachments"))
-    text = "" if ids and body.get("text", "") == "" else services.validate_text(body.get("text"))
+    ids = attachments.parse_ids(body.get("attachments", []))
+    text = body.get("text", "") if ids else body.get("text")
+    text = "" if ids and isinstance(text, str) and not text.strip() else services.validate_text(text)
     replace = body.get("replace", False)
     if not isinstance(replace, bool):
         raise BadRequest("replace must be true or false")

@@ -204,7 +204,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         # ``attachments``: ids of uploads (``POST …/attachments``), checked as the API checks them
         rec = await database_sync_to_async(services.turn_start)(
             agent=self.agent, key=self.key, text=frame.get("text"), user=self.user, source="web", replace=replace,
-            attachments=frame.get("attachments"))
+            attachments=frame.get("attachments", []))
         return {"turn_id": rec.turn_id, "status": str(rec.status)}
 
     async def frame_cancel(self, frame: dict[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -84,8 +85,8 @@ def turn_form(request: HttpRequest, *, agent: str, key: str, user: Any) -> dict[
     replace = request.POST.get("replace", "false").strip().lower()
     if replace not in ("true", "false", "1", "0", ""):
         raise BadRequest("replace must be true or false")
-    ids = []
-    if found:
-        services.session_for_user(agent=agent, key=key, user=user, create=True)
-        ids = [attach.attachment_upload(agent=agent, key=key, user=user, upload=f).id for f in found]
+    if not found:
+        raise BadRequest("a multipart start carries files (field 'file'); send text alone as JSON")
+    services.session_for_user(agent=agent, key=key, user=user, create=True)
+    ids = [attach.attachment_upload(agent=agent, key=key, user=user, upload=f).id for f in found]
     return {"text": request.POST.get("text", ""), "replace": replace in ("true", "1"), "attachments": ids}

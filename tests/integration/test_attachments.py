@@ -81,7 +81,8 @@ def test_a_hostile_file_name_is_cleaned(api):
     assert status == 201 and body["name"] == "<b>x.png"  # the path and control characters gone; HTML is escaped where shown
 
 
-def test_a_turn_with_attachments_reaches_the_model(inline_worker, api):
+@pytest.mark.usefixtures("inline_worker")
+def test_a_turn_with_attachments_reaches_the_model(api):
     _, photo = upload(api, "photo.png", png())
     _, report = upload(api, "report.pdf", pdf(3))
     status, body, _ = api.post(f"{BASE}/s1/turns", {"text": "what are these?",
@@ -110,7 +111,8 @@ def test_an_attachment_opens_one_turn_only(api):
     assert m.Turn.objects.count() == 1
 
 
-def test_multipart_turn_uploads_and_starts_in_one_request(inline_worker, api):
+@pytest.mark.usefixtures("inline_worker")
+def test_multipart_turn_uploads_and_starts_in_one_request(api):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     response = api.client.post(f"{BASE}/s1/turns", {
@@ -160,11 +162,12 @@ def test_an_unsent_upload_can_be_removed_a_sent_one_cannot(api):
     assert not default_storage.exists(name)
     _, sent = upload(api, "sent.png", png())
     api.post(f"{BASE}/s1/turns?wait=false", {"text": "x", "attachments": [sent["id"]]})
-    status, body, _ = api.call("delete", f"{BASE}/s1/attachments/{sent['id']}")
+    status, _, _ = api.call("delete", f"{BASE}/s1/attachments/{sent['id']}")
     assert status == 409 and Attachment.objects.filter(pk=sent["id"]).exists()
 
 
-def test_reset_keeps_the_files_and_deleting_the_session_deletes_them(inline_worker, api):
+@pytest.mark.usefixtures("inline_worker")
+def test_reset_keeps_the_files_and_deleting_the_session_deletes_them(api):
     _, photo = upload(api, "photo.png", png())
     status, body, _ = api.post(f"{BASE}/s1/turns", {"text": "see", "attachments": [photo["id"]]})
     assert status == 200, body

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from agents_app.runtime import Agent, ModelRequest, ScriptedModel, TurnInput, TurnStatus, reply, tool
+from agents_app.runtime import (
+    Agent,
+    ModelRequest,
+    ScriptedModel,
+    TurnInput,
+    TurnStatus,
+    reply,
+    tool,
+)
 from agents_app.runtime.events import TurnStarted, event_from_json
 from agents_app.runtime.messages import Message, Role
 
