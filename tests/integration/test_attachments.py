@@ -9,6 +9,7 @@ import json
 import pytest
 from django.core.files.storage import default_storage
 from django.test import Client
+from django.urls import reverse
 
 from agents_app import attachments as files
 from agents_app.models import Attachment
@@ -167,7 +168,7 @@ def test_an_unsent_upload_can_be_removed_a_sent_one_cannot(api):
 
 
 @pytest.mark.usefixtures("inline_worker")
-def test_reset_keeps_the_files_and_deleting_the_session_deletes_them(api):
+def test_reset_keeps_the_files_and_deleting_the_session_deletes_them(api, alice):
     _, photo = upload(api, "photo.png", png())
     status, body, _ = api.post(f"{BASE}/s1/turns", {"text": "see", "attachments": [photo["id"]]})
     assert status == 200, body
@@ -176,7 +177,21 @@ def test_reset_keeps_the_files_and_deleting_the_session_deletes_them(api):
     assert status == 200
     assert default_storage.exists(name) and files.read(photo["id"]) == png()
     assert api.client.get(f"{BASE}/s1/attachments/{photo['id']}", **api.headers).status_code == 200
-    m.Session.objects.get(agent="ops", key="s1").delete()
+    # both archives show it: the owner's page and the staff admin's generation page
+    page = api.client
+    page.force_login(alice)
+    html = page.get(reverse("sessions_app:archive-generation", kwargs={"agent": "ops", "key": "s1", "generation": 0}))
+    href = f"{BASE}/s1/attachments/{photo['id']}"
+    assert html.status_code == 200 and f'<img src="{href}" alt="photo.png"' in html.content.decode()
+    staff = make_user("root")
+    staff.is_staff = staff.is_superuser = True
+    staff.save()
+    page.force_login(staff)
+    session = m.Session.objects.get(agent="ops", key="s1")
+    admin = page.get(reverse("admin:sessions_app_session_generation", args=[session.pk, 0])).content.decode()
+    assert f'href="{href}"' in admin
+    assert page.get(href).status_code == 200  # staff read it, as they read the archive
+    session.delete()
     assert not Attachment.objects.exists()
     assert not default_storage.exists(name) and files.read(photo["id"]) is None
 
