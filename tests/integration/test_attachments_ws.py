@@ -11,7 +11,13 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from agents_app.models import Attachment
 from tests.attachment_files import png
-from tests.integration.test_consumers import communicator, cookie_for, expect_error, make_user, receive_until_ready
+from tests.integration.test_consumers import (
+    communicator,
+    cookie_for,
+    expect_error,
+    make_user,
+    receive_until_ready,
+)
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio, pytest.mark.usefixtures("settled")]
 
