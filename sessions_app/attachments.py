@@ -25,7 +25,8 @@ from sessions_app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaTyp
 
 log = logging.getLogger(__name__)
 
-#: unsent uploads one user may keep in one session (what a chat composer holds, with slack)
+#: unsent uploads one user may keep, all sessions together, in messages' worth (a composer's
+#: chips, with slack): what bounds the storage of files nobody sends
 UNSENT_FACTOR = 4
 #: bytes a multipart body may have beyond its files (boundaries, headers, the text field)
 MULTIPART_SLACK = 64 * 1024 + 4 * 32_000
@@ -71,9 +72,9 @@ def attachment_upload(*, agent: str, key: str, user: Any, upload: Any) -> Attach
     content_type = files.sniff(data[:16])
     if content_type is None:
         raise UnsupportedMediaType("attachments must be PNG, JPEG, GIF, WebP or PDF files")
-    unsent = Attachment.objects.filter(agent=agent, session_key=key, owner_id=user.pk, turn_id="").count()
+    unsent = Attachment.objects.filter(owner_id=user.pk, turn_id="").count()
     if unsent >= settings.JUNE_ATTACHMENTS_PER_MESSAGE * UNSENT_FACTOR:
-        raise PayloadTooLarge("too many unsent attachments in this session: send or remove some first")
+        raise PayloadTooLarge("too many unsent attachments: send or remove some first")
     row = Attachment(agent=agent, session_key=key, owner_id=user.pk, content_type=content_type, size=len(data),
                      name=files.clean_name(getattr(upload, "name", ""), content_type),
                      sha256=hashlib.sha256(data).hexdigest(),

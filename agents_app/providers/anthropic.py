@@ -25,7 +25,6 @@ model's minimum), so a conversation's history is read from the cache at 0.1x the
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import os
 import random
@@ -47,7 +46,7 @@ from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider'
     reply_from,
 )
 from agents_app import attachments
-from agents_app.attachments import PDF_TYPE
+from agents_app.providers.anthropic_files import Reader, attachment_blocks
 from agents_app.providers.prompt_cache import TTLS, PromptCache, min_cacheable_tokens, place_breakpoints
 from agents_app.runtime.compaction import SUMMARY_PREFIX
 from agents_app.runtime.errors import AgentConfigError
@@ -82,27 +81,12 @@ _SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
 
 # --- request ---------------------------------------------------------------------------------
 
-Reader = Callable[[str], "bytes | None"]
-
-
-def attachment_block(meta: dict[str, Any], data: bytes | None) -> dict[str, Any]:
-    """One attachment as an API content block: an ``image`` or a ``document`` (PDF) with its
-    bytes in base64; a file that is gone is a text note, so the turn goes on without it."""
-    if data is None:
-        return {"type": "text", "text": f"[attachment {meta.get('name')} ({meta.get('type')}) is no longer available]"}
-    source = {"type": "base64", "media_type": meta.get("type"), "data": base64.b64encode(data).decode("ascii")}
-    if meta.get("type") == PDF_TYPE:
-        return {"type": "document", "source": source, "title": str(meta.get("name") or "document")[:200]}
-    return {"type": "image", "source": source}
-
-
 def _api_content(message: Message, read: Reader | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The API role and content blocks of one transcript message."""
     if message.role in (Role.USER, Role.TRIGGER):
         # a trigger (proactive seed) reads to the model as an ordinary user message; attachments
         # go before the text, as the API's guide advises for images and documents
-        files = [attachment_block(a, read(str(a.get("id"))) if read else None) for a in message.attachments]
-        return "user", files + ([{"type": "text", "text": message.text}] if message.text else [])
+        return "user", attachment_blocks(message, read) + ([{"type": "text", "text": message.text}] if message.text else [])
     if message.role == Role.SUMMARY:
         # a compaction's summary reads as user text (merged with a user message after it)
         return "user", [{"type": "text", "text": SUMMARY_PREFIX + message.text}]

@@ -204,3 +204,29 @@ def test_uploads_with_a_cookie_need_csrf(alice):
     response = browser.post(f"{BASE}/s1/attachments", {"file": SimpleUploadedFile("a.png", png())})
     assert response.status_code == 403 and json.loads(response.content)["error"]["code"] == "csrf_failed"
     assert not Attachment.objects.exists()
+
+
+def test_a_file_larger_than_the_form_limit_uploads_with_a_cookie_and_csrf(alice):
+    """Regression guard: a multipart body over DATA_UPLOAD_MAX_MEMORY_SIZE (256 KiB) must still
+    parse (the form-text guard cannot read it whole; files do not count toward that limit)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    big = pdf(2) + b"%" * (1024 * 1024)
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(alice)
+    browser.get("/agents/ops/sessions/s1/")  # sets the CSRF cookie, as the chat page does
+    token = browser.cookies["csrftoken"].value
+    response = browser.post(f"{BASE}/s1/attachments", {"file": SimpleUploadedFile("big.pdf", big)},
+                            HTTP_X_CSRFTOKEN=token)
+    body = json.loads(response.content)
+    assert response.status_code == 201, body
+    assert body["size"] == len(big) and body["pages"] == 2 and files.read(body["id"]) == big
+
+
+def test_unsent_uploads_are_bounded_per_user(api, settings):
+    settings.JUNE_ATTACHMENTS_PER_MESSAGE = 1  # 4 unsent at most, all sessions together
+    for n in range(4):
+        assert upload(api, "p.png", png(), session=f"s{n % 2}")[0] == 201
+    status, body = upload(api, "p.png", png(), session="s9")
+    assert status == 413 and "unsent" in body["error"]["message"]
+    assert Attachment.objects.count() == 4

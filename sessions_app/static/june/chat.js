@@ -514,13 +514,14 @@
   function composerAccepted(f) {
     const text = composerFrames.get(f.id);
     composerFrames.delete(f.id);
-    if (composerFiles.has(f.id)) { window.juneAttachments.sent(composerFiles.get(f.id)); composerFiles.delete(f.id); }
+    const files = composerFiles.get(f.id) || [];
+    if (files.length) { window.juneAttachments.sent(files); composerFiles.delete(f.id); }
     if (!composerFrames.size) delete $("composer").dataset.state;
     if ($("text").value === text) $("text").value = "";  // text typed meanwhile stays
     $("replace").checked = false;
     if (f.status === "queued" && !turnStatus.has(f.turn_id) && text !== undefined) {
       setTurn(f.turn_id, "queued");
-      enqueue(f.turn_id, text);
+      enqueue(f.turn_id, text.trim() ? text : `(${files.length} attachment${files.length === 1 ? "" : "s"})`);
     }
     $("text").focus();
   }
