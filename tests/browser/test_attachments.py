@@ -69,3 +69,21 @@ def test_a_file_that_is_not_an_image_or_pdf_is_refused_in_the_page(june_server, 
     page.wait_for_selector("#composer-error:not([hidden])")
     assert "PNG, JPEG, GIF, WebP or PDF" in page.locator("#composer-error").text_content()
     assert page.locator(".attach-chip").count() == 0 and not Attachment.objects.exists()
+
+
+def test_the_remove_button_drops_an_unsent_file(june_server, make_user, new_page):
+    from tests.fault.qcluster import wait_for
+
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "files3")
+    page.set_input_files("#attach-input", files=[{"name": "a.png", "mimeType": "image/png", "buffer": png()},
+                                                 {"name": "b.png", "mimeType": "image/png", "buffer": png(3, 3)}])
+    _ready_chips(page, 2)
+    page.locator(".attach-chip", has_text="a.png").get_by_role("button", name="Remove a.png").click()
+    _ready_chips(page, 1)
+    wait_for(lambda: list(Attachment.objects.values_list("name", flat=True)) == ["b.png"], timeout=10,
+             what="the removed upload's row to go")
+    page.fill("#text", "only b")
+    page.click("#send")
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'", timeout=30000)
+    assert "I received 1 attachment: b.png (image/png" in page.locator(".msg.assistant").last.text_content()
