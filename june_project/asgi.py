@@ -17,7 +17,6 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 from june.asgi import websocket_application  # noqa: E402
 
 
-
 def _no_twisted_form_parsing() -> None:
     """Under daphne, Twisted parses every multipart body (an attachment's upload) into its own
     ``request.args``, which daphne never reads (Django parses the body): a second copy of each

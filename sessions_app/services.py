@@ -19,8 +19,8 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.runtime.session import AgentSession
 from agents_app.schedules import declarations
-from sessions_app import models as m
 from sessions_app import attachments as attach
+from sessions_app import models as m
 from sessions_app import quotas, safejson, telemetry, window, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS

@@ -36,7 +36,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 import anthropic
 import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
+from agents_app import attachments
 from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW
+from agents_app.providers.anthropic_files import Reader, attachment_blocks
 from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider's table-tested names)
     _USAGE_KEYS,
     CACHE_WRITE_1H_KEY,
@@ -45,8 +47,6 @@ from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider'
     map_stop_reason,
     reply_from,
 )
-from agents_app import attachments
-from agents_app.providers.anthropic_files import Reader, attachment_blocks
 from agents_app.providers.prompt_cache import TTLS, PromptCache, min_cacheable_tokens, place_breakpoints
 from agents_app.runtime.compaction import SUMMARY_PREFIX
 from agents_app.runtime.errors import AgentConfigError

@@ -27,8 +27,8 @@ from django.views.decorators.csrf import csrf_exempt
 from agents_app.runtime import new_turn_id, rules
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
-from sessions_app import models as m
 from sessions_app import attachments, safejson, selectors, services
+from sessions_app import models as m
 from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, error_body
 from sessions_app.web import paths, uploads
 from sessions_app.web.auth import authenticate
