@@ -21,6 +21,14 @@ DROP = """([name, type, b64]) => {
 }"""
 
 
+PASTE = """([name, type, b64]) => {
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const data = new DataTransfer();
+  data.items.add(new File([bytes], name, { type }));
+  document.getElementById('text').dispatchEvent(new ClipboardEvent('paste', { bubbles: true, cancelable: true, clipboardData: data }));
+}"""
+
+
 def _ready_chips(page, count: int) -> None:
     page.wait_for_function(f"document.querySelectorAll('.attach-chip[data-state=ready]').length === {count}",
                            timeout=20000)
@@ -87,3 +95,14 @@ def test_the_remove_button_drops_an_unsent_file(june_server, make_user, new_page
     page.click("#send")
     page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'", timeout=30000)
     assert "I received 1 attachment: b.png (image/png" in page.locator(".msg.assistant").last.text_content()
+
+
+def test_a_pasted_image_is_attached(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "files4")
+    page.evaluate(PASTE, ["screenshot.png", "image/png", base64.b64encode(png(5, 5)).decode()])
+    _ready_chips(page, 1)
+    assert page.locator("#text").input_value() == ""  # the file, not its name, was pasted
+    page.click("#send")  # no text: the files alone make a message
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'", timeout=30000)
+    assert "I received 1 attachment: screenshot.png (image/png" in page.locator(".msg.assistant").last.text_content()

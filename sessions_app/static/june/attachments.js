@@ -25,6 +25,10 @@ window.juneAttachments = (function () {
     box.textContent = text || "";
     box.hidden = !text;
   }
+  // the box's text is required only without files: files alone make a message
+  function sync() {
+    $("text").required = chips.size === 0;
+  }
   function url(id) {
     return `${base}/${encodeURIComponent(id)}`;
   }
@@ -52,10 +56,12 @@ window.juneAttachments = (function () {
     remove.addEventListener("click", () => {
       chips.delete(meta.id);
       node.remove();
+      sync();
       fetch(url(meta.id), { method: "DELETE", credentials: "same-origin", headers: { "X-CSRFToken": csrf() } });
     });
     node.appendChild(remove);
     chips.set(meta.id, node);
+    sync();
   }
 
   async function upload(file) {
@@ -133,7 +139,10 @@ window.juneAttachments = (function () {
     ids: () => [...chips.keys()],
     busy: () => uploading > 0,
     // the server took these ids with a message: their chips go
-    sent: (ids) => { for (const id of ids || []) { const n = chips.get(id); if (n) n.remove(); chips.delete(id); } },
+    sent: (ids) => {
+      for (const id of ids || []) { const n = chips.get(id); if (n) n.remove(); chips.delete(id); }
+      sync();
+    },
     render: render,
   };
 })();
