@@ -59,9 +59,9 @@ def parse_ids(value: Any) -> list[str]:
 
 
 def attachment_upload(*, agent: str, key: str, user: Any, upload: Any) -> Attachment:
-    """Store one uploaded file for ``user`` in the session (which must be theirs; created if
-    new, as a first message would). 413 over the size limit, 415 unless its bytes are a PNG,
-    JPEG, GIF, WebP or PDF (whatever its name or declared type says)."""
+    """Store one uploaded file for ``user`` in the session (the caller checked it is theirs, or
+    new: the first message creates it, an upload does not). 413 over the size limit, 415 unless
+    its bytes are a PNG, JPEG, GIF, WebP or PDF (whatever its name or declared type says)."""
     limit = settings.JUNE_ATTACHMENT_MAX_BYTES
     if upload.size is None or upload.size > limit:
         raise PayloadTooLarge(f"an attachment is at most {limit:,} bytes")

@@ -28,7 +28,8 @@ def attachments_collection(request: HttpRequest, user: Any, agent: str, session:
     found = uploaded_files(request)
     if len(found) != 1:
         raise BadRequest("send exactly one file (field 'file')")
-    services.session_for_user(agent=agent, key=session, user=user, create=True)
+    # someone else's session is a 403; a new one is created by the first message, not by an upload
+    services.session_for_user(agent=agent, key=session, user=user)
     row = attach.attachment_upload(agent=agent, key=session, user=user, upload=found[0])
     return JsonResponse(row.meta(), status=201)
 

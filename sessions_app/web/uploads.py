@@ -87,6 +87,6 @@ def turn_form(request: HttpRequest, *, agent: str, key: str, user: Any) -> dict[
         raise BadRequest("replace must be true or false")
     if not found:
         raise BadRequest("a multipart start carries files (field 'file'); send text alone as JSON")
-    services.session_for_user(agent=agent, key=key, user=user, create=True)
+    services.session_for_user(agent=agent, key=key, user=user)  # 403 for another's; the start creates it
     ids = [attach.attachment_upload(agent=agent, key=key, user=user, upload=f).id for f in found]
     return {"text": request.POST.get("text", ""), "replace": replace in ("true", "1"), "attachments": ids}

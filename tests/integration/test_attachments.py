@@ -65,6 +65,7 @@ def test_every_accepted_type_uploads_with_its_sniffed_type(api, alice, name, dat
 def test_the_type_comes_from_the_bytes_not_the_name(api):
     status, body = upload(api, "cute.png", HTML, content_type="image/png")
     assert status == 415 and body["error"]["code"] == "unsupported_media_type"
+    assert not m.Session.objects.exists()  # an upload creates no session: the first message does
     status, body = upload(api, "scan.bin", png())  # a PNG with any name is a PNG
     assert status == 201 and body["type"] == "image/png"
     assert Attachment.objects.count() == 1
@@ -137,7 +138,10 @@ def test_another_user_can_neither_use_nor_download_nor_remove_my_attachment(api,
     bob = Api(token_for(make_user("bob")))
     for path in (f"{BASE}/s1/attachments/{photo['id']}", f"{BASE}/bob1/attachments/{photo['id']}"):
         status, body, _ = bob.get(path)
-        assert status in (403, 404) and "error" in body  # s1 is alice's session: 403 before the lookup
+        assert status == 404 and "error" in body
+    api.post(f"{BASE}/s1/turns?wait=false", {"text": "mine"})  # s1 exists now, alice's
+    status, body = upload(bob, "b.png", png(), session="s1")
+    assert status == 403 and body["error"]["code"] == "forbidden"
     status, body, _ = bob.post(f"{BASE}/bob1/turns?wait=false", {"text": "steal", "attachments": [photo["id"]]})
     assert status == 404, body
     status, body, _ = bob.call("delete", f"{BASE}/bob1/attachments/{photo['id']}")
