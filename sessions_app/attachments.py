@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -125,23 +124,14 @@ def attachment_remove(*, agent: str, key: str, attachment_id: str, user: Any) ->
     row = attachment_for_user(agent=agent, key=key, attachment_id=attachment_id, user=user)
     if row.owner_id != getattr(user, "pk", None):
         raise NotFound("no such attachment")
-    if Attachment.objects.filter(id=row.id, turn_id="").delete()[0] == 0:
+    if Attachment.objects.filter(id=row.id, turn_id="").delete()[0] == 0:  # its file: on_attachment_deleted
         raise TurnConflictError("this attachment was sent with a message: it stays with it")
-    transaction.on_commit(lambda: _delete_file(row.file.name))
 
 
 def attachments_delete(*, agent: str, key: str) -> int:
-    """Delete a session's attachments, rows now and files after the commit (a session deleted
-    in the admin; a reset keeps them, for the archive)."""
-    names = list(Attachment.objects.filter(agent=agent, session_key=key).values_list("file", flat=True))
-    Attachment.objects.filter(agent=agent, session_key=key).delete()
-    transaction.on_commit(lambda: _delete_files(names))
-    return len(names)
-
-
-def _delete_files(names: Iterable[str]) -> None:
-    for name in names:
-        _delete_file(name)
+    """Delete a session's attachments (a session deleted in the admin; a reset keeps them, for
+    the archive): the rows now, each file after the commit (``on_attachment_deleted``)."""
+    return Attachment.objects.filter(agent=agent, session_key=key).delete()[0]
 
 
 def _delete_file(name: str) -> None:
@@ -149,6 +139,14 @@ def _delete_file(name: str) -> None:
         default_storage.delete(name)
     except Exception:  # a storage that is down: the row is gone, the file is an orphan to sweep
         log.warning("could not delete attachment file %s", name, exc_info=True)
+
+
+def on_attachment_deleted(sender: Any, instance: Attachment, **kwargs: Any) -> None:
+    """``post_delete`` of ``Attachment``, however it was deleted (a session's deletion, the
+    composer's x, the admin): its file goes once the deletion commits (a rollback keeps it)."""
+    name = instance.file.name
+    if name:
+        transaction.on_commit(lambda: _delete_file(name))
 
 
 def on_session_deleted(sender: Any, instance: Any, **kwargs: Any) -> None:

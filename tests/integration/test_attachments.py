@@ -234,3 +234,21 @@ def test_unsent_uploads_are_bounded_per_user(api, settings):
     status, body = upload(api, "p.png", png(), session="s9")
     assert status == 413 and "unsent" in body["error"]["message"]
     assert Attachment.objects.count() == 4
+
+
+def test_staff_list_attachments_and_a_deleted_row_takes_its_file(api, alice):
+    _, photo = upload(api, "photo.png", png())
+    name = Attachment.objects.get(pk=photo["id"]).file.name
+    staff = make_user("root")
+    staff.is_staff = staff.is_superuser = True
+    staff.save()
+    admin = Client()
+    admin.force_login(staff)
+    listing = admin.get(reverse("admin:agents_app_attachment_changelist"))
+    assert listing.status_code == 200 and "photo.png" in listing.content.decode()
+    url = reverse("admin:agents_app_attachment_delete", args=[photo["id"]])
+    assert admin.post(url, {"post": "yes"}).status_code == 302
+    assert not Attachment.objects.exists() and not default_storage.exists(name)
+    alice_view = Client()
+    alice_view.force_login(alice)
+    assert alice_view.get(reverse("admin:agents_app_attachment_changelist")).status_code == 302  # not staff
