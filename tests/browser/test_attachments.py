@@ -106,3 +106,21 @@ def test_a_pasted_image_is_attached(june_server, make_user, new_page):
     page.click("#send")  # no text: the files alone make a message
     page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'", timeout=30000)
     assert "I received 1 attachment: screenshot.png (image/png" in page.locator(".msg.assistant").last.text_content()
+
+
+def test_the_chat_with_attachments_passes_the_accessibility_audit(june_server, make_user, new_page):
+    """axe-core (tests/browser/test_a11y.py's audit): chips with their remove buttons, a
+    thumbnail and a PDF link add no serious or critical violation."""
+    from tests.browser.test_a11y import audit
+
+    page = open_chat(new_page(make_user("alice")), "ops", "files5")
+    page.set_input_files("#attach-input", files=[{"name": "a.png", "mimeType": "image/png", "buffer": png()},
+                                                 {"name": "b.pdf", "mimeType": "application/pdf", "buffer": pdf(1)}])
+    _ready_chips(page, 2)
+    page.fill("#text", "look")
+    page.click("#send")
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'", timeout=30000)
+    page.locator(".msg.user .attachment img").wait_for()
+    page.set_input_files("#attach-input", files=[{"name": "c.pdf", "mimeType": "application/pdf", "buffer": pdf(1)}])
+    _ready_chips(page, 1)
+    assert audit(page, "chat with attachments") == []
