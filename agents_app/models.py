@@ -1,6 +1,10 @@
-"""Data of the demo agent's tools (a real site's agents bring their own models)."""
+"""Data of the demo agent's tools (a real site's agents bring their own models), and attachments."""
+
+import uuid
 
 from django.db import models
+
+from agents_app.attachments import metadata, storage_name
 
 
 class Order(models.Model):
@@ -103,3 +107,45 @@ class SeenWebhook(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "signature"], name="seen_webhook_signature")]
+
+
+# -- attachments (agents_app.attachments; the services: sessions_app.attachments) ----------------
+
+
+def _attachment_path(instance: "Attachment", filename: str) -> str:
+    return storage_name(instance.id)
+
+
+def _new_attachment_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Attachment(models.Model):
+    """A file a user attached to a message: its bytes in the default storage (named by the id),
+    its sniffed type, size and page count here. Plain fields, no foreign key to sessions_app
+    (agents_app never imports it): the session is ``(agent, session_key)``, the uploader
+    ``owner_id``; ``turn_id`` is set when a turn takes it (once: an attachment opens one turn)."""
+
+    id = models.CharField(max_length=32, primary_key=True, default=_new_attachment_id, editable=False)
+    agent = models.CharField(max_length=64)
+    session_key = models.CharField(max_length=200)
+    owner_id = models.BigIntegerField(null=True, blank=True)
+    file = models.FileField(upload_to=_attachment_path, max_length=200)
+    content_type = models.CharField(max_length=100)
+    size = models.BigIntegerField()
+    name = models.CharField(max_length=200)
+    sha256 = models.CharField(max_length=64)
+    pages = models.IntegerField(null=True, blank=True)
+    turn_id = models.CharField(max_length=32, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at"]
+        indexes = [models.Index(fields=["agent", "session_key"])]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.content_type}, {self.size} bytes)"
+
+    def meta(self) -> dict:
+        """What the transcript keeps of it (``attachments.metadata``)."""
+        return metadata(id=self.id, content_type=self.content_type, name=self.name, size=self.size, pages=self.pages)

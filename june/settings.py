@@ -89,6 +89,9 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # that cannot keep prepared statements)
     JUNE_PREPARED_CHECKPOINTS = _bool(env, "JUNE_PREPARED_CHECKPOINTS", True)
     JUNE_MAX_TEXT_CHARS = int(env.get("JUNE_MAX_TEXT_CHARS", "32000"))
+    # attachments (README "Attachments"): the largest file, and how many files one message carries
+    JUNE_ATTACHMENT_MAX_BYTES = int(env.get("JUNE_ATTACHMENT_MAX_BYTES", str(5 * 1024 * 1024)))
+    JUNE_ATTACHMENTS_PER_MESSAGE = int(env.get("JUNE_ATTACHMENTS_PER_MESSAGE", "5"))
     # the HTTP API and SSE (docs/api.md)
     JUNE_API_WAIT_SECONDS = float(env.get("JUNE_API_WAIT_SECONDS", "120"))
     JUNE_API_STREAM_SECONDS = float(env.get("JUNE_API_STREAM_SECONDS", "3600"))

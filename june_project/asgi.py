@@ -2,6 +2,7 @@
 scheme, host and port, sessions_app.web.origin) — the helper a host project uses too
 (``june.asgi``, docs/install.md), with June at the root."""
 
+import functools
 import os
 
 from django.core.asgi import get_asgi_application
@@ -15,4 +16,21 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from june.asgi import websocket_application  # noqa: E402
 
+
+def _no_twisted_form_parsing() -> None:
+    """Under daphne, Twisted parses every multipart body (an attachment's upload) into its own
+    ``request.args``, which daphne never reads (Django parses the body): a second copy of each
+    upload in memory, and a bare, non-JSON 400 for a form Twisted's parser refuses (an empty
+    one) before the API can answer. Twisted's documented switch ``parsePOSTFormSubmission``
+    (``twisted.web.http.Request``) turns that off for daphne's requests."""
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # another server: nothing to do
+        return
+    if not getattr(WebRequest, "_june_forms_off", False):
+        WebRequest.__init__ = functools.partialmethod(WebRequest.__init__, parsePOSTFormSubmission=False)
+        WebRequest._june_forms_off = True
+
+
+_no_twisted_form_parsing()
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})

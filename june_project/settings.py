@@ -182,6 +182,9 @@ USE_TZ = True
 STATIC_URL = "/static/"
 # June's static files live in its apps (sessions_app/static/june/), found by the app finder
 STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
+# uploads (attachments): local files under var/media unless STORAGES["default"] names a
+# django-storages backend (README "Attachments"); never served directly (an owner-checked view)
+MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},

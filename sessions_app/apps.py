@@ -18,8 +18,12 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         # imported here: these modules use models, which cannot load before the app registry
-        from django.db.models.signals import post_migrate
+        from django.db.models.signals import post_delete, post_migrate
         from django_q.signals import post_spawn
+
+        from agents_app.models import Attachment
+        from sessions_app.attachments import on_attachment_deleted, on_session_deleted
+        from sessions_app.models import Session
 
         # `manage.py migrate` creates the sweeper's django-q2 schedule (docs/workers.md) and the
         # agents' declared schedules (deploys also run ``manage.py june_sync_schedules``)
@@ -28,6 +32,9 @@ class SessionsAppConfig(AppConfig):
         post_spawn.connect(_start_watchdog, dispatch_uid="june.watchdog")
         post_spawn.connect(_freeze_heap, dispatch_uid="june.freeze_heap")
         post_spawn.connect(_serve_turns_concurrently, dispatch_uid="june.runner")
+        # a session deleted (the admin) takes its attachments' rows and files with it
+        post_delete.connect(on_session_deleted, sender=Session, dispatch_uid="june.attachments")
+        post_delete.connect(on_attachment_deleted, sender=Attachment, dispatch_uid="june.attachment_files")
 
 
 def _ensure_schedules(using: str = "default", **kwargs: object) -> None:

@@ -28,6 +28,11 @@ class PayloadTooLarge(JuneError):
     code = "payload_too_large"
 
 
+class UnsupportedMediaType(JuneError):
+    http_status = 415
+    code = "unsupported_media_type"
+
+
 class Unprocessable(JuneError):
     http_status = 422
     code = "unprocessable"

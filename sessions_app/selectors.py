@@ -248,6 +248,8 @@ def transcript(*, session: m.Session, generation: int, limit: int = ARCHIVE_MESS
     for row in rows:
         data = row.data or {}
         item = {"role": row.role, "created_at": row.created_at, "text": str(data.get("text") or "")}
+        if row.role == "user":
+            item["attachments"] = [a for a in data.get("attachments", ()) if isinstance(a, dict)]
         if row.role == "assistant":
             item["tool_calls"] = [{"name": c.get("name"), "input": _compact(c.get("input"))}
                                   for c in data.get("tool_calls", ()) if isinstance(c, dict)]

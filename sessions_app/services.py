@@ -14,11 +14,12 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
-from agents_app.runtime import subagents
+from agents_app.runtime import new_turn_id, subagents
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.runtime.session import AgentSession
 from agents_app.schedules import declarations
+from sessions_app import attachments as attach
 from sessions_app import models as m
 from sessions_app import quotas, safejson, telemetry, window, wiring
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
@@ -198,13 +199,18 @@ def turn_start(
     attested: bool = True,
     speaker: dict[str, Any] | None = None,
     turn_id: str | None = None,
+    attachments: list[str] | None = None,
 ) -> TurnRecord:
     """Queue a turn (after access checks); a worker picks it up after the commit.
 
     Admitted first (``quotas.admit_turn``: the user's, or the webhook's, rate and the day's token
     quotas): a refusal raises ``RateLimited`` before anything is created, the session included;
-    a start counted whose creation is then refused (access, a parked session) is given back."""
-    text = validate_text(text)
+    a start counted whose creation is then refused (access, a parked session) is given back.
+    ``attachments``: ids of the user's unsent uploads to this session (``sessions_app.attachments``);
+    the turn takes them, and a refused start gives them back. With attachments the text may be empty."""
+    ids = attach.parse_ids(attachments if attachments is not None else [])
+    text = "" if ids and isinstance(text, str) and not text.strip() else validate_text(text)
+    turn_id = turn_id or new_turn_id()
     wiring.agent(agent)
     window.check_fits(agent, text)  # before admission: a refused message costs no quota
     row = _user_row(user)
@@ -212,17 +218,21 @@ def turn_start(
     try:
         if user is not None:
             session_for_user(agent=agent, key=key, user=user, create=True)
+        files = attach.attachments_take(agent=agent, key=key, user=user, ids=ids, turn_id=turn_id)
         # the request's span (traces on): the turn's spans, in the worker, continue its trace
         with telemetry.request(f"turn_start {source}", **{"june.turn.source": source, "gen_ai.agent.name": agent}):
             turn_input = TurnInput(
                 text=text, kind=kind, by=by, source=source,
                 user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
                 trace=telemetry.traceparent(),  # carried durably with the turn
+                attachments=files,
             )
             return _host_call(agent, key, lambda host: host.start_turn(
                 turn_input, replace=replace, turn_id=turn_id, created_by=row))
     except BaseException:
         admitted.refund()
+        if ids:
+            attach.attachments_release(turn_id=turn_id)
         raise
 
 

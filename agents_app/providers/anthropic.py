@@ -36,7 +36,9 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
 import anthropic
 import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
+from agents_app import attachments
 from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW
+from agents_app.providers.anthropic_files import Reader, attachment_blocks
 from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider's table-tested names)
     _USAGE_KEYS,
     CACHE_WRITE_1H_KEY,
@@ -79,11 +81,12 @@ _SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
 
 # --- request ---------------------------------------------------------------------------------
 
-def _api_content(message: Message) -> tuple[str, list[dict[str, Any]]]:
+def _api_content(message: Message, read: Reader | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The API role and content blocks of one transcript message."""
     if message.role in (Role.USER, Role.TRIGGER):
-        # a trigger (proactive seed) reads to the model as an ordinary user message
-        return "user", ([{"type": "text", "text": message.text}] if message.text else [])
+        # a trigger (proactive seed) reads to the model as an ordinary user message; attachments
+        # go before the text, as the API's guide advises for images and documents
+        return "user", attachment_blocks(message, read) + ([{"type": "text", "text": message.text}] if message.text else [])
     if message.role == Role.SUMMARY:
         # a compaction's summary reads as user text (merged with a user message after it)
         return "user", [{"type": "text", "text": SUMMARY_PREFIX + message.text}]
@@ -103,8 +106,8 @@ def _api_content(message: Message) -> tuple[str, list[dict[str, Any]]]:
     raise ValueError(f"unknown role {message.role!r}")
 
 
-def build_messages(transcript: Iterable[Message]) -> list[dict[str, Any]]:
-    """Transcript → API ``messages``.
+def build_messages(transcript: Iterable[Message], read: Reader | None = None) -> list[dict[str, Any]]:
+    """Transcript → API ``messages``. ``read(id)`` gives an attachment's bytes (None: gone).
 
     Consecutive messages of the same API role are merged into one (the API requires the roles
     to alternate: all tool results after one assistant message become one user message).
@@ -114,7 +117,7 @@ def build_messages(transcript: Iterable[Message]) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     for message in transcript:
-        role, content = _api_content(message)
+        role, content = _api_content(message, read)
         if not content:
             continue
         if out and out[-1]["role"] == role:
@@ -202,6 +205,7 @@ class AnthropicModel:
         cache_min_tokens: int | None = None,
         timeout: float = 600.0,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+        read_attachment: Reader | None = None,
     ) -> None:
         self.model = model
         self.max_tokens = max_tokens
@@ -217,6 +221,8 @@ class AnthropicModel:
             min_tokens=cache_min_tokens if cache_min_tokens is not None else min_cacheable_tokens(model),
             ttl=cache_ttl) if prompt_cache else None
         self._sleep = sleep
+        #: an attachment's bytes by id (the site's storage; a test passes its own)
+        self.read_attachment: Reader = read_attachment or attachments.read
         self._client = _client(api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
                                base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, timeout)
 
@@ -225,7 +231,7 @@ class AnthropicModel:
         params: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens,
-            "messages": build_messages(request.messages),
+            "messages": build_messages(request.messages, self.read_attachment),
         }
         if request.system:
             params["system"] = request.system
@@ -264,7 +270,11 @@ class AnthropicModel:
         if self._client.api_key is None and getattr(self._client, "auth_token", None) is None:
             # the SDK would raise a bare TypeError at request time; say what to do instead
             raise ModelError("no Anthropic API key: set ANTHROPIC_API_KEY", retryable=False)
-        params = self.params(request)
+        if any(m.attachments for m in request.messages):
+            # the attachments' bytes are read from storage (a disk, a bucket) per call: off the loop
+            params = await asyncio.to_thread(self.params, request)
+        else:
+            params = self.params(request)
         attempt = 0
         while True:
             yielded = False

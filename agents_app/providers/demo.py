@@ -20,6 +20,7 @@ Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user 
   (subagents, run in parallel); a researcher, given its topic as task data, calls
   ``search_notes`` and answers with the notes (a topic with "secret" in it calls
   ``ask_clearance`` instead: an operator approves it, as a refund)
+- a message with attachments     → says what it received: each file's name, type, pages, size
 - anything else                  → answers in prose, echoing the message
 
 After tool results it answers in prose, describing each result. Text streams in small deltas.
@@ -38,6 +39,7 @@ import json
 import re
 from typing import Any, AsyncIterator
 
+from agents_app.attachments import describe
 from agents_app.runtime.compaction import SUMMARY_PREFIX, view_tokens
 from agents_app.runtime.messages import Message, Role, ToolCall
 from agents_app.runtime.model import ModelChunk, ModelReply, ModelRequest, StopReason, TextDelta
@@ -118,6 +120,15 @@ def summarize(request: ModelRequest) -> str:
     return "".join(parts)
 
 
+def received(message: Message) -> str:
+    """What the demo says to a message with attachments: what it got (type, pages, size), so
+    the offline walk-through shows that the files reached the model."""
+    count = len(message.attachments)
+    said = f" You said: {message.text}" if message.text.strip() else ""
+    return (f"I received {count} attachment{'s' if count != 1 else ''}: "
+            + "; ".join(describe(a) for a in message.attachments) + "." + said)
+
+
 def _describe(result: Any) -> str:
     return json.dumps(result, sort_keys=True) if not isinstance(result, str) else result
 
@@ -164,6 +175,8 @@ class DemoModel:
                     break
                 results.append(f"{m.name} → {_describe(m.result)}" + (" (error)" if m.is_error else ""))
             return "Done. " + "; ".join(reversed(results)), (), self.delay
+        if last.attachments:
+            return received(last), (), self.delay
         text = last.text
         if "essay" in text.lower():
             return ESSAY * 3, (), self.essay_delay

@@ -40,6 +40,16 @@ class TurnStarted(TurnEvent):
     type: ClassVar[str] = "turn.started"
     trigger: str = "inbound"  # inbound | proactive | resume
     text: str = ""
+    #: the opening message's attachments (metadata), so a live chat can show them
+    attachments: tuple[dict[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data = TurnEvent.to_json(self)
+        if self.attachments:
+            data["attachments"] = [dict(a) for a in self.attachments]
+        else:
+            del data["attachments"]  # most turns attach nothing: no empty key in every row
+        return data
 
 
 @fast_init

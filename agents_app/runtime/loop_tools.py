@@ -195,6 +195,7 @@ class ToolSteps(LoopState):
             idempotency_key=f"{turn.turn_id}:{call.id}",
             user=turn.input.user,
             source=turn.input.source,
+            attachments=turn.input.attachments,
         )
         ctx.request_input = self._request_input_for(call, tool)
         if tool is not None and tool.is_async:

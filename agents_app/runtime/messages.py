@@ -48,6 +48,9 @@ class Message:
       blocks that must be sent back unchanged, e.g. thinking blocks with signatures).
     - ``tool``: ``call_id``, ``name``, ``result`` (any JSON) and ``is_error``.
     - ``summary``: ``text`` summarizes the live view before position ``boundary`` (compaction).
+
+    A ``user`` message may carry ``attachments``: metadata only (``id``, ``type``, ``name``,
+    ``size``, ``pages``); the bytes live in the host's storage and are read per model call.
     """
 
     role: Role
@@ -62,6 +65,7 @@ class Message:
     is_error: bool = False
     usage: dict[str, int] = field(default_factory=dict)
     boundary: int | None = None
+    attachments: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"role": str(self.role)}
@@ -85,6 +89,8 @@ class Message:
             data["usage"] = self.usage
         if self.boundary is not None:
             data["boundary"] = self.boundary
+        if self.attachments:
+            data["attachments"] = [dict(a) for a in self.attachments]
         return data
 
     @classmethod
@@ -92,7 +98,7 @@ class Message:
         # positional, and no work for what is absent: a load decodes every message of the live
         # transcript, so this runs thousands of times per turn in a long session
         get = data.get
-        calls, blocks, usage = get("tool_calls"), get("blocks"), get("usage")
+        calls, blocks, usage, files = get("tool_calls"), get("blocks"), get("usage"), get("attachments")
         return cls(
             _ROLES.get(data["role"]) or Role(data["role"]),
             get("text", ""),
@@ -106,6 +112,7 @@ class Message:
             bool(get("is_error", False)),
             dict(usage) if usage else {},
             get("boundary"),
+            tuple(files) if files else (),
         )
 
 

@@ -86,6 +86,9 @@ class TurnInput:
     trace: str | None = None
     #: when it was queued (epoch seconds), kept only when observed: the metrics' queue wait
     queued_at: float | None = None
+    #: files sent with the text: metadata only (``id``, ``type``, ``name``, ``size``, ``pages``),
+    #: copied onto the opening user message; the host keeps the bytes
+    attachments: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         # the inbound event is stored without ``raw``; ``trace`` only when there is one
@@ -101,6 +104,8 @@ class TurnInput:
             data["trace"] = self.trace
         if self.queued_at is not None:
             data["queued_at"] = self.queued_at
+        if self.attachments:
+            data["attachments"] = [dict(a) for a in self.attachments]
         return data
 
     @classmethod
@@ -114,6 +119,7 @@ class TurnInput:
             target=data.get("target"),
             trace=data.get("trace") if isinstance(data.get("trace"), str) else None,
             queued_at=data.get("queued_at") if isinstance(data.get("queued_at"), (int, float)) else None,
+            attachments=tuple(a for a in data.get("attachments") or () if isinstance(a, dict)),
         )
 
 

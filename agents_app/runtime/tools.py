@@ -54,6 +54,9 @@ class ToolContext:
     #: subagents (``subagents.py``): ``await spawn(agent, text, key=None)``, ``await spawn_all([...])``
     spawn: Callable[..., Awaitable[Any]] | None = None
     spawn_all: Callable[..., Awaitable[Any]] | None = None
+    #: the turn's attachments (metadata: ``id``, ``type``, ``name``, ``size``, ``pages``); a tool
+    #: in the site reads the bytes with ``agents_app.attachments.read(attachment["id"])``
+    attachments: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(slots=True)

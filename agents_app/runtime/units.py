@@ -69,8 +69,9 @@ def opening_txn(tx: Any, turn: TurnRecord, attempt_id: str | None) -> str:
     the trigger's) message, ``turn.started``, and the journal's provider_started for the first
     model call, which follows at once. Returns that call's stream key."""
     role = Role.TRIGGER if turn.input.kind == "proactive" else Role.USER
-    at = tx.append(Message(role=role, text=turn.input.text, turn_id=turn.turn_id, by=turn.input.by))
-    tx.emit(ev.TurnStarted(turn.turn_id, trigger=turn.input.kind, text=turn.input.text))
+    files = turn.input.attachments
+    at = tx.append(Message(role=role, text=turn.input.text, turn_id=turn.turn_id, by=turn.input.by, attachments=files))
+    tx.emit(ev.TurnStarted(turn.turn_id, trigger=turn.input.kind, text=turn.input.text, attachments=files))
     key = stream_key(turn.turn_id, model_step_id(at + 1), attempt_id)
     tx.journal(Phase.PROVIDER_STARTED, stream_key=key)
     if turn.status != TurnStatus.RUNNING:  # an attempt's claim made it (and its session) running

@@ -1,4 +1,13 @@
 """Admin: each area lives in its own module (sessions and archives, the approval inbox,
 schedules, limits); this file only imports them so their registrations run."""
 
-from sessions_app.admin import inbox, limits, notifications, proactive, sessions, tokens, turns  # noqa: F401
+from sessions_app.admin import (  # noqa: F401
+    attachments,
+    inbox,
+    limits,
+    notifications,
+    proactive,
+    sessions,
+    tokens,
+    turns,
+)

@@ -118,6 +118,7 @@ def message_view(row: m.Message, boundaries: dict[int, list[int]] | None = None)
         "is_error": bool(data.get("is_error")) or (isinstance(result, dict) and "error" in result),
         "cancelled": result == {"cancelled": True},
         "usage": data.get("usage") or {},
+        "attachments": [a for a in data.get("attachments", ()) if isinstance(a, dict)],
     }
 
 

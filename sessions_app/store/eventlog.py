@@ -106,6 +106,8 @@ def stored(e: ev.TurnEvent, unit: list[tuple[int, Message]], turn_id: str | None
             del data["name"]
         if e.error is None:
             del data["error"]
+    elif isinstance(e, ev.TurnStarted) and e.attachments and tuple(message.attachments) == tuple(e.attachments):
+        del data["attachments"]  # the opening message holds them (``_COPIED``)
     return index if len(data) == 1 else data
 
 
@@ -135,6 +137,10 @@ _DERIVED: dict[str, tuple[tuple[str, Callable[[dict[str, Any], int], Any]], ...]
                          ("error", lambda msg, index: None)),
 }
 
+#: what ``stored`` leaves out only when the message holds it, and ``restore`` copies back only
+#: then: ``turn.started``'s attachments (most openings have none: no empty key comes back)
+_COPIED: dict[str, str] = {"turn.started": "attachments"}
+
 Row = tuple[int, int, str, str | None, dict[str, Any] | int]
 
 
@@ -163,6 +169,9 @@ def restore(rows: Iterable[Row]) -> list[dict[str, Any]]:
             for key, derived in _DERIVED.get(data["type"], ()):
                 if key not in data:
                     data[key] = derived(msg, index)
+            copied = _COPIED.get(data["type"])
+            if copied and copied not in data and msg.get(copied):
+                data[copied] = msg[copied]
         out.append(data)
     return out
 

@@ -27,10 +27,10 @@ from django.views.decorators.csrf import csrf_exempt
 from agents_app.runtime import new_turn_id, rules
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
+from sessions_app import attachments, safejson, selectors, services
 from sessions_app import models as m
-from sessions_app import safejson, selectors, services
 from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, error_body
-from sessions_app.web import paths
+from sessions_app.web import paths, uploads
 from sessions_app.web.auth import authenticate
 from sessions_app.web.db import db
 from sessions_app.web.health import is_probe
@@ -262,11 +262,18 @@ def load_turn(turn_id: str) -> m.Turn:
 
 # -- turns --------------------------------------------------------------------------------------------
 
+@uploads.bounded(lambda request: attachments.max_body_bytes())
 @api_view("POST")
 async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
-    """Start a turn; stream it (SSE), wait for its end (bounded), or return 202 at once."""
-    body = read_json(request, allowed={"text", "replace"})
-    text = services.validate_text(body.get("text"))
+    """Start a turn; stream it (SSE), wait for its end (bounded), or return 202 at once. A JSON
+    body may name uploaded ``attachments``; a multipart one carries its files (``uploads``)."""
+    if uploads.is_multipart(request):
+        body = await db(uploads.turn_form)(request, agent=agent, key=session, user=user)
+    else:
+        body = read_json(request, allowed={"text", "replace", "attachments"})
+    ids = attachments.parse_ids(body.get("attachments", []))
+    text = body.get("text", "") if ids else body.get("text")
+    text = "" if ids and isinstance(text, str) and not text.strip() else services.validate_text(text)
     replace = body.get("replace", False)
     if not isinstance(replace, bool):
         raise BadRequest("replace must be true or false")
@@ -275,7 +282,7 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
     turn_id = new_turn_id()
     if not wait and not wants_stream(request):  # one hop to the database's thread, not three
         status = await db(_start_queued)(agent=agent, key=session, text=text, user=user, replace=replace,
-                                         turn_id=turn_id)
+                                         turn_id=turn_id, attachments=ids)
         return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
                             headers={"Location": paths.turn_api(agent, session, turn_id)})
     # the session is created with the turn (``turn_start``), so a refused start creates nothing;
@@ -285,7 +292,7 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
 
     async def start() -> None:
         await db(services.turn_start)(agent=agent, key=session, text=text, user=user, source="http",
-                                      replace=replace, turn_id=turn_id)
+                                      replace=replace, turn_id=turn_id, attachments=ids)
 
     # subscribe before the turn exists, so not even its first delta is missed
     follower = SessionFollower(ref, after=row.event_seq if row is not None else 0, turn_id=turn_id)
@@ -310,11 +317,12 @@ async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
     return turn_response(turn, request, agent=agent, key=session)
 
 
-def _start_queued(*, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str) -> str:
+def _start_queued(*, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str,
+                  attachments: list[str]) -> str:
     """``POST turns?wait=false``'s database work: the turn (and its session, created for
     ``user``: ``turn_start``), and its status as created."""
     record = services.turn_start(agent=agent, key=key, text=text, user=user, source="http", replace=replace,
-                                 turn_id=turn_id)
+                                 turn_id=turn_id, attachments=attachments)
     return str(record.status)  # as committed: no worker can have claimed it before the enqueue
 
 

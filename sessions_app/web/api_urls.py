@@ -3,7 +3,7 @@ views: ``api``; the contract: ``openapi``)."""
 
 from django.urls import path, re_path
 
-from sessions_app.web import api, approvals, export, lists, prometheus, search
+from sessions_app.web import api, approvals, export, files, lists, prometheus, search
 
 app_name = "june_api"
 
@@ -25,6 +25,8 @@ urlpatterns = [
     path(SESSION + "pending", api.pending, name="pending"),
     path(SESSION + "events", api.events, name="events"),
     path(SESSION + "export", export.api_export, name="export"),
+    path(SESSION + "attachments", files.attachments_collection, name="attachments"),
+    path(SESSION + "attachments/<str:attachment_id>", files.attachment_detail, name="attachment"),
     # anything else under a session is a JSON 404, even with DEBUG on (other /api/ paths, e.g.
     # the webhooks included after this module, keep their own routes; see api.handler404)
     re_path(r"^agents/[^/]+/sessions/", api.not_found),

@@ -30,7 +30,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
-from sessions_app import safejson, selectors, services
+from sessions_app import attachments, safejson, selectors, services
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
 from sessions_app.outbox.sink import group_name
 from sessions_app.web.children import ChildRelay
@@ -201,8 +201,10 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         replace = frame.get("replace", False)
         if not isinstance(replace, bool):
             raise BadRequest("replace must be true or false")
+        # ``attachments``: ids of uploads (``POST …/attachments``), checked as the API checks them
         rec = await database_sync_to_async(services.turn_start)(
-            agent=self.agent, key=self.key, text=frame.get("text"), user=self.user, source="web", replace=replace)
+            agent=self.agent, key=self.key, text=frame.get("text"), user=self.user, source="web", replace=replace,
+            attachments=attachments.parse_ids(frame.get("attachments", [])))
         return {"turn_id": rec.turn_id, "status": str(rec.status)}
 
     async def frame_cancel(self, frame: dict[str, Any]) -> dict[str, Any]:

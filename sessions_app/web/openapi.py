@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessions_app import services
+from sessions_app.web.openapi_files import attachment_paths, ids_schema, turn_form_schema
 from sessions_app.web.openapi_lists import (  # noqa: F401 (SESSION_CURSOR, TURN_CURSOR: lists' patterns)
     SESSION_CURSOR,
     TURN_CURSOR,
@@ -50,7 +51,7 @@ def document() -> dict[str, Any]:
         # the paths below are relative to June's mount: "/" at the root, "/assistant" under a prefix
         "servers": [{"url": mount().rstrip("/") or "/"}],
         "security": [{"bearer": []}, {"session": []}],
-        "paths": merge_paths(paths(), list_paths(), search_paths()),
+        "paths": merge_paths(paths(), list_paths(), search_paths(), attachment_paths()),
         "components": {**(c := components()), "schemas": {**c["schemas"], **list_schemas()}},
     }
 
@@ -77,17 +78,20 @@ def paths() -> dict[str, Any]:
                     {"name": "replace", "in": "query", "description": "Boolean, as `wait` (default false)",
                      "schema": BOOL_QUERY},
                 ],
-                "requestBody": _body({
-                    "type": "object", "additionalProperties": False, "required": ["text"],
-                    "properties": {"text": text_schema(), "replace": {"type": "boolean", "default": False}},
-                }),
+                "requestBody": {"required": True, "content": {
+                    "application/json": {"schema": {
+                        "type": "object", "additionalProperties": False, "required": ["text"],
+                        "properties": {"text": text_schema(), "replace": {"type": "boolean", "default": False},
+                                       "attachments": ids_schema()}}},
+                    "multipart/form-data": {"schema": turn_form_schema(text_schema())},
+                }},
                 "responses": {
                     "200": {"description": "The turn ended (completed, failed, cancelled) or parked (suspended)",
                             "content": {"application/json": {"schema": TURN_REF}, **SSE}},
                     "202": _json("Queued or still running", {
                         "type": "object", "required": ["turn_id", "status"],
                         "properties": {"turn_id": {"type": "string"}, "status": {"type": "string"}}}),
-                    **_errors(*COMMON, "409", "413", "429"),
+                    **_errors(*COMMON, "409", "413", "415", "429"),
                 },
             },
         },

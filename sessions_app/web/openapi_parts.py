@@ -23,7 +23,9 @@ ERROR_TEXT = {
     "405": "Method not allowed",
     "409": "The session or turn is not in a state that allows this",
     "413": "The body is over 256 KiB, or the text over JUNE_MAX_TEXT_CHARS characters, or too long for the "
-           "agent's model context window (code context_window_exceeded; the message names the limit)",
+           "agent's model context window (code context_window_exceeded; the message names the limit); "
+           "attachments: a file over JUNE_ATTACHMENT_MAX_BYTES, more than JUNE_ATTACHMENTS_PER_MESSAGE",
+    "415": "An attached file is not a PNG, JPEG, GIF, WebP or PDF (by its bytes)",
     "422": "The answer does not match the request's schema",
     "429": "A rate limit or quota refused the turn (turns per minute, tokens per day); nothing was created. "
            "`Retry-After` (and `error.retry_after`) says in how many seconds to retry; `error.limit` names "

@@ -64,7 +64,10 @@ def chat(request, agent: str, key: str):
               "user_id": str(request.user.pk), "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
               **_window_config(agent),
               "pending_url": reverse("june_api:pending", kwargs={"agent": agent, "session": key}),
-              "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key})}
+              "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key}),
+              "attachments_url": reverse("june_api:attachments", kwargs={"agent": agent, "session": key}),
+              "attachment_max_bytes": settings.JUNE_ATTACHMENT_MAX_BYTES,
+              "attachments_per_message": settings.JUNE_ATTACHMENTS_PER_MESSAGE}
     session.has_turns = False
     if session.pk is not None:
         selectors.with_titles([session])

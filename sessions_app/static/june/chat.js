@@ -22,6 +22,7 @@
   const pendingFrames = new Map(); // frame id -> card (to show an error on it)
   const compacting = new Map();   // turn_id -> the "summarizing…" note of a compaction under way
   const composerFrames = new Map(); // frame id -> text of a message the server has not accepted yet
+  const composerFiles = new Map();  // frame id -> attachment ids it carries (attachments.js)
   const queued = new Map();       // turn_id -> element in #queue (sent, not started yet)
   let ready = false;              // the replay is over: events from now on are live
 
@@ -127,7 +128,10 @@
     "turn.started": (f) => {
       unqueue(f.turn_id);
       if (f.trigger === "resume") add(el("div", "note", "Resumed after the answer."));
-      else userBubble(f.turn_id, f.text, f.trigger === "proactive" ? "trigger" : "user");
+      else {
+        const bubble = userBubble(f.turn_id, f.text, f.trigger === "proactive" ? "trigger" : "user");
+        if (f.attachments && window.juneAttachments) window.juneAttachments.render(bubble, f.attachments);
+      }
       if (f.trigger !== "resume") titleFrom(f.text);
       setTurn(f.turn_id, "running");
     },
@@ -479,7 +483,12 @@
   }
   function submitComposer() {
     const text = $("text").value;
-    if (!text.trim()) return;
+    const files = window.juneAttachments ? window.juneAttachments.ids() : [];
+    if (window.juneAttachments && window.juneAttachments.busy()) {
+      composerMessage("Not sent yet: a file is still uploading. Send again in a moment.");
+      return;
+    }
+    if (!text.trim() && !files.length) return;
     const max = config.max_text_chars || 32000;
     if (text.length > max) {
       composerMessage(`Not sent: your message has ${text.length.toLocaleString()} characters; the limit is ${max.toLocaleString()}. Shorten it and send again.`);
@@ -495,7 +504,8 @@
       composerMessage("Not sent: not connected (reconnecting…). Your message is kept; send it again in a moment.");
       return;
     }
-    const frame = { type: "start", text: text, replace: $("replace").checked, id: nextFrameId++ };
+    const frame = { type: "start", text: text.trim() ? text : "", replace: $("replace").checked, id: nextFrameId++ };
+    if (files.length) { frame.attachments = files; composerFiles.set(frame.id, files); }
     composerFrames.set(frame.id, text);
     composerMessage("");
     $("composer").dataset.state = "sending";
@@ -504,12 +514,14 @@
   function composerAccepted(f) {
     const text = composerFrames.get(f.id);
     composerFrames.delete(f.id);
+    const files = composerFiles.get(f.id) || [];
+    if (files.length) { window.juneAttachments.sent(files); composerFiles.delete(f.id); }
     if (!composerFrames.size) delete $("composer").dataset.state;
     if ($("text").value === text) $("text").value = "";  // text typed meanwhile stays
     $("replace").checked = false;
     if (f.status === "queued" && !turnStatus.has(f.turn_id) && text !== undefined) {
       setTurn(f.turn_id, "queued");
-      enqueue(f.turn_id, text);
+      enqueue(f.turn_id, text.trim() ? text : `(${files.length} attachment${files.length === 1 ? "" : "s"})`);
     }
     $("text").focus();
   }
@@ -519,6 +531,7 @@
     if ((id === null || id === undefined) && composerFrames.size) id = composerFrames.keys().next().value;
     if (!composerFrames.has(id)) return false;
     composerFrames.delete(id);
+    composerFiles.delete(id);  // the chips stay: sending again sends them
     if (!composerFrames.size) delete $("composer").dataset.state;
     if (f.code === "rate_limited" && f.retry_after) {
       // a rate limit or quota: say when sending again will work (the text stays in the box)
@@ -533,6 +546,7 @@
   function composerDropped() {
     if (!composerFrames.size) return;
     composerFrames.clear();
+    composerFiles.clear();
     delete $("composer").dataset.state;
     composerMessage("The connection dropped before the server confirmed your message. It is kept in the box: if it does not appear above once reconnected, send it again.");
   }

@@ -9,6 +9,8 @@ calls the no-op sync tool ``fault_noop`` n times, one per model step, then answe
 ``"approve-write"`` calls the sync ``fault_approved_write``, declared with ``approval=``;
 ``"charge"`` calls the async ``fault_charge`` (``on_interrupt="report"``) and then answers
 ``outcome: interrupted`` or ``outcome: charged`` from the tool result it reads.
+A turn with attachments records, per model call, ``attach-ok`` when the request carries them on
+exactly one message and every file reads back from storage, else ``attach-bad``.
 Pause points (tests/fault/faultkit.py): ``model<k>:start``, ``model<k>:mid``, ``model<k>:end``
 (k = the turn's assistant messages so far), ``write:before``, ``write:after``, ``ping:before``,
 ``ping:after``, ``charge:during``, ``approved:before``, ``approved:after``.
@@ -21,6 +23,7 @@ import os
 import signal
 from typing import AsyncIterator
 
+from agents_app import attachments
 from agents_app.providers import register
 from agents_app.runtime.messages import Role, ToolCall
 from agents_app.runtime.model import ModelReply, StopReason, TextDelta
@@ -37,6 +40,10 @@ class FaultModel:
         opening = next((m.text for m in mine if m.role in (Role.USER, Role.TRIGGER)), "")
         if "<task>\n" in opening:  # a child turn (subagents): the task is the opening
             opening = opening.split("<task>\n", 1)[1].rsplit("\n</task>", 1)[0]
+        carrying = [m for m in request.messages if m.attachments]
+        if carrying:
+            whole = len(carrying) == 1 and all(attachments.read(a["id"]) for a in carrying[0].attachments)
+            faultkit.record("attach-ok" if whole else "attach-bad", turn_id)
         await faultkit.apoint(f"model{k}:start")
         if opening == "die":
             faultkit.record("die", turn_id)

@@ -1,0 +1,92 @@
+"""Reading uploads from a request: the declared size checked before the body is parsed, the
+files of a multipart body bounded by the message limit, and a multipart ``POST …/turns``
+(text + files) turned into the JSON start it stands for."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from agents_app.runtime.errors import JuneError
+from sessions_app import attachments as attach
+from sessions_app import services
+from sessions_app.errors import BadRequest, PayloadTooLarge, error_body
+
+
+def is_multipart(request: HttpRequest) -> bool:
+    return request.content_type.startswith("multipart/form-data")
+
+
+def check_declared_size(request: HttpRequest, limit: int) -> None:
+    """413 for a Content-Length over ``limit`` (parsing would spool it to disk first)."""
+    declared = request.META.get("CONTENT_LENGTH") or "0"
+    if not declared.isdigit():
+        raise BadRequest("malformed Content-Length")
+    if int(declared) > limit:
+        raise PayloadTooLarge(f"an attachment is at most {settings.JUNE_ATTACHMENT_MAX_BYTES:,} bytes "
+                              f"(and a message has at most {settings.JUNE_ATTACHMENTS_PER_MESSAGE})")
+
+
+def bounded(limit: Callable[[HttpRequest], int | None]) -> Callable:
+    """A view whose multipart body over ``limit(request)`` bytes is refused (413 JSON) before
+    anything reads it: before authentication, whose CSRF check would parse it."""
+
+    def decorate(view: Callable) -> Callable:
+        def refuse(request: HttpRequest) -> HttpResponse | None:
+            cap = limit(request) if request.method == "POST" and is_multipart(request) else None
+            if cap is None:
+                return None
+            try:
+                check_declared_size(request, cap)
+            except JuneError as exc:
+                return JsonResponse(error_body(exc), status=exc.http_status)
+            return None
+
+        if inspect.iscoroutinefunction(view):
+            @functools.wraps(view)
+            async def wrapped_async(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+                return refuse(request) or await view(request, **kwargs)
+            wrapped_async.csrf_exempt = True  # type: ignore[attr-defined]
+            return wrapped_async
+
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+            return refuse(request) or view(request, **kwargs)
+        wrapped.csrf_exempt = True  # type: ignore[attr-defined]
+        return wrapped
+
+    return decorate
+
+
+def uploaded_files(request: HttpRequest) -> list[Any]:
+    """The files of a multipart body (field ``file``, repeated), at most a message's worth."""
+    if not is_multipart(request):
+        raise BadRequest("send files as multipart/form-data (field 'file')")
+    found = request.FILES.getlist("file")
+    attach.check_count(len(found))
+    unknown = sorted(set(request.FILES) - {"file"})
+    if unknown:
+        raise BadRequest(f"unknown file field(s): {', '.join(unknown)[:200]}")
+    return found
+
+
+def turn_form(request: HttpRequest, *, agent: str, key: str, user: Any) -> dict[str, Any]:
+    """A multipart ``POST …/turns`` (fields ``text``, ``replace``, files ``file``) as the JSON
+    start it stands for: the files uploaded to the session, their ids in ``attachments``."""
+    unknown = sorted(set(request.POST) - {"text", "replace"})
+    if unknown:
+        raise BadRequest(f"unknown field(s): {', '.join(unknown)[:200]}")
+    found = uploaded_files(request)
+    replace = request.POST.get("replace", "false").strip().lower()
+    if replace not in ("true", "false", "1", "0", ""):
+        raise BadRequest("replace must be true or false")
+    if not found:
+        raise BadRequest("a multipart start carries files (field 'file'); send text alone as JSON")
+    services.session_for_user(agent=agent, key=key, user=user)  # 403 for another's; the start creates it
+    ids = [attach.attachment_upload(agent=agent, key=key, user=user, upload=f).id for f in found]
+    return {"text": request.POST.get("text", ""), "replace": replace in ("true", "1"), "attachments": ids}
