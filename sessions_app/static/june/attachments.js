@@ -13,10 +13,7 @@ window.juneAttachments = (function () {
   const chips = new Map(); // id -> chip element (uploaded, not sent yet)
   let uploading = 0;
 
-  function csrf() {
-    const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
-  }
+  const { csrf } = window.JuneDom;  // dom.js
   function size(n) {
     return n < 1024 ? `${n} B` : n < 1048576 ? `${(n / 1024).toFixed(1)} KB` : `${(n / 1048576).toFixed(1)} MB`;
   }

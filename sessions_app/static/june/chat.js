@@ -27,12 +27,7 @@
   let ready = false;              // the replay is over: events from now on are live
 
   // -- small DOM helpers --------------------------------------------------------------------------
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
+  const { el, json } = window.JuneDom;  // dom.js
   let openedAtEnd = false;
   function add(node) {
     stampTime(node);
@@ -40,9 +35,6 @@
     log.appendChild(node);
     if (atBottom) log.scrollTop = log.scrollHeight;
     return node;
-  }
-  function json(value) {
-    try { return JSON.stringify(value); } catch (e) { return String(value); }
   }
   function showError(message) {
     const box = $("error");

@@ -12,19 +12,7 @@
   const config = configNode ? JSON.parse(configNode.textContent) : {};  // api_base: June's mount
   const boxes = new Map();  // child turn id -> {node, body, seq, stream, status}
 
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-  function json(value) {
-    try { return JSON.stringify(value); } catch (e) { return String(value); }
-  }
-  function csrf() {
-    const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
-    return m ? decodeURIComponent(m[1]) : "";
-  }
+  const { el, json, csrf } = window.JuneDom;  // dom.js
 
   // The tool-call row the child belongs under: in the log (a child of this session's turn) or in
   // its parent child's box (a grandchild).

@@ -9,12 +9,7 @@
 window.JuneMarkdown = (function () {
   const SAFE_LINK = /^(https?:|mailto:)/i;
 
-  function el(tag, className, text) {
-    const node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text !== undefined) node.textContent = text;
-    return node;
-  }
+  const { el } = window.JuneDom;  // dom.js
 
   // inline: `code`, **bold**, *em* / _em_, [text](url)
   const INLINE = /(`+)([\s\S]*?[^`])\1(?!`)|\*\*([^*]+)\*\*|(?<![\w])__([^_]+)__(?![\w])|\*([^*\s][^*]*)\*|(?<![\w])_([^_\s][^_]*)_(?![\w])|\[([^\]]+)\]\(([^)\s]+)\)/g;
