@@ -106,6 +106,10 @@ class PromptCluster(Cluster):
         log.info("cluster %s stopping (%s)", self.name, how)
         stopped = stop_descendants(os.getpid())
         self.sentinel.join(0)
+        # a worker whose sentinel a SIGTERM to the group killed first is no longer below us, and
+        # may still be dying: its last heartbeat must not land after the release (it kept the
+        # lease it was running a turn under). Wait for those too, then release.
+        stop_orphans(sorted(seen - set(stopped)))
         released = release_leases(sorted(seen | set(stopped)))
         forget_workers(sorted(seen | set(stopped)))  # their heartbeats: stopped, not gone missing
         log.info("cluster %s stopped: %d processes, %d leases released", self.name, len(stopped), released)
@@ -185,6 +189,12 @@ def stop_descendants(root: int, grace: float = GRACE) -> list[int]:
                 pass
         except ChildProcessError:
             pass
+        # a process started meanwhile (a sentinel still alive respawns a worker it saw die) is
+        # stopped too: else it could claim a turn whose lease the stop is about to release
+        born = [p for p in descendants(root) if p not in pids]
+        if born:
+            _signal(born, signal.SIGKILL if killed else signal.SIGTERM)
+            pids += born
         left = [p for p in pids if _alive(p)]
         if not left:
             return pids
@@ -193,6 +203,29 @@ def stop_descendants(root: int, grace: float = GRACE) -> list[int]:
             _signal(left, signal.SIGKILL)
             killed = True
         time.sleep(0.02)
+
+
+def stop_orphans(pids: list[int], grace: float = GRACE) -> None:
+    """Stop the processes of ``pids`` still alive in this process group (the cluster's workers
+    that lost their sentinel; a pid reused by a process of another group is left alone), and
+    wait until they are gone: SIGTERM, SIGKILL after ``grace`` seconds."""
+    group = os.getpgid(0)
+
+    def ours(pid: int) -> bool:
+        try:
+            return _alive(pid) and os.getpgid(pid) == group
+        except ProcessLookupError:
+            return False
+
+    left = [p for p in pids if ours(p)]
+    _signal(left, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while left:
+        if time.monotonic() > deadline:
+            _signal(left, signal.SIGKILL)
+            deadline = float("inf")
+        time.sleep(0.02)
+        left = [p for p in left if _alive(p)]
 
 
 def release_leases(pids: list[int]) -> int:
@@ -212,4 +245,4 @@ def release_leases(pids: list[int]) -> int:
         return 0
 
 
-__all__ = ["GRACE", "PromptCluster", "children", "descendants", "release_leases", "stop_descendants"]
+__all__ = ["GRACE", "PromptCluster", "children", "descendants", "release_leases", "stop_descendants", "stop_orphans"]

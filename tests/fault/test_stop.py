@@ -116,7 +116,9 @@ def test_running_turn_resumes_elsewhere(clusters, fault_agent, mode):
     assert not _alive(worker), "the worker outlived its cluster"
     turn = Turn.objects.get(pk=turn_id)
     assert turn.status == "running", "the turn is neither failed nor finished by the stop"
-    assert turn.lease_expires_at <= time.time(), "the dead worker's lease was released at the stop"
+    assert turn.lease_expires_at <= time.time(), (
+        f"the dead worker's lease was released at the stop (held by {turn.lease_owner}, the stopped worker "
+        f"was {worker}; attempts {turn.attempts})\n--- the cluster's log\n{cluster.output()[-3000:]}")
 
     clusters.disarm("ping:before")
     taker = clusters.start()
