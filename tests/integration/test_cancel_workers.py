@@ -55,6 +55,31 @@ def alice():
     return get_user_model().objects.create_user("alice", password="pw-alice-123")
 
 
+def freeze_between_writes(cluster: Cluster, tries: int = 40) -> None:
+    """SIGSTOP ``cluster`` at a moment it holds no write lock. On SQLite a process frozen inside a
+    write transaction keeps the database's one write lock until it dies, and every other writer
+    waits out its busy timeout: SQLite's nature, not what a test of a frozen worker is about. So
+    a freeze that caught the cluster mid-write is undone and tried again a moment later."""
+    import sqlite3
+
+    db = connections["default"].settings_dict
+    for _ in range(tries):
+        cluster.signal(signal.SIGSTOP)
+        if connections["default"].vendor != "sqlite":
+            return
+        probe = sqlite3.connect(db["NAME"], timeout=0.2)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            return
+        except sqlite3.OperationalError:  # frozen holding the lock
+            cluster.signal(signal.SIGCONT)
+            time.sleep(0.05)
+        finally:
+            probe.close()
+    raise AssertionError(f"{tries} freezes all caught the cluster inside a write")
+
+
 def poll(condition: Callable[[], object], what: str, *, timeout: float = 60.0, cluster: Cluster | None = None):
     try:
         return wait_for(condition, timeout=timeout, what=what)
@@ -134,7 +159,7 @@ def test_a_cancel_the_worker_never_saw_is_honoured_by_the_replay(clusters, alice
     first = clusters("doomed", **quick)
     rec = services.turn_start(agent="ops", key="k1", text="an essay please", user=alice)
     poll(lambda: streaming(rec.turn_id), "the essay to stream", cluster=first)
-    first.signal(signal.SIGSTOP)  # frozen: it can notice nothing from here on
+    freeze_between_writes(first)  # frozen: it can notice nothing from here on
     services.turn_cancel(turn_id=rec.turn_id, user=alice)
     assert turn(rec.turn_id).status == "running" and turn(rec.turn_id).cancel_reason == "requested"
     first.kill()
