@@ -92,6 +92,8 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # attachments (README "Attachments"): the largest file, and how many files one message carries
     JUNE_ATTACHMENT_MAX_BYTES = int(env.get("JUNE_ATTACHMENT_MAX_BYTES", str(5 * 1024 * 1024)))
     JUNE_ATTACHMENTS_PER_MESSAGE = int(env.get("JUNE_ATTACHMENTS_PER_MESSAGE", "5"))
+    # an upload never sent with a message is deleted (row and file) by the sweeper after this long
+    JUNE_UNSENT_ATTACHMENT_HOURS = float(env.get("JUNE_UNSENT_ATTACHMENT_HOURS", "24"))
     # the HTTP API and SSE (docs/api.md)
     JUNE_API_WAIT_SECONDS = float(env.get("JUNE_API_WAIT_SECONDS", "120"))
     JUNE_API_STREAM_SECONDS = float(env.get("JUNE_API_STREAM_SECONDS", "3600"))

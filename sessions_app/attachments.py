@@ -1,5 +1,6 @@
 """Attachments' services: upload (sniffed, bounded), take for a turn (owner, session, unused),
-download (owner only), remove an unsent one, and delete a session's files with the session.
+download (owner only), remove an unsent one, sweep the long unsent, and delete a session's files
+with the session.
 
 The bytes go through Django's default storage (``agents_app.attachments``); the rows record who
 uploaded what for which session. A turn takes its attachments with a conditional ``UPDATE …
@@ -10,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
+from django.utils import timezone
 
 from agents_app import attachments as files
 from agents_app.models import Attachment
@@ -126,6 +129,15 @@ def attachment_remove(*, agent: str, key: str, attachment_id: str, user: Any) ->
         raise NotFound("no such attachment")
     if Attachment.objects.filter(id=row.id, turn_id="").delete()[0] == 0:  # its file: on_attachment_deleted
         raise TurnConflictError("this attachment was sent with a message: it stays with it")
+
+
+def attachments_sweep_unsent(*, older_than_hours: float | None = None) -> int:
+    """Delete the uploads nobody sent within ``JUNE_UNSENT_ATTACHMENT_HOURS`` (a composer closed
+    with its chips, an API client that uploaded and went away): the rows now, the files after the
+    commit. The sweeper runs it; a later start naming one gets a 404 like any unknown id."""
+    hours = settings.JUNE_UNSENT_ATTACHMENT_HOURS if older_than_hours is None else older_than_hours
+    cutoff = timezone.now() - timedelta(hours=hours)
+    return Attachment.objects.filter(turn_id="", created_at__lt=cutoff).delete()[0]
 
 
 def attachments_delete(*, agent: str, key: str) -> int:

@@ -36,6 +36,7 @@ from agents_app.runtime.recovery import RecoveryState, classify_submission_state
 from agents_app.runtime.seams import Phase, TurnStatus
 from sessions_app import models as m
 from sessions_app import wiring
+from sessions_app.attachments import attachments_sweep_unsent
 from sessions_app.outbox.queue import RUN_TURN, enqueue_turn
 from sessions_app.services import publish_on_commit
 from sessions_app.store.checkpoint import IN_CHAIN
@@ -324,6 +325,28 @@ def _notify_pass() -> None:
         connections.close_all()
 
 
+#: when the last sweep of unsent uploads ran (time.monotonic()); None: never
+_unsent_swept_at: float | None = None
+#: how often a worker's watchdog looks for uploads nobody sent (they are kept for hours: once in
+#: ten minutes is plenty, and costs one indexed-by-age delete)
+UNSENT_SWEEP_SECONDS = 600.0
+
+
+def _unsent_pass() -> None:
+    """Uploads never sent with a message go after ``JUNE_UNSENT_ATTACHMENT_HOURS``; never fails
+    the sweeper."""
+    global _unsent_swept_at
+    if _unsent_swept_at is not None and time.monotonic() - _unsent_swept_at < UNSENT_SWEEP_SECONDS:
+        return
+    _unsent_swept_at = time.monotonic()
+    try:
+        if gone := attachments_sweep_unsent():
+            log.info("sweeper: deleted %d unsent attachment(s)", gone)
+    except Exception:
+        log.exception("sweep of unsent attachments failed")
+        connections.close_all()
+
+
 def start_watchdog(period: float | None = None) -> threading.Thread | None:
     """Start (once per process) a daemon thread running ``sweep_expired`` and ``sweep_queued``
     every ``period`` seconds, beginning with a pass at start (the recovery pass of a fresh
@@ -354,6 +377,7 @@ def _watch(period: float) -> None:
             log.exception("sweeper pass failed")
             connections.close_all()
         _notify_pass()
+        _unsent_pass()
         time.sleep(period * random.uniform(0.8, 1.2))
 
 

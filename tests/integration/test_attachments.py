@@ -236,6 +236,32 @@ def test_unsent_uploads_are_bounded_per_user(api, settings):
     assert Attachment.objects.count() == 4
 
 
+def test_the_sweeper_deletes_uploads_nobody_sent_and_keeps_the_rest(api, settings, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from sessions_app.workers import sweeper
+
+    _, old = upload(api, "old.png", png())
+    _, fresh = upload(api, "fresh.png", png())
+    _, sent = upload(api, "sent.png", png())
+    api.post(f"{BASE}/s1/turns?wait=false", {"text": "x", "attachments": [sent["id"]]})
+    long_ago = timezone.now() - timedelta(hours=settings.JUNE_UNSENT_ATTACHMENT_HOURS + 1)
+    Attachment.objects.filter(pk__in=[old["id"], sent["id"]]).update(created_at=long_ago)
+    old_file = Attachment.objects.get(pk=old["id"]).file.name
+    monkeypatch.setattr(sweeper, "_unsent_swept_at", None)
+    sweeper._unsent_pass()  # the watchdog's pass, as a worker runs it
+    assert set(Attachment.objects.values_list("pk", flat=True)) == {fresh["id"], sent["id"]}
+    assert not default_storage.exists(old_file)
+    status, body, _ = api.post(f"{BASE}/s2/turns?wait=false", {"text": "y", "attachments": [old["id"]]})
+    assert status == 404, body
+    sweeper._unsent_pass()  # throttled: a second pass within the period does nothing
+    Attachment.objects.filter(pk=fresh["id"]).update(created_at=long_ago)
+    sweeper._unsent_pass()
+    assert Attachment.objects.filter(pk=fresh["id"]).exists()
+
+
 def test_staff_list_attachments_and_a_deleted_row_takes_its_file(api, alice):
     _, photo = upload(api, "photo.png", png())
     name = Attachment.objects.get(pk=photo["id"]).file.name
