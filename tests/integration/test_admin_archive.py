@@ -96,6 +96,10 @@ def test_each_archived_generation_shows_its_own_transcript_steps_and_events(clie
     assert "Archived by a reset by <strong>sam</strong>" in page1
     assert page1.count('class="june-event"') == m.Event.objects.filter(session=archived, generation=1).count()
 
+    # the trail: Home › app › sessions › the session › this generation, the session a link back
+    trail = re.search(r'<div class="breadcrumbs">(.*?)</div>', page1, re.S).group(1)
+    change = reverse("admin:sessions_app_session_change", args=[archived.pk])
+    assert re.findall(r'href="([^"]+)"', trail)[-1] == change and trail.rstrip().endswith("s1#g1")
     live = client.get(gen_url(archived, 2)).content.decode()
     assert "live generation" in live and "no messages in this generation" in live
     assert client.get(gen_url(archived, 3)).status_code == 404
