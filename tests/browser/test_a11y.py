@@ -3,7 +3,7 @@ Chromium, through ``axe-playwright-python``, whose bundled ``axe.min.js`` is inj
 page: nothing is downloaded) with no serious or critical violation, and the chat works with the
 keyboard alone.
 
-Pages: the chat showing a reply, a tool row and an open approval card (then answered, and a reply
+Pages: the API docs (Swagger UI); the chat showing a reply, a tool row and an open approval card (then answered, and a reply
 cancelled mid-stream); the session list; the archive; the admin approval inbox; the dashboard; a
 turn's timeline; a session's admin page and an archived generation there; both searches."""
 
@@ -133,3 +133,15 @@ def test_the_chat_works_with_the_keyboard_alone(june_server, make_user, new_page
     page.wait_for_selector(".approval.card[data-outcome=approved]")
     _completed(page)
     assert "mugs" in page.locator(".msg.assistant").last.text_content()
+
+
+def test_the_api_docs_page_has_no_serious_accessibility_violation(june_server, make_user, new_page):
+    """``/api/docs/``: Swagger UI rendering the OpenAPI document, an operation expanded."""
+    page = new_page(make_user("ada"))
+    page.goto("/api/docs/")
+    page.wait_for_selector(".swagger-ui .opblock")
+    page.locator("#operations-default-startTurn .opblock-summary-control").click()  # a body, parameters, responses
+    page.wait_for_selector("#operations-default-startTurn.is-open .responses-wrapper")
+    page.locator(".swagger-ui .models-control").click()  # the schemas section, open
+    found = audit(page, "the API docs")
+    assert not found, "serious or critical violations:\n" + json.dumps(found, indent=1)

@@ -12,7 +12,9 @@
   window.ui = SwaggerUIBundle({
     url: root.dataset.spec,
     dom_id: "#swagger-ui",
-    deepLinking: true,
+    // no deep links: Swagger UI puts them as <a> inside each operation's <button> (a link in a
+    // button is one control inside another: axe's nested-interactive, and confusing to a keyboard)
+    deepLinking: false,
     requestInterceptor: function (req) {
       if (req.method && !/^(GET|HEAD|OPTIONS)$/i.test(req.method) && csrfToken()) {
         req.headers["X-CSRFToken"] = csrfToken();
@@ -20,4 +22,17 @@
       return req;
     },
   });
+  // what Swagger UI leaves unnamed or out of the tab order (axe: select-name,
+  // scrollable-region-focusable): the servers and enum <select>s get a name (the parameter's),
+  // a scrolling example <pre> a tab stop, on every render
+  function mend() {
+    root.querySelectorAll("select:not([aria-label])").forEach(function (select) {
+      var row = select.closest("tr[data-param-name]");
+      select.setAttribute("aria-label", select.id === "servers" ? "Server" : row ? row.dataset.paramName : "Choice");
+    });
+    root.querySelectorAll("pre.microlight:not([tabindex])").forEach(function (pre) {
+      pre.setAttribute("tabindex", "0");
+    });
+  }
+  new MutationObserver(mend).observe(root, { childList: true, subtree: true });
 })();
