@@ -21,6 +21,8 @@ if os.environ.get("DJANGO_SETTINGS_MODULE"):
     for _layer in settings.CHANNEL_LAYERS.values():
         if _layer["BACKEND"].startswith("channels_redis"):
             _layer.setdefault("CONFIG", {})["prefix"] = os.environ["JUNE_CHANNEL_PREFIX"]
+    # users' passwords hashed quickly in this process (tests/fasthash.py), checked anywhere
+    settings.PASSWORD_HASHERS = ["tests.fasthash.FewRoundsPBKDF2", *settings.PASSWORD_HASHERS]
 # every process a test starts (workers, daphne) inherits this run's mark (tests/reaper.py)
 os.environ["JUNE_TEST_RUN"] = str(os.getpid())
 
