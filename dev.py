@@ -5,9 +5,12 @@
                           and a django-q2 cluster on http://127.0.0.1:8000 (Ctrl-C stops both)
     python3 dev.py test   install (with the test tools and Debian's Chromium), check the import
                           contracts (lint-imports), lint (ruff), type-check the engine (mypy),
-                          and run the suite in one pytest, or with JUNE_TEST_WORKERS=N in
-                          parallel, then the tests marked ``serial`` alone (extra arguments go
-                          to pytest; DATABASE_URL / REDIS_URL pick the backends)
+                          and run the tests not marked ``slow`` in one pytest, or with
+                          JUNE_TEST_WORKERS=N in parallel, then the tests marked ``serial``
+                          alone. ``--slow``: the slow tests instead (browser, fault, hostile
+                          and single long tests); ``--all``: both. Other arguments go to pytest
+                          (a test path named runs whatever it holds); DATABASE_URL / REDIS_URL
+                          pick the backends. CI runs ``test`` and ``test --slow``.
 """
 
 from __future__ import annotations
@@ -104,8 +107,29 @@ def run() -> None:
 
 def test(args: list[str]) -> None:
     ensure_venv("test")
-    ensure_chromium()
+    tier, args = _tier(args)
+    if tier != "fast":
+        ensure_chromium()  # the browser tests are slow ones
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "june_project.settings", "DJANGO_ALLOW_ASYNC_UNSAFE": "true"}
+    if tier != "slow":  # ``--slow`` runs after ``test`` (CI): the code was checked already
+        _check(env)
+    # one pytest by default: two parallel runs of the whole suite (CI, this stop) each failed once
+    # on a timing-sensitive test under the load (test_runner, test_cancel_workers): parallel is opt-in
+    workers = env.get("JUNE_TEST_WORKERS", "1")
+    if workers in ("0", "1") or any(a == "-n" or a.startswith(("-n", "--numprocesses", "-m")) for a in args):
+        sys.exit(_pytest([*_marked(tier), *args], env))  # one pytest, as asked
+    # the tests in parallel (pytest-xdist: each worker has its own test database, channel prefix
+    # and processes), then the few marked ``serial`` alone (the chaos test restarts PostgreSQL)
+    parallel = _pytest(["-n", workers, *_marked(tier, "not serial"), *args], env)
+    serial = _pytest([*_marked(tier, "serial"), *args], env)
+    ok = (0, 5)  # 5: that part selected no test (a run of one file, say)
+    if parallel in ok and serial in ok and (parallel, serial) != (5, 5):
+        sys.exit(0)
+    sys.exit(parallel if parallel not in ok else serial if serial not in ok else 5)
+
+
+def _check(env: dict[str, str]) -> None:
+    """The checks before the tests."""
     # the architecture's import contracts (pyproject.toml): a back-arrow or a cycle fails the run
     if sh(VENV / "bin" / "lint-imports", "--no-cache", env=env, check=False) != 0:
         sys.exit("lint-imports: an import contract is broken (see above; docs/architecture.md)")
@@ -115,19 +139,26 @@ def test(args: list[str]) -> None:
     # the engine's types (pyproject.toml [tool.mypy]): the loop's shared state is declared once
     if sh(VENV / "bin" / "mypy", env=env, check=False) != 0:
         sys.exit("mypy: the engine's types do not check (see above)")
-    # one pytest by default: two parallel runs of the whole suite (CI, this stop) each failed once
-    # on a timing-sensitive test under the load (test_runner, test_cancel_workers): parallel is opt-in
-    workers = env.get("JUNE_TEST_WORKERS", "1")
-    if workers in ("0", "1") or any(a == "-n" or a.startswith(("-n", "--numprocesses", "-m")) for a in args):
-        sys.exit(_pytest(args, env))  # one pytest, as asked
-    # the tests in parallel (pytest-xdist: each worker has its own test database, channel prefix
-    # and processes), then the few marked ``serial`` alone (the chaos test restarts PostgreSQL)
-    parallel = _pytest(["-n", workers, "-m", "not serial", *args], env)
-    serial = _pytest(["-m", "serial", *args], env)
-    ok = (0, 5)  # 5: that part selected no test (a run of one file, say)
-    if parallel in ok and serial in ok and (parallel, serial) != (5, 5):
-        sys.exit(0)
-    sys.exit(parallel if parallel not in ok else serial if serial not in ok else 5)
+
+
+#: which tests a tier runs (pytest's -m): ``fast`` is ``dev.py test``'s default, ``slow`` the
+#: suites behind the marker (``--slow``), ``all`` both (``--all``, or test paths named)
+TIERS = {"fast": "not slow", "slow": "slow", "all": ""}
+
+
+def _tier(args: list[str]) -> tuple[str, list[str]]:
+    """``--slow`` / ``--all`` pick the tier; named test paths run whatever they hold."""
+    if "--slow" in args or "--all" in args:
+        tier = "slow" if "--slow" in args else "all"
+        return tier, [a for a in args if a not in ("--slow", "--all")]
+    if any(a.startswith("-m") for a in args) or any(not a.startswith("-") and (ROOT / a.split("::")[0]).exists() for a in args):
+        return "all", args
+    return "fast", args
+
+
+def _marked(tier: str, extra: str = "") -> list[str]:
+    expr = " and ".join(f"({e})" for e in (TIERS[tier], extra) if e)
+    return ["-m", expr] if expr else []
 
 
 def _pytest(args: list[str], env: dict[str, str]) -> int:

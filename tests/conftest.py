@@ -4,8 +4,22 @@ JUNE_REQUIRE_POSTGRES / JUNE_REQUIRE_REDIS make a run fail, not skip, when one i
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+
+#: whole suites ``python3 dev.py test`` leaves to ``--slow`` (CI runs both): real Chromium,
+#: processes killed at every boundary, hostile fuzzing. Single slow tests elsewhere carry
+#: ``@pytest.mark.slow`` themselves.
+SLOW_SUITES = ("browser", "fault", "hostile")
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = item.path.relative_to(TESTS).parts
+        if parts and parts[0] in SLOW_SUITES:
+            item.add_marker(pytest.mark.slow)
 
 
 def pytest_report_header(config):

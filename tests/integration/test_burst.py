@@ -97,6 +97,7 @@ def _local_ports(pid: int) -> set[int]:
     return ports
 
 
+@pytest.mark.slow
 def test_a_burst_of_posts_is_all_accepted_within_the_pool(web, django_user_model):
     url, pid, log = web
     user = django_user_model.objects.create_user("burst", password="pw-burst-123")

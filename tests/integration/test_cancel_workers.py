@@ -152,6 +152,7 @@ def test_cancel_mid_stream_on_a_worker_is_prompt_and_commits_no_answer(clusters,
     poll(lambda: turn(nxt.turn_id).status == "completed", "the next turn", cluster=cluster)
 
 
+@pytest.mark.slow
 def test_a_cancel_the_worker_never_saw_is_honoured_by_the_replay(clusters, alice):
     """Pins: a cancel stored while its worker was frozen, then killed, must not be lost — the
     replay on another cluster cancels instead of finishing the turn."""

@@ -36,6 +36,7 @@ def compact_agent(settings):
     wiring.agents.cache_clear()
 
 
+@pytest.mark.slow
 def test_a_thousand_turns_never_fail_for_overflow(compact_agent, monkeypatch):
     monkeypatch.setattr("sessions_app.outbox.queue.async_task", lambda *a, **kw: None)  # driven below, in-process
 
@@ -71,6 +72,7 @@ def test_a_thousand_turns_never_fail_for_overflow(compact_agent, monkeypatch):
     assert state.base == session.boundary and len(state.transcript) < 40
 
 
+@pytest.mark.slow
 def test_a_daily_schedule_over_365_days_stays_within_the_window():
     """The ops agent's daily-summary declaration, 365 ticks through the schedule's channel and
     ``receive`` (what ``sessions_app.proactive.schedules.fire`` runs for a tick, minus its once-per-tick

@@ -316,6 +316,7 @@ async def test_the_sink_coalesces_deltas_and_flushes_them_before_committed_event
     assert text == "".join(words)
 
 
+@pytest.mark.slow
 async def test_an_idle_socket_outlives_the_layers_blocking_receive():
     """Regression: redis-py 8 defaults socket_timeout to 5 s, channels_redis blocks 5 s in
     BZPOPMIN, so an idle consumer's receive raised TimeoutError and the socket closed (1011)."""

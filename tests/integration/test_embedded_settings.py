@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -25,6 +27,7 @@ def _manage(var: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
                           text=True, timeout=180)
 
 
+@pytest.mark.slow
 def test_the_token_command_works_on_the_embedded_default_without_settings(tmp_path):
     assert _manage(tmp_path, "migrate", "-v0").returncode == 0
     made = _manage(tmp_path, "shell", "-c",

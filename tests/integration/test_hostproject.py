@@ -39,6 +39,7 @@ def host_database_url():
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.mark.slow
 def test_june_runs_inside_a_host_project(host_database_url):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST", "JUNE_"))}
     env.pop("DATABASE_URL", None)

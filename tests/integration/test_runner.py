@@ -95,6 +95,7 @@ def test_a_turn_not_claimable_is_handed_back_at_once(make_runner):
     assert m.Turn.objects.get(pk=turn_id).attempts == 1
 
 
+@pytest.mark.slow
 def test_slow_tools_of_two_turns_do_not_hold_a_third_turns_steps(make_runner):
     """A sync tool that holds its thread for 4 s and an async tool that sleeps 4 s, in two turns
     of the runner: short turns started meanwhile run their steps at once (each well inside a

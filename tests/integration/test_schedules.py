@@ -80,6 +80,7 @@ def cron_agent(settings):
     wiring.agents.cache_clear()
 
 
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_two_clusters_fire_each_tick_exactly_once(cron_agent, tmp_path):
     from django.utils import timezone
