@@ -54,7 +54,7 @@ def _start_watchdog(**kwargs: object) -> None:
     # imported here: apps.py loads before the models it would pull in
     from django_q.conf import Conf
 
-    from sessions_app.workers.sweeper import start_watchdog
+    from sessions_app.workers.watchdog import start_watchdog
 
     if Conf.SYNC:  # tasks run inline in the caller (tests): no worker process to watch from
         return

@@ -241,7 +241,7 @@ def test_the_sweeper_deletes_uploads_nobody_sent_and_keeps_the_rest(api, setting
 
     from django.utils import timezone
 
-    from sessions_app.workers import sweeper
+    from sessions_app.workers import watchdog
 
     _, old = upload(api, "old.png", png())
     _, fresh = upload(api, "fresh.png", png())
@@ -250,15 +250,15 @@ def test_the_sweeper_deletes_uploads_nobody_sent_and_keeps_the_rest(api, setting
     long_ago = timezone.now() - timedelta(hours=settings.JUNE_UNSENT_ATTACHMENT_HOURS + 1)
     Attachment.objects.filter(pk__in=[old["id"], sent["id"]]).update(created_at=long_ago)
     old_file = Attachment.objects.get(pk=old["id"]).file.name
-    monkeypatch.setattr(sweeper, "_unsent_swept_at", None)
-    sweeper._unsent_pass()  # the watchdog's pass, as a worker runs it
+    monkeypatch.setattr(watchdog, "_unsent_swept_at", None)
+    watchdog._unsent_pass()  # the watchdog's pass, as a worker runs it
     assert set(Attachment.objects.values_list("pk", flat=True)) == {fresh["id"], sent["id"]}
     assert not default_storage.exists(old_file)
     status, body, _ = api.post(f"{BASE}/s2/turns?wait=false", {"text": "y", "attachments": [old["id"]]})
     assert status == 404, body
-    sweeper._unsent_pass()  # throttled: a second pass within the period does nothing
+    watchdog._unsent_pass()  # throttled: a second pass within the period does nothing
     Attachment.objects.filter(pk=fresh["id"]).update(created_at=long_ago)
-    sweeper._unsent_pass()
+    watchdog._unsent_pass()
     assert Attachment.objects.filter(pk=fresh["id"]).exists()
 
 

@@ -305,17 +305,17 @@ def test_the_policy_s_own_webhook_over_the_site_s(q2_sync, users, smtp, receiver
 
 
 def test_the_sweeper_thread_s_pass_sends_and_is_throttled(parked, smtp, settings, monkeypatch):
-    from sessions_app.workers import sweeper
+    from sessions_app.workers import watchdog
 
     monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
     settings.JUNE_NOTIFY_SECONDS = 3600
-    monkeypatch.setattr(sweeper, "_notified_at", None)
-    sweeper._notify_pass()
+    monkeypatch.setattr(watchdog, "_notified_at", None)
+    watchdog._notify_pass()
     assert len(smtp.mails) == 1
     m.Notification.objects.all().delete()
-    sweeper._notify_pass()  # within JUNE_NOTIFY_SECONDS: no pass
+    watchdog._notify_pass()  # within JUNE_NOTIFY_SECONDS: no pass
     assert not m.Notification.objects.exists()
     settings.JUNE_NOTIFY_ENABLED = False
-    monkeypatch.setattr(sweeper, "_notified_at", None)
-    sweeper._notify_pass()  # turned off
+    monkeypatch.setattr(watchdog, "_notified_at", None)
+    watchdog._notify_pass()  # turned off
     assert not m.Notification.objects.exists() and len(smtp.mails) == 1

@@ -117,7 +117,7 @@ def test_the_watchdog_keeps_its_connection_between_passes(monkeypatch):
 
     from django.db import connection
 
-    from sessions_app.workers import sweeper
+    from sessions_app.workers import watchdog
 
     if connection.vendor != "postgresql":
         pytest.skip("pg_stat_database counts the connects")
@@ -137,12 +137,12 @@ def test_the_watchdog_keeps_its_connection_between_passes(monkeypatch):
             cursor.execute("SELECT sessions FROM pg_stat_database WHERE datname = current_database()")
             return cursor.fetchone()[0]
 
-    monkeypatch.setattr(sweeper.time, "sleep", sleep)
+    monkeypatch.setattr(watchdog.time, "sleep", sleep)
     before = sessions_opened()
 
     def watch() -> None:
         try:
-            sweeper._watch(0.01)
+            watchdog._watch(0.01)
         except Enough:
             pass
         finally:

@@ -1,0 +1,101 @@
+"""The watchdog: a daemon thread in every worker process that runs the sweeper
+(``workers.sweeper``) every ``JUNE_SWEEP_SECONDS``, and rides it with the site's housekeeping:
+notifications (``sessions_app.notify``) and the sweep of uploads nobody sent."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+
+from django.conf import settings
+from django.db import connections
+
+from sessions_app.attachments import attachments_sweep_unsent
+from sessions_app.workers.sweeper import sweep_expired, sweep_queued
+
+log = logging.getLogger(__name__)
+
+_watchdog: threading.Thread | None = None
+
+
+#: when the last pass ran (time.monotonic()); None: never. Not 0.0: the monotonic clock counts
+#: from boot, so on a machine up for less than JUNE_NOTIFY_SECONDS the first pass was skipped
+_notified_at: float | None = None
+
+
+def _notify_pass() -> None:
+    """Notifications ride the sweeper (``sessions_app.notify``): write park rows, fold a failure
+    digest, send what is due. Off with JUNE_NOTIFY_ENABLED=0; never fails the sweeper."""
+    global _notified_at
+    if not getattr(settings, "JUNE_NOTIFY_ENABLED", True):
+        return
+    if _notified_at is not None and time.monotonic() - _notified_at < getattr(settings, "JUNE_NOTIFY_SECONDS", 15):
+        return
+    _notified_at = time.monotonic()
+    try:
+        from sessions_app.notify.sender import notify_tick
+
+        counts = notify_tick()
+        if any(counts.values()):
+            log.info("notifications: %s", counts)
+    except Exception:
+        log.exception("notification pass failed")
+        connections.close_all()
+
+
+#: when the last sweep of unsent uploads ran (time.monotonic()); None: never
+_unsent_swept_at: float | None = None
+#: how often a worker's watchdog looks for uploads nobody sent (they are kept for hours: once in
+#: ten minutes is plenty, and costs one indexed-by-age delete)
+UNSENT_SWEEP_SECONDS = 600.0
+
+
+def _unsent_pass() -> None:
+    """Uploads never sent with a message go after ``JUNE_UNSENT_ATTACHMENT_HOURS``; never fails
+    the sweeper."""
+    global _unsent_swept_at
+    if _unsent_swept_at is not None and time.monotonic() - _unsent_swept_at < UNSENT_SWEEP_SECONDS:
+        return
+    _unsent_swept_at = time.monotonic()
+    try:
+        if gone := attachments_sweep_unsent():
+            log.info("sweeper: deleted %d unsent attachment(s)", gone)
+    except Exception:
+        log.exception("sweep of unsent attachments failed")
+        connections.close_all()
+
+
+def start_watchdog(period: float | None = None) -> threading.Thread | None:
+    """Start (once per process) a daemon thread running ``sweep_expired`` and ``sweep_queued``
+    every ``period`` seconds, beginning with a pass at start (the recovery pass of a fresh
+    cluster)."""
+    global _watchdog
+    period = settings.JUNE_SWEEP_SECONDS if period is None else period
+    if period <= 0 or (_watchdog is not None and _watchdog.is_alive()):
+        return _watchdog
+    _watchdog = threading.Thread(target=_watch, args=(period,), name="june-sweeper", daemon=True)
+    _watchdog.start()
+    return _watchdog
+
+
+def _watch(period: float) -> None:
+    time.sleep(random.uniform(0, period / 2))  # spread the workers of a cluster apart
+    lost_seen: set[str] = set()  # queued turns the last pass found with no task (``sweep_queued``)
+    while True:
+        try:
+            # the thread's connection is kept between passes (close_old_connections, with
+            # CONN_MAX_AGE 0, reconnected every period in every worker); a failed pass drops it
+            counts = sweep_expired()
+            # a queued turn whose task a killed cluster took waits for it no longer than one whose
+            # lease expired: its task is a lease no one renews (JUNE_REQUEUE_AFTER)
+            counts["requeued"] = sweep_queued(lost_seen=lost_seen)
+            if any(counts.values()):
+                log.info("sweeper: %s", counts)
+        except Exception:  # a database blip: try again next period
+            log.exception("sweeper pass failed")
+            connections.close_all()
+        _notify_pass()
+        _unsent_pass()
+        time.sleep(period * random.uniform(0.8, 1.2))
