@@ -1,4 +1,4 @@
-"""The turns, read-only for staff: each with its journal, its timeline (``console.timeline``),
+"""The turns, read-only for staff: each with its journal, its timeline (``admin.timeline``),
 its tree of parent and child turns (``tree``), what it spent and cost, its answers and steps."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from sessions_app import models as m
-from sessions_app.admin import console, edits, tree
+from sessions_app.admin import console, edits, timeline, tree
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.sessions import USERNAME, StaffReadOnly, archived_name, pretty_json, step_note
 
@@ -52,19 +52,19 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     def turn_tree(self, obj):
         return tree.tree_html(obj, self.admin_site.name)
 
-    # -- the operator console's reading of the turn (sessions_app/admin/console.py) ----------------
+    # -- the operator console's reading of the turn (sessions_app/admin/timeline.py) ----------------
 
     @admin.display(description="steps")
     def timeline_table(self, obj):
-        return render_to_string("admin/june/_timeline.html", {"steps": console.timeline(obj), "turn": obj})
+        return render_to_string("admin/june/_timeline.html", {"steps": timeline.timeline(obj), "turn": obj})
 
     @admin.display(description="where it is")
     def phase_words(self, obj):
-        return console.phase_text(obj)
+        return timeline.phase_text(obj)
 
     @admin.display(description="lease")
     def lease_words(self, obj):
-        return console.lease_text(obj, timezone.now().timestamp())
+        return timeline.lease_text(obj, timezone.now().timestamp())
 
     @admin.display(description="tokens and cost")
     def usage_cost(self, obj):

@@ -15,7 +15,7 @@ from django.test import Client
 
 from sessions_app import models as m
 from sessions_app import services
-from sessions_app.admin import console
+from sessions_app.admin import console, timeline
 
 from .test_api import BASE, Api, inline_worker, make_user, token_for  # noqa: F401 (fixture)
 
@@ -69,7 +69,7 @@ def test_the_turn_page_reads_as_a_timeline_with_tokens_and_cost(inline_worker, s
     status, body, _ = api.post(f"{BASE}/t1/turns", {"text": "order blue mugs"})
     assert status == 200 and body["status"] == "completed"
     turn = m.Turn.objects.get(pk=body["turn_id"])
-    steps = console.timeline(turn)
+    steps = timeline.timeline(turn)
     kinds = [s["kind"] for s in steps]
     assert kinds[0] == "start" and kinds[-1] == "end" and "model" in kinds
     tool = next(s for s in steps if s["kind"] == "tool")
@@ -183,7 +183,7 @@ def test_a_turn_ended_at_its_limit_says_so_in_the_api_the_timeline_and_the_turn_
     status, turn_json, _ = api.get(f"{BASE}/loop1/turns/{body['turn_id']}")
     assert turn_json["usage"]["limited"] == "model_calls" and turn_json["usage"]["model_calls"] == 50
     turn = m.Turn.objects.get(pk=body["turn_id"])
-    end = console.timeline(turn)[-1]
+    end = timeline.timeline(turn)[-1]
     assert end["kind"] == "end" and "at its limit of model calls" in end["result"]
     admin = make_user("root")
     admin.is_staff = admin.is_superuser = True

@@ -180,14 +180,14 @@ def test_the_timeline_marks_the_question_answered_and_names_the_end_once(monkeyp
     """Issue 40: "asked for an answer — waiting" still read waiting after the answer, and the
     end row read "completed completed"."""
     monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
-    from sessions_app.admin import console
+    from sessions_app.admin import timeline
 
     alice = make_user("alice")
     rt, s, turn_id, request = parked(alice, "b10")
-    [question] = [r for r in console.timeline(m.Turn.objects.get(pk=turn_id)) if r["kind"] == "input"]
+    [question] = [r for r in timeline.timeline(m.Turn.objects.get(pk=turn_id)) if r["kind"] == "input"]
     assert question["state"] == "waiting"
     answer(rt, s, turn_id, request, {"decision": "approve"}, alice)
-    rows = console.timeline(m.Turn.objects.get(pk=turn_id))
+    rows = timeline.timeline(m.Turn.objects.get(pk=turn_id))
     [question] = [r for r in rows if r["kind"] == "input"]
     assert question["state"] == "answered"
     assert rows[-1]["kind"] == "end" and rows[-1]["name"] == "completed" and "state" not in rows[-1]
