@@ -11,15 +11,15 @@ import copy
 from typing import Any, Callable
 
 from . import events as ev
-from . import rules, subagents
+from . import rules
 from .compaction import transcript_start
-from .errors import NotFound, StaleAttemptError
-from .memory_rows import _MemoryTx, _Session, _Turn
+from .errors import StaleAttemptError
+from .memory_rows import _MemoryTx, _Turn
+from .memory_tables import UNFINISHED, MemoryTables, is_parked
 from .messages import Message, input_step_id
 from .seams import (
     FINAL_STATUSES,
     CancelReason,
-    ChildTurn,
     Commit,
     LoggedEvent,
     Outcome,
@@ -32,139 +32,10 @@ from .seams import (
     TurnStatus,
 )
 
-UNFINISHED = (TurnStatus.QUEUED, TurnStatus.RUNNING)
 
-
-class InMemorySessionStore:
-    def __init__(self) -> None:
-        self._sessions: dict[SessionRef, _Session] = {}
-        self._turns: dict[str, _Turn] = {}
-        #: each session's turns not settled for good, in order (``_session_turns``)
-        self._unsettled: dict[SessionRef, list[_Turn]] = {}
-        self._order = 0
-        self._runnable: list[tuple[str, SessionRef]] = []
-        self._cascaded: list[str] = []
-        #: (session, previous_session, by) of every reset, for tests
-        self.resets: list[tuple[SessionRef, str, Any]] = []
-
+class InMemorySessionStore(MemoryTables):
     def unwrap(self) -> Any:
         return None
-
-    # -- helpers --------------------------------------------------------------------------------
-
-    def _session(self, ref: SessionRef) -> _Session:
-        if ref not in self._sessions:
-            self._sessions[ref] = _Session(ref)
-        return self._sessions[ref]
-
-    def _turn(self, turn_id: str) -> _Turn:
-        try:
-            return self._turns[turn_id]
-        except KeyError:
-            raise NotFound(f"no turn {turn_id}") from None
-
-    def _log(self, session: _Session, events: list[ev.TurnEvent]) -> list[LoggedEvent]:
-        logged = []
-        for event in events:
-            session.seq += 1
-            session.events.append((session.generation, session.seq, event))
-            logged.append(LoggedEvent(session.seq, event))
-        return logged
-
-    def _set(self, turn: _Turn, **changes: Any) -> None:
-        turn.record = turn.record.evolve(**changes)
-
-    def _session_turns(self, ref: SessionRef) -> list[_Turn]:
-        """The session's turns in order, less those settled for good (a final status, no
-        children owed): no rule looks at them again, so a step costs the same after 10 or
-        10,000 turns of the session."""
-        turns = [t for t in self._unsettled.get(ref, ()) if t.record.status not in FINAL_STATUSES or t.record.waiting]
-        self._unsettled[ref] = turns
-        return turns
-
-    def _add(self, turn: _Turn) -> None:
-        self._turns[turn.record.turn_id] = turn
-        self._unsettled.setdefault(turn.record.session, []).append(turn)
-
-    def _refresh_session_status(self, session: _Session) -> None:
-        turns = self._session_turns(session.ref)
-        if any(_parked(t.record) and t.record.generation == session.generation for t in turns):
-            session.status = SessionStatus.SUSPENDED
-        elif any(t.record.status in UNFINISHED or t.record.waiting for t in turns):
-            session.status = SessionStatus.RUNNING
-        elif session.messages:
-            session.status = SessionStatus.IDLE
-        else:
-            session.status = SessionStatus.NEW
-
-    def _cancel(self, turns: list[_Turn], reason: str) -> tuple[list[ev.TurnEvent], list[str]]:
-        """``rules``: settle what a cancel settles at once, hand running turns the request; the
-        unfinished children of both get ``rules.CASCADE`` first (children before parents; the
-        running ones are in ``self._cascaded``, to ring)."""
-        events: list[ev.TurnEvent] = []
-        running: list[str] = []
-        for t in turns:
-            now = rules.cancel_now(t.record.status, reason=reason, waiting=t.record.waiting)
-            if now or rules.gets_request(t.record):
-                self._cascaded += self._cascade(t.record.turn_id)
-            if now:
-                self._set(t, status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None,
-                          waiting=0)
-                events.append(ev.TurnCancelled(t.record.turn_id, reason=reason))
-                if reason != rules.CASCADE:
-                    self._report(t)
-            elif rules.gets_request(t.record):
-                self._set(t, cancel_reason=reason)
-                running.append(t.record.turn_id)
-        return events, running
-
-    def _cascade(self, parent: str) -> list[str]:
-        """Cancel the unfinished children of ``parent`` (logged in their own sessions); the
-        running ones to ring."""
-        children = [t for t in self._turns.values() if t.record.parent == parent and t.record.status not in FINAL_STATUSES]
-        running: list[str] = []
-        by_session: dict[SessionRef, list[_Turn]] = {}
-        for child in children:
-            by_session.setdefault(child.record.session, []).append(child)
-        for ref, group in by_session.items():
-            s = self._session(ref)
-            events, ring = self._cancel(group, rules.CASCADE)
-            self._log(s, events)
-            self._refresh_session_status(s)
-            running += ring
-        return running
-
-    def _report(self, child: _Turn) -> None:
-        """A child settled: store its result under its parent's step (once) and wake the parent
-        when it was the last child owed and the parent still waits."""
-        rec = child.record
-        parent = self._turns.get(rec.parent or "")
-        if parent is None or rec.status not in FINAL_STATUSES:
-            return
-        target = rec.input.target or {}
-        step = subagents.step_key(parent.record.turn_id, target["call_id"], target["index"])
-        if step in parent.steps:
-            return
-        parent.steps[step] = {"index": None, "data": subagents.result_of(
-            rec.turn_id, rec.status, rec.text, rec.error, rec.usage)}
-        p = parent.record
-        if p.status != TurnStatus.SUSPENDED or p.waiting <= 0:
-            return
-        if p.waiting > 1:
-            self._set(parent, waiting=p.waiting - 1)
-            return
-        # a fresh retry budget: the park ended its attempt well (``attempts`` counts claims)
-        self._set(parent, waiting=0, status=TurnStatus.QUEUED, pending=None, attempts=0)
-        self._refresh_session_status(self._session(p.session))
-        self._runnable.append((p.turn_id, p.session))
-
-    def _woken(self) -> list[tuple[str, SessionRef]]:
-        woken, self._runnable = self._runnable, []
-        return woken
-
-    def _rung(self) -> list[str]:
-        rung, self._cascaded = self._cascaded, []
-        return rung
 
     # -- SessionStore -------------------------------------------------------------------------
 
@@ -172,7 +43,7 @@ class InMemorySessionStore:
                           replace: bool = False, policy: dict[str, Any] | None = None,
                           created_by: Any = None) -> Outcome:
         s = self._session(session)
-        parked = any(_parked(t.record) and t.record.generation == s.generation for t in self._session_turns(session))
+        parked = any(is_parked(t.record) and t.record.generation == s.generation for t in self._session_turns(session))
         rules.check_start(turn_exists=turn_id in self._turns, parked=parked)
         events: list[ev.TurnEvent] = []
         running: list[str] = []
@@ -269,19 +140,6 @@ class InMemorySessionStore:
             runnable.append((nxt, turn.record.session))  # the chain's hand-off
         return Commit(events=logged, cancel_reason=turn.record.cancel_reason, runnable=runnable)
 
-    def _create_child(self, parent: _Turn, child: ChildTurn) -> tuple[str, SessionRef] | None:
-        if child.turn_id in self._turns:
-            return None
-        s = self._session(child.session)
-        self._order += 1
-        record = TurnRecord(turn_id=child.turn_id, session=child.session, status=TurnStatus.QUEUED,
-                            input=child.input, generation=s.generation, policy=child.policy,
-                            parent=parent.record.turn_id, depth=child.depth)
-        self._add(_Turn(record, self._order))
-        self._set(parent, waiting=parent.record.waiting + 1)
-        self._refresh_session_status(s)
-        return child.turn_id, child.session
-
     async def journal(self, turn_id: str, attempt_id: str | None, phase: Phase, **data: Any) -> None:
         turn = self._turn(turn_id)
         if attempt_id is not None and turn.record.attempt_id != attempt_id:
@@ -335,7 +193,7 @@ class InMemorySessionStore:
         return [
             {"turn_id": t.record.turn_id, **(t.record.pending or {})}
             for t in self._session_turns(session)
-            if _parked(t.record) and t.record.generation == s.generation
+            if is_parked(t.record) and t.record.generation == s.generation
         ]
 
     async def events(self, session: SessionRef, after: int = 0, limit: int = 1000) -> list[LoggedEvent]:
@@ -361,8 +219,3 @@ class InMemorySessionStore:
 
     def steps(self, turn_id: str) -> dict[str, Any]:
         return dict(self._turn(turn_id).steps)
-
-
-def _parked(rec: TurnRecord) -> bool:
-    """Parked on an input request (a turn parked on its children is not waiting for a person)."""
-    return rec.status == TurnStatus.SUSPENDED and not rec.waiting
