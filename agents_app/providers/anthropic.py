@@ -175,6 +175,17 @@ def classify_error(exc: BaseException) -> Failure:
 _CAUGHT = (anthropic.APIError, httpx2.TransportError, ModelError)
 
 
+def _stream_error(sse: Any, response: httpx2.Response) -> anthropic.APIStatusError:
+    """An ``error`` event inside a stream that had started, as the SDK's typed stream raises it
+    (a status error with the stream's 200 status and the event's body)."""
+    try:
+        body: Any = sse.json()
+        message = f"{body}"
+    except ValueError:
+        body, message = sse.data, sse.data or f"Error code: {response.status_code}"
+    return anthropic.APIStatusError(message, response=response, body=body)
+
+
 # --- the model -------------------------------------------------------------------------------
 
 class AnthropicModel:
@@ -280,11 +291,16 @@ class AnthropicModel:
             yielded = False
             snapshot = Snapshot()
             try:
-                create = self._client.beta.messages.create if "betas" in params else self._client.messages.create
-                events = await create(**params, stream=True)
-                async with events:
-                    async for event in events:
-                        chunk = fold_event(snapshot, event.to_dict(mode="json"))
+                # the raw server-sent events, folded as plain JSON: the SDK's typed stream builds a
+                # pydantic model per event that ``fold_event`` would only turn back into a dict
+                messages = self._client.beta.messages if "betas" in params else self._client.messages
+                async with messages.with_streaming_response.create(**params, stream=True) as response:
+                    async for sse in anthropic.AsyncStream.raw_events(response.http_response):
+                        if not sse.data or sse.event is None or sse.event == "ping":
+                            continue
+                        if sse.event == "error":
+                            raise _stream_error(sse, response.http_response)
+                        chunk = fold_event(snapshot, sse.json())
                         if chunk is not None:
                             yielded = True
                             yield chunk

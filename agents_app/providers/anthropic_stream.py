@@ -1,7 +1,7 @@
 """A streamed Messages API reply folded from its raw events (plain JSON dicts), as pure
 functions tested by table: ``fold_event`` (one event into the ``Snapshot``, returning the delta to
 show live) and ``reply_from`` (the complete snapshot as a ``ModelReply``). No SDK import here:
-``anthropic`` (the provider) feeds it the SDK's events as dicts."""
+``anthropic`` (the provider) feeds it each server-sent event's JSON as the SDK reads it off the wire."""
 
 from __future__ import annotations
 
