@@ -76,7 +76,8 @@ def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -
     anyone else. AccessDenied otherwise."""
     wiring.agent(agent)  # NotFound for an unknown agent
     validate_session_key(key)
-    session = m.Session.objects.filter(agent=agent, key=key).first()
+    # (agent, key) is unique: LIMIT 1 with no ORDER BY to compile (first() would add one)
+    session = next(iter(m.Session.objects.filter(agent=agent, key=key)[:1]), None)
     if session is None:
         if not create:
             return None
