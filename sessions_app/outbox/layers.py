@@ -8,9 +8,11 @@ layer pushes messages between processes over unix datagram sockets in one direct
   runs one reader thread that files incoming messages into per-channel queues and wakes the
   waiting ``receive()`` on whatever event loop it runs;
 - a channel name carries its owner's token (``specific.j123x9f!a1b2``), so ``send`` goes to
-  exactly one socket; group membership is kept by the process owning the channel, so
-  ``group_send`` sends one datagram to every socket in the directory and each process delivers
-  to its local members (a handful of processes: daphne, the q2 workers);
+  exactly one socket; group membership is kept by the process owning the channel, which also
+  marks it in the directory (an empty file ``g.<group>/<token>`` while the group has a member
+  there), so ``group_send`` sends one datagram to each process with members and each delivers
+  to its local ones. A group with no member anywhere (a session nobody watches: most of a
+  worker's deltas) costs its sender one ``listdir`` and nobody else anything;
 - delivery is pushed (no polling): a message reaches a waiting receiver in well under a
   millisecond;
 - bounded and expiring like Channels' layers: ``capacity`` messages per channel (over it a
@@ -121,8 +123,7 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         self.require_valid_group_name(group)
         self.require_valid_channel_name(channel)
         if self._is_local(channel):
-            with self._lock:
-                self._groups.setdefault(group, {})[channel] = time.time() + self.group_expiry
+            self._add_local(group, channel)
         elif owner := self._owner(channel):
             await self._send_to(self.dir / f"{owner}.sock", {"add": group, "c": channel})
 
@@ -130,24 +131,31 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         self.require_valid_group_name(group)
         self.require_valid_channel_name(channel)
         if self._is_local(channel):
-            with self._lock:
-                members = self._groups.get(group, {})
-                members.pop(channel, None)
-                if not members:
-                    self._groups.pop(group, None)
+            self._discard_local(group, channel)
         elif owner := self._owner(channel):
             await self._send_to(self.dir / f"{owner}.sock", {"discard": group, "c": channel})
 
     async def group_send(self, group: str, message: dict) -> None:
         assert isinstance(message, dict), "message is not a dict"
         self.require_valid_group_name(group)
-        if self._pid == os.getpid():
+        mine = self._token if self._pid == os.getpid() else None
+        if mine:
             self._deliver_group(group, message)
-        await self._broadcast({"g": group, "m": message}, skip_self=True)
+        try:
+            tokens = [t for t in os.listdir(self._marks(group)) if t != mine]
+        except OSError:  # no marks: no member in any other process
+            return
+        if tokens:
+            data = msgpack.packb({"g": group, "m": message}, use_bin_type=True)
+            for token in tokens:
+                if not await self._send_bytes(self.dir / f"{token}.sock", data):
+                    _unlink(self._marks(group) / token)  # its process is gone
 
     async def flush(self) -> None:
         with self._lock:
             self._queues.clear()
+            for group in self._groups:
+                _unlink(self._marks(group) / self._token)
             self._groups.clear()
 
     # -- names and local delivery -------------------------------------------------------------------
@@ -160,6 +168,41 @@ class UnixSocketChannelLayer(BaseChannelLayer):
 
     def _is_local(self, channel: str) -> bool:
         return self._pid == os.getpid() and self._owner(channel) == self._token
+
+    def _marks(self, group: str) -> Path:
+        """The folder of ``group``'s marks: one empty file per process with a member (its token)."""
+        return self.dir / f"g.{group}"
+
+    def _add_local(self, group: str, channel: str) -> None:
+        with self._lock:
+            members = self._groups.setdefault(group, {})
+            if not members:
+                self._mark(group)  # before returning: a group_send after group_add must reach it
+            members[channel] = time.time() + self.group_expiry
+
+    def _discard_local(self, group: str, channel: str) -> None:
+        with self._lock:
+            members = self._groups.get(group, {})
+            members.pop(channel, None)
+            if not members:
+                self._groups.pop(group, None)
+                marks = self._marks(group)
+                _unlink(marks / self._token)
+                try:
+                    marks.rmdir()
+                except OSError:  # another process's mark is in it (or it is gone already)
+                    pass
+
+    def _mark(self, group: str) -> None:
+        marks = self._marks(group)
+        for _ in range(3):  # another process may remove the empty folder between the two calls
+            try:
+                marks.mkdir(mode=0o700, exist_ok=True)
+                os.close(os.open(marks / self._token, os.O_CREAT | os.O_WRONLY, 0o600))
+                return
+            except FileNotFoundError:
+                continue
+        log.warning("channel layer: could not mark group %s; its messages from other processes are lost", group)
 
     def _deliver_local(self, channel: str, message: dict, *, raise_full: bool = False) -> bool:
         with self._lock:
@@ -230,11 +273,9 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         if "g" in payload:
             self._deliver_group(payload["g"], payload["m"])
         elif "add" in payload:
-            with self._lock:
-                self._groups.setdefault(payload["add"], {})[payload["c"]] = time.time() + self.group_expiry
+            self._add_local(payload["add"], payload["c"])
         elif "discard" in payload:
-            with self._lock:
-                self._groups.get(payload["discard"], {}).pop(payload["c"], None)
+            self._discard_local(payload["discard"], payload["c"])
         elif "c" in payload:
             channel = payload["c"]
             if self._owner(channel) or channel in self._waiters or channel in self._queues:
@@ -247,19 +288,19 @@ class UnixSocketChannelLayer(BaseChannelLayer):
             self._sender_pid = os.getpid()
         return self._sender
 
-    async def _broadcast(self, payload: dict, *, skip_self: bool = False) -> None:
+    async def _broadcast(self, payload: dict) -> None:
         if not self.dir.is_dir():
             return
         data = msgpack.packb(payload, use_bin_type=True)
-        mine = f"{self._token}.sock" if self._pid == os.getpid() else None
         for name in os.listdir(self.dir):
-            if name.endswith(".sock") and not (skip_self and name == mine):
+            if name.endswith(".sock"):
                 await self._send_bytes(self.dir / name, data)
 
     async def _send_to(self, path: Path, payload: dict) -> None:
         await self._send_bytes(path, msgpack.packb(payload, use_bin_type=True))
 
-    async def _send_bytes(self, path: Path, data: bytes) -> None:
+    async def _send_bytes(self, path: Path, data: bytes) -> bool:
+        """Send one datagram to the socket ``path``; False when its process is gone."""
         if len(data) > MAX_DATAGRAM:
             spool = path.with_name(f".{path.stem}.{secrets.token_hex(8)}.spool")
             spool.write_bytes(data)
@@ -269,19 +310,19 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         while True:
             try:
                 sock.sendto(data, str(path))
-                return
+                return True
             except BlockingIOError:  # the receiver's queue is full for a moment
                 if time.monotonic() > deadline:
                     log.warning("channel layer: %s is not draining; message dropped", path.name)
-                    return
+                    return True
                 await asyncio.sleep(0.001)
             except (ConnectionRefusedError, FileNotFoundError):  # its process is gone
                 _unlink(path)
-                return
+                return False
             except OSError as exc:
                 if exc.errno in (errno.ENOTSOCK, errno.ECONNREFUSED):
                     _unlink(path)
-                    return
+                    return False
                 raise
 
 

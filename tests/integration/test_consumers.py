@@ -285,6 +285,44 @@ async def test_the_server_less_layer_carries_messages_across_processes():
         shutil.rmtree(path, ignore_errors=True)
 
 
+async def test_the_server_less_layer_sends_a_group_only_to_processes_with_members():
+    """A group message went to every process's socket, members or not: every delta of every
+    turn reached daphne and each worker, though a browser watched a handful of sessions."""
+    import asyncio
+    import os
+    import shutil
+    import tempfile
+
+    from sessions_app.outbox.layers import UnixSocketChannelLayer
+
+    path = tempfile.mkdtemp(prefix="jl", dir="/tmp")
+    try:
+        member, bystander, sender = (UnixSocketChannelLayer(path=path) for _ in range(3))
+        channel = await member.new_channel()
+        await bystander.new_channel()  # bound, in no group
+        await sender.new_channel()
+        sent: list[str] = []
+        send_bytes = sender._send_bytes
+
+        async def recording(to, data):
+            sent.append(to.name)
+            return await send_bytes(to, data)
+
+        sender._send_bytes = recording
+        await member.group_add("g", channel)
+        assert os.listdir(os.path.join(path, "g.g")) == [member._token]
+        await sender.group_send("g", {"type": "x"})
+        await sender.group_send("nobody", {"type": "y"})
+        assert sent == [f"{member._token}.sock"]
+        assert await asyncio.wait_for(member.receive(channel), 30) == {"type": "x"}
+        await member.group_discard("g", channel)
+        assert not os.path.exists(os.path.join(path, "g.g"))
+        await sender.group_send("g", {"type": "z"})
+        assert sent == [f"{member._token}.sock"]
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class RecordingLayer:
     def __init__(self):
         self.sent = []
