@@ -152,36 +152,49 @@ class ProcessDoorbell:
 
     async def _keep_memberships(self, channel: str) -> None:
         while True:
-            turn_id = await self._changed.get()
-            with self._lock:
-                wanted = turn_id in self._wanted
-            joined_now = False
-            try:
-                if wanted and turn_id not in self._joined:
-                    await self.layer.group_add(cancel_group(turn_id), channel)
-                    self._joined.add(turn_id)
-                    joined_now = True
-                elif not wanted and turn_id in self._joined:
-                    self._joined.discard(turn_id)
-                    await self.layer.group_discard(cancel_group(turn_id), channel)
-            except Exception:  # a doorbell: the row still carries the request
-                log.exception("cancel doorbell: membership of %s failed", turn_id)
-            if turn_id in self._joined:
-                with self._lock:
-                    for sub in self._attempts.get(turn_id, ()):
-                        sub.joined.set()
+            # every change queued so far, in order: the turns they join are read in one query
+            changes = [await self._changed.get()]
+            while not self._changed.empty():
+                changes.append(self._changed.get_nowait())
+            joined_now: list[str] = []
+            for turn_id in changes:
+                if await self._apply(turn_id, channel):
+                    joined_now.append(turn_id)
             if joined_now:
-                await self._requested_before(turn_id)
+                await self._requested_before(joined_now)
 
-    async def _requested_before(self, turn_id: str) -> None:
-        """A ring sent before the join reached no one: a request already on the row is
-        delivered now (one read per joined turn, that is per attempt past ``JOIN_AFTER``)."""
+    async def _apply(self, turn_id: str, channel: str) -> bool:
+        """Bring the channel's membership of ``turn_id``'s group in line with the table; True
+        when it joined it now."""
+        with self._lock:
+            wanted = turn_id in self._wanted
+        joined_now = False
         try:
-            reason = await _stored_reason(turn_id)
+            if wanted and turn_id not in self._joined:
+                await self.layer.group_add(cancel_group(turn_id), channel)
+                self._joined.add(turn_id)
+                joined_now = True
+            elif not wanted and turn_id in self._joined:
+                self._joined.discard(turn_id)
+                await self.layer.group_discard(cancel_group(turn_id), channel)
+        except Exception:  # a doorbell: the row still carries the request
+            log.exception("cancel doorbell: membership of %s failed", turn_id)
+        if turn_id in self._joined:
+            with self._lock:
+                for sub in self._attempts.get(turn_id, ()):
+                    sub.joined.set()
+        return joined_now
+
+    async def _requested_before(self, turn_ids: list[str]) -> None:
+        """A ring sent before the join reached no one: a request already on the row is
+        delivered now (one read per batch of joins: a burst of turns past ``JOIN_AFTER``
+        together joins in one query, not one each)."""
+        try:
+            reasons = await _stored_reasons(turn_ids)
         except Exception:  # the attempt reads the request at its next commit or heartbeat
-            log.exception("turn %s: the stored cancel request could not be read", turn_id)
+            log.exception("turns %s: the stored cancel requests could not be read", ", ".join(turn_ids[:5]))
             return
-        if reason:
+        for turn_id, reason in reasons.items():
             await self._deliver(turn_id, reason)
 
     async def _receive(self, channel: str) -> None:
@@ -217,10 +230,25 @@ class ProcessDoorbell:
                 pass
 
 
+#: turn ids per query of ``_stored_reasons`` (SQLite bounds a statement's parameters)
+READ_CHUNK = 500
+
+
+async def _stored_reasons(turn_ids: list[str]) -> dict[str, str]:
+    """The cancel requests stored on the turns ``turn_ids`` (those with one)."""
+
+    def read() -> dict[str, str]:
+        found: dict[str, str] = {}
+        for i in range(0, len(turn_ids), READ_CHUNK):
+            rows = m.Turn.objects.filter(pk__in=turn_ids[i:i + READ_CHUNK]).exclude(cancel_reason=None)
+            found.update((pk, reason) for pk, reason in rows.values_list("pk", "cancel_reason") if reason)
+        return found
+
+    return await sync_to_async(read)()
+
+
 async def _stored_reason(turn_id: str) -> str | None:
-    return await sync_to_async(
-        lambda: m.Turn.objects.filter(pk=turn_id).values_list("cancel_reason", flat=True).first()
-    )()
+    return (await _stored_reasons([turn_id])).get(turn_id)
 
 
 async def _durable_reason(turn_id: str) -> str:

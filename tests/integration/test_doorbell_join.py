@@ -104,3 +104,42 @@ def test_a_cancel_requested_before_the_join_is_delivered_at_the_join(fault_agent
 
     assert asyncio.run(attempt()) == "user"
     assert layer.calls[0] == ("add", doorbell.cancel_group(turn_id))
+
+
+
+def test_a_burst_of_joins_reads_the_stored_requests_in_one_query(fault_agent, monkeypatch):
+    """A burst of turns past ``JOIN_AFTER`` read their stored cancel requests one query per
+    turn: a thousand turns started at once were a thousand reads on the doorbell's thread."""
+    import threading
+
+    from bench.common import start
+    from sessions_app import models as m
+
+    turn_ids = [start(f"burst{n}", "steps:1") for n in range(6)]
+    m.Turn.objects.filter(pk__in=turn_ids[:2]).update(cancel_reason="user")
+    reads: list[list[str]] = []
+    stored = doorbell._stored_reasons
+
+    async def counted(ids: list[str]) -> dict[str, str]:
+        reads.append(list(ids))
+        return await stored(ids)
+
+    monkeypatch.setattr(doorbell, "_stored_reasons", counted)
+    bell = doorbell.ProcessDoorbell(Layer())
+    gate = threading.Event()
+    bell._loop.call_soon_threadsafe(gate.wait, 10)  # the doorbell's loop held while the burst arrives
+    signals = [Signals() for _ in turn_ids]
+
+    async def attempts() -> list[str | None]:
+        unsubscribe = [bell.listen(t, s) for t, s in zip(turn_ids, signals)]
+        await asyncio.sleep(doorbell.JOIN_AFTER * 2)  # every one due by the time the loop looks
+        gate.set()
+        deadline = time.monotonic() + 10
+        while not all(s.cancel_reason for s in signals[:2]) and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)
+        for u in unsubscribe:
+            u()
+        return [s.cancel_reason for s in signals]
+
+    assert asyncio.run(asyncio.wait_for(attempts(), 20)) == ["user", "user", None, None, None, None]
+    assert reads == [turn_ids]
