@@ -28,6 +28,7 @@ from typing import Any, Callable, Sequence
 from asgiref.sync import async_to_sync, sync_to_async
 from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import channel_layers, get_channel_layer
+from django.db import connection
 
 from agents_app.runtime.control import Signals
 from sessions_app import models as m
@@ -232,6 +233,10 @@ class ProcessDoorbell:
 
 #: turn ids per query of ``_stored_reasons`` (SQLite bounds a statement's parameters)
 READ_CHUNK = 500
+#: the cancel requests stored on some turns (``{ids}``: a placeholder per id). SQL, not the
+#: ORM: every turn that calls a model joins, mostly one at a time, and compiling the queryset
+#: each time cost more than running it
+STORED_REASONS = "SELECT id, cancel_reason FROM {table} WHERE id IN ({ids}) AND cancel_reason IS NOT NULL"
 
 
 async def _stored_reasons(turn_ids: list[str]) -> dict[str, str]:
@@ -239,9 +244,12 @@ async def _stored_reasons(turn_ids: list[str]) -> dict[str, str]:
 
     def read() -> dict[str, str]:
         found: dict[str, str] = {}
-        for i in range(0, len(turn_ids), READ_CHUNK):
-            rows = m.Turn.objects.filter(pk__in=turn_ids[i:i + READ_CHUNK]).exclude(cancel_reason=None)
-            found.update((pk, reason) for pk, reason in rows.values_list("pk", "cancel_reason") if reason)
+        table = connection.ops.quote_name(m.Turn._meta.db_table)
+        with connection.cursor() as cursor:
+            for i in range(0, len(turn_ids), READ_CHUNK):
+                chunk = turn_ids[i:i + READ_CHUNK]
+                cursor.execute(STORED_REASONS.format(table=table, ids=", ".join(["%s"] * len(chunk))), chunk)
+                found.update((pk, reason) for pk, reason in cursor.fetchall() if reason)
         return found
 
     return await sync_to_async(read)()
