@@ -8,11 +8,16 @@ layer pushes messages between processes over unix datagram sockets in one direct
   runs one reader thread that files incoming messages into per-channel queues and wakes the
   waiting ``receive()`` on whatever event loop it runs;
 - a channel name carries its owner's token (``specific.j123x9f!a1b2``), so ``send`` goes to
-  exactly one socket; group membership is kept by the process owning the channel, which also
-  marks it in the directory (an empty file ``g.<group>/<token>`` while the group has a member
-  there), so ``group_send`` sends one datagram to each process with members and each delivers
-  to its local ones. A group with no member anywhere (a session nobody watches: most of a
-  worker's deltas) costs its sender one ``listdir`` and nobody else anything;
+  exactly one socket; group membership is kept by the process owning the channel, so
+  ``group_send`` sends one datagram to every socket in the directory and each process delivers
+  to its local members (a handful of processes: daphne, the q2 workers). Except for a session's
+  group (``MARKED``): its process also marks it in the directory (an empty file
+  ``g.<group>/<token>`` while the group has a member there) and ``group_send`` sends to the
+  marked processes only. A session's events and deltas are most of the layer's messages and
+  its members are the few browsers watching it: one nobody watches costs its sender one
+  ``listdir`` and nobody else anything. Other groups (the cancel doorbell's: every turn joins
+  and leaves its own, a ring is rare) are not marked: a mark is a folder made and removed, about
+  0.1 ms of CPU on ext4, more than the broadcasts it would save them;
 - delivery is pushed (no polling): a message reaches a waiting receiver in well under a
   millisecond;
 - bounded and expiring like Channels' layers: ``capacity`` messages per channel (over it a
@@ -47,6 +52,9 @@ from django.conf import settings
 
 log = logging.getLogger(__name__)
 
+#: the groups whose members are marked in the directory (see the module docstring): sessions'
+#: (``sink.group_name``)
+MARKED = "june.session."
 MAX_DATAGRAM = 60_000  # below the kernel's default unix datagram limit (wmem_default ~208 KiB)
 SEND_RETRY_SECONDS = 0.2  # a full receiver queue (max_dgram_qlen) drains fast; then we drop
 
@@ -141,6 +149,9 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         mine = self._token if self._pid == os.getpid() else None
         if mine:
             self._deliver_group(group, message)
+        if not group.startswith(MARKED):
+            await self._broadcast({"g": group, "m": message}, skip_self=True)
+            return
         try:
             tokens = [t for t in os.listdir(self._marks(group)) if t != mine]
         except OSError:  # no marks: no member in any other process
@@ -155,7 +166,8 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         with self._lock:
             self._queues.clear()
             for group in self._groups:
-                _unlink(self._marks(group) / self._token)
+                if group.startswith(MARKED):
+                    _unlink(self._marks(group) / self._token)
             self._groups.clear()
 
     # -- names and local delivery -------------------------------------------------------------------
@@ -176,7 +188,7 @@ class UnixSocketChannelLayer(BaseChannelLayer):
     def _add_local(self, group: str, channel: str) -> None:
         with self._lock:
             members = self._groups.setdefault(group, {})
-            if not members:
+            if not members and group.startswith(MARKED):
                 self._mark(group)  # before returning: a group_send after group_add must reach it
             members[channel] = time.time() + self.group_expiry
 
@@ -186,6 +198,8 @@ class UnixSocketChannelLayer(BaseChannelLayer):
             members.pop(channel, None)
             if not members:
                 self._groups.pop(group, None)
+                if not group.startswith(MARKED):
+                    return
                 marks = self._marks(group)
                 _unlink(marks / self._token)
                 try:
@@ -288,12 +302,13 @@ class UnixSocketChannelLayer(BaseChannelLayer):
             self._sender_pid = os.getpid()
         return self._sender
 
-    async def _broadcast(self, payload: dict) -> None:
+    async def _broadcast(self, payload: dict, *, skip_self: bool = False) -> None:
         if not self.dir.is_dir():
             return
         data = msgpack.packb(payload, use_bin_type=True)
+        mine = f"{self._token}.sock" if self._pid == os.getpid() else None
         for name in os.listdir(self.dir):
-            if name.endswith(".sock"):
+            if name.endswith(".sock") and not (skip_self and name == mine):
                 await self._send_bytes(self.dir / name, data)
 
     async def _send_to(self, path: Path, payload: dict) -> None:

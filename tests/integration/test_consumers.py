@@ -285,7 +285,7 @@ async def test_the_server_less_layer_carries_messages_across_processes():
         shutil.rmtree(path, ignore_errors=True)
 
 
-async def test_the_server_less_layer_sends_a_group_only_to_processes_with_members():
+async def test_the_server_less_layer_sends_a_session_only_to_processes_watching_it():
     """A group message went to every process's socket, members or not: every delta of every
     turn reached daphne and each worker, though a browser watched a handful of sessions."""
     import asyncio
@@ -309,16 +309,24 @@ async def test_the_server_less_layer_sends_a_group_only_to_processes_with_member
             return await send_bytes(to, data)
 
         sender._send_bytes = recording
-        await member.group_add("g", channel)
-        assert os.listdir(os.path.join(path, "g.g")) == [member._token]
-        await sender.group_send("g", {"type": "x"})
-        await sender.group_send("nobody", {"type": "y"})
+        session = group_name(SessionRef("ops", "watched"))
+        await member.group_add(session, channel)
+        assert os.listdir(os.path.join(path, f"g.{session}")) == [member._token]
+        await sender.group_send(session, {"type": "x"})
+        await sender.group_send(group_name(SessionRef("ops", "unwatched")), {"type": "y"})
         assert sent == [f"{member._token}.sock"]
         assert await asyncio.wait_for(member.receive(channel), 30) == {"type": "x"}
-        await member.group_discard("g", channel)
-        assert not os.path.exists(os.path.join(path, "g.g"))
-        await sender.group_send("g", {"type": "z"})
+        await member.group_discard(session, channel)
+        assert not os.path.exists(os.path.join(path, f"g.{session}"))
+        await sender.group_send(session, {"type": "z"})
         assert sent == [f"{member._token}.sock"]
+        # other groups (the cancel doorbell's: joined and left by every turn) mark nothing and
+        # go to every other socket
+        await member.group_add("june.turn.t1", channel)
+        assert not os.path.exists(os.path.join(path, "g.june.turn.t1"))
+        await sender.group_send("june.turn.t1", {"type": "ring"})
+        assert sorted(sent[1:]) == sorted([f"{member._token}.sock", f"{bystander._token}.sock"])
+        assert await asyncio.wait_for(member.receive(channel), 30) == {"type": "ring"}
     finally:
         shutil.rmtree(path, ignore_errors=True)
 
