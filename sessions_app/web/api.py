@@ -13,7 +13,6 @@ import functools
 import inspect
 import logging
 import re
-import time
 from typing import Any, Callable
 
 from django.conf import settings
@@ -24,13 +23,13 @@ from django.http.multipartparser import MultiPartParserError
 from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 
-from agents_app.runtime import new_turn_id, rules
+from agents_app.runtime import rules
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
-from sessions_app import attachments, safejson, selectors, services
 from sessions_app import models as m
+from sessions_app import safejson, selectors, services
 from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, error_body
-from sessions_app.web import paths, uploads
+from sessions_app.web import paths
 from sessions_app.web.auth import authenticate
 from sessions_app.web.db import db
 from sessions_app.web.health import is_probe
@@ -260,71 +259,7 @@ def load_turn(turn_id: str) -> m.Turn:
     return turn
 
 
-# -- turns --------------------------------------------------------------------------------------------
-
-@uploads.bounded(lambda request: attachments.max_body_bytes())
-@api_view("POST")
-async def turns(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
-    """Start a turn; stream it (SSE), wait for its end (bounded), or return 202 at once. A JSON
-    body may name uploaded ``attachments``; a multipart one carries its files (``uploads``)."""
-    if uploads.is_multipart(request):
-        body = await db(uploads.turn_form)(request, agent=agent, key=session, user=user)
-    else:
-        body = read_json(request, allowed={"text", "replace", "attachments"})
-    ids = attachments.parse_ids(body.get("attachments", []))
-    text = body.get("text", "") if ids else body.get("text")
-    text = "" if ids and isinstance(text, str) and not text.strip() else services.validate_text(text)
-    replace = body.get("replace", False)
-    if not isinstance(replace, bool):
-        raise BadRequest("replace must be true or false")
-    replace = replace or query_bool(request, "replace", False)
-    wait = query_bool(request, "wait", True)
-    turn_id = new_turn_id()
-    if not wait and not wants_stream(request):  # one hop to the database's thread, not three
-        status = await db(_start_queued)(agent=agent, key=session, text=text, user=user, replace=replace,
-                                         turn_id=turn_id, attachments=ids)
-        return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
-                            headers={"Location": paths.turn_api(agent, session, turn_id)})
-    # the session is created with the turn (``turn_start``), so a refused start creates nothing;
-    # a session that does not exist yet has logged nothing: its events start after 0
-    row = await db(services.session_for_user)(agent=agent, key=session, user=user)
-    ref = SessionRef(agent, session)
-
-    async def start() -> None:
-        await db(services.turn_start)(agent=agent, key=session, text=text, user=user, source="http",
-                                      replace=replace, turn_id=turn_id, attachments=ids)
-
-    # subscribe before the turn exists, so not even its first delta is missed
-    follower = SessionFollower(ref, after=row.event_seq if row is not None else 0, turn_id=turn_id)
-    await follower.__aenter__()
-    try:
-        await start()
-    except BaseException:
-        await follower.close()
-        raise
-    if wants_stream(request):
-        stream = event_stream(follower, until_terminal=True, max_seconds=settings.JUNE_API_STREAM_SECONDS)
-        return StreamingHttpResponse(stream, content_type="text/event-stream",
-                                     headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id})
-    deadline = time.monotonic() + settings.JUNE_API_WAIT_SECONDS
-    try:
-        async for item in follower.items():
-            if item.terminal or time.monotonic() >= deadline:
-                break
-    finally:
-        await follower.close()
-    turn = await db(load_turn)(turn_id)
-    return turn_response(turn, request, agent=agent, key=session)
-
-
-def _start_queued(*, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str,
-                  attachments: list[str]) -> str:
-    """``POST turns?wait=false``'s database work: the turn (and its session, created for
-    ``user``: ``turn_start``), and its status as created."""
-    record = services.turn_start(agent=agent, key=key, text=text, user=user, source="http", replace=replace,
-                                 turn_id=turn_id, attachments=attachments)
-    return str(record.status)  # as committed: no worker can have claimed it before the enqueue
-
+# -- turns (starting one: api_turns) ---------------------------------------------------------------
 
 @api_view("GET")
 def turn_detail(request: HttpRequest, user: Any, agent: str, session: str, turn_id: str) -> HttpResponse:

@@ -120,6 +120,41 @@ def test_wait_false_answers_202_with_the_queued_turn(api):
     assert status == 200 and detail["status"] == "queued" and detail["text"] == ""
 
 
+def test_wait_false_authenticates_and_starts_in_one_hop_to_a_thread(api, monkeypatch):
+    """A 202 start hopped to a thread to authenticate and again to start the turn, each hop
+    taking a pooled connection and giving it back: at 1,000 POSTs at once the pool's
+    checkouts (its lock, under a thread per request) were a large share of daphne's CPU."""
+    from sessions_app import services
+    from sessions_app.web import api_turns, auth
+
+    threads: dict[str, int] = {}
+    user_for_token, turn_start = auth.user_for_token, services.turn_start
+
+    def seen(name, fn):
+        def call(*args, **kwargs):
+            threads[name] = threading.get_ident()
+            return fn(*args, **kwargs)
+        return call
+
+    monkeypatch.setattr(auth, "user_for_token", seen("auth", user_for_token))
+    monkeypatch.setattr(services, "turn_start", seen("start", turn_start))
+    hops = []
+    db = api_turns.db
+    monkeypatch.setattr(api_turns, "db", lambda fn: hops.append(fn) or db(fn))
+    status, body, _ = api.post(f"{BASE}/s1/turns?wait=false", {"text": "hello"})
+    assert status == 202 and body["status"] == "queued"
+    assert threads["auth"] == threads["start"] and len(hops) == 1
+    # its errors are the API's: JSON, with the status of each
+    status, body, _ = api.post(f"{BASE}/s1/turns?wait=false", {"text": ""})
+    assert status == 400 and body["error"]["code"] == "bad_request"
+    status, body, _ = api.post(f"{BASE}/s1/turns?wait=false", raw=b"{not json")
+    assert status == 400
+    status, body, _ = Api(None).post(f"{BASE}/s1/turns?wait=false", {"text": "hello"})
+    assert status == 401
+    status, body, _ = Api("not-a-token").post(f"{BASE}/s1/turns?wait=off", {"text": "hello"})
+    assert status == 401 and len(hops) == 5
+
+
 def test_a_bounded_wait_answers_202_while_the_turn_is_still_queued(api, settings):
     settings.JUNE_API_WAIT_SECONDS = 0.5  # no worker runs: the turn stays queued
     status, body, response = api.post(f"{BASE}/s1/turns", {"text": "hello"})

@@ -1,0 +1,114 @@
+"""``POST …/turns``: start a turn, then stream it (SSE), wait for its end (bounded), or answer
+202 at once (``?wait=false``).
+
+The 202 of a JSON body is the API's burst path (a client starting many turns at once): its
+authentication, parsing and start run in one hop to a thread, on one pooled connection, as a
+sync view. The other forms are an async view (they hold no thread while they wait), which
+authenticates in a hop of its own (``api.api_view``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+
+from agents_app.runtime import new_turn_id
+from agents_app.runtime.seams import SessionRef
+from sessions_app import attachments, services
+from sessions_app.errors import BadRequest
+from sessions_app.web import paths, uploads
+from sessions_app.web.api import SSE_HEADERS, api_view, load_turn, query_bool, read_json, turn_response, wants_stream
+from sessions_app.web.db import db
+from sessions_app.web.sse import SessionFollower, event_stream
+
+#: ``?wait=`` values that ask for a 202 at once (``api.query_bool``'s false words)
+NO_WAIT = frozenset({"0", "false", "no", "off"})
+
+
+@uploads.bounded(lambda request: attachments.max_body_bytes())
+async def turns(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+    """Start a turn; stream it (SSE), wait for its end (bounded), or return 202 at once. A JSON
+    body may name uploaded ``attachments``; a multipart one carries its files (``uploads``)."""
+    if (request.GET.get("wait", "").strip().lower() in NO_WAIT and not wants_stream(request)
+            and not uploads.is_multipart(request)):
+        return await db(_turns_queued)(request, **kwargs)
+    return await _turns(request, **kwargs)
+
+
+def _body(request: HttpRequest, body: dict[str, Any]) -> tuple[str, list[str], bool]:
+    """(text, attachment ids, replace) of a start's body."""
+    ids = attachments.parse_ids(body.get("attachments", []))
+    text = body.get("text", "") if ids else body.get("text")
+    text = "" if ids and isinstance(text, str) and not text.strip() else services.validate_text(text)
+    replace = body.get("replace", False)
+    if not isinstance(replace, bool):
+        raise BadRequest("replace must be true or false")
+    return text, ids, replace or query_bool(request, "replace", False)
+
+
+@api_view("POST")
+def _turns_queued(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    """A JSON start answered 202 at once: the whole request on this thread."""
+    text, ids, replace = _body(request, read_json(request, allowed={"text", "replace", "attachments"}))
+    turn_id = new_turn_id()
+    status = _start_queued(agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id,
+                           attachments=ids)
+    return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
+                        headers={"Location": paths.turn_api(agent, session, turn_id)})
+
+
+@api_view("POST")
+async def _turns(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    if uploads.is_multipart(request):
+        body = await db(uploads.turn_form)(request, agent=agent, key=session, user=user)
+    else:
+        body = read_json(request, allowed={"text", "replace", "attachments"})
+    text, ids, replace = _body(request, body)
+    wait = query_bool(request, "wait", True)
+    turn_id = new_turn_id()
+    if not wait and not wants_stream(request):  # one hop to the database's thread, not three
+        status = await db(_start_queued)(agent=agent, key=session, text=text, user=user, replace=replace,
+                                         turn_id=turn_id, attachments=ids)
+        return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
+                            headers={"Location": paths.turn_api(agent, session, turn_id)})
+    # the session is created with the turn (``turn_start``), so a refused start creates nothing;
+    # a session that does not exist yet has logged nothing: its events start after 0
+    row = await db(services.session_for_user)(agent=agent, key=session, user=user)
+    ref = SessionRef(agent, session)
+
+    async def start() -> None:
+        await db(services.turn_start)(agent=agent, key=session, text=text, user=user, source="http",
+                                      replace=replace, turn_id=turn_id, attachments=ids)
+
+    # subscribe before the turn exists, so not even its first delta is missed
+    follower = SessionFollower(ref, after=row.event_seq if row is not None else 0, turn_id=turn_id)
+    await follower.__aenter__()
+    try:
+        await start()
+    except BaseException:
+        await follower.close()
+        raise
+    if wants_stream(request):
+        stream = event_stream(follower, until_terminal=True, max_seconds=settings.JUNE_API_STREAM_SECONDS)
+        return StreamingHttpResponse(stream, content_type="text/event-stream",
+                                     headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id})
+    deadline = time.monotonic() + settings.JUNE_API_WAIT_SECONDS
+    try:
+        async for item in follower.items():
+            if item.terminal or time.monotonic() >= deadline:
+                break
+    finally:
+        await follower.close()
+    turn = await db(load_turn)(turn_id)
+    return turn_response(turn, request, agent=agent, key=session)
+
+
+def _start_queued(*, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str,
+                  attachments: list[str]) -> str:
+    """``POST turns?wait=false``'s database work: the turn (and its session, created for
+    ``user``: ``turn_start``), and its status as created."""
+    record = services.turn_start(agent=agent, key=key, text=text, user=user, source="http", replace=replace,
+                                 turn_id=turn_id, attachments=attachments)
+    return str(record.status)  # as committed: no worker can have claimed it before the enqueue
