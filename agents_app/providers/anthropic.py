@@ -8,7 +8,7 @@ data, tool_use inputs), so the engine can store them and send them back unchange
 
 The pieces are pure functions over plain data so they can be tested by table (the folding in
 ``anthropic_stream``):
-``build_messages`` (transcript → API messages), ``fold_event`` (one raw stream event into a
+``build_messages`` (transcript → API messages, in ``anthropic_request``), ``fold_event`` (one raw stream event into a
 snapshot), ``reply_from`` (snapshot → ModelReply) and ``classify_error`` (SDK error → what to do).
 
 Context overflow (the stop reason ``model_context_window_exceeded``, a 400 "prompt is too long",
@@ -25,20 +25,20 @@ model's minimum), so a conversation's history is read from the cache at 0.1x the
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import random
 import re
 import weakref
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anthropic
 import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
 from agents_app import attachments
 from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW
-from agents_app.providers.anthropic_files import Reader, attachment_blocks
+from agents_app.providers.anthropic_files import Reader
+from agents_app.providers.anthropic_request import build_messages
 from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider's table-tested names)
     _USAGE_KEYS,
     CACHE_WRITE_1H_KEY,
@@ -48,9 +48,7 @@ from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider'
     reply_from,
 )
 from agents_app.providers.prompt_cache import TTLS, PromptCache, min_cacheable_tokens, place_breakpoints
-from agents_app.runtime.compaction import SUMMARY_PREFIX
 from agents_app.runtime.errors import AgentConfigError
-from agents_app.runtime.messages import Message, Role
 from agents_app.runtime.model import (
     ModelChunk,
     ModelError,
@@ -77,54 +75,6 @@ _OVERFLOW = re.compile(r"prompt is too long|context window|context limit|exceeds
 _SETTINGS_KEYS = frozenset({"model", "max_tokens", "temperature", "thinking_budget", "max_retries", "context_window",
                             "server_compaction", "prompt_cache", "cache_ttl", "cache_min_tokens"})
 _SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
-
-
-# --- request ---------------------------------------------------------------------------------
-
-def _api_content(message: Message, read: Reader | None = None) -> tuple[str, list[dict[str, Any]]]:
-    """The API role and content blocks of one transcript message."""
-    if message.role in (Role.USER, Role.TRIGGER):
-        # a trigger (proactive seed) reads to the model as an ordinary user message; attachments
-        # go before the text, as the API's guide advises for images and documents
-        return "user", attachment_blocks(message, read) + ([{"type": "text", "text": message.text}] if message.text else [])
-    if message.role == Role.SUMMARY:
-        # a compaction's summary reads as user text (merged with a user message after it)
-        return "user", [{"type": "text", "text": SUMMARY_PREFIX + message.text}]
-    if message.role == Role.ASSISTANT:
-        if message.blocks:
-            return "assistant", [dict(b) for b in message.blocks]
-        content: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text else []
-        content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input}
-                    for c in message.tool_calls]
-        return "assistant", content
-    if message.role == Role.TOOL:
-        result = message.result if isinstance(message.result, str) else json.dumps(message.result)
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.call_id, "content": result}
-        if message.is_error:
-            block["is_error"] = True
-        return "user", [block]
-    raise ValueError(f"unknown role {message.role!r}")
-
-
-def build_messages(transcript: Iterable[Message], read: Reader | None = None) -> list[dict[str, Any]]:
-    """Transcript → API ``messages``. ``read(id)`` gives an attachment's bytes (None: gone).
-
-    Consecutive messages of the same API role are merged into one (the API requires the roles
-    to alternate: all tool results after one assistant message become one user message).
-    Messages with no content (an empty assistant reply) are skipped. Nothing is prepended if
-    the transcript starts with an assistant message: the API will reject it, which is the
-    engine's bug to see, not ours to paper over.
-    """
-    out: list[dict[str, Any]] = []
-    for message in transcript:
-        role, content = _api_content(message, read)
-        if not content:
-            continue
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(content)
-        else:
-            out.append({"role": role, "content": content})
-    return out
 
 
 # --- errors ----------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import base64
 
-from agents_app.providers.anthropic import AnthropicModel, build_messages
+from agents_app.providers.anthropic import AnthropicModel
+from agents_app.providers.anthropic_request import build_messages
 from agents_app.runtime.messages import Message, Role
 from agents_app.runtime.model import ModelRequest, ToolSpec
 from tests.attachment_files import pdf, png

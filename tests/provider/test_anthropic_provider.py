@@ -14,10 +14,10 @@ import pytest
 from agents_app.providers.anthropic import (
     MAX_RETRY_AFTER,
     AnthropicModel,
-    build_messages,
     from_settings,
     map_stop_reason,
 )
+from agents_app.providers.anthropic_request import build_messages
 from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.messages import Message, Role, ToolCall
 from agents_app.runtime.model import (

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from agents_app.providers.anthropic import AnthropicModel, build_messages, from_settings
+from agents_app.providers.anthropic import AnthropicModel, from_settings
+from agents_app.providers.anthropic_request import build_messages
 from agents_app.providers.prompt_cache import (
     CHARS_PER_TOKEN,
     MAX_BREAKPOINTS,
