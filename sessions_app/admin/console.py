@@ -26,7 +26,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from agents_app.models import DeliveryStatus, WebhookDelivery
-from sessions_app import health, quotas, selectors
+from sessions_app import health, listings, quotas
 from sessions_app import models as m
 from sessions_app.pricing import TOKEN_KEYS, Usage, cost_of, price_for, prices  # noqa: F401 (re-exported)
 from sessions_app.pricing import usage_totals as _usage_totals
@@ -101,7 +101,7 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
     live = running.filter(lease_expires_at__gte=epoch).order_by("created_at")
     expired = running.filter(lease_expires_at__lt=epoch).order_by("lease_expires_at")
     queued = m.Turn.objects.filter(status=m.TurnStatus.QUEUED).order_by("created_at")
-    parked = selectors.parked_requests()
+    parked = listings.parked_requests()
     failed_ids = (m.Event.objects.filter(type="turn.failed", created_at__gte=hour_ago)
                   .values_list("turn_id", flat=True))
     failures = m.Turn.objects.filter(pk__in=list(failed_ids[:500])).order_by("-updated_at")
@@ -134,7 +134,7 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
         "queued": _turn_rows(queued, now),
         "parked": [{"id": t.pk, "url": turn_url(t.pk), "agent": t.session.agent, "session": t.session.key,
                     "prompt": ((t.pending or {}).get("request") or {}).get("prompt") or "",
-                    "by": selectors.requested_by(t), "age": _ago(t.parked_at, now)}
+                    "by": listings.requested_by(t), "age": _ago(t.parked_at, now)}
                    for t in parked[:LIST_ROWS]],
         "failures": [{**row, "error": ""} for row in _turn_rows(failures, now, when="updated_at")],
         "retried": _turn_rows(retried, now),

@@ -24,8 +24,8 @@ from django.utils.timesince import timesince
 
 from agents_app.runtime import rules
 from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnNotResumable
+from sessions_app import listings, selectors, services
 from sessions_app import models as m
-from sessions_app import selectors, services
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.answer_form import AnswerForm, form_kind  # noqa: F401 (AnswerForm: re-exported)
 from sessions_app.admin.inbox_row import inline_answer
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 def parked_turns():
     """Every parked input in a live generation, oldest first, with when it parked."""
-    return selectors.parked_requests()
+    return listings.parked_requests()
 
 
 def waiting_count(user: Any) -> int:
@@ -161,7 +161,7 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
 
     @admin.display(description="requested by")
     def requested_by(self, turn):
-        return selectors.requested_by(turn) or "—"
+        return listings.requested_by(turn) or "—"
 
     @admin.display(description="turn")
     def turn_link(self, turn):

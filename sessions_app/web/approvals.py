@@ -21,8 +21,8 @@ from django.urls import reverse
 
 from agents_app.runtime import rules
 from agents_app.runtime.errors import NotFound, ResumeAuthorizationError
+from sessions_app import listings, selectors, services
 from sessions_app import models as m
-from sessions_app import selectors, services
 from sessions_app.errors import BadRequest
 from sessions_app.web import api, paths
 
@@ -66,7 +66,7 @@ def approval_json(turn: m.Turn, request: dict[str, Any]) -> dict[str, Any]:
         "session": key,
         "request": request,
         "call": {"name": call.get("name"), "input": call.get("input")},
-        "requested_by": selectors.requested_by(turn),
+        "requested_by": listings.requested_by(turn),
         "parked_at": turn.parked_at.isoformat() if getattr(turn, "parked_at", None) else None,
         "turn_url": paths.turn_api(agent, key, turn.pk),
         "answer_url": reverse("june_api:approval-answer", kwargs={"turn_id": turn.pk}),
@@ -77,7 +77,7 @@ def approval_json(turn: m.Turn, request: dict[str, Any]) -> dict[str, Any]:
 def approval_list(request: HttpRequest, user: Any) -> HttpResponse:
     verdicts: dict[tuple[str, str], bool] = {}
     items = []
-    for turn in selectors.parked_requests().iterator(chunk_size=200):
+    for turn in listings.parked_requests().iterator(chunk_size=200):
         for request in rules.pending_requests(turn.pending):
             if may_answer_here(turn, user, verdicts, request):
                 items.append(approval_json(turn, request))

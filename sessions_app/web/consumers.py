@@ -30,7 +30,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
-from sessions_app import attachments, safejson, selectors, services
+from sessions_app import attachments, listings, safejson, selectors, services
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
 from sessions_app.outbox.sink import group_name
 from sessions_app.web.children import ChildRelay
@@ -78,7 +78,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         async with self.sending:
             await self._send_log()
             await self._follow_existing()  # children started before ``after`` (a reconnect)
-        queued = await database_sync_to_async(selectors.queued_turns)(agent=self.agent, key=self.key)
+        queued = await database_sync_to_async(listings.queued_turns)(agent=self.agent, key=self.key)
         await self.send_json({"type": "ready", "last_seq": self.last_seq, "queued": queued})
         self.catchup = asyncio.ensure_future(self._catchup_forever())
 

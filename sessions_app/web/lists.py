@@ -12,8 +12,8 @@ from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from sessions_app import listings, selectors, wiring
 from sessions_app import models as m
-from sessions_app import selectors, wiring
 from sessions_app.errors import BadRequest
 from sessions_app.web import api, api_turns, openapi, paths
 from sessions_app.web.db import db
@@ -23,8 +23,8 @@ TURN_CURSOR_RE = re.compile(openapi.TURN_CURSOR)
 
 
 def page_limit(request: HttpRequest) -> int:
-    limit = api.query_number(request, "limit", maximum=selectors.PAGE_MAX, integer=True)
-    return int(limit) if limit else selectors.PAGE_DEFAULT
+    limit = api.query_number(request, "limit", maximum=listings.PAGE_MAX, integer=True)
+    return int(limit) if limit else listings.PAGE_DEFAULT
 
 
 def _next_url(request: HttpRequest, cursor: str, limit: int) -> str:
@@ -74,7 +74,7 @@ def session_list(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     """The caller's sessions of ``agent``, most recent activity first."""
     wiring.agent(agent)  # NotFound for an unknown agent
     limit = page_limit(request)
-    rows, last, more = selectors.session_page(user=user, agent=agent, limit=limit,
+    rows, last, more = listings.session_page(user=user, agent=agent, limit=limit,
                                               before=_parse_session_cursor(request.GET.get("cursor")))
     selectors.with_titles(rows)
     return JsonResponse({
@@ -105,7 +105,7 @@ def turn_list(request: HttpRequest, user: Any, agent: str, session: str) -> Http
     raw = request.GET.get("cursor")
     if raw is not None and not TURN_CURSOR_RE.fullmatch(raw):
         raise BadRequest("?cursor= is not a cursor this API handed out")
-    rows, more = selectors.turn_page(session=row, limit=limit, before=int(raw) if raw is not None else None)
+    rows, more = listings.turn_page(session=row, limit=limit, before=int(raw) if raw is not None else None)
     return JsonResponse({
         "turns": [turn_list_json(t) for t in rows],
         "next": _next_url(request, str(rows[-1].order), limit) if more and rows else None,
