@@ -37,3 +37,25 @@ def pytest_unconfigure(config):
     from tests import reaper
 
     reaper.reap(reaper.of_run(os.getpid()))
+
+
+def _delete_flush() -> None:
+    """pytest-django empties the database after each transactional test with Django's flush,
+    on PostgreSQL one ``TRUNCATE`` of every table: about 0.9 s here (a new file per table),
+    ~300 times a run. ``DELETE FROM`` each table, in the flush's one transaction, leaves the same
+    empty tables in a few milliseconds (Django's foreign keys are deferred to the commit, so the
+    order does not matter). Sequences are kept, as the flush keeps them unless asked."""
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or not tables:
+            return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        return [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(t))};" for t in tables]
+
+    DatabaseOperations.sql_flush = sql_flush
+
+
+if os.environ.get("DJANGO_SETTINGS_MODULE"):
+    _delete_flush()
