@@ -53,6 +53,13 @@ class SessionSuspendedError(TurnConflictError):
     code = "session_suspended"
 
 
+class SessionBusyError(TurnConflictError):
+    """A branch is made or switched only while the session is idle (no queued, running or
+    parked turn)."""
+
+    code = "session_busy"
+
+
 class ResumeAuthorizationError(JuneError):
     """The resumer may not answer this request (403)."""
 

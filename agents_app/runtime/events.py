@@ -184,6 +184,19 @@ class SessionReset(TurnEvent):
 
 @fast_init
 @dataclass(frozen=True, slots=True)
+class BranchSwitched(TurnEvent):
+    """Another branch of the conversation is live: ``generation`` (a new one forked from
+    ``previous`` at message ``at``, or one switched back to: ``at`` is None). Logged first in
+    the branch that became live, so a page showing another branch knows to reload."""
+
+    type: ClassVar[str] = "branch.switched"
+    generation: int = 0
+    previous: int = 0
+    at: int | None = None
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
 class CompactionStarted(TurnEvent):
     """A compaction began (its summarizing call is under way)."""
 
@@ -240,6 +253,7 @@ EVENT_TYPES: dict[str, type[TurnEvent]] = {
         TurnFailed,
         TurnCancelled,
         SessionReset,
+        BranchSwitched,
         CompactionStarted,
         CompactionCompleted,
         CompactionFailed,

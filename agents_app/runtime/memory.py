@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable
 
+from . import branches, memory_branches, rules
 from . import events as ev
-from . import rules
 from .compaction import transcript_start
 from .errors import StaleAttemptError
 from .memory_rows import _MemoryTx, _Turn
@@ -180,13 +180,33 @@ class InMemorySessionStore(MemoryTables):
         s.archive[s.generation] = s.messages
         s.messages = []
         s.boundary, s.summary = 0, None
-        s.generation += 1
+        s.generations += 1
+        s.generation = s.generations
         self.resets.append((session, previous, by))
         logged += self._log(s, [ev.SessionReset("", previous_session=previous, generation=s.generation)])
         self._refresh_session_status(s)
         s.status = SessionStatus.NEW
         return Outcome(events=logged, running=running, previous_session=previous, generation=s.generation,
                        runnable=self._woken(), cascaded=self._rung())
+
+    async def fork(self, session: SessionRef, input: TurnInput | None, *, turn_id: str, at: int | None = None,
+                   regenerate: str | None = None, policy: dict[str, Any] | None = None,
+                   created_by: Any = None) -> Outcome:
+        s = self._session(session)
+        branches.check_idle(busy=any(t.record.status in branches.BUSY for t in self._session_turns(session)))
+        at, opener = memory_branches.fork_point(s, at=at, regenerate=regenerate)
+        rules.check_start(turn_exists=turn_id in self._turns, parked=False)  # before anything changes
+        logged = memory_branches.fork(s, at, opener, self._log)
+        made = await self.create_turn(session, input or self._turn(opener).record.input, turn_id=turn_id,
+                                      policy=policy, created_by=created_by)
+        return Outcome(events=logged + made.events, turn=made.turn, generation=s.generation)
+
+    async def switch(self, session: SessionRef, generation: int) -> Outcome:
+        s = self._session(session)
+        branches.check_idle(busy=any(t.record.status in branches.BUSY for t in self._session_turns(session)))
+        logged = memory_branches.switch(s, generation, self._log)
+        self._refresh_session_status(s)
+        return Outcome(events=logged, generation=s.generation)
 
     async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
         s = self._session(session)

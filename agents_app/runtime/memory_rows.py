@@ -23,6 +23,19 @@ class _Session:
     #: the live generation's boundary and summary position (compaction)
     boundary: int = 0
     summary: int | None = None
+    #: the last generation number handed out (a reset or a branch takes the next)
+    generations: int = 0
+    #: generation -> its place in a tree of branches (``memory_branches``)
+    branches: dict[int, _Branch] = field(default_factory=dict)
+
+
+@dataclass
+class _Branch:
+    parent: int | None
+    fork_index: int
+    #: the branch's compaction while another one is live
+    boundary: int = 0
+    summary: int | None = None
 
 
 @dataclass

@@ -338,7 +338,25 @@ class SessionStore(Protocol):
 
     async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
         """Cancel unfinished turns (reason reset, ``rules.cancel_now``), archive the live
-        generation (recording ``by``), status new. O(1) in the archive's size."""
+        generation (recording ``by``) and go on in a generation number never used before,
+        status new. O(1) in the archive's size."""
+
+    async def fork(self, session: SessionRef, input: TurnInput | None, *, turn_id: str, at: int | None = None,
+                   regenerate: str | None = None, policy: dict[str, Any] | None = None,
+                   created_by: Any = None) -> Outcome:
+        """One transaction, only while the session is idle (``branches.check_idle``): a new
+        generation (a number never used before) holding the live one's messages before the fork
+        point and the events of their turns (same positions and sequence numbers), with the
+        compaction of ``branches.fork_compaction``, made live (``branch.switched`` logged in it),
+        and ``input`` queued on it as ``turn_id``. The fork point: message ``at``, or the opening
+        of ``regenerate`` (the live branch's last turn a person opened; ``input`` None sends its
+        opening again, attachments included). Both under ``branches.check_fork_point``.
+        ``Outcome.generation``: the new branch; ``turn``: the queued turn."""
+
+    async def switch(self, session: SessionRef, generation: int) -> Outcome:
+        """Make ``generation`` (a branch of the live one's tree) live again with its own
+        compaction, only while idle; logs ``branch.switched`` in it. NotFound for a generation
+        that is no branch of that tree (a reset's archive is not)."""
 
     async def pending(self, session: SessionRef) -> list[dict[str, Any]]:
         """The input requests the session is parked on."""

@@ -316,6 +316,37 @@ class AgentSession:
         await self._dispatch_next()
         return {"previous_session": outcome.previous_session, "generation": outcome.generation}
 
+    async def fork(self, at: int, input: str | TurnInput, *, turn_id: str | None = None,
+                   created_by: Any = None) -> TurnRecord:
+        """Edit: a new branch from just before message ``at`` (a person's opening message),
+        live, with ``input`` queued on it. The branch left stays, to switch back to."""
+        return await self._branch(input if isinstance(input, TurnInput) else TurnInput(text=input),
+                                  at=at, turn_id=turn_id, created_by=created_by)
+
+    async def regenerate(self, turn_id: str, *, new_turn_id: str | None = None, created_by: Any = None) -> TurnRecord:
+        """The live branch's last turn sent again (its opening message, attachments included) as
+        the first turn of a new branch forked just before it."""
+        rec = await self.store.get_turn(turn_id)
+        rules.check_turn_of(rec, self.ref)
+        return await self._branch(rec.input, regenerate=turn_id, turn_id=new_turn_id, created_by=created_by)
+
+    async def switch_branch(self, generation: int) -> int:
+        """Make another branch of the conversation live (idle only); returns the live one."""
+        outcome = await self.store.switch(self.ref, generation)
+        await self._after(outcome, None)
+        return outcome.generation if outcome.generation is not None else generation
+
+    async def _branch(self, input: TurnInput | None, *, at: int | None = None, regenerate: str | None = None,
+                      turn_id: str | None, created_by: Any) -> TurnRecord:
+        outcome = await self.store.fork(
+            self.ref, input, turn_id=turn_id or new_turn_id(), at=at, regenerate=regenerate,
+            policy=self.runtime.agent(self.ref.agent).policy_for(input.source if input else None),
+            created_by=created_by)
+        assert outcome.turn is not None
+        await self._after(outcome, None)
+        await self.runtime.dispatcher.dispatch(outcome.turn.turn_id, self.ref)
+        return outcome.turn
+
     async def pending(self) -> list[dict[str, Any]]:
         return await self.store.pending(self.ref)
 

@@ -1,9 +1,10 @@
 """Where a turn lives: sessions, turns (submission + lease + journal), the message log, the
 steps memo, the durable event log, answers and resets.
 
-Archiving is by generation: a reset bumps ``Session.generation`` and every live read filters
-on it, so the archive is the rows of earlier generations and a reset costs O(1) however large
-the archive grows.
+Archiving is by generation: a reset moves ``Session.generation`` to a new number and every
+live read filters on it, so the archive is the rows of earlier generations and a reset costs
+O(1) however large the archive grows. A branch of the conversation (an edited message, a
+regenerated reply) is a generation too (``Branch``): the one live at a time is the session's.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ class Session(models.Model):
     summary_index = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    #: the last generation number handed out: a reset or a new branch takes the next one, so a
+    #: number names one generation for good (the processes' transcript caches key on it)
+    generation_seq = models.IntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "key"], name="session_agent_key")]
@@ -250,6 +254,29 @@ class SessionReset(models.Model):
     @property
     def archived_session(self) -> str:
         return f"{self.session.key}#g{self.generation}"
+
+
+class Branch(models.Model):
+    """A generation that is a branch of its session's conversation: it holds a copy of its
+    parent generation's messages before ``fork_index`` (and the events of their turns), then
+    its own. The root of a tree of branches has no parent. ``boundary``/``summary_index``: the
+    branch's compaction while another branch is live (the session row holds the live one's)."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="branches", db_index=False)
+    generation = models.IntegerField()
+    parent_generation = models.IntegerField(null=True, blank=True)
+    fork_index = models.IntegerField(default=0)
+    boundary = models.IntegerField(default=0)
+    summary_index = models.IntegerField(null=True, blank=True)
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                           related_name="+", db_index=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "generation"], name="branch_generation")]
+
+    def __str__(self) -> str:
+        return f"{self.session_id}#g{self.generation}"
 
 
 class ApprovalRequest(Turn):

@@ -135,6 +135,7 @@ EVENT_TYPE_CODES: dict[str, int] = {
     "compaction.started": 14,
     "compaction.completed": 15,
     "compaction.failed": 16,
+    "branch.switched": 17,
 }
 EVENT_TYPE_NAMES: dict[int, str] = {code: name for name, code in EVENT_TYPE_CODES.items()}
 assert len(EVENT_TYPE_NAMES) == len(EVENT_TYPE_CODES), "two event types share a code"

@@ -13,6 +13,7 @@ The one package that opens transactions for the engine and knows SQL and the wir
 - ``lease``       claim, heartbeat, release (conditional UPDATEs)
 - ``opening``     PostgreSQL: a turn's creation, and its claim with its load, one round trip each
 - ``control``     create, cancel, answer, reset (the host rules, inside their transaction)
+- ``branches``    fork and switch the branches of a conversation (generations sharing history)
 - ``toolsql``     what a sync tool's unit sent through Django's connection; SQLite's lock, taken late
 
 How a unit runs is the store's business: ``atomic`` (work that writes through Django's
@@ -58,6 +59,7 @@ from agents_app.runtime.seams import (
     TurnState,
 )
 from sessions_app.store import (
+    branches,
     checkpoint_pg,
     control,
     direct,
@@ -292,6 +294,15 @@ class DjangoSessionStore:
 
     async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
         return await self._thread(control.reset)(session, by=by)
+
+    async def fork(self, session: SessionRef, input: TurnInput | None, *, turn_id: str, at: int | None = None,
+                   regenerate: str | None = None, policy: dict[str, Any] | None = None,
+                   created_by: Any = None) -> Outcome:
+        return await self._thread(branches.fork)(session, input, turn_id=turn_id, at=at, regenerate=regenerate,
+                                                 policy=policy, created_by=created_by)
+
+    async def switch(self, session: SessionRef, generation: int) -> Outcome:
+        return await self._thread(branches.switch)(session, generation)
 
     # -- connections (a worker keeps them across tasks) ----------------------------------------------
 

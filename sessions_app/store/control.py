@@ -170,8 +170,8 @@ def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> 
 
 
 def reset(session: SessionRef, *, by: Any = None) -> Outcome:
-    """O(1) in the archive: the live generation is archived by bumping the number. ``by`` is
-    the user who reset (a ``User`` or None)."""
+    """O(1) in the archive: the live generation is archived by moving to the next generation
+    number handed out. ``by`` is the user who reset (a ``User`` or None)."""
     with transaction.atomic():
         s = _locked_session_txn(session_row(session).pk)
         cascaded = tree.cascade_txn(tree.candidates_txn(s.pk, CancelReason.RESET))
@@ -180,9 +180,10 @@ def reset(session: SessionRef, *, by: Any = None) -> Outcome:
         logged = log_txn(s.pk, cancelled, turn_id=None)
         previous = f"{s.key}#g{s.generation}"
         m.SessionReset.objects.create(session=s, generation=s.generation, by=by if getattr(by, "pk", None) else None)
-        m.Session.objects.filter(pk=s.pk).update(generation=F("generation") + 1, status=SessionStatus.NEW,
-                                                 updated_at=timezone.now(), boundary=0, summary_index=None)
-        generation = s.generation + 1
+        generation = s.generation_seq + 1  # a number no branch nor earlier reset has had
+        m.Session.objects.filter(pk=s.pk).update(generation=generation, generation_seq=generation,
+                                                 status=SessionStatus.NEW, updated_at=timezone.now(), boundary=0,
+                                                 summary_index=None)
         logged += log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
                           turn_id=None)
         return Outcome(events=logged, running=running, previous_session=previous, generation=generation,

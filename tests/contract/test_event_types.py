@@ -25,6 +25,7 @@ PINNED = {
     "action.requested": 5, "action.completed": 6, "input.requested": 7, "input.answered": 8,
     "child.started": 9, "turn.completed": 10, "turn.failed": 11, "turn.cancelled": 12,
     "session.reset": 13, "compaction.started": 14, "compaction.completed": 15, "compaction.failed": 16,
+    "branch.switched": 17,
 }
 
 

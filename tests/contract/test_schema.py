@@ -1,7 +1,8 @@
 """The schema the migrations make (the test database's) is the snapshot in
 ``schema/sessions_app.json``, written from databases built by the 24 migrations of before the
 reset (0.3.0): the fresh ``0001_initial`` and ``0002_database`` make the same tables, columns in
-the same order, indexes, constraints and PostgreSQL functions. A migration that changes the
+the same order, indexes, constraints and PostgreSQL functions (and ``0003_branches`` adds the
+branches' table and counter). A migration that changes the
 schema on purpose writes the snapshot again (``schema_dump.py`` says how)."""
 
 from __future__ import annotations

@@ -36,6 +36,7 @@ SAMPLES = [
     ev.TurnFailed("t1", error="boom", phase="tool", step="tool:1:c0"),
     ev.TurnCancelled("t1", reason="replaced"),
     ev.SessionReset("", previous_session="s1#g0", generation=1),
+    ev.BranchSwitched("", generation=2, previous=0, at=4),
     ev.CompactionStarted("t1", reason="reactive", step="compact:9", messages=6, tokens_before=900),
     ev.CompactionCompleted("t1", reason="reactive", step="compact:9", messages=6, tokens_before=900,
                            tokens_after=120, boundary=5, index=9, summary="they talked"),
