@@ -12,7 +12,7 @@ from django.db.models import Count, F
 from django.utils import timezone
 
 from agents_app.models import DeliveryStatus, WebhookDelivery
-from agents_app.runtime import subagents
+from agents_app.runtime import branches, subagents
 from agents_app.runtime.seams import LoggedEvent, SessionRef
 from sessions_app import models as m
 from sessions_app import pricing, wiring
@@ -147,20 +147,41 @@ ARCHIVE_MESSAGES = 2000
 
 
 def archived_generations(*, session: m.Session) -> list[dict[str, Any]]:
-    """The session's archived generations (every one before the live one), newest first, with
-    when and by whom each was reset and how many messages it holds."""
-    if session.generation == 0:
-        return []
+    """The session's archived generations (what a reset put away: the branch that was live
+    then; a branch left for another is no archive), newest first, with when and by whom each
+    was reset and how many messages it holds."""
     resets = {r.generation: r for r in m.SessionReset.objects.filter(session=session).select_related("by")}
-    counts = dict(m.Message.objects.filter(session=session, generation__lt=session.generation)
+    if not resets:
+        return []
+    counts = dict(m.Message.objects.filter(session=session, generation__in=list(resets))
                   .values("generation").annotate(n=Count("*")).values_list("generation", "n"))
     out = []
-    for g in range(session.generation - 1, -1, -1):
-        reset = resets.get(g)
+    for g in sorted(resets, reverse=True):
+        reset = resets[g]
         out.append({"generation": g, "name": f"{session.key}#g{g}", "messages": counts.get(g, 0),
-                    "reset_at": reset.created_at if reset else None,
-                    "reset_by": reset.by.get_username() if reset and reset.by else ""})
+                    "reset_at": reset.created_at, "reset_by": reset.by.get_username() if reset.by else ""})
     return out
+
+
+def branches_of(*, session: m.Session) -> dict[str, Any]:
+    """The live branch and its tree (``Branch`` rows), and each message of the live branch that
+    a person sent to open a turn: its position, its turn, and the branches a switcher steps
+    through there (``branches.alternatives``; one: nothing to switch)."""
+    rows = list(m.Branch.objects.filter(session=session).order_by("generation"))
+    nodes = [branches.BranchNode(b.generation, b.parent_generation, b.fork_index) for b in rows]
+    tree = branches.tree_of(nodes, session.generation)
+    opened = list(m.Message.objects.filter(session=session, generation=session.generation, role="user")
+                  .order_by("index").values_list("index", "turn_id"))
+    openings = dict(m.Turn.objects.filter(pk__in=[t for _, t in opened if t]).values_list("pk", "opening"))
+    points = []
+    for index, turn_id in opened:
+        if turn_id and openings.get(turn_id) == index:
+            points.append({"index": index, "turn_id": turn_id,
+                           "alternatives": branches.alternatives(nodes, session.generation, index),
+                           "current": branches.holder(nodes, session.generation, index)})
+    return {"generation": session.generation, "openings": points,
+            "branches": [{"generation": b.generation, "parent": b.parent_generation, "fork_index": b.fork_index,
+                          "created_at": b.created_at.isoformat()} for b in rows if b.generation in tree]}
 
 
 def transcript(*, session: m.Session, generation: int, limit: int = ARCHIVE_MESSAGES) -> list[dict[str, Any]]:

@@ -258,6 +258,62 @@ def session_reset(*, agent: str, key: str, user: Any = None) -> dict[str, Any]:
     return _host_call(agent, key, lambda host: host.reset(by=_user_row(user)))
 
 
+# -- branches: edit an earlier message, regenerate the last reply, switch ------------------------------
+
+def _owned(agent: str, key: str, user: Any) -> m.Session:
+    session = session_for_user(agent=agent, key=key, user=user)
+    if session is None:
+        raise NotFound(f"no session {key}")
+    return session
+
+
+def _new_branch(agent: str, key: str, user: Any, source: str, ids: list[str], turn_id: str,
+                start: Callable[[AgentSession, tuple[dict[str, Any], ...]], Awaitable[TurnRecord]]) -> TurnRecord:
+    """A turn that opens a new branch, admitted and given back on a refusal as ``turn_start``'s."""
+    _owned(agent, key, user)
+    row = _user_row(user)
+    admitted = quotas.admit_turn(agent=agent, user_id=row.pk if row else None, source=source)
+    try:
+        files = attach.attachments_take(agent=agent, key=key, user=user, ids=ids, turn_id=turn_id) if ids else ()
+        with telemetry.request(f"branch {source}", **{"june.turn.source": source, "gen_ai.agent.name": agent}):
+            return _host_call(agent, key, lambda host: start(host, files))
+    except BaseException:
+        admitted.refund()
+        if ids:
+            attach.attachments_release(turn_id=turn_id)
+        raise
+
+
+def branch_fork(*, agent: str, key: str, at: int, text: str, user: Any, source: str = "web",
+                attachments: list[str] | None = None) -> TurnRecord:
+    """Edit the person's message at position ``at``: a new branch from just before it, live,
+    whose first turn sends ``text`` (and ``attachments``, ids of unsent uploads). Owner only;
+    409 unless the session is idle; 422 unless ``at`` opened a turn of the live branch."""
+    ids = attach.parse_ids(attachments if attachments is not None else [])
+    text = "" if ids and isinstance(text, str) and not text.strip() else validate_text(text)
+    wiring.agent(agent)
+    window.check_fits(agent, text)
+    turn_id, row = new_turn_id(), _user_row(user)
+    return _new_branch(agent, key, user, source, ids, turn_id, lambda host, files: host.fork(
+        at, TurnInput(text=text, source=source, user=user_identity(user), trace=telemetry.traceparent(),
+                      attachments=files), turn_id=turn_id, created_by=row))
+
+
+def turn_regenerate(*, agent: str, key: str, turn_id: str, user: Any, source: str = "web") -> TurnRecord:
+    """The live branch's last turn sent again as the first turn of a new branch (the reply it
+    had stays on the branch left). Owner only; 409 unless idle and ``turn_id`` is that turn."""
+    wiring.agent(agent)
+    new_id, row = new_turn_id(), _user_row(user)
+    return _new_branch(agent, key, user, source, [], new_id, lambda host, files: host.regenerate(
+        turn_id, new_turn_id=new_id, created_by=row))
+
+
+def branch_switch(*, agent: str, key: str, generation: int, user: Any) -> int:
+    """Make another branch of the conversation live. Owner only; 409 unless idle."""
+    _owned(agent, key, user)
+    return _host_call(agent, key, lambda host: host.switch_branch(generation))
+
+
 # -- human in the loop --------------------------------------------------------------------------------
 
 def _answerer(user: Any, by: str | None) -> tuple[str | None, dict[str, Any] | None]:

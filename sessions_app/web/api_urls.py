@@ -3,7 +3,7 @@ views: ``api``; the contract: ``openapi``)."""
 
 from django.urls import path, re_path
 
-from sessions_app.web import api, approvals, export, files, lists, prometheus, search
+from sessions_app.web import api, approvals, branches, export, files, lists, prometheus, search
 
 app_name = "june_api"
 
@@ -21,6 +21,10 @@ urlpatterns = [
     path(SESSION + "turns/<str:turn_id>", api.turn_detail, name="turn"),
     path(SESSION + "turns/<str:turn_id>/resume", api.turn_resume, name="turn-resume"),
     path(SESSION + "turns/<str:turn_id>/cancel", api.turn_cancel, name="turn-cancel"),
+    path(SESSION + "turns/<str:turn_id>/regenerate", branches.turn_regenerate, name="turn-regenerate"),
+    path(SESSION + "messages/<str:index>/fork", branches.message_fork, name="message-fork"),
+    path(SESSION + "branches", branches.branch_list, name="branches"),
+    path(SESSION + "branches/<str:generation>/switch", branches.branch_switch, name="branch-switch"),
     path(SESSION + "reset", api.reset, name="reset"),
     path(SESSION + "pending", api.pending, name="pending"),
     path(SESSION + "events", api.events, name="events"),

@@ -42,12 +42,14 @@ def archive(request, agent: str, key: str):
 @login_required
 def archive_generation(request, agent: str, key: str, generation: int):
     session = _session(request, agent, key)
-    if not 0 <= generation < session.generation:
+    listed = selectors.archived_generations(session=session)  # newest first
+    numbers = [g["generation"] for g in listed]
+    if generation not in numbers:
         raise Http404("no such archived generation")
-    generations = {g["generation"]: g for g in selectors.archived_generations(session=session)}
+    at = numbers.index(generation)
     return render(request, "sessions_app/archive_generation.html", {
-        "session": session, "info": generations[generation],
+        "session": session, "info": listed[at],
         "messages": selectors.transcript(session=session, generation=generation),
-        "newer": generation + 1 if generation + 1 < session.generation else None,
-        "older": generation - 1 if generation > 0 else None,
+        "newer": numbers[at - 1] if at > 0 else None,
+        "older": numbers[at + 1] if at + 1 < len(numbers) else None,
     })

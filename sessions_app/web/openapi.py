@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessions_app import services
+from sessions_app.web.openapi_branches import branch_paths
 from sessions_app.web.openapi_files import attachment_paths, ids_schema, turn_form_schema
 from sessions_app.web.openapi_lists import (  # noqa: F401 (SESSION_CURSOR, TURN_CURSOR: lists' patterns)
     SESSION_CURSOR,
@@ -46,12 +47,12 @@ def document() -> dict[str, Any]:
             "title": "June for Django HTTP API",
             "version": "1",
             "description": "Agent turns as durable processes: start turns, stream their events, answer "
-                           "parked requests, cancel, reset. See docs/api.md.",
+                           "parked requests, cancel, reset, edit and regenerate as branches. See docs/api.md.",
         },
         # the paths below are relative to June's mount: "/" at the root, "/assistant" under a prefix
         "servers": [{"url": mount().rstrip("/") or "/"}],
         "security": [{"bearer": []}, {"session": []}],
-        "paths": merge_paths(paths(), list_paths(), search_paths(), attachment_paths()),
+        "paths": merge_paths(paths(), list_paths(), search_paths(), attachment_paths(), branch_paths()),
         "components": {**(c := components()), "schemas": {**c["schemas"], **list_schemas()}},
     }
 

@@ -61,6 +61,7 @@ def chat(request, agent: str, key: str):
         session = m.Session(agent=agent, key=key, owner=request.user)
         session.display_title, session.preview = "New session", ""
     config = {"agent": agent, "key": key, "ws_path": paths.websocket(agent, key), "api_base": paths.api_base(),
+              "session_api": paths.session_api(agent, key), "generation": session.generation,
               "user_id": str(request.user.pk), "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
               **_window_config(agent),
               "pending_url": reverse("june_api:pending", kwargs={"agent": agent, "session": key}),

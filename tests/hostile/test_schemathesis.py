@@ -38,6 +38,9 @@ REJECTED = ["400", "401", "403", "404", "405", "409", "413", "415", "422"]
 #: not fit the agent's model context window (the agent is a path parameter: the document cannot
 #: give each agent's limit; the 413 says it, code context_window_exceeded)
 ACCEPTED_OR_TOO_LONG = ["2xx", "3xx", "401", "403", "404", "409", "413", "429", "5xx"]
+#: and 422 where a fork point is named: a position the schema admits may not be a message a person
+#: sent to open a turn (code not_a_fork_point), which only the session's contents say
+ACCEPTED_OR_NOT_A_FORK_POINT = [*ACCEPTED_OR_TOO_LONG, "422"]
 #: and 415 where files go: their type is sniffed from their bytes, which a schema cannot say, so
 #: schema-valid random bytes are refused (README "Attachments")
 ACCEPTED_OR_NOT_A_FILE_WE_TAKE = [*ACCEPTED_OR_TOO_LONG, "415"]
@@ -98,6 +101,10 @@ expected-statuses = {ACCEPTED_OR_TOO_LONG!r}
 [[operations]]
 include-operation-id = ["uploadAttachment", "startTurn"]
 checks.positive_data_acceptance.expected-statuses = {ACCEPTED_OR_NOT_A_FILE_WE_TAKE!r}
+
+[[operations]]
+include-operation-id = ["forkAtMessage"]
+checks.positive_data_acceptance.expected-statuses = {ACCEPTED_OR_NOT_A_FORK_POINT!r}
 """
 
 

@@ -1,0 +1,69 @@
+"""Edit and regenerate in a real Chromium: a regenerated reply and an edited message each make
+a branch, the switcher "‹ i/n ›" under the message steps between them, and the branch chosen
+is the one a reload shows; another tab follows a switch."""
+
+from __future__ import annotations
+
+from sessions_app import models as m
+from tests.browser.conftest import DEADLINE_MS, open_chat, send_message, wait_live
+
+
+def wait_idle(page) -> None:
+    page.wait_for_function("document.querySelector('#turn-status').dataset.status === 'completed'",
+                           timeout=DEADLINE_MS)
+
+
+def ask(page, text: str) -> None:
+    send_message(page, text)
+    page.wait_for_selector(f".msg.assistant >> text=You said: {text}", timeout=DEADLINE_MS)
+    wait_idle(page)
+
+
+def count(page, index: int) -> str:
+    return page.locator(f".branch-bar[data-index='{index}'] .branch-count").inner_text(timeout=DEADLINE_MS)
+
+
+def test_regenerate_makes_a_branch_to_switch_back_from(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "regen1")
+    ask(page, "hello there")
+    page.click(".branch-regenerate", timeout=DEADLINE_MS)
+    page.wait_for_selector(".branch-bar[data-index='0'] .branch-count >> text=2/2", timeout=DEADLINE_MS)
+    session = m.Session.objects.get(key="regen1")
+    assert session.generation == 1
+    texts = list(m.Message.objects.filter(session=session, generation=1).order_by("index")
+                 .values_list("role", "data__text"))
+    assert texts[0] == ("user", "hello there") and texts[-1] == ("assistant", "You said: hello there")
+    assert m.Turn.objects.filter(session=session, generation=1).count() == 1  # the regenerated turn
+
+
+def test_edit_then_switch_back_to_the_first_branch_after_a_reload(june_server, make_user, new_page):
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "edit1")
+    other = open_chat(new_page(alice), "ops", "edit1")  # a second tab follows the switches
+    ask(page, "first question")
+    ask(page, "second question")
+    bar = page.locator(".branch-bar[data-index='2']")
+    bar.locator(".branch-edit").click(timeout=DEADLINE_MS)
+    editor = bar.locator("textarea.branch-text")
+    assert editor.input_value() == "second question"
+    editor.fill("second, edited")
+    bar.locator(".branch-save").click()
+    # the page reloads on the new branch: the edited message and its reply, not the old ones
+    page.wait_for_selector(".msg.assistant >> text=You said: second, edited", timeout=DEADLINE_MS)
+    assert count(page, 2) == "2/2"
+    assert page.locator(".msg.user", has_text="second question").count() == 0
+    assert page.locator(".msg.user", has_text="first question").count() == 1
+    other.wait_for_selector(".msg.assistant >> text=You said: second, edited", timeout=DEADLINE_MS)
+    # back to the first branch with the switcher
+    page.locator(".branch-bar[data-index='2'] button[aria-label='Previous branch']").click()
+    page.wait_for_selector(".msg.assistant >> text=You said: second question", timeout=DEADLINE_MS)
+    assert count(page, 2) == "1/2"
+    page.reload()
+    wait_live(page)
+    page.wait_for_selector(".msg.user >> text=second question", timeout=DEADLINE_MS)
+    assert count(page, 2) == "1/2"
+    assert page.locator(".msg", has_text="second, edited").count() == 0
+    other.wait_for_selector(".msg.user >> text=second question", timeout=DEADLINE_MS)
+    session = m.Session.objects.get(key="edit1")
+    assert session.generation == 0 and m.Branch.objects.filter(session=session).count() == 2
