@@ -68,12 +68,15 @@ class StaffReadOnly:
 # -- reads for the archive pages (constant query count per page) ---------------------------------
 
 def generation_rows(session: m.Session, page_number: Any) -> Any:
-    """A page of the session's generations, newest first, with who reset each and counts."""
-    generations = list(range(session.generation, -1, -1))
+    """A page of the session's generations (the reset archives and the branches), newest first,
+    with who reset each, where each branch forked, and counts."""
+    generations = list(range(max(session.generation_seq, session.generation), -1, -1))
     page = Paginator(generations, GENERATIONS_PER_PAGE).get_page(page_number)
     shown = list(page.object_list)
     resets = {r.generation: r for r in m.SessionReset.objects.filter(session=session, generation__in=shown)
               .select_related("by")}
+    forks = {b.generation: b for b in m.Branch.objects.filter(session=session, generation__in=shown,
+                                                               parent_generation__isnull=False)}
 
     def counts(model: Any) -> dict[int, int]:
         rows = model.objects.filter(session=session, generation__in=shown).values("generation").annotate(n=Count("*"))
@@ -86,6 +89,7 @@ def generation_rows(session: m.Session, page_number: Any) -> Any:
             "name": archived_name(session, g),
             "live": g == session.generation,
             "reset": resets.get(g),
+            "branch": forks.get(g),
             "messages": messages.get(g, 0),
             "events": events.get(g, 0),
             "turns": turns.get(g, 0),
@@ -240,7 +244,8 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
         session = self.get_object(request, object_id)
         if session is None or not self.has_view_permission(request, session):
             raise Http404("no such session")
-        if not 0 <= generation <= session.generation:
+        last = max(session.generation_seq, session.generation)
+        if not 0 <= generation <= last:
             raise Http404("no such generation")
         reset = (m.SessionReset.objects.filter(session=session, generation=generation).select_related("by").first())
         context = {
@@ -257,7 +262,7 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
             "turn_admin": f"admin:{m.Turn._meta.app_label}_{m.Turn._meta.model_name}_change",
             "prev_generation": self.generation_url(session, generation - 1) if generation > 0 else None,
             "next_generation": (self.generation_url(session, generation + 1)
-                                if generation < session.generation else None),
+                                if generation < last else None),
             **generation_page(session, generation, request.GET),
         }
         request.current_app = self.admin_site.name

@@ -209,3 +209,23 @@ def test_a_big_generation_page_is_paginated_in_constant_queries(client, people, 
     assert queries() == small
     last = client.get(gen_url(session, 0), {"page": 7}).content.decode()
     assert "bulk 652" in last or "bulk 651" in last
+
+
+def test_the_session_page_lists_branches_with_their_fork_point(client, people, q2_sync):
+    """Branches are generations too: the session page lists them (state, where each forked) and
+    each opens on its own generation page; the owner's archive lists the resets only."""
+    from sessions_app import selectors
+
+    alice, _ = people
+    services.turn_start(agent="ops", key="b1", text="hello", user=alice)
+    services.turn_start(agent="ops", key="b1", text="how are you", user=alice)
+    services.branch_fork(agent="ops", key="b1", at=2, text="how old are you", user=alice)
+    session = m.Session.objects.get(key="b1")
+    assert session.generation == 1
+    staff_client(client, people)
+    page = client.get(reverse("admin:sessions_app_session_change", args=[session.pk])).content.decode()
+    rows = re.findall(r'data-generation="(\d+)">.*?<td>(\w+)</td>\s*<td class="june-branch">([^<]*)</td>', page, re.S)
+    assert rows == [("1", "live", "g0 at message 2"), ("0", "branch", "")]
+    g1 = client.get(gen_url(session, 1)).content.decode()
+    assert "how old are you" in g1 and "hello" in g1 and "how are you" not in g1
+    assert selectors.archived_generations(session=session) == []
