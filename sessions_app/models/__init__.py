@@ -211,8 +211,9 @@ class Step(models.Model):
 class Event(models.Model):
     """The durable event log: every event but deltas, numbered per session."""
 
-    # seq is unique per session (a counter on the session row); the key also serves "this
-    # generation's events after seq N" without scanning the archive. An int4 (2**31 events a
+    # seq is handed out once per session (a counter on the session row; a branch's copies of the
+    # events before its fork point keep theirs); the key also serves "this generation's events
+    # after seq N" without scanning the archive. An int4 (2**31 events a
     # session, as a generation's message index): 8 bytes less a row and a key entry than an int8
     pk = models.CompositePrimaryKey("session", "generation", "seq")
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="events", db_index=False)

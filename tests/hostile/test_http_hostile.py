@@ -166,6 +166,46 @@ def test_pending(world, key):
         assert status == 403
 
 
+def _forkable(world) -> str:
+    """alice's session "forks", idle, with two ended turns: real fork points at 0 and 2."""
+    if not m.Session.objects.filter(key="forks").exists():
+        for text in ("hello", "how are you"):
+            _, answer, _ = world["alice"].send("post", f"{BASE}/forks/turns?wait=false", f'{{"text": "{text}"}}'.encode())
+            tasks.run_turn(answer["turn_id"])
+    for turn in m.Turn.objects.filter(session__key="forks", status="queued").order_by("order"):
+        tasks.run_turn(turn.pk)  # what the last example queued: the session is idle again
+    return "forks"
+
+
+positions = hs.mostly(st.sampled_from(["0", "1", "2", "3", "999999999"]), st.one_of(hs.strings.filter(bool), hs.seqs))
+
+
+@hostile(60)
+@given(index=positions, body=st.one_of(st.just(b""), hs.whole_bodies,
+                                       hs.body({"text": hs.legal_texts, "attachments": hs.values})))
+def test_fork(world, index, body):
+    key = _forkable(world)
+    status, answer, response = world["alice"].send("post", f"{BASE}/{key}/messages/{path_segment(index)}/fork", body)
+    check_answer("POST messages/<index>/fork", status, answer, response, ok=(202,))
+
+
+@hostile(40)
+@given(generation=positions, last=st.booleans(), turn_id=hs.turn_ids, body=st.one_of(st.just(b""), hs.whole_bodies))
+def test_switch_and_regenerate(world, generation, last, turn_id, body):
+    key = _forkable(world)
+    status, answer, response = world["alice"].send("post", f"{BASE}/{key}/branches/{path_segment(generation)}/switch",
+                                                   body)
+    check_answer("POST branches/<generation>/switch", status, answer, response, ok=(200,))
+    if last:
+        turn_id = m.Turn.objects.filter(session__key=key).order_by("-order").values_list("pk", flat=True).first()
+    status, answer, response = world["alice"].send("post", f"{BASE}/{key}/turns/{path_segment(turn_id)}/regenerate",
+                                                   body)
+    check_answer("POST turns/<id>/regenerate", status, answer, response, ok=(202,))
+    status, answer, response = world["olga"].send("get", f"{BASE}/{key}/branches")
+    check_answer("GET branches", status, answer, response, ok=(200,))
+    assert status == 403  # never anybody else's session
+
+
 legal_numbers = st.sampled_from(["1", "3", "0.5", "1e-05", "100"])
 
 
