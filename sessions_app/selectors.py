@@ -163,6 +163,11 @@ def archived_generations(*, session: m.Session) -> list[dict[str, Any]]:
     return out
 
 
+def has_archive(session: m.Session) -> bool:
+    """Whether a reset archived a generation of the session (a branch left is no archive)."""
+    return m.SessionReset.objects.filter(session=session).exists()
+
+
 def branches_of(*, session: m.Session) -> dict[str, Any]:
     """The live branch and its tree (``Branch`` rows), and each message of the live branch that
     a person sent to open a turn: its position, its turn, and the branches a switcher steps

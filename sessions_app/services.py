@@ -305,7 +305,7 @@ def turn_regenerate(*, agent: str, key: str, turn_id: str, user: Any, source: st
     wiring.agent(agent)
     new_id, row = new_turn_id(), _user_row(user)
     return _new_branch(agent, key, user, source, [], new_id, lambda host, files: host.regenerate(
-        turn_id, new_turn_id=new_id, created_by=row))
+        turn_id, new_turn_id=new_id, source=source, created_by=row))
 
 
 def branch_switch(*, agent: str, key: str, generation: int, user: Any) -> int:

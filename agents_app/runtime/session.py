@@ -323,12 +323,15 @@ class AgentSession:
         return await self._branch(input if isinstance(input, TurnInput) else TurnInput(text=input),
                                   at=at, turn_id=turn_id, created_by=created_by)
 
-    async def regenerate(self, turn_id: str, *, new_turn_id: str | None = None, created_by: Any = None) -> TurnRecord:
+    async def regenerate(self, turn_id: str, *, new_turn_id: str | None = None, source: str | None = None,
+                         created_by: Any = None) -> TurnRecord:
         """The live branch's last turn sent again (its opening message, attachments included) as
-        the first turn of a new branch forked just before it."""
+        the first turn of a new branch forked just before it; from ``source`` (the channel asking
+        now) if given, else the original's. The original's trace is not continued."""
         rec = await self.store.get_turn(turn_id)
         rules.check_turn_of(rec, self.ref)
-        return await self._branch(rec.input, regenerate=turn_id, turn_id=new_turn_id, created_by=created_by)
+        again = with_fields(rec.input, trace=None, queued_at=None, source=source or rec.input.source)
+        return await self._branch(again, regenerate=turn_id, turn_id=new_turn_id, created_by=created_by)
 
     async def switch_branch(self, generation: int) -> int:
         """Make another branch of the conversation live (idle only); returns the live one."""
@@ -336,11 +339,14 @@ class AgentSession:
         await self._after(outcome, None)
         return outcome.generation if outcome.generation is not None else generation
 
-    async def _branch(self, input: TurnInput | None, *, at: int | None = None, regenerate: str | None = None,
+    async def _branch(self, input: TurnInput, *, at: int | None = None, regenerate: str | None = None,
                       turn_id: str | None, created_by: Any) -> TurnRecord:
+        observer = self.runtime.observer
+        if observer is not None:  # as ``start_turn``: the caller's trace, and when it queued
+            input = with_fields(input, trace=input.trace or observer.carrier(), queued_at=self.runtime.clock())
         outcome = await self.store.fork(
             self.ref, input, turn_id=turn_id or new_turn_id(), at=at, regenerate=regenerate,
-            policy=self.runtime.agent(self.ref.agent).policy_for(input.source if input else None),
+            policy=self.runtime.agent(self.ref.agent).policy_for(input.source),
             created_by=created_by)
         assert outcome.turn is not None
         await self._after(outcome, None)

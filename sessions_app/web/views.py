@@ -69,10 +69,11 @@ def chat(request, agent: str, key: str):
               "attachments_url": reverse("june_api:attachments", kwargs={"agent": agent, "session": key}),
               "attachment_max_bytes": settings.JUNE_ATTACHMENT_MAX_BYTES,
               "attachments_per_message": settings.JUNE_ATTACHMENTS_PER_MESSAGE}
-    session.has_turns = False
+    session.has_turns = session.has_archive = False
     if session.pk is not None:
         selectors.with_titles([session])
         session.has_turns = selectors.has_turns(session)
+        session.has_archive = selectors.has_archive(session)
         config["focus"] = focus(session, request.GET.get("at"))
     return render(request, "sessions_app/chat.html", {"session": session, "config": config})
 

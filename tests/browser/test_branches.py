@@ -54,6 +54,7 @@ def test_edit_then_switch_back_to_the_first_branch_after_a_reload(june_server, m
     assert count(page, 2) == "2/2"
     assert page.locator(".msg.user", has_text="second question").count() == 0
     assert page.locator(".msg.user", has_text="first question").count() == 1
+    assert page.locator("#archive-link").count() == 0  # a branch left is no reset's archive
     other.wait_for_selector(".msg.assistant >> text=You said: second, edited", timeout=DEADLINE_MS)
     # back to the first branch with the switcher
     page.locator(".branch-bar[data-index='2'] button[aria-label='Previous branch']").click()

@@ -64,6 +64,7 @@ def test_regenerate_sends_the_last_message_again_on_a_new_branch(inline_worker, 
     assert status == 202 and body["generation"] == 1, body
     again = m.Turn.objects.get(pk=body["turn_id"])
     assert again.input["text"] == "how are you" and again.status == "completed"
+    assert again.source == "http" and again.input["user"] == m.Turn.objects.get(pk=second).input["user"]
     assert texts(1)[:2] == texts(0)[:2] and texts(1)[2] == ("user", "how are you")
     # a reset archives the live branch only, under a number no branch had
     status, body, _ = api.post(f"{BASE}/s1/reset")
