@@ -1,6 +1,9 @@
 """Edit and regenerate as branches, on the engine's fakes: the model is sent exactly the
 branch's own history (a scripted model records every request), the branch left comes back
-whole, a compaction before the fork point carries over, and a busy session refuses."""
+whole, a compaction before the fork point carries over, and a busy session refuses.
+
+The scenarios take their store from ``branch_store``: in memory here; the same functions run on
+the Django store in tests/integration/test_branch_context.py."""
 
 from __future__ import annotations
 
@@ -8,12 +11,17 @@ from typing import Any
 
 import pytest
 
-from agents_app.runtime import Agent, ModelRequest, ScriptedModel, reply
+from agents_app.runtime import Agent, InMemorySessionStore, ModelRequest, ScriptedModel, reply
 from agents_app.runtime.branches import BranchNode, alternatives, fork_compaction, holder, tree_of
 from agents_app.runtime.compaction import Compaction
 from agents_app.runtime.errors import SessionBusyError
 
 from ._support import NullDispatcher, make_runtime
+
+
+@pytest.fixture
+def branch_store() -> Any:
+    return InMemorySessionStore()
 
 
 def echo(request: ModelRequest) -> Any:
@@ -26,9 +34,9 @@ def seen(request: ModelRequest) -> list[tuple[str, str]]:
     return [(str(m.role), m.text) for m in request.messages]
 
 
-async def test_the_model_of_a_fork_sees_its_branch_and_nothing_of_the_one_left():
+async def test_the_model_of_a_fork_sees_its_branch_and_nothing_of_the_one_left(branch_store):
     model = ScriptedModel(echo)
-    rt, store, _ = make_runtime(Agent("a", "instr"), model)
+    rt, store, _ = make_runtime(Agent("a", "instr"), model, store=branch_store)
     s = rt.session("a", "s1")
     for text in ("one", "two", "three"):
         assert (await s.turn(text, timeout=5)).text == f"echo {text}"
@@ -47,21 +55,21 @@ async def test_the_model_of_a_fork_sees_its_branch_and_nothing_of_the_one_left()
                                         ("user", "five")]
 
 
-async def test_regenerate_sends_the_last_message_again_without_its_reply():
-    replies = iter(["first", "second"])
+async def test_regenerate_sends_the_last_message_again_without_its_reply(branch_store):
+    replies = iter(["first", "second", "third"])
     model = ScriptedModel(lambda request: reply(next(replies)))
-    rt, store, _ = make_runtime(Agent("a", "instr"), model)
+    rt, store, _ = make_runtime(Agent("a", "instr"), model, store=branch_store)
     s = rt.session("a", "s1")
     last = (await s.turn("hello", timeout=5)).turn_id
     again = await s.regenerate(last)
     assert (await s.result(again.turn_id, timeout=5)).text == "second"
     assert seen(model.requests[-1]) == [("user", "hello")]
-    assert [m.text for m in store.transcript(s.ref)] == ["hello", "second"]
     await s.switch_branch(0)
-    assert [m.text for m in store.transcript(s.ref)] == ["hello", "first"]
+    assert (await s.turn("and then?", timeout=5)).text == "third"
+    assert seen(model.requests[-1]) == [("user", "hello"), ("assistant", "first"), ("user", "and then?")]
 
 
-async def test_a_fork_after_a_compaction_sends_the_summary_and_the_kept_tail():
+async def test_a_fork_after_a_compaction_sends_the_summary_and_the_kept_tail(branch_store):
     def run(request: ModelRequest) -> Any:
         if request.purpose == "compact":
             return reply("SUMMARY")
@@ -70,13 +78,14 @@ async def test_a_fork_after_a_compaction_sends_the_summary_and_the_kept_tail():
 
     model = ScriptedModel(run)
     agent = Agent("a", "instr", compaction={"context_window": 1000, "threshold": 0.5, "keep_last": 1})
-    rt, store, _ = make_runtime(agent, model)
+    rt, store, _ = make_runtime(agent, model, store=branch_store)
     s = rt.session("a", "s1")
     for text in ("one", "two", "three"):
         await s.turn(text, timeout=5)
-    texts = [(str(m.role), m.text) for m in store.transcript(s.ref)]
-    assert texts == [("user", "one"), ("assistant", "echo one"), ("user", "two"), ("assistant", "echo two"),
-                     ("summary", "SUMMARY"), ("user", "three"), ("assistant", "echo three")]
+    # the log: one, echo one, two, echo two, the summary (4, of 0-1; the boundary at 2), three (5)
+    assert [r.purpose for r in model.requests] == ["turn", "turn", "compact", "turn"]
+    assert seen(model.requests[-1]) == [("summary", "SUMMARY"), ("user", "two"), ("assistant", "echo two"),
+                                        ("user", "three")]
     edited = await s.fork(5, "THREE")  # after the compaction: its summary and kept tail carry over
     await s.result(edited.turn_id, timeout=5)
     assert seen(model.requests[-1]) == [("summary", "SUMMARY"), ("user", "two"), ("assistant", "echo two"),
@@ -87,9 +96,9 @@ async def test_a_fork_after_a_compaction_sends_the_summary_and_the_kept_tail():
     assert seen(model.requests[-1]) == [("user", "one"), ("assistant", "echo one"), ("user", "TWO")]
 
 
-async def test_fork_and_switch_refuse_a_busy_session():
+async def test_fork_and_switch_refuse_a_busy_session(branch_store):
     dispatcher = NullDispatcher()
-    rt, store, _ = make_runtime(Agent("a", "instr"), ScriptedModel(echo), dispatcher=dispatcher)
+    rt, store, _ = make_runtime(Agent("a", "instr"), ScriptedModel(echo), dispatcher=dispatcher, store=branch_store)
     s = rt.session("a", "s1")
     await s.start("queued")
     with pytest.raises(SessionBusyError):
