@@ -43,13 +43,23 @@
     } catch (e) { /* a chat whose session does not exist yet, or the server away: nothing to draw */ }
   }
 
+  // a log scrolled to its newest message stays there when bars come or go (chat.js's add does the same)
+  function keepingBottom(change) {
+    const atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 80;
+    change();
+    if (atBottom) log.scrollTop = log.scrollHeight;
+  }
+
   function clear() {
-    for (const node of log.querySelectorAll(".branch-bar")) node.remove();
+    keepingBottom(() => { for (const node of log.querySelectorAll(".branch-bar")) node.remove(); });
   }
 
   function draw(data) {
     clear();
-    if (!idle()) return;
+    if (idle()) keepingBottom(() => drawBars(data));
+  }
+
+  function drawBars(data) {
     let lastBubble = null, lastTurn = null;
     for (const point of data.openings) {
       const bubble = log.querySelector(`.msg.user[data-turn-id="${CSS.escape(point.turn_id)}"]`);
