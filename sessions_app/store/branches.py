@@ -88,7 +88,7 @@ def fork(session: SessionRef, input: TurnInput | None, *, turn_id: str, at: int 
         summaries = m.Message.objects.filter(session=s, generation=previous, index__lt=at, role=Role.SUMMARY) \
             .values_list("index", "data")
         boundary, summary = branches.fork_compaction(
-            ((index, data.get("boundary") or 0 if isinstance(data, dict) else 0) for index, data in summaries), at)
+            ((index, (data.get("boundary") or 0) if isinstance(data, dict) else 0) for index, data in summaries), at)
         m.Branch.objects.create(session=s, generation=generation, parent_generation=previous, fork_index=at,
                                 by=created_by if getattr(created_by, "pk", None) else None)
         m.Session.objects.filter(pk=s.pk).update(generation=generation, generation_seq=generation, boundary=boundary,
