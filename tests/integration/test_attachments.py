@@ -278,3 +278,23 @@ def test_staff_list_attachments_and_a_deleted_row_takes_its_file(api, alice):
     alice_view = Client()
     alice_view.force_login(alice)
     assert alice_view.get(reverse("admin:agents_app_attachment_changelist")).status_code == 302  # not staff
+
+
+@pytest.mark.usefixtures("inline_worker")
+def test_a_regenerated_turn_sends_its_attachments_again(api):
+    """A regenerate re-sends the opening's attachments (their metadata; the bytes are the same
+    files), and the model gets them; an edit takes new uploads like a start."""
+    _, photo = upload(api, "photo.png", png())
+    status, body, _ = api.post(f"{BASE}/s1/turns", {"text": "what is this?", "attachments": [photo["id"]]})
+    assert status == 200, body
+    status, again, _ = api.post(f"{BASE}/s1/turns/{body['turn_id']}/regenerate")
+    assert status == 202, again
+    turn = m.Turn.objects.get(pk=again["turn_id"])
+    assert turn.status == "completed" and turn.text.startswith("I received 1 attachment: photo.png")
+    assert m.Message.objects.get(session=turn.session, generation=1, index=0).data["attachments"] == [photo]
+    _, other = upload(api, "other.png", png(3, 3))
+    status, edited, _ = api.post(f"{BASE}/s1/messages/0/fork", {"text": "and this?", "attachments": [other["id"]]})
+    assert status == 202, edited
+    turn = m.Turn.objects.get(pk=edited["turn_id"])
+    assert turn.text.startswith("I received 1 attachment: other.png") and turn.generation == 2
+    assert Attachment.objects.get(pk=other["id"]).turn_id == turn.pk
