@@ -116,7 +116,8 @@
   function editor(bar, bubble, index) {
     bar.replaceChildren();
     const box = el("textarea", "branch-text");
-    box.value = bubble.textContent;
+    // the message's own text: not the names of its attachments (attachments.js draws them inside)
+    box.value = [...bubble.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE).map((n) => n.textContent).join("");
     box.rows = 3;
     box.setAttribute("aria-label", "Edited message");
     const save = el("button", "primary branch-save", "Save and send");
@@ -129,6 +130,9 @@
     });
     cancel.addEventListener("click", () => { if (shown) draw(shown); });
     bar.append(box, save, cancel, el("span", "branch-error"));
+    if (bubble.querySelector(".attachments")) {  // regenerate re-sends them; an edit sends the text
+      bar.insertBefore(el("span", "hint", "The edited message is sent without the files of the original."), save);
+    }
     box.focus();
   }
 
