@@ -1,7 +1,7 @@
 """Writes used by views, consumers, tasks, schedules, webhooks and the admin (keyword-only,
 typed): a thin adapter over the runtime's host API (``AgentSession``). A service validates the
 transport's input, resolves identity and ownership (who the Django user is, which sessions
-they may touch), and calls the host API, which applies the rules, asks the store, publishes
+they may touch: ``access``), and calls the host API, which applies the rules, asks the store, publishes
 and dispatches. Errors are JuneErrors: every transport maps them the same way
 (``sessions_app.errors``)."""
 
@@ -12,114 +12,29 @@ from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
-from agents_app.runtime import new_turn_id, subagents
+from agents_app.runtime import new_turn_id
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.runtime.session import AgentSession
-from agents_app.schedules import declarations
 from sessions_app import attachments as attach
 from sessions_app import models as m
 from sessions_app import quotas, safejson, telemetry, window, wiring
-from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
-from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
+from sessions_app.access import (  # noqa: F401 (re-exported: the transports' one import)
+    CHILD_PREFIX,
+    SESSION_KEY_RE,
+    WEBHOOK_PREFIX,
+    session_for_user,
+    session_to_open,
+    user_identity,
+    validate_session_key,
+    webhook_session_key,
+)
+from sessions_app.errors import BadRequest, PayloadTooLarge
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
 
-SESSION_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}")
 INPUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
-
-
-# -- access -------------------------------------------------------------------------------------
-
-def user_identity(user: Any, *, attested: bool = True) -> dict[str, Any] | None:
-    if user is None or not getattr(user, "is_authenticated", False):
-        return None
-    return {"id": str(user.pk), "name": user.get_username(), "attested": attested}
-
-
-def validate_session_key(key: str) -> str:
-    if not isinstance(key, str) or not SESSION_KEY_RE.fullmatch(key):
-        raise BadRequest("a session key is 1-200 characters: letters, digits and _ . : @ -")
-    return key
-
-
-#: session keys in this namespace are subagents' (``subagents.child_key``): only a spawn makes one
-CHILD_PREFIX = subagents.SESSION_PREFIX
-#: session keys in this namespace belong to the webhook channel (``webhook_session_key``)
-WEBHOOK_PREFIX = WEBHOOK_SESSIONS  # the one definition is the outbox's (deliveries are made for these)
-
-
-def webhook_session_key(key: str) -> str:
-    """Where a webhook's session lives: a namespace no user can create, so a user cannot
-    squat a key a webhook will use, nor a webhook reach a user's session."""
-    validate_session_key(key)
-    if len(key) > 200 - len(WEBHOOK_PREFIX):
-        raise BadRequest(f"a webhook session key is at most {200 - len(WEBHOOK_PREFIX)} characters")
-    return WEBHOOK_PREFIX + key
-
-
-def _schedule_owner(agent: str, key: str) -> tuple[bool, str | None]:
-    """(declared, owner username) when ``key`` is the session of one of the agent's schedules."""
-    for decl in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE):
-        if decl.session_pattern().fullmatch(key):
-            return True, decl.owner
-    return False, None
-
-
-def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -> m.Session | None:
-    """The session if ``user`` may use it from a user-facing transport (chat, API, websocket):
-    only its owner may. Creates it, owned by ``user``, when ``create`` and absent. Sessions
-    with no owner (webhook sessions, schedules without an owner) are reachable by nobody here:
-    staff see them in the admin, and answer their requests there under the same policies.
-    A key that the webhook channel or one of the agent's schedules owns cannot be created by
-    anyone else. AccessDenied otherwise."""
-    wiring.agent(agent)  # NotFound for an unknown agent
-    validate_session_key(key)
-    # (agent, key) is unique: LIMIT 1 with no ORDER BY to compile (first() would add one)
-    session = next(iter(m.Session.objects.filter(agent=agent, key=key)[:1]), None)
-    if session is None:
-        if not create:
-            return None
-        _check_creatable(agent, key, user)
-        session = _create_session(agent, key, user)
-    if session.owner_id is None:
-        raise AccessDenied("this session has no owner: it is reachable in the admin only")
-    if session.owner_id != getattr(user, "pk", None):
-        raise AccessDenied("this session belongs to another user")
-    return session
-
-
-def _create_session(agent: str, key: str, owner: Any) -> m.Session:
-    """The session, created for ``owner``; the one a concurrent request created first, if any
-    (``get_or_create`` without its first read: the caller has just read and found none)."""
-    try:
-        with transaction.atomic():
-            return m.Session.objects.create(agent=agent, key=key, owner=owner)
-    except IntegrityError:
-        return m.Session.objects.get(agent=agent, key=key)
-
-
-def _check_creatable(agent: str, key: str, user: Any) -> None:
-    """AccessDenied unless ``user`` may create the session ``key`` (a namespace a channel owns:
-    webhooks', subagents', one of the agent's schedules')."""
-    if key.startswith(WEBHOOK_PREFIX):
-        raise AccessDenied(f"session keys starting with {WEBHOOK_PREFIX!r} belong to the webhook channel")
-    if key.startswith(CHILD_PREFIX):
-        raise AccessDenied(f"session keys starting with {CHILD_PREFIX!r} belong to subagents")
-    declared, owner = _schedule_owner(agent, key)
-    if declared and owner != getattr(user, "get_username", lambda: None)():
-        raise AccessDenied("this session key belongs to a schedule of the agent")
-
-
-def session_to_open(*, agent: str, key: str, user: Any) -> m.Session | None:
-    """The session a page or a socket opens (a GET): the user's, or None when it does not exist
-    yet and the user may create it — the first message creates it; opening creates nothing.
-    AccessDenied, NotFound, BadRequest as ``session_for_user``."""
-    session = session_for_user(agent=agent, key=key, user=user)
-    if session is None:
-        _check_creatable(agent, key, user)
-    return session
 
 
 # -- publishing (for the sweeper, which settles turns outside the host API) ------------------------
