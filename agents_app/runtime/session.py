@@ -7,7 +7,6 @@ events the store logged, rings running turns and dispatches what became runnable
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from dataclasses import dataclass, field
 from dataclasses import replace as with_fields
@@ -20,7 +19,9 @@ from .control import Signals
 from .errors import JuneError, NotFound, ResumeAuthorizationError
 from .events import TurnEvent
 from .executor import TurnExecutor
+from .ids import new_turn_id, short_turn_id  # noqa: F401 (re-exported: importers of the host API)
 from .local import FanoutSink, LocalBus, LocalDispatcher  # noqa: F401 (their old home: importers)
+from .results import TurnParkedError, TurnResult
 from .seams import (
     SETTLED_STATUSES,
     CancelReason,
@@ -37,24 +38,6 @@ from .seams import (
 Observer = Callable[[TurnEvent], Any]
 
 
-def new_turn_id(now_ms: int | None = None) -> str:
-    """A new turn's id: 32 hex digits laid out as a UUIDv7 (RFC 9562): the milliseconds since
-    the epoch, then 74 random bits. Ids made later sort later, so the indexes keyed by a turn
-    (its row's, its Step rows') take new entries at their right edge and keep their pages
-    full; under random ids (uuid4) every new turn lands on a random leaf and the pages sit about
-    two thirds full. 74 random bits keep an id as unguessable as it needs to be (access is
-    checked by session, never by knowing an id)."""
-    ms = (time.time_ns() // 1_000_000 if now_ms is None else now_ms) & ((1 << 48) - 1)
-    rand = secrets.randbits(74)
-    value = (ms << 80) | (0x7 << 76) | ((rand >> 62) << 64) | (0b10 << 62) | (rand & ((1 << 62) - 1))
-    return f"{value:032x}"
-
-
-def short_turn_id(turn_id: str) -> str:
-    """A turn id as a console shows it in short: its last 12 digits, where a new id is random
-    (``new_turn_id``'s first 12 are its millisecond: turns of one second share them)."""
-    return turn_id if len(turn_id) <= 12 else "…" + turn_id[-12:]
-
 class Dispatcher(Protocol):
     """Gets a queued turn driven, now or soon, by some process."""
 
@@ -68,31 +51,6 @@ class Dispatcher(Protocol):
 
 async def call_directly(fn: Callable[[], Any]) -> Any:
     return fn()
-
-
-@dataclass
-class TurnResult:
-    turn_id: str
-    status: TurnStatus
-    text: str = ""
-    error: dict[str, Any] | None = None
-    request: dict[str, Any] | None = None  # the pending input when suspended
-
-    @classmethod
-    def of(cls, rec: TurnRecord) -> TurnResult:
-        request = (rec.pending or {}).get("request") if rec.status == TurnStatus.SUSPENDED else None
-        return cls(rec.turn_id, rec.status, rec.text, rec.error, request)
-
-
-class TurnParkedError(JuneError):
-    """``turn()`` is non-interactive: it rejects when the turn parks."""
-
-    http_status = 409
-    code = "turn_parked"
-
-    def __init__(self, result: TurnResult) -> None:
-        super().__init__(f"turn {result.turn_id} is waiting for input {result.request}")
-        self.result = result
 
 
 @dataclass
