@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """The two set-up commands of the README (stdlib only: runs on a fresh Python 3.11).
 
-    python3 dev.py run    install, migrate, create the demo data and login, and start daphne
-                          and a django-q2 cluster on http://127.0.0.1:8000 (Ctrl-C stops both)
-    python3 dev.py test   install (with the test tools and Debian's Chromium), check the import
-                          contracts (lint-imports), lint (ruff), type-check the engine (mypy),
-                          and run the tests not marked ``slow`` in one pytest, or with
-                          JUNE_TEST_WORKERS=N in parallel, then the tests marked ``serial``
-                          alone. ``--slow``: the slow tests instead (browser, fault, hostile
-                          and single long tests); ``--all``: both. Other arguments go to pytest
-                          (a test path named runs whatever it holds); DATABASE_URL / REDIS_URL
-                          pick the backends. CI runs ``test`` and ``test --slow``.
+python3 dev.py run    install, migrate, create the demo data and login, and start daphne
+                      and a django-q2 cluster on http://127.0.0.1:8000 (Ctrl-C stops both)
+python3 dev.py test   install (with the test tools and Debian's Chromium), check the import
+                      contracts (lint-imports), lint and format-check (ruff), type-check the
+                      engine (mypy),
+                      and run the tests not marked ``slow`` in one pytest, or with
+                      JUNE_TEST_WORKERS=N in parallel, then the tests marked ``serial``
+                      alone. ``--slow``: the slow tests instead (browser, fault, hostile
+                      and single long tests); ``--all``: both. Other arguments go to pytest
+                      (a test path named runs whatever it holds); DATABASE_URL / REDIS_URL
+                      pick the backends. CI runs ``test`` and ``test --slow``.
 """
 
 from __future__ import annotations
@@ -80,8 +81,9 @@ def run() -> None:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     procs = [
-        subprocess.Popen([str(PY), "-m", "daphne", "-b", host, "-p", port, "june_project.asgi:application"],
-                         cwd=ROOT, env=env),
+        subprocess.Popen(
+            [str(PY), "-m", "daphne", "-b", host, "-p", port, "june_project.asgi:application"], cwd=ROOT, env=env
+        ),
         subprocess.Popen([str(PY), "manage.py", "june_worker"], cwd=ROOT, env=env),
     ]
     print(f"\nJune is running on http://{host}:{port}/  (Ctrl-C stops it)\n", flush=True)
@@ -136,6 +138,9 @@ def _check(env: dict[str, str]) -> None:
     # the linter (pyproject.toml [tool.ruff]): pyflakes, pycodestyle, import order, bugbear, pyupgrade
     if sh(VENV / "bin" / "ruff", "check", "--no-cache", ".", env=env, check=False) != 0:
         sys.exit("ruff: lint findings (see above; `.venv/bin/ruff check --fix .` mends most)")
+    # the house format (pyproject.toml [tool.ruff]): a file ruff would reformat fails the run
+    if sh(VENV / "bin" / "ruff", "format", "--check", "--no-cache", "-q", ".", env=env, check=False) != 0:
+        sys.exit("ruff format: files not in the house format (`.venv/bin/ruff format .` formats them)")
     # the engine's types (pyproject.toml [tool.mypy]): the loop's shared state is declared once
     if sh(VENV / "bin" / "mypy", env=env, check=False) != 0:
         sys.exit("mypy: the engine's types do not check (see above)")
@@ -151,7 +156,9 @@ def _tier(args: list[str]) -> tuple[str, list[str]]:
     if "--slow" in args or "--all" in args:
         tier = "slow" if "--slow" in args else "all"
         return tier, [a for a in args if a not in ("--slow", "--all")]
-    if any(a.startswith("-m") for a in args) or any(not a.startswith("-") and (ROOT / a.split("::")[0]).exists() for a in args):
+    if any(a.startswith("-m") for a in args) or any(
+        not a.startswith("-") and (ROOT / a.split("::")[0]).exists() for a in args
+    ):
         return "all", args
     return "fast", args
 

@@ -59,10 +59,7 @@ def load_agent(folder: Path) -> Agent:
         raise AgentConfigError(f"{folder} is not an agent folder (no agent.py or instructions.md)")
     conf = _import(folder / "agent.py", f"june_agents.{name}") if (folder / "agent.py").exists() else ModuleType(name)
     instructions = (folder / "instructions.md").read_text() if (folder / "instructions.md").exists() else ""
-    overlays = {
-        p.name[len("instructions."):-len(".md")]: p.read_text()
-        for p in folder.glob("instructions.*.md")
-    }
+    overlays = {p.name[len("instructions.") : -len(".md")]: p.read_text() for p in folder.glob("instructions.*.md")}
     tools: dict[str, Tool] = {}
     for path in sorted((folder / "tools").glob("*.py")) if (folder / "tools").is_dir() else []:
         if path.name.startswith("_"):

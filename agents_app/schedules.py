@@ -54,8 +54,11 @@ class ScheduleDecl:
     def session_pattern(self) -> re.Pattern[str]:
         """Every key ``session_key`` can produce (``{date}``/``{time}`` as digits)."""
         parts = re.split(r"(\{date\}|\{time\})", self.session)
-        return re.compile("".join(r"\d{4}-\d{2}-\d{2}" if p == "{date}" else r"\d{4}" if p == "{time}"
-                                  else re.escape(p) for p in parts))
+        return re.compile(
+            "".join(
+                r"\d{4}-\d{2}-\d{2}" if p == "{date}" else r"\d{4}" if p == "{time}" else re.escape(p) for p in parts
+            )
+        )
 
     def session_key(self, tick: datetime) -> str:
         """The run's session: ``{date}``/``{time}`` are the tick's, in the schedule's zone."""
@@ -92,9 +95,17 @@ def declarations(agent: Any, *, default_tz: str = "UTC") -> list[ScheduleDecl]:
             session.format(date="2000-01-01", time="0000")
         except (KeyError, IndexError, ValueError):
             raise AgentConfigError(f"{where} ({name}): session may use only {{date}} and {{time}}") from None
-        decl = ScheduleDecl(agent=agent.name, name=name, cron=cron, timezone=tz, seed=seed, session=session,
-                            owner=raw.get("owner"), title=str(raw.get("title") or ""),
-                            enabled=bool(raw.get("enabled", True)))
+        decl = ScheduleDecl(
+            agent=agent.name,
+            name=name,
+            cron=cron,
+            timezone=tz,
+            seed=seed,
+            session=session,
+            owner=raw.get("owner"),
+            title=str(raw.get("title") or ""),
+            enabled=bool(raw.get("enabled", True)),
+        )
         if any(d.name == name for d in out):
             raise AgentConfigError(f"{where}: two schedules named {name!r}")
         out.append(decl)
@@ -102,6 +113,7 @@ def declarations(agent: Any, *, default_tz: str = "UTC") -> list[ScheduleDecl]:
 
 
 # -- ticks (pure) ---------------------------------------------------------------------------------
+
 
 def prev_tick(cron: str, tz: ZoneInfo, at: datetime) -> datetime:
     """The latest tick at or before ``at``."""
@@ -116,8 +128,9 @@ def next_tick(cron: str, tz: ZoneInfo, after: datetime) -> datetime:
     return croniter(cron, after.astimezone(tz)).get_next(datetime)
 
 
-def tick_for(cron: str, tz: ZoneInfo, intended: datetime | None, now: datetime,
-             grace: timedelta | None = None) -> datetime:
+def tick_for(
+    cron: str, tz: ZoneInfo, intended: datetime | None, now: datetime, grace: timedelta | None = None
+) -> datetime:
     """The tick a firing belongs to.
 
     ``intended`` is the run time django-q2 scheduled (the same for every cluster that saw the

@@ -56,10 +56,13 @@ def stored_bytes() -> int:
                 f" SELECT t.oid FROM pg_class t WHERE t.relname IN ({names})"
                 " UNION SELECT i.indexrelid FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid"
                 f" WHERE t.relname IN ({names})"
-                f" UNION SELECT t.reltoastrelid FROM pg_class t WHERE t.relname IN ({names}) AND t.reltoastrelid <> 0)")
+                f" UNION SELECT t.reltoastrelid FROM pg_class t WHERE t.relname IN ({names}) AND t.reltoastrelid <> 0)"
+            )
         else:
-            cur.execute(f"SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master "
-                        f"WHERE tbl_name IN ({names}))")
+            cur.execute(
+                f"SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master "
+                f"WHERE tbl_name IN ({names}))"
+            )
         return int(cur.fetchone()[0] or 0)
 
 
@@ -76,11 +79,20 @@ async def history(store, ref, size: int) -> str:
     written, last = 0, ""
     while written <= size:
         full = size - written >= 4
-        script = [reply("checking the item", ("noop", {"n": written})), reply(f"item {written} is fine")] if full \
+        script = (
+            [reply("checking the item", ("noop", {"n": written})), reply(f"item {written} is fine")]
+            if full
             else [reply(f"item {written} is fine")]
+        )
         model = ScriptedModel(script, chunk=1000)
-        executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
-                                model_for=lambda a, model=model: model, clock=time.time, lease_seconds=60)
+        executor = TurnExecutor(
+            store=store,
+            sink=NullSink(),
+            agent_for=lambda name: agent,
+            model_for=lambda a, model=model: model,
+            clock=time.time,
+            lease_seconds=60,
+        )
         last = new_turn_id()
         await store.create_turn(ref, TurnInput(text=f"please check item {written}"), turn_id=last)
         assert str(await executor.drive(last)) == "completed"
@@ -124,9 +136,17 @@ def measure(size: int, count: int) -> dict:
     first = m.Branch.objects.filter(session=session, parent_generation=0).order_by("generation").first()
     copied = m.Message.objects.filter(session=session, generation=first.generation).count()
     copied_events = m.Event.objects.filter(session=session, generation=first.generation).count()
-    return {"vendor": connection.vendor, "history": at, "history_bytes": seeded / messages,
-            "per_fork": grown / count, "forks": count, "ms": statistics.median(times) * 1000, "copied": copied,
-            "copied_events": copied_events, "events": events}
+    return {
+        "vendor": connection.vendor,
+        "history": at,
+        "history_bytes": seeded / messages,
+        "per_fork": grown / count,
+        "forks": count,
+        "ms": statistics.median(times) * 1000,
+        "copied": copied,
+        "copied_events": copied_events,
+        "events": events,
+    }
 
 
 def main() -> None:
@@ -137,10 +157,12 @@ def main() -> None:
         r = measure(size, count)
         # a history of 10 messages fits in pages the tables had: its "stored per message" says nothing
         wrote = f"; the engine stored {r['history_bytes']:,.0f} B per message writing it" if size >= 1000 else ""
-        print(f"{r['vendor']}: fork at {r['history']} messages of history: {r['per_fork']:,.0f} B per fork "
-              f"({r['per_fork'] / r['history']:,.0f} B per shared message{wrote}), {r['copied']} messages and "
-              f"{r['copied_events']} events copied (of {r['events']}), median {r['ms']:.1f} ms per fork "
-              f"({r['forks']} forks)")
+        print(
+            f"{r['vendor']}: fork at {r['history']} messages of history: {r['per_fork']:,.0f} B per fork "
+            f"({r['per_fork'] / r['history']:,.0f} B per shared message{wrote}), {r['copied']} messages and "
+            f"{r['copied_events']} events copied (of {r['events']}), median {r['ms']:.1f} ms per fork "
+            f"({r['forks']} forks)"
+        )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,10 @@ MODEL = "claude-sonnet-4-6"
 TURNS = int(os.environ.get("BENCH_TURNS", "30"))
 CHARS = 2_500
 TOOL_EVERY = 3
-WORDS = ("stock order mug pear invoice shipment warehouse supplier refund customer blue red "
-         "quantity price delivery schedule report margin backlog carrier pallet").split()
+WORDS = (
+    "stock order mug pear invoice shipment warehouse supplier refund customer blue red "
+    "quantity price delivery schedule report margin backlog carrier pallet"
+).split()
 
 
 def prose(seed: int, chars: int = CHARS) -> str:
@@ -56,11 +58,17 @@ def prose(seed: int, chars: int = CHARS) -> str:
     return " ".join(out)[:chars]
 
 
-SYSTEM = ("You are the operations assistant of a small shop. " + prose(-1, 8_000)
-          + "\nAnswer precisely; cite order numbers.")
-TOOLS = tuple(ToolSpec(name, f"{name.replace('_', ' ')}: " + prose(i, 300),
-                       {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]})
-              for i, name in enumerate(("lookup_stock", "create_order", "find_invoice")))
+SYSTEM = (
+    "You are the operations assistant of a small shop. " + prose(-1, 8_000) + "\nAnswer precisely; cite order numbers."
+)
+TOOLS = tuple(
+    ToolSpec(
+        name,
+        f"{name.replace('_', ' ')}: " + prose(i, 300),
+        {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]},
+    )
+    for i, name in enumerate(("lookup_stock", "create_order", "find_invoice"))
+)
 
 
 def respond(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -91,13 +99,21 @@ async def conversation(turn_gap: float, **settings: Any) -> list[list[dict[str, 
                 request = ModelRequest(system=SYSTEM, messages=tuple(transcript), tools=TOOLS)
                 reply = [c async for c in model.stream(request) if isinstance(c, ModelReply)][-1]
                 usages.append(reply.usage)
-                transcript.append(Message(Role.ASSISTANT, text=reply.text, tool_calls=reply.tool_calls,
-                                          blocks=reply.blocks, usage=reply.usage))
+                transcript.append(
+                    Message(
+                        Role.ASSISTANT,
+                        text=reply.text,
+                        tool_calls=reply.tool_calls,
+                        blocks=reply.blocks,
+                        usage=reply.usage,
+                    )
+                )
                 if not reply.tool_calls:
                     break
                 now[0] += 3.0  # the tool's time
-                transcript += [Message(Role.TOOL, call_id=c.id, name=c.name, result=prose(20_000 + turn))
-                               for c in reply.tool_calls]
+                transcript += [
+                    Message(Role.TOOL, call_id=c.id, name=c.name, result=prose(20_000 + turn)) for c in reply.tool_calls
+                ]
             per_turn.append(usages)
     return per_turn
 
@@ -119,27 +135,35 @@ def summary(label: str, per_turn: list[list[dict[str, int]]]) -> tuple[float, fl
     requests = [u for usages in per_turn for u in usages]
     shares = [read_share(u) for u in requests[3:]]
     cost = sum(input_cost(total(t)) for t in per_turn)
-    print(f"  {label:<42} input cost of {TURNS} turns ${cost:.4f}; from request 4: cache reads "
-          f"min {min(shares):.0%}, mean {sum(shares) / len(shares):.0%} of input tokens")
+    print(
+        f"  {label:<42} input cost of {TURNS} turns ${cost:.4f}; from request 4: cache reads "
+        f"min {min(shares):.0%}, mean {sum(shares) / len(shares):.0%} of input tokens"
+    )
     return cost, min(shares)
 
 
 async def main() -> None:
     print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
-    print(f"{MODEL}: system prompt {len(SYSTEM):,} characters, {len(TOOLS)} tools; {TURNS} turns of "
-          f"~{CHARS:,}-character messages, a tool call every {TOOL_EVERY} turns; turns 60 s apart\n")
+    print(
+        f"{MODEL}: system prompt {len(SYSTEM):,} characters, {len(TOOLS)} tools; {TURNS} turns of "
+        f"~{CHARS:,}-character messages, a tool call every {TOOL_EVERY} turns; turns 60 s apart\n"
+    )
     off = await conversation(60.0, prompt_cache=False)
     on = await conversation(60.0)
-    print(f"{'turn':>4} {'req':>3} | {'off: input':>10} {'cost $':>8} | {'on: input':>9} {'write':>6} {'read':>6}"
-          f" {'read%':>5} {'cost $':>8} | {'off/on':>6}")
+    print(
+        f"{'turn':>4} {'req':>3} | {'off: input':>10} {'cost $':>8} | {'on: input':>9} {'write':>6} {'read':>6}"
+        f" {'read%':>5} {'cost $':>8} | {'off/on':>6}"
+    )
     n = 0
     for turn, (a, b) in enumerate(zip(off, on), start=1):
         ta, tb = total(a), total(b)
         n += len(b)
         ca, cb = input_cost(ta), input_cost(tb)
-        print(f"{turn:>4} {n:>3} | {ta['input_tokens']:>10,} {ca:>8.5f} | {tb['input_tokens']:>9,}"
-              f" {tb['cache_creation_input_tokens']:>6,} {tb['cache_read_input_tokens']:>6,}"
-              f" {read_share(tb):>5.0%} {cb:>8.5f} | {ca / cb:>5.1f}x")
+        print(
+            f"{turn:>4} {n:>3} | {ta['input_tokens']:>10,} {ca:>8.5f} | {tb['input_tokens']:>9,}"
+            f" {tb['cache_creation_input_tokens']:>6,} {tb['cache_read_input_tokens']:>6,}"
+            f" {read_share(tb):>5.0%} {cb:>8.5f} | {ca / cb:>5.1f}x"
+        )
     print()
     cost_off, _ = summary("off", off)
     cost_on, min_share = summary("on (5-minute TTL), turns 60 s apart", on)
@@ -155,7 +179,9 @@ async def main() -> None:
     summary('on, cache_ttl "1h"', slow_1h)
     print()
     print(f"goal: from request 4 >= 70% cache reads: min {min_share:.0%} -> {'met' if min_share >= 0.7 else 'MISSED'}")
-    print(f"goal: input cost of turn {TURNS} >= 3x lower: {last_ratio:.1f}x -> {'met' if last_ratio >= 3 else 'MISSED'}")
+    print(
+        f"goal: input cost of turn {TURNS} >= 3x lower: {last_ratio:.1f}x -> {'met' if last_ratio >= 3 else 'MISSED'}"
+    )
     print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 

@@ -90,8 +90,13 @@ def measure(clusters, n: int) -> dict[str, float]:
             services.turn_cancel(turn_id=tid)
         wait_count(rest, "cancelled")
         lat.sort()
-        return {"p50": statistics.median(lat), "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
-                "max": lat[-1], "load": load, "load_end": os.getloadavg()[0]}
+        return {
+            "p50": statistics.median(lat),
+            "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))],
+            "max": lat[-1],
+            "load": load,
+            "load_end": os.getloadavg()[0],
+        }
     finally:
         cluster.stop()
 
@@ -102,10 +107,13 @@ def main() -> None:
 
     from tests.fault.qcluster import Clusters
 
-    print(f"database: {connection.vendor} ({BENCH_DB})  one worker process  cancels per size: {CANCELS}"
-          f"  load average at start: {os.getloadavg()[0]:.2f} (2 cores)\n")
-    clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-cancel-")),
-                        JUNE_LEASE_SECONDS="10", JUNE_SWEEP_SECONDS="5")
+    print(
+        f"database: {connection.vendor} ({BENCH_DB})  one worker process  cancels per size: {CANCELS}"
+        f"  load average at start: {os.getloadavg()[0]:.2f} (2 cores)\n"
+    )
+    clusters = Clusters(
+        Path(tempfile.mkdtemp(prefix="june-bench-cancel-")), JUNE_LEASE_SECONDS="10", JUNE_SWEEP_SECONDS="5"
+    )
     rows = {}
     try:
         for n in SIZES:

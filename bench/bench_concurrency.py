@@ -91,13 +91,21 @@ APPS = {"bench-web": "daphne", "bench-workers": "workers", "bench-self": "bench"
 
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     env = os.environ.get
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--n", default=env("BENCH_N", "1,10,100,1000"), help="turns at once, comma-separated")
     p.add_argument("--latency", type=float, default=float(env("BENCH_LATENCY", "1.0")), help="seconds per answer")
     p.add_argument("--workers", type=int, default=int(env("BENCH_WORKERS", "2")), help="worker processes")
     p.add_argument("--slots", type=int, default=int(env("BENCH_SLOTS", "600")), help="JUNE_TURNS_PER_WORKER")
-    p.add_argument("--ws", type=int, nargs="?", const=20, default=int(env("BENCH_WS", "20")),
-                   help="websocket clients on sessions of the load (0: none)")
+    p.add_argument(
+        "--ws",
+        type=int,
+        nargs="?",
+        const=20,
+        default=int(env("BENCH_WS", "20")),
+        help="websocket clients on sessions of the load (0: none)",
+    )
     p.add_argument("--db", default=env("BENCH_DB", "june_concurrency_bench"), help="PostgreSQL database (recreated)")
     p.add_argument("--sqlite", action="store_true", help="SQLite in a new folder instead of PostgreSQL")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds to wait for one N's turns")
@@ -111,6 +119,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 # -- the Messages API peer ---------------------------------------------------------------------
+
 
 class Peer:
     """The Messages API, slowly: each answer streams ``DELTAS`` text pieces over ``latency``
@@ -165,27 +174,65 @@ class Peer:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                     self.wfile.flush()
 
-                event("message_start", {"type": "message_start", "message": {
-                    "id": "msg_b", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-                    "content": [], "stop_reason": None, "stop_sequence": None,
-                    "usage": {"input_tokens": 100, "output_tokens": 1}}})
-                event("content_block_start", {"type": "content_block_start", "index": 0,
-                                              "content_block": {"type": "text", "text": ""}})
+                event(
+                    "message_start",
+                    {
+                        "type": "message_start",
+                        "message": {
+                            "id": "msg_b",
+                            "type": "message",
+                            "role": "assistant",
+                            "model": "claude-sonnet-4-5",
+                            "content": [],
+                            "stop_reason": None,
+                            "stop_sequence": None,
+                            "usage": {"input_tokens": 100, "output_tokens": 1},
+                        },
+                    },
+                )
+                event(
+                    "content_block_start",
+                    {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                )
                 for _ in range(DELTAS):
                     time.sleep(latency / DELTAS)
-                    event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                  "delta": {"type": "text_delta", "text": f"t={time.time():.6f} "}})
+                    event(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": 0,
+                            "delta": {"type": "text_delta", "text": f"t={time.time():.6f} "},
+                        },
+                    )
                 event("content_block_stop", {"type": "content_block_stop", "index": 0})
                 stop = "end_turn"
                 if not answered:
-                    event("content_block_start", {"type": "content_block_start", "index": 1, "content_block": {
-                        "type": "tool_use", "id": "toolu_1", "name": "create_order", "input": {}}})
-                    event("content_block_delta", {"type": "content_block_delta", "index": 1, "delta": {
-                        "type": "input_json_delta", "partial_json": '{"item": "mugs", "quantity": 1}'}})
+                    event(
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": 1,
+                            "content_block": {"type": "tool_use", "id": "toolu_1", "name": "create_order", "input": {}},
+                        },
+                    )
+                    event(
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": 1,
+                            "delta": {"type": "input_json_delta", "partial_json": '{"item": "mugs", "quantity": 1}'},
+                        },
+                    )
                     event("content_block_stop", {"type": "content_block_stop", "index": 1})
                     stop = "tool_use"
-                event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                                        "usage": {"output_tokens": 12}})
+                event(
+                    "message_delta",
+                    {
+                        "type": "message_delta",
+                        "delta": {"stop_reason": stop, "stop_sequence": None},
+                        "usage": {"output_tokens": 12},
+                    },
+                )
                 event("message_stop", {"type": "message_stop"})
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
@@ -230,6 +277,7 @@ class PeerProcess:
 
 
 # -- what the processes hold -------------------------------------------------------------------
+
 
 def group_pids(*pgids: int) -> dict[int, list[int]]:
     """The processes of each process group in ``pgids`` (one pass over /proc)."""
@@ -324,8 +372,9 @@ class Sampler:
         try:
             while not self.stop.is_set():
                 if conn is not None:
-                    rows = conn.execute("SELECT application_name, state FROM pg_stat_activity WHERE datname = %s",
-                                        (self.db,)).fetchall()
+                    rows = conn.execute(
+                        "SELECT application_name, state FROM pg_stat_activity WHERE datname = %s", (self.db,)
+                    ).fetchall()
                     busy = sum(1 for _, state in rows if state not in ("idle", None))
                     self.peak_busy = max(self.peak_busy, busy)
                     if len(rows) > self.peak_conn:
@@ -352,6 +401,7 @@ class Sampler:
 
 # -- the processes -----------------------------------------------------------------------------
 
+
 def start_web(env: dict[str, str], workdir: Path) -> tuple[subprocess.Popen, str]:
     """One daphne as the Procfile starts it (a listen backlog of 1,024: Twisted's default of 50
     drops a burst at the handshake)."""
@@ -361,9 +411,21 @@ def start_web(env: dict[str, str], workdir: Path) -> tuple[subprocess.Popen, str
 
     port = free_port()
     log = open(workdir / "daphne.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-e", f"tcp:port={port}:interface=127.0.0.1:backlog=1024",
-                             "june_project.asgi:application"], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-e",
+            f"tcp:port={port}:interface=127.0.0.1:backlog=1024",
+            "june_project.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -391,6 +453,7 @@ def stop_web(proc: subprocess.Popen) -> None:
 
 # -- one burst ---------------------------------------------------------------------------------
 
+
 async def http_post(host: str, port: int, path: str, headers: dict[str, str], body: bytes) -> tuple[int, bytes]:
     """One HTTP/1.1 POST on a connection of its own (``Connection: close``): (status, body).
     Plain asyncio streams: httpx's pool spent ~20 ms of CPU per request with 1,000 in flight,
@@ -398,8 +461,11 @@ async def http_post(host: str, port: int, path: str, headers: dict[str, str], bo
     reader, writer = await asyncio.open_connection(host, port)
     try:
         head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-        writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{head}Content-Length: {len(body)}\r\n"
-                     f"Connection: close\r\n\r\n".encode() + body)
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\n{head}Content-Length: {len(body)}\r\n"
+            f"Connection: close\r\n\r\n".encode()
+            + body
+        )
         await writer.drain()
         data = await reader.read()
     finally:
@@ -415,7 +481,7 @@ async def http_post(host: str, port: int, path: str, headers: dict[str, str], bo
             if size == 0:
                 break
             chunks.append(rest[:size])
-            rest = rest[size + 2:]
+            rest = rest[size + 2 :]
         payload = b"".join(chunks)
     return status, payload
 
@@ -435,8 +501,9 @@ async def post_all(url: str, token: str, keys: list[str]) -> dict[str, Any]:
         body = json.dumps({"text": f"order mugs [bench:{key}]"}).encode()
         sent[key] = time.monotonic()
         try:
-            status, payload = await http_post(where.hostname, where.port, f"/api/agents/ops/sessions/{key}/turns?wait=false",
-                                              headers, body)
+            status, payload = await http_post(
+                where.hostname, where.port, f"/api/agents/ops/sessions/{key}/turns?wait=false", headers, body
+            )
         except (OSError, ValueError, IndexError) as e:  # a reset or refused connection is a refusal too
             answers[key] = (0, type(e).__name__)
             return
@@ -476,8 +543,13 @@ async def watch(url: str, cookie: str, key: str, lags: list[float], ready: list[
     stamp in it (the text a delta repeats, by its offset, is counted once)."""
     import websockets
 
-    async with websockets.connect(f"{url.replace('http', 'ws')}/ws/agents/ops/sessions/{key}/", origin=url,
-                                  additional_headers={"Cookie": cookie}, max_queue=None, open_timeout=120) as ws:
+    async with websockets.connect(
+        f"{url.replace('http', 'ws')}/ws/agents/ops/sessions/{key}/",
+        origin=url,
+        additional_headers={"Cookie": cookie},
+        max_queue=None,
+        open_timeout=120,
+    ) as ws:
         while json.loads(await asyncio.wait_for(ws.recv(), 120)).get("type") != "ready":
             pass
         ready[0] += 1
@@ -492,7 +564,7 @@ async def watch(url: str, cookie: str, key: str, lags: list[float], ready: list[
                 offset = frame.get("offset", len(text))
                 if offset <= len(text):
                     rebuilt = text[:offset] + frame.get("text", "")
-                    fresh = rebuilt[len(text):]
+                    fresh = rebuilt[len(text) :]
                     text = max(rebuilt, text, key=len)
                     lags.extend(now - float(t) for t in re.findall(r"t=(\d+\.\d+)", fresh))
             elif kind in TERMINAL:
@@ -542,9 +614,13 @@ class Settled(threading.Thread):
 
         try:
             while not self.stop.is_set():
-                ids = list(m.Turn.objects.filter(session__agent="ops", session__key__startswith=self.prefix,
-                                                 status__in=("completed", "failed", "cancelled"))
-                           .values_list("pk", flat=True))
+                ids = list(
+                    m.Turn.objects.filter(
+                        session__agent="ops",
+                        session__key__startswith=self.prefix,
+                        status__in=("completed", "failed", "cancelled"),
+                    ).values_list("pk", flat=True)
+                )
                 now = time.monotonic()
                 for turn_id in ids:
                     self.ended.setdefault(turn_id, now)
@@ -563,8 +639,17 @@ def pct(values: list[float], p: float) -> float:
 
 
 class Bench:
-    def __init__(self, args: argparse.Namespace, url: str, token: str, cookie: str, peer: PeerProcess,
-                 cluster_pgid: int, web_pgid: int, sqlite_path: str | None) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        url: str,
+        token: str,
+        cookie: str,
+        peer: PeerProcess,
+        cluster_pgid: int,
+        web_pgid: int,
+        sqlite_path: str | None,
+    ) -> None:
         self.args, self.url, self.token, self.cookie, self.peer = args, url, token, cookie, peer
         self.cluster_pgid, self.web_pgid, self.sqlite_path = cluster_pgid, web_pgid, sqlite_path
         self.idle_rss = rss_of_group(cluster_pgid)
@@ -608,7 +693,7 @@ class Bench:
         requests_before = self.peer.counts()[0]
         prefix = f"c{n}x{time.monotonic_ns()}-"
         keys = [f"{prefix}{i}" for i in range(n)]
-        watched = keys[:min(websockets, n)]
+        watched = keys[: min(websockets, n)]
         ws = self.open_watchers(watched) if watched else None
         sampler = Sampler(self.args.db, self.cluster_pgid, self.web_pgid, self.sqlite_path)
         settled = Settled(prefix)
@@ -633,7 +718,10 @@ class Bench:
         settled.finish()
         sampler.finish()
         groups = group_pids(self.cluster_pgid, self.web_pgid)
-        cpu_workers, cpu_web = cpu(groups[self.cluster_pgid]) - cpu_before[0], cpu(groups[self.web_pgid]) - cpu_before[1]
+        cpu_workers, cpu_web = (
+            cpu(groups[self.cluster_pgid]) - cpu_before[0],
+            cpu(groups[self.web_pgid]) - cpu_before[1],
+        )
         ended = {t: at for t, at in settled.ended.items() if t in by_turn}
         done = max(ended.values()) if ended else time.monotonic()
         lags = self.close_watchers(*ws, grace=10 if not timed_out else 0) if ws else []
@@ -643,12 +731,19 @@ class Bench:
         last_created = m.Turn.objects.filter(pk__in=ids).aggregate(at=Max("created_at"))["at"] if ids else None
         last_created = last_created.timestamp() - (time.time() - time.monotonic()) if last_created else None
         completed = m.Turn.objects.filter(pk__in=ids, status="completed").count()
-        terminal = dict(m.Event.objects.filter(turn_id__in=ids, type__in=TERMINAL).values("turn_id")
-                        .annotate(k=Count("seq")).values_list("turn_id", "k"))
-        orders = dict(Order.objects.filter(turn_id__in=ids).values("turn_id").annotate(k=Count("id"))
-                      .values_list("turn_id", "k"))
+        terminal = dict(
+            m.Event.objects.filter(turn_id__in=ids, type__in=TERMINAL)
+            .values("turn_id")
+            .annotate(k=Count("seq"))
+            .values_list("turn_id", "k")
+        )
+        orders = dict(
+            Order.objects.filter(turn_id__in=ids).values("turn_id").annotate(k=Count("id")).values_list("turn_id", "k")
+        )
         refused_keys = [k for k in keys if k not in accepted]
-        ghosts = m.Turn.objects.filter(session__agent="ops", session__key__in=refused_keys).count() if refused_keys else 0
+        ghosts = (
+            m.Turn.objects.filter(session__agent="ops", session__key__in=refused_keys).count() if refused_keys else 0
+        )
         requests, calls = self.peer.counts()
         calls_right = sum(1 for k in accepted if calls.get(k) == [1, 1])
         calls_total = sum(sum(calls.get(k, [0, 0])) for k in keys)
@@ -661,76 +756,109 @@ class Bench:
             "calls": calls_total,
             "ghosts": ghosts,
         }
-        exactly_once = (not timed_out and completed == len(ids) == once["one_terminal"] == once["one_order"]
-                        == calls_right and once["repeated_terminal"] == 0 and ghosts == 0
-                        and calls_total == 2 * len(ids))
+        exactly_once = (
+            not timed_out
+            and completed == len(ids) == once["one_terminal"] == once["one_order"] == calls_right
+            and once["repeated_terminal"] == 0
+            and ghosts == 0
+            and calls_total == 2 * len(ids)
+        )
         return {
-            "n": n, "accepted": len(ids), "refused": sum(refused.values()), "refused_by": refused,
+            "n": n,
+            "accepted": len(ids),
+            "refused": sum(refused.values()),
+            "refused_by": refused,
             "post_s": posted["post_s"],
             "accepted_s": (last_created - posted["t0"]) if last_created else None,
             "after_last_s": ((time.monotonic() if timed_out else done) - last_created) if last_created else None,
             "last_202_s": (posted["last_accept"] - posted["t0"]) if ids else None,
             "after_last_202_s": ((time.monotonic() if timed_out else done) - posted["last_accept"]) if ids else None,
-            "cpu_web_s": cpu_web, "cpu_workers_s": cpu_workers, "cpu_client_s": posted["cpu_s"],
-            "settled": len(ended), "timed_out": timed_out,
-            "p50": pct(latency, 50) if latency else None, "p99": pct(latency, 99) if latency else None,
-            "conn": sampler.peak_conn, "conn_busy": sampler.peak_busy if self.sqlite_path is None else None, "conn_by": sampler.by_app,
-            "rss_mb": sampler.peak_rss / 2**20, "idle_rss_mb": self.idle_rss / 2**20,
+            "cpu_web_s": cpu_web,
+            "cpu_workers_s": cpu_workers,
+            "cpu_client_s": posted["cpu_s"],
+            "settled": len(ended),
+            "timed_out": timed_out,
+            "p50": pct(latency, 50) if latency else None,
+            "p99": pct(latency, 99) if latency else None,
+            "conn": sampler.peak_conn,
+            "conn_busy": sampler.peak_busy if self.sqlite_path is None else None,
+            "conn_by": sampler.by_app,
+            "rss_mb": sampler.peak_rss / 2**20,
+            "idle_rss_mb": self.idle_rss / 2**20,
             "per_turn_mb": max(sampler.peak_rss - self.idle_rss, 0) / 2**20 / max(n, 1),
             "web_rss_mb": sampler.peak_web / 2**20,
-            "exactly_once": exactly_once, "once": once, "requests": requests - requests_before,
-            "ws_clients": len(watched), "ws_deltas": len(lags),
+            "exactly_once": exactly_once,
+            "once": once,
+            "requests": requests - requests_before,
+            "ws_clients": len(watched),
+            "ws_deltas": len(lags),
             "ws_expected": sum(2 * DELTAS for k in watched if k in accepted),
-            "ws_p50_ms": pct(lags, 50) * 1000 if lags else None, "ws_p99_ms": pct(lags, 99) * 1000 if lags else None,
-            "load": load, "load_end": os.getloadavg()[0],
+            "ws_p50_ms": pct(lags, 50) * 1000 if lags else None,
+            "ws_p99_ms": pct(lags, 99) * 1000 if lags else None,
+            "load": load,
+            "load_end": os.getloadavg()[0],
         }
 
 
 # -- printing ----------------------------------------------------------------------------------
 
+
 def f(value: Any, fmt: str, width: int) -> str:
     return f"{'-' if value is None else format(value, fmt):>{width}}"
 
 
-HEADER = (f"{'N':>6}{'POSTs s':>9}{'refused':>9}{'after last':>11}{'p50 s':>8}{'p99 s':>8}{'db conn':>10}"
-          f"{'RSS MB':>8}{'MB/turn':>9}{'once':>6}{'load 1m':>13}")
+HEADER = (
+    f"{'N':>6}{'POSTs s':>9}{'refused':>9}{'after last':>11}{'p50 s':>8}{'p99 s':>8}{'db conn':>10}"
+    f"{'RSS MB':>8}{'MB/turn':>9}{'once':>6}{'load 1m':>13}"
+)
 
 
 def row(r: dict[str, Any]) -> str:
     after = f(r["after_last_s"], ".2f", 11)
     if r["timed_out"]:
         after = f"{'>' + format(r['after_last_s'] or 0, '.0f'):>11}"
-    return (f"{r['n']:>6}{r['post_s']:9.2f}{r['refused']:9d}{after}{f(r['p50'], '.2f', 8)}{f(r['p99'], '.2f', 8)}"
-            f"{str(r['conn']) + ('/' + str(r['conn_busy']) if r['conn_busy'] is not None else ''):>10}{r['rss_mb']:8.0f}{r['per_turn_mb']:9.3f}"
-            f"{'yes' if r['exactly_once'] else 'NO':>6}{r['load']:7.2f}→{r['load_end']:<5.2f}")
+    return (
+        f"{r['n']:>6}{r['post_s']:9.2f}{r['refused']:9d}{after}{f(r['p50'], '.2f', 8)}{f(r['p99'], '.2f', 8)}"
+        f"{str(r['conn']) + ('/' + str(r['conn_busy']) if r['conn_busy'] is not None else ''):>10}{r['rss_mb']:8.0f}{r['per_turn_mb']:9.3f}"
+        f"{'yes' if r['exactly_once'] else 'NO':>6}{r['load']:7.2f}→{r['load_end']:<5.2f}"
+    )
 
 
 def details(r: dict[str, Any]) -> list[str]:
     lines = []
     if r["conn_by"]:
-        lines.append("db connections at peak by process: " + ", ".join(f"{k} {v}" for k, v in sorted(r["conn_by"].items()))
-                     + f"; daphne RSS at peak {r['web_rss_mb']:.0f} MB")
+        lines.append(
+            "db connections at peak by process: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(r["conn_by"].items()))
+            + f"; daphne RSS at peak {r['web_rss_mb']:.0f} MB"
+        )
     else:
         lines.append(f"daphne RSS at peak {r['web_rss_mb']:.0f} MB")
     if r.get("accepted_s") is not None:
-        lines.append(f"the server created the last turn {r['accepted_s']:.2f} s into the burst, the last 202 arrived "
-                     f"{r['last_202_s']:.2f} s in ("
-                     + (f"the last turn settled {r['after_last_202_s']:+.2f} s after it" if not r["timed_out"] else "timed out")
-                     + "); CPU s: "
-                     f"daphne {r['cpu_web_s']:.1f}, workers {r['cpu_workers_s']:.1f}, the POSTs' client {r['cpu_client_s']:.1f}")
+        lines.append(
+            f"the server created the last turn {r['accepted_s']:.2f} s into the burst, the last 202 arrived "
+            f"{r['last_202_s']:.2f} s in ("
+            + (f"the last turn settled {r['after_last_202_s']:+.2f} s after it" if not r["timed_out"] else "timed out")
+            + "); CPU s: "
+            f"daphne {r['cpu_web_s']:.1f}, workers {r['cpu_workers_s']:.1f}, the POSTs' client {r['cpu_client_s']:.1f}"
+        )
     if r["ws_p99_ms"] is not None:
-        lines.append(f"websocket deltas on {r['ws_clients']} sessions of the load: p50 {r['ws_p50_ms']:.1f} ms, "
-                     f"p99 {r['ws_p99_ms']:.1f} ms behind the peer ({r['ws_deltas']} of the peer's "
-                     f"{r['ws_expected']} deltas arrived)")
+        lines.append(
+            f"websocket deltas on {r['ws_clients']} sessions of the load: p50 {r['ws_p50_ms']:.1f} ms, "
+            f"p99 {r['ws_p99_ms']:.1f} ms behind the peer ({r['ws_deltas']} of the peer's "
+            f"{r['ws_expected']} deltas arrived)"
+        )
     if r["refused"]:
         lines.append(f"refused by status: {r['refused_by']}")
     if r["timed_out"]:
         lines.append(f"timed out: {r['settled']} of {r['accepted']} accepted turns settled within the timeout")
     if not r["exactly_once"]:
         o = r["once"]
-        lines.append(f"{o['completed']}/{r['accepted']} completed, {o['one_terminal']} one terminal event, "
-                     f"{o['repeated_terminal']} more than one, {o['one_order']} one order, {o['two_calls']} 2 model "
-                     f"calls ({o['calls']} in all), {o['ghosts']} turns behind refused POSTs")
+        lines.append(
+            f"{o['completed']}/{r['accepted']} completed, {o['one_terminal']} one terminal event, "
+            f"{o['repeated_terminal']} more than one, {o['one_order']} one order, {o['two_calls']} 2 model "
+            f"calls ({o['calls']} in all), {o['ghosts']} turns behind refused POSTs"
+        )
     return lines
 
 
@@ -739,6 +867,7 @@ def load3() -> str:
 
 
 # -- a whole run -------------------------------------------------------------------------------
+
 
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     os.environ["PGAPPNAME"] = "bench-self"
@@ -761,22 +890,46 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     user = get_user_model().objects.create_user("bench")
     token = m.ApiToken.issue(user, name="bench")[1]
     workdir = Path(tempfile.mkdtemp(prefix="june-bench-conc-"))
-    common = {"JUNE_MODEL": "anthropic", "ANTHROPIC_API_KEY": "bench-key", "ANTHROPIC_BASE_URL": peer.url,
-              "LOG_LEVEL": "WARNING", "SECRET_KEY": settings.SECRET_KEY, "JUNE_RATE_LIMITS": "0"}
+    common = {
+        "JUNE_MODEL": "anthropic",
+        "ANTHROPIC_API_KEY": "bench-key",
+        "ANTHROPIC_BASE_URL": peer.url,
+        "LOG_LEVEL": "WARNING",
+        "SECRET_KEY": settings.SECRET_KEY,
+        "JUNE_RATE_LIMITS": "0",
+    }
     # with per-user rate limits off (JUNE_RATE_LIMITS=0) one user may start every turn; the
     # limits themselves, generous, in case a build reads them without the switch
-    common.update(JUNE_RATE_TURNS_PER_MINUTE="1000000", JUNE_QUOTA_TOKENS_PER_DAY="1000000000000",
-                  JUNE_QUOTA_AGENT_TOKENS_PER_DAY="1000000000000")
+    common.update(
+        JUNE_RATE_TURNS_PER_MINUTE="1000000",
+        JUNE_QUOTA_TOKENS_PER_DAY="1000000000000",
+        JUNE_QUOTA_AGENT_TOKENS_PER_DAY="1000000000000",
+    )
     if os.environ.get("REDIS_URL"):
         common.setdefault("JUNE_CHANNEL_PREFIX", os.environ.get("JUNE_CHANNEL_PREFIX") or f"bench-conc-{os.getpid()}")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST")}
-    env.update(common, DATABASE_URL=database_url(), DJANGO_SETTINGS_MODULE="june_project.settings", DEBUG="0",
-               JUNE_Q_NAME=settings.Q_CLUSTER["name"], JUNE_PROCESS="web", PGAPPNAME="bench-web")
+    env.update(
+        common,
+        DATABASE_URL=database_url(),
+        DJANGO_SETTINGS_MODULE="june_project.settings",
+        DEBUG="0",
+        JUNE_Q_NAME=settings.Q_CLUSTER["name"],
+        JUNE_PROCESS="web",
+        PGAPPNAME="bench-web",
+    )
     sqlite_path = None if connection.vendor == "postgresql" else str(Path(connection.settings_dict["NAME"]).resolve())
     web, url = start_web(env, workdir)
-    clusters = Clusters(workdir, JUNE_Q_WORKERS=str(args.workers), JUNE_TURNS_PER_WORKER=str(args.slots),
-                        JUNE_LEASE_SECONDS="30", JUNE_SWEEP_SECONDS="5", JUNE_Q_POLL="0.05", JUNE_AGENT_DIRS="",
-                        PGAPPNAME="bench-workers", **common)
+    clusters = Clusters(
+        workdir,
+        JUNE_Q_WORKERS=str(args.workers),
+        JUNE_TURNS_PER_WORKER=str(args.slots),
+        JUNE_LEASE_SECONDS="30",
+        JUNE_SWEEP_SECONDS="5",
+        JUNE_Q_POLL="0.05",
+        JUNE_AGENT_DIRS="",
+        PGAPPNAME="bench-workers",
+        **common,
+    )
     cluster = clusters.start()
     browser = DjangoClient()
     browser.force_login(user)
@@ -786,8 +939,11 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         from tests.fault.qcluster import wait_for
 
-        wait_for(lambda: len(group_pids(cluster.pid)[cluster.pid]) >= args.workers + 1 or not cluster.alive(), timeout=60,
-                 what="the cluster's processes")
+        wait_for(
+            lambda: len(group_pids(cluster.pid)[cluster.pid]) >= args.workers + 1 or not cluster.alive(),
+            timeout=60,
+            what="the cluster's processes",
+        )
         time.sleep(2)  # the workers' imports
         if not cluster.alive():
             raise SystemExit(cluster.output()[-3000:])
@@ -795,14 +951,24 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
         warm.run(20, timeout=max(args.timeout, 300))  # both workers warm: imports, SDK clients, pools
         bench = Bench(args, url, token, cookie, peer, cluster.pid, web.pid, sqlite_path)
         pooled = "JUNE_DB_POOL_MAX" in (ROOT / "june_project" / "settings.py").read_text()  # not before issue 36
-        pool = "" if sqlite_path else (f", daphne's pool max {os.environ.get('JUNE_DB_POOL_MAX', '20')}" if pooled
-                                       else ", no pool (a connection per request thread)")
+        pool = (
+            ""
+            if sqlite_path
+            else (
+                f", daphne's pool max {os.environ.get('JUNE_DB_POOL_MAX', '20')}"
+                if pooled
+                else ", no pool (a connection per request thread)"
+            )
+        )
         git = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True, text=True)
-        print(f"bench_concurrency{label}: {git.stdout.strip()[:72]}\n"
-              f"database: {connection.vendor} ({args.db if sqlite_path is None else sqlite_path}){pool}; "
-              f"channel layer: {'redis' if os.environ.get('REDIS_URL') else 'unix sockets'}; peer: {args.latency:.1f} s "
-              f"per answer, 2 per turn; workers: {args.workers} x {args.slots} slots; cluster idle RSS "
-              f"{bench.idle_rss / 2**20:.0f} MB; load average {load3()} ({os.cpu_count()} cores)\n", flush=True)
+        print(
+            f"bench_concurrency{label}: {git.stdout.strip()[:72]}\n"
+            f"database: {connection.vendor} ({args.db if sqlite_path is None else sqlite_path}){pool}; "
+            f"channel layer: {'redis' if os.environ.get('REDIS_URL') else 'unix sockets'}; peer: {args.latency:.1f} s "
+            f"per answer, 2 per turn; workers: {args.workers} x {args.slots} slots; cluster idle RSS "
+            f"{bench.idle_rss / 2**20:.0f} MB; load average {load3()} ({os.cpu_count()} cores)\n",
+            flush=True,
+        )
         print(HEADER, flush=True)
         for n in args.sizes:
             r = bench.run(n, args.ws)
@@ -813,10 +979,13 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             if r["timed_out"]:
                 print(f"        (the larger N are skipped: {r['accepted'] - r['settled']} turns still queued)")
                 break
-        print(f"\nphysics: 2 model calls x {args.latency:.1f} s = {2 * args.latency:.1f} s per turn; 'after last': from the "
-              f"server's acceptance of the last POST to the last settled turn; 'db conn': all/in use at peak (SQLite: "
-              f"descriptors on the database file); load average at the end "
-              f"{load3()}", flush=True)
+        print(
+            f"\nphysics: 2 model calls x {args.latency:.1f} s = {2 * args.latency:.1f} s per turn; 'after last': from the "
+            f"server's acceptance of the last POST to the last settled turn; 'db conn': all/in use at peak (SQLite: "
+            f"descriptors on the database file); load average at the end "
+            f"{load3()}",
+            flush=True,
+        )
     finally:
         clusters.stop_all()
         stop_web(web)
@@ -827,8 +996,10 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
 def compare(before: list[dict[str, Any]], now: list[dict[str, Any]], rev: str) -> None:
     """The two runs side by side, per N."""
     print(f"\nbefore ({rev}) → now, same machine, same run:")
-    print(f"{'N':>6}{'POSTs s':>16}{'refused':>14}{'after last s':>17}{'p99 s':>16}{'db conn':>12}{'MB/turn':>16}"
-          f"{'once':>11}{'load 1m':>13}")
+    print(
+        f"{'N':>6}{'POSTs s':>16}{'refused':>14}{'after last s':>17}{'p99 s':>16}{'db conn':>12}{'MB/turn':>16}"
+        f"{'once':>11}{'load 1m':>13}"
+    )
     old = {r["n"]: r for r in before}
     for r in now:
         b = old.get(r["n"])
@@ -841,35 +1012,53 @@ def compare(before: list[dict[str, Any]], now: list[dict[str, Any]], rev: str) -
                 if key == "after_last_s" and x["timed_out"]:
                     return f">{v or 0:.0f}"
                 return "-" if v is None else format(v, fmt)
+
             return f"{one(b) + ' → ' + one(r):>{width}}"  # noqa: B023 (called at once, in this iteration)
 
-        print(f"{r['n']:>6}{pair('post_s', '.2f', 16)}{pair('refused', 'd', 14)}{pair('after_last_s', '.2f', 17)}"
-              f"{pair('p99', '.2f', 16)}{pair('conn', 'd', 12)}{pair('per_turn_mb', '.3f', 16)}"
-              f"{('yes' if b['exactly_once'] else 'NO') + ' → ' + ('yes' if r['exactly_once'] else 'NO'):>11}"
-              f"{b['load']:6.2f} / {r['load']:<5.2f}")
+        print(
+            f"{r['n']:>6}{pair('post_s', '.2f', 16)}{pair('refused', 'd', 14)}{pair('after_last_s', '.2f', 17)}"
+            f"{pair('p99', '.2f', 16)}{pair('conn', 'd', 12)}{pair('per_turn_mb', '.3f', 16)}"
+            f"{('yes' if b['exactly_once'] else 'NO') + ' → ' + ('yes' if r['exactly_once'] else 'NO'):>11}"
+            f"{b['load']:6.2f} / {r['load']:<5.2f}"
+        )
 
 
 def run_before(args: argparse.Namespace, argv: list[str]) -> None:
     """This file against a scratch worktree of ``args.before`` (its own database), then here."""
-    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", args.before], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    rev = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", args.before], capture_output=True, text=True, check=True
+    ).stdout.strip()
     scratch = Path(tempfile.mkdtemp(prefix="june-bench-before-")) / rev
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(scratch), rev], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(scratch), rev], check=True, capture_output=True
+    )
     out = Path(tempfile.mkdtemp(prefix="june-bench-json-"))
     try:
         shutil.copy(__file__, scratch / "bench" / "bench_concurrency.py")
         child = [a for a in argv]
         i = child.index("--before") if "--before" in child else None
         if i is not None:
-            del child[i:i + 2]
+            del child[i : i + 2]
         else:
             child = [a for a in child if not a.startswith("--before=")]
         child = [a for a in child if a != "--keep"]
         env = {**os.environ, "BENCH_DB": f"{args.db}_before"}
-        subprocess.run([sys.executable, str(scratch / "bench" / "bench_concurrency.py"), *child, "--db",
-                        f"{args.db}_before", "--label", f"before: {rev}", "--json", str(out / "before.json")],
-                       cwd=scratch, env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                str(scratch / "bench" / "bench_concurrency.py"),
+                *child,
+                "--db",
+                f"{args.db}_before",
+                "--label",
+                f"before: {rev}",
+                "--json",
+                str(out / "before.json"),
+            ],
+            cwd=scratch,
+            env=env,
+            check=True,
+        )
         print(flush=True)
         now = run(args)
         before = json.loads((out / "before.json").read_text())

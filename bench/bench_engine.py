@@ -52,8 +52,9 @@ def seed_history(agent: str, key: str, size: int) -> None:
         if kind == 0:
             msg = Message(Role.USER, text=f"please check item {i}", turn_id="old")
         elif kind == 1:
-            msg = Message(Role.ASSISTANT, text="checking", turn_id="old",
-                          tool_calls=(ToolCall(f"h{i}", "noop", {"n": i}),))
+            msg = Message(
+                Role.ASSISTANT, text="checking", turn_id="old", tool_calls=(ToolCall(f"h{i}", "noop", {"n": i}),)
+            )
         elif kind == 2:
             msg = Message(Role.TOOL, turn_id="old", call_id=f"h{i - 1}", name="noop", result={"ok": i})
         else:
@@ -99,8 +100,14 @@ async def one_turn(agent, key: str) -> float:
 
     store = DjangoSessionStore()
     model = scripted(STEPS)
-    executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
-                            model_for=lambda a: model, clock=time.time, lease_seconds=60)
+    executor = TurnExecutor(
+        store=store,
+        sink=NullSink(),
+        agent_for=lambda name: agent,
+        model_for=lambda a: model,
+        clock=time.time,
+        lease_seconds=60,
+    )
     turn_id = new_turn_id()  # as the site makes them
     await store.create_turn(SessionRef("bench", key), TurnInput(text="go"), turn_id=turn_id)
     t = time.perf_counter()
@@ -126,8 +133,10 @@ def stored_bytes() -> int:
                 "'sessions_app_step','sessions_app_event') AND t.reltoastrelid <> 0)"
             )
         else:
-            cur.execute("SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE "
-                        "tbl_name IN ('sessions_app_message','sessions_app_step','sessions_app_event'))")
+            cur.execute(
+                "SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE "
+                "tbl_name IN ('sessions_app_message','sessions_app_step','sessions_app_event'))"
+            )
         return int(cur.fetchone()[0] or 0)
 
 
@@ -147,7 +156,7 @@ def storage_figures(payload: int, turns: int = 8) -> tuple[float, float]:
 
     def text() -> str:
         start = rnd.randrange(0, len(corpus) - payload) if payload else 0
-        return corpus[start:start + payload]
+        return corpus[start : start + payload]
 
     @tool("lookup", "looks something up", {"type": "object", "properties": {"n": {"type": "integer"}}})
     def lookup(input, ctx):
@@ -158,10 +167,18 @@ def storage_figures(payload: int, turns: int = 8) -> tuple[float, float]:
     key = f"storage-{payload}"
     before = stored_bytes()
     for _ in range(turns):
-        script = [reply(text(), ("lookup", {"n": i}), call_prefix=f"s{i}_") for i in range(10)] + [reply(text() or "ok")]
+        script = [reply(text(), ("lookup", {"n": i}), call_prefix=f"s{i}_") for i in range(10)] + [
+            reply(text() or "ok")
+        ]
         model = ScriptedModel(script, chunk=1000)
-        executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
-                                model_for=lambda a, model=model: model, clock=time.time, lease_seconds=60)
+        executor = TurnExecutor(
+            store=store,
+            sink=NullSink(),
+            agent_for=lambda name: agent,
+            model_for=lambda a, model=model: model,
+            clock=time.time,
+            lease_seconds=60,
+        )
         turn_id = new_turn_id()  # as the site makes them
         asyncio.run(store.create_turn(SessionRef("bench", key), TurnInput(text="go"), turn_id=turn_id))
         assert str(asyncio.run(executor.drive(turn_id))) == "completed"
@@ -190,9 +207,11 @@ def loaded_messages(session_id: int, generation: int) -> list:
 
 def print_storage(storage: dict[int, tuple[float, float]]) -> None:
     for payload, (stored, own) in storage.items():
-        print(f"storage per message written by the engine (its row, step, events, indexes), "
-              f"{'small messages' if not payload else f'{payload}-character prose'}: {stored:.0f} B; "
-              f"the message's own JSON: {own:.0f} B ({stored / own:.2f}x)")
+        print(
+            f"storage per message written by the engine (its row, step, events, indexes), "
+            f"{'small messages' if not payload else f'{payload}-character prose'}: {stored:.0f} B; "
+            f"the message's own JSON: {own:.0f} B ({stored / own:.2f}x)"
+        )
 
 
 def main() -> None:
@@ -222,7 +241,9 @@ def main() -> None:
     print(f"floor (1 txn: update+insert+insert): {floor:.3f} ms")
     for size, ms in per_step.items():
         print(f"per step at {size:>5} messages of history: {ms:.3f} ms   ({ms / floor:.2f}x floor)")
-    print(f"flatness: cost at {HISTORIES[-1]} / cost at {HISTORIES[0]} = {per_step[HISTORIES[-1]] / per_step[HISTORIES[0]]:.2f}x")
+    print(
+        f"flatness: cost at {HISTORIES[-1]} / cost at {HISTORIES[0]} = {per_step[HISTORIES[-1]] / per_step[HISTORIES[0]]:.2f}x"
+    )
     print_storage(storage)
 
 

@@ -62,9 +62,11 @@ def in_process() -> None:
 
     statements[0] = 0
     times = asyncio.run(run())
-    print(f"readiness() in process: {statistics.mean(times) * 1e3:.3f} ms mean, p50 "
-          f"{statistics.median(times) * 1e3:.3f} ms, p99 {sorted(times)[int(N * 0.99)] * 1e3:.3f} ms; "
-          f"{statements[0] / N:.1f} SQL statements per call")
+    print(
+        f"readiness() in process: {statistics.mean(times) * 1e3:.3f} ms mean, p50 "
+        f"{statistics.median(times) * 1e3:.3f} ms, p99 {sorted(times)[int(N * 0.99)] * 1e3:.3f} ms; "
+        f"{statements[0] / N:.1f} SQL statements per call"
+    )
 
 
 def through_daphne() -> None:
@@ -74,9 +76,13 @@ def through_daphne() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "JUNE_PROCESS": "web", "DEBUG": "0"}
-    daphne = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                               "june_project.asgi:application"], cwd=ROOT, env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daphne = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "june_project.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -103,9 +109,11 @@ def through_daphne() -> None:
                 times.append(time.perf_counter() - started)
                 assert response.status == 200, (path, response.status)
             cpu = _cpu_seconds(daphne.pid) - cpu
-            print(f"GET {path} through daphne: {statistics.mean(times) * 1e3:.2f} ms mean, p50 "
-                  f"{statistics.median(times) * 1e3:.2f} ms, p99 {sorted(times)[int(N * 0.99)] * 1e3:.2f} ms; "
-                  f"daphne CPU {cpu / N * 1e3:.2f} ms per request")
+            print(
+                f"GET {path} through daphne: {statistics.mean(times) * 1e3:.2f} ms mean, p50 "
+                f"{statistics.median(times) * 1e3:.2f} ms, p99 {sorted(times)[int(N * 0.99)] * 1e3:.2f} ms; "
+                f"daphne CPU {cpu / N * 1e3:.2f} ms per request"
+            )
     finally:
         daphne.terminate()
         daphne.wait(10)
@@ -117,8 +125,9 @@ def main() -> None:
 
     backend = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
     layer = settings.CHANNEL_LAYERS["default"]["BACKEND"].rsplit(".", 1)[-1]
-    print(f"june bench_health: {backend} + {layer}, N = {N}, load average {os.getloadavg()[0]:.1f}, "
-          f"{os.cpu_count()} CPUs")
+    print(
+        f"june bench_health: {backend} + {layer}, N = {N}, load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs"
+    )
     in_process()
     through_daphne()
 

@@ -95,8 +95,14 @@ def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, 
     from sessions_app.store.eventlog import timed
 
     Conf.BROKER_CLASS = broker  # this process enqueues through the same broker
-    cluster = clusters.start(JUNE_Q_WORKERS="2", JUNE_Q_BROKER=broker, JUNE_Q_POLL=POLL, LOG_LEVEL="WARNING",
-                             JUNE_LEASE_SECONDS="10", JUNE_SWEEP_SECONDS="1")  # the defaults, not the fault tests'
+    cluster = clusters.start(
+        JUNE_Q_WORKERS="2",
+        JUNE_Q_BROKER=broker,
+        JUNE_Q_POLL=POLL,
+        LOG_LEVEL="WARNING",
+        JUNE_LEASE_SECONDS="10",
+        JUNE_SWEEP_SECONDS="1",
+    )  # the defaults, not the fault tests'
     try:
         wait_status([start(f"warm-{label}-{n}", "steps:0") for n in range(4)], timeout=120)
         idle = idle_cost(cluster)
@@ -109,8 +115,10 @@ def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, 
         cluster.stop()
     created = dict(Turn.objects.filter(pk__in=ids).values_list("id", "created_at"))
     started = dict(timed(Event.objects.filter(turn_id__in=ids, type="turn.started")).values_list("turn_id", "at"))
-    enqueued = {name.split(" ", 1)[1]: t for name, t in
-                Task.objects.filter(name__in=[f"turn {i}" for i in ids]).values_list("name", "started")}
+    enqueued = {
+        name.split(" ", 1)[1]: t
+        for name, t in Task.objects.filter(name__in=[f"turn {i}" for i in ids]).values_list("name", "started")
+    }
     ms = lambda a, b: (b - a).total_seconds() * 1000  # noqa: E731
     return {
         "total": [ms(created[i], started[i]) for i in ids],
@@ -194,10 +202,14 @@ def main() -> None:
 
     from tests.fault.qcluster import Clusters
 
-    print(f"database: {connection.vendor} ({BENCH_DB})  turns per broker: {TURNS}  poll: {POLL}s  workers: 2"
-          f"  agent: faultagent steps:0  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    print(
+        f"database: {connection.vendor} ({BENCH_DB})  turns per broker: {TURNS}  poll: {POLL}s  workers: 2"
+        f"  agent: faultagent steps:0  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)"
+    )
     clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-q-")))
-    results = {label: {"total": [], "enqueue": [], "wake": [], "idle_cpu": [], "idle_sessions": []} for label in BROKERS}
+    results = {
+        label: {"total": [], "enqueue": [], "wake": [], "idle_cpu": [], "idle_sessions": []} for label in BROKERS
+    }
     try:
         for r in range(ROUNDS):  # alternate the brokers: the shared machine drifts
             for label, dotted in BROKERS.items():
@@ -211,8 +223,11 @@ def main() -> None:
     old, new = (results[k] for k in BROKERS)
     print(f"\n{'queued -> started (ms)':<34}{'p50':>8}{'p99':>8}{'max':>8}")
     for label, r in results.items():
-        for part, name in (("total", "queued -> started"), ("enqueue", "  queued -> enqueued"),
-                           ("wake", "  enqueued -> started")):
+        for part, name in (
+            ("total", "queued -> started"),
+            ("enqueue", "  queued -> enqueued"),
+            ("wake", "  enqueued -> started"),
+        ):
             v = r[part]
             print(f"{label + ' ' + name:<34}"[:34].ljust(34) + f"{pct(v, 50):8.1f}{pct(v, 99):8.1f}{max(v):8.1f}")
     print(f"\n{'broker alone: enqueue -> dequeued':<34}{'p50':>8}{'p99':>8}{'max':>8}")
@@ -220,20 +235,26 @@ def main() -> None:
         print(f"{label:<34}{pct(v, 50):8.1f}{pct(v, 99):8.1f}{max(v):8.1f}")
     print()
     for label, r in results.items():
-        print(f"{label} idle cluster: {statistics.median(r['idle_cpu']):.0f} ms CPU/s (its processes),"
-              f" {statistics.median(r['idle_sessions']):.1f} database sessions opened/s")
+        print(
+            f"{label} idle cluster: {statistics.median(r['idle_cpu']):.0f} ms CPU/s (its processes),"
+            f" {statistics.median(r['idle_sessions']):.1f} database sessions opened/s"
+        )
     for p in (50, 99):
         o, n = pct(old["total"], p), pct(new["total"], p)
         print(f"queued -> started p{p}: ORM {o:.1f} ms / NOTIFY {n:.1f} ms = {o / n:.1f}x")
     a, b = (alone[k] for k in BROKERS)
     print(f"broker alone p50: {pct(a, 50):.1f} ms / {pct(b, 50):.1f} ms = {pct(a, 50) / pct(b, 50):.1f}x")
     before, after, frozen = gen2_pause_ms()
-    print(f"a full (gen-2) collection of a worker-like heap: {before:.1f} ms; after gc.freeze()"
-          f" ({frozen} objects frozen): {after:.2f} ms")
+    print(
+        f"a full (gen-2) collection of a worker-like heap: {before:.1f} ms; after gc.freeze()"
+        f" ({frozen} objects frozen): {after:.2f} ms"
+    )
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (the figures stretch with the machine's load)")
     p50, p99 = pct(new["total"], 50), pct(new["total"], 99)
-    print(f"target p50 <= 20 ms: {'MET' if p50 <= 20 else 'MISSED'} ({p50:.1f});"
-          f" p99 <= 60 ms: {'MET' if p99 <= 60 else 'MISSED'} ({p99:.1f})")
+    print(
+        f"target p50 <= 20 ms: {'MET' if p50 <= 20 else 'MISSED'} ({p50:.1f});"
+        f" p99 <= 60 ms: {'MET' if p99 <= 60 else 'MISSED'} ({p99:.1f})"
+    )
 
 
 if __name__ == "__main__":

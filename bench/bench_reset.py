@@ -42,15 +42,28 @@ def fill(session, turn, generation: int, count: int, first_seq: int) -> int:
     for start in range(0, count, BATCH):
         n = min(BATCH, count - start)
         m.Message.objects.bulk_create(
-            m.Message(session=session, generation=generation, index=start + i, turn_id=turn.pk,
-                      role="user" if (start + i) % 2 == 0 else "assistant",
-                      data={"role": "user" if (start + i) % 2 == 0 else "assistant",
-                            "text": f"archived message {start + i} " + "lorem ipsum " * 8})
+            m.Message(
+                session=session,
+                generation=generation,
+                index=start + i,
+                turn_id=turn.pk,
+                role="user" if (start + i) % 2 == 0 else "assistant",
+                data={
+                    "role": "user" if (start + i) % 2 == 0 else "assistant",
+                    "text": f"archived message {start + i} " + "lorem ipsum " * 8,
+                },
+            )
             for i in range(n)
         )
         m.Event.objects.bulk_create(
-            m.Event(session=session, generation=generation, seq=first_seq + start + i, turn_id=turn.pk,
-                    type="message.completed", data={"type": "message.completed", "text": "x" * 40})
+            m.Event(
+                session=session,
+                generation=generation,
+                seq=first_seq + start + i,
+                turn_id=turn.pk,
+                type="message.completed",
+                data={"type": "message.completed", "text": "x" * 40},
+            )
             for i in range(n)
         )
     return first_seq + count
@@ -76,8 +89,9 @@ def live_generation(session) -> None:
     from sessions_app import models as m
 
     session.refresh_from_db()
-    turn = m.Turn.objects.create(id=uuid.uuid4().hex, session=session, order=session.turn_seq + 1,
-                                 generation=session.generation, status="queued")
+    turn = m.Turn.objects.create(
+        id=uuid.uuid4().hex, session=session, order=session.turn_seq + 1, generation=session.generation, status="queued"
+    )
     seq = fill(session, turn, session.generation, LIVE, session.event_seq + 1)
     m.Session.objects.filter(pk=session.pk).update(event_seq=seq - 1, turn_seq=F("turn_seq") + 1, status="running")
 
@@ -126,14 +140,20 @@ def main() -> None:
         store_ms = time_resets(session, "store")
         service_ms = time_resets(session, "service")
         total = m.Message.objects.filter(session=session).count()
-        rows.append((archived, statistics.median(store_ms), p90(store_ms), statistics.median(service_ms),
-                     p90(service_ms)))
-        print(f"  archive {archived:>7,} msgs (built in {built:5.1f}s, {total:,} rows after): "
-              f"store.control.reset median {rows[-1][1]:6.2f} ms  p90 {rows[-1][2]:6.2f} ms | "
-              f"services.session_reset median {rows[-1][3]:6.2f} ms  p90 {rows[-1][4]:6.2f} ms", flush=True)
+        rows.append(
+            (archived, statistics.median(store_ms), p90(store_ms), statistics.median(service_ms), p90(service_ms))
+        )
+        print(
+            f"  archive {archived:>7,} msgs (built in {built:5.1f}s, {total:,} rows after): "
+            f"store.control.reset median {rows[-1][1]:6.2f} ms  p90 {rows[-1][2]:6.2f} ms | "
+            f"services.session_reset median {rows[-1][3]:6.2f} ms  p90 {rows[-1][4]:6.2f} ms",
+            flush=True,
+        )
     small, large = rows[0], rows[-1]
-    print(f"ratio {large[0]:,} / {small[0]:,} archived messages: store {large[1] / small[1]:.2f}x, "
-          f"service {large[3] / small[3]:.2f}x (flat = about 1)")
+    print(
+        f"ratio {large[0]:,} / {small[0]:,} archived messages: store {large[1] / small[1]:.2f}x, "
+        f"service {large[3] / small[3]:.2f}x (flat = about 1)"
+    )
 
 
 if __name__ == "__main__":

@@ -109,10 +109,12 @@ def make_agent():
 
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
     if os.environ.get("BENCH_TOOL") == "async":  # no tool code on a thread: no unit hops
+
         @tool("noop", "does nothing", schema)
         async def noop(input, ctx):
             return {"ok": input.get("n")}
     else:
+
         @tool("noop", "does nothing", schema)
         def noop(input, ctx):
             return {"ok": input.get("n")}
@@ -151,8 +153,15 @@ async def one_turn(store, agent, key: str, n: int) -> tuple[float, float]:
     from agents_app.runtime import ScriptedModel, SessionRef, TurnExecutor, TurnInput, reply
 
     model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
-    executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
-                            model_for=lambda a: model, clock=time.time, lease_seconds=60, observer=OBSERVER)
+    executor = TurnExecutor(
+        store=store,
+        sink=NullSink(),
+        agent_for=lambda name: agent,
+        model_for=lambda a: model,
+        clock=time.time,
+        lease_seconds=60,
+        observer=OBSERVER,
+    )
     turn_id = new_turn_id()  # as the site makes them
     t, c = time.perf_counter(), time.process_time()
     await store.create_turn(SessionRef("bench", key), TurnInput(text=f"check {n}"), turn_id=turn_id)
@@ -225,16 +234,26 @@ async def run() -> dict:
             await one_turn(store, agent, "grows", n)
         settle()
         after = pg_counters()
-        counted = {"xacts": (after["xid"] - before["xid"] - 1) / COUNTED,
-                   "wal_bytes": (after["wal_bytes"] - before["wal_bytes"]) / COUNTED,
-                   "wal_syncs": (after["wal_syncs"] - before["wal_syncs"]) / COUNTED}
+        counted = {
+            "xacts": (after["xid"] - before["xid"] - 1) / COUNTED,
+            "wal_bytes": (after["wal_bytes"] - before["wal_bytes"]) / COUNTED,
+            "wal_syncs": (after["wal_syncs"] - before["wal_syncs"]) / COUNTED,
+        }
 
     def medians(by_size: dict[int, list[float]]) -> dict[int, float]:
         return {size: statistics.median(xs) for size, xs in by_size.items()}
 
-    return {"ms": medians(samples), "cpu": medians(cpu), "floors": floors, "paired": medians(paired),
-            "beside": medians(locals_), "control": medians(control), "pages": pages,
-            "yardstick": statistics.median(yardsticks), "counted": counted}
+    return {
+        "ms": medians(samples),
+        "cpu": medians(cpu),
+        "floors": floors,
+        "paired": medians(paired),
+        "beside": medians(locals_),
+        "control": medians(control),
+        "pages": pages,
+        "yardstick": statistics.median(yardsticks),
+        "counted": counted,
+    }
 
 
 def report(result: dict, backend: str) -> None:
@@ -244,32 +263,48 @@ def report(result: dict, backend: str) -> None:
     print(f"backend: {backend}   turns: 1 tool call (3 steps), creation included   floor samples: {len(floors)}")
     print(f"floor (1 txn: update+insert+insert): median {floor:.3f} ms  (min {min(floors):.3f}, max {max(floors):.3f})")
     if floor_moved(result, backend):
-        print(f"  the floor moved: {floor:.3f} ms against the {ISSUE_FLOOR[0]}-{ISSUE_FLOOR[1]} ms issue 16 measured "
-              "against (a slower flush); the ratios below shrink with it and cannot show the target")
+        print(
+            f"  the floor moved: {floor:.3f} ms against the {ISSUE_FLOOR[0]}-{ISSUE_FLOOR[1]} ms issue 16 measured "
+            "against (a slower flush); the ratios below shrink with it and cannot show the target"
+        )
     print(f"python yardstick (a fixed loop, the machine's speed, not a target): {result['yardstick']:.1f} ms")
     for size, ms in per_step.items():
-        print(f"per step at {size:>5} messages of history: {ms:.3f} ms   ({ms / floor:.2f}x floor)"
-              f"   cpu {cpu[size]:.3f} ms")
-    print(f"flatness: cost at {SIZES[-1]} / cost at {SIZES[0]} = {per_step[SIZES[-1]] / per_step[SIZES[0]]:.2f}x"
-          f"   (cpu {cpu[SIZES[-1]] / cpu[SIZES[0]]:.2f}x)")
+        print(
+            f"per step at {size:>5} messages of history: {ms:.3f} ms   ({ms / floor:.2f}x floor)"
+            f"   cpu {cpu[size]:.3f} ms"
+        )
+    print(
+        f"flatness: cost at {SIZES[-1]} / cost at {SIZES[0]} = {per_step[SIZES[-1]] / per_step[SIZES[0]]:.2f}x"
+        f"   (cpu {cpu[SIZES[-1]] / cpu[SIZES[0]]:.2f}x)"
+    )
     print(f"paired (each turn over the floor measured right beside it, {PAIRED} samples before and after):")
     for size, ratio in paired.items():
-        print(f"  per step at {size:>5} messages: {ratio:.2f}x its floor   (that floor: {result['beside'][size]:.3f} ms)")
+        print(
+            f"  per step at {size:>5} messages: {ratio:.2f}x its floor   (that floor: {result['beside'][size]:.3f} ms)"
+        )
     print(f"  flatness, paired: {paired[SIZES[-1]] / paired[SIZES[0]]:.2f}x")
     control = result["control"]
-    print(f"control (a young session's turn, 0-{MESSAGES_PER_TURN * (CONTROL_TURNS - 1)} messages of history, "
-          "right after each measured one):")
+    print(
+        f"control (a young session's turn, 0-{MESSAGES_PER_TURN * (CONTROL_TURNS - 1)} messages of history, "
+        "right after each measured one):"
+    )
     for size, ms in control.items():
-        print(f"  per step beside the turns at {size:>5} messages: {ms:.3f} ms   (theirs / this: "
-              f"{per_step[size] / ms:.2f}x)")
+        print(
+            f"  per step beside the turns at {size:>5} messages: {ms:.3f} ms   (theirs / this: "
+            f"{per_step[size] / ms:.2f}x)"
+        )
     print(f"  flatness against the control (what the history's length alone costs): {control_flatness(result):.2f}x")
     if counted := result.get("counted"):  # PostgreSQL: counted, not timed
-        print(f"per turn, counted by the server over {COUNTED} turns: {counted['xacts']:.2f} write transactions, "
-              f"{counted['wal_syncs']:.2f} WAL syncs (the WAL writer's background ones included), "
-              f"{counted['wal_bytes']:.0f} B of WAL")
+        print(
+            f"per turn, counted by the server over {COUNTED} turns: {counted['xacts']:.2f} write transactions, "
+            f"{counted['wal_syncs']:.2f} WAL syncs (the WAL writer's background ones included), "
+            f"{counted['wal_bytes']:.0f} B of WAL"
+        )
     if pages := result["pages"]:  # SQLite: counted, not timed
-        print(f"WAL pages written per turn: mean {statistics.mean(pages):.1f}, median {statistics.median(pages)} "
-              f"(over {len(pages)} turns; counted, not timed)")
+        print(
+            f"WAL pages written per turn: mean {statistics.mean(pages):.1f}, median {statistics.median(pages)} "
+            f"(over {len(pages)} turns; counted, not timed)"
+        )
 
 
 def control_flatness(result: dict) -> float:
@@ -293,43 +328,70 @@ def repeat(runs: int) -> None:
     and how many runs met the target: one run's figures swing with the machine's load."""
     results, backend = [], ""
     for n in range(runs):
-        out = subprocess.run([sys.executable, __file__, *sys.argv[1:]], env={**os.environ, "BENCH_RUNS": "1", "BENCH_JSON": "1"},
-                             capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(
+            [sys.executable, __file__, *sys.argv[1:]],
+            env={**os.environ, "BENCH_RUNS": "1", "BENCH_JSON": "1"},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         data = json.loads(out.rsplit("\nresult: ", 1)[1])
         by_size = {k for k, x in data["result"].items() if isinstance(x, dict) and k != "counted"}
-        backend, result = data["backend"], {k: ({int(s): v for s, v in x.items()} if k in by_size else x)
-                                            for k, x in data["result"].items()}
+        backend, result = (
+            data["backend"],
+            {k: ({int(s): v for s, v in x.items()} if k in by_size else x) for k, x in data["result"].items()},
+        )
         results.append(result)
         floor = statistics.median(result["floors"])
         ms = result["ms"]
-        print(f"run {n + 1}: floor {floor:.3f} ms; per step " + " / ".join(f"{v:.3f}" for v in ms.values())
-              + " ms (" + " / ".join(f"{v / floor:.2f}x" for v in ms.values()) + f"); flatness "
-              f"{ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x; paired " + " / ".join(f"{v:.2f}x" for v in result["paired"].values())
-              + f"; control flatness {control_flatness(result):.2f}x; yardstick {result['yardstick']:.1f} ms"
-              + (f"; per turn {c['xacts']:.2f} write txns, {c['wal_syncs']:.2f} WAL syncs, {c['wal_bytes']:.0f} B WAL"
-                 if (c := result.get("counted")) else "")
-              + ("   target met" if verdict(result, backend) else "   target NOT met")
-              + ("  (the floor moved)" if floor_moved(result, backend) else ""))
+        print(
+            f"run {n + 1}: floor {floor:.3f} ms; per step "
+            + " / ".join(f"{v:.3f}" for v in ms.values())
+            + " ms ("
+            + " / ".join(f"{v / floor:.2f}x" for v in ms.values())
+            + f"); flatness "
+            f"{ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x; paired "
+            + " / ".join(f"{v:.2f}x" for v in result["paired"].values())
+            + f"; control flatness {control_flatness(result):.2f}x; yardstick {result['yardstick']:.1f} ms"
+            + (
+                f"; per turn {c['xacts']:.2f} write txns, {c['wal_syncs']:.2f} WAL syncs, {c['wal_bytes']:.0f} B WAL"
+                if (c := result.get("counted"))
+                else ""
+            )
+            + ("   target met" if verdict(result, backend) else "   target NOT met")
+            + ("  (the floor moved)" if floor_moved(result, backend) else "")
+        )
     floor = statistics.median(statistics.median(r["floors"]) for r in results)
     ms = {size: statistics.median(r["ms"][size] for r in results) for size in SIZES}
-    print(f"median over {runs} runs ({backend}): floor {floor:.3f} ms; per step "
-          + " / ".join(f"{size}: {v:.3f} ms ({v / floor:.2f}x)" for size, v in ms.items())
-          + f"; flatness {ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x")
-    target = ("per step <= 0.5 ms at every size" if backend == "sqlite3"
-              else "per step <= 3x the run's floor at every size, flatness <= 1.3x")
+    print(
+        f"median over {runs} runs ({backend}): floor {floor:.3f} ms; per step "
+        + " / ".join(f"{size}: {v:.3f} ms ({v / floor:.2f}x)" for size, v in ms.items())
+        + f"; flatness {ms[SIZES[-1]] / ms[SIZES[0]]:.2f}x"
+    )
+    target = (
+        "per step <= 0.5 ms at every size"
+        if backend == "sqlite3"
+        else "per step <= 3x the run's floor at every size, flatness <= 1.3x"
+    )
     if counts := [r["counted"] for r in results if r.get("counted")]:
-        print("per turn, counted by the server (medians): "
-              f"{statistics.median(c['xacts'] for c in counts):.2f} write transactions, "
-              f"{statistics.median(c['wal_syncs'] for c in counts):.2f} WAL syncs, "
-              f"{statistics.median(c['wal_bytes'] for c in counts):.0f} B of WAL")
-    print(f"python yardstick (the machine's speed, not a target): median "
-          f"{statistics.median(r['yardstick'] for r in results):.1f} ms")
+        print(
+            "per turn, counted by the server (medians): "
+            f"{statistics.median(c['xacts'] for c in counts):.2f} write transactions, "
+            f"{statistics.median(c['wal_syncs'] for c in counts):.2f} WAL syncs, "
+            f"{statistics.median(c['wal_bytes'] for c in counts):.0f} B of WAL"
+        )
+    print(
+        f"python yardstick (the machine's speed, not a target): median "
+        f"{statistics.median(r['yardstick'] for r in results):.1f} ms"
+    )
     print(f"runs meeting issue 16's target ({target}): {sum(verdict(r, backend) for r in results)} of {runs}")
     if moved := sum(floor_moved(r, backend) for r in results):
         kept = [r for r in results if not floor_moved(r, backend)]
-        print(f"  {moved} of the {runs} ran on a floor that moved (over {2 * ISSUE_FLOOR[1]:.2f} ms: a slower flush "
-              f"than the {ISSUE_FLOOR[0]}-{ISSUE_FLOOR[1]} ms issue 16 measured against), which cannot show it; "
-              f"of the other {len(kept)}: {sum(verdict(r, backend) for r in kept)} met it")
+        print(
+            f"  {moved} of the {runs} ran on a floor that moved (over {2 * ISSUE_FLOOR[1]:.2f} ms: a slower flush "
+            f"than the {ISSUE_FLOOR[0]}-{ISSUE_FLOOR[1]} ms issue 16 measured against), which cannot show it; "
+            f"of the other {len(kept)}: {sum(verdict(r, backend) for r in kept)} met it"
+        )
 
 
 def main() -> None:

@@ -50,7 +50,7 @@ from bench.workload import CLUSTER_ENV, check, pct, queue_turns, rss_kb, wait_do
 def unsettled(ids: list[str]) -> int:
     from sessions_app.models import Turn
 
-    return Turn.objects.filter(pk__in=ids[-(BACKLOG * 3):], status__in=("queued", "running")).count()
+    return Turn.objects.filter(pk__in=ids[-(BACKLOG * 3) :], status__in=("queued", "running")).count()
 
 
 def completed_of(ids: list[str]) -> set[str]:
@@ -75,11 +75,18 @@ def main() -> None:
 
     from tests.fault.qcluster import Clusters
 
-    print(f"database: {connection.vendor} ({BENCH_DB})  turns: {TURNS}  sessions: {SESSIONS}  backlog: {BACKLOG}"
-          f"  workers: 2 (recycle off)  window: {WINDOW}  load average at start: {os.getloadavg()[0]:.2f}"
-          f" ({os.cpu_count()} cores)")
-    env = {**CLUSTER_ENV, "JUNE_Q_WORKERS": "2", "JUNE_Q_RECYCLE": "100000", "JUNE_GC_PROBE": str(GC_DIR),
-           "PYTHONPATH": os.pathsep.join([str(ROOT / "bench" / "gcprobe"), os.environ.get("PYTHONPATH", "")])}
+    print(
+        f"database: {connection.vendor} ({BENCH_DB})  turns: {TURNS}  sessions: {SESSIONS}  backlog: {BACKLOG}"
+        f"  workers: 2 (recycle off)  window: {WINDOW}  load average at start: {os.getloadavg()[0]:.2f}"
+        f" ({os.cpu_count()} cores)"
+    )
+    env = {
+        **CLUSTER_ENV,
+        "JUNE_Q_WORKERS": "2",
+        "JUNE_Q_RECYCLE": "100000",
+        "JUNE_GC_PROBE": str(GC_DIR),
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "bench" / "gcprobe"), os.environ.get("PYTHONPATH", "")]),
+    }
     if os.environ.get("BENCH_TRACEMALLOC"):
         env["PYTHONTRACEMALLOC"] = "1"
     clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-soak-")))
@@ -100,16 +107,23 @@ def main() -> None:
                 ids += queue_turns("soak", n, SESSIONS, first=len(ids))
             reached = False
             if len(ids) >= pending[0]:
-                waiting = [i for i in ids[:pending[0]] if i not in seen_completed]
+                waiting = [i for i in ids[: pending[0]] if i not in seen_completed]
                 now_completed = completed_of(waiting)
                 seen_completed |= now_completed
                 reached = len(now_completed) == len(waiting)
             if reached:
                 m = pending.pop(0)
-                samples[m] = {"at": time.time(), "rss": {p: rss_kb(p) for p in workers},
-                              "gc": {p: gc_of(p) for p in workers}, "workers": worker_pids(cluster)}
-                print(f"  {m} turns completed after {time.time() - t0:.0f}s; worker RSS (MB):"
-                      f" {', '.join(f'{v / 1024:.1f}' for v in samples[m]['rss'].values())}", flush=True)
+                samples[m] = {
+                    "at": time.time(),
+                    "rss": {p: rss_kb(p) for p in workers},
+                    "gc": {p: gc_of(p) for p in workers},
+                    "workers": worker_pids(cluster),
+                }
+                print(
+                    f"  {m} turns completed after {time.time() - t0:.0f}s; worker RSS (MB):"
+                    f" {', '.join(f'{v / 1024:.1f}' for v in samples[m]['rss'].values())}",
+                    flush=True,
+                )
             else:
                 time.sleep(0.2)
         wait_done(ids)
@@ -123,15 +137,19 @@ def report(ids: list[str], samples: dict[int, dict], workers: list[int], batch) 
     from sessions_app.models import Event
     from sessions_app.store.eventlog import timed
 
-    print(f"\nevery one of {len(ids)} turns completed exactly once; retried: {batch.attempts_over_one};"
-          f" worker processes unchanged: {all(s['workers'] == workers for s in samples.values())}")
-    print(f"{'after':>8}{'RSS MB':>18}{'turns/s':>9}{'turn p50':>9}{'turn p99':>9}{'step p50':>9}{'step p99':>9}"
-          f"{'gen2 n':>8}{'gen2 max':>9}{'gen2 ms/turn':>13}")
+    print(
+        f"\nevery one of {len(ids)} turns completed exactly once; retried: {batch.attempts_over_one};"
+        f" worker processes unchanged: {all(s['workers'] == workers for s in samples.values())}"
+    )
+    print(
+        f"{'after':>8}{'RSS MB':>18}{'turns/s':>9}{'turn p50':>9}{'turn p99':>9}{'step p50':>9}{'step p99':>9}"
+        f"{'gen2 n':>8}{'gen2 max':>9}{'gen2 ms/turn':>13}"
+    )
     rows = {}
     previous_gc: dict[int, tuple[int, float]] = {p: (0, 0.0) for p in workers}
     previous_m = 0
     for m, sample in samples.items():
-        window = ids[max(0, m - WINDOW):m]
+        window = ids[max(0, m - WINDOW) : m]
         w = check(window)
         stamps = timed(Event.objects.filter(turn_id__in=window, type="turn.completed")).values_list("at", flat=True)
         times = sorted(t.timestamp() for t in stamps)
@@ -142,26 +160,40 @@ def report(ids: list[str], samples: dict[int, dict], workers: list[int], batch) 
         previous_gc = {p: (len(h), sum(h)) for p, h in hot.items()}
         max2 = max((ms for h in hot.values() for ms in h), default=0.0)
         rss = sample["rss"]
-        rows[m] = dict(rss=statistics.mean(rss.values()), rate=rate, p50=pct(w.service_ms, 50),
-                       p99=pct(w.service_ms, 99), s50=pct(w.step_ms, 50), s99=pct(w.step_ms, 99))
-        print(f"{m:>8}{' / '.join(f'{v / 1024:.1f}' for v in rss.values()):>18}{rate:9.1f}{rows[m]['p50']:9.1f}"
-              f"{rows[m]['p99']:9.1f}{rows[m]['s50']:9.2f}{rows[m]['s99']:9.2f}{n2:8d}{max2:9.2f}"
-              f"{ms2 / max(m - previous_m, 1):13.4f}")
+        rows[m] = dict(
+            rss=statistics.mean(rss.values()),
+            rate=rate,
+            p50=pct(w.service_ms, 50),
+            p99=pct(w.service_ms, 99),
+            s50=pct(w.step_ms, 50),
+            s99=pct(w.step_ms, 99),
+        )
+        print(
+            f"{m:>8}{' / '.join(f'{v / 1024:.1f}' for v in rss.values()):>18}{rate:9.1f}{rows[m]['p50']:9.1f}"
+            f"{rows[m]['p99']:9.1f}{rows[m]['s50']:9.2f}{rows[m]['s99']:9.2f}{n2:8d}{max2:9.2f}"
+            f"{ms2 / max(m - previous_m, 1):13.4f}"
+        )
         previous_m = m
     first, last = rows[MILESTONES[0]], rows[MILESTONES[-1]]
-    print(f"\n{MILESTONES[-1]} vs {MILESTONES[0]}: RSS {last['rss'] / first['rss']:.3f}x, turn p50"
-          f" {last['p50'] / first['p50']:.2f}x, p99 {last['p99'] / first['p99']:.2f}x, step p50"
-          f" {last['s50'] / first['s50']:.2f}x, p99 {last['s99'] / first['s99']:.2f}x, turns/s"
-          f" {last['rate'] / first['rate']:.2f}x   target within 10%: RSS"
-          f" {'MET' if last['rss'] <= 1.1 * first['rss'] else 'MISSED'}, turn p50"
-          f" {'MET' if last['p50'] <= 1.1 * first['p50'] else 'MISSED'}")
+    print(
+        f"\n{MILESTONES[-1]} vs {MILESTONES[0]}: RSS {last['rss'] / first['rss']:.3f}x, turn p50"
+        f" {last['p50'] / first['p50']:.2f}x, p99 {last['p99'] / first['p99']:.2f}x, step p50"
+        f" {last['s50'] / first['s50']:.2f}x, p99 {last['s99'] / first['s99']:.2f}x, turns/s"
+        f" {last['rate'] / first['rate']:.2f}x   target within 10%: RSS"
+        f" {'MET' if last['rss'] <= 1.1 * first['rss'] else 'MISSED'}, turn p50"
+        f" {'MET' if last['p50'] <= 1.1 * first['p50'] else 'MISSED'}"
+    )
     last_gc = samples[MILESTONES[-1]]["gc"].values()
     frozen = [g.get("frozen", 0) for g in last_gc]
     startup = [ms for g in last_gc for _, ms, *was_frozen in g.get("gen2", []) if was_frozen == [False]]
-    print(f"gc.freeze() in the workers: {frozen} objects frozen; gen-2 columns: collections in the window"
-          f" after the freeze (the hot path), the longest pause so far, pause ms per turn")
-    print(f"start-up, before any task: {len(startup)} gen-2 collection(s) (the freeze's own full collection,"
-          f" one per worker), longest {max(startup, default=0.0):.1f} ms — not in the columns")
+    print(
+        f"gc.freeze() in the workers: {frozen} objects frozen; gen-2 columns: collections in the window"
+        f" after the freeze (the hot path), the longest pause so far, pause ms per turn"
+    )
+    print(
+        f"start-up, before any task: {len(startup)} gen-2 collection(s) (the freeze's own full collection,"
+        f" one per worker), longest {max(startup, default=0.0):.1f} ms — not in the columns"
+    )
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (the figures stretch with the machine's load)")
 
 

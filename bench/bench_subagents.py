@@ -75,8 +75,13 @@ def main() -> None:
 
     print(f"database: {connection.vendor} ({BENCH_DB})  repeats: {REPEATS}  fan-out: {FAN}")
     clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-q-")))
-    env = {"JUNE_Q_WORKERS": "2", "JUNE_LEASE_SECONDS": "10", "JUNE_SWEEP_SECONDS": "1", "JUNE_Q_POLL": "0.02",
-           "LOG_LEVEL": "WARNING"}
+    env = {
+        "JUNE_Q_WORKERS": "2",
+        "JUNE_LEASE_SECONDS": "10",
+        "JUNE_SWEEP_SECONDS": "1",
+        "JUNE_Q_POLL": "0.02",
+        "LOG_LEVEL": "WARNING",
+    }
     try:
         clusters.start(**env)
         wait_completed(start("warmup", "fan:1:steps:0"))
@@ -107,14 +112,20 @@ def main() -> None:
     print(f"plain async tool call (requested -> completed):     {plain_ms:8.1f} ms")
     print(f"one spawn (child.started -> the parent's result):   {spawn_ms:8.1f} ms")
     print(f"  of which the child's own turn (started -> ended):  {child_ms:8.1f} ms")
-    print(f"  spawn overhead (park, 2 enqueues + claims, wake):  {overhead:8.1f} ms"
-          f"  ({overhead / plain_ms:.1f}x a plain tool call)")
+    print(
+        f"  spawn overhead (park, 2 enqueues + claims, wake):  {overhead:8.1f} ms"
+        f"  ({overhead / plain_ms:.1f}x a plain tool call)"
+    )
     print(f"    park committed -> the child's first commit:      {hop1:8.1f} ms  (enqueue, pickup, claim, load)")
-    print(f"    the child's last commit -> the parent's result:  {hop2:8.1f} ms  (enqueue, pickup, claim, load,"
-          " the tool again)")
+    print(
+        f"    the child's last commit -> the parent's result:  {hop2:8.1f} ms  (enqueue, pickup, claim, load,"
+        " the tool again)"
+    )
     print(f"{FAN} children of 0.5 s, in parallel on 2 workers:     {walls['fan']:8.2f} s")
-    print(f"{FAN} children of 0.5 s, one after the other:          {walls['seq']:8.2f} s"
-          f"  (parallel is {walls['seq'] / walls['fan']:.2f}x faster; the ideal on 2 workers is 2x)")
+    print(
+        f"{FAN} children of 0.5 s, one after the other:          {walls['seq']:8.2f} s"
+        f"  (parallel is {walls['seq'] / walls['fan']:.2f}x faster; the ideal on 2 workers is 2x)"
+    )
 
 
 if __name__ == "__main__":

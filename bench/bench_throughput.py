@@ -59,14 +59,18 @@ def run(clusters, workers: int, turns: int, sessions: int, label: str):
 
 def row(name: str, batch, rate: float) -> str:
     per_step = batch.per_step_ms()
-    return (f"{name:<26}{rate:9.1f}{pct(batch.service_ms, 50):9.1f}{pct(batch.service_ms, 99):9.1f}"
-            f"{statistics.median(per_step):10.2f}{pct(batch.step_ms, 50):9.2f}{pct(batch.step_ms, 99):9.2f}"
-            f"{batch.extra['cpu_ms']:9.1f}{batch.extra['db_cpu_ms']:8.1f}{batch.extra['connects']:7.2f}"
-            f"{batch.attempts_over_one:6d}")
+    return (
+        f"{name:<26}{rate:9.1f}{pct(batch.service_ms, 50):9.1f}{pct(batch.service_ms, 99):9.1f}"
+        f"{statistics.median(per_step):10.2f}{pct(batch.step_ms, 50):9.2f}{pct(batch.step_ms, 99):9.2f}"
+        f"{batch.extra['cpu_ms']:9.1f}{batch.extra['db_cpu_ms']:8.1f}{batch.extra['connects']:7.2f}"
+        f"{batch.attempts_over_one:6d}"
+    )
 
 
-HEADER = (f"{'':<26}{'turns/s':>9}{'turn p50':>9}{'turn p99':>9}{'ms/step':>10}{'step p50':>9}{'step p99':>9}"
-          f"{'cpu/turn':>9}{'db cpu':>8}{'conn':>7}{'retry':>6}")
+HEADER = (
+    f"{'':<26}{'turns/s':>9}{'turn p50':>9}{'turn p99':>9}{'ms/step':>10}{'step p50':>9}{'step p99':>9}"
+    f"{'cpu/turn':>9}{'db cpu':>8}{'conn':>7}{'retry':>6}"
+)
 
 
 def main() -> None:
@@ -76,10 +80,12 @@ def main() -> None:
 
     from tests.fault.qcluster import Clusters
 
-    print(f"database: {connection.vendor} ({BENCH_DB})  turns: {TURNS}  sessions: {SESSIONS}  workers: {WORKERS}"
-          f"  agent: faultagent {'steps:1'} (model -> tool -> model)"
-          f"  channel layer: {'redis' if os.environ.get('REDIS_URL') else 'unix sockets'}"
-          f"  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    print(
+        f"database: {connection.vendor} ({BENCH_DB})  turns: {TURNS}  sessions: {SESSIONS}  workers: {WORKERS}"
+        f"  agent: faultagent {'steps:1'} (model -> tool -> model)"
+        f"  channel layer: {'redis' if os.environ.get('REDIS_URL') else 'unix sockets'}"
+        f"  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)"
+    )
     floors = [floor_ms()]
     clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-tp-")))
     rows = []
@@ -99,21 +105,30 @@ def main() -> None:
         clusters.stop_all()
     floors.append(floor_ms())
     floor = statistics.median(floors)
-    print(f"\nsteps (checkpoints) per turn: {batch.steps_per_turn:.0f}   every turn completed exactly once: yes"
-          f"   floor (one transaction of 3 statements): {floor:.3f} ms")
+    print(
+        f"\nsteps (checkpoints) per turn: {batch.steps_per_turn:.0f}   every turn completed exactly once: yes"
+        f"   floor (one transaction of 3 statements): {floor:.3f} ms"
+    )
     print(HEADER)
     for name, b, r in rows:
         print(row(name, b, r))
     head = rows[0]
-    print(f"\nthroughput: {head[2]:.1f} turns/s ({head[2] * head[1].steps_per_turn:.0f} steps/s) with {WORKERS} workers;"
-          f" per step {statistics.median(head[1].per_step_ms()) / floor:.1f}x the floor")
+    print(
+        f"\nthroughput: {head[2]:.1f} turns/s ({head[2] * head[1].steps_per_turn:.0f} steps/s) with {WORKERS} workers;"
+        f" per step {statistics.median(head[1].per_step_ms()) / floor:.1f}x the floor"
+    )
     if table:
         by = {name: r for name, _, r in rows[1:]}
         one, two, four = (by[f"{w} worker{'s' if w > 1 else ''}, {TURNS} sessions"] for w in (1, 2, 4))
         print(f"scaling by workers: 2/1 = {two / one:.2f}x, 4/2 = {four / two:.2f}x (2 cores)")
-        steps = {s: statistics.median(b.per_step_ms()) for name, b, _ in rows[-3:]
-                 for s in [int(name.split(", ")[1].split()[0])]}
-        print(f"per step by sessions active: 100/1 = {steps[100] / steps[1]:.2f}x, 1000/1 = {steps[1000] / steps[1]:.2f}x")
+        steps = {
+            s: statistics.median(b.per_step_ms())
+            for name, b, _ in rows[-3:]
+            for s in [int(name.split(", ")[1].split()[0])]
+        }
+        print(
+            f"per step by sessions active: 100/1 = {steps[100] / steps[1]:.2f}x, 1000/1 = {steps[1000] / steps[1]:.2f}x"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (the figures stretch with the machine's load)")
 
 

@@ -83,7 +83,9 @@ def in_process_ms(fenced: bool, repeats: int = 5) -> float:
     per_step = []
     for _ in range(repeats):
         turn_id = new_turn_id()  # as the site makes them
-        store.create_turn_sync(SessionRef(AGENT, f"inproc-{turn_id}"), TurnInput(text=f"steps:{STEPS}"), turn_id=turn_id)
+        store.create_turn_sync(
+            SessionRef(AGENT, f"inproc-{turn_id}"), TurnInput(text=f"steps:{STEPS}"), turn_id=turn_id
+        )
         if fenced:
             asyncio.run(_drive_and_close(turn_id))
         else:
@@ -123,8 +125,12 @@ def main() -> None:
     floors.append(floor_ms())
 
     clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-q-")))
-    base_env = {"JUNE_LEASE_SECONDS": os.environ.get("JUNE_LEASE_SECONDS", "10"), "JUNE_SWEEP_SECONDS": "1",
-                "JUNE_Q_POLL": "0.05", "LOG_LEVEL": "WARNING"}
+    base_env = {
+        "JUNE_LEASE_SECONDS": os.environ.get("JUNE_LEASE_SECONDS", "10"),
+        "JUNE_SWEEP_SECONDS": "1",
+        "JUNE_Q_POLL": "0.05",
+        "LOG_LEVEL": "WARNING",
+    }
     try:
         a = clusters.start(JUNE_Q_WORKERS="2", **base_env)
         wait_status([start("warmup", "steps:1")])
@@ -176,17 +182,27 @@ def main() -> None:
     print(f"in-process bare loop (unfenced):               {bare:.3f} ms/step  ({bare / floor:.2f}x floor)")
     print(f"in-process executor (lease+fence+journal):     {fenced:.3f} ms/step  ({fenced / floor:.2f}x floor)")
     print(f"  extra cost of fencing+lease+journal:         {fenced - bare:+.3f} ms/step")
-    print(f"through a worker, one turn at a time (median): {per_worker:.3f} ms/step  ({per_worker / floor:.2f}x floor,"
-          f" {per_worker / fenced:.2f}x in-process)  target <= 2.5x floor: {'MET' if per_worker <= 2.5 * floor else 'MISSED'}")
-    print(f"through 2 busy workers, {TURNS} turns at once:    {loaded:.3f} ms/step  ({loaded / floor:.2f}x floor;"
-          " two turns, the database and the poller share 2 cores)")
-    print(f"throughput: {TURNS} turns x {STEPS * 2 + 2} steps in {wall:.2f}s = {TURNS / wall:.1f} turns/s,"
-          f" {TURNS * (STEPS * 2 + 2) / wall:.0f} steps/s")
-    print(f"queued -> started, idle worker: median {lat:.1f} ms, max {max(latencies):.1f} ms"
-          f"  target <= 100 ms: {'MET' if lat <= 100 else 'MISSED'}")
-    print(f"SIGKILL -> completed elsewhere: {recovery:.2f}s (lease {lease:.0f}s, sweep every"
-          f" {base_env['JUNE_SWEEP_SECONDS']}s)  target <= lease + 2 s: "
-          f"{'MET' if recovery <= lease + 2 else 'MISSED'}")
+    print(
+        f"through a worker, one turn at a time (median): {per_worker:.3f} ms/step  ({per_worker / floor:.2f}x floor,"
+        f" {per_worker / fenced:.2f}x in-process)  target <= 2.5x floor: {'MET' if per_worker <= 2.5 * floor else 'MISSED'}"
+    )
+    print(
+        f"through 2 busy workers, {TURNS} turns at once:    {loaded:.3f} ms/step  ({loaded / floor:.2f}x floor;"
+        " two turns, the database and the poller share 2 cores)"
+    )
+    print(
+        f"throughput: {TURNS} turns x {STEPS * 2 + 2} steps in {wall:.2f}s = {TURNS / wall:.1f} turns/s,"
+        f" {TURNS * (STEPS * 2 + 2) / wall:.0f} steps/s"
+    )
+    print(
+        f"queued -> started, idle worker: median {lat:.1f} ms, max {max(latencies):.1f} ms"
+        f"  target <= 100 ms: {'MET' if lat <= 100 else 'MISSED'}"
+    )
+    print(
+        f"SIGKILL -> completed elsewhere: {recovery:.2f}s (lease {lease:.0f}s, sweep every"
+        f" {base_env['JUNE_SWEEP_SECONDS']}s)  target <= lease + 2 s: "
+        f"{'MET' if recovery <= lease + 2 else 'MISSED'}"
+    )
 
 
 if __name__ == "__main__":

@@ -85,7 +85,7 @@ class Client:
                     self.text, self.base = "", frame["base"]
                 if frame["offset"] <= len(self.text):
                     rebuilt = self.text[: frame["offset"]] + frame["text"]
-                    fresh = rebuilt[len(self.text):]
+                    fresh = rebuilt[len(self.text) :]
                     self.text = max(rebuilt, self.text, key=len)
                     self.latencies.extend(now - float(t) for t in re.findall(r"\d+\.\d+", fresh))
             elif kind == "message.completed":
@@ -99,8 +99,13 @@ class Client:
 async def connect(url: str, cookie: str, key: str):
     import websockets
 
-    ws = await websockets.connect(f"{url.replace('http', 'ws')}/ws/agents/bench/sessions/{key}/?after=0", origin=url,
-                                  additional_headers={"Cookie": cookie}, max_queue=None, open_timeout=120)
+    ws = await websockets.connect(
+        f"{url.replace('http', 'ws')}/ws/agents/bench/sessions/{key}/?after=0",
+        origin=url,
+        additional_headers={"Cookie": cookie},
+        max_queue=None,
+        open_timeout=120,
+    )
     while json.loads(await asyncio.wait_for(ws.recv(), 120)).get("type") != "ready":
         pass
     return ws
@@ -114,8 +119,10 @@ async def latency(url: str, cookie: str, deltas: int, pace: float) -> None:
     await client.until_turn_ends(120)
     await ws.close()
     ms = [x * 1000 for x in lat]
-    print(f"delta → client latency, one session, {deltas} deltas every {pace * 1000:.0f} ms: "
-          f"p50 {percentile(ms, 50):.2f} ms, p99 {percentile(ms, 99):.2f} ms, max {max(ms):.2f} ms (n={len(ms)})")
+    print(
+        f"delta → client latency, one session, {deltas} deltas every {pace * 1000:.0f} ms: "
+        f"p50 {percentile(ms, 50):.2f} ms, p99 {percentile(ms, 99):.2f} ms, max {max(ms):.2f} ms (n={len(ms)})"
+    )
 
 
 async def throughput(url: str, cookie: str, messages: int, window: int) -> None:
@@ -139,20 +146,29 @@ async def throughput(url: str, cookie: str, messages: int, window: int) -> None:
     for i in range(messages):
         while i - received >= window:
             await asyncio.sleep(0.0005)
-        await layer.group_send(group, {"type": "june.delta", "event": {"type": "message.delta", "turn_id": "t",
-                                                                       "text": "x" * 20, "offset": i * 20, "base": 0}})
+        await layer.group_send(
+            group,
+            {
+                "type": "june.delta",
+                "event": {"type": "message.delta", "turn_id": "t", "text": "x" * 20, "offset": i * 20, "base": 0},
+            },
+        )
     await task
     elapsed = time.perf_counter() - start
     await ws.close()
-    print(f"one websocket session: {messages / elapsed:,.0f} messages/s sustained "
-          f"({messages} layer messages, ≤{window} in flight, {received} received)")
+    print(
+        f"one websocket session: {messages / elapsed:,.0f} messages/s sustained "
+        f"({messages} layer messages, ≤{window} in flight, {received} received)"
+    )
 
 
 async def concurrent(url: str, cookie: str, clients: int, deltas: int, pace: float) -> None:
     lat: list[float] = []
     sockets = []
     for start in range(0, clients, 10):  # connect in waves: the handshake is the costly part
-        sockets += await asyncio.gather(*(connect(url, cookie, f"c{i}") for i in range(start, min(clients, start + 10))))
+        sockets += await asyncio.gather(
+            *(connect(url, cookie, f"c{i}") for i in range(start, min(clients, start + 10)))
+        )
     t0 = time.perf_counter()
     await asyncio.gather(*(ws.send(json.dumps({"type": "start", "text": f"bench {deltas} {pace}"})) for ws in sockets))
     bench = [Client(ws, lat) for ws in sockets]
@@ -163,19 +179,25 @@ async def concurrent(url: str, cookie: str, clients: int, deltas: int, pace: flo
     text_mismatch = sum(1 for c in bench if c.final is None or c.text != c.final)
     for c in bench:
         if c.final is not None and c.text != c.final:
-            print(f"  text mismatch example: rebuilt {len(c.text)} chars vs final {len(c.final)} "
-                  f"(rebuilt is a prefix: {c.final.startswith(c.text)})")
+            print(
+                f"  text mismatch example: rebuilt {len(c.text)} chars vs final {len(c.final)} "
+                f"(rebuilt is a prefix: {c.final.startswith(c.text)})"
+            )
             break
     events = sum(len(c.seqs) for c in bench)
     await asyncio.gather(*(ws.close() for ws in sockets))
     ms = [x * 1000 for x in lat]
-    print(f"{clients} concurrent websocket clients on one daphne, each a streaming turn of {deltas} deltas: "
-          f"{clients - len(failed)} finished in {elapsed:.1f} s; committed events {events}, "
-          f"sessions with a lost/duplicated/out-of-order event: {dup_or_gap}; "
-          f"delta text ≠ final text: {text_mismatch}; failures: {len(failed)} {failed[:2]}")
+    print(
+        f"{clients} concurrent websocket clients on one daphne, each a streaming turn of {deltas} deltas: "
+        f"{clients - len(failed)} finished in {elapsed:.1f} s; committed events {events}, "
+        f"sessions with a lost/duplicated/out-of-order event: {dup_or_gap}; "
+        f"delta text ≠ final text: {text_mismatch}; failures: {len(failed)} {failed[:2]}"
+    )
     if ms:
-        print(f"  delta → client latency under that load: p50 {percentile(ms, 50):.2f} ms, "
-              f"p99 {percentile(ms, 99):.2f} ms (n={len(ms)})")
+        print(
+            f"  delta → client latency under that load: p50 {percentile(ms, 50):.2f} ms, "
+            f"p99 {percentile(ms, 99):.2f} ms (n={len(ms)})"
+        )
 
 
 def main() -> None:
@@ -196,10 +218,17 @@ def main() -> None:
     (agents / "bench").mkdir()
     (agents / "bench" / "agent.py").write_text(BENCH_AGENT)
     (agents / "bench" / "instructions.md").write_text("A bench agent.\n")
-    os.environ.update({"JUNE_AGENT_DIRS": str(agents), "JUNE_Q_WORKERS": str(args.workers),
-                       "SECRET_KEY": os.environ.get("SECRET_KEY", "june-bench-secret"), "DEBUG": "0",
-                       "DJANGO_SETTINGS_MODULE": "june_project.settings", "JUNE_Q_QUEUE_LIMIT": str(args.workers * 4),
-                       "JUNE_RATE_LIMITS": os.environ.get("JUNE_RATE_LIMITS", "0")})
+    os.environ.update(
+        {
+            "JUNE_AGENT_DIRS": str(agents),
+            "JUNE_Q_WORKERS": str(args.workers),
+            "SECRET_KEY": os.environ.get("SECRET_KEY", "june-bench-secret"),
+            "DEBUG": "0",
+            "DJANGO_SETTINGS_MODULE": "june_project.settings",
+            "JUNE_Q_QUEUE_LIMIT": str(args.workers * 4),
+            "JUNE_RATE_LIMITS": os.environ.get("JUNE_RATE_LIMITS", "0"),
+        }
+    )
     from bench.common import ensure_database
 
     ensure_database()
@@ -223,14 +252,25 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     logs = Path(tempfile.mkdtemp(prefix="june-bench-logs-"))
     print(f"server output: {logs}")
-    procs = [subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                               "june_project.asgi:application"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                              stderr=open(logs / "daphne.log", "w")),
-             subprocess.Popen([sys.executable, "manage.py", "qcluster"], cwd=ROOT,
-                              stdout=subprocess.DEVNULL, stderr=open(logs / "qcluster.log", "w"))]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "june_project.asgi:application"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=open(logs / "daphne.log", "w"),
+        ),
+        subprocess.Popen(
+            [sys.executable, "manage.py", "qcluster"],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=open(logs / "qcluster.log", "w"),
+        ),
+    ]
     try:
         _wait(url)
-        print(f"june bench_ws: PostgreSQL + Redis, 1 daphne, 1 qcluster × {args.workers} workers, {os.cpu_count()} CPUs")
+        print(
+            f"june bench_ws: PostgreSQL + Redis, 1 daphne, 1 qcluster × {args.workers} workers, {os.cpu_count()} CPUs"
+        )
         if args.only in (None, "latency"):
             asyncio.run(latency(url, cookie, 200, args.pace))
         if args.only in (None, "throughput"):

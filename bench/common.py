@@ -15,7 +15,8 @@ def use_database(name: str, *, postgres_by_default: bool = False) -> None:
     it names (or on the local one, ``postgres_by_default``), else JUNE_VAR_DIR at a new folder so
     SQLite starts from an empty file; plus the settings a bench needs."""
     url = os.environ.get("DATABASE_URL") or (
-        "postgres://postgres@127.0.0.1:5432/postgres" if postgres_by_default else "")
+        "postgres://postgres@127.0.0.1:5432/postgres" if postgres_by_default else ""
+    )
     if url.startswith("postgres"):
         os.environ["DATABASE_URL"] = f"{url.rsplit('/', 1)[0]}/{name}"
         os.environ.setdefault("JUNE_VAR_DIR", tempfile.mkdtemp(prefix=f"{name}-"))
@@ -104,8 +105,13 @@ class Floor:
         if self.postgres:
             import psycopg
 
-            self.conn = psycopg.connect(host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"],
-                                        dbname=db["NAME"], password=db.get("PASSWORD") or None)
+            self.conn = psycopg.connect(
+                host=db["HOST"],
+                port=db["PORT"] or 5432,
+                user=db["USER"],
+                dbname=db["NAME"],
+                password=db.get("PASSWORD") or None,
+            )
             self.conn.execute("CREATE TABLE IF NOT EXISTS floor_a (id int primary key, n int)")
             self.conn.execute("CREATE TABLE IF NOT EXISTS floor_b (id serial primary key, v text)")
             self.conn.execute("INSERT INTO floor_a VALUES (1, 0) ON CONFLICT DO NOTHING")

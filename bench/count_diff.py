@@ -22,8 +22,12 @@ def by_function(path: str, inclusive: bool) -> Counter[str]:
         for file in sorted(Path(path).glob("callgrind.out-*")):
             found.update(by_function(str(file), inclusive))
         return found
-    out = subprocess.run(["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}", "--threshold=100",
-                          path], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        ["callgrind_annotate", f"--inclusive={'yes' if inclusive else 'no'}", "--threshold=100", path],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     found = Counter()
     for line in out.splitlines():
         m = re.match(r"\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(.*)$", line) or re.match(r"\s*([\d,]+)\s+(\S.*)$", line)

@@ -68,8 +68,12 @@ def template() -> str:
     var = tempfile.mkdtemp(prefix="count-short-template-")
     env = {**os.environ, "JUNE_VAR_DIR": var}
     env.pop("DATABASE_URL", None)
-    subprocess.run([sys.executable, "-c", "from bench.common import fresh_database; "
-                    "fresh_database('june_count_short')"], env=env, cwd=ROOT, check=True)
+    subprocess.run(
+        [sys.executable, "-c", "from bench.common import fresh_database; fresh_database('june_count_short')"],
+        env=env,
+        cwd=ROOT,
+        check=True,
+    )
     return str(Path(var) / "june.sqlite3")
 
 
@@ -78,9 +82,22 @@ def count(n: int, template: str) -> tuple[dict[int, int], Path]:
     folder = Path(tempfile.mkdtemp(prefix="count-short-"))
     env = {**os.environ, "PYTHONHASHSEED": "0", "COUNT_TEMPLATE": template}
     env.pop("DATABASE_URL", None)
-    subprocess.run(["valgrind", "--tool=callgrind", "--separate-threads=yes",
-                    f"--callgrind-out-file={folder / 'callgrind.out'}", sys.executable, __file__, "run", str(n)],
-                   env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--separate-threads=yes",
+            f"--callgrind-out-file={folder / 'callgrind.out'}",
+            sys.executable,
+            __file__,
+            "run",
+            str(n),
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     threads = {}
     for path in folder.glob("callgrind.out-*"):
         text = path.read_text(errors="replace")
@@ -113,14 +130,22 @@ def main() -> None:
     turns = HIGH - LOW
     total = (sum(high.values()) - sum(low.values())) / turns
     background = _checkpointing(high_out) | _checkpointing(low_out)
-    walled = (sum(v for t, v in high.items() if t in background) - sum(v for t, v in low.items() if t in background)) / turns
-    print(f"per turn: {total / 1e6:.3f} M instructions, all threads; {(total - walled) / 1e6:.3f} M without the "
-          f"checkpoints' thread ({walled / 1e6:.3f} M: when it runs depends on the threads' timing)")
+    walled = (
+        sum(v for t, v in high.items() if t in background) - sum(v for t, v in low.items() if t in background)
+    ) / turns
+    print(
+        f"per turn: {total / 1e6:.3f} M instructions, all threads; {(total - walled) / 1e6:.3f} M without the "
+        f"checkpoints' thread ({walled / 1e6:.3f} M: when it runs depends on the threads' timing)"
+    )
     for thread in sorted(high):
-        print(f"  thread {thread}{' (checkpoints)' if thread in background else ''}: "
-              f"{(high[thread] - low.get(thread, 0)) / turns / 1e6:.3f} M per turn")
-    print(f"callgrind files (callgrind_annotate; bench/count_diff.py for the difference by function): "
-          f"{low_out} {high_out}")
+        print(
+            f"  thread {thread}{' (checkpoints)' if thread in background else ''}: "
+            f"{(high[thread] - low.get(thread, 0)) / turns / 1e6:.3f} M per turn"
+        )
+    print(
+        f"callgrind files (callgrind_annotate; bench/count_diff.py for the difference by function): "
+        f"{low_out} {high_out}"
+    )
 
 
 if __name__ == "__main__":

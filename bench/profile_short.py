@@ -34,11 +34,25 @@ BENCH_DB = os.environ.get("PROFILE_DB", "june_profile_short")
 TURNS = int(os.environ.get("PROFILE_TURNS", "200"))
 HISTORY = int(os.environ.get("PROFILE_HISTORY", "10"))
 #: blocking waits (another thread's work, the database's answer): not this process's CPU
-WAITS = {"<method 'poll' of 'select.epoll' objects>", "<method 'get' of '_queue.SimpleQueue' objects>",
-         "<built-in method select.select>", "<method 'acquire' of '_thread.lock' objects>"}
-AREAS = (("runtime/memory.py", "memory store"), ("agents_app/runtime", "engine"), ("sessions_app/store", "store"), ("sessions_app", "sessions_app"),
-         ("bench/", "bench"), ("django/db/models", "django ORM"), ("django/", "django other"),
-         ("asgiref", "asgiref"), ("psycopg", "psycopg"), ("asyncio", "asyncio"), ("sqlite3", "sqlite3"))
+WAITS = {
+    "<method 'poll' of 'select.epoll' objects>",
+    "<method 'get' of '_queue.SimpleQueue' objects>",
+    "<built-in method select.select>",
+    "<method 'acquire' of '_thread.lock' objects>",
+}
+AREAS = (
+    ("runtime/memory.py", "memory store"),
+    ("agents_app/runtime", "engine"),
+    ("sessions_app/store", "store"),
+    ("sessions_app", "sessions_app"),
+    ("bench/", "bench"),
+    ("django/db/models", "django ORM"),
+    ("django/", "django other"),
+    ("asgiref", "asgiref"),
+    ("psycopg", "psycopg"),
+    ("asyncio", "asyncio"),
+    ("sqlite3", "sqlite3"),
+)
 SESSIONS = int(os.environ.get("PROFILE_SESSIONS", "20"))
 TOP = int(os.environ.get("PROFILE_TOP", "30"))
 
@@ -73,8 +87,10 @@ def main() -> None:
     wall = time.perf_counter() - t
     print(f"store: {which}  history: ~{HISTORY} messages  turns: {TURNS} over {SESSIONS} sessions")
     # a loaded machine only adds time: the low percentile is the figure to compare
-    print(f"per turn: wall {wall * 1000 / TURNS:.3f} ms; cpu p10 {cpu[len(cpu) // 10] * 1000:.3f} ms, "
-          f"median {statistics.median(cpu) * 1000:.3f} ms")
+    print(
+        f"per turn: wall {wall * 1000 / TURNS:.3f} ms; cpu p10 {cpu[len(cpu) // 10] * 1000:.3f} ms, "
+        f"median {statistics.median(cpu) * 1000:.3f} ms"
+    )
     # the Django store's sync work runs on asgiref's one thread: profile it there too
     from asgiref.sync import SyncToAsync
 

@@ -83,15 +83,18 @@ def check(turn_ids: list[str]) -> Batch:
     statuses = dict(Turn.objects.filter(pk__in=ids).values_list("id", "status"))
     wrong = {i: statuses.get(i) for i in ids if statuses.get(i) != "completed"}
     stamps: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
-    for turn_id, seq, type_, at in (timed(Event.objects.filter(turn_id__in=ids))
-                                    .values_list("turn_id", "seq", "type", "at").iterator(2000)):
+    for turn_id, seq, type_, at in (
+        timed(Event.objects.filter(turn_id__in=ids)).values_list("turn_id", "seq", "type", "at").iterator(2000)
+    ):
         stamps[turn_id].append((seq, type_, at.timestamp()))
     completed = {i: sum(1 for _, t, _ in stamps[i] if t == "turn.completed") for i in ids}
     twice = {i: c for i, c in completed.items() if c != 1}
     if wrong or twice:
-        raise SystemExit(f"not completed exactly once: {len(wrong)} with a wrong status (e.g. "
-                         f"{list(wrong.items())[:3]}), {len(twice)} without exactly one turn.completed "
-                         f"(e.g. {list(twice.items())[:3]})")
+        raise SystemExit(
+            f"not completed exactly once: {len(wrong)} with a wrong status (e.g. "
+            f"{list(wrong.items())[:3]}), {len(twice)} without exactly one turn.completed "
+            f"(e.g. {list(twice.items())[:3]})"
+        )
     service, steps, counts, first, last = [], [], [], float("inf"), 0.0
     for turn_id in ids:
         events = sorted(stamps[turn_id])
@@ -108,6 +111,7 @@ def check(turn_ids: list[str]) -> Batch:
 
 # -- worker processes ---------------------------------------------------------------------------------
 
+
 def descendants(pid: int) -> list[int]:
     """Every live process below ``pid`` (a cluster: sentinel, pusher, monitor, workers)."""
     from sessions_app.workers.shutdown import descendants as below
@@ -122,8 +126,11 @@ def worker_pids(cluster) -> list[int]:
     from sessions_app.models import Turn
 
     host = socket.gethostname()
-    owners = set(Turn.objects.filter(lease_owner__startswith=f"{host}:").values_list("lease_owner", flat=True)
-                 .order_by("-updated_at")[:2000])
+    owners = set(
+        Turn.objects.filter(lease_owner__startswith=f"{host}:")
+        .values_list("lease_owner", flat=True)
+        .order_by("-updated_at")[:2000]
+    )
     held = {int(o.split(":", 1)[1]) for o in owners}
     return sorted(p for p in descendants(cluster.pid) if p in held)
 
@@ -182,8 +189,9 @@ class DatabaseCpu:
         if connection.vendor != "postgresql":
             return []
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND pid <> pg_backend_pid()")
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
             return [row[0] for row in cursor.fetchall()]
 
     def sample(self) -> None:

@@ -75,7 +75,9 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # window. By default the lease: a taken task is a lease nobody renews (docs/workers.md)
     JUNE_REQUEUE_AFTER = float(env.get("JUNE_REQUEUE_AFTER") or JUNE_LEASE_SECONDS)
     if JUNE_REQUEUE_AFTER <= 0:
-        raise ImproperlyConfigured("JUNE_REQUEUE_AFTER must be positive (else every watchdog pass re-enqueues every taken task)")
+        raise ImproperlyConfigured(
+            "JUNE_REQUEUE_AFTER must be positive (else every watchdog pass re-enqueues every taken task)"
+        )
     JUNE_EMBEDDED = _bool(env, "JUNE_EMBEDDED", False)
     # many turns per worker process (docs/workers.md): how many turns one worker process's runner
     # drives at once, the threads its sync tools and Django-connection calls run on (each keeps a
@@ -84,7 +86,9 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     JUNE_WORKER_THREADS = int(env.get("JUNE_WORKER_THREADS", "8"))
     JUNE_WORKER_DB_CONNECTIONS = int(env.get("JUNE_WORKER_DB_CONNECTIONS", "2"))
     if min(JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS, JUNE_WORKER_DB_CONNECTIONS) < 1:
-        raise ImproperlyConfigured("JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS and JUNE_WORKER_DB_CONNECTIONS must be >= 1")
+        raise ImproperlyConfigured(
+            "JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS and JUNE_WORKER_DB_CONNECTIONS must be >= 1"
+        )
     # checkpoints as prepared statements on PostgreSQL (turn off behind a transaction-mode pooler
     # that cannot keep prepared statements)
     JUNE_PREPARED_CHECKPOINTS = _bool(env, "JUNE_PREPARED_CHECKPOINTS", True)
@@ -163,7 +167,9 @@ def q_cluster(env: Mapping[str, str] | None = None, *, database_engine: str = ""
         cluster["broker_class"] = broker
     cluster.update(overrides)
     if cluster["timeout"] >= cluster["retry"]:
-        raise ImproperlyConfigured("JUNE_Q_TIMEOUT must be below JUNE_Q_RETRY (else a running task is handed out twice)")
+        raise ImproperlyConfigured(
+            "JUNE_Q_TIMEOUT must be below JUNE_Q_RETRY (else a running task is handed out twice)"
+        )
     return cluster
 
 
@@ -176,13 +182,21 @@ def channel_layers(env: Mapping[str, str] | None = None, *, var_dir: str | Path 
         # socket_timeout above channels_redis's 5 s blocking pop: redis-py 8 defaults to 5 s,
         # which turns every idle websocket's receive into a TimeoutError (a 1011 close)
         # prefix: the keys of one site (several sites, or test runs, may share one Redis)
-        return {"default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [{"address": redis_url, "socket_timeout": 30}], "capacity": 1000, "expiry": 30,
-                       "prefix": env.get("JUNE_CHANNEL_PREFIX", "asgi")},
-        }}
+        return {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {
+                    "hosts": [{"address": redis_url, "socket_timeout": 30}],
+                    "capacity": 1000,
+                    "expiry": 30,
+                    "prefix": env.get("JUNE_CHANNEL_PREFIX", "asgi"),
+                },
+            }
+        }
     folder = Path(var_dir if var_dir is not None else env.get("JUNE_VAR_DIR", "var")) / "channels"
-    return {"default": {
-        "BACKEND": "sessions_app.outbox.layers.UnixSocketChannelLayer",
-        "CONFIG": {"path": str(folder), "capacity": 1000, "expiry": 30},
-    }}
+    return {
+        "default": {
+            "BACKEND": "sessions_app.outbox.layers.UnixSocketChannelLayer",
+            "CONFIG": {"path": str(folder), "capacity": 1000, "expiry": 30},
+        }
+    }

@@ -138,7 +138,7 @@ if _db["ENGINE"] == "django.db.backends.sqlite3":
             "transaction_mode": "IMMEDIATE",
             "timeout": 30,
             "init_command": f"PRAGMA page_size={int(os.environ.get('JUNE_SQLITE_PAGE_SIZE', '8192'))}; "
-                            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
     _db.setdefault("TEST", {})["NAME"] = str(VAR_DIR / "test_june.sqlite3")
@@ -203,6 +203,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     # a 403 / 404 / 400 is logged as one line (status, path), never with a traceback
-    "loggers": {"django.request": {"filters": ["refusals_on_one_line"]},
-                "django.security": {"filters": ["refusals_on_one_line"]}},
+    "loggers": {
+        "django.request": {"filters": ["refusals_on_one_line"]},
+        "django.security": {"filters": ["refusals_on_one_line"]},
+    },
 }

@@ -77,10 +77,16 @@ def attachment_upload(*, agent: str, key: str, user: Any, upload: Any) -> Attach
     unsent = Attachment.objects.filter(owner_id=user.pk, turn_id="").count()
     if unsent >= settings.JUNE_ATTACHMENTS_PER_MESSAGE * UNSENT_FACTOR:
         raise PayloadTooLarge("too many unsent attachments: send or remove some first")
-    row = Attachment(agent=agent, session_key=key, owner_id=user.pk, content_type=content_type, size=len(data),
-                     name=files.clean_name(getattr(upload, "name", ""), content_type),
-                     sha256=hashlib.sha256(data).hexdigest(),
-                     pages=files.pdf_pages(data) if content_type == files.PDF_TYPE else None)
+    row = Attachment(
+        agent=agent,
+        session_key=key,
+        owner_id=user.pk,
+        content_type=content_type,
+        size=len(data),
+        name=files.clean_name(getattr(upload, "name", ""), content_type),
+        sha256=hashlib.sha256(data).hexdigest(),
+        pages=files.pdf_pages(data) if content_type == files.PDF_TYPE else None,
+    )
     row.file.save(row.id, ContentFile(data), save=False)
     try:
         row.save(force_insert=True)

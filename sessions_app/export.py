@@ -21,22 +21,38 @@ from sessions_app import models as m
 #: messages exported at most from one generation (``truncated`` says when there were more)
 MAX_MESSAGES = 10_000
 FORMATS = {"md": "text/markdown; charset=utf-8", "json": "application/json"}
-ROLE_HEADINGS = {"user": "User", "trigger": "Trigger", "assistant": "Assistant", "tool": "Tool result",
-                 "summary": "Summary of the conversation before"}
+ROLE_HEADINGS = {
+    "user": "User",
+    "trigger": "Trigger",
+    "assistant": "Assistant",
+    "tool": "Tool result",
+    "summary": "Summary of the conversation before",
+}
 
 
 def _message(row: m.Message) -> dict[str, Any]:
     data = row.data if isinstance(row.data, dict) else {}
-    out: dict[str, Any] = {"index": row.index, "role": row.role, "turn_id": data.get("turn_id") or row.turn_id,
-                           "created_at": row.created_at.isoformat() if row.created_at else None,
-                           "text": str(data.get("text") or "")}
+    out: dict[str, Any] = {
+        "index": row.index,
+        "role": row.role,
+        "turn_id": data.get("turn_id") or row.turn_id,
+        "created_at": row.created_at.isoformat() if row.created_at else None,
+        "text": str(data.get("text") or ""),
+    }
     if row.role == "assistant":
-        out["tool_calls"] = [{"id": c.get("id"), "name": c.get("name"), "input": c.get("input")}
-                             for c in data.get("tool_calls", ()) if isinstance(c, dict)]
+        out["tool_calls"] = [
+            {"id": c.get("id"), "name": c.get("name"), "input": c.get("input")}
+            for c in data.get("tool_calls", ())
+            if isinstance(c, dict)
+        ]
     if row.role == "tool":
         result = data.get("result")
-        out.update(call_id=data.get("call_id"), name=data.get("name"), result=result,
-                   is_error=bool(data.get("is_error")) or (isinstance(result, dict) and "error" in result))
+        out.update(
+            call_id=data.get("call_id"),
+            name=data.get("name"),
+            result=result,
+            is_error=bool(data.get("is_error")) or (isinstance(result, dict) and "error" in result),
+        )
     return out
 
 
@@ -49,8 +65,11 @@ def _first_words(rows: list[m.Message]) -> str:
 
 def conversation(*, session: m.Session, generation: int, title: str = "") -> dict[str, Any]:
     """The generation as the JSON export: its session, whether it is live, its messages in order."""
-    rows = list(m.Message.objects.filter(session=session, generation=generation).order_by("index")
-                .only("index", "role", "turn_id", "data", "created_at")[: MAX_MESSAGES + 1])
+    rows = list(
+        m.Message.objects.filter(session=session, generation=generation)
+        .order_by("index")
+        .only("index", "role", "turn_id", "data", "created_at")[: MAX_MESSAGES + 1]
+    )
     return {
         "agent": session.agent,
         "session": session.key,
@@ -85,8 +104,10 @@ def as_markdown(doc: dict[str, Any]) -> str:
     """A readable transcript: a heading per message (who, when), the text as written, tool calls
     and results as JSON blocks."""
     state = "live" if doc["live"] else "archived"
-    about = (f"Agent `{doc['agent']}`, session `{doc['session']}`, generation {doc['generation']} ({state}); "
-             f"exported {doc['exported_at']}.")
+    about = (
+        f"Agent `{doc['agent']}`, session `{doc['session']}`, generation {doc['generation']} ({state}); "
+        f"exported {doc['exported_at']}."
+    )
     lines = [f"# {doc['title']}", "", about, ""]
     if doc["truncated"]:
         lines += [f"*Only the first {MAX_MESSAGES} messages are exported.*", ""]
@@ -98,8 +119,12 @@ def as_markdown(doc: dict[str, Any]) -> str:
         if msg["text"]:
             lines += [msg["text"], ""]
         for call in msg.get("tool_calls", ()):
-            lines += [f"Calls `{call['name']}`:", "", _fence(json.dumps(call["input"], indent=2, ensure_ascii=False,
-                                                                         default=str), "json"), ""]
+            lines += [
+                f"Calls `{call['name']}`:",
+                "",
+                _fence(json.dumps(call["input"], indent=2, ensure_ascii=False, default=str), "json"),
+                "",
+            ]
         if msg["role"] == "tool":
             lines += [_fence(json.dumps(msg["result"], indent=2, ensure_ascii=False, default=str), "json"), ""]
     return "\n".join(lines).rstrip() + "\n"

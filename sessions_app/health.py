@@ -76,8 +76,10 @@ async def readiness() -> dict[str, Any]:
         except Exception:
             log.warning("readiness: the database checks failed", exc_info=True)
     checks["channel_layer"] = await channel
-    report: dict[str, Any] = {"status": OK if all(v == OK for v in checks.values()) else FAILED,
-                              "checks": {name: checks[name] for name in CHECKS}}
+    report: dict[str, Any] = {
+        "status": OK if all(v == OK for v in checks.values()) else FAILED,
+        "checks": {name: checks[name] for name in CHECKS},
+    }
     if workers is not None:
         report["workers"] = workers
     return report
@@ -160,6 +162,7 @@ async def _channel_layer(timeout: float) -> str:
 
 # -- the workers' heartbeats (written by sessions_app.workers.beat) --------------------------------
 
+
 def stale_after() -> dt.timedelta:
     return dt.timedelta(seconds=BEATS_MISSED * settings.JUNE_WORKER_BEAT_SECONDS)
 
@@ -174,7 +177,15 @@ def worker_rows(*, now: dt.datetime | None = None) -> list[dict[str, Any]]:
     since seen), running, slots, and ``stale`` (not seen for ``BEATS_MISSED`` beats)."""
     now = now or timezone.now()
     late = stale_after()
-    return [{"id": b.id, "started_at": b.started_at, "seen_at": b.seen_at,
-             "age": max((now - b.seen_at).total_seconds(), 0.0), "running": b.running, "slots": b.slots,
-             "stale": now - b.seen_at > late}
-            for b in m.WorkerBeat.objects.order_by("-seen_at", "id")[:200]]
+    return [
+        {
+            "id": b.id,
+            "started_at": b.started_at,
+            "seen_at": b.seen_at,
+            "age": max((now - b.seen_at).total_seconds(), 0.0),
+            "running": b.running,
+            "slots": b.slots,
+            "stale": now - b.seen_at > late,
+        }
+        for b in m.WorkerBeat.objects.order_by("-seen_at", "id")[:200]
+    ]

@@ -14,8 +14,9 @@ PAGE_DEFAULT = 50
 PAGE_MAX = 200
 
 
-def session_page(*, user: Any, agent: str | None = None, limit: int = PAGE_DEFAULT,
-                 before: tuple[Any, int] | None = None) -> tuple[list[m.Session], dict[int, m.Turn], bool]:
+def session_page(
+    *, user: Any, agent: str | None = None, limit: int = PAGE_DEFAULT, before: tuple[Any, int] | None = None
+) -> tuple[list[m.Session], dict[int, m.Turn], bool]:
     """One page of the user's sessions, most recent activity (``updated_at``) first, after the
     cursor ``before`` = (updated_at, pk) of the last row of the previous page. Returns the rows,
     each session's last turn of its live generation (by session pk, for the preview) and whether
@@ -26,8 +27,11 @@ def session_page(*, user: Any, agent: str | None = None, limit: int = PAGE_DEFAU
     if before is not None:
         at, pk = before
         qs = qs.filter(Q(updated_at__lt=at) | Q(updated_at=at, pk__lt=pk))
-    last = (m.Turn.objects.filter(session=OuterRef("pk"), generation=OuterRef("generation"))
-            .order_by("-order").values("id")[:1])
+    last = (
+        m.Turn.objects.filter(session=OuterRef("pk"), generation=OuterRef("generation"))
+        .order_by("-order")
+        .values("id")[:1]
+    )
     rows = list(qs.annotate(last_turn_id=Subquery(last)).order_by("-updated_at", "-pk")[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
@@ -35,12 +39,12 @@ def session_page(*, user: Any, agent: str | None = None, limit: int = PAGE_DEFAU
     return rows, {r.pk: turns[r.last_turn_id] for r in rows if r.last_turn_id in turns}, more
 
 
-def turn_page(*, session: m.Session, limit: int = PAGE_DEFAULT, before: int | None = None,
-              generation: int | None = None) -> tuple[list[m.Turn], bool]:
+def turn_page(
+    *, session: m.Session, limit: int = PAGE_DEFAULT, before: int | None = None, generation: int | None = None
+) -> tuple[list[m.Turn], bool]:
     """One page of a session's turns (its live generation unless ``generation``), newest first,
     before the turn ``order`` ``before``. Returns the rows and whether more follow."""
-    qs = m.Turn.objects.filter(session=session,
-                               generation=session.generation if generation is None else generation)
+    qs = m.Turn.objects.filter(session=session, generation=session.generation if generation is None else generation)
     if before is not None:
         qs = qs.filter(order__lt=before)
     rows = list(qs.order_by("-order")[: limit + 1])
@@ -52,14 +56,24 @@ def turn_page(*, session: m.Session, limit: int = PAGE_DEFAULT, before: int | No
 def parked_requests():
     """Every parked input of a live generation, oldest first, with when it parked (``parked_at``)
     — the approval inbox and ``GET /api/approvals/`` list these, filtered by who may answer."""
-    parked_at = (m.Event.objects.filter(session_id=OuterRef("session_id"), generation=OuterRef("generation"),
-                                        turn_id=m.AsTurnRef(OuterRef("pk")), type="input.requested")
-                 .order_by("-seq").values("created_at")[:1])
-    return (m.ApprovalRequest.objects.select_related("session", "created_by")
-            .filter(status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"),
-                    waiting=0)  # a parent parked on its children waits for no person
-            .annotate(parked_at=Coalesce(Subquery(parked_at), F("updated_at")))
-            .order_by("parked_at", "pk"))
+    parked_at = (
+        m.Event.objects.filter(
+            session_id=OuterRef("session_id"),
+            generation=OuterRef("generation"),
+            turn_id=m.AsTurnRef(OuterRef("pk")),
+            type="input.requested",
+        )
+        .order_by("-seq")
+        .values("created_at")[:1]
+    )
+    return (
+        m.ApprovalRequest.objects.select_related("session", "created_by")
+        .filter(
+            status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"), waiting=0
+        )  # a parent parked on its children waits for no person
+        .annotate(parked_at=Coalesce(Subquery(parked_at), F("updated_at")))
+        .order_by("parked_at", "pk")
+    )
 
 
 def requested_by(turn: m.Turn) -> str:
@@ -77,8 +91,17 @@ def queued_turns(*, agent: str, key: str) -> list[dict[str, Any]]:
     """The live generation's turns still waiting to start, in chain order, as the chat shows
     them under the log (``turn.started`` moves each into it): sent with the websocket's
     ``ready`` frame, so a reload shows what is queued too."""
-    rows = (m.Turn.objects.filter(session__agent=agent, session__key=key, status=m.TurnStatus.QUEUED,
-                                  generation=F("session__generation"), attempts=0)
-            .order_by("order").values_list("id", "input", "kind")[:100])
-    return [{"turn_id": turn_id, "text": str((data or {}).get("text") or ""), "kind": kind}
-            for turn_id, data, kind in rows]
+    rows = (
+        m.Turn.objects.filter(
+            session__agent=agent,
+            session__key=key,
+            status=m.TurnStatus.QUEUED,
+            generation=F("session__generation"),
+            attempts=0,
+        )
+        .order_by("order")
+        .values_list("id", "input", "kind")[:100]
+    )
+    return [
+        {"turn_id": turn_id, "text": str((data or {}).get("text") or ""), "kind": kind} for turn_id, data, kind in rows
+    ]

@@ -11,8 +11,33 @@ import functools
 import nh3
 from markdown_it import MarkdownIt
 
-TAGS = {"p", "br", "strong", "em", "code", "pre", "blockquote", "ul", "ol", "li", "a", "hr",
-        "h1", "h2", "h3", "h4", "h5", "h6", "table", "thead", "tbody", "tr", "th", "td", "del"}
+TAGS = {
+    "p",
+    "br",
+    "strong",
+    "em",
+    "code",
+    "pre",
+    "blockquote",
+    "ul",
+    "ol",
+    "li",
+    "a",
+    "hr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
+    "del",
+}
 ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "ol": {"start"}}
 MAX_CHARS = 200_000
 
@@ -25,8 +50,9 @@ def _parser() -> MarkdownIt:
 def to_html(text: str) -> str:
     """Safe HTML for ``text`` (Markdown); never raises for any string."""
     html = _parser().render(str(text or "")[:MAX_CHARS])
-    clean = nh3.clean(html, tags=TAGS, attributes=ATTRIBUTES, url_schemes={"http", "https", "mailto"},
-                      link_rel="noopener noreferrer")
+    clean = nh3.clean(
+        html, tags=TAGS, attributes=ATTRIBUTES, url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer"
+    )
     # a code block's long line scrolls: the keyboard must reach it (axe: scrollable-region-focusable).
     # After the clean, "<pre>" is only ever a tag nh3 wrote (text's "<" is escaped), never with attributes.
     return clean.replace("<pre>", '<pre tabindex="0">')

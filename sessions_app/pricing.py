@@ -58,10 +58,13 @@ def cost_of(usage: dict[str, Any] | None, model: str) -> float | None:
     inp = float(price.get("input", 0.0))
     # cache_creation_input_tokens counts every write; the 1-hour part of it is priced apart
     hour = min(int((usage or {}).get(CACHE_WRITE_1H_KEY) or 0), u["cache_creation_input_tokens"])
-    return (u["input_tokens"] * inp + u["output_tokens"] * float(price.get("output", 0.0))
-            + (u["cache_creation_input_tokens"] - hour) * float(price.get("cache_write", inp * CACHE_WRITE))
-            + hour * float(price.get("cache_write_1h", inp * CACHE_WRITE_1H))
-            + u["cache_read_input_tokens"] * float(price.get("cache_read", inp * CACHE_READ))) / 1_000_000
+    return (
+        u["input_tokens"] * inp
+        + u["output_tokens"] * float(price.get("output", 0.0))
+        + (u["cache_creation_input_tokens"] - hour) * float(price.get("cache_write", inp * CACHE_WRITE))
+        + hour * float(price.get("cache_write_1h", inp * CACHE_WRITE_1H))
+        + u["cache_read_input_tokens"] * float(price.get("cache_read", inp * CACHE_READ))
+    ) / 1_000_000
 
 
 @dataclass

@@ -101,6 +101,7 @@ def seconds_left(window_end: float, now: float) -> int:
 
 # -- rates: one atomic statement -------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Admitted:
     """A start counted in its window (``refund`` gives it back when nothing was created)."""
@@ -139,8 +140,11 @@ def admit(rate: Rate, subject: str, *, cap: int | None = None, now: float | None
         row = cur.fetchone()
     if row is None:
         wait = seconds_left(window + rate.seconds, now)
-        raise RateLimited(f"too many turns: the limit is {cap} a {rate.per} ({rate.setting}, or your own); "
-                          f"retry in {wait} s", retry_after=wait, limit=rate.setting)
+        raise RateLimited(
+            f"too many turns: the limit is {cap} a {rate.per} ({rate.setting}, or your own); retry in {wait} s",
+            retry_after=wait,
+            limit=rate.setting,
+        )
     if row[0] == 1:
         _prune(now)
     return Admitted(rate, subject, window)
@@ -159,6 +163,7 @@ def _prune(now: float) -> None:
 
 # -- quotas: tokens per day, from recorded usage -----------------------------------------------------
 
+
 def day_start(now: float) -> int:
     return int(now // DAY) * DAY
 
@@ -171,8 +176,12 @@ def _tokens(*paths: str) -> Any:
 
 
 #: a turn's own model calls, and its subagents' (``usage.children``): what a user's tree spent
-TREE_TOKENS = ("usage__input_tokens", "usage__output_tokens",
-               "usage__children__input_tokens", "usage__children__output_tokens")
+TREE_TOKENS = (
+    "usage__input_tokens",
+    "usage__output_tokens",
+    "usage__children__input_tokens",
+    "usage__children__output_tokens",
+)
 OWN_TOKENS = TREE_TOKENS[:2]
 
 
@@ -220,17 +229,24 @@ def check_tokens(*, agent: str, user_id: Any = None, user_cap: int | None = None
     wait = seconds_left(day_start(now) + DAY, now)
     cap = limit("JUNE_QUOTA_TOKENS_PER_DAY") if user_cap is None else user_cap
     if cap and user_id is not None and (spent := user_tokens_today(user_id, now=now)) >= cap:
-        raise RateLimited(f"your token quota for today is spent ({spent:,} of {cap:,} tokens, "
-                          f"JUNE_QUOTA_TOKENS_PER_DAY); it renews at 00:00 UTC, in {wait} s",
-                          retry_after=wait, limit="JUNE_QUOTA_TOKENS_PER_DAY")
+        raise RateLimited(
+            f"your token quota for today is spent ({spent:,} of {cap:,} tokens, "
+            f"JUNE_QUOTA_TOKENS_PER_DAY); it renews at 00:00 UTC, in {wait} s",
+            retry_after=wait,
+            limit="JUNE_QUOTA_TOKENS_PER_DAY",
+        )
     cap = limit("JUNE_QUOTA_AGENT_TOKENS_PER_DAY")
     if cap and (spent := agent_tokens_today(agent, now=now)) >= cap:
-        raise RateLimited(f"agent {agent!r} spent its token quota for today ({spent:,} of {cap:,} tokens, "
-                          f"JUNE_QUOTA_AGENT_TOKENS_PER_DAY); it renews at 00:00 UTC, in {wait} s",
-                          retry_after=wait, limit="JUNE_QUOTA_AGENT_TOKENS_PER_DAY")
+        raise RateLimited(
+            f"agent {agent!r} spent its token quota for today ({spent:,} of {cap:,} tokens, "
+            f"JUNE_QUOTA_AGENT_TOKENS_PER_DAY); it renews at 00:00 UTC, in {wait} s",
+            retry_after=wait,
+            limit="JUNE_QUOTA_AGENT_TOKENS_PER_DAY",
+        )
 
 
 # -- a user's or a group's own limits (the admin's QuotaOverride) ------------------------------------------
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -268,7 +284,8 @@ def limits_of_users(user_ids: list[Any]) -> dict[Any, Limits]:
     member = m.QuotaOverride._meta.get_field("user").related_model.groups.through
     groups: dict[Any, list[Limits]] = {}
     for uid, gid in member.objects.filter(user_id__in=user_ids, group_id__in=list(by_group)).values_list(
-            "user_id", "group_id"):
+        "user_id", "group_id"
+    ):
         groups.setdefault(uid, []).append(by_group[gid])
     return {uid: resolve(own.get(uid), groups.get(uid, [])) for uid in user_ids}
 
@@ -282,8 +299,10 @@ def user_limits(user_id: Any, *, now: float | None = None) -> Limits:
 
 # -- admission of a new turn -------------------------------------------------------------------------
 
-def admit_turn(*, agent: str, user_id: Any = None, source: str = "web", schedule: str | None = None,
-               now: float | None = None) -> Admitted:
+
+def admit_turn(
+    *, agent: str, user_id: Any = None, source: str = "web", schedule: str | None = None, now: float | None = None
+) -> Admitted:
     """Admit a new turn (token quotas first: reads; then the rate: the one counting write), or
     raise ``RateLimited`` having counted nothing. The rate is the user's for a user's turn, the
     agent's webhook's for a webhook turn, the schedule's for a schedule's run; other turns
@@ -302,24 +321,33 @@ def admit_turn(*, agent: str, user_id: Any = None, source: str = "web", schedule
 
 # -- the dashboard -------------------------------------------------------------------------------------
 
+
 def usage_per_user(*, now: float | None = None, rows: int = 20) -> list[dict[str, Any]]:
     """Users active today with their turns this minute, their busiest minute today and their
     tokens today, against the limits (the most tokens first)."""
     now = time.time() if now is None else now
     minute, since = window_of(USER, now), day_start(now)
     counts: dict[str, dict[str, int]] = {}
-    for subject, window, n in (m.RateCounter.objects.filter(scope=USER.scope, window_start__gte=since)
-                               .values_list("subject", "window_start", "n")):
+    for subject, window, n in m.RateCounter.objects.filter(scope=USER.scope, window_start__gte=since).values_list(
+        "subject", "window_start", "n"
+    ):
         c = counts.setdefault(subject, {"now": 0, "peak": 0, "today": 0})
         c["peak"] = max(c["peak"], n)
         c["today"] += n
         if window == minute:
             c["now"] = n
-    spent = dict(m.Turn.objects.filter(created_by__isnull=False, created_at__gte=_since(now))
-                 .values("created_by_id").annotate(n=_tokens(*TREE_TOKENS)).values_list("created_by_id", "n"))
+    spent = dict(
+        m.Turn.objects.filter(created_by__isnull=False, created_at__gte=_since(now))
+        .values("created_by_id")
+        .annotate(n=_tokens(*TREE_TOKENS))
+        .values_list("created_by_id", "n")
+    )
     ids = set(counts) | {str(k) for k in spent}
-    names = dict(m.Turn._meta.get_field("created_by").related_model.objects
-                 .filter(pk__in=[int(i) for i in ids if str(i).isdigit()]).values_list("pk", m.username_field()))
+    names = dict(
+        m.Turn._meta.get_field("created_by")
+        .related_model.objects.filter(pk__in=[int(i) for i in ids if str(i).isdigit()])
+        .values_list("pk", m.username_field())
+    )
     own = limits_of_users([int(i) for i in ids if str(i).isdigit()])
     out = []
     for uid in ids:
@@ -328,12 +356,20 @@ def usage_per_user(*, now: float | None = None, rows: int = 20) -> list[dict[str
         mine = own.get(int(uid), Limits()) if uid.isdigit() else Limits()
         rate_cap = USER.limit() if mine.turns_per_minute is None else mine.turns_per_minute
         token_cap = limit("JUNE_QUOTA_TOKENS_PER_DAY") if mine.tokens_per_day is None else mine.tokens_per_day
-        out.append({"user": names.get(int(uid), uid) if uid.isdigit() else uid, "turns_minute": c["now"],
-                    "peak_minute": c["peak"], "turns_today": c["today"], "rate_limit": rate_cap,
-                    "tokens": tokens, "token_quota": token_cap,
-                    "tokens_pct": round(100 * tokens / token_cap) if token_cap else None,
-                    "own": mine != Limits(),
-                    "limited": bool((rate_cap and c["now"] >= rate_cap) or (token_cap and tokens >= token_cap))})
+        out.append(
+            {
+                "user": names.get(int(uid), uid) if uid.isdigit() else uid,
+                "turns_minute": c["now"],
+                "peak_minute": c["peak"],
+                "turns_today": c["today"],
+                "rate_limit": rate_cap,
+                "tokens": tokens,
+                "token_quota": token_cap,
+                "tokens_pct": round(100 * tokens / token_cap) if token_cap else None,
+                "own": mine != Limits(),
+                "limited": bool((rate_cap and c["now"] >= rate_cap) or (token_cap and tokens >= token_cap)),
+            }
+        )
     out.sort(key=lambda r: (-r["tokens"], -r["turns_today"], str(r["user"])))
     return out[:rows]
 
@@ -342,10 +378,16 @@ def limits_table() -> list[dict[str, Any]]:
     """Each limit with its setting and value (0: off), for the dashboard."""
     return [
         {"what": "turns a minute, per user", "setting": USER.setting, "value": USER.limit()},
-        {"what": "tokens a day, per user", "setting": "JUNE_QUOTA_TOKENS_PER_DAY",
-         "value": limit("JUNE_QUOTA_TOKENS_PER_DAY")},
-        {"what": "tokens a day, per agent", "setting": "JUNE_QUOTA_AGENT_TOKENS_PER_DAY",
-         "value": limit("JUNE_QUOTA_AGENT_TOKENS_PER_DAY")},
+        {
+            "what": "tokens a day, per user",
+            "setting": "JUNE_QUOTA_TOKENS_PER_DAY",
+            "value": limit("JUNE_QUOTA_TOKENS_PER_DAY"),
+        },
+        {
+            "what": "tokens a day, per agent",
+            "setting": "JUNE_QUOTA_AGENT_TOKENS_PER_DAY",
+            "value": limit("JUNE_QUOTA_AGENT_TOKENS_PER_DAY"),
+        },
         {"what": "webhook turns a minute, per agent", "setting": WEBHOOK.setting, "value": WEBHOOK.limit()},
         {"what": "runs an hour, per schedule", "setting": SCHEDULE.setting, "value": SCHEDULE.limit()},
     ]

@@ -91,6 +91,7 @@ def terms(query: str) -> Terms:
 
 # -- matching, per vendor -----------------------------------------------------------------------------
 
+
 def _text() -> KeyTextTransform:
     return KeyTextTransform("text", "data")
 
@@ -116,8 +117,7 @@ def _postgres(qs: QuerySet, query: str, found: Terms) -> QuerySet:
         return qs.none()
     vector = SearchVector(_text(), config=FTS_CONFIG)
     tsquery = SearchQuery(query, search_type="websearch", config=FTS_CONFIG)
-    return qs.annotate(search_text=_text(), search_vector=vector).filter(
-        Q(search_vector=tsquery) | _substrings(found))
+    return qs.annotate(search_text=_text(), search_vector=vector).filter(Q(search_vector=tsquery) | _substrings(found))
 
 
 #: how text is matched, chosen once per vendor
@@ -130,6 +130,7 @@ def matching(qs: QuerySet, query: str) -> QuerySet:
 
 
 # -- the two searches ------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Hit:
@@ -148,10 +149,23 @@ class Hit:
 
 def _hits(qs: QuerySet, query: str, limit: int | None) -> tuple[list[Hit], bool]:
     limit = limit or MAX_RESULTS
-    rows = list(matching(qs.filter(role__in=SEARCHED_ROLES), query).select_related("session__owner")
-                .order_by("-created_at", "-index")[: limit + 1])
-    hits = [Hit(session=r.session, generation=r.generation, index=r.index, role=r.role, turn_id=r.turn_id,
-                created_at=r.created_at, text=str((r.data or {}).get("text") or "")) for r in rows[:limit]]
+    rows = list(
+        matching(qs.filter(role__in=SEARCHED_ROLES), query)
+        .select_related("session__owner")
+        .order_by("-created_at", "-index")[: limit + 1]
+    )
+    hits = [
+        Hit(
+            session=r.session,
+            generation=r.generation,
+            index=r.index,
+            role=r.role,
+            turn_id=r.turn_id,
+            created_at=r.created_at,
+            text=str((r.data or {}).get("text") or ""),
+        )
+        for r in rows[:limit]
+    ]
     return hits, len(rows) > limit
 
 
@@ -170,6 +184,7 @@ def staff_hits(*, query: str, limit: int | None = None) -> tuple[list[Hit], bool
 
 
 # -- snippets and highlight -----------------------------------------------------------------------------
+
 
 def _pattern(text: str, found: Terms) -> re.Pattern[str] | None:
     """What to mark: each wanted term where it appears as typed; a term that does not (a stem
@@ -204,6 +219,6 @@ def highlight(text: str, query: str) -> SafeString:
     for match in pattern.finditer(shown):
         if match.end() == match.start():
             continue
-        out += conditional_escape(shown[at:match.start()]) + format_html("<mark>{}</mark>", match.group())
+        out += conditional_escape(shown[at : match.start()]) + format_html("<mark>{}</mark>", match.group())
         at = match.end()
     return out + conditional_escape(shown[at:])

@@ -58,12 +58,18 @@ def with_titles(rows: list[m.Session]) -> list[m.Session]:
     if not ids:
         return rows
     first: dict[int, str] = {}
-    for session_id, data in (m.Turn.objects.filter(session_id__in=ids, kind="inbound")
-                             .order_by("session_id", "order").values_list("session_id", "input")):
+    for session_id, data in (
+        m.Turn.objects.filter(session_id__in=ids, kind="inbound")
+        .order_by("session_id", "order")
+        .values_list("session_id", "input")
+    ):
         first.setdefault(session_id, str((data or {}).get("text") or ""))
     last: dict[int, m.Turn] = {}
-    for turn in (m.Turn.objects.filter(session_id__in=ids, generation=F("session__generation"))
-                 .order_by("session_id", "-order").only("session_id", "text", "input", "order", "status")):
+    for turn in (
+        m.Turn.objects.filter(session_id__in=ids, generation=F("session__generation"))
+        .order_by("session_id", "-order")
+        .only("session_id", "text", "input", "order", "status")
+    ):
         last.setdefault(turn.session_id, turn)
     for s in rows:
         s.display_title = s.title or title_from(first.get(s.pk, "")) or s.key
@@ -94,7 +100,7 @@ def agents_with_sessions(*, user: Any, agent: str | None = None, page: int = 1) 
     mine: dict[str, tuple[list[m.Session], int, bool]] = {}
     for name in names:  # one query an agent (a handful), children show in their parent's chat
         n = page if name == agent else 1
-        rows = list(qs.filter(agent=name).order_by("-updated_at", "-pk")[(n - 1) * HOME_PAGE: n * HOME_PAGE + 1])
+        rows = list(qs.filter(agent=name).order_by("-updated_at", "-pk")[(n - 1) * HOME_PAGE : n * HOME_PAGE + 1])
         mine[name] = (with_titles(rows[:HOME_PAGE]), n, len(rows) > HOME_PAGE)
     for sessions, _, _ in mine.values():  # sessions of one title are told apart by their key
         seen = Counter(s.display_title for s in sessions)
@@ -117,8 +123,13 @@ def events_since(*, agent: str, key: str, after: int, limit: int = EVENT_BATCH) 
     if frames:  # when each was committed (the chat shows it on hover): one range read
         row = m.Session.objects.filter(agent=agent, key=key).values_list("pk", "generation").first()
         if row is not None:
-            at = dict(eventlog.timed(m.Event.objects.filter(session_id=row[0], generation=row[1], seq__gt=after,
-                                                            seq__lte=frames[-1]["seq"])).values_list("seq", "at"))
+            at = dict(
+                eventlog.timed(
+                    m.Event.objects.filter(
+                        session_id=row[0], generation=row[1], seq__gt=after, seq__lte=frames[-1]["seq"]
+                    )
+                ).values_list("seq", "at")
+            )
             for frame in frames:
                 if frame["seq"] in at:
                     frame["at"] = at[frame["seq"]].isoformat()
@@ -137,8 +148,10 @@ def children_started(*, agent: str, key: str) -> list[dict[str, Any]]:
     if s is None:
         return []
     rows = m.Event.objects.filter(session=s, generation=s.generation, type="child.started").order_by("seq")
-    return [{**(data.get("child") or {}), "parent_turn": turn_id, "call_id": data.get("call_id")}
-            for turn_id, data in rows.values_list("turn_id", "data")]
+    return [
+        {**(data.get("child") or {}), "parent_turn": turn_id, "call_id": data.get("call_id")}
+        for turn_id, data in rows.values_list("turn_id", "data")
+    ]
 
 
 # -- the owner's read-only archive (the chat's "View the archive") ----------------------
@@ -153,13 +166,24 @@ def archived_generations(*, session: m.Session) -> list[dict[str, Any]]:
     resets = {r.generation: r for r in m.SessionReset.objects.filter(session=session).select_related("by")}
     if not resets:
         return []
-    counts = dict(m.Message.objects.filter(session=session, generation__in=list(resets))
-                  .values("generation").annotate(n=Count("*")).values_list("generation", "n"))
+    counts = dict(
+        m.Message.objects.filter(session=session, generation__in=list(resets))
+        .values("generation")
+        .annotate(n=Count("*"))
+        .values_list("generation", "n")
+    )
     out = []
     for g in sorted(resets, reverse=True):
         reset = resets[g]
-        out.append({"generation": g, "name": f"{session.key}#g{g}", "messages": counts.get(g, 0),
-                    "reset_at": reset.created_at, "reset_by": reset.by.get_username() if reset.by else ""})
+        out.append(
+            {
+                "generation": g,
+                "name": f"{session.key}#g{g}",
+                "messages": counts.get(g, 0),
+                "reset_at": reset.created_at,
+                "reset_by": reset.by.get_username() if reset.by else "",
+            }
+        )
     return out
 
 
@@ -175,18 +199,37 @@ def branches_of(*, session: m.Session) -> dict[str, Any]:
     rows = list(m.Branch.objects.filter(session=session).order_by("generation"))
     nodes = [branches.BranchNode(b.generation, b.parent_generation, b.fork_index) for b in rows]
     tree = branches.tree_of(nodes, session.generation)
-    opened = list(m.Message.objects.filter(session=session, generation=session.generation, role="user")
-                  .order_by("index").values_list("index", "turn_id"))
+    opened = list(
+        m.Message.objects.filter(session=session, generation=session.generation, role="user")
+        .order_by("index")
+        .values_list("index", "turn_id")
+    )
     openings = dict(m.Turn.objects.filter(pk__in=[t for _, t in opened if t]).values_list("pk", "opening"))
     points = []
     for index, turn_id in opened:
         if turn_id and openings.get(turn_id) == index:
-            points.append({"index": index, "turn_id": turn_id,
-                           "alternatives": branches.alternatives(nodes, session.generation, index),
-                           "current": branches.holder(nodes, session.generation, index)})
-    return {"generation": session.generation, "openings": points,
-            "branches": [{"generation": b.generation, "parent": b.parent_generation, "fork_index": b.fork_index,
-                          "created_at": b.created_at.isoformat()} for b in rows if b.generation in tree]}
+            points.append(
+                {
+                    "index": index,
+                    "turn_id": turn_id,
+                    "alternatives": branches.alternatives(nodes, session.generation, index),
+                    "current": branches.holder(nodes, session.generation, index),
+                }
+            )
+    return {
+        "generation": session.generation,
+        "openings": points,
+        "branches": [
+            {
+                "generation": b.generation,
+                "parent": b.parent_generation,
+                "fork_index": b.fork_index,
+                "created_at": b.created_at.isoformat(),
+            }
+            for b in rows
+            if b.generation in tree
+        ],
+    }
 
 
 def transcript(*, session: m.Session, generation: int, limit: int = ARCHIVE_MESSAGES) -> list[dict[str, Any]]:
@@ -200,35 +243,56 @@ def transcript(*, session: m.Session, generation: int, limit: int = ARCHIVE_MESS
         if row.role == "user":
             item["attachments"] = [a for a in data.get("attachments", ()) if isinstance(a, dict)]
         if row.role == "assistant":
-            item["tool_calls"] = [{"name": c.get("name"), "input": _compact(c.get("input"))}
-                                  for c in data.get("tool_calls", ()) if isinstance(c, dict)]
+            item["tool_calls"] = [
+                {"name": c.get("name"), "input": _compact(c.get("input"))}
+                for c in data.get("tool_calls", ())
+                if isinstance(c, dict)
+            ]
         if row.role == "tool":
             result = data.get("result")
-            item.update(name=data.get("name") or "", result=_compact(result),
-                        is_error=bool(data.get("is_error")) or (isinstance(result, dict) and "error" in result))
+            item.update(
+                name=data.get("name") or "",
+                result=_compact(result),
+                is_error=bool(data.get("is_error")) or (isinstance(result, dict) and "error" in result),
+            )
         out.append(item)
     return _with_cancels(out, [r.turn_id for r in rows], session=session, generation=generation)
 
 
-def _with_cancels(out: list[dict[str, Any]], turn_ids: list[Any], *, session: m.Session,
-                  generation: int) -> list[dict[str, Any]]:
+def _with_cancels(
+    out: list[dict[str, Any]], turn_ids: list[Any], *, session: m.Session, generation: int
+) -> list[dict[str, Any]]:
     """A cancelled turn's marker after its last message: its reason and the reply text it
     streamed before the cancel (the turn.cancelled event's ``discarded``), which the
     conversation never kept."""
-    cancelled = {t.pk: t for t in m.Turn.objects.filter(session=session, generation=generation,
-                                                         status="cancelled").only("pk", "cancel_reason")}
+    cancelled = {
+        t.pk: t
+        for t in m.Turn.objects.filter(session=session, generation=generation, status="cancelled").only(
+            "pk", "cancel_reason"
+        )
+    }
     if not cancelled:
         return out
-    discarded = {e.turn_id: str((e.data or {}).get("discarded") or "") for e in m.Event.objects.filter(
-        session=session, generation=generation, type="turn.cancelled", turn_id__in=list(cancelled)).only("turn_id", "data")}
+    discarded = {
+        e.turn_id: str((e.data or {}).get("discarded") or "")
+        for e in m.Event.objects.filter(
+            session=session, generation=generation, type="turn.cancelled", turn_id__in=list(cancelled)
+        ).only("turn_id", "data")
+    }
     last = {tid: i for i, tid in enumerate(turn_ids) if tid in cancelled}
     marked: list[dict[str, Any]] = []
     for i, item in enumerate(out):
         marked.append(item)
         tid = turn_ids[i]
         if last.get(tid) == i:
-            marked.append({"role": "cancelled", "created_at": item["created_at"], "text": discarded.get(tid, ""),
-                           "reason": cancelled[tid].cancel_reason or "requested"})
+            marked.append(
+                {
+                    "role": "cancelled",
+                    "created_at": item["created_at"],
+                    "text": discarded.get(tid, ""),
+                    "reason": cancelled[tid].cancel_reason or "requested",
+                }
+            )
     return marked
 
 
@@ -252,6 +316,7 @@ def step_keys(turn_id: str) -> list[str]:
 
 # -- what the web layer reads (its views hold no queries of their own) --------------------------------
 
+
 def turn_in_session(session: m.Session, turn_id: str) -> m.Turn | None:
     """The turn ``turn_id`` of ``session`` (any generation), its session attached; None if none."""
     turn = m.Turn.objects.filter(pk=turn_id, session=session).first()
@@ -266,8 +331,11 @@ def turn_with_session(turn_id: str) -> m.Turn | None:
 
 def parked_turns_of(session: m.Session) -> list[m.Turn]:
     """The session's turns parked on an answer in its live generation, oldest first."""
-    rows = list(m.Turn.objects.filter(session=session, status=m.TurnStatus.SUSPENDED,
-                                      generation=session.generation).order_by("order"))
+    rows = list(
+        m.Turn.objects.filter(session=session, status=m.TurnStatus.SUSPENDED, generation=session.generation).order_by(
+            "order"
+        )
+    )
     for turn in rows:
         turn.session = session
     return rows
@@ -284,8 +352,11 @@ def has_turns(session: m.Session) -> bool:
 
 def message_at(session: m.Session, index: int) -> m.Message | None:
     """The live generation's message at ``index`` (its index, role and turn id only)."""
-    return (m.Message.objects.filter(session=session, generation=session.generation, index=index)
-            .only("index", "role", "turn_id").first())
+    return (
+        m.Message.objects.filter(session=session, generation=session.generation, index=index)
+        .only("index", "role", "turn_id")
+        .first()
+    )
 
 
 def site_state(now: Any) -> dict[str, Any]:
@@ -297,14 +368,25 @@ def site_state(now: Any) -> dict[str, Any]:
     unfinished = (m.TurnStatus.QUEUED, m.TurnStatus.RUNNING, m.TurnStatus.SUSPENDED)
     today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
     return {
-        "by_status": list(live.filter(status__in=unfinished).values_list("session__agent", "status")
-                          .annotate(n=Count("pk")).order_by()),
-        "parked": list(live.filter(status=m.TurnStatus.SUSPENDED, waiting=0).values_list("session__agent")
-                       .annotate(n=Count("pk")).order_by()),
+        "by_status": list(
+            live.filter(status__in=unfinished)
+            .values_list("session__agent", "status")
+            .annotate(n=Count("pk"))
+            .order_by()
+        ),
+        "parked": list(
+            live.filter(status=m.TurnStatus.SUSPENDED, waiting=0)
+            .values_list("session__agent")
+            .annotate(n=Count("pk"))
+            .order_by()
+        ),
         "failed_hour": m.Event.objects.filter(type="turn.failed", created_at__gte=hour_ago)
-                       .values("turn_id").distinct().count(),
+        .values("turn_id")
+        .distinct()
+        .count(),
         "retried_hour": m.Turn.objects.filter(attempts__gt=1, created_at__gte=hour_ago).count(),
         "per_agent": pricing.usage_totals(m.Turn.objects.filter(created_at__gte=today), wiring.agent_model)[1],
         "deliveries_failing": WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED)
-                              .filter(attempts__gt=0).count(),
+        .filter(attempts__gt=0)
+        .count(),
     }

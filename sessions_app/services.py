@@ -39,6 +39,7 @@ INPUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
 
 # -- publishing (for the sweeper, which settles turns outside the host API) ------------------------
 
+
 def publish_on_commit(ref: SessionRef, events: Sequence[LoggedEvent]) -> None:
     if not events:
         return
@@ -47,6 +48,7 @@ def publish_on_commit(ref: SessionRef, events: Sequence[LoggedEvent]) -> None:
 
 
 # -- turns ------------------------------------------------------------------------------------------
+
 
 def validate_text(text: Any) -> str:
     if not isinstance(text, str) or not text.strip():
@@ -138,13 +140,18 @@ def turn_start(
         # the request's span (traces on): the turn's spans, in the worker, continue its trace
         with telemetry.request(f"turn_start {source}", **{"june.turn.source": source, "gen_ai.agent.name": agent}):
             turn_input = TurnInput(
-                text=text, kind=kind, by=by, source=source,
-                user=speaker if speaker is not None else user_identity(user, attested=attested), target=target,
+                text=text,
+                kind=kind,
+                by=by,
+                source=source,
+                user=speaker if speaker is not None else user_identity(user, attested=attested),
+                target=target,
                 trace=telemetry.traceparent(),  # carried durably with the turn
                 attachments=files,
             )
-            return _host_call(agent, key, lambda host: host.start_turn(
-                turn_input, replace=replace, turn_id=turn_id, created_by=row))
+            return _host_call(
+                agent, key, lambda host: host.start_turn(turn_input, replace=replace, turn_id=turn_id, created_by=row)
+            )
     except BaseException:
         admitted.refund()
         if ids:
@@ -161,8 +168,14 @@ def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, 
     return turn
 
 
-def turn_cancel(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None,
-                reason: str = CancelReason.REQUESTED) -> TurnRecord:
+def turn_cancel(
+    *,
+    turn_id: str,
+    agent: str | None = None,
+    key: str | None = None,
+    user: Any = None,
+    reason: str = CancelReason.REQUESTED,
+) -> TurnRecord:
     turn = _turn_in(turn_id=turn_id, agent=agent, key=key, user=user)
     return _host_call(turn.session.agent, turn.session.key, lambda host: host.cancel(turn_id, reason=str(reason)))
 
@@ -175,6 +188,7 @@ def session_reset(*, agent: str, key: str, user: Any = None) -> dict[str, Any]:
 
 # -- branches: edit an earlier message, regenerate the last reply, switch ------------------------------
 
+
 def _owned(agent: str, key: str, user: Any) -> m.Session:
     session = session_for_user(agent=agent, key=key, user=user)
     if session is None:
@@ -182,8 +196,15 @@ def _owned(agent: str, key: str, user: Any) -> m.Session:
     return session
 
 
-def _new_branch(agent: str, key: str, user: Any, source: str, ids: list[str], turn_id: str,
-                start: Callable[[AgentSession, tuple[dict[str, Any], ...]], Awaitable[TurnRecord]]) -> TurnRecord:
+def _new_branch(
+    agent: str,
+    key: str,
+    user: Any,
+    source: str,
+    ids: list[str],
+    turn_id: str,
+    start: Callable[[AgentSession, tuple[dict[str, Any], ...]], Awaitable[TurnRecord]],
+) -> TurnRecord:
     """A turn that opens a new branch, admitted and given back on a refusal as ``turn_start``'s."""
     _owned(agent, key, user)
     row = _user_row(user)
@@ -199,8 +220,9 @@ def _new_branch(agent: str, key: str, user: Any, source: str, ids: list[str], tu
         raise
 
 
-def branch_fork(*, agent: str, key: str, at: int, text: str, user: Any, source: str = "web",
-                attachments: list[str] | None = None) -> TurnRecord:
+def branch_fork(
+    *, agent: str, key: str, at: int, text: str, user: Any, source: str = "web", attachments: list[str] | None = None
+) -> TurnRecord:
     """Edit the person's message at position ``at``: a new branch from just before it, live,
     whose first turn sends ``text`` (and ``attachments``, ids of unsent uploads). Owner only;
     409 unless the session is idle; 422 unless ``at`` opened a turn of the live branch."""
@@ -209,9 +231,22 @@ def branch_fork(*, agent: str, key: str, at: int, text: str, user: Any, source: 
     wiring.agent(agent)
     window.check_fits(agent, text)
     turn_id, row = new_turn_id(), _user_row(user)
-    return _new_branch(agent, key, user, source, ids, turn_id, lambda host, files: host.fork(
-        at, TurnInput(text=text, source=source, user=user_identity(user), trace=telemetry.traceparent(),
-                      attachments=files), turn_id=turn_id, created_by=row))
+    return _new_branch(
+        agent,
+        key,
+        user,
+        source,
+        ids,
+        turn_id,
+        lambda host, files: host.fork(
+            at,
+            TurnInput(
+                text=text, source=source, user=user_identity(user), trace=telemetry.traceparent(), attachments=files
+            ),
+            turn_id=turn_id,
+            created_by=row,
+        ),
+    )
 
 
 def turn_regenerate(*, agent: str, key: str, turn_id: str, user: Any, source: str = "web") -> TurnRecord:
@@ -219,8 +254,15 @@ def turn_regenerate(*, agent: str, key: str, turn_id: str, user: Any, source: st
     had stays on the branch left). Owner only; 409 unless idle and ``turn_id`` is that turn."""
     wiring.agent(agent)
     new_id, row = new_turn_id(), _user_row(user)
-    return _new_branch(agent, key, user, source, [], new_id, lambda host, files: host.regenerate(
-        turn_id, new_turn_id=new_id, source=source, created_by=row))
+    return _new_branch(
+        agent,
+        key,
+        user,
+        source,
+        [],
+        new_id,
+        lambda host, files: host.regenerate(turn_id, new_turn_id=new_id, source=source, created_by=row),
+    )
 
 
 def branch_switch(*, agent: str, key: str, generation: int, user: Any) -> int:
@@ -230,6 +272,7 @@ def branch_switch(*, agent: str, key: str, generation: int, user: Any) -> int:
 
 
 # -- human in the loop --------------------------------------------------------------------------------
+
 
 def _answerer(user: Any, by: str | None) -> tuple[str | None, dict[str, Any] | None]:
     who = by if by is not None else (str(user.pk) if getattr(user, "pk", None) else None)
@@ -257,10 +300,16 @@ def turn_resume(
     turn = _turn_in(turn_id=turn_id, agent=agent, key=key, user=user if check_session_access else None)
     who, principal = _answerer(user, by)
     row = _user_row(user)
-    record = {"name": row.get_username() if row else None, "user_id": row.pk if row else None,
-              "remote_addr": remote_addr}
-    return _host_call(turn.session.agent, turn.session.key, lambda host: host.resume(
-        turn_id, input_id, answer, by=who, principal=principal, via=via, record=record))
+    record = {
+        "name": row.get_username() if row else None,
+        "user_id": row.pk if row else None,
+        "remote_addr": remote_addr,
+    }
+    return _host_call(
+        turn.session.agent,
+        turn.session.key,
+        lambda host: host.resume(turn_id, input_id, answer, by=who, principal=principal, via=via, record=record),
+    )
 
 
 def may_answer(*, turn: m.Turn, user: Any, request: dict[str, Any] | None = None) -> bool:
@@ -269,15 +318,17 @@ def may_answer(*, turn: m.Turn, user: Any, request: dict[str, Any] | None = None
     path ``turn_resume`` takes, with the agent's grant evaluated now, on this thread."""
     who, principal = _answerer(user, None)
     if request is None:
-        request = ((turn.pending or {}).get("request") or {})
+        request = (turn.pending or {}).get("request") or {}
     try:
-        return _host_call(turn.session.agent, turn.session.key,
-                          lambda host: host.may_answer(request, by=who, principal=principal))
+        return _host_call(
+            turn.session.agent, turn.session.key, lambda host: host.may_answer(request, by=who, principal=principal)
+        )
     except NotFound:  # its agent is gone from the site: nobody answers it here
         return False
 
 
 # -- a session's title (the chat header's Rename) -------------------------------------------
+
 
 def session_rename(*, agent: str, key: str, user: Any, title: Any) -> m.Session:
     """Set the session's title (blank: back to its first message). Owner only (AccessDenied)."""

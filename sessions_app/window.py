@@ -32,9 +32,11 @@ class Room:
     chars: int
 
     def message(self, agent: str, length: int) -> str:
-        return (f"the message has {length:,} characters (about {estimate_tokens(length):,} tokens) and cannot fit "
-                f"the {agent} agent's model context window of {self.window:,} tokens: at most {self.chars:,} "
-                "characters fit; shorten it or split it over several messages")
+        return (
+            f"the message has {length:,} characters (about {estimate_tokens(length):,} tokens) and cannot fit "
+            f"the {agent} agent's model context window of {self.window:,} tokens: at most {self.chars:,} "
+            "characters fit; shorten it or split it over several messages"
+        )
 
 
 def room(agent: str) -> Room | None:

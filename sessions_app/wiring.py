@@ -82,8 +82,7 @@ async def enqueue_runnable(runnable: list[tuple[str, Any]]) -> None:
         await sync_to_async(enqueue_turn)(turn_id)
 
 
-def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = (),
-            own_connection: bool = True) -> Runtime:
+def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = (), own_connection: bool = True) -> Runtime:
     """A Runtime over the Django store. ``dispatcher``: who drives its turns (the services' hands
     them to django-q2 after the call; the CLI and schedules drive them in-process).
     ``own_connection``: as ``DjangoSessionStore``'s (the services pass False)."""

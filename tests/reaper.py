@@ -26,7 +26,7 @@ def _marks() -> dict[int, int]:
             continue
         for entry in environ.split(b"\0"):
             if entry.startswith(MARK.encode() + b"="):
-                value = entry[len(MARK) + 1:]
+                value = entry[len(MARK) + 1 :]
                 if value.isdigit():
                     found[int(proc.name)] = int(value)
                 break

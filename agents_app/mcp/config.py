@@ -76,8 +76,9 @@ def _server(agent: str, entry: Any) -> ServerConfig:
     command, url = entry.get("command"), entry.get("url")
     if (command is None) == (url is None):
         raise AgentConfigError(f"{where} {name!r}: give exactly one of command (stdio) or url (HTTP)")
-    if command is not None and (not isinstance(command, (list, tuple)) or not command
-                                or not all(isinstance(c, str) and c for c in command)):
+    if command is not None and (
+        not isinstance(command, (list, tuple)) or not command or not all(isinstance(c, str) and c for c in command)
+    ):
         raise AgentConfigError(f"{where} {name!r}: command must be a non-empty list of strings")
     if url is not None and (not isinstance(url, str) or not url.startswith(("http://", "https://"))):
         raise AgentConfigError(f"{where} {name!r}: url must be an http(s) URL")
@@ -102,6 +103,15 @@ def _server(agent: str, entry: Any) -> ServerConfig:
     cwd = entry.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise AgentConfigError(f"{where} {name!r}: cwd must be a string")
-    return ServerConfig(name=name, command=tuple(command or ()), url=url or "", env=maps["env"],
-                        headers=maps["headers"], allow=lists["allow"], deny=lists["deny"] or frozenset(),
-                        timeout=float(timeout), cwd=cwd, approval=dict(approvals))
+    return ServerConfig(
+        name=name,
+        command=tuple(command or ()),
+        url=url or "",
+        env=maps["env"],
+        headers=maps["headers"],
+        allow=lists["allow"],
+        deny=lists["deny"] or frozenset(),
+        timeout=float(timeout),
+        cwd=cwd,
+        approval=dict(approvals),
+    )

@@ -46,13 +46,16 @@ class _Connection:
 
         config = self.config
         if config.command:
-            target: Any = StdioServerParameters(command=config.command[0], args=list(config.command[1:]),
-                                                env=config.resolved_env() or None, cwd=config.cwd)
+            target: Any = StdioServerParameters(
+                command=config.command[0],
+                args=list(config.command[1:]),
+                env=config.resolved_env() or None,
+                cwd=config.cwd,
+            )
         else:
             target = _http_transport(config)
         try:
-            async with Client(target, read_timeout_seconds=config.timeout,
-                              message_handler=self._on_message) as client:
+            async with Client(target, read_timeout_seconds=config.timeout, message_handler=self._on_message) as client:
                 self.client = client
                 self.ready.set()
                 listener = asyncio.get_running_loop().create_task(self._listen(client))
@@ -130,7 +133,8 @@ class McpSource:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self._connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Connection] = (
-            weakref.WeakKeyDictionary())
+            weakref.WeakKeyDictionary()
+        )
         self.known: dict[str, Tool] = {}
         self.offered: frozenset[str] = frozenset()
         self.listed_at = 0.0
@@ -170,12 +174,13 @@ class McpSource:
         try:
             session = await self._session()
             result = await asyncio.wait_for(
-                session.call_tool(remote, arguments, meta={IDEMPOTENCY_META: idempotency_key}),
-                self.config.timeout)
+                session.call_tool(remote, arguments, meta={IDEMPOTENCY_META: idempotency_key}), self.config.timeout
+            )
         except TimeoutError:
             self._drop()  # a hung server: the next call connects again
-            raise McpToolError(f"MCP server {self.config.name!r} did not answer within "
-                               f"{self.config.timeout:g} s") from None
+            raise McpToolError(
+                f"MCP server {self.config.name!r} did not answer within {self.config.timeout:g} s"
+            ) from None
         except McpToolError:
             self._drop()
             raise
@@ -187,7 +192,7 @@ class McpSource:
     def _tool(self, name: str, found: Any) -> Tool:
         remote = found.name
         schema = getattr(found, "input_schema", None) or {"type": "object", "properties": {}}
-        description = (getattr(found, "description", None) or f"{remote} (MCP server {self.config.name})")
+        description = getattr(found, "description", None) or f"{remote} (MCP server {self.config.name})"
         spec = ToolSpec(name, f"[{self.config.name}] {description}"[:MAX_DESCRIPTION], dict(schema))
 
         async def run(input: dict[str, Any], ctx: Any) -> Any:

@@ -72,12 +72,25 @@ BACKOFF_MAX = 8.0
 #: error types the API reports (in a status body or an ``error`` stream event) that pass
 _TRANSIENT_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
 _OVERFLOW = re.compile(r"prompt is too long|context window|context limit|exceeds? .*context", re.I)
-_SETTINGS_KEYS = frozenset({"model", "max_tokens", "temperature", "thinking_budget", "max_retries", "context_window",
-                            "server_compaction", "prompt_cache", "cache_ttl", "cache_min_tokens"})
+_SETTINGS_KEYS = frozenset(
+    {
+        "model",
+        "max_tokens",
+        "temperature",
+        "thinking_budget",
+        "max_retries",
+        "context_window",
+        "server_compaction",
+        "prompt_cache",
+        "cache_ttl",
+        "cache_min_tokens",
+    }
+)
 _SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
 
 
 # --- errors ----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Failure:
@@ -138,6 +151,7 @@ def _stream_error(sse: Any, response: httpx2.Response) -> anthropic.APIStatusErr
 
 # --- the model -------------------------------------------------------------------------------
 
+
 class AnthropicModel:
     """One streamed Messages API call per model step.
 
@@ -178,14 +192,22 @@ class AnthropicModel:
         #: ``{"trigger": tokens, "instructions": str}`` turns on the API's own compaction
         self.server_compaction = server_compaction
         #: where ``cache_control`` marks go (None: caching off)
-        self.prompt_cache = PromptCache(
-            min_tokens=cache_min_tokens if cache_min_tokens is not None else min_cacheable_tokens(model),
-            ttl=cache_ttl) if prompt_cache else None
+        self.prompt_cache = (
+            PromptCache(
+                min_tokens=cache_min_tokens if cache_min_tokens is not None else min_cacheable_tokens(model),
+                ttl=cache_ttl,
+            )
+            if prompt_cache
+            else None
+        )
         self._sleep = sleep
         #: an attachment's bytes by id (the site's storage; a test passes its own)
         self.read_attachment: Reader = read_attachment or attachments.read
-        self._client = _client(api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
-                               base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, timeout)
+        self._client = _client(
+            api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
+            base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
+            timeout,
+        )
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request`` (without ``stream``)."""
@@ -295,8 +317,9 @@ def _client(api_key: str | None, base_url: str | None, timeout: float) -> anthro
     client = clients.get(key)
     if client is None:
         # the SDK's retries are off: the policy above is ours, and visible to tests
-        client = clients[key] = anthropic.AsyncAnthropic(api_key=api_key, base_url=base_url, max_retries=0,
-                                                         timeout=timeout)
+        client = clients[key] = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
+        )
     return client
 
 
@@ -320,8 +343,9 @@ def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise AgentConfigError(f"max_tokens must be a positive integer, not {max_tokens!r}")
     if budget is not None and (not isinstance(budget, int) or not 1024 <= budget < max_tokens):
-        raise AgentConfigError(f"thinking_budget must be an integer >= 1024 and < max_tokens ({max_tokens}),"
-                               f" not {budget!r}")
+        raise AgentConfigError(
+            f"thinking_budget must be an integer >= 1024 and < max_tokens ({max_tokens}), not {budget!r}"
+        )
     temperature = config.get("temperature")
     if temperature is not None and not isinstance(temperature, (int, float)):
         raise AgentConfigError(f"temperature must be a number, not {temperature!r}")
@@ -333,8 +357,10 @@ def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:
         server = {}
     if server is not None and server is not False:
         if not isinstance(server, dict) or set(server) - _SERVER_COMPACTION_KEYS:
-            raise AgentConfigError("server_compaction must be True or a dict of trigger, instructions "
-                                   f"(pause_after_compaction is not supported), not {server!r}")
+            raise AgentConfigError(
+                "server_compaction must be True or a dict of trigger, instructions "
+                f"(pause_after_compaction is not supported), not {server!r}"
+            )
         trigger = server.get("trigger")
         if trigger is not None and (not isinstance(trigger, int) or trigger < 1):
             raise AgentConfigError(f"server_compaction trigger must be a positive integer, not {trigger!r}")

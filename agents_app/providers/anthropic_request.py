@@ -18,7 +18,9 @@ def _api_content(message: Message, read: Reader | None = None) -> tuple[str, lis
     if message.role in (Role.USER, Role.TRIGGER):
         # a trigger (proactive seed) reads to the model as an ordinary user message; attachments
         # go before the text, as the API's guide advises for images and documents
-        return "user", attachment_blocks(message, read) + ([{"type": "text", "text": message.text}] if message.text else [])
+        return "user", attachment_blocks(message, read) + (
+            [{"type": "text", "text": message.text}] if message.text else []
+        )
     if message.role == Role.SUMMARY:
         # a compaction's summary reads as user text (merged with a user message after it)
         return "user", [{"type": "text", "text": SUMMARY_PREFIX + message.text}]
@@ -26,8 +28,7 @@ def _api_content(message: Message, read: Reader | None = None) -> tuple[str, lis
         if message.blocks:
             return "assistant", [dict(b) for b in message.blocks]
         content: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text else []
-        content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input}
-                    for c in message.tool_calls]
+        content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in message.tool_calls]
         return "assistant", content
     if message.role == Role.TOOL:
         result = message.result if isinstance(message.result, str) else json.dumps(message.result)

@@ -105,11 +105,14 @@ def reply_from(snapshot: Snapshot) -> ModelReply:
         usage[CACHE_WRITE_1H_KEY] = snapshot.usage[CACHE_WRITE_1H_KEY]
     # a null field carries nothing and some request schemas refuse it: send back what is set
     # (a compaction block goes back exactly as it came, a null ``content`` included)
-    blocks = tuple(dict(b) if b.get("type") == "compaction" else {k: v for k, v in b.items() if v is not None}
-                   for b in snapshot.content)
+    blocks = tuple(
+        dict(b) if b.get("type") == "compaction" else {k: v for k, v in b.items() if v is not None}
+        for b in snapshot.content
+    )
     text = "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
-    calls = tuple(ToolCall(id=b["id"], name=b["name"], input=b.get("input") or {})
-                  for b in blocks if b.get("type") == "tool_use")
+    calls = tuple(
+        ToolCall(id=b["id"], name=b["name"], input=b.get("input") or {}) for b in blocks if b.get("type") == "tool_use"
+    )
     stop = map_stop_reason(snapshot.stop_reason, bool(text or calls))
     if stop == StopReason.CONTEXT_OVERFLOW:
         # nothing of an overflowed reply is kept: the step fails and compaction redoes it

@@ -63,7 +63,9 @@ def _bulk_orders(what: str) -> list[tuple[str, dict[str, Any]]]:
     calls = []
     for part in re.split(r"\s+and\s+|,", what)[:8]:
         if m := re.match(r"\s*(\d{1,4})\s+(\S.*)", part):
-            calls.append(("bulk_order", {"item": m.group(2).strip()[:200], "quantity": min(int(m.group(1)), 1000) or 1}))
+            calls.append(
+                ("bulk_order", {"item": m.group(2).strip()[:200], "quantity": min(int(m.group(1)), 1000) or 1})
+            )
     return calls
 
 
@@ -78,7 +80,9 @@ def _rules(text: str) -> tuple[str, dict[str, Any]] | list[tuple[str, dict[str, 
     if m := re.match(r"\s*research\s+(.+)", text, re.IGNORECASE | re.S):
         topics = [t.strip()[:200] for t in re.split(r"\s+and\s+|,", m.group(1)) if t.strip()]
         return "research", {"topics": topics[:8]}
-    if (m := re.search(r"\bbulk order\s+(\d{1,4}\s+\S.*)", text, re.IGNORECASE)) and (orders := _bulk_orders(m.group(1))):
+    if (m := re.search(r"\bbulk order\s+(\d{1,4}\s+\S.*)", text, re.IGNORECASE)) and (
+        orders := _bulk_orders(m.group(1))
+    ):
         return orders if len(orders) > 1 else orders[0]
     # the demo MCP server's tools (agents/ops/inventory_server.py, JUNE_DEMO_MCP=1)
     if m := re.match(r"\s*count\s+(\S.*)", text, re.IGNORECASE):
@@ -105,7 +109,7 @@ def summarize(request: ModelRequest) -> str:
     """A compaction's summary, deterministic: the earlier summary's gist and the user's
     messages it covers (each cut short), never longer than a few hundred characters."""
     text = request.messages[-1].text if request.messages else ""
-    said = [line[len("User: "):] for line in text.split("\n\n") if line.startswith("User: ")]
+    said = [line[len("User: ") :] for line in text.split("\n\n") if line.startswith("User: ")]
     seeds = sum(1 for line in text.split("\n\n") if line.startswith("Trigger ("))
     quoted = ", ".join(repr(s[:30] + ("…" if len(s) > 30 else "")) for s in said[-6:])
     parts = ["Earlier in this conversation"]
@@ -125,8 +129,12 @@ def received(message: Message) -> str:
     the offline walk-through shows that the files reached the model."""
     count = len(message.attachments)
     said = f" You said: {message.text}" if message.text.strip() else ""
-    return (f"I received {count} attachment{'s' if count != 1 else ''}: "
-            + "; ".join(describe(a) for a in message.attachments) + "." + said)
+    return (
+        f"I received {count} attachment{'s' if count != 1 else ''}: "
+        + "; ".join(describe(a) for a in message.attachments)
+        + "."
+        + said
+    )
 
 
 def _describe(result: Any) -> str:
@@ -134,8 +142,9 @@ def _describe(result: Any) -> str:
 
 
 class DemoModel:
-    def __init__(self, *, delay: float = 0.01, chunk: int = 6, essay_delay: float = 0.15,
-                 context_window: int = CONTEXT_WINDOW) -> None:
+    def __init__(
+        self, *, delay: float = 0.01, chunk: int = 6, essay_delay: float = 0.15, context_window: int = CONTEXT_WINDOW
+    ) -> None:
         self.delay = delay
         self.chunk = chunk
         self.essay_delay = essay_delay
@@ -152,8 +161,11 @@ class DemoModel:
         if "loop forever" in opening.lower():
             looked = sum(1 for m in transcript if m.role == Role.TOOL and m.name == "lookup_stock")
             if "lookup_stock" in available and (last.role == Role.TOOL or last.text == opening):
-                return f"Looking again ({looked + 1}).", (
-                    ToolCall(id=f"call_{index}_0", name="lookup_stock", input={"item": "tea"}),), self.delay
+                return (
+                    f"Looking again ({looked + 1}).",
+                    (ToolCall(id=f"call_{index}_0", name="lookup_stock", input={"item": "tea"}),),
+                    self.delay,
+                )
             if not request.tools_allowed:
                 return f"I stopped at this turn's limit after {looked} stock lookups: tea is in stock.", (), self.delay
         if last.role == Role.TOOL and last.name == "search_notes" and isinstance(last.result, dict):
@@ -185,7 +197,9 @@ class DemoModel:
         rule = _rules(text)
         wanted = rule if isinstance(rule, list) else [rule] if rule else []
         if wanted and all(name in available for name, _ in wanted):
-            calls = tuple(ToolCall(id=f"call_{index}_{n}", name=name, input=args) for n, (name, args) in enumerate(wanted))
+            calls = tuple(
+                ToolCall(id=f"call_{index}_{n}", name=name, input=args) for n, (name, args) in enumerate(wanted)
+            )
             return f"Calling {', '.join(c.name for c in calls)}.", calls, self.delay
         return f"You said: {text}", (), self.delay
 

@@ -131,8 +131,14 @@ def place_breakpoints(params: dict[str, Any], cache: PromptCache) -> dict[str, A
         ends.append(size)
     users = [i for i, m in enumerate(messages) if m["role"] == "user" and m["content"]]
     last = users[-1] if users else None
-    previous = next((i for i in reversed(users) if last is not None and i < last
-                     and any(m["role"] == "assistant" for m in messages[i + 1:last + 1])), None)
+    previous = next(
+        (
+            i
+            for i in reversed(users)
+            if last is not None and i < last and any(m["role"] == "assistant" for m in messages[i + 1 : last + 1])
+        ),
+        None,
+    )
     for index in (previous, last):
         if index is None or ends[index] < min_chars or marks >= MAX_BREAKPOINTS:
             continue

@@ -58,15 +58,21 @@ def _policy_of(pending: dict[str, Any]) -> dict[str, Any] | None:
 def _ask(authorize_answer: Any, answerers: dict[str, Any], resume: dict[str, Any]) -> Any:
     try:
         return authorize_answer(
-            policy=answerers["policy"], scope=answerers.get("scope"),
-            by=resume.get("by"), principal=resume.get("principal"),
+            policy=answerers["policy"],
+            scope=answerers.get("scope"),
+            by=resume.get("by"),
+            principal=resume.get("principal"),
         )
     except Exception as exc:
         raise AuthorizeAnswerError(f"authorize_answer failed: {type(exc).__name__}: {exc}") from exc
 
 
-async def grant_answer(pending: dict[str, Any], resume: dict[str, Any], authorize_answer: Any,
-                       call: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None) -> Grant | None:
+async def grant_answer(
+    pending: dict[str, Any],
+    resume: dict[str, Any],
+    authorize_answer: Any,
+    call: Callable[[Callable[[], Any]], Awaitable[Any]] | None = None,
+) -> Grant | None:
     """Ask the agent's ``authorize_answer(policy, scope, by, principal)`` for a grant.
 
     Returns the grant, or None when the request has no policy answerer or the hook says no.

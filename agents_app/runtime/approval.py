@@ -36,10 +36,12 @@ def check_declaration(tool: str, approval: Any) -> dict[str, Any] | None:
     if not isinstance(approval, dict) or set(approval) - KEYS:
         raise ToolDeclarationError(f"tool {tool!r}: approval must be True or a dict of {sorted(KEYS)}")
     answerers = approval.get("answerers")
-    if answerers is not None and not (isinstance(answerers, dict) and (set(answerers) in ({"user"}, {"policy"},
-                                                                                         {"policy", "scope"}))):
-        raise ToolDeclarationError(f"tool {tool!r}: approval answerers must be {{'user': id}} or "
-                                   "{'policy': name, 'scope': ...}")
+    if answerers is not None and not (
+        isinstance(answerers, dict) and (set(answerers) in ({"user"}, {"policy"}, {"policy", "scope"}))
+    ):
+        raise ToolDeclarationError(
+            f"tool {tool!r}: approval answerers must be {{'user': id}} or {{'policy': name, 'scope': ...}}"
+        )
     if "prompt" in approval and not isinstance(approval["prompt"], str):
         raise ToolDeclarationError(f"tool {tool!r}: approval prompt must be a string")
     return dict(approval)
@@ -74,20 +76,29 @@ class Gate:
     rejected: str | None = None
 
 
-def gate(declared: dict[str, Any], tool_name: str, tool_schema: dict[str, Any], call_id: str,
-         call_input: dict[str, Any], answers: dict[str, Any], default_answerers: Any) -> Gate:
+def gate(
+    declared: dict[str, Any],
+    tool_name: str,
+    tool_schema: dict[str, Any],
+    call_id: str,
+    call_input: dict[str, Any],
+    answers: dict[str, Any],
+    default_answerers: Any,
+) -> Gate:
     key = input_id(call_id)
     if key not in answers:
         answerers = declared.get("answerers")
-        return Gate(ask={
-            "id": key,
-            "kind": "tool_approval",
-            "prompt": declared.get("prompt") or f"Run {tool_name}?",
-            "tool": tool_name,
-            "input": call_input,
-            "schema": answer_schema(tool_schema),
-            "answerers": answerers if answerers is not None else default_answerers(),
-        })
+        return Gate(
+            ask={
+                "id": key,
+                "kind": "tool_approval",
+                "prompt": declared.get("prompt") or f"Run {tool_name}?",
+                "tool": tool_name,
+                "input": call_input,
+                "schema": answer_schema(tool_schema),
+                "answerers": answerers if answerers is not None else default_answerers(),
+            }
+        )
     answer = answers[key] if isinstance(answers[key], dict) else {}
     decision = answer.get("decision")
     if decision == "approve":

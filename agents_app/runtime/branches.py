@@ -31,8 +31,10 @@ class ForkPointError(JuneError):
 
 def check_idle(*, busy: bool) -> None:
     if busy:
-        raise SessionBusyError("the session has a turn queued, running or waiting for an answer: "
-                               "wait for it to end (or cancel it) before editing or regenerating")
+        raise SessionBusyError(
+            "the session has a turn queued, running or waiting for an answer: "
+            "wait for it to end (or cancel it) before editing or regenerating"
+        )
 
 
 def check_fork_point(*, at: int, role: str | None, opened_here: bool) -> None:

@@ -100,7 +100,9 @@ def compaction_config(value: Any) -> Compaction:
 View = Sequence[tuple[int, Message]]
 
 
-def live_view(transcript: Sequence[Message], base: int, boundary: int, summary: int | None) -> list[tuple[int, Message]]:
+def live_view(
+    transcript: Sequence[Message], base: int, boundary: int, summary: int | None
+) -> list[tuple[int, Message]]:
     """(position, message) of what the model sees: the live summary, then every non-summary
     message from ``boundary`` on. ``transcript[0]`` is at position ``base`` (<= boundary)."""
     head = [(summary, transcript[summary - base])] if summary is not None else []
@@ -158,6 +160,7 @@ def transcript_start(boundary: int, steps: Iterable[tuple[str, Any]]) -> int:
 
 # --- when ---------------------------------------------------------------------------------
 
+
 def input_tokens(usage: dict[str, int]) -> int | None:
     """The input size of a model step from its usage (cache reads and writes included)."""
     keys = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
@@ -180,8 +183,7 @@ def view_tokens(system: str, messages: Sequence[Message]) -> int:
     return estimate_tokens(len(system) + sum(_size(m) for m in messages))
 
 
-def proactive_due(config: Compaction, window: int | None, tail: Sequence[Message],
-                  estimate: Callable[[], int]) -> bool:
+def proactive_due(config: Compaction, window: int | None, tail: Sequence[Message], estimate: Callable[[], int]) -> bool:
     """After a settled turn: is the last model step's input (its usage; ``estimate`` when it
     reported none) past the threshold, and not compacted since? ``tail`` is the turn's tail."""
     if not config.enabled or not window:
@@ -206,6 +208,7 @@ def reactive_count(tail: Sequence[Message]) -> int:
 
 
 # --- the summarizer's request ----------------------------------------------------------------
+
 
 def _cut(text: str, limit: int = ITEM_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"… [{len(text) - limit} more characters]"

@@ -77,7 +77,11 @@ class TurnExecutor:
             attempt_id = uuid.uuid4().hex
             opening = Opening(attempt_id, self.max_attempts)  # a store may commit it with the claim
             state = await self.store.claim_and_load(
-                turn_id, owner=self.owner, attempt_id=attempt_id, now=self.clock(), lease_seconds=self.lease_seconds,
+                turn_id,
+                owner=self.owner,
+                attempt_id=attempt_id,
+                now=self.clock(),
+                lease_seconds=self.lease_seconds,
                 opening=opening,
             )
             if on_claim is not None:
@@ -103,9 +107,18 @@ class TurnExecutor:
         unsubscribe = self.on_signals(turn_id, signals) if self.on_signals else None
         beat = asyncio.create_task(self._heartbeat(turn_id, attempt_id, signals))
         try:
-            loop = TurnLoop(agent=agent, store=self.store, sink=self.sink, model=self.model_for(agent), signals=signals,
-                            agent_for=self.agent_for, on_runnable=self.on_runnable, max_depth=self.max_depth,
-                            max_fanout=self.max_fanout, observer=self.observer)
+            loop = TurnLoop(
+                agent=agent,
+                store=self.store,
+                sink=self.sink,
+                model=self.model_for(agent),
+                signals=signals,
+                agent_for=self.agent_for,
+                on_runnable=self.on_runnable,
+                max_depth=self.max_depth,
+                max_fanout=self.max_fanout,
+                observer=self.observer,
+            )
             if self.observer is None:
                 return await loop.run(turn_id, attempt_id, state=state, opening=opening)
             # a later attempt, an answered question, a parent woken by its children: linked, not a child

@@ -13,8 +13,13 @@ from .seams import LoggedEvent, SessionRef
 Script = Callable[[ModelRequest], Iterable[ModelChunk] | ModelReply | Exception]
 
 
-def reply(text: str = "", *calls: tuple[str, dict[str, Any]] | ToolCall, stop: StopReason | None = None,
-          usage: dict[str, int] | None = None, call_prefix: str = "c") -> ModelReply:
+def reply(
+    text: str = "",
+    *calls: tuple[str, dict[str, Any]] | ToolCall,
+    stop: StopReason | None = None,
+    usage: dict[str, int] | None = None,
+    call_prefix: str = "c",
+) -> ModelReply:
     tool_calls = tuple(
         c if isinstance(c, ToolCall) else ToolCall(id=f"{call_prefix}{i}", name=c[0], input=c[1])
         for i, c in enumerate(calls)
@@ -31,8 +36,9 @@ class ScriptedModel:
     script is raised instead of replying. ``calls`` counts model calls, ``requests`` keeps them.
     """
 
-    def __init__(self, script: Sequence[ModelReply | Exception] | Script, *, chunk: int = 4,
-                 delay: float = 0.0) -> None:
+    def __init__(
+        self, script: Sequence[ModelReply | Exception] | Script, *, chunk: int = 4, delay: float = 0.0
+    ) -> None:
         self.script = script
         self.chunk = chunk
         self.delay = delay

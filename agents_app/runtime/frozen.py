@@ -27,8 +27,10 @@ def fast_init(cls: T) -> T:
     params = cls.__dataclass_params__  # type: ignore[attr-defined]
     assert params.frozen and params.init and "__slots__" in cls.__dict__, cls
     every = cls.__dataclass_fields__  # type: ignore[attr-defined]
-    assert all(f._field_type is dataclasses._FIELD or f._field_type is dataclasses._FIELD_CLASSVAR  # type: ignore[attr-defined]
-               for f in every.values()), f"{cls}: InitVar fields are not handled"
+    assert all(
+        f._field_type is dataclasses._FIELD or f._field_type is dataclasses._FIELD_CLASSVAR  # type: ignore[attr-defined]
+        for f in every.values()
+    ), f"{cls}: InitVar fields are not handled"
     fields = dataclasses.fields(cls)
     names: dict[str, Any] = {"_FACTORY": _FACTORY}
     positional: list[str] = []

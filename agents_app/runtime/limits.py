@@ -124,8 +124,10 @@ def shares(limits: Limits, calls: int, tokens: int, children: int, n: int) -> di
     if limits.model_calls is not None:
         left = limits.model_calls - calls - 1
         if left < n:
-            raise ValueError(f"this turn has {max(left, 0)} of its {limits.model_calls} model calls left for "
-                             f"children, too few for {n} more")
+            raise ValueError(
+                f"this turn has {max(left, 0)} of its {limits.model_calls} model calls left for "
+                f"children, too few for {n} more"
+            )
         budget["model_calls"] = left // n
     if limits.tokens is not None:
         budget["tokens"] = max(limits.tokens - tokens, 0) // n

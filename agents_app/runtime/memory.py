@@ -39,9 +39,16 @@ class InMemorySessionStore(MemoryTables):
 
     # -- SessionStore -------------------------------------------------------------------------
 
-    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
-                          replace: bool = False, policy: dict[str, Any] | None = None,
-                          created_by: Any = None) -> Outcome:
+    async def create_turn(
+        self,
+        session: SessionRef,
+        input: TurnInput,
+        *,
+        turn_id: str,
+        replace: bool = False,
+        policy: dict[str, Any] | None = None,
+        created_by: Any = None,
+    ) -> Outcome:
         s = self._session(session)
         parked = any(is_parked(t.record) and t.record.generation == s.generation for t in self._session_turns(session))
         rules.check_start(turn_exists=turn_id in self._turns, parked=parked)
@@ -50,8 +57,14 @@ class InMemorySessionStore(MemoryTables):
         if replace:
             events, running = self._cancel(self._session_turns(session), CancelReason.REPLACED)
         self._order += 1
-        record = TurnRecord(turn_id=turn_id, session=session, status=TurnStatus.QUEUED, input=input,
-                            generation=s.generation, policy=policy)
+        record = TurnRecord(
+            turn_id=turn_id,
+            session=session,
+            status=TurnStatus.QUEUED,
+            input=input,
+            generation=s.generation,
+            policy=policy,
+        )
         self._add(_Turn(record, self._order))
         logged = self._log(s, events)
         self._refresh_session_status(s)
@@ -60,8 +73,9 @@ class InMemorySessionStore(MemoryTables):
     async def get_turn(self, turn_id: str) -> TurnRecord:
         return self._turn(turn_id).record
 
-    async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                    lease_seconds: float) -> TurnRecord | None:
+    async def claim(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
+    ) -> TurnRecord | None:
         turn = self._turn(turn_id)
         rec = turn.record
         if rec.status not in UNFINISHED:
@@ -71,12 +85,19 @@ class InMemorySessionStore(MemoryTables):
         for other in self._session_turns(rec.session):
             if other.order < turn.order and other.record.status in rules.CHAIN_BLOCKING:
                 return None
-        self._set(turn, status=TurnStatus.RUNNING, attempt_id=attempt_id, attempts=rec.attempts + 1,
-                  lease_owner=owner, lease_expires=now + lease_seconds)
+        self._set(
+            turn,
+            status=TurnStatus.RUNNING,
+            attempt_id=attempt_id,
+            attempts=rec.attempts + 1,
+            lease_owner=owner,
+            lease_expires=now + lease_seconds,
+        )
         return turn.record
 
-    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                             lease_seconds: float, opening: Any = None) -> TurnState | None:
+    async def claim_and_load(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float, opening: Any = None
+    ) -> TurnState | None:
         # ``opening`` is not taken up: the loop opens the turn in a unit of its own (``atomic``)
         claimed = await self.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
         return None if claimed is None else await self.load(turn_id)
@@ -97,17 +118,28 @@ class InMemorySessionStore(MemoryTables):
         turn = self._turn(turn_id)
         s = self._session(turn.record.session)
         prefix = f"input:{turn_id}:"
-        answers = {k[len(prefix):]: v["data"] for k, v in turn.steps.items() if k.startswith(prefix)}
+        answers = {k[len(prefix) :]: v["data"] for k, v in turn.steps.items() if k.startswith(prefix)}
         spawn_prefix = f"spawn:{turn_id}:"
-        spawned = {k[len(spawn_prefix):]: copy.deepcopy(v["data"]) for k, v in turn.steps.items()
-                   if k.startswith(spawn_prefix)}
+        spawned = {
+            k[len(spawn_prefix) :]: copy.deepcopy(v["data"])
+            for k, v in turn.steps.items()
+            if k.startswith(spawn_prefix)
+        }
         steps = {k for k in turn.steps if not k.startswith("input:")}
         live = turn.record.generation == s.generation
         boundary, summary = (s.boundary, s.summary) if live else (0, None)
         base = transcript_start(boundary, ((k, v["data"]) for k, v in turn.steps.items()))
         messages = s.messages if live else s.archive.get(turn.record.generation, [])
-        return TurnState(turn=turn.record, transcript=list(messages[base:]), steps=steps, answers=answers,
-                         base=base, boundary=boundary, summary=summary, spawned=spawned)
+        return TurnState(
+            turn=turn.record,
+            transcript=list(messages[base:]),
+            steps=steps,
+            answers=answers,
+            base=base,
+            boundary=boundary,
+            summary=summary,
+            spawned=spawned,
+        )
 
     async def commit(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
         return await self.atomic(turn_id, attempt_id, record)
@@ -160,14 +192,24 @@ class InMemorySessionStore(MemoryTables):
         s = self._session(rec.session)
         rules.check_resumable(rec, input_id=input_id, generation=s.generation)
         turn.steps[input_step_id(turn_id, input_id)] = {"index": None, "data": copy.deepcopy(answer)}
-        answered = ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"), name=record.get("name"),
-                                    answer=copy.deepcopy(answer), via=record.get("via"))
+        answered = ev.InputAnswered(
+            turn_id,
+            input_id=input_id,
+            by=record.get("by"),
+            name=record.get("name"),
+            answer=copy.deepcopy(answer),
+            via=record.get("via"),
+        )
         rest = rules.after_answer(rec.pending or {}, input_id)
         if rest is not None:  # a sibling call's approval is still owed: the turn stays parked
             self._set(turn, pending=rest)
             return Outcome(events=self._log(s, [answered]), turn=turn.record)
-        self._set(turn, status=TurnStatus.QUEUED, pending=None,
-                  journal={**rec.journal, "answered": {**record, "input_id": input_id}})
+        self._set(
+            turn,
+            status=TurnStatus.QUEUED,
+            pending=None,
+            journal={**rec.journal, "answered": {**record, "input_id": input_id}},
+        )
         logged = self._log(s, [answered, ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
         self._refresh_session_status(s)
         return Outcome(events=logged, turn=turn.record)
@@ -186,19 +228,34 @@ class InMemorySessionStore(MemoryTables):
         logged += self._log(s, [ev.SessionReset("", previous_session=previous, generation=s.generation)])
         self._refresh_session_status(s)
         s.status = SessionStatus.NEW
-        return Outcome(events=logged, running=running, previous_session=previous, generation=s.generation,
-                       runnable=self._woken(), cascaded=self._rung())
+        return Outcome(
+            events=logged,
+            running=running,
+            previous_session=previous,
+            generation=s.generation,
+            runnable=self._woken(),
+            cascaded=self._rung(),
+        )
 
-    async def fork(self, session: SessionRef, input: TurnInput | None, *, turn_id: str, at: int | None = None,
-                   regenerate: str | None = None, policy: dict[str, Any] | None = None,
-                   created_by: Any = None) -> Outcome:
+    async def fork(
+        self,
+        session: SessionRef,
+        input: TurnInput | None,
+        *,
+        turn_id: str,
+        at: int | None = None,
+        regenerate: str | None = None,
+        policy: dict[str, Any] | None = None,
+        created_by: Any = None,
+    ) -> Outcome:
         s = self._session(session)
         branches.check_idle(busy=any(t.record.status in branches.BUSY for t in self._session_turns(session)))
         at, opener = memory_branches.fork_point(s, at=at, regenerate=regenerate)
         rules.check_start(turn_exists=turn_id in self._turns, parked=False)  # before anything changes
         logged = memory_branches.fork(s, at, opener, self._log)
-        made = await self.create_turn(session, input or self._turn(opener).record.input, turn_id=turn_id,
-                                      policy=policy, created_by=created_by)
+        made = await self.create_turn(
+            session, input or self._turn(opener).record.input, turn_id=turn_id, policy=policy, created_by=created_by
+        )
         return Outcome(events=logged + made.events, turn=made.turn, generation=s.generation)
 
     async def switch(self, session: SessionRef, generation: int) -> Outcome:

@@ -40,8 +40,9 @@ def fork_point(s: _Session, *, at: int | None, regenerate: str | None) -> tuple[
     assert at is not None
     message = s.messages[at] if 0 <= at < len(s.messages) else None
     turn = message.turn_id if message is not None else None
-    branches.check_fork_point(at=at, role=message.role if message else None,
-                              opened_here=turn is not None and opened.get(turn) == at)
+    branches.check_fork_point(
+        at=at, role=message.role if message else None, opened_here=turn is not None and opened.get(turn) == at
+    )
     assert turn is not None
     return at, turn
 
@@ -58,7 +59,8 @@ def fork(s: _Session, at: int, opener: str, log: Log) -> list[LoggedEvent]:
     s.archive[previous] = s.messages
     s.messages = list(s.messages[:at])
     s.boundary, s.summary = branches.fork_compaction(
-        ((i, m.boundary or 0) for i, m in enumerate(s.messages) if m.role == Role.SUMMARY), at)
+        ((i, m.boundary or 0) for i, m in enumerate(s.messages) if m.role == Role.SUMMARY), at
+    )
     s.branches[generation] = _Branch(parent=previous, fork_index=at)
     s.generation = generation
     return log(s, [ev.BranchSwitched("", generation=generation, previous=previous, at=at)])

@@ -59,8 +59,11 @@ class _MemoryTx:
         self.moved: tuple[int, int] | None = None
 
     def append(self, message: Message, index: int) -> None:
-        live = self.session.messages if self.turn.record.generation == self.session.generation else \
-            self.session.archive.get(self.turn.record.generation, [])
+        live = (
+            self.session.messages
+            if self.turn.record.generation == self.session.generation
+            else self.session.archive.get(self.turn.record.generation, [])
+        )
         if index != len(live) + len(self.messages):
             raise RuntimeError(f"transcript position {index} is taken or out of order")
         self.messages.append(message)
@@ -78,8 +81,15 @@ class _MemoryTx:
     def boundary(self, index: int, summary_index: int) -> None:
         self.moved = (index, summary_index)
 
-    def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
-               pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
+    def settle(
+        self,
+        status: TurnStatus,
+        *,
+        text: str = "",
+        error: dict[str, Any] | None = None,
+        pending: dict[str, Any] | None = None,
+        usage: dict[str, int] | None = None,
+    ) -> None:
         self.changes.update(status=status, text=text, error=error, pending=pending)
         if usage is not None:
             self.changes["usage"] = usage

@@ -85,8 +85,14 @@ class MemoryTables:
             if now or rules.gets_request(t.record):
                 self._cascaded += self._cascade(t.record.turn_id)
             if now:
-                self._set(t, status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None,
-                          waiting=0)
+                self._set(
+                    t,
+                    status=TurnStatus.CANCELLED,
+                    cancel_reason=reason,
+                    error={"reason": reason},
+                    pending=None,
+                    waiting=0,
+                )
                 events.append(ev.TurnCancelled(t.record.turn_id, reason=reason))
                 if reason != rules.CASCADE:
                     self._report(t)
@@ -98,7 +104,9 @@ class MemoryTables:
     def _cascade(self, parent: str) -> list[str]:
         """Cancel the unfinished children of ``parent`` (logged in their own sessions); the
         running ones to ring."""
-        children = [t for t in self._turns.values() if t.record.parent == parent and t.record.status not in FINAL_STATUSES]
+        children = [
+            t for t in self._turns.values() if t.record.parent == parent and t.record.status not in FINAL_STATUSES
+        ]
         running: list[str] = []
         by_session: dict[SessionRef, list[_Turn]] = {}
         for child in children:
@@ -122,8 +130,10 @@ class MemoryTables:
         step = subagents.step_key(parent.record.turn_id, target["call_id"], target["index"])
         if step in parent.steps:
             return
-        parent.steps[step] = {"index": None, "data": subagents.result_of(
-            rec.turn_id, rec.status, rec.text, rec.error, rec.usage)}
+        parent.steps[step] = {
+            "index": None,
+            "data": subagents.result_of(rec.turn_id, rec.status, rec.text, rec.error, rec.usage),
+        }
         p = parent.record
         if p.status != TurnStatus.SUSPENDED or p.waiting <= 0:
             return
@@ -148,9 +158,16 @@ class MemoryTables:
             return None
         s = self._session(child.session)
         self._order += 1
-        record = TurnRecord(turn_id=child.turn_id, session=child.session, status=TurnStatus.QUEUED,
-                            input=child.input, generation=s.generation, policy=child.policy,
-                            parent=parent.record.turn_id, depth=child.depth)
+        record = TurnRecord(
+            turn_id=child.turn_id,
+            session=child.session,
+            status=TurnStatus.QUEUED,
+            input=child.input,
+            generation=s.generation,
+            policy=child.policy,
+            parent=parent.record.turn_id,
+            depth=child.depth,
+        )
         self._add(_Turn(record, self._order))
         self._set(parent, waiting=parent.record.waiting + 1)
         self._refresh_session_status(s)

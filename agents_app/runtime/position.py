@@ -75,8 +75,11 @@ def _dangling_batches(transcript: Sequence[Message]) -> Iterator[bool]:
         if len(calls) == 1:
             yield not batch or batch[0].role != tool or batch[0].call_id != calls[0].id
         else:
-            yield (len(batch) != len(calls) or any(m.role != tool for m in batch)
-                   or not {m.call_id for m in batch} >= {c.id for c in calls})
+            yield (
+                len(batch) != len(calls)
+                or any(m.role != tool for m in batch)
+                or not {m.call_id for m in batch} >= {c.id for c in calls}
+            )
 
 
 def close_dangling_calls(transcript: Sequence[Message]) -> list[Message]:
@@ -102,6 +105,14 @@ def close_dangling_calls(transcript: Sequence[Message]) -> list[Message]:
             i += 1
         for call in message.tool_calls:
             if call.id not in answered:
-                out.append(Message(Role.TOOL, turn_id=message.turn_id, call_id=call.id, name=call.name,
-                                   result=NOT_RUN_RESULT, is_error=True))
+                out.append(
+                    Message(
+                        Role.TOOL,
+                        turn_id=message.turn_id,
+                        call_id=call.id,
+                        name=call.name,
+                        result=NOT_RUN_RESULT,
+                        is_error=True,
+                    )
+                )
     return out

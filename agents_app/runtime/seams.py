@@ -51,8 +51,15 @@ class Tx(Protocol):
         ``summary_index``, in this unit's commit (a turn of an archived generation moves
         nothing). Loads then read the transcript from the boundary only."""
 
-    def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
-               pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
+    def settle(
+        self,
+        status: TurnStatus,
+        *,
+        text: str = "",
+        error: dict[str, Any] | None = None,
+        pending: dict[str, Any] | None = None,
+        usage: dict[str, int] | None = None,
+    ) -> None:
         """Set the turn's status (and the session's). A child turn settling in a final status
         also, in the same transaction, stores its result under its parent's step (once) and,
         when it was the last child owed, queues the parent again — only while that parent still
@@ -73,9 +80,16 @@ class SessionStore(Protocol):
     def unwrap(self) -> Any:
         """The backend's handle for tools' transactional writes, or None (in-memory)."""
 
-    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
-                          replace: bool = False, policy: dict[str, Any] | None = None,
-                          created_by: Any = None) -> Outcome:
+    async def create_turn(
+        self,
+        session: SessionRef,
+        input: TurnInput,
+        *,
+        turn_id: str,
+        replace: bool = False,
+        policy: dict[str, Any] | None = None,
+        created_by: Any = None,
+    ) -> Outcome:
         """Write a queued turn (atomic, serialized per session) under ``rules.check_start``;
         ``replace`` first cancels every unfinished turn (``rules.cancel_now``). ``created_by``
         is the host's own identity of the caller, kept with the turn (and as a new session's
@@ -84,15 +98,22 @@ class SessionStore(Protocol):
     async def get_turn(self, turn_id: str) -> TurnRecord:
         """One turn row; NotFound if absent."""
 
-    async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                    lease_seconds: float) -> TurnRecord | None:
+    async def claim(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
+    ) -> TurnRecord | None:
         """Take the lease if the turn is runnable, first in its session's chain, and not held
         by a live lease elsewhere (a conditional update). None if not claimed."""
 
-    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                             lease_seconds: float,
-                             opening: Callable[[TurnState], Callable[[Tx], None] | None] | None = None,
-                             ) -> TurnState | None:
+    async def claim_and_load(
+        self,
+        turn_id: str,
+        *,
+        owner: str,
+        attempt_id: str,
+        now: float,
+        lease_seconds: float,
+        opening: Callable[[TurnState], Callable[[Tx], None] | None] | None = None,
+    ) -> TurnState | None:
         """``claim``, then, if claimed, ``load``: the state of the turn this attempt now holds
         (its ``turn`` is the claimed record). None if not claimed. A store may do both at once
         (one round trip); nothing but the claiming attempt's reads follow its claim.
@@ -102,8 +123,7 @@ class SessionStore(Protocol):
         attempt) in the claim's own transaction, and say so in the state's ``opened``. A store
         that does not, ignores it (``opened`` stays None) and the loop opens the turn itself."""
 
-    async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float,
-                        lease_seconds: float) -> str | None:
+    async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
         """Extend the lease; returns the cancel reason on the row. StaleAttemptError if lost."""
 
     async def release(self, turn_id: str, *, attempt_id: str) -> None:
@@ -142,9 +162,17 @@ class SessionStore(Protocol):
         generation (recording ``by``) and go on in a generation number never used before,
         status new. O(1) in the archive's size."""
 
-    async def fork(self, session: SessionRef, input: TurnInput | None, *, turn_id: str, at: int | None = None,
-                   regenerate: str | None = None, policy: dict[str, Any] | None = None,
-                   created_by: Any = None) -> Outcome:
+    async def fork(
+        self,
+        session: SessionRef,
+        input: TurnInput | None,
+        *,
+        turn_id: str,
+        at: int | None = None,
+        regenerate: str | None = None,
+        policy: dict[str, Any] | None = None,
+        created_by: Any = None,
+    ) -> Outcome:
         """One transaction, only while the session is idle (``branches.check_idle``): a new
         generation (a number never used before) holding the live one's messages before the fork
         point and the events of their turns (same positions and sequence numbers), with the

@@ -81,10 +81,18 @@ class Runtime:
         if self.dispatcher is None:
             self.dispatcher = LocalDispatcher()
         self.executor = TurnExecutor(
-            store=self.store, sink=self.fanout, agent_for=self.agent, model_for=self.model_for,
-            clock=self.clock, lease_seconds=self.lease_seconds, max_attempts=self.max_attempts,
-            on_signals=self._wire_signals, on_runnable=self._dispatch_runnable,
-            max_depth=self.max_depth, max_fanout=self.max_fanout, observer=self.observer,
+            store=self.store,
+            sink=self.fanout,
+            agent_for=self.agent,
+            model_for=self.model_for,
+            clock=self.clock,
+            lease_seconds=self.lease_seconds,
+            max_attempts=self.max_attempts,
+            on_signals=self._wire_signals,
+            on_runnable=self._dispatch_runnable,
+            max_depth=self.max_depth,
+            max_fanout=self.max_fanout,
+            observer=self.observer,
         )
         if isinstance(self.dispatcher, LocalDispatcher):
             self.dispatcher.executor = self.executor
@@ -126,8 +134,9 @@ class AgentSession:
         """Queue a turn and return its id without waiting."""
         return (await self.start_turn(input, replace=replace, turn_id=turn_id)).turn_id
 
-    async def start_turn(self, input: str | TurnInput, *, replace: bool = False, turn_id: str | None = None,
-                         created_by: Any = None) -> TurnRecord:
+    async def start_turn(
+        self, input: str | TurnInput, *, replace: bool = False, turn_id: str | None = None, created_by: Any = None
+    ) -> TurnRecord:
         """``start``, returning the queued turn. ``created_by`` is the host's identity of the
         caller (kept with the turn, and as a new session's owner)."""
         if isinstance(input, str):
@@ -137,8 +146,12 @@ class AgentSession:
             input = with_fields(input, trace=input.trace or observer.carrier(), queued_at=self.runtime.clock())
         agent = self.runtime.agent(self.ref.agent)
         outcome = await self.store.create_turn(
-            self.ref, input, turn_id=turn_id or new_turn_id(), replace=replace,
-            policy=agent.policy_for(input.source), created_by=created_by,
+            self.ref,
+            input,
+            turn_id=turn_id or new_turn_id(),
+            replace=replace,
+            policy=agent.policy_for(input.source),
+            created_by=created_by,
         )
         assert outcome.turn is not None
         await self._after(outcome, CancelReason.REPLACED)
@@ -214,9 +227,18 @@ class AgentSession:
             raise TurnParkedError(result)
         return result
 
-    async def resume(self, turn_id: str, input_id: str, answer: Any, *, by: str | None = None,
-                     principal: Any = None, granted: Grant | None = None, via: str = "api",
-                     record: dict[str, Any] | None = None) -> TurnRecord:
+    async def resume(
+        self,
+        turn_id: str,
+        input_id: str,
+        answer: Any,
+        *,
+        by: str | None = None,
+        principal: Any = None,
+        granted: Grant | None = None,
+        via: str = "api",
+        record: dict[str, Any] | None = None,
+    ) -> TurnRecord:
         """Answer a parked request and replay the turn (403 / 409 / 422 as JuneErrors).
 
         ``by`` is the answerer's verified identity; a policy request is answered only with a
@@ -227,11 +249,13 @@ class AgentSession:
         request = rules.check_resumable(rec, input_id=input_id)
         if granted is None and rules.needs_grant(request):
             hook = self.runtime.agent(self.ref.agent).authorize_answer
-            granted = await grant_answer({"request": request}, {"by": by, "principal": principal}, hook,
-                                         call=self.runtime.call_sync)
+            granted = await grant_answer(
+                {"request": request}, {"by": by, "principal": principal}, hook, call=self.runtime.call_sync
+            )
         rules.check_answer(request, answer, by=by, granted=granted)
-        outcome = await self.store.answer(turn_id, input_id, answer,
-                                          {**(record or {}), "by": by, "via": via, "at": self.runtime.clock()})
+        outcome = await self.store.answer(
+            turn_id, input_id, answer, {**(record or {}), "by": by, "via": via, "at": self.runtime.clock()}
+        )
         await self._after(outcome, None)
         assert outcome.turn is not None
         if outcome.turn.status == TurnStatus.QUEUED:  # else it still waits on a sibling call's answer
@@ -246,8 +270,9 @@ class AgentSession:
         if rules.needs_grant(request):
             hook = self.runtime.agent(self.ref.agent).authorize_answer
             try:
-                granted = await grant_answer({"request": request}, {"by": by, "principal": principal}, hook,
-                                             call=self.runtime.call_sync)
+                granted = await grant_answer(
+                    {"request": request}, {"by": by, "principal": principal}, hook, call=self.runtime.call_sync
+                )
             except JuneError:
                 return False
         try:
@@ -274,15 +299,21 @@ class AgentSession:
         await self._dispatch_next()
         return {"previous_session": outcome.previous_session, "generation": outcome.generation}
 
-    async def fork(self, at: int, input: str | TurnInput, *, turn_id: str | None = None,
-                   created_by: Any = None) -> TurnRecord:
+    async def fork(
+        self, at: int, input: str | TurnInput, *, turn_id: str | None = None, created_by: Any = None
+    ) -> TurnRecord:
         """Edit: a new branch from just before message ``at`` (a person's opening message),
         live, with ``input`` queued on it. The branch left stays, to switch back to."""
-        return await self._branch(input if isinstance(input, TurnInput) else TurnInput(text=input),
-                                  at=at, turn_id=turn_id, created_by=created_by)
+        return await self._branch(
+            input if isinstance(input, TurnInput) else TurnInput(text=input),
+            at=at,
+            turn_id=turn_id,
+            created_by=created_by,
+        )
 
-    async def regenerate(self, turn_id: str, *, new_turn_id: str | None = None, source: str | None = None,
-                         created_by: Any = None) -> TurnRecord:
+    async def regenerate(
+        self, turn_id: str, *, new_turn_id: str | None = None, source: str | None = None, created_by: Any = None
+    ) -> TurnRecord:
         """The live branch's last turn sent again (its opening message, attachments included) as
         the first turn of a new branch forked just before it; from ``source`` (the channel asking
         now) if given, else the original's. The original's trace is not continued."""
@@ -297,15 +328,27 @@ class AgentSession:
         await self._after(outcome, None)
         return outcome.generation if outcome.generation is not None else generation
 
-    async def _branch(self, input: TurnInput, *, at: int | None = None, regenerate: str | None = None,
-                      turn_id: str | None, created_by: Any) -> TurnRecord:
+    async def _branch(
+        self,
+        input: TurnInput,
+        *,
+        at: int | None = None,
+        regenerate: str | None = None,
+        turn_id: str | None,
+        created_by: Any,
+    ) -> TurnRecord:
         observer = self.runtime.observer
         if observer is not None:  # as ``start_turn``: the caller's trace, and when it queued
             input = with_fields(input, trace=input.trace or observer.carrier(), queued_at=self.runtime.clock())
         outcome = await self.store.fork(
-            self.ref, input, turn_id=turn_id or new_turn_id(), at=at, regenerate=regenerate,
+            self.ref,
+            input,
+            turn_id=turn_id or new_turn_id(),
+            at=at,
+            regenerate=regenerate,
             policy=self.runtime.agent(self.ref.agent).policy_for(input.source),
-            created_by=created_by)
+            created_by=created_by,
+        )
         assert outcome.turn is not None
         await self._after(outcome, None)
         await self.runtime.dispatcher.dispatch(outcome.turn.turn_id, self.ref)

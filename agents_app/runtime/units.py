@@ -96,8 +96,12 @@ class Opening:
 
     def __call__(self, state: TurnState) -> Callable[[Tx], None] | None:
         turn = state.turn
-        if (turn.status != TurnStatus.RUNNING or turn.cancel_reason or turn.attempts > self.max_attempts
-                or next_action(state.transcript, turn.turn_id).kind != NextKind.OPEN):
+        if (
+            turn.status != TurnStatus.RUNNING
+            or turn.cancel_reason
+            or turn.attempts > self.max_attempts
+            or next_action(state.transcript, turn.turn_id).kind != NextKind.OPEN
+        ):
             return None
         at = state.base + len(state.transcript)
 
@@ -120,8 +124,9 @@ def fail_txn(tx: Any, turn_id: str, error: str, phase: str | None, step: str | N
     tx.settle(TurnStatus.FAILED, error={"message": error, "phase": phase, "step": step}, usage=usage)
 
 
-def cancel_txn(tx: Any, turn_id: str, owed: tuple[ToolCall, ...], index: int, reason: str, discarded: str,
-               usage: dict[str, Any]) -> None:
+def cancel_txn(
+    tx: Any, turn_id: str, owed: tuple[ToolCall, ...], index: int, reason: str, discarded: str, usage: dict[str, Any]
+) -> None:
     # unrun calls get a synthetic result so the transcript stays valid for the model
     for call in owed:
         at = tx.append(Message(Role.TOOL, turn_id=turn_id, call_id=call.id, name=call.name, result=CANCELLED_RESULT))
@@ -131,8 +136,9 @@ def cancel_txn(tx: Any, turn_id: str, owed: tuple[ToolCall, ...], index: int, re
     tx.settle(TurnStatus.CANCELLED, error={"reason": reason}, usage=usage)
 
 
-def park_txn(tx: Any, turn_id: str, asks: list[tuple[ToolCall, dict[str, Any]]], pending: dict[str, Any],
-             usage: dict[str, Any]) -> None:
+def park_txn(
+    tx: Any, turn_id: str, asks: list[tuple[ToolCall, dict[str, Any]]], pending: dict[str, Any], usage: dict[str, Any]
+) -> None:
     """Parked on the first ask and on the step's other calls' approvals (``asks``), shown at once."""
     for asked, ask in asks:
         tx.emit(ev.InputRequested(turn_id, request=ask, call_id=asked.id))

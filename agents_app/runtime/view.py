@@ -30,7 +30,7 @@ def _earlier(view: tuple[Any, ...], messages: list[Message]) -> tuple[Message, .
     with _EARLIER_LOCK:
         held = _EARLIER.get(view)
     n, repaired = 0, cast(tuple[Message, ...], ())
-    if held is not None and len(held[0]) <= len(messages) and messages[:len(held[0])] == held[0]:
+    if held is not None and len(held[0]) <= len(messages) and messages[: len(held[0])] == held[0]:
         n, repaired = len(held[0]), held[1]
     added = [m for m in messages[n:] if m.role != summary]
     if n and added and added[0].role == Role.TOOL:  # not cut where a turn ends: all again
@@ -45,9 +45,15 @@ def _earlier(view: tuple[Any, ...], messages: list[Message]) -> tuple[Message, .
     return repaired
 
 
-def request_messages(transcript: list[Message], turn: Any, *, base: int, boundary: int, summary_at: int | None,
-                     history: tuple[Any, tuple[Message, ...]] | None
-                     ) -> tuple[tuple[Any, tuple[Message, ...]], tuple[Message, ...]]:
+def request_messages(
+    transcript: list[Message],
+    turn: Any,
+    *,
+    base: int,
+    boundary: int,
+    summary_at: int | None,
+    history: tuple[Any, tuple[Message, ...]] | None,
+) -> tuple[tuple[Any, tuple[Message, ...]], tuple[Message, ...]]:
     """(the earlier turns' part, keyed, for the attempt's next step; the messages). Earlier
     turns are repaired once per attempt (not per step), and only past what an earlier attempt
     of the session repaired (``_earlier``)."""
@@ -58,5 +64,5 @@ def request_messages(transcript: list[Message], turn: Any, *, base: int, boundar
     if history is None or history[0] != key:
         history = (key, _earlier((turn.session, turn.generation, boundary), transcript[b:start]))
     head = (transcript[summary_at - base],) if summary_at is not None else ()
-    tail = [m for m in transcript[max(b, start):] if m.role != summary]
+    tail = [m for m in transcript[max(b, start) :] if m.role != summary]
     return history, head + history[1] + tuple(close_dangling_calls(tail))

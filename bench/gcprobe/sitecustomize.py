@@ -23,8 +23,9 @@ if _dir:
 
     def _reset() -> None:
         """Per process: a forked child starts with no figures of its parent's."""
-        _state.update(pid=os.getpid(), started=0.0, n=0, gens={0: [0, 0.0, 0.0], 1: [0, 0.0, 0.0], 2: [0, 0.0, 0.0]},
-                      gen2=[])
+        _state.update(
+            pid=os.getpid(), started=0.0, n=0, gens={0: [0, 0.0, 0.0], 1: [0, 0.0, 0.0], 2: [0, 0.0, 0.0]}, gen2=[]
+        )
 
     def _probe(phase: str, info: dict) -> None:
         if _state["pid"] != os.getpid():
@@ -45,8 +46,16 @@ if _dir:
     def _write() -> None:
         path = os.path.join(_dir, f"{os.getpid()}.json")
         with open(path + ".tmp", "w") as f:
-            json.dump({"pid": os.getpid(), "frozen": gc.get_freeze_count(), "collections": _state["n"],
-                       "gens": {str(k): v for k, v in _state["gens"].items()}, "gen2": _state["gen2"]}, f)
+            json.dump(
+                {
+                    "pid": os.getpid(),
+                    "frozen": gc.get_freeze_count(),
+                    "collections": _state["n"],
+                    "gens": {str(k): v for k, v in _state["gens"].items()},
+                    "gen2": _state["gen2"],
+                },
+                f,
+            )
         os.replace(path + ".tmp", path)
 
     gc.callbacks.append(_probe)

@@ -16,6 +16,7 @@ SCALARS = ("string", "number", "integer", "boolean")
 
 # -- the answer form, built from the request's JSON schema ----------------------------------------
 
+
 def form_kind(schema: Any) -> str:
     """``boolean`` (Approve/Deny), ``scalar`` (one field), ``object`` (a field per property) or
     ``json`` (a textarea, for anything else)."""
@@ -26,8 +27,12 @@ def form_kind(schema: Any) -> str:
     if _scalar(schema):
         return "scalar"
     props = schema.get("properties")
-    if (schema.get("type") == "object" and isinstance(props, dict) and props
-            and all(isinstance(p, dict) and _scalar(p) for p in props.values())):
+    if (
+        schema.get("type") == "object"
+        and isinstance(props, dict)
+        and props
+        and all(isinstance(p, dict) and _scalar(p) for p in props.values())
+    ):
         return "object"
     return "json"
 
@@ -58,11 +63,18 @@ def _field(schema: dict[str, Any], *, required: bool, label: str) -> forms.Field
         return forms.FloatField(required=required, label=label, help_text=help_text)
     if kind == "boolean":
         choices = [("", "—")] if not required else []
-        return forms.ChoiceField(choices=choices + [("true", "Yes"), ("false", "No")], required=required,
-                                 label=label, help_text=help_text)
+        return forms.ChoiceField(
+            choices=choices + [("true", "Yes"), ("false", "No")], required=required, label=label, help_text=help_text
+        )
     # constraints (length, pattern, ranges) are the JSON schema's job, checked server-side (422)
-    return forms.CharField(required=required, strip=False, max_length=MAX_JSON_CHARS, label=label,
-                           help_text=help_text, widget=forms.Textarea(attrs={"rows": 2}))
+    return forms.CharField(
+        required=required,
+        strip=False,
+        max_length=MAX_JSON_CHARS,
+        label=label,
+        help_text=help_text,
+        widget=forms.Textarea(attrs={"rows": 2}),
+    )
 
 
 def _value(schema: dict[str, Any], raw: Any) -> Any:
@@ -87,14 +99,26 @@ class AnswerForm(forms.Form):
         self.kind = "tool_approval" if request_spec.get("kind") == "tool_approval" else form_kind(self.schema)
         if self.kind == "tool_approval":  # a declared approval of a tool call: approve, edit or reject
             self.fields["decision"] = forms.ChoiceField(
-                choices=[("approve", "Approve: run it as proposed"), ("edit", "Edit: run it with the input below"),
-                         ("reject", "Reject: never run it")])
+                choices=[
+                    ("approve", "Approve: run it as proposed"),
+                    ("edit", "Edit: run it with the input below"),
+                    ("reject", "Reject: never run it"),
+                ]
+            )
             self.fields["tool_input"] = forms.JSONField(
-                label=f"Input of {request_spec.get('tool')}", required=False, max_length=MAX_JSON_CHARS,
-                initial=request_spec.get("input"), widget=forms.Textarea(attrs={"rows": 6, "cols": 60}),
-                help_text="Used with Edit; checked against the tool's schema.")
-            self.fields["message"] = forms.CharField(label="Note for the agent", required=False, max_length=2000,
-                                                     help_text="Used with Reject: the agent reads it.")
+                label=f"Input of {request_spec.get('tool')}",
+                required=False,
+                max_length=MAX_JSON_CHARS,
+                initial=request_spec.get("input"),
+                widget=forms.Textarea(attrs={"rows": 6, "cols": 60}),
+                help_text="Used with Edit; checked against the tool's schema.",
+            )
+            self.fields["message"] = forms.CharField(
+                label="Note for the agent",
+                required=False,
+                max_length=2000,
+                help_text="Used with Reject: the agent reads it.",
+            )
         elif self.kind == "boolean":
             self.fields["decision"] = forms.ChoiceField(choices=[("approve", "Approve"), ("deny", "Deny")])
         elif self.kind == "scalar":
@@ -104,8 +128,9 @@ class AnswerForm(forms.Form):
             for name, prop in self.schema["properties"].items():
                 self.fields[f"f_{name}"] = _field(prop, required=name in required, label=str(prop.get("title") or name))
         else:
-            self.fields["answer_json"] = forms.JSONField(label="Answer (JSON)", max_length=MAX_JSON_CHARS,
-                                                         widget=forms.Textarea(attrs={"rows": 6, "cols": 60}))
+            self.fields["answer_json"] = forms.JSONField(
+                label="Answer (JSON)", max_length=MAX_JSON_CHARS, widget=forms.Textarea(attrs={"rows": 6, "cols": 60})
+            )
 
     def answer(self) -> Any:
         """The answer as JSON, from a valid form (the schema itself is checked by the service)."""
@@ -122,10 +147,15 @@ class AnswerForm(forms.Form):
         if self.kind == "scalar":
             return _value(self.schema, data["answer"])
         if self.kind == "object":
-            return {name: _value(prop, data[f"f_{name}"]) for name, prop in self.schema["properties"].items()
-                    if data.get(f"f_{name}") not in (None, "")}
+            return {
+                name: _value(prop, data[f"f_{name}"])
+                for name, prop in self.schema["properties"].items()
+                if data.get(f"f_{name}") not in (None, "")
+            }
         return data["answer_json"]
 
     def errors_text(self) -> str:
-        return "; ".join(f"{'answer' if k in ('__all__', 'answer_json') else k.removeprefix('f_')}: {' '.join(v)}"
-                         for k, v in self.errors.items())
+        return "; ".join(
+            f"{'answer' if k in ('__all__', 'answer_json') else k.removeprefix('f_')}: {' '.join(v)}"
+            for k, v in self.errors.items()
+        )

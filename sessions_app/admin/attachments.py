@@ -24,8 +24,9 @@ class AttachmentAdmin(admin.ModelAdmin):
 
     @admin.display(description="file")
     def download(self, obj: Attachment) -> str:
-        url = reverse("june_api:attachment", kwargs={"agent": obj.agent, "session": obj.session_key,
-                                                     "attachment_id": obj.id})
+        url = reverse(
+            "june_api:attachment", kwargs={"agent": obj.agent, "session": obj.session_key, "attachment_id": obj.id}
+        )
         return format_html('<a href="{}" target="_blank" rel="noopener noreferrer">{}</a>', url, obj.name)
 
     def has_add_permission(self, request) -> bool:

@@ -48,7 +48,9 @@ def usage_per_user(turns) -> dict[str, Usage]:
     owner's); each turn's own calls at its own agent's price. Sessions without an owner
     (webhooks, schedules) under "—"."""
     per_user: dict[str, Usage] = defaultdict(Usage)
-    rows = turns.values_list("session__agent", f"session__owner__{m.username_field()}", "usage").iterator(chunk_size=2000)
+    rows = turns.values_list("session__agent", f"session__owner__{m.username_field()}", "usage").iterator(
+        chunk_size=2000
+    )
     for agent, username, usage in rows:
         per_user[username or "—"].add(usage, agent_model(agent))
     return dict(sorted(per_user.items(), key=lambda kv: -kv[1].cost))
@@ -68,6 +70,7 @@ def session_usage(session: m.Session) -> dict[str, Any]:
 
 # -- the dashboard -------------------------------------------------------------------------------------
 
+
 def _ago(when: dt.datetime | None, now: dt.datetime) -> str:
     if when is None:
         return "—"
@@ -85,11 +88,21 @@ def _turn_rows(qs, now: dt.datetime, *, when: str = "created_at") -> list[dict[s
     rows = []
     for t in qs.select_related("session")[:LIST_ROWS]:
         at = getattr(t, when, None)
-        rows.append({"id": t.pk, "url": turn_url(t.pk), "agent": t.session.agent, "session": t.session.key,
-                     "status": t.status, "phase": t.phase or "", "attempts": t.attempts,
-                     "owner": t.lease_owner or "", "age": _ago(at, now),
-                     "lease": lease_text(t, now.timestamp()),
-                     "text": str((t.input or {}).get("text") or "")[:80]})
+        rows.append(
+            {
+                "id": t.pk,
+                "url": turn_url(t.pk),
+                "agent": t.session.agent,
+                "session": t.session.key,
+                "status": t.status,
+                "phase": t.phase or "",
+                "attempts": t.attempts,
+                "owner": t.lease_owner or "",
+                "age": _ago(at, now),
+                "lease": lease_text(t, now.timestamp()),
+                "text": str((t.input or {}).get("text") or "")[:80],
+            }
+        )
     return rows
 
 
@@ -102,12 +115,15 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
     expired = running.filter(lease_expires_at__lt=epoch).order_by("lease_expires_at")
     queued = m.Turn.objects.filter(status=m.TurnStatus.QUEUED).order_by("created_at")
     parked = listings.parked_requests()
-    failed_ids = (m.Event.objects.filter(type="turn.failed", created_at__gte=hour_ago)
-                  .values_list("turn_id", flat=True))
+    failed_ids = m.Event.objects.filter(type="turn.failed", created_at__gte=hour_ago).values_list("turn_id", flat=True)
     failures = m.Turn.objects.filter(pk__in=list(failed_ids[:500])).order_by("-updated_at")
     retried = m.Turn.objects.filter(attempts__gt=1, created_at__gte=hour_ago).order_by("-created_at")
-    counts = dict(m.Turn.objects.filter(status__in=[m.TurnStatus.RUNNING, m.TurnStatus.QUEUED, m.TurnStatus.SUSPENDED])
-                  .values("status").annotate(n=Count("id")).values_list("status", "n"))
+    counts = dict(
+        m.Turn.objects.filter(status__in=[m.TurnStatus.RUNNING, m.TurnStatus.QUEUED, m.TurnStatus.SUSPENDED])
+        .values("status")
+        .annotate(n=Count("id"))
+        .values_list("status", "n")
+    )
     oldest_queued = queued.aggregate(at=Min("created_at"))["at"]
     today = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
     total_today, per_agent_today, _ = usage_totals(m.Turn.objects.filter(created_at__gte=today))
@@ -115,37 +131,72 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
     _, _, per_day = usage_totals(m.Turn.objects.filter(created_at__gte=today - dt.timedelta(days=6)))
     schedules = []
     for s in Schedule.objects.exclude(repeats=0).order_by("next_run")[:10]:
-        schedules.append({"name": s.name or s.func, "func": s.func, "next_run": s.next_run,
-                          "in": seconds_text((s.next_run - now).total_seconds()) if s.next_run and s.next_run > now
-                          else "due now"})
-    workers = [{**w, "seen": seconds_text(w["age"]), "up": _ago(w["started_at"], now)}
-               for w in health.worker_rows(now=now)]
-    failing = (WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED)
-               .filter(attempts__gt=0).order_by("-updated_at")[:LIST_ROWS])
+        schedules.append(
+            {
+                "name": s.name or s.func,
+                "func": s.func,
+                "next_run": s.next_run,
+                "in": seconds_text((s.next_run - now).total_seconds())
+                if s.next_run and s.next_run > now
+                else "due now",
+            }
+        )
+    workers = [
+        {**w, "seen": seconds_text(w["age"]), "up": _ago(w["started_at"], now)} for w in health.worker_rows(now=now)
+    ]
+    failing = (
+        WebhookDelivery.objects.exclude(status=DeliveryStatus.DELIVERED)
+        .filter(attempts__gt=0)
+        .order_by("-updated_at")[:LIST_ROWS]
+    )
     return {
         "now": now,
         "refresh": REFRESH_SECONDS,
-        "counts": {"running": live.count(), "expired": expired.count(), "queued": counts.get("queued", 0),
-                   "parked": counts.get("suspended", 0), "failed_hour": failures.count(),
-                   "retried_hour": retried.count()},
+        "counts": {
+            "running": live.count(),
+            "expired": expired.count(),
+            "queued": counts.get("queued", 0),
+            "parked": counts.get("suspended", 0),
+            "failed_hour": failures.count(),
+            "retried_hour": retried.count(),
+        },
         "oldest_queued": _ago(oldest_queued, now) if oldest_queued else "",
         "running": _turn_rows(live, now),
         "expired": _turn_rows(expired, now),
         "queued": _turn_rows(queued, now),
-        "parked": [{"id": t.pk, "url": turn_url(t.pk), "agent": t.session.agent, "session": t.session.key,
-                    "prompt": ((t.pending or {}).get("request") or {}).get("prompt") or "",
-                    "by": listings.requested_by(t), "age": _ago(t.parked_at, now)}
-                   for t in parked[:LIST_ROWS]],
+        "parked": [
+            {
+                "id": t.pk,
+                "url": turn_url(t.pk),
+                "agent": t.session.agent,
+                "session": t.session.key,
+                "prompt": ((t.pending or {}).get("request") or {}).get("prompt") or "",
+                "by": listings.requested_by(t),
+                "age": _ago(t.parked_at, now),
+            }
+            for t in parked[:LIST_ROWS]
+        ],
         "failures": [{**row, "error": ""} for row in _turn_rows(failures, now, when="updated_at")],
         "retried": _turn_rows(retried, now),
         "schedules": schedules,
         "workers": workers,
         "workers_alive": sum(1 for w in workers if not w["stale"]),
         "beat_seconds": settings.JUNE_WORKER_BEAT_SECONDS,
-        "deliveries": [{"id": d.pk, "agent": d.agent, "session": d.session_key, "turn_id": d.turn_id,
-                        "url": d.url, "status": d.status, "attempts": d.attempts,
-                        "error": (d.last_error or "")[:200], "response_status": d.response_status,
-                        "age": _ago(d.updated_at, now)} for d in failing],
+        "deliveries": [
+            {
+                "id": d.pk,
+                "agent": d.agent,
+                "session": d.session_key,
+                "turn_id": d.turn_id,
+                "url": d.url,
+                "status": d.status,
+                "attempts": d.attempts,
+                "error": (d.last_error or "")[:200],
+                "response_status": d.response_status,
+                "age": _ago(d.updated_at, now),
+            }
+            for d in failing
+        ],
         "usage_today": total_today,
         "usage_per_agent": per_agent_today,
         "usage_per_user": dict(list(per_user_today.items())[:LIST_ROWS]),
@@ -162,5 +213,13 @@ def dashboard_view(request):
     return TemplateResponse(request, "admin/june/dashboard.html", context)
 
 
-__all__ = ["agent_model", "cost_of", "dashboard_data", "dashboard_view", "price_for", "session_usage",
-           "usage_per_user", "usage_totals"]
+__all__ = [
+    "agent_model",
+    "cost_of",
+    "dashboard_data",
+    "dashboard_view",
+    "price_for",
+    "session_usage",
+    "usage_per_user",
+    "usage_totals",
+]

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 # -- the inbox ----------------------------------------------------------------------------------------
 
+
 def parked_turns():
     """Every parked input in a live generation, oldest first, with when it parked."""
     return listings.parked_requests()
@@ -188,10 +189,12 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
         info = self.opts.app_label, self.opts.model_name
         from sessions_app.admin.console import dashboard_view
 
-        mine = [path("answers/", self.admin_site.admin_view(self.answers_view), name="%s_%s_answers" % info),
-                # the operator console, in whatever admin site registers June's models (a host's
-                # own too); this repository's site also serves it at /admin/june/dashboard/
-                path("dashboard/", self.admin_site.admin_view(dashboard_view), name="%s_%s_dashboard" % info)]
+        mine = [
+            path("answers/", self.admin_site.admin_view(self.answers_view), name="%s_%s_answers" % info),
+            # the operator console, in whatever admin site registers June's models (a host's
+            # own too); this repository's site also serves it at /admin/june/dashboard/
+            path("dashboard/", self.admin_site.admin_view(dashboard_view), name="%s_%s_dashboard" % info),
+        ]
         return mine + super().get_urls()
 
     def answers_view(self, request):
@@ -199,8 +202,12 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
         rows = m.Answer.objects.select_related("turn__session", "user").order_by("-created_at", "-pk")
         if not request.user.has_perm("sessions_app.view_answer"):
             rows = rows.filter(user=request.user)
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Past answers",
-                   "answers": _with_json(rows[:200])}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Past answers",
+            "answers": _with_json(rows[:200]),
+        }
         return TemplateResponse(request, "admin/june/approval_answers.html", context)
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
@@ -228,8 +235,15 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
                 raise Unprocessable(f"invalid answer: {form.errors_text()}")
             else:
                 answer, input_id = form.answer(), form.cleaned_data["input_id"]
-            rec = services.turn_resume(turn_id=turn.pk, input_id=input_id, answer=answer, user=request.user,
-                                       via="admin", remote_addr=_remote_addr(request), check_session_access=False)
+            rec = services.turn_resume(
+                turn_id=turn.pk,
+                input_id=input_id,
+                answer=answer,
+                user=request.user,
+                via="admin",
+                remote_addr=_remote_addr(request),
+                check_session_access=False,
+            )
         except ResumeAuthorizationError as exc:
             return self._refused(request, f"You may not answer this request: {exc}", status=403)
         except JuneError as exc:
@@ -242,22 +256,27 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
             turn.refresh_from_db()
             if not self._may_see(request, turn):
                 return self._refused(request, text, status=exc.http_status, with_message=False)
-            return self._page(request, turn, form=form if exc.http_status == 422 else self._form(turn),
-                              status=exc.http_status)
+            return self._page(
+                request, turn, form=form if exc.http_status == 422 else self._form(turn), status=exc.http_status
+            )
         messages.success(request, f"Answer recorded; the turn is {rec.status}.")
         if request.POST.get("from") == "inbox":  # answered in the list: back to what still waits
             return HttpResponseRedirect(reverse("admin:sessions_app_approvalrequest_changelist"))
         return HttpResponseRedirect(reverse("admin:sessions_app_approvalrequest_change", args=(quote(turn.pk),)))
 
     def _can_answer(self, request, turn) -> bool:
-        return bool(turn.status == m.TurnStatus.SUSPENDED and turn.pending
-                    and services.may_answer(turn=turn, user=request.user))
+        return bool(
+            turn.status == m.TurnStatus.SUSPENDED and turn.pending and services.may_answer(turn=turn, user=request.user)
+        )
 
     def _may_see(self, request, turn) -> bool:
         """The request's details: to whoever may answer it now, whoever answered it, and
         holders of ``view_answer`` (who see it read-only unless they may answer too)."""
-        return (self._can_answer(request, turn) or request.user.has_perm("sessions_app.view_answer")
-                or m.Answer.objects.filter(turn=turn, user=request.user).exists())
+        return (
+            self._can_answer(request, turn)
+            or request.user.has_perm("sessions_app.view_answer")
+            or m.Answer.objects.filter(turn=turn, user=request.user).exists()
+        )
 
     def _page(self, request, turn, *, form, status: int = 200):
         if form is not None and not self._can_answer(request, turn):
@@ -267,22 +286,37 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
         spec = (form.request_spec if form is not None else _spec(turn, request.GET.get("input"))) or _last_request(turn)
         call = pending.get("call") or {}
         if spec.get("kind") == "tool_approval" and pending:  # its own call, of the step's several
-            call = {"name": spec.get("tool"), "id": spec.get("id", "").removeprefix("approve:"), "input": spec.get("input")}
+            call = {
+                "name": spec.get("tool"),
+                "id": spec.get("id", "").removeprefix("approve:"),
+                "input": spec.get("input"),
+            }
         others = [r for r in rules.pending_requests(pending) if r.get("id") != spec.get("id")]
         context = {
             **self.admin_site.each_context(request),
-            "opts": self.opts, "title": "Answer a parked request", "turn": turn, "form": form,
-            "kind": form.kind if form else None, "request_spec": spec,
+            "opts": self.opts,
+            "title": "Answer a parked request",
+            "turn": turn,
+            "form": form,
+            "kind": form.kind if form else None,
+            "request_spec": spec,
             "schema_json": json.dumps(spec.get("schema"), sort_keys=True) if spec.get("schema") else "",
-            "call": call, "others": others,
+            "call": call,
+            "others": others,
             "call_json": json.dumps(call.get("input"), indent=1, sort_keys=True, default=str) if pending else "",
             "waited": timesince(parked.parked_at, timezone.now()) if parked else None,
             "turn_url": _turn_admin_url(turn),
-            "answers": _with_json(m.Answer.objects.filter(turn=turn).select_related("user").order_by("created_at", "pk")),
+            "answers": _with_json(
+                m.Answer.objects.filter(turn=turn).select_related("user").order_by("created_at", "pk")
+            ),
         }
         return TemplateResponse(request, "admin/june/approval_answer.html", context, status=status)
 
     def _refused(self, request, text: str, *, status: int, with_message: bool = True):
-        context = {**self.admin_site.each_context(request), "opts": self.opts, "title": "Not available",
-                   "reason": text if with_message else ""}
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Not available",
+            "reason": text if with_message else "",
+        }
         return TemplateResponse(request, "admin/june/approval_refused.html", context, status=status)

@@ -27,4 +27,11 @@ def inline_answer(turn: Any, kind: str) -> Any:
         '<input type="hidden" form="{}" name="input_id" value="{}"><input type="hidden" form="{}" name="from" value="inbox">'
         '<button type="submit" form="{}" name="decision" value="approve" class="june-approve" style="{}">Approve</button>'
         '<button type="submit" form="{}" name="decision" value="deny" class="june-deny" style="{}">Deny</button></span>',
-        form, spec["id"], form, form, APPROVE_STYLE, form, DENY_STYLE)
+        form,
+        spec["id"],
+        form,
+        form,
+        APPROVE_STYLE,
+        form,
+        DENY_STYLE,
+    )

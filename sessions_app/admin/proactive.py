@@ -31,8 +31,16 @@ def _turn_link(turn_id: str) -> str:
 
 @admin.register(AgentSchedule)
 class AgentScheduleAdmin(admin.ModelAdmin):
-    list_display = ("name", "cron", "enabled", "next_run_local", "last_run_at", "last_run_turn", "last_run_status",
-                    "run_now_button")
+    list_display = (
+        "name",
+        "cron",
+        "enabled",
+        "next_run_local",
+        "last_run_at",
+        "last_run_turn",
+        "last_run_status",
+        "run_now_button",
+    )
     fields = ("name", "func", "kwargs", "cron", "next_run", "repeats")
     readonly_fields = ("name", "func", "kwargs")
     actions = ("enable", "disable", "run_now")
@@ -54,8 +62,9 @@ class AgentScheduleAdmin(admin.ModelAdmin):
         """The schedule's own zone (its declaration's ``timezone``), else the site's."""
         try:
             _, agent, name = obj.name.split(":", 2)
-            decl = next((d for d in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE)
-                         if d.name == name), None)
+            decl = next(
+                (d for d in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE) if d.name == name), None
+            )
         except Exception:  # an agent gone since the sync: the site's zone
             decl = None
         return decl.tz() if decl else ZoneInfo(settings.TIME_ZONE)
@@ -74,12 +83,16 @@ class AgentScheduleAdmin(admin.ModelAdmin):
         # the row is inside the changelist's form (forms do not nest): the button posts that
         # form, CSRF token included, to this schedule's run-now URL instead
         url = reverse("admin:agents_app_agentschedule_run_now", args=[obj.pk])
-        return format_html('<button type="submit" formaction="{}" formmethod="post" class="button june-run-now"{}>'
-                           "Run now</button>", url, " disabled" if obj.repeats == 0 else "")
+        return format_html(
+            '<button type="submit" formaction="{}" formmethod="post" class="button june-run-now"{}>Run now</button>',
+            url,
+            " disabled" if obj.repeats == 0 else "",
+        )
 
     def get_urls(self):
-        run_now = path("<int:pk>/run-now/", self.admin_site.admin_view(self.run_now_view),
-                       name="agents_app_agentschedule_run_now")
+        run_now = path(
+            "<int:pk>/run-now/", self.admin_site.admin_view(self.run_now_view), name="agents_app_agentschedule_run_now"
+        )
         return [run_now, *super().get_urls()]
 
     def run_now_view(self, request, pk: int):
@@ -88,8 +101,11 @@ class AgentScheduleAdmin(admin.ModelAdmin):
         if not self.has_change_permission(request):
             raise PermissionDenied
         n = self.get_queryset(request).filter(pk=pk).exclude(repeats=0).update(next_run=timezone.now())
-        self.message_user(request, f"{n} schedule(s) due now" if n else "Not run: the schedule is disabled or gone",
-                          messages.SUCCESS if n else messages.WARNING)
+        self.message_user(
+            request,
+            f"{n} schedule(s) due now" if n else "Not run: the schedule is disabled or gone",
+            messages.SUCCESS if n else messages.WARNING,
+        )
         return HttpResponseRedirect(reverse("admin:agents_app_agentschedule_changelist"))
 
     @admin.display(boolean=True)
@@ -132,8 +148,9 @@ class AgentScheduleAdmin(admin.ModelAdmin):
     def save_model(self, request, obj, form, change):
         if "cron" in form.changed_data and "next_run" not in form.changed_data:
             _, agent, name = obj.name.split(":", 2)
-            decl = next((d for d in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE) if d.name == name),
-                        None)
+            decl = next(
+                (d for d in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE) if d.name == name), None
+            )
             tz = decl.tz() if decl else ZoneInfo(settings.TIME_ZONE)
             obj.next_run = next_tick(obj.cron, tz, timezone.now())
         super().save_model(request, obj, form, change)
@@ -158,8 +175,17 @@ class ScheduleRunAdmin(admin.ModelAdmin):
 
 @admin.register(WebhookDelivery)
 class WebhookDeliveryAdmin(admin.ModelAdmin):
-    list_display = ("turn", "agent", "session_key", "url", "status", "attempts", "response_status", "short_error",
-                    "updated_at")
+    list_display = (
+        "turn",
+        "agent",
+        "session_key",
+        "url",
+        "status",
+        "attempts",
+        "response_status",
+        "short_error",
+        "updated_at",
+    )
     list_filter = ("status", "agent")
     readonly_fields = [f.name for f in WebhookDelivery._meta.fields]
     actions = ("retry",)

@@ -20,17 +20,23 @@ from sessions_app.errors import BadRequest
 
 
 def hit_url(site_name: str, hit: search.Hit) -> str:
-    url = reverse("admin:sessions_app_session_generation", args=[hit.session.pk, hit.generation],
-                  current_app=site_name)
+    url = reverse("admin:sessions_app_session_generation", args=[hit.session.pk, hit.generation], current_app=site_name)
     return f"{url}?at={hit.index}#m{hit.index}"  # the page of the transcript that holds it
 
 
 def search_view(model_admin: Any, request: HttpRequest) -> HttpResponse:
     """The search form and, with ``?q=``, the newest matching messages (a refusal's words for an
     empty or over-long query, with a 400)."""
-    context: dict[str, Any] = {**model_admin.admin_site.each_context(request), "opts": model_admin.opts,
-                               "title": "Search messages", "query": "", "rows": [], "more": False,
-                               "max_query": search.MAX_QUERY_CHARS, "searched": "q" in request.GET}
+    context: dict[str, Any] = {
+        **model_admin.admin_site.each_context(request),
+        "opts": model_admin.opts,
+        "title": "Search messages",
+        "query": "",
+        "rows": [],
+        "more": False,
+        "max_query": search.MAX_QUERY_CHARS,
+        "searched": "q" in request.GET,
+    }
     status = 200
     if "q" in request.GET:
         raw = request.GET.get("q", "")
@@ -41,9 +47,18 @@ def search_view(model_admin: Any, request: HttpRequest) -> HttpResponse:
             status = 400
         else:
             hits, more = search.staff_hits(query=query)
-            context.update(query=query, more=more, rows=[
-                {"hit": h, "url": hit_url(model_admin.admin_site.name, h), "snippet_html": search.highlight(h.text, query)}
-                for h in hits])
+            context.update(
+                query=query,
+                more=more,
+                rows=[
+                    {
+                        "hit": h,
+                        "url": hit_url(model_admin.admin_site.name, h),
+                        "snippet_html": search.highlight(h.text, query),
+                    }
+                    for h in hits
+                ],
+            )
     request.current_app = model_admin.admin_site.name
     return TemplateResponse(request, "admin/june_archive/search.html", context, status=status)
 

@@ -67,16 +67,21 @@ class StaffReadOnly:
 
 # -- reads for the archive pages (constant query count per page) ---------------------------------
 
+
 def generation_rows(session: m.Session, page_number: Any) -> Any:
     """A page of the session's generations (the reset archives and the branches), newest first,
     with who reset each, where each branch forked, and counts."""
     generations = list(range(max(session.generation_seq, session.generation), -1, -1))
     page = Paginator(generations, GENERATIONS_PER_PAGE).get_page(page_number)
     shown = list(page.object_list)
-    resets = {r.generation: r for r in m.SessionReset.objects.filter(session=session, generation__in=shown)
-              .select_related("by")}
-    forks = {b.generation: b for b in m.Branch.objects.filter(session=session, generation__in=shown,
-                                                               parent_generation__isnull=False)}
+    resets = {
+        r.generation: r
+        for r in m.SessionReset.objects.filter(session=session, generation__in=shown).select_related("by")
+    }
+    forks = {
+        b.generation: b
+        for b in m.Branch.objects.filter(session=session, generation__in=shown, parent_generation__isnull=False)
+    }
 
     def counts(model: Any) -> dict[int, int]:
         rows = model.objects.filter(session=session, generation__in=shown).values("generation").annotate(n=Count("*"))
@@ -113,8 +118,10 @@ def message_view(row: m.Message, boundaries: dict[int, list[int]] | None = None)
         "created_at": row.created_at,
         "text": data.get("text", ""),
         "by": data.get("by"),
-        "tool_calls": [{"id": c.get("id"), "name": c.get("name"), "args": pretty_json(c.get("input") or {})}
-                       for c in data.get("tool_calls", ())],
+        "tool_calls": [
+            {"id": c.get("id"), "name": c.get("name"), "args": pretty_json(c.get("input") or {})}
+            for c in data.get("tool_calls", ())
+        ],
         "blocks": [b for b in data.get("blocks", ()) if isinstance(b, dict)],
         "call_id": data.get("call_id"),
         "name": data.get("name"),
@@ -135,47 +142,73 @@ def message_page(at: Any) -> int:
 def generation_page(session: m.Session, generation: int, params: Any) -> dict[str, Any]:
     """Turns, a page of the transcript, a page of steps and a page of events of one generation."""
     messages = Paginator(
-        m.Message.objects.filter(session=session, generation=generation).order_by("index")
+        m.Message.objects.filter(session=session, generation=generation)
+        .order_by("index")
         .only("index", "role", "turn_id", "data", "created_at"),
         MESSAGES_PER_PAGE,
     ).get_page(params.get("page") or message_page(params.get("at")))
     events = Paginator(
-        eventlog.timed(m.Event.objects.filter(session=session, generation=generation).order_by("seq")
-                       .only("seq", "type", "turn_id", "data", "created_at")),
+        eventlog.timed(
+            m.Event.objects.filter(session=session, generation=generation)
+            .order_by("seq")
+            .only("seq", "type", "turn_id", "data", "created_at")
+        ),
         EVENTS_PER_PAGE,
     ).get_page(params.get("events"))
     # the step memo: Step rows, and the steps folded into the messages (``Message.step``)
     step_fields = ("key", "turn_id", "message_index", "data", "created_at")
-    folded = (m.Message.objects.filter(session=session, generation=generation, step__isnull=False)
-              .annotate(key=F("step"), turn=m.TurnRefText("turn_id"), message_index=F("index"),
-                        no_data=Value(None, output_field=JSONField()))
-              .values_list("key", "turn", "message_index", "no_data", "created_at").order_by())
+    folded = (
+        m.Message.objects.filter(session=session, generation=generation, step__isnull=False)
+        .annotate(
+            key=F("step"),
+            turn=m.TurnRefText("turn_id"),
+            message_index=F("index"),
+            no_data=Value(None, output_field=JSONField()),
+        )
+        .values_list("key", "turn", "message_index", "no_data", "created_at")
+        .order_by()
+    )
     steps = Paginator(
-        m.Step.objects.filter(turn__session=session, turn__generation=generation).values_list(*step_fields).order_by()
-        .union(folded, all=True).order_by("created_at", "message_index"),
+        m.Step.objects.filter(turn__session=session, turn__generation=generation)
+        .values_list(*step_fields)
+        .order_by()
+        .union(folded, all=True)
+        .order_by("created_at", "message_index"),
         STEPS_PER_PAGE,
     ).get_page(params.get("steps"))
     turns = list(
-        m.Turn.objects.filter(session=session, generation=generation).order_by("order")
+        m.Turn.objects.filter(session=session, generation=generation)
+        .order_by("order")
         .only("id", "order", "status", "kind", "cancel_reason", "attempts", "phase", "input", "created_at")[:500]
     )
     boundaries: dict[int, list[int]] = {}
-    for index, data in m.Message.objects.filter(session=session, generation=generation, role="summary") \
-            .values_list("index", "data"):
+    for index, data in m.Message.objects.filter(session=session, generation=generation, role="summary").values_list(
+        "index", "data"
+    ):
         boundaries.setdefault(int((data or {}).get("boundary", 0)), []).append(index)
     return {
         # not "messages": the admin's base template shows the messages framework's under that name
         "message_page": messages,
         "conversation": [message_view(row, boundaries) for row in messages.object_list],
         "events": events,
-        "event_rows": [{"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.at,
-                        "data": pretty_json(data)}
-                       for e, data in zip(events.object_list, eventlog.restore(
-                           (session.pk, generation, e.type, e.turn_id, e.data) for e in events.object_list))],
+        "event_rows": [
+            {"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.at, "data": pretty_json(data)}
+            for e, data in zip(
+                events.object_list,
+                eventlog.restore((session.pk, generation, e.type, e.turn_id, e.data) for e in events.object_list),
+            )
+        ],
         "steps": steps,
-        "step_rows": [{"key": key, "turn_id": turn_id, "message_index": index, "created_at": at,
-                       "data": pretty_json(data) if data is not None else ""}
-                      for key, turn_id, index, data, at in steps.object_list],
+        "step_rows": [
+            {
+                "key": key,
+                "turn_id": turn_id,
+                "message_index": index,
+                "created_at": at,
+                "data": pretty_json(data) if data is not None else "",
+            }
+            for key, turn_id, index, data, at in steps.object_list
+        ],
         "turns": turns,
         "child_turns": tree.archived_children(session, generation),
     }
@@ -184,14 +217,17 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
 def step_note(key: str, data: Any) -> str:
     """A line for the steps the turn page explains: a compaction says what it did."""
     if key.startswith("compact:") and isinstance(data, dict):
-        return (f"compaction ({data.get('reason', '?')}): {data.get('messages', '?')} messages summarized; "
-                f"the model sees the summary, then the messages from #{data.get('boundary', '?')} on")
+        return (
+            f"compaction ({data.get('reason', '?')}): {data.get('messages', '?')} messages summarized; "
+            f"the model sees the summary, then the messages from #{data.get('boundary', '?')} on"
+        )
     if key.startswith("compact:") and key.endswith(":started"):
         return "compaction started"
     return ""
 
 
 # -- sessions -----------------------------------------------------------------------------------
+
 
 @admin.register(m.Session)
 class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
@@ -201,8 +237,18 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
     list_filter = ("agent", "status", "created_at", "updated_at")
     date_hierarchy = "updated_at"
     ordering = ("-updated_at",)
-    fields = ("agent", "key", "owner", "title", "status", "generation", "event_seq", "turn_seq",
-              "created_at", "updated_at")
+    fields = (
+        "agent",
+        "key",
+        "owner",
+        "title",
+        "status",
+        "generation",
+        "event_seq",
+        "turn_seq",
+        "created_at",
+        "updated_at",
+    )
     readonly_fields = fields
     change_form_template = "admin/june_archive/session_change_form.html"
     change_list_template = "admin/june_archive/session_change_list.html"  # a link to the search
@@ -214,20 +260,31 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
         info = self.opts.app_label, self.opts.model_name
         named = f"{info[0]}_{info[1]}"
         extra = [
-            path("<path:object_id>/generation/<int:generation>/",
-                 self.admin_site.admin_view(self.generation_view),
-                 name="%s_%s_generation" % info),
+            path(
+                "<path:object_id>/generation/<int:generation>/",
+                self.admin_site.admin_view(self.generation_view),
+                name="%s_%s_generation" % info,
+            ),
             # search by text and downloads (admin/search.py)
             path("search/", self.admin_site.admin_view(partial(search.search_view, self)), name=f"{named}_search"),
-            *(path(f"<path:object_id>/generation/<int:generation>/export.{fmt}",
-                   self.admin_site.admin_view(partial(search.export_view, self)), {"fmt": fmt},
-                   name=f"{named}_export_{fmt}") for fmt in ("md", "json")),
+            *(
+                path(
+                    f"<path:object_id>/generation/<int:generation>/export.{fmt}",
+                    self.admin_site.admin_view(partial(search.export_view, self)),
+                    {"fmt": fmt},
+                    name=f"{named}_export_{fmt}",
+                )
+                for fmt in ("md", "json")
+            ),
         ]
         return extra + super().get_urls()
 
     def generation_url(self, session: m.Session, generation: int) -> str:
-        return reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_generation",
-                       args=[session.pk, generation], current_app=self.admin_site.name)
+        return reverse(
+            f"admin:{self.opts.app_label}_{self.opts.model_name}_generation",
+            args=[session.pk, generation],
+            current_app=self.admin_site.name,
+        )
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         session = self.get_object(request, object_id)
@@ -236,8 +293,11 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
             page = generation_rows(session, request.GET.get("g"))
             for row in page.rows:
                 row["url"] = self.generation_url(session, row["generation"])
-            extra.update(generations=page, live_url=self.generation_url(session, session.generation),
-                         usage=console.session_usage(session))
+            extra.update(
+                generations=page,
+                live_url=self.generation_url(session, session.generation),
+                usage=console.session_usage(session),
+            )
         return super().change_view(request, object_id, form_url, extra_context=extra)
 
     def generation_view(self, request, object_id, generation: int):
@@ -247,22 +307,24 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
         last = max(session.generation_seq, session.generation)
         if not 0 <= generation <= last:
             raise Http404("no such generation")
-        reset = (m.SessionReset.objects.filter(session=session, generation=generation).select_related("by").first())
+        reset = m.SessionReset.objects.filter(session=session, generation=generation).select_related("by").first()
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"{session.agent}/{archived_name(session, generation)}",
             "session": session,
-            "session_url": reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
-                                   args=[session.pk], current_app=self.admin_site.name),
+            "session_url": reverse(
+                f"admin:{self.opts.app_label}_{self.opts.model_name}_change",
+                args=[session.pk],
+                current_app=self.admin_site.name,
+            ),
             "generation": generation,
             "archived_name": archived_name(session, generation),
             "live": generation == session.generation,
             "reset": reset,
             "turn_admin": f"admin:{m.Turn._meta.app_label}_{m.Turn._meta.model_name}_change",
             "prev_generation": self.generation_url(session, generation - 1) if generation > 0 else None,
-            "next_generation": (self.generation_url(session, generation + 1)
-                                if generation < last else None),
+            "next_generation": (self.generation_url(session, generation + 1) if generation < last else None),
             **generation_page(session, generation, request.GET),
         }
         request.current_app = self.admin_site.name

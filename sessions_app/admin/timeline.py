@@ -29,7 +29,6 @@ def seconds_text(seconds: float) -> str:
     return f"{seconds / 86400:.0f} d"
 
 
-
 PHASES = {
     "before_provider": "about to call the model",
     "provider_started": "calling the model (a crash here re-drives this model step)",
@@ -65,8 +64,11 @@ def lease_text(turn: m.Turn, now: float) -> str:
 
 def _short(value: Any) -> tuple[str, str]:
     """(the first characters, the whole text up to RESULT_MAX) of a JSON value."""
-    text = value if isinstance(value, str) else json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False,
-                                                            default=str)
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, indent=1, sort_keys=True, ensure_ascii=False, default=str)
+    )
     full = text if len(text) <= RESULT_MAX else text[:RESULT_MAX] + f"\n… ({len(text) - RESULT_MAX} more characters)"
     short = text if len(text) <= RESULT_SHOWN else text[:RESULT_SHOWN] + "…"
     return short, full
@@ -74,11 +76,12 @@ def _short(value: Any) -> tuple[str, str]:
 
 def timeline(turn: m.Turn) -> list[dict[str, Any]]:
     """The turn's steps from its events (and its messages' token counts), in time order."""
-    events = list(eventlog.timed(turn.logged().order_by("seq")
-                                 .only("seq", "type", "turn_id", "data", "created_at")))
+    events = list(eventlog.timed(turn.logged().order_by("seq").only("seq", "type", "turn_id", "data", "created_at")))
     data = eventlog.restore((turn.session_id, turn.generation, e.type, e.turn_id, e.data) for e in events)
-    usage_at = {idx: (d or {}).get("usage") or {} for idx, d in turn.written().filter(role="assistant")
-                .values_list("index", "data")}
+    usage_at = {
+        idx: (d or {}).get("usage") or {}
+        for idx, d in turn.written().filter(role="assistant").values_list("index", "data")
+    }
     steps: list[dict[str, Any]] = []
     open_tools: dict[str, dict[str, Any]] = {}
     asked: dict[str, Any] = {}
@@ -90,19 +93,34 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
         if e.type == "turn.started":
             trigger = d.get("trigger") or "inbound"
             short, full = _short(d.get("text") or "")
-            row = {"kind": "start", "name": "resumed after the answer" if trigger == "resume" else f"started ({trigger})",
-                   "input": short, "input_full": full}
+            row = {
+                "kind": "start",
+                "name": "resumed after the answer" if trigger == "resume" else f"started ({trigger})",
+                "input": short,
+                "input_full": full,
+            }
         elif e.type == "message.completed":
             short, full = _short(d.get("text") or "")
             usage = usage_at.get(d.get("index"), {})
-            row = {"kind": "model", "name": "model step", "result": short, "result_full": full,
-                   "duration": seconds_text((at - previous).total_seconds()) if previous else "",
-                   "tokens": usage, "cost": cost_of(usage, agent_model(turn.session.agent)) if usage else None}
+            row = {
+                "kind": "model",
+                "name": "model step",
+                "result": short,
+                "result_full": full,
+                "duration": seconds_text((at - previous).total_seconds()) if previous else "",
+                "tokens": usage,
+                "cost": cost_of(usage, agent_model(turn.session.agent)) if usage else None,
+            }
         elif e.type == "action.requested":
             call = d.get("call") or {}
             short, full = _short(call.get("input"))
-            row = {"kind": "tool", "name": call.get("name") or "?", "input": short, "input_full": full,
-                   "state": "running"}
+            row = {
+                "kind": "tool",
+                "name": call.get("name") or "?",
+                "input": short,
+                "input_full": full,
+                "state": "running",
+            }
             open_tools[str(call.get("id"))] = row
         elif e.type == "action.completed":
             tool = open_tools.pop(str(d.get("call_id")), None)
@@ -110,12 +128,21 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
             short, full = _short(value)
             if tool is None:
                 row = tool = {"kind": "tool", "name": d.get("name") or "?", "at": at, "input": "", "input_full": ""}
-            tool.update(state="error" if d.get("error") else "completed", result=short, result_full=full,
-                        duration=seconds_text((at - tool["at"]).total_seconds()))
+            tool.update(
+                state="error" if d.get("error") else "completed",
+                result=short,
+                result_full=full,
+                duration=seconds_text((at - tool["at"]).total_seconds()),
+            )
         elif e.type == "input.requested":
             request = d.get("request") or {}
-            row = {"kind": "input", "name": "asked for an answer", "input": request.get("prompt") or "",
-                   "input_full": json.dumps(request, indent=1, default=str), "state": "waiting"}
+            row = {
+                "kind": "input",
+                "name": "asked for an answer",
+                "input": request.get("prompt") or "",
+                "input_full": json.dumps(request, indent=1, default=str),
+                "state": "waiting",
+            }
             asked[str(request.get("id"))] = row
         elif e.type == "input.answered":
             question = asked.get(str(d.get("input_id")))
@@ -124,16 +151,26 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
                 question["state"] = "answered"
             who = d.get("name") or d.get("by") or "someone"
             short, full = _short(d.get("answer"))
-            row = {"kind": "answer", "name": f"answered by {who}" + (f" via {d['via']}" if d.get("via") else ""),
-                   "result": short, "result_full": full,
-                   "duration": seconds_text((at - started).total_seconds()) if started else ""}
+            row = {
+                "kind": "answer",
+                "name": f"answered by {who}" + (f" via {d['via']}" if d.get("via") else ""),
+                "result": short,
+                "result_full": full,
+                "duration": seconds_text((at - started).total_seconds()) if started else "",
+            }
         elif e.type in ("turn.completed", "turn.failed", "turn.cancelled"):
             detail = d.get("error") or d.get("reason") or ""
             if d.get("limited"):
-                detail = f"at its limit of {str(d['limited']).replace('_', ' ')}: the last model call answered, no tools"
+                detail = (
+                    f"at its limit of {str(d['limited']).replace('_', ' ')}: the last model call answered, no tools"
+                )
             # its name says how it ended (no state beside it: it read "completed completed")
-            row = {"kind": "end", "name": e.type.removeprefix("turn."), "result": str(detail)[:RESULT_SHOWN],
-                   "result_full": str(detail)}
+            row = {
+                "kind": "end",
+                "name": e.type.removeprefix("turn."),
+                "result": str(detail)[:RESULT_SHOWN],
+                "result_full": str(detail),
+            }
         if row is not None:
             row.setdefault("at", at)
             row["seq"] = e.seq

@@ -21,8 +21,21 @@ from .console import TOKEN_KEYS
 ENDED = ("turn.completed", "turn.failed", "turn.cancelled")
 KEY_SHOWN = 24  # a child's session key ("sub:<parent>:<step>…") is cut here; its title has it all
 
-FIELDS = ("id", "parent_id", "status", "depth", "waiting", "created_at", "updated_at", "session__agent",
-          "session__key", "input", "usage", "spawn_step", "session_id")
+FIELDS = (
+    "id",
+    "parent_id",
+    "status",
+    "depth",
+    "waiting",
+    "created_at",
+    "updated_at",
+    "session__agent",
+    "session__key",
+    "input",
+    "usage",
+    "spawn_step",
+    "session_id",
+)
 
 
 def root_of(turn: m.Turn) -> m.Turn:
@@ -43,8 +56,11 @@ def descendants(root_id: str, limit: int = 500) -> dict[str | None, list[dict[st
     level = [root_id]
     total = 0
     while level and total < limit:
-        rows = list(m.Turn.objects.filter(parent_id__in=level).order_by("spawn_step", "created_at").values(*FIELDS)
-                    [:limit - total])
+        rows = list(
+            m.Turn.objects.filter(parent_id__in=level)
+            .order_by("spawn_step", "created_at")
+            .values(*FIELDS)[: limit - total]
+        )
         for row in rows:
             by_parent.setdefault(row["parent_id"], []).append(row)
         total += len(rows)
@@ -56,8 +72,11 @@ def ended_at(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """When each of ``rows``' turns ended: its ending event's commit time (one query)."""
     if not rows:
         return {}
-    events = eventlog.timed(m.Event.objects.filter(session_id__in={r["session_id"] for r in rows},
-                                                   turn_id__in=[r["id"] for r in rows], type__in=ENDED))
+    events = eventlog.timed(
+        m.Event.objects.filter(
+            session_id__in={r["session_id"] for r in rows}, turn_id__in=[r["id"] for r in rows], type__in=ENDED
+        )
+    )
     return {e.turn_id: e.at for e in events}
 
 
@@ -72,7 +91,7 @@ def _seconds(row: dict[str, Any]) -> str:
 def _key(key: str) -> Any:
     if len(key) <= KEY_SHOWN:
         return key
-    return format_html('<span title="{}">{}…</span>', key, key[:KEY_SHOWN - 1])
+    return format_html('<span title="{}">{}…</span>', key, key[: KEY_SHOWN - 1])
 
 
 def _node(row: dict[str, Any], current: str, by_parent: dict, site: str) -> Any:
@@ -83,14 +102,22 @@ def _node(row: dict[str, Any], current: str, by_parent: dict, site: str) -> Any:
     label = format_html(
         '<a href="{}"{}><code>{}</code></a> {}/{} — <span class="june-tree-status" data-status="{}">{}</span>{}'
         " · {} · started {} · {} tokens · <i>{}</i>",
-        url, ' style="font-weight:bold"' if row["id"] == current else "", short_turn_id(row["id"]), row["session__agent"],
-        _key(row["session__key"]), row["status"], row["status"], waiting, _seconds(row),
-        timezone.localtime(row["created_at"]).strftime("%H:%M:%S"), tokens, str(goal)[:80],
+        url,
+        ' style="font-weight:bold"' if row["id"] == current else "",
+        short_turn_id(row["id"]),
+        row["session__agent"],
+        _key(row["session__key"]),
+        row["status"],
+        row["status"],
+        waiting,
+        _seconds(row),
+        timezone.localtime(row["created_at"]).strftime("%H:%M:%S"),
+        tokens,
+        str(goal)[:80],
     )
     kids = by_parent.get(row["id"]) or []
     inner = format_html_join("", "{}", ((_node(k, current, by_parent, site),) for k in kids))
-    return format_html('<li class="june-tree-turn">{}{}</li>', label,
-                       format_html("<ul>{}</ul>", inner) if kids else "")
+    return format_html('<li class="june-tree-turn">{}{}</li>', label, format_html("<ul>{}</ul>", inner) if kids else "")
 
 
 def tree_html(turn: m.Turn, site: str = "admin") -> Any:
@@ -105,8 +132,9 @@ def tree_html(turn: m.Turn, site: str = "admin") -> Any:
     ends = ended_at(every)
     for r in every:
         r["ended_at"] = ends.get(r["id"])
-    note = format_html("<p>depth limit {}, fan-out limit {} per tool call</p>", subagents.MAX_DEPTH,
-                       subagents.MAX_FANOUT)
+    note = format_html(
+        "<p>depth limit {}, fan-out limit {} per tool call</p>", subagents.MAX_DEPTH, subagents.MAX_FANOUT
+    )
     # wraps within the page (it was clipped at 1,280 px): long goals and keys break
     style = "white-space:normal;overflow-wrap:anywhere;max-width:100%;margin-left:0;padding-left:1.2em"
     return format_html('<ul class="june-tree" style="{}">{}</ul>{}', style, _node(row, turn.pk, by_parent, site), note)
@@ -119,7 +147,9 @@ def archived_children(session: m.Session, generation: int, limit: int = 500) -> 
     out: list[dict[str, Any]] = []
     level = roots
     while level and len(out) < limit:
-        rows = list(m.Turn.objects.filter(parent_id__in=level).order_by("created_at").values(*FIELDS)[:limit - len(out)])
+        rows = list(
+            m.Turn.objects.filter(parent_id__in=level).order_by("created_at").values(*FIELDS)[: limit - len(out)]
+        )
         out += rows
         level = [r["id"] for r in rows]
     return out

@@ -21,8 +21,18 @@ from sessions_app.admin.sessions import USERNAME, StaffReadOnly, archived_name, 
 
 @admin.register(m.Turn)
 class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
-    list_display = ("id", "session_link", "order", "generation", "status", "phase", "cancel_reason", "attempts",
-                    "lease_owner", "created_at")
+    list_display = (
+        "id",
+        "session_link",
+        "order",
+        "generation",
+        "status",
+        "phase",
+        "cancel_reason",
+        "attempts",
+        "lease_owner",
+        "created_at",
+    )
     list_select_related = ("session",)
     list_filter = ("status", "phase", "cancel_reason", "kind", "session__agent", "created_at")
     search_fields = ("=id", "session__key", "session__agent", f"created_by__{USERNAME}")
@@ -32,21 +42,78 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     Media = A11yMedia
     fieldsets = (
         ("Timeline", {"fields": ("timeline_table", "phase_words", "lease_words", "usage_cost")}),
-        (None, {"fields": ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
-                           "created_at", "updated_at")}),
-        ("Input and outcome", {"fields": ("input_json", "text", "cancel_reason", "error_json", "usage_json",
-                                          "pending_json", "policy_json")}),
-        ("Lease and journal", {"fields": ("attempt_id", "attempts", "revision", "lease_owner",
-                                          "lease_expiry", "phase", "journal_json")}),
+        (
+            None,
+            {
+                "fields": (
+                    "id",
+                    "session_link",
+                    "order",
+                    "generation",
+                    "status",
+                    "kind",
+                    "source",
+                    "created_by",
+                    "created_at",
+                    "updated_at",
+                )
+            },
+        ),
+        (
+            "Input and outcome",
+            {
+                "fields": (
+                    "input_json",
+                    "text",
+                    "cancel_reason",
+                    "error_json",
+                    "usage_json",
+                    "pending_json",
+                    "policy_json",
+                )
+            },
+        ),
+        (
+            "Lease and journal",
+            {"fields": ("attempt_id", "attempts", "revision", "lease_owner", "lease_expiry", "phase", "journal_json")},
+        ),
         ("Subagents: the tree of turns", {"fields": ("turn_tree",)}),
         ("Steps", {"fields": ("steps_table",)}),
         ("Answers", {"fields": ("answers_table",)}),
     )
-    readonly_fields = ("id", "session_link", "order", "generation", "status", "kind", "source", "created_by",
-                       "created_at", "updated_at", "input_json", "text", "cancel_reason", "error_json",
-                       "usage_json", "pending_json", "policy_json", "attempt_id", "attempts",
-                       "revision", "lease_owner", "lease_expiry", "phase", "journal_json", "steps_table",
-                       "answers_table", "timeline_table", "phase_words", "lease_words", "usage_cost", "turn_tree")
+    readonly_fields = (
+        "id",
+        "session_link",
+        "order",
+        "generation",
+        "status",
+        "kind",
+        "source",
+        "created_by",
+        "created_at",
+        "updated_at",
+        "input_json",
+        "text",
+        "cancel_reason",
+        "error_json",
+        "usage_json",
+        "pending_json",
+        "policy_json",
+        "attempt_id",
+        "attempts",
+        "revision",
+        "lease_owner",
+        "lease_expiry",
+        "phase",
+        "journal_json",
+        "steps_table",
+        "answers_table",
+        "timeline_table",
+        "phase_words",
+        "lease_words",
+        "usage_cost",
+        "turn_tree",
+    )
 
     @admin.display(description="tree")
     def turn_tree(self, obj):
@@ -71,15 +138,20 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
         model = console.agent_model(obj.session.agent)
         cost = console.cost_of(obj.usage, model)
         usage = obj.usage or {}
-        tokens = ", ".join(f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in usage.items()
-                           if isinstance(v, int)) or "none"
+        tokens = (
+            ", ".join(
+                f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in usage.items() if isinstance(v, int)
+            )
+            or "none"
+        )
         text = f"{tokens} — {model}: " + ("no price configured" if cost is None else f"${cost:.4f}")
         if usage.get("limited"):
             text += f" · reached its limit of {usage['limited'].replace('_', ' ')}"
         children = usage.get("children")
         if isinstance(children, dict):
             text += " · its subagents: " + ", ".join(
-                f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in children.items())
+                f"{k.removesuffix('_tokens').replace('_', ' ')} {v}" for k, v in children.items()
+            )
         return text
 
     def get_queryset(self, request):
@@ -88,8 +160,9 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     @admin.display(description="session", ordering="session__key")
     def session_link(self, obj):
         s = obj.session
-        url = reverse("admin:sessions_app_session_generation", args=[s.pk, obj.generation],
-                      current_app=self.admin_site.name)
+        url = reverse(
+            "admin:sessions_app_session_generation", args=[s.pk, obj.generation], current_app=self.admin_site.name
+        )
         return format_html('<a href="{}">{}/{}</a>', url, s.agent, archived_name(s, obj.generation))
 
     @admin.display(description="lease expiry")
@@ -139,28 +212,53 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
             return "-"
         proposed = edits.proposed_inputs(obj)  # a tool approval's edit: before and after
         body = format_html_join(
-            "", "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                "<td class=\"june-edit\">{}</td></tr>",
-            ((a.input_id, json.dumps(a.answer), a.user.get_username() if a.user else (a.by or "-"), a.via,
-              a.remote_addr or "-", timezone.localtime(a.created_at).strftime("%Y-%m-%d %H:%M:%S"),
-              edits.edit_note(a, proposed)) for a in rows),
+            "",
+            "<tr><td><code>{}</code></td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+            '<td class="june-edit">{}</td></tr>',
+            (
+                (
+                    a.input_id,
+                    json.dumps(a.answer),
+                    a.user.get_username() if a.user else (a.by or "-"),
+                    a.via,
+                    a.remote_addr or "-",
+                    timezone.localtime(a.created_at).strftime("%Y-%m-%d %H:%M:%S"),
+                    edits.edit_note(a, proposed),
+                )
+                for a in rows
+            ),
         )
-        return format_html("<table><tr><th>input</th><th>answer</th><th>by</th><th>via</th><th>from</th>"
-                           "<th>at</th><th>tool approval</th></tr>{}</table>", body)
+        return format_html(
+            "<table><tr><th>input</th><th>answer</th><th>by</th><th>via</th><th>from</th>"
+            "<th>at</th><th>tool approval</th></tr>{}</table>",
+            body,
+        )
 
     @admin.display(description="steps (first 200)")
     def steps_table(self, obj):
         rows = list(obj.steps.order_by("id").values_list("key", "message_index", "created_at", "data")[:200])
         # and the steps folded into the messages the turn wrote (``Message.step``)
-        rows += [(key, idx, when, None) for key, idx, when in obj.written().filter(step__isnull=False)
-                 .order_by("index").values_list("step", "index", "created_at")[:200 - len(rows)]]
+        rows += [
+            (key, idx, when, None)
+            for key, idx, when in obj.written()
+            .filter(step__isnull=False)
+            .order_by("index")
+            .values_list("step", "index", "created_at")[: 200 - len(rows)]
+        ]
         rows.sort(key=lambda row: row[2])
         if not rows:
             return "-"
         body = format_html_join(
-            "", "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            ((key, "" if idx is None else idx, step_note(key, data),
-              timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S"))
-             for key, idx, when, data in rows),
+            "",
+            "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            (
+                (
+                    key,
+                    "" if idx is None else idx,
+                    step_note(key, data),
+                    timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S"),
+                )
+                for key, idx, when, data in rows
+            ),
         )
         return format_html("<table><tr><th>step</th><th>message</th><th>what</th><th>at</th></tr>{}</table>", body)

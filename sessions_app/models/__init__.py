@@ -63,8 +63,9 @@ class TurnStatus(models.TextChoices):
 class Session(models.Model):
     agent = models.CharField(max_length=64)
     key = models.CharField(max_length=200)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                              related_name="agent_sessions")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_sessions"
+    )
     title = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.NEW)
     generation = models.IntegerField(default=0)
@@ -116,12 +117,20 @@ class Turn(models.Model):
     text = models.TextField(blank=True, default="")
     error = models.JSONField(null=True, blank=True)
     usage = models.JSONField(default=dict, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+", db_index=False)  # indexed where set (Meta)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )  # indexed where set (Meta)
     # subagents (agents_app/runtime/subagents.py): the turn that spawned this one, the parent's
     # step its result goes to, how deep in the tree; ``waiting``: children this turn is parked on
-    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.DO_NOTHING, db_constraint=False,
-                               related_name="children", db_index=False)  # indexed where set (Meta)
+    parent = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="children",
+        db_index=False,
+    )  # indexed where set (Meta)
     spawn_step = models.CharField(max_length=300, blank=True, default="")
     depth = models.IntegerField(default=0)
     waiting = models.IntegerField(default=0)
@@ -147,8 +156,11 @@ class Turn(models.Model):
             # still uses them)
             models.Index(fields=["parent"], condition=models.Q(parent__isnull=False), name="turn_parent"),
             # by creation time too: a user's turns of today are what their daily token quota reads
-            models.Index(fields=["created_by", "created_at"], condition=models.Q(created_by__isnull=False),
-                         name="turn_created_by"),
+            models.Index(
+                fields=["created_by", "created_at"],
+                condition=models.Q(created_by__isnull=False),
+                name="turn_created_by",
+            ),
             # every turn of today: what an agent's daily token quota reads (``quotas``)
             models.Index(fields=["created_at"], name="turn_created_at"),
         ]
@@ -161,8 +173,9 @@ class Turn(models.Model):
         index holds a message's turn)."""
         if self.opening is None:
             return Message.objects.none()
-        return Message.objects.filter(session_id=self.session_id, generation=self.generation,
-                                      index__gte=self.opening, turn_id=self.pk)
+        return Message.objects.filter(
+            session_id=self.session_id, generation=self.generation, index__gte=self.opening, turn_id=self.pk
+        )
 
     def logged(self) -> models.QuerySet:
         """The events logged under this turn: in its session's log of its generation, by the event
@@ -269,8 +282,9 @@ class Branch(models.Model):
     fork_index = models.IntegerField(default=0)
     boundary = models.IntegerField(default=0)
     summary_index = models.IntegerField(null=True, blank=True)
-    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                           related_name="+", db_index=False)
+    by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+", db_index=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -296,5 +310,3 @@ class ArchivedSession(Session):
         proxy = True
         verbose_name = "session archive"
         verbose_name_plural = "session archives"
-
-

@@ -34,19 +34,27 @@ class QuotaOverride(models.Model):
     edited in the admin. Blank: the setting; 0: no limit. A user's own row wins over their
     groups'; among their groups, the most generous limit."""
 
-    user = models.OneToOneField(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="+")
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     group = models.OneToOneField("auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
-    turns_per_minute = models.PositiveIntegerField(null=True, blank=True,
-                                                   help_text="blank: JUNE_RATE_TURNS_PER_MINUTE; 0: no limit")
-    tokens_per_day = models.PositiveBigIntegerField(null=True, blank=True,
-                                                    help_text="blank: JUNE_QUOTA_TOKENS_PER_DAY; 0: no limit")
+    turns_per_minute = models.PositiveIntegerField(
+        null=True, blank=True, help_text="blank: JUNE_RATE_TURNS_PER_MINUTE; 0: no limit"
+    )
+    tokens_per_day = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="blank: JUNE_QUOTA_TOKENS_PER_DAY; 0: no limit"
+    )
     note = models.CharField(max_length=200, blank=True)
 
     class Meta:
-        constraints = [models.CheckConstraint(
-            condition=models.Q(user__isnull=False, group__isnull=True) | models.Q(user__isnull=True, group__isnull=False),
-            name="quota_override_user_or_group", violation_error_message="Choose a user or a group (one, not both).")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(user__isnull=False, group__isnull=True)
+                | models.Q(user__isnull=True, group__isnull=False),
+                name="quota_override_user_or_group",
+                violation_error_message="Choose a user or a group (one, not both).",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"limits of {self.user or self.group}"

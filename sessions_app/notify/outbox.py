@@ -59,11 +59,27 @@ def _park_rows(turn: m.Turn, kind: str, cfg: NotifyConfig) -> int:
     if email:
         to = answerers_of(turn)
         if to:
-            made += _add(f"{ref}:email", kind=kind, channel="email", turn_id=turn.pk, input_id=input_id,
-                         recipients=to, subject=subject, body=body)
+            made += _add(
+                f"{ref}:email",
+                kind=kind,
+                channel="email",
+                turn_id=turn.pk,
+                input_id=input_id,
+                recipients=to,
+                subject=subject,
+                body=body,
+            )
     if url:
-        made += _add(f"{ref}:webhook", kind=kind, channel="webhook", turn_id=turn.pk, input_id=input_id,
-                     recipients=[url], subject=subject, body=body)
+        made += _add(
+            f"{ref}:webhook",
+            kind=kind,
+            channel="webhook",
+            turn_id=turn.pk,
+            input_id=input_id,
+            recipients=[url],
+            subject=subject,
+            body=body,
+        )
     return made
 
 
@@ -73,7 +89,9 @@ def notify_parks(*, now: dt.datetime | None = None) -> int:
     cfg = config()
     now = now or timezone.now()
     made = 0
-    parked = m.Turn.objects.filter(status=m.TurnStatus.SUSPENDED, waiting=0, pending__isnull=False).select_related("session")
+    parked = m.Turn.objects.filter(status=m.TurnStatus.SUSPENDED, waiting=0, pending__isnull=False).select_related(
+        "session"
+    )
     for turn in parked:
         if not ((turn.pending or {}).get("request") or {}).get("id"):
             continue
@@ -109,12 +127,24 @@ def fold_digest(*, now: dt.datetime | None = None) -> int:
         subject = f"[June] {len(held)} failure(s)"
         body = "\n".join(lines) + "\n"
         ref = f"digest:{now.timestamp()}:{held[0].pk}"
-        admins = sorted(set(get_user_model().objects.filter(is_active=True, is_superuser=True)
-                            .exclude(email="").values_list("email", flat=True)))
+        admins = sorted(
+            set(
+                get_user_model()
+                .objects.filter(is_active=True, is_superuser=True)
+                .exclude(email="")
+                .values_list("email", flat=True)
+            )
+        )
         if cfg.email and admins:
             _add(f"{ref}:email", kind="digest", channel="email", recipients=admins, subject=subject, body=body)
         if cfg.webhook_url:
-            _add(f"{ref}:webhook", kind="digest", channel="webhook", recipients=[cfg.webhook_url],
-                 subject=subject, body=body)
+            _add(
+                f"{ref}:webhook",
+                kind="digest",
+                channel="webhook",
+                recipients=[cfg.webhook_url],
+                subject=subject,
+                body=body,
+            )
         N.objects.filter(pk__in=[h.pk for h in held]).update(state=S.SENT, updated_at=now)
     return len(held)

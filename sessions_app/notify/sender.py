@@ -23,7 +23,9 @@ S = m.NotificationState
 
 
 def _still_parked(row: m.Notification) -> bool:
-    pending = m.Turn.objects.filter(pk=row.turn_id, status=m.TurnStatus.SUSPENDED).values_list("pending", flat=True).first()
+    pending = (
+        m.Turn.objects.filter(pk=row.turn_id, status=m.TurnStatus.SUSPENDED).values_list("pending", flat=True).first()
+    )
     return bool(pending) and str(((pending or {}).get("request") or {}).get("id")) == row.input_id
 
 
@@ -49,7 +51,9 @@ def send_due(*, now: dt.datetime | None = None, limit: int = 100) -> dict[str, i
     cfg = config()
     now = now or timezone.now()
     out = {"sent": 0, "retry": 0, "failed": 0, "skipped": 0}
-    ids = list(N.objects.filter(state=S.PENDING, next_at__lte=now).order_by("next_at").values_list("pk", flat=True)[:limit])
+    ids = list(
+        N.objects.filter(state=S.PENDING, next_at__lte=now).order_by("next_at").values_list("pk", flat=True)[:limit]
+    )
     for pk in ids:
         with transaction.atomic():
             row = N.objects.select_for_update().filter(pk=pk, state=S.PENDING).first()

@@ -28,7 +28,8 @@ def deliveries_settled(turn_ids: Sequence[str]) -> list[int]:
         if turn not in FINAL_STATUSES:
             continue  # parked: the result is delivered when the resumed turn ends
         if WebhookDelivery.objects.filter(pk=row.pk, status=DeliveryStatus.WAITING).update(
-                status=DeliveryStatus.PENDING, updated_at=timezone.now()):
+            status=DeliveryStatus.PENDING, updated_at=timezone.now()
+        ):
             enqueue_delivery(row.pk, turn_id=row.turn_id)
             enqueued.append(row.pk)
     return enqueued
@@ -37,7 +38,8 @@ def deliveries_settled(turn_ids: Sequence[str]) -> list[int]:
 def delivery_retry(*, delivery_id: int) -> bool:
     """Admin action: send a failed delivery again."""
     if WebhookDelivery.objects.filter(pk=delivery_id, status=DeliveryStatus.FAILED).update(
-            status=DeliveryStatus.PENDING, updated_at=timezone.now()):
+        status=DeliveryStatus.PENDING, updated_at=timezone.now()
+    ):
         enqueue_delivery(delivery_id)
         return True
     return False

@@ -247,7 +247,7 @@ async def _stored_reasons(turn_ids: list[str]) -> dict[str, str]:
         table = connection.ops.quote_name(m.Turn._meta.db_table)
         with connection.cursor() as cursor:
             for i in range(0, len(turn_ids), READ_CHUNK):
-                chunk = turn_ids[i:i + READ_CHUNK]
+                chunk = turn_ids[i : i + READ_CHUNK]
                 cursor.execute(STORED_REASONS.format(table=table, ids=", ".join(["%s"] * len(chunk))), chunk)
                 found.update((pk, reason) for pk, reason in cursor.fetchall() if reason)
         return found

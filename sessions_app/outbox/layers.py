@@ -62,8 +62,14 @@ SEND_RETRY_SECONDS = 0.2  # a full receiver queue (max_dgram_qlen) drains fast; 
 class UnixSocketChannelLayer(BaseChannelLayer):
     extensions = ["groups", "flush"]
 
-    def __init__(self, path: str | None = None, expiry: int = 60, group_expiry: int = 86400,
-                 capacity: int = 100, channel_capacity: Any = None) -> None:
+    def __init__(
+        self,
+        path: str | None = None,
+        expiry: int = 60,
+        group_expiry: int = 86400,
+        capacity: int = 100,
+        channel_capacity: Any = None,
+    ) -> None:
         super().__init__(expiry=expiry, capacity=capacity, channel_capacity=channel_capacity)
         if path is None:
             path = str(Path(settings.VAR_DIR) / "channels")

@@ -66,8 +66,14 @@ def _enqueue(turn_id: str, guard: tuple[str, list] | None) -> None:
             broker = broker.guarded(*guard)
         elif not holds(*guard):
             return
-    async_task(RUN_TURN, turn_id, task_name=f"turn {turn_id}", group="june.turns",
-               save=settings.JUNE_Q_SAVE_TURNS, broker=broker)
+    async_task(
+        RUN_TURN,
+        turn_id,
+        task_name=f"turn {turn_id}",
+        group="june.turns",
+        save=settings.JUNE_Q_SAVE_TURNS,
+        broker=broker,
+    )
 
 
 def holds(condition: str, params: list) -> bool:
@@ -79,8 +85,7 @@ def holds(condition: str, params: list) -> bool:
 
 
 def enqueue_delivery(delivery_id: int, *, turn_id: str = "") -> None:
-    async_task(DELIVERY_RUN, delivery_id, task_name=f"deliver {turn_id}" if turn_id else None,
-               group="june.deliveries")
+    async_task(DELIVERY_RUN, delivery_id, task_name=f"deliver {turn_id}" if turn_id else None, group="june.deliveries")
 
 
 def ring_on_commit(turn_ids: Sequence[str]) -> None:

@@ -53,6 +53,7 @@ USER_RE = re.compile(r"[\w.@:+-]{1,150}", re.ASCII)
 
 # -- chat channels ------------------------------------------------------------------------------
 
+
 class ChatChannel:
     """web / http / schedule: results appear in the target session's chat (its event log)."""
 
@@ -69,8 +70,11 @@ class ChatChannel:
 
     def deliver_sync(self, target: dict[str, Any], result: TurnResult) -> None:
         turn = m.Turn.objects.select_related("session").filter(pk=result.turn_id).first()
-        if turn is None or turn.session.key != target.get("session") or (
-                target.get("agent") and turn.session.agent != target["agent"]):
+        if (
+            turn is None
+            or turn.session.key != target.get("session")
+            or (target.get("agent") and turn.session.agent != target["agent"])
+        ):
             raise ChannelError(f"turn {result.turn_id} is not in session {target.get('session')!r}")
         ScheduleRun.objects.filter(turn_id=result.turn_id).update(status="delivered", delivered_at=timezone.now())
 
@@ -88,6 +92,7 @@ def ScheduleChannel() -> ChatChannel:  # noqa: N802
 
 
 # -- webhook: configuration and signatures ---------------------------------------------------------
+
 
 def _env_name(agent: str) -> str:
     return re.sub(r"[^A-Z0-9]", "_", agent.upper())
@@ -124,8 +129,7 @@ class Verdict:
     timestamp: int | None = None
 
 
-def verify_signature(*, agent: str, signature: str | None, timestamp: str | None, body: bytes,
-                     now: float) -> Verdict:
+def verify_signature(*, agent: str, signature: str | None, timestamp: str | None, body: bytes, now: float) -> Verdict:
     """A signed request must verify (constant-time) within the window, else Unauthenticated;
     an unsigned one is returned as such (the caller applies the agent's ``unsigned`` rule)."""
     if not signature and not timestamp:
@@ -139,10 +143,11 @@ def verify_signature(*, agent: str, signature: str | None, timestamp: str | None
         raise Unauthenticated("the signature's timestamp is outside the 5-minute window")
     if not hmac.compare_digest(sign(secret, timestamp, body).encode(), signature.strip().encode()):
         raise Unauthenticated("invalid signature")
-    return Verdict(signature.strip()[len("sha256="):], int(timestamp))
+    return Verdict(signature.strip()[len("sha256=") :], int(timestamp))
 
 
 # -- webhook: inbound turns -----------------------------------------------------------------------------
+
 
 def webhook_receive(*, agent: str, data: Any, verdict: Verdict) -> dict[str, Any]:
     """Start the webhook's turn. The speaker is attested only for a verified signature; a
@@ -176,19 +181,32 @@ def webhook_receive(*, agent: str, data: Any, verdict: Verdict) -> dict[str, Any
         rec = services.turn_start(agent=agent, key=key, text=text, user=None, source="webhook", speaker=speaker)
         delivery = None
         if conf["deliver_url"]:
-            delivery = WebhookDelivery.objects.create(agent=agent, session_key=key, turn_id=rec.turn_id,
-                                                      url=conf["deliver_url"])
+            delivery = WebhookDelivery.objects.create(
+                agent=agent, session_key=key, turn_id=rec.turn_id, url=conf["deliver_url"]
+            )
     SeenWebhook.objects.filter(seen_at__lt=timezone.now() - SEEN_KEEP).delete()
-    return {"turn_id": rec.turn_id, "status": str(rec.status), "session": name, "attested": attested,
-            "delivery": delivery.pk if delivery else None}
+    return {
+        "turn_id": rec.turn_id,
+        "status": str(rec.status),
+        "session": name,
+        "attested": attested,
+        "delivery": delivery.pk if delivery else None,
+    }
 
 
 # -- webhook: outbound delivery ---------------------------------------------------------------------------
 
+
 def _payload(agent: str, key: str, result: TurnResult) -> dict[str, Any]:
-    return {"agent": agent, "session": key.removeprefix(services.WEBHOOK_PREFIX), "turn_id": result.turn_id,
-            "status": str(result.status),
-            "text": result.text, "error": result.error, "request": result.request}
+    return {
+        "agent": agent,
+        "session": key.removeprefix(services.WEBHOOK_PREFIX),
+        "turn_id": result.turn_id,
+        "status": str(result.status),
+        "text": result.text,
+        "error": result.error,
+        "request": result.request,
+    }
 
 
 def post_signed(*, agent: str, url: str, payload: dict[str, Any], timeout: float = 10.0) -> int:
@@ -198,9 +216,17 @@ def post_signed(*, agent: str, url: str, payload: dict[str, Any], timeout: float
         raise ChannelError(f"no webhook secret for agent {agent!r}: deliveries are signed")
     body = json.dumps(payload, separators=(",", ":")).encode()
     ts = str(int(time.time()))
-    req = urllib.request.Request(url, data=body, method="POST", headers={
-        "Content-Type": "application/json", "X-June-Timestamp": ts, "X-June-Signature": sign(secret, ts, body),
-        "User-Agent": "june-webhook/1"})
+    req = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Content-Type": "application/json",
+            "X-June-Timestamp": ts,
+            "X-June-Signature": sign(secret, ts, body),
+            "User-Agent": "june-webhook/1",
+        },
+    )
     with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 - operator-configured URL
         return resp.status
 
@@ -218,14 +244,21 @@ def deliver_with_retries(delivery: WebhookDelivery, result: TurnResult, *, sleep
             code = exc.code if isinstance(exc, urllib.error.HTTPError) else None
             telemetry.webhook_failure(delivery.agent, final=n + 1 >= tries)
             WebhookDelivery.objects.filter(pk=delivery.pk).update(
-                attempts=delivery.attempts + n + 1, last_error=f"{type(exc).__name__}: {exc}"[:2000],
-                response_status=code, updated_at=timezone.now())
+                attempts=delivery.attempts + n + 1,
+                last_error=f"{type(exc).__name__}: {exc}"[:2000],
+                response_status=code,
+                updated_at=timezone.now(),
+            )
             if n + 1 < tries:
-                sleep(backoff * 2 ** n)
+                sleep(backoff * 2**n)
             continue
         WebhookDelivery.objects.filter(pk=delivery.pk).update(
-            status=DeliveryStatus.DELIVERED, attempts=delivery.attempts + n + 1, response_status=status,
-            delivered_at=timezone.now(), updated_at=timezone.now())
+            status=DeliveryStatus.DELIVERED,
+            attempts=delivery.attempts + n + 1,
+            response_status=status,
+            delivered_at=timezone.now(),
+            updated_at=timezone.now(),
+        )
         return
     WebhookDelivery.objects.filter(pk=delivery.pk).update(status=DeliveryStatus.FAILED, updated_at=timezone.now())
     raise DeliveryError(f"webhook delivery of turn {delivery.turn_id} to {delivery.url} failed {tries} times")
@@ -253,8 +286,13 @@ class WebhookChannel:
         rec = wiring.store().get_turn_sync(result.turn_id)
         delivery, _ = WebhookDelivery.objects.get_or_create(
             turn_id=result.turn_id,
-            defaults={"agent": self.agent, "session_key": rec.session.key, "url": url,
-                      "status": DeliveryStatus.DELIVERING})
+            defaults={
+                "agent": self.agent,
+                "session_key": rec.session.key,
+                "url": url,
+                "status": DeliveryStatus.DELIVERING,
+            },
+        )
         deliver_with_retries(delivery, result)
 
 
@@ -262,7 +300,8 @@ def delivery_run(delivery_id: int) -> str:
     """django-q2 task: deliver a settled webhook turn (claimed by a conditional update, so a
     duplicate task does nothing)."""
     if not WebhookDelivery.objects.filter(pk=delivery_id, status=DeliveryStatus.PENDING).update(
-            status=DeliveryStatus.DELIVERING, updated_at=timezone.now()):
+        status=DeliveryStatus.DELIVERING, updated_at=timezone.now()
+    ):
         return "not pending"
     delivery = WebhookDelivery.objects.get(pk=delivery_id)
     result = TurnResult.of(wiring.store().get_turn_sync(delivery.turn_id))
@@ -277,14 +316,19 @@ def deliveries_sweep() -> int:
     """Every minute: deliveries whose trigger was lost (crash between commit and publish, a
     task lost with its worker) are sent again."""
     settled = m.Turn.objects.filter(status__in=FINAL_STATUSES).values("pk")
-    waiting = list(WebhookDelivery.objects.filter(status=DeliveryStatus.WAITING, turn_id__in=settled)
-                   .values_list("turn_id", flat=True))
+    waiting = list(
+        WebhookDelivery.objects.filter(status=DeliveryStatus.WAITING, turn_id__in=settled).values_list(
+            "turn_id", flat=True
+        )
+    )
     count = len(deliveries_settled(waiting))
     stuck = timezone.now() - timedelta(minutes=10)
-    for pk in WebhookDelivery.objects.filter(status__in=[DeliveryStatus.PENDING, DeliveryStatus.DELIVERING],
-                                             updated_at__lt=stuck).values_list("pk", flat=True):
-        WebhookDelivery.objects.filter(pk=pk, updated_at__lt=stuck).update(status=DeliveryStatus.PENDING,
-                                                                           updated_at=timezone.now())
+    for pk in WebhookDelivery.objects.filter(
+        status__in=[DeliveryStatus.PENDING, DeliveryStatus.DELIVERING], updated_at__lt=stuck
+    ).values_list("pk", flat=True):
+        WebhookDelivery.objects.filter(pk=pk, updated_at__lt=stuck).update(
+            status=DeliveryStatus.PENDING, updated_at=timezone.now()
+        )
         enqueue_delivery(pk)
         count += 1
     return count

@@ -48,6 +48,7 @@ OLD_FIRE = [old for old, new in RENAMED.items() if new == FIRE]
 
 # -- sync (deploy) ----------------------------------------------------------------------------------
 
+
 def schedules_sync(*, agents: Iterable[Any] | None = None, now: datetime | None = None) -> dict[str, list[str]]:
     """Make django-q2's schedules match the declarations. Cron and kwargs follow ``agent.py``;
     an admin's enable/disable (``repeats``) survives a deploy. Undeclared ``fire`` schedules go."""
@@ -63,15 +64,27 @@ def schedules_sync(*, agents: Iterable[Any] | None = None, now: datetime | None 
             row = Schedule.objects.filter(name=d.q2_name).first()
             due = next_tick(d.cron, d.tz(), now)
             if row is None:
-                row = Schedule.objects.create(name=d.q2_name, func=FIRE, kwargs=kwargs, schedule_type=Schedule.CRON,
-                                              cron=d.cron, repeats=-1 if d.enabled else 0,
-                                              intended_date_kwarg="intended")
+                row = Schedule.objects.create(
+                    name=d.q2_name,
+                    func=FIRE,
+                    kwargs=kwargs,
+                    schedule_type=Schedule.CRON,
+                    cron=d.cron,
+                    repeats=-1 if d.enabled else 0,
+                    intended_date_kwarg="intended",
+                )
                 # django-q2 evaluates cron in settings.TIME_ZONE; the run time is the declared zone's
                 Schedule.objects.filter(pk=row.pk).update(next_run=due)
                 report["created"].append(d.q2_name)
             elif (row.func, row.kwargs, row.cron, row.intended_date_kwarg) != (FIRE, kwargs, d.cron, "intended"):
-                Schedule.objects.filter(pk=row.pk).update(func=FIRE, kwargs=kwargs, schedule_type=Schedule.CRON,
-                                                          cron=d.cron, intended_date_kwarg="intended", next_run=due)
+                Schedule.objects.filter(pk=row.pk).update(
+                    func=FIRE,
+                    kwargs=kwargs,
+                    schedule_type=Schedule.CRON,
+                    cron=d.cron,
+                    intended_date_kwarg="intended",
+                    next_run=due,
+                )
                 report["updated"].append(d.q2_name)
         stale = Schedule.objects.filter(func__in=[FIRE, *OLD_FIRE]).exclude(name__in=[d.q2_name for d in decls])
         report["removed"] = list(stale.values_list("name", flat=True))
@@ -79,13 +92,20 @@ def schedules_sync(*, agents: Iterable[Any] | None = None, now: datetime | None 
         Schedule.objects.filter(name=DELIVERIES_SCHEDULE).exclude(func=DELIVERIES_SWEEP).update(func=DELIVERIES_SWEEP)
         if not Schedule.objects.filter(name=DELIVERIES_SCHEDULE).exists():
             # re-sends webhook deliveries whose trigger was lost (a crash between commit and publish)
-            Schedule.objects.create(name=DELIVERIES_SCHEDULE, func=DELIVERIES_SWEEP, schedule_type=Schedule.MINUTES, minutes=1,
-                                    repeats=-1, next_run=now + timedelta(minutes=1))
+            Schedule.objects.create(
+                name=DELIVERIES_SCHEDULE,
+                func=DELIVERIES_SWEEP,
+                schedule_type=Schedule.MINUTES,
+                minutes=1,
+                repeats=-1,
+                next_run=now + timedelta(minutes=1),
+            )
             report["created"].append(DELIVERIES_SCHEDULE)
     return report
 
 
 # -- firing (the q2 task) -----------------------------------------------------------------------------
+
 
 def declaration(agent: str, name: str) -> ScheduleDecl:
     for d in declarations(wiring.agent(agent), default_tz=settings.TIME_ZONE):
@@ -106,13 +126,14 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
     row = Schedule.objects.filter(name=decl.q2_name).first()
     if row is not None and row.repeats == 0:
         return "disabled"
-    cron = (row.cron if row is not None and row.cron else decl.cron)
+    cron = row.cron if row is not None and row.cron else decl.cron
     now = timezone.now()
     tick = tick_for(cron, decl.tz(), datetime.fromisoformat(intended) if intended else None, now)
     if row is not None:  # the declared zone decides the next run, not django-q2's settings zone
         Schedule.objects.filter(pk=row.pk).update(next_run=next_tick(cron, decl.tz(), max(now, tick)))
     run, _ = ScheduleRun.objects.get_or_create(
-        schedule=decl.q2_name, tick=tick,
+        schedule=decl.q2_name,
+        tick=tick,
         defaults={"agent": agent, "session_key": decl.session_key(tick), "turn_id": new_turn_id()},
     )
     if run.status == SKIPPED:
@@ -128,8 +149,10 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
     try:
         _session_for_schedule(decl, run.session_key)
         # the tick's span (traces on): the turn's spans continue its trace
-        with telemetry.request("schedule_tick", **{"june.turn.source": "schedule", "gen_ai.agent.name": agent,
-                                                   "june.schedule": decl.q2_name}):
+        with telemetry.request(
+            "schedule_tick",
+            **{"june.turn.source": "schedule", "gen_ai.agent.name": agent, "june.schedule": decl.q2_name},
+        ):
             asyncio.run(_receive(decl, run))
     except Exception as exc:
         if not sm.Turn.objects.filter(pk=run.turn_id).exists():
@@ -151,9 +174,13 @@ async def _receive(decl: ScheduleDecl, run: Any) -> None:
     rt.poll_interval = 0.5
     try:
         await receive(
-            ScheduleChannel(), seed=decl.seed, target={"agent": decl.agent, "session": run.session_key},
-            trigger={"kind": "proactive", "by": f"cron:{decl.name}"}, session=rt.session(decl.agent, run.session_key),
-            turn_id=run.turn_id, timeout=settings.JUNE_SCHEDULE_TURN_TIMEOUT,
+            ScheduleChannel(),
+            seed=decl.seed,
+            target={"agent": decl.agent, "session": run.session_key},
+            trigger={"kind": "proactive", "by": f"cron:{decl.name}"},
+            session=rt.session(decl.agent, run.session_key),
+            turn_id=run.turn_id,
+            timeout=settings.JUNE_SCHEDULE_TURN_TIMEOUT,
         )
     finally:
         await sync_to_async(connections.close_all)()
@@ -166,10 +193,12 @@ def _session_for_schedule(decl: ScheduleDecl, key: str) -> None:
     made before that rule existed is not delivered into."""
     owner = get_user_model().objects.filter(**{sm.username_field(): decl.owner}).first() if decl.owner else None
     if decl.owner and owner is None:
-        log.warning("schedule %s: owner %r does not exist; the session has no owner (staff only)",
-                    decl.q2_name, decl.owner)
+        log.warning(
+            "schedule %s: owner %r does not exist; the session has no owner (staff only)", decl.q2_name, decl.owner
+        )
     session, created = sm.Session.objects.get_or_create(
-        agent=decl.agent, key=key, defaults={"owner": owner, "title": decl.title})
+        agent=decl.agent, key=key, defaults={"owner": owner, "title": decl.title}
+    )
     if not created and session.owner_id is not None and session.owner_id != getattr(owner, "pk", None):
         raise ChannelError(f"schedule {decl.q2_name}: session {key!r} belongs to another user; not delivering into it")
     if not created and session.owner_id is None and owner is not None:

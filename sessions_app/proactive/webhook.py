@@ -56,8 +56,12 @@ def agent_webhook(request: HttpRequest, agent: str) -> JsonResponse:
         wiring.agent(agent)  # 404 for an unknown agent
         body = _body(request)
         verdict = channels.verify_signature(
-            agent=agent, signature=request.headers.get("X-June-Signature"),
-            timestamp=request.headers.get("X-June-Timestamp"), body=body, now=time.time())
+            agent=agent,
+            signature=request.headers.get("X-June-Signature"),
+            timestamp=request.headers.get("X-June-Timestamp"),
+            body=body,
+            now=time.time(),
+        )
         if verdict.signature is None and channels.webhook_settings(agent)["unsigned"] == "refuse":
             raise Unauthenticated("this agent accepts signed webhooks only (X-June-Signature)")
         if not (request.content_type or "").startswith("application/json"):

@@ -77,8 +77,15 @@ from sessions_app.store.threads import Threads, _drop_unusable_connections, _on_
 
 
 class DjangoSessionStore:
-    def __init__(self, *, clock: Callable[[], float] = time.time, own_connection: bool = True,
-                 pipes: Pipes | None = None, threads: Threads | None = None, path: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Callable[[], float] = time.time,
+        own_connection: bool = True,
+        pipes: Pipes | None = None,
+        threads: Threads | None = None,
+        path: str | None = None,
+    ) -> None:
         """``own_connection``: on PostgreSQL, a turn's creation and its claim with its load run on
         the store's own connection (``direct``), on the caller's thread. False keeps them on
         Django's connection, where the services' host calls belong: each runs in a thread of its
@@ -144,8 +151,9 @@ class DjangoSessionStore:
         if connection.vendor == "sqlite":
             written = lite.write_inside(tx)
         else:  # PostgreSQL
-            written = checkpoint_pg.write(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events,
-                                       tx.moved, result=tx.result)
+            written = checkpoint_pg.write(
+                tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events, tx.moved, result=tx.result
+            )
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=runnable + written.runnable)
 
     def tool_unit(self, turn_id: str, attempt_id: str | None, work: Callable[[Any], None]) -> Commit | UnitWriter:
@@ -190,8 +198,18 @@ class DjangoSessionStore:
         """PostgreSQL on a runner: ``commit_direct``'s batch, on the turn's pipe."""
         assert self.pipes is not None
         pipe = await self.pipes.for_turn(tx.turn_id)
-        written = await pipe.drive(checkpoint_pg.write_steps(tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages,
-                                                          tx.steps, tx.events, boundary=tx.moved, result=tx.result))
+        written = await pipe.drive(
+            checkpoint_pg.write_steps(
+                tx.turn_id,
+                tx.attempt_id,
+                tx.turn_changes,
+                tx.messages,
+                tx.steps,
+                tx.events,
+                boundary=tx.moved,
+                result=tx.result,
+            )
+        )
         transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, tx.turn_id)
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
@@ -200,10 +218,20 @@ class DjangoSessionStore:
         one round trip, COMMIT included."""
         tx = UnitWriter(turn_id, attempt_id)
         record(tx)
-        written = checkpoint_pg.write_postgresql(raw, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
-                                              tx.events, boundary=tx.moved, result=tx.result)
-        transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows,
-                          turn_id)  # committed at its Sync
+        written = checkpoint_pg.write_postgresql(
+            raw,
+            turn_id,
+            attempt_id,
+            tx.turn_changes,
+            tx.messages,
+            tx.steps,
+            tx.events,
+            boundary=tx.moved,
+            result=tx.result,
+        )
+        transcripts.wrote(
+            (written.session_id, written.generation), tx.messages, written.rows, turn_id
+        )  # committed at its Sync
         return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
     def commit_lite(self, turn_id: str, attempt_id: str | None, record: Callable[[Any], None]) -> Commit:
@@ -244,23 +272,26 @@ class DjangoSessionStore:
     claim_sync = staticmethod(lease.claim)
 
     @staticmethod
-    def claim_and_load_sync(turn_id: str, *, owner: str, attempt_id: str, now: float,
-                            lease_seconds: float) -> TurnState | None:
+    def claim_and_load_sync(
+        turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
+    ) -> TurnState | None:
         if lease.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds) is None:
             return None
         return reads.load(turn_id)
 
-    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                             lease_seconds: float, opening: Any = None) -> TurnState | None:
+    async def claim_and_load(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float, opening: Any = None
+    ) -> TurnState | None:
         """The claim with its load (and on SQLite's own connection the opening ``opening``
         offers, in the claim's transaction: ``paths.LitePath``)."""
-        return await self.path.claim_and_load(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                              lease_seconds=lease_seconds, opening=opening)
+        return await self.path.claim_and_load(
+            turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds, opening=opening
+        )
 
-    async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                    lease_seconds: float) -> TurnRecord | None:
-        return await self.path.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                     lease_seconds=lease_seconds)
+    async def claim(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
+    ) -> TurnRecord | None:
+        return await self.path.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
         """Never on the thread that owns Django's connection while the path has another: a sync
@@ -272,18 +303,36 @@ class DjangoSessionStore:
 
     # -- host operations ---------------------------------------------------------------------------------
 
-    def create_turn_sync(self, session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
-                         policy: dict[str, Any] | None = None, created_by: Any = None) -> TurnRecord:
-        outcome = control.create_turn(session, input, turn_id=turn_id, replace=replace, policy=policy,
-                                      created_by=created_by)
+    def create_turn_sync(
+        self,
+        session: SessionRef,
+        input: TurnInput,
+        *,
+        turn_id: str,
+        replace: bool = False,
+        policy: dict[str, Any] | None = None,
+        created_by: Any = None,
+    ) -> TurnRecord:
+        outcome = control.create_turn(
+            session, input, turn_id=turn_id, replace=replace, policy=policy, created_by=created_by
+        )
         assert outcome.turn is not None
         return outcome.turn
 
-    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
-                          policy: dict[str, Any] | None = None, created_by: Any = None) -> Outcome:
+    async def create_turn(
+        self,
+        session: SessionRef,
+        input: TurnInput,
+        *,
+        turn_id: str,
+        replace: bool = False,
+        policy: dict[str, Any] | None = None,
+        created_by: Any = None,
+    ) -> Outcome:
         if replace:  # it cancels the session's unfinished turns first: Django's connection, its thread
-            return await self._thread(control.create_turn)(session, input, turn_id=turn_id, replace=True,
-                                                           policy=policy, created_by=created_by)
+            return await self._thread(control.create_turn)(
+                session, input, turn_id=turn_id, replace=True, policy=policy, created_by=created_by
+            )
         return await self.path.create_turn(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
 
     async def request_cancel(self, turn_id: str, reason: str) -> Outcome:
@@ -295,11 +344,20 @@ class DjangoSessionStore:
     async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
         return await self._thread(control.reset)(session, by=by)
 
-    async def fork(self, session: SessionRef, input: TurnInput | None, *, turn_id: str, at: int | None = None,
-                   regenerate: str | None = None, policy: dict[str, Any] | None = None,
-                   created_by: Any = None) -> Outcome:
-        return await self._thread(branches.fork)(session, input, turn_id=turn_id, at=at, regenerate=regenerate,
-                                                 policy=policy, created_by=created_by)
+    async def fork(
+        self,
+        session: SessionRef,
+        input: TurnInput | None,
+        *,
+        turn_id: str,
+        at: int | None = None,
+        regenerate: str | None = None,
+        policy: dict[str, Any] | None = None,
+        created_by: Any = None,
+    ) -> Outcome:
+        return await self._thread(branches.fork)(
+            session, input, turn_id=turn_id, at=at, regenerate=regenerate, policy=policy, created_by=created_by
+        )
 
     async def switch(self, session: SessionRef, generation: int) -> Outcome:
         return await self._thread(branches.switch)(session, generation)

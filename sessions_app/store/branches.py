@@ -33,8 +33,10 @@ def _copy_sql(model: type[m.Message] | type[m.Event], last: str) -> str:
     names = [connection.ops.quote_name(f.column) for f in model._meta.local_concrete_fields]
     picked = ["%s" if n == connection.ops.quote_name("generation") else n for n in names]
     table = model._meta.db_table
-    return (f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(picked)} FROM {table} "
-            f"WHERE session_id = %s AND generation = %s AND {connection.ops.quote_name(last)} < %s")
+    return (
+        f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(picked)} FROM {table} "
+        f"WHERE session_id = %s AND generation = %s AND {connection.ops.quote_name(last)} < %s"
+    )
 
 
 def _locked_txn(session: SessionRef) -> m.Session:
@@ -65,14 +67,23 @@ def _fork_point_txn(s: m.Session, *, at: int | None, regenerate: str | None) -> 
 def _root_txn(s: m.Session) -> m.Branch:
     """The live generation's Branch row (its tree's root, made at its first fork), holding the
     compaction it is left with."""
-    row, _ = m.Branch.objects.get_or_create(session=s, generation=s.generation,
-                                            defaults={"parent_generation": None, "fork_index": 0})
+    row, _ = m.Branch.objects.get_or_create(
+        session=s, generation=s.generation, defaults={"parent_generation": None, "fork_index": 0}
+    )
     m.Branch.objects.filter(pk=row.pk).update(boundary=s.boundary, summary_index=s.summary_index)
     return row
 
 
-def fork(session: SessionRef, input: TurnInput | None, *, turn_id: str, at: int | None = None,
-         regenerate: str | None = None, policy: dict[str, Any] | None = None, created_by: Any = None) -> Outcome:
+def fork(
+    session: SessionRef,
+    input: TurnInput | None,
+    *,
+    turn_id: str,
+    at: int | None = None,
+    regenerate: str | None = None,
+    policy: dict[str, Any] | None = None,
+    created_by: Any = None,
+) -> Outcome:
     with transaction.atomic():
         s = _locked_txn(session)
         at, opener = _fork_point_txn(s, at=at, regenerate=regenerate)
@@ -80,23 +91,43 @@ def fork(session: SessionRef, input: TurnInput | None, *, turn_id: str, at: int 
         rules.check_start(turn_exists=m.Turn.objects.filter(pk=turn_id).exists(), parked=False)
         _root_txn(s)
         previous, generation = s.generation, s.generation_seq + 1
-        cut = m.Event.objects.filter(session=s, generation=previous, turn_id=opener.pk).order_by("seq") \
-            .values_list("seq", flat=True).first()
+        cut = (
+            m.Event.objects.filter(session=s, generation=previous, turn_id=opener.pk)
+            .order_by("seq")
+            .values_list("seq", flat=True)
+            .first()
+        )
         with connection.cursor() as cur:
             cur.execute(_copy_sql(m.Message, "index"), [generation, s.pk, previous, at])
-            cur.execute(_copy_sql(m.Event, "seq"), [generation, s.pk, previous, cut if cut is not None else s.event_seq + 1])
-        summaries = m.Message.objects.filter(session=s, generation=previous, index__lt=at, role=Role.SUMMARY) \
-            .values_list("index", "data")
+            cur.execute(
+                _copy_sql(m.Event, "seq"), [generation, s.pk, previous, cut if cut is not None else s.event_seq + 1]
+            )
+        summaries = m.Message.objects.filter(
+            session=s, generation=previous, index__lt=at, role=Role.SUMMARY
+        ).values_list("index", "data")
         boundary, summary = branches.fork_compaction(
-            ((index, (data.get("boundary") or 0) if isinstance(data, dict) else 0) for index, data in summaries), at)
-        m.Branch.objects.create(session=s, generation=generation, parent_generation=previous, fork_index=at,
-                                by=created_by if getattr(created_by, "pk", None) else None)
-        m.Session.objects.filter(pk=s.pk).update(generation=generation, generation_seq=generation, boundary=boundary,
-                                                 summary_index=summary, updated_at=timezone.now())
-        logged = control.log_txn(s.pk, [ev.BranchSwitched("", generation=generation, previous=previous, at=at)],
-                                 turn_id=None)
-        made = control.create_turn(session, input or TurnInput.from_json(opener.input), turn_id=turn_id,
-                                   policy=policy, created_by=created_by)
+            ((index, (data.get("boundary") or 0) if isinstance(data, dict) else 0) for index, data in summaries), at
+        )
+        m.Branch.objects.create(
+            session=s,
+            generation=generation,
+            parent_generation=previous,
+            fork_index=at,
+            by=created_by if getattr(created_by, "pk", None) else None,
+        )
+        m.Session.objects.filter(pk=s.pk).update(
+            generation=generation,
+            generation_seq=generation,
+            boundary=boundary,
+            summary_index=summary,
+            updated_at=timezone.now(),
+        )
+        logged = control.log_txn(
+            s.pk, [ev.BranchSwitched("", generation=generation, previous=previous, at=at)], turn_id=None
+        )
+        made = control.create_turn(
+            session, input or TurnInput.from_json(opener.input), turn_id=turn_id, policy=policy, created_by=created_by
+        )
         return Outcome(events=logged + made.events, turn=made.turn, generation=generation)
 
 
@@ -111,9 +142,11 @@ def switch(session: SessionRef, generation: int) -> Outcome:
             raise NotFound(f"no branch g{generation} of this conversation")
         _root_txn(s)  # the live one keeps its compaction for when it is switched back to
         target = rows[generation]
-        m.Session.objects.filter(pk=s.pk).update(generation=generation, boundary=target.boundary,
-                                                 summary_index=target.summary_index)
+        m.Session.objects.filter(pk=s.pk).update(
+            generation=generation, boundary=target.boundary, summary_index=target.summary_index
+        )
         control.session_status_txn(s.pk)
-        logged = control.log_txn(s.pk, [ev.BranchSwitched("", generation=generation, previous=s.generation)],
-                                 turn_id=None)
+        logged = control.log_txn(
+            s.pk, [ev.BranchSwitched("", generation=generation, previous=s.generation)], turn_id=None
+        )
         return Outcome(events=logged, generation=generation)

@@ -72,8 +72,14 @@ def _recorded(turn_id: str, steps: tuple[str, ...]) -> IntegrityError:
     return IntegrityError(f"turn {turn_id}: a step of {sorted(steps)} is already recorded")
 
 
-def fence_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-              opening: int | None = None, held: tuple[str, ...] = (), returning: str = "") -> tuple[str, list[Any]]:
+def fence_sql(
+    turn_id: str,
+    attempt_id: str | None,
+    changes: dict[str, Any],
+    opening: int | None = None,
+    held: tuple[str, ...] = (),
+    returning: str = "",
+) -> tuple[str, list[Any]]:
     """``opening``: the position of the first message the unit writes; the turn's first unit
     that writes one records it as the turn's (``Turn.opening``). ``held``: the steps the unit
     folds into its messages, none of which the turn's messages may hold already (``STEP_HELD``,
@@ -104,8 +110,9 @@ def _fence(columns: tuple[str, ...], opening: bool, refunds: bool, attempt: bool
     return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}{returning}"
 
 
-def fence_raising_sql(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-                      opening: int | None = None) -> tuple[str, list[Any]]:
+def fence_raising_sql(
+    turn_id: str, attempt_id: str | None, changes: dict[str, Any], opening: int | None = None
+) -> tuple[str, list[Any]]:
     """The fence as one statement that returns (cancel_reason, session_id, generation) or, when
     it matched no row, raises ``june_lease_lost`` (SQLSTATE JUNE1; migration 0004)."""
     update, params = fence_sql(turn_id, attempt_id, changes, opening)
@@ -153,8 +160,9 @@ def _utc_strings() -> bool:
     return wrapper.vendor == "sqlite" and settings.USE_TZ and wrapper.timezone == UTC
 
 
-def folded(messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]]
-           ) -> tuple[dict[int, str], list[tuple[str, int | None, Any]]]:
+def folded(
+    messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]]
+) -> tuple[dict[int, str], list[tuple[str, int | None, Any]]]:
     """(the step key each message carries, the steps left for Step rows): a step that holds no
     data and points at a message of its unit is recorded in that message's row (its ``step``
     column; one step a message), so a step costs no row and no index entry of its own. The
@@ -183,19 +191,29 @@ def opening_of(messages: list[tuple[int, Message]]) -> int | None:
 #: meanwhile. On SQLite the fence's condition (``fence_sql``), on the row it updates, before its
 #: messages are inserted (a unit folds a step once: ``write_plain`` checks its own); on
 #: PostgreSQL a statement of the batch raises (JUNE3, ``step_guard_sql``).
-STEP_HELD = ('SELECT 1 FROM sessions_app_message m WHERE m.session_id = sessions_app_turn.session_id '
-             'AND m.generation = sessions_app_turn.generation AND m."index" >= sessions_app_turn.opening '
-             "AND m.turn_id = sessions_app_turn.id AND m.step IN ({steps})")
-STEP_HELD_PG = ('SELECT {select} FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id '
-                'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = {turn} AND m.turn_id = {ref} '
-                "AND m.step {step}")
+STEP_HELD = (
+    "SELECT 1 FROM sessions_app_message m WHERE m.session_id = sessions_app_turn.session_id "
+    'AND m.generation = sessions_app_turn.generation AND m."index" >= sessions_app_turn.opening '
+    "AND m.turn_id = sessions_app_turn.id AND m.step IN ({steps})"
+)
+STEP_HELD_PG = (
+    "SELECT {select} FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id "
+    'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = {turn} AND m.turn_id = {ref} '
+    "AND m.step {step}"
+)
+
+
 @functools.lru_cache(maxsize=8)
 def step_guard_sql(count: int) -> bytes:
     """PostgreSQL's guard (``STEP_HELD``) for a unit that folds ``count`` steps: raises if the
     turn holds one already."""
     steps = ", ".join(["%s::text"] * count)
-    return wire.numbered(STEP_HELD_PG.format(select="june_step_recorded(t.id, m.step)", turn="%s::text",
-                                          ref="june_tid(t.id)", step=f"IN ({steps})") + " LIMIT 1")
+    return wire.numbered(
+        STEP_HELD_PG.format(
+            select="june_step_recorded(t.id, m.step)", turn="%s::text", ref="june_tid(t.id)", step=f"IN ({steps})"
+        )
+        + " LIMIT 1"
+    )
 
 
 def stored_ref(turn_id: str | None) -> Any:
@@ -230,7 +248,7 @@ assert all(s.isidentifier() for s in CHAIN_BLOCKING)
 NEXT_IN_CHAIN = (
     "SELECT n.id, n.status, s.agent, s.key FROM sessions_app_turn n JOIN sessions_app_session s ON s.id = n.session_id "
     "WHERE n.session_id = (SELECT session_id FROM sessions_app_turn WHERE id = %s) "
-    f"AND n.status {IN_CHAIN} ORDER BY n.\"order\" LIMIT 1"
+    f'AND n.status {IN_CHAIN} ORDER BY n."order" LIMIT 1'
 )
 
 
@@ -271,5 +289,12 @@ def session_status_sql(*, by_turn: bool, events: bool = False, read_back: bool =
 def session_status_params(target: Any, now: Any, events: int | None = None) -> list[Any]:
     """``now``: the time as the connection's driver takes it (adapted on SQLite). ``events``:
     how many events the statement numbers (``session_status_sql(events=True)``)."""
-    return [now, str(SessionStatus.SUSPENDED), str(SessionStatus.RUNNING), str(SessionStatus.IDLE), str(SessionStatus.NEW),
-            *([] if events is None else [events]), target]
+    return [
+        now,
+        str(SessionStatus.SUSPENDED),
+        str(SessionStatus.RUNNING),
+        str(SessionStatus.IDLE),
+        str(SessionStatus.NEW),
+        *([] if events is None else [events]),
+        target,
+    ]

@@ -72,34 +72,80 @@ LOCK_SESSION = wire.numbered(
 )
 
 
-def write(turn_id: str, attempt_id: str | None, changes: dict[str, Any], messages: list[tuple[int, Message]],
-          steps: list[tuple[str, int | None, Any]], events: list[ev.TurnEvent],
-          boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
+def write(
+    turn_id: str,
+    attempt_id: str | None,
+    changes: dict[str, Any],
+    messages: list[tuple[int, Message]],
+    steps: list[tuple[str, int | None, Any]],
+    events: list[ev.TurnEvent],
+    boundary: tuple[int, int] | None = None,
+    result: dict[str, Any] | None = None,
+) -> Written:
     """Inside the unit's transaction on Django's PostgreSQL connection (a sync tool's writes are
     in it; SQLite's is ``lite.write_inside``, ``write_plain`` on the sqlite3 connection under it).
     ``boundary``: (boundary, summary index) the unit moves the session's boundary to.
     ``result``: the turn settles for good; a child reports it to its parent (``children``)."""
     # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
     ends = len(connection.atomic_blocks) == 1
-    return write_postgresql(connection.connection, turn_id, attempt_id, changes, messages, steps, events,
-                            ends_transaction=ends, boundary=boundary, result=result)
+    return write_postgresql(
+        connection.connection,
+        turn_id,
+        attempt_id,
+        changes,
+        messages,
+        steps,
+        events,
+        ends_transaction=ends,
+        boundary=boundary,
+        result=result,
+    )
 
 
-def write_postgresql(raw: psycopg.Connection, turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-                     messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
-                     events: list[ev.TurnEvent], *, ends_transaction: bool = True,
-                     boundary: tuple[int, int] | None = None, result: dict[str, Any] | None = None) -> Written:
+def write_postgresql(
+    raw: psycopg.Connection,
+    turn_id: str,
+    attempt_id: str | None,
+    changes: dict[str, Any],
+    messages: list[tuple[int, Message]],
+    steps: list[tuple[str, int | None, Any]],
+    events: list[ev.TurnEvent],
+    *,
+    ends_transaction: bool = True,
+    boundary: tuple[int, int] | None = None,
+    result: dict[str, Any] | None = None,
+) -> Written:
     """``write_steps`` on ``raw``, on this thread."""
-    return wire.drive(raw, write_steps(turn_id, attempt_id, changes, messages, steps, events,
-                                       status=raw.pgconn.transaction_status, ends_transaction=ends_transaction,
-                                       boundary=boundary, result=result))
+    return wire.drive(
+        raw,
+        write_steps(
+            turn_id,
+            attempt_id,
+            changes,
+            messages,
+            steps,
+            events,
+            status=raw.pgconn.transaction_status,
+            ends_transaction=ends_transaction,
+            boundary=boundary,
+            result=result,
+        ),
+    )
 
 
-def write_steps(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
-                messages: list[tuple[int, Message]], steps: list[tuple[str, int | None, Any]],
-                events: list[ev.TurnEvent], *, status: Any = None, ends_transaction: bool = True,
-                boundary: tuple[int, int] | None = None,
-                result: dict[str, Any] | None = None) -> Generator[wire.Batch, Any, Written]:
+def write_steps(
+    turn_id: str,
+    attempt_id: str | None,
+    changes: dict[str, Any],
+    messages: list[tuple[int, Message]],
+    steps: list[tuple[str, int | None, Any]],
+    events: list[ev.TurnEvent],
+    *,
+    status: Any = None,
+    ends_transaction: bool = True,
+    boundary: tuple[int, int] | None = None,
+    result: dict[str, Any] | None = None,
+) -> Generator[wire.Batch, Any, Written]:
     """The whole checkpoint in ONE round trip: a ``wire.Batch`` of prepared statements (a unit
     for ``wire.drive``, or ``pipes.Pipe.drive`` on the event loop). ``status``: the
     connection's transaction status (IDLE when None: a pipe's connection never has one open).
@@ -137,13 +183,26 @@ def write_steps(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
     transaction_status, status = status, "status" in changes
     if events:  # numbered by the session's row, whose status the same UPDATE recomputes
-        seq = batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k)) if status else \
-            batch.add(BUMP_EVENT_SEQ, [k, turn_id])
+        seq = (
+            batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k))
+            if status
+            else batch.add(BUMP_EVENT_SEQ, [k, turn_id])
+        )
         for n, e in enumerate(events):
             column = e.turn_id or turn_id
             data = eventlog.stored(e, messages, column)
-            batch.add(INSERT_EVENT, [k, n + 1, column, models.event_type_code(e.type), dumps(data),
-                                     None if eventlog.refers(data) else now, turn_id])
+            batch.add(
+                INSERT_EVENT,
+                [
+                    k,
+                    n + 1,
+                    column,
+                    models.event_type_code(e.type),
+                    dumps(data),
+                    None if eventlog.refers(data) else now,
+                    turn_id,
+                ],
+            )
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
     if status and not events:

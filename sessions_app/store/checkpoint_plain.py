@@ -51,8 +51,7 @@ MOVE_BOUNDARY_PLAIN = (
 )
 
 
-def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events, boundary=None,
-                result=None) -> Written:
+def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events, boundary=None, result=None) -> Written:
     """The checkpoint as plain statements on ``cur``, inside the unit's transaction: Django's
     cursor (SQLite, on Django's thread), or the store's own SQLite connection (``lite``), whose
     cursor takes the same ``%s`` statements."""
@@ -64,8 +63,14 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     # unless this process knows the row's fixed facts and the unit logs events: then the
     # events' numbering answers the cancel request (a RETURNING costs SQLite a temporary b-tree)
     known = transcripts.facts(turn_id) if events else None
-    fence, params = fence_sql(turn_id, attempt_id, changes, opening_of(messages), held,
-                              "" if known else " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step")
+    fence, params = fence_sql(
+        turn_id,
+        attempt_id,
+        changes,
+        opening_of(messages),
+        held,
+        "" if known else " RETURNING cancel_reason, session_id, generation, parent_id, spawn_step",
+    )
     now = plain_now()
     cur.execute(fence, params)
     if known:
@@ -84,10 +89,13 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
     rows = [row_json(m, turn_id) for _, m in messages]
     if messages:
         ref = stored_ref(turn_id)
-        cur.executemany(INSERT_MESSAGE_PLAIN, [
-            (session_id, generation, i, ref, str(m.role), text, keys.get(i), now)
-            for (i, m), text in zip(messages, rows)
-        ])
+        cur.executemany(
+            INSERT_MESSAGE_PLAIN,
+            [
+                (session_id, generation, i, ref, str(m.role), text, keys.get(i), now)
+                for (i, m), text in zip(messages, rows)
+            ],
+        )
     if steps:
         cur.executemany(
             "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) VALUES (%s, %s, %s, %s, %s)",
@@ -100,23 +108,28 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         # read back by a SELECT in the same transaction: SQLite builds a temporary b-tree (a
         # page allocated and zeroed) for an UPDATE's RETURNING, and the row is on a page the
         # UPDATE just wrote
-        cur.execute(SESSION_STATUS_EVENT_SEQ if status else BUMP_EVENT_SEQ_BARE,
-                    session_status_params(session_id, now, events=len(events)) if status
-                    else [len(events), session_id])
+        cur.execute(
+            SESSION_STATUS_EVENT_SEQ if status else BUMP_EVENT_SEQ_BARE,
+            session_status_params(session_id, now, events=len(events)) if status else [len(events), session_id],
+        )
         if known:
             cur.execute(EVENT_SEQ_CANCEL, [turn_id, session_id])
             last, live, cancel_reason = cur.fetchone()
         else:
             cur.execute(EVENT_SEQ_OF, [session_id])
             last, live = cur.fetchone()
-        logged = insert_events(cur, session_id, events, last, live, turn_id=turn_id, generation=generation,
-                               unit=messages, now=now)
+        logged = insert_events(
+            cur, session_id, events, last, live, turn_id=turn_id, generation=generation, unit=messages, now=now
+        )
     else:
         logged = []
         if status:
             cur.execute(SESSION_STATUS_PLAIN, session_status_params(session_id, now))
-    woken = (children.report_txn(turn_id, result, cur=cur, now=now, parent=(parent_id, spawn_step))
-             if result is not None else [])
+    woken = (
+        children.report_txn(turn_id, result, cur=cur, now=now, parent=(parent_id, spawn_step))
+        if result is not None
+        else []
+    )
     if changes.get("status") in FINAL_STATUSES:
         cur.execute(NEXT_IN_CHAIN, [turn_id])
         woken += handed_over(cur.fetchone())
@@ -136,9 +149,16 @@ def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
         raise _stale(turn_id, attempt_id)
 
 
-def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
-               generation: int | None = None, unit: list[tuple[int, Message]] = (),
-               cur: Any = None, now: Any = None) -> list[LoggedEvent]:
+def log_events(
+    session_id: int,
+    events: list[ev.TurnEvent],
+    *,
+    turn_id: str | None,
+    generation: int | None = None,
+    unit: list[tuple[int, Message]] = (),
+    cur: Any = None,
+    now: Any = None,
+) -> list[LoggedEvent]:
     """Number and insert events; a turn of an archived generation logs into its archive (and
     returns nothing to publish: nobody watches an archive live). ``unit``: the messages written
     in the same transaction, which events refer to instead of repeating them (``eventlog``).
@@ -150,8 +170,9 @@ def log_events(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | No
             return log_events(session_id, events, turn_id=turn_id, generation=generation, unit=unit, cur=cur, now=now)
     cur.execute(BUMP_EVENT_SEQ_PLAIN, [len(events), session_id])
     last, live_generation = cur.fetchone()
-    return insert_events(cur, session_id, events, last, live_generation, turn_id=turn_id, generation=generation,
-                         unit=unit, now=now)
+    return insert_events(
+        cur, session_id, events, last, live_generation, turn_id=turn_id, generation=generation, unit=unit, now=now
+    )
 
 
 #: ``write_plain`` (SQLite): the events' numbering (with the status recompute, or alone) without
@@ -161,13 +182,24 @@ BUMP_EVENT_SEQ_BARE = "UPDATE sessions_app_session SET event_seq = event_seq + %
 BUMP_EVENT_SEQ_PLAIN = BUMP_EVENT_SEQ_BARE + " RETURNING event_seq, generation"  # ``log_events``
 SESSION_STATUS_EVENT_SEQ = session_status_sql(by_turn=False, events=True, read_back=False)
 EVENT_SEQ_OF = "SELECT event_seq, generation FROM sessions_app_session WHERE id = %s"
-EVENT_SEQ_CANCEL = ("SELECT s.event_seq, s.generation, (SELECT cancel_reason FROM sessions_app_turn WHERE id = %s) "
-                    "FROM sessions_app_session s WHERE s.id = %s")
+EVENT_SEQ_CANCEL = (
+    "SELECT s.event_seq, s.generation, (SELECT cancel_reason FROM sessions_app_turn WHERE id = %s) "
+    "FROM sessions_app_session s WHERE s.id = %s"
+)
 
 
-def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: int, live_generation: int, *,
-                  turn_id: str | None, generation: int | None, unit: list[tuple[int, Message]] = (),
-                  now: Any = None) -> list[LoggedEvent]:
+def insert_events(
+    cur: Any,
+    session_id: int,
+    events: list[ev.TurnEvent],
+    last: int,
+    live_generation: int,
+    *,
+    turn_id: str | None,
+    generation: int | None,
+    unit: list[tuple[int, Message]] = (),
+    now: Any = None,
+) -> list[LoggedEvent]:
     """Insert ``events``, numbered up to ``last`` (the session's ``event_seq`` once bumped by
     their count), into ``generation`` (None: the live one)."""
     gen = live_generation if generation is None else generation
@@ -178,9 +210,18 @@ def insert_events(cur: Any, session_id: int, events: list[ev.TurnEvent], last: i
     cur.executemany(
         "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at)"
         " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        [(session_id, gen, first + n, stored_ref(column), models.event_type_code(e.type), dumps(data),
-          None if eventlog.refers(data) else now)
-         for n, (e, column, data) in enumerate(stored)],
+        [
+            (
+                session_id,
+                gen,
+                first + n,
+                stored_ref(column),
+                models.event_type_code(e.type),
+                dumps(data),
+                None if eventlog.refers(data) else now,
+            )
+            for n, (e, column, data) in enumerate(stored)
+        ],
     )
     if gen != live_generation:
         return []

@@ -58,8 +58,9 @@ def woken_pg(row: Any) -> list[tuple[str, SessionRef]]:
     return [(wire.value(row, 0), SessionRef(wire.value(row, 2), wire.value(row, 3)))]
 
 
-def report_txn(turn_id: str, result: dict[str, Any], cur: Any = None, now: Any = None,
-               parent: tuple[str | None, str] | None = None) -> list[tuple[str, SessionRef]]:
+def report_txn(
+    turn_id: str, result: dict[str, Any], cur: Any = None, now: Any = None, parent: tuple[str | None, str] | None = None
+) -> list[tuple[str, SessionRef]]:
     """The report as plain statements on ``cur`` at ``now`` (the unit's cursor and time on
     SQLite: Django's or the store's own, ``lite``), else on Django's connection (cancels, on
     both databases). ``parent``: the turn's (parent_id, spawn_step), when the caller read them
@@ -97,5 +98,7 @@ def report_txn(turn_id: str, result: dict[str, Any], cur: Any = None, now: Any =
 
 
 #: the parent's session, when the report queued the parent
-WOKEN = ("SELECT s.agent, s.key FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
-         "WHERE t.id = %s AND t.status = %s")
+WOKEN = (
+    "SELECT s.agent, s.key FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+    "WHERE t.id = %s AND t.status = %s"
+)

@@ -38,8 +38,9 @@ def _locked_session_txn(pk: int) -> m.Session:
     return m.Session.objects.select_for_update().get(pk=pk)
 
 
-def log_txn(session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None,
-            generation: int | None = None) -> list[LoggedEvent]:
+def log_txn(
+    session_id: int, events: list[ev.TurnEvent], *, turn_id: str | None, generation: int | None = None
+) -> list[LoggedEvent]:
     return checkpoint_plain.log_events(session_id, events, turn_id=turn_id, generation=generation)
 
 
@@ -49,23 +50,38 @@ def session_status_txn(session_id: int) -> None:
         cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id, now))
 
 
-def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, replace: bool = False,
-                policy: dict[str, Any] | None = None, created_by: Any = None) -> Outcome:
+def create_turn(
+    session: SessionRef,
+    input: TurnInput,
+    *,
+    turn_id: str,
+    replace: bool = False,
+    policy: dict[str, Any] | None = None,
+    created_by: Any = None,
+) -> Outcome:
     """Create the queued turn (a new session is owned by ``created_by``). On PostgreSQL a plain
     creation is one round trip on Django's connection (``opening.create``), in the caller's
     transaction if one is open; a refusal rolls back to this block's savepoint."""
     if not replace and connection.vendor == "postgresql":
         connection.ensure_connection()
         with transaction.atomic():
-            return opening.create(connection.connection, session, input, turn_id=turn_id, policy=policy,
-                                  created_by=created_by, ends_transaction=len(connection.atomic_blocks) == 1)
+            return opening.create(
+                connection.connection,
+                session,
+                input,
+                turn_id=turn_id,
+                policy=policy,
+                created_by=created_by,
+                ends_transaction=len(connection.atomic_blocks) == 1,
+            )
     with transaction.atomic():
         s = session_row(session, owner=created_by)
         s = _locked_session_txn(s.pk)  # concurrent starts and replaces of a session serialize
         rules.check_start(
             turn_exists=m.Turn.objects.filter(pk=turn_id).exists(),
-            parked=m.Turn.objects.filter(session=s, status=TurnStatus.SUSPENDED, generation=s.generation,
-                                         waiting=0).exists(),
+            parked=m.Turn.objects.filter(
+                session=s, status=TurnStatus.SUSPENDED, generation=s.generation, waiting=0
+            ).exists(),
         )
         events: list[ev.TurnEvent] = []
         running: list[str] = []
@@ -75,14 +91,26 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, replace:
             events, running = cancel_unfinished_txn(s, CancelReason.REPLACED)
         m.Session.objects.filter(pk=s.pk).update(turn_seq=F("turn_seq") + 1)
         turn = m.Turn.objects.create(
-            id=turn_id, session=s, order=s.turn_seq + 1, generation=s.generation, status=TurnStatus.QUEUED,
-            kind=input.kind, source=input.source or "", input=input.to_json(), policy=policy,
+            id=turn_id,
+            session=s,
+            order=s.turn_seq + 1,
+            generation=s.generation,
+            status=TurnStatus.QUEUED,
+            kind=input.kind,
+            source=input.source or "",
+            input=input.to_json(),
+            policy=policy,
             created_by=created_by,
         )
         logged = log_txn(s.pk, events, turn_id=None)
         session_status_txn(s.pk)
-        return Outcome(events=logged, running=running, turn=record_of(turn, s), cascaded=cascaded,
-                       runnable=_report_cancelled(events, CancelReason.REPLACED))
+        return Outcome(
+            events=logged,
+            running=running,
+            turn=record_of(turn, s),
+            cascaded=cascaded,
+            runnable=_report_cancelled(events, CancelReason.REPLACED),
+        )
 
 
 def cancel_unfinished_txn(s: m.Session, reason: str) -> tuple[list[ev.TurnEvent], list[str]]:
@@ -122,9 +150,14 @@ def request_cancel(turn_id: str, reason: str) -> Outcome:
         runnable: list[tuple[str, SessionRef]] = []
         now_cancel = [st for st in TurnStatus if rules.cancel_now(st, reason=reason)]
         at_once = Q(status__in=now_cancel) | Q(waiting__gt=0, status__in=rules.CANCEL_AT_ONCE_WAITING)
-        cascaded = tree.cascade_txn([turn_id]) if (
-            rules.cancel_now(TurnStatus(turn.status), reason=reason, waiting=turn.waiting) or rules.gets_request(
-                record_of(turn))) else []
+        cascaded = (
+            tree.cascade_txn([turn_id])
+            if (
+                rules.cancel_now(TurnStatus(turn.status), reason=reason, waiting=turn.waiting)
+                or rules.gets_request(record_of(turn))
+            )
+            else []
+        )
         if m.Turn.objects.filter(at_once, pk=turn_id).update(
             status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None, waiting=0
         ):
@@ -135,8 +168,9 @@ def request_cancel(turn_id: str, reason: str) -> Outcome:
             cancel_reason=reason
         ):
             running = [turn_id]
-        return Outcome(events=logged, running=running, turn=record_of(turn_row(turn_id)), cascaded=cascaded,
-                       runnable=runnable)
+        return Outcome(
+            events=logged, running=running, turn=record_of(turn_row(turn_id)), cascaded=cascaded, runnable=runnable
+        )
 
 
 def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
@@ -147,24 +181,41 @@ def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> 
         turn.refresh_from_db()
         rules.check_resumable(record_of(turn, s), input_id=input_id, generation=s.generation)
         m.Step.objects.create(turn=turn, key=input_step_id(turn_id, input_id), data=answer)
-        m.Answer.objects.create(turn=turn, input_id=input_id, answer=answer, by=record.get("by"),
-                                user_id=record.get("user_id"), via=record.get("via", "api"),
-                                remote_addr=record.get("remote_addr") or "")
-        answered = ev.InputAnswered(turn_id, input_id=input_id, by=record.get("by"), name=record.get("name"),
-                                    answer=answer, via=record.get("via"))
+        m.Answer.objects.create(
+            turn=turn,
+            input_id=input_id,
+            answer=answer,
+            by=record.get("by"),
+            user_id=record.get("user_id"),
+            via=record.get("via", "api"),
+            remote_addr=record.get("remote_addr") or "",
+        )
+        answered = ev.InputAnswered(
+            turn_id,
+            input_id=input_id,
+            by=record.get("by"),
+            name=record.get("name"),
+            answer=answer,
+            via=record.get("via"),
+        )
         rest = rules.after_answer(turn.pending or {}, input_id)
         if rest is not None:  # a sibling call's approval is still owed: the turn stays parked
             m.Turn.objects.filter(pk=turn_id, status=TurnStatus.SUSPENDED).update(pending=rest)
             return Outcome(events=log_txn(s.pk, [answered], turn_id=turn_id), turn=record_of(turn_row(turn_id)))
-        journal = {**(turn.journal or {}), "answered": {"input_id": input_id, "by": record.get("by"),
-                                                         "via": record.get("via")}}
+        journal = {
+            **(turn.journal or {}),
+            "answered": {"input_id": input_id, "by": record.get("by"), "via": record.get("via")},
+        }
         updated = m.Turn.objects.filter(pk=turn_id, status=TurnStatus.SUSPENDED).update(
             status=TurnStatus.QUEUED, pending=None, journal=journal, lease_owner=None, lease_expires_at=None
         )
         if not updated:  # cannot happen under the session lock; kept as the conditional write
             rules.check_resumable(record_of(turn_row(turn_id), s), input_id=input_id, generation=s.generation)
-        logged = log_txn(s.pk, [answered, ev.TurnStarted(turn_id, trigger="resume", text=turn.input.get("text", ""))],
-                         turn_id=turn_id)
+        logged = log_txn(
+            s.pk,
+            [answered, ev.TurnStarted(turn_id, trigger="resume", text=turn.input.get("text", ""))],
+            turn_id=turn_id,
+        )
         session_status_txn(s.pk)
         return Outcome(events=logged, turn=record_of(turn_row(turn_id)))
 
@@ -181,13 +232,23 @@ def reset(session: SessionRef, *, by: Any = None) -> Outcome:
         previous = f"{s.key}#g{s.generation}"
         m.SessionReset.objects.create(session=s, generation=s.generation, by=by if getattr(by, "pk", None) else None)
         generation = s.generation_seq + 1  # a number no branch nor earlier reset has had
-        m.Session.objects.filter(pk=s.pk).update(generation=generation, generation_seq=generation,
-                                                 status=SessionStatus.NEW, updated_at=timezone.now(), boundary=0,
-                                                 summary_index=None)
-        logged += log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)],
-                          turn_id=None)
-        return Outcome(events=logged, running=running, previous_session=previous, generation=generation,
-                       cascaded=cascaded, runnable=runnable)
+        m.Session.objects.filter(pk=s.pk).update(
+            generation=generation,
+            generation_seq=generation,
+            status=SessionStatus.NEW,
+            updated_at=timezone.now(),
+            boundary=0,
+            summary_index=None,
+        )
+        logged += log_txn(s.pk, [ev.SessionReset("", previous_session=previous, generation=generation)], turn_id=None)
+        return Outcome(
+            events=logged,
+            running=running,
+            previous_session=previous,
+            generation=generation,
+            cascaded=cascaded,
+            runnable=runnable,
+        )
 
 
 def _report_cancelled(cancelled: list[ev.TurnEvent], reason: str) -> list[tuple[str, SessionRef]]:
@@ -195,6 +256,7 @@ def _report_cancelled(cancelled: list[ev.TurnEvent], reason: str) -> list[tuple[
     may now be runnable); ``rules.CASCADE`` never gets here: its parents are cancelled too."""
     woken: list[tuple[str, SessionRef]] = []
     for event in cancelled:
-        woken += children.report_txn(event.turn_id, subagents.result_of(
-            event.turn_id, TurnStatus.CANCELLED, "", {"reason": reason}, None))
+        woken += children.report_txn(
+            event.turn_id, subagents.result_of(event.turn_id, TurnStatus.CANCELLED, "", {"reason": reason}, None)
+        )
     return woken

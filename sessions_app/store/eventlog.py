@@ -128,13 +128,16 @@ def _made(calls: list[dict[str, Any]], data: dict[str, Any]) -> dict[str, Any]:
         return calls[0] if len(calls) == 1 else {}
     return next((c for c in calls if c.get("id") == data[CALL]), {})
 
+
 #: what ``stored`` leaves out of an event that refers to a message: (key, its value from the
 #: message and the reference)
 _DERIVED: dict[str, tuple[tuple[str, Callable[[dict[str, Any], int], Any]], ...]] = {
     "message.completed": (("index", lambda msg, index: index),),
-    "action.completed": (("call_id", lambda msg, index: msg.get("call_id", "")),
-                         ("name", lambda msg, index: msg.get("name", "")),
-                         ("error", lambda msg, index: None)),
+    "action.completed": (
+        ("call_id", lambda msg, index: msg.get("call_id", "")),
+        ("name", lambda msg, index: msg.get("name", "")),
+        ("error", lambda msg, index: None),
+    ),
 }
 
 #: what ``stored`` leaves out only when the message holds it, and ``restore`` copies back only
@@ -193,21 +196,36 @@ class _MessageIndex(Func):
     arity = 1
 
     def as_postgresql(self, compiler, connection, **extra):
-        return self.as_sql(compiler, connection, template=(
-            "(CASE WHEN json_typeof(%(expressions)s) = 'number' THEN (%(expressions)s)::text::integer "
-            f"ELSE (%(expressions)s ->> '{FROM}')::integer END)"), **extra)
+        return self.as_sql(
+            compiler,
+            connection,
+            template=(
+                "(CASE WHEN json_typeof(%(expressions)s) = 'number' THEN (%(expressions)s)::text::integer "
+                f"ELSE (%(expressions)s ->> '{FROM}')::integer END)"
+            ),
+            **extra,
+        )
 
     def as_sqlite(self, compiler, connection, **extra):
-        return self.as_sql(compiler, connection, template=(
-            "(CASE WHEN json_type(%(expressions)s) = 'integer' THEN CAST(%(expressions)s AS INTEGER) "
-            f"ELSE CAST(json_extract(%(expressions)s, '$.\"{FROM}\"') AS INTEGER) END)"), **extra)
+        return self.as_sql(
+            compiler,
+            connection,
+            template=(
+                "(CASE WHEN json_type(%(expressions)s) = 'integer' THEN CAST(%(expressions)s AS INTEGER) "
+                f"ELSE CAST(json_extract(%(expressions)s, '$.\"{FROM}\"') AS INTEGER) END)"
+            ),
+            **extra,
+        )
 
 
 def timed(events: QuerySet) -> QuerySet:
     """``events`` (Event rows) with ``at``: when each was committed, its own ``created_at`` or,
     for a row that refers to a message and keeps none, that message's."""
     message_at = MessageRow.objects.filter(
-        session_id=OuterRef("session_id"), generation=OuterRef("generation"), index=OuterRef("message_index"),
+        session_id=OuterRef("session_id"),
+        generation=OuterRef("generation"),
+        index=OuterRef("message_index"),
     ).values("created_at")[:1]
-    return (events.annotate(message_index=_MessageIndex("data"))
-            .annotate(at=Coalesce("created_at", Subquery(message_at))))
+    return events.annotate(message_index=_MessageIndex("data")).annotate(
+        at=Coalesce("created_at", Subquery(message_at))
+    )

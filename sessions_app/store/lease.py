@@ -32,12 +32,16 @@ WHERE id = %s
     ORDER BY h."order" LIMIT 1
   )
 """
-RELEASE = ("UPDATE sessions_app_turn SET status = %s, lease_owner = NULL, lease_expires_at = NULL "
-           "WHERE id = %s AND attempt_id = %s AND status = %s")
+RELEASE = (
+    "UPDATE sessions_app_turn SET status = %s, lease_owner = NULL, lease_expires_at = NULL "
+    "WHERE id = %s AND attempt_id = %s AND status = %s"
+)
 #: a claimed turn's session is running (``updated_at`` stays: it stamps what the session list orders by)
 SESSION_RUNNING = "UPDATE sessions_app_session SET status = %s WHERE id = %s"
-HEARTBEAT = ("UPDATE sessions_app_turn SET lease_expires_at = %s WHERE id = %s AND attempt_id = %s "
-             "AND status = %s RETURNING cancel_reason")
+HEARTBEAT = (
+    "UPDATE sessions_app_turn SET lease_expires_at = %s WHERE id = %s AND attempt_id = %s "
+    "AND status = %s RETURNING cancel_reason"
+)
 HEARTBEAT_PG = wire.numbered(HEARTBEAT)
 
 
@@ -55,8 +59,16 @@ def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_second
 
 
 def claim_params(turn_id: str, owner: str, attempt_id: str, now: float, lease_seconds: float) -> list:
-    return [str(TurnStatus.RUNNING), owner, now + lease_seconds, attempt_id, turn_id, str(TurnStatus.QUEUED),
-            str(TurnStatus.RUNNING), now]
+    return [
+        str(TurnStatus.RUNNING),
+        owner,
+        now + lease_seconds,
+        attempt_id,
+        turn_id,
+        str(TurnStatus.QUEUED),
+        str(TurnStatus.RUNNING),
+        now,
+    ]
 
 
 def heartbeat(turn_id: str, *, attempt_id: str, now: float, lease_seconds: float, cur: Any = None) -> str | None:
@@ -79,8 +91,9 @@ def heartbeat_direct(raw: Any, turn_id: str, *, attempt_id: str, now: float, lea
     return wire.drive(raw, heartbeat_steps(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds))
 
 
-def heartbeat_steps(turn_id: str, *, attempt_id: str, now: float,
-                    lease_seconds: float) -> Generator[wire.Batch, Any, str | None]:
+def heartbeat_steps(
+    turn_id: str, *, attempt_id: str, now: float, lease_seconds: float
+) -> Generator[wire.Batch, Any, str | None]:
     """``heartbeat`` as one batch (``wire.drive``, ``pipes.Pipe.drive``)."""
     batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
     beat = batch.add(HEARTBEAT_PG, [now + lease_seconds, turn_id, attempt_id, TurnStatus.RUNNING])

@@ -78,11 +78,13 @@ from sessions_app.store.records import UnitWriter, loads, record_of
 
 # -- units and calls ------------------------------------------------------------------------------
 
+
 def commit(tx: UnitWriter) -> Commit:
     """A recorded unit (no children: a spawn goes through the ORM) as one transaction."""
     with _write() as cur:
-        written = checkpoint_plain.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
-                                         tx.events, tx.moved, tx.result)
+        written = checkpoint_plain.write_plain(
+            cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events, tx.moved, tx.result
+        )
     transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, tx.turn_id)  # committed
     return Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
 
@@ -96,8 +98,9 @@ def write_inside(tx: UnitWriter) -> checkpoint.Written:
     with django_connection.wrap_database_errors:
         cur = django_connection.connection.cursor(Cursor)
         try:
-            return checkpoint_plain.write_plain(cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps,
-                                          tx.events, tx.moved, tx.result)
+            return checkpoint_plain.write_plain(
+                cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events, tx.moved, tx.result
+            )
         finally:
             cur.close()
 
@@ -129,8 +132,9 @@ def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_second
         return None if turn is None else record_of(turn)
 
 
-def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float,
-                   opening: Any = None) -> TurnState | None:
+def claim_and_load(
+    turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float, opening: Any = None
+) -> TurnState | None:
     """``claim`` and ``load`` in one transaction (``SessionStore.claim_and_load``), and the
     opening's unit when ``opening`` offers one for the loaded state: written as ``commit``
     writes it (``checkpoint_plain.write_plain``, fenced on this attempt), before the same COMMIT."""
@@ -145,15 +149,17 @@ def claim_and_load(turn_id: str, *, owner: str, attempt_id: str, now: float, lea
         tx = UnitWriter(turn_id, attempt_id)
         work(tx)
         assert not tx.children, "an opening spawns nothing"
-        written = checkpoint_plain.write_plain(cur, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps,
-                                         tx.events, tx.moved, tx.result)
+        written = checkpoint_plain.write_plain(
+            cur, turn_id, attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events, tx.moved, tx.result
+        )
     transcripts.wrote((written.session_id, written.generation), tx.messages, written.rows, turn_id)  # committed
     state.opened = Commit(events=written.events, cancel_reason=written.cancel_reason, runnable=written.runnable)
     return state
 
 
-def _claimed(cur: Cursor, turn_id: str, owner: str, attempt_id: str, now: float,
-             lease_seconds: float) -> SimpleNamespace | None:
+def _claimed(
+    cur: Cursor, turn_id: str, owner: str, attempt_id: str, now: float, lease_seconds: float
+) -> SimpleNamespace | None:
     """The claim on ``cur``: the turn's row once claimed (its session marked running), else None."""
     row = cur.execute(CLAIMED, lease.claim_params(turn_id, owner, attempt_id, now, lease_seconds)).fetchone()
     if row is None:
@@ -176,8 +182,9 @@ def release(turn_id: str, *, attempt_id: str) -> None:
         lease.release(turn_id, attempt_id=attempt_id, cur=cur)
 
 
-def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None = None,
-                created_by: Any = None) -> Outcome:
+def create_turn(
+    session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None = None, created_by: Any = None
+) -> Outcome:
     """``control.create_turn`` without a replace (which cascades through the ORM), as plain
     statements in one transaction: the session (created, owned by ``created_by``, if new; the
     write lock serializes starts as the session's row lock does on PostgreSQL), its next place
@@ -191,30 +198,53 @@ def create_turn(session: SessionRef, input: TurnInput, *, turn_id: str, policy: 
     with _write() as cur:
         row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
         if row is None:
-            _insert(cur, m.Session, agent=session.agent, key=session.key, owner_id=owner, created_at=now,
-                    updated_at=now)
+            _insert(
+                cur, m.Session, agent=session.agent, key=session.key, owner_id=owner, created_at=now, updated_at=now
+            )
             row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
         session_id, generation, order, exists, parked = row
         rules.check_start(turn_exists=bool(exists), parked=bool(parked))
         stored_input = checkpoint.dumps(input.to_json())
         stored_policy = None if policy is None else checkpoint.dumps(policy)
-        _insert(cur, m.Turn, id=turn_id, session_id=session_id, order=order, generation=generation,
-                status=str(TurnStatus.QUEUED), kind=input.kind, source=input.source or "",
-                input=stored_input, policy=stored_policy, created_by_id=owner, created_at=now, updated_at=now)
+        _insert(
+            cur,
+            m.Turn,
+            id=turn_id,
+            session_id=session_id,
+            order=order,
+            generation=generation,
+            status=str(TurnStatus.QUEUED),
+            kind=input.kind,
+            source=input.source or "",
+            input=stored_input,
+            policy=stored_policy,
+            created_by_id=owner,
+            created_at=now,
+            updated_at=now,
+        )
     # the row as ``record_of`` reads it: the model's defaults for the rest
-    return Outcome(turn=TurnRecord(turn_id=turn_id, session=SessionRef(session.agent, session.key),
-                                   status=TurnStatus.QUEUED, input=TurnInput.from_json(loads(stored_input)),
-                                   generation=generation, policy=None if policy is None else loads(stored_policy)))
+    return Outcome(
+        turn=TurnRecord(
+            turn_id=turn_id,
+            session=SessionRef(session.agent, session.key),
+            status=TurnStatus.QUEUED,
+            input=TurnInput.from_json(loads(stored_input)),
+            generation=generation,
+            policy=None if policy is None else loads(stored_policy),
+        )
+    )
 
 
 #: the session's next place in the chain, with its status, and rules.check_start's two facts:
 #: the id is taken; the live generation has a parked turn
-NEXT_IN_CHAIN = ("UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updated_at = %s, status = %s "
-                 "WHERE agent = %s AND key = %s RETURNING id, generation, turn_seq, "
-                 "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
-                 "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
-                 f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.waiting = 0 "
-                 "AND t.generation = sessions_app_session.generation)")
+NEXT_IN_CHAIN = (
+    "UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updated_at = %s, status = %s "
+    "WHERE agent = %s AND key = %s RETURNING id, generation, turn_seq, "
+    "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
+    "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
+    f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.waiting = 0 "
+    "AND t.generation = sessions_app_session.generation)"
+)
 
 
 @functools.cache
@@ -237,20 +267,42 @@ def _insert(cur: Cursor, model: type, **values: Any) -> None:
 
 # -- a turn's row, as record_of and reads.state_of read it ----------------------------------------
 
-_TURN = ("id", "status", "input", "generation", "cancel_reason", "attempt_id", "attempts", "lease_owner",
-         "lease_expires_at", "phase", "journal", "pending", "policy", "text", "error", "usage", "parent_id",
-         "depth", "waiting", "session_id", "spawn_step")
+_TURN = (
+    "id",
+    "status",
+    "input",
+    "generation",
+    "cancel_reason",
+    "attempt_id",
+    "attempts",
+    "lease_owner",
+    "lease_expires_at",
+    "phase",
+    "journal",
+    "pending",
+    "policy",
+    "text",
+    "error",
+    "usage",
+    "parent_id",
+    "depth",
+    "waiting",
+    "session_id",
+    "spawn_step",
+)
 _SESSION = ("agent", "key", "status", "generation", "boundary", "summary_index")
 _JSON = frozenset({"input", "journal", "pending", "policy", "error", "usage"})
-TURN = (f"SELECT {', '.join('t.' + c for c in _TURN)}, {', '.join('s.' + c for c in _SESSION)} "
-        "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id WHERE t.id = %s")
+TURN = (
+    f"SELECT {', '.join('t.' + c for c in _TURN)}, {', '.join('s.' + c for c in _SESSION)} "
+    "FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id WHERE t.id = %s"
+)
 
 
 #: ``lease.CLAIM`` that answers the claimed row as ``TURN`` reads it (its session's columns
 #: by the row's key: a RETURNING clause reads no join)
-CLAIMED = (f"{lease.CLAIM.rstrip()} RETURNING {', '.join(_TURN)}, "
-           + ", ".join(f"(SELECT s.{c} FROM sessions_app_session s WHERE s.id = sessions_app_turn.session_id)"
-                       for c in _SESSION))
+CLAIMED = f"{lease.CLAIM.rstrip()} RETURNING {', '.join(_TURN)}, " + ", ".join(
+    f"(SELECT s.{c} FROM sessions_app_session s WHERE s.id = sessions_app_turn.session_id)" for c in _SESSION
+)
 
 
 def _turn(cur: Cursor, turn_id: str) -> SimpleNamespace:
@@ -273,7 +325,5 @@ def _row(row: tuple[Any, ...]) -> SimpleNamespace:
         if row[n] is not None:
             columns[column] = loads(row[n])
     turn = SimpleNamespace(**columns)
-    turn.session = SimpleNamespace(**dict(zip(_SESSION, row[len(_TURN):])))
+    turn.session = SimpleNamespace(**dict(zip(_SESSION, row[len(_TURN) :])))
     return turn
-
-

@@ -107,8 +107,10 @@ def _connection() -> sqlite3.Connection:
 
 
 def _busy(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.OperationalError) and (
-        getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return isinstance(exc, sqlite3.OperationalError) and (getattr(exc, "sqlite_errorcode", 0) & 0xFF) in (
+        sqlite3.SQLITE_BUSY,
+        sqlite3.SQLITE_LOCKED,
+    )
 
 
 @functools.lru_cache(maxsize=256)  # a checkpoint's fence is built per unit from a few shapes

@@ -69,7 +69,9 @@ TRANSCRIPT_FROM = wire.numbered(reads.TRANSCRIPT_PG)
 
 def _columns(model: type[models.Model], *, skip: tuple[str, ...] = ()) -> tuple[models.Field, ...]:
     """The columns an INSERT names: all but an automatic primary key (and ``skip``)."""
-    return tuple(f for f in model._meta.concrete_fields if not (f.primary_key and f.auto_created) and f.name not in skip)
+    return tuple(
+        f for f in model._meta.concrete_fields if not (f.primary_key and f.auto_created) and f.name not in skip
+    )
 
 
 def _values(obj: models.Model, fields: tuple[models.Field, ...]) -> list[Any]:
@@ -85,8 +87,10 @@ def _values(obj: models.Model, fields: tuple[models.Field, ...]) -> list[Any]:
 def _insert_session() -> tuple[bytes, tuple[models.Field, ...]]:
     fields = _columns(m.Session)
     names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    return wire.numbered(f"INSERT INTO sessions_app_session ({names}) VALUES ({', '.join(['%s'] * len(fields))}) "
-                         "ON CONFLICT (agent, key) DO NOTHING"), fields
+    return wire.numbered(
+        f"INSERT INTO sessions_app_session ({names}) VALUES ({', '.join(['%s'] * len(fields))}) "
+        "ON CONFLICT (agent, key) DO NOTHING"
+    ), fields
 
 
 @functools.cache
@@ -103,22 +107,54 @@ def _insert_turn() -> tuple[bytes, tuple[models.Field, ...]]:
     ), fields
 
 
-def create(raw: psycopg.Connection, session: SessionRef, input: TurnInput, *, turn_id: str,
-           policy: dict[str, Any] | None = None, created_by: Any = None, ends_transaction: bool = True) -> Outcome:
+def create(
+    raw: psycopg.Connection,
+    session: SessionRef,
+    input: TurnInput,
+    *,
+    turn_id: str,
+    policy: dict[str, Any] | None = None,
+    created_by: Any = None,
+    ends_transaction: bool = True,
+) -> Outcome:
     """``create_steps`` on ``raw``, on this thread."""
-    return wire.drive(raw, create_steps(session, input, turn_id=turn_id, policy=policy, created_by=created_by,
-                                        status=raw.pgconn.transaction_status, ends_transaction=ends_transaction))
+    return wire.drive(
+        raw,
+        create_steps(
+            session,
+            input,
+            turn_id=turn_id,
+            policy=policy,
+            created_by=created_by,
+            status=raw.pgconn.transaction_status,
+            ends_transaction=ends_transaction,
+        ),
+    )
 
 
-def create_steps(session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None = None,
-                 created_by: Any = None, status: Any = None,
-                 ends_transaction: bool = True) -> Generator[wire.Batch, Any, Outcome]:
+def create_steps(
+    session: SessionRef,
+    input: TurnInput,
+    *,
+    turn_id: str,
+    policy: dict[str, Any] | None = None,
+    created_by: Any = None,
+    status: Any = None,
+    ends_transaction: bool = True,
+) -> Generator[wire.Batch, Any, Outcome]:
     """Create the queued turn in one round trip (``status``, ``ends_transaction``: as
     ``checkpoint_pg.write_steps``'s). Raises what ``rules.check_start`` raises, and nothing is written."""
     owner = created_by if getattr(created_by, "pk", None) else None
     s = m.Session(agent=session.agent, key=session.key, owner=owner)
-    turn = m.Turn(id=turn_id, status=TurnStatus.QUEUED, kind=input.kind, source=input.source or "",
-                  input=input.to_json(), policy=policy, created_by=owner)
+    turn = m.Turn(
+        id=turn_id,
+        status=TurnStatus.QUEUED,
+        kind=input.kind,
+        source=input.source or "",
+        input=input.to_json(),
+        policy=policy,
+        created_by=owner,
+    )
     insert_session, session_fields = _insert_session()
     insert_turn, turn_fields = _insert_turn()
     batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
@@ -158,15 +194,18 @@ def _refused(exc: psycopg.Error) -> dict[str, bool] | None:
     return None
 
 
-def claim_and_load(raw: psycopg.Connection, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                   lease_seconds: float) -> TurnState | None:
+def claim_and_load(
+    raw: psycopg.Connection, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
+) -> TurnState | None:
     """``claim_and_load_steps`` on ``raw``, on this thread."""
-    return wire.drive(raw, claim_and_load_steps(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                                lease_seconds=lease_seconds))
+    return wire.drive(
+        raw, claim_and_load_steps(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
+    )
 
 
-def claim_and_load_steps(turn_id: str, *, owner: str, attempt_id: str, now: float,
-                         lease_seconds: float) -> Generator[wire.Batch, Any, TurnState | None]:
+def claim_and_load_steps(
+    turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
+) -> Generator[wire.Batch, Any, TurnState | None]:
     """``lease.claim`` then ``reads.load``, in one transaction and one round trip; None if not
     claimed. The reads after the claim match nothing unless this attempt holds the turn.
 
@@ -181,14 +220,26 @@ def claim_and_load_steps(turn_id: str, *, owner: str, attempt_id: str, now: floa
     batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
     batch.add(checkpoint_pg.ASYNC_COMMIT)  # this transaction only: see the docstring
     batch.add(checkpoint_pg.LOCK_SESSION, [turn_id])
-    claimed = batch.add(CLAIM, [TurnStatus.RUNNING, owner, now + lease_seconds, attempt_id, turn_id,
-                                TurnStatus.QUEUED, TurnStatus.RUNNING, now])
+    claimed = batch.add(
+        CLAIM,
+        [
+            TurnStatus.RUNNING,
+            owner,
+            now + lease_seconds,
+            attempt_id,
+            turn_id,
+            TurnStatus.QUEUED,
+            TurnStatus.RUNNING,
+            now,
+        ],
+    )
     batch.add(MARK_RUNNING, [SessionStatus.RUNNING, turn_id, attempt_id, SessionStatus.RUNNING])
     steps = batch.add(reads.STEPS_OF_ATTEMPT_PG, [turn_id, attempt_id])
     held = transcripts.known(turn_id)
     key, stretch = held if held is not None else ((None, None), transcripts.Stretch(0))
-    messages = batch.add(reads.TRANSCRIPT_OF_ATTEMPT_PG, [*key, stretch.start, stretch.end, stretch.end, turn_id,
-                                                          attempt_id])
+    messages = batch.add(
+        reads.TRANSCRIPT_OF_ATTEMPT_PG, [*key, stretch.start, stretch.end, stretch.end, turn_id, attempt_id]
+    )
     results = yield batch
     row = results[claimed]
     if not row.ntuples:
@@ -196,8 +247,12 @@ def claim_and_load_steps(turn_id: str, *, owner: str, attempt_id: str, now: floa
     columns = json.loads(wire.value(row, 0))
     rec = record_of(SimpleNamespace(**columns), SimpleNamespace(agent=wire.value(row, 1), key=wire.value(row, 2)))
     summary_at = wire.value(row, 5)
-    boundary, summary = reads.live_boundary(rec.generation, int(wire.value(row, 3)), int(wire.value(row, 4)),
-                                            None if summary_at is None else int(summary_at))
+    boundary, summary = reads.live_boundary(
+        rec.generation,
+        int(wire.value(row, 3)),
+        int(wire.value(row, 4)),
+        None if summary_at is None else int(summary_at),
+    )
     rows = [(k, data) for k, data in json.loads(wire.value(results[steps], 0))]
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
     session = (columns["session_id"], rec.generation)

@@ -58,28 +58,33 @@ class ThreadPath:
     async def next_queued(self, session: SessionRef) -> str | None:
         return await self.thread(reads.next_queued)(session)
 
-    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float,
-                             opening: Any = None) -> TurnState | None:
-        return await self.thread(self.store.claim_and_load_sync)(turn_id, owner=owner, attempt_id=attempt_id,
-                                                                 now=now, lease_seconds=lease_seconds)
+    async def claim_and_load(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float, opening: Any = None
+    ) -> TurnState | None:
+        return await self.thread(self.store.claim_and_load_sync)(
+            turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds
+        )
 
-    async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                    lease_seconds: float) -> TurnRecord | None:
-        return await self.thread(lease.claim)(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                              lease_seconds=lease_seconds)
+    async def claim(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
+    ) -> TurnRecord | None:
+        return await self.thread(lease.claim)(
+            turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds
+        )
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
-        return await self.thread(lease.heartbeat)(turn_id, attempt_id=attempt_id, now=now,
-                                                  lease_seconds=lease_seconds)
+        return await self.thread(lease.heartbeat)(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
 
     async def release(self, turn_id: str, *, attempt_id: str) -> None:
         await self.thread(lease.release)(turn_id, attempt_id=attempt_id)
 
-    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
-                          policy: dict[str, Any] | None, created_by: Any) -> Outcome:
+    async def create_turn(
+        self, session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None, created_by: Any
+    ) -> Outcome:
         """A creation without a replace (a replace cancels turns first: always the thread path)."""
-        return await self.thread(control.create_turn)(session, input, turn_id=turn_id, replace=False,
-                                                      policy=policy, created_by=created_by)
+        return await self.thread(control.create_turn)(
+            session, input, turn_id=turn_id, replace=False, policy=policy, created_by=created_by
+        )
 
 
 class LitePath(ThreadPath):
@@ -115,19 +120,23 @@ class LitePath(ThreadPath):
                 return lite.next_queued(session)
         return await super().next_queued(session)
 
-    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float,
-                             opening: Any = None) -> TurnState | None:
+    async def claim_and_load(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float, opening: Any = None
+    ) -> TurnState | None:
         """The claim's transaction also commits the opening ``opening`` offers (one transaction
         fewer per turn)."""
         if self.store.own_connection and lite.here():
             with suppress(lite.Busy):
-                return lite.claim_and_load(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                           lease_seconds=lease_seconds, opening=opening)
-        return await super().claim_and_load(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                            lease_seconds=lease_seconds)
+                return lite.claim_and_load(
+                    turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds, opening=opening
+                )
+        return await super().claim_and_load(
+            turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds
+        )
 
-    async def claim(self, turn_id: str, *, owner: str, attempt_id: str, now: float,
-                    lease_seconds: float) -> TurnRecord | None:
+    async def claim(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
+    ) -> TurnRecord | None:
         if lite.here():
             with suppress(lite.Busy):
                 return lite.claim(turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
@@ -154,8 +163,9 @@ class LitePath(ThreadPath):
                 return lite.release(turn_id, attempt_id=attempt_id)
         await super().release(turn_id, attempt_id=attempt_id)
 
-    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
-                          policy: dict[str, Any] | None, created_by: Any) -> Outcome:
+    async def create_turn(
+        self, session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None, created_by: Any
+    ) -> Outcome:
         if self.store.own_connection and lite.here():
             with suppress(lite.Busy):
                 return lite.create_turn(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
@@ -177,24 +187,27 @@ class DirectPath(ThreadPath):
         """Lands before the next checkpoint on the same connection, which reads its answer."""
         checkpoint_pg.send_journal(self._raw(), turn_id, attempt_id, changes)
 
-    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float,
-                             opening: Any = None) -> TurnState | None:
+    async def claim_and_load(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float, opening: Any = None
+    ) -> TurnState | None:
         """The claim and its load in one round trip whose commit does not wait for the flush;
         the opening (which must) stays a round trip of its own, as on the thread path."""
         if self.store.own_connection:
-            return opening_.claim_and_load(self._raw(), turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                           lease_seconds=lease_seconds)
-        return await super().claim_and_load(turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                            lease_seconds=lease_seconds)
+            return opening_.claim_and_load(
+                self._raw(), turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds
+            )
+        return await super().claim_and_load(
+            turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds
+        )
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
         """On this thread and the store's own connection, not on the thread that owns Django's:
         a sync tool's unit holds that one for the tool's whole run, and its heartbeats go on."""
-        return lease.heartbeat_direct(self._raw(), turn_id, attempt_id=attempt_id, now=now,
-                                      lease_seconds=lease_seconds)
+        return lease.heartbeat_direct(self._raw(), turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
 
-    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
-                          policy: dict[str, Any] | None, created_by: Any) -> Outcome:
+    async def create_turn(
+        self, session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None, created_by: Any
+    ) -> Outcome:
         if self.store.own_connection:
             return opening.create(self._raw(), session, input, turn_id=turn_id, policy=policy, created_by=created_by)
         return await super().create_turn(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
@@ -213,28 +226,35 @@ class PipedPath(DirectPath):
         """Lands before the turn's next unit, on the same pipe."""
         (await self._pipe(turn_id)).defer(checkpoint_pg.journal_batch(turn_id, attempt_id, changes))
 
-    async def claim_and_load(self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float,
-                             opening: Any = None) -> TurnState | None:
+    async def claim_and_load(
+        self, turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float, opening: Any = None
+    ) -> TurnState | None:
         if self.store.own_connection:
             pipe = await self._pipe(turn_id)
-            return await pipe.drive(opening_.claim_and_load_steps(turn_id, owner=owner, attempt_id=attempt_id,
-                                                                  now=now, lease_seconds=lease_seconds))
-        return await ThreadPath.claim_and_load(self, turn_id, owner=owner, attempt_id=attempt_id, now=now,
-                                               lease_seconds=lease_seconds)
+            return await pipe.drive(
+                opening_.claim_and_load_steps(
+                    turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds
+                )
+            )
+        return await ThreadPath.claim_and_load(
+            self, turn_id, owner=owner, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds
+        )
 
     async def heartbeat(self, turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
         pipe = await self._pipe(turn_id)
-        return await pipe.drive(lease.heartbeat_steps(turn_id, attempt_id=attempt_id, now=now,
-                                                      lease_seconds=lease_seconds))
+        return await pipe.drive(
+            lease.heartbeat_steps(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds)
+        )
 
-    async def create_turn(self, session: SessionRef, input: TurnInput, *, turn_id: str,
-                          policy: dict[str, Any] | None, created_by: Any) -> Outcome:
+    async def create_turn(
+        self, session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None, created_by: Any
+    ) -> Outcome:
         if self.store.own_connection:
             pipe = await self._pipe(turn_id)
-            return await pipe.drive(opening.create_steps(session, input, turn_id=turn_id, policy=policy,
-                                                         created_by=created_by))
-        return await ThreadPath.create_turn(self, session, input, turn_id=turn_id, policy=policy,
-                                            created_by=created_by)
+            return await pipe.drive(
+                opening.create_steps(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
+            )
+        return await ThreadPath.create_turn(self, session, input, turn_id=turn_id, policy=policy, created_by=created_by)
 
     async def _pipe(self, turn_id: str) -> Any:
         assert self.store.pipes is not None

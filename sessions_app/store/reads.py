@@ -20,20 +20,28 @@ from sessions_app.store.records import loads, record_of, turn_row
 #: (``checkpoint.row_json``; a row written whole keeps its own)
 WHOLE_PG = "jsonb_build_object('role', {0}role, 'turn_id', june_tid_text({0}turn_id)) || {0}data::jsonb"
 WHOLE = "json_insert(data, '$.role', role, '$.turn_id', turn_id)"
-TRANSCRIPT_PG = (f"SELECT coalesce(json_agg({WHOLE_PG.format('')} ORDER BY \"index\")::text, '[]') "
-                 "FROM sessions_app_message WHERE session_id = %s AND generation = %s AND \"index\" >= %s")
-TRANSCRIPT = (f"SELECT {WHOLE} FROM sessions_app_message WHERE session_id = %s AND generation = %s "
-              "AND \"index\" >= %s ORDER BY \"index\"")
+TRANSCRIPT_PG = (
+    f"SELECT coalesce(json_agg({WHOLE_PG.format('')} ORDER BY \"index\")::text, '[]') "
+    'FROM sessions_app_message WHERE session_id = %s AND generation = %s AND "index" >= %s'
+)
+TRANSCRIPT = (
+    f"SELECT {WHOLE} FROM sessions_app_message WHERE session_id = %s AND generation = %s "
+    'AND "index" >= %s ORDER BY "index"'
+)
 #: the steps folded into the messages a turn ``t`` wrote: its messages from its opening on, by
 #: the message table's key ({ref}: how a row's ``turn_id`` holds ``t.id``, ``models.TurnRefField``)
-FOLDED = ('SELECT m.step, {null} FROM sessions_app_message m WHERE m.session_id = t.session_id '
-          'AND m.generation = t.generation AND m."index" >= t.opening AND m.turn_id = {ref} AND m.step IS NOT NULL')
+FOLDED = (
+    "SELECT m.step, {null} FROM sessions_app_message m WHERE m.session_id = t.session_id "
+    'AND m.generation = t.generation AND m."index" >= t.opening AND m.turn_id = {ref} AND m.step IS NOT NULL'
+)
 #: a turn's steps: its Step rows, and the steps folded into the messages it wrote (``FOLDED``, as a join)
 STEPS, STEPS_PG = (
     "SELECT key, data FROM sessions_app_step WHERE turn_id = %s UNION ALL SELECT m.step, NULL "
     "FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id "
     f'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = %s AND m.turn_id = {ref} '
-    "AND m.step IS NOT NULL" for ref in ("t.id", "june_tid(t.id)"))
+    "AND m.step IS NOT NULL"
+    for ref in ("t.id", "june_tid(t.id)")
+)
 #: a claim's reads in its batch (``opening.claim_and_load``): nothing unless the attempt holds the
 #: turn; the transcript from the live boundary (``live_boundary``), one JSON array each
 STEPS_OF_ATTEMPT_PG = wire.numbered(
@@ -48,7 +56,7 @@ STEPS_OF_ATTEMPT_PG = wire.numbered(
 TRANSCRIPT_OF_ATTEMPT_PG = wire.numbered(
     f"SELECT f.pos, (SELECT coalesce(json_agg({WHOLE_PG.format('mm.')} ORDER BY mm.\"index\")::text, '[]') "
     "FROM sessions_app_message mm WHERE mm.session_id = t.session_id AND mm.generation = t.generation "
-    "AND mm.\"index\" >= f.pos) FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+    'AND mm."index" >= f.pos) FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id '
     "CROSS JOIN LATERAL (SELECT CASE WHEN t.generation = s.generation THEN s.boundary ELSE 0 END AS start) b "
     "CROSS JOIN LATERAL (SELECT CASE WHEN t.session_id = %s::bigint AND t.generation = %s::integer "
     "AND b.start BETWEEN %s::integer AND %s::integer THEN %s::integer ELSE b.start END AS pos) f "
@@ -105,16 +113,31 @@ def messages_of(array: str) -> list[Message]:
     return [Message.from_json(d) for d in jsontext.loads(array)]
 
 
-def state_of(rec: TurnRecord, rows: list[tuple[str, Any]], transcript: list[Message], *, base: int, boundary: int,
-             summary: int | None) -> TurnState:
+def state_of(
+    rec: TurnRecord,
+    rows: list[tuple[str, Any]],
+    transcript: list[Message],
+    *,
+    base: int,
+    boundary: int,
+    summary: int | None,
+) -> TurnState:
     """The TurnState from the turn's record, its step rows (key, data) and its transcript."""
     turn_id = rec.turn_id
     prefix, spawn_prefix = f"input:{turn_id}:", f"spawn:{turn_id}:"
-    answers = {k[len(prefix):]: d for k, d in rows if k.startswith(prefix)}
-    spawned = {k[len(spawn_prefix):]: d for k, d in rows if k.startswith(spawn_prefix)}
+    answers = {k[len(prefix) :]: d for k, d in rows if k.startswith(prefix)}
+    spawned = {k[len(spawn_prefix) :]: d for k, d in rows if k.startswith(spawn_prefix)}
     steps = {k for k, _ in rows if not k.startswith("input:")}
-    return TurnState(turn=rec, transcript=transcript, steps=steps, answers=answers,
-                     base=base, boundary=boundary, summary=summary, spawned=spawned)
+    return TurnState(
+        turn=rec,
+        transcript=transcript,
+        steps=steps,
+        answers=answers,
+        base=base,
+        boundary=boundary,
+        summary=summary,
+        spawned=spawned,
+    )
 
 
 def get_turn(turn_id: str) -> TurnRecord:
@@ -135,16 +158,21 @@ def events(session: SessionRef, after: int = 0, limit: int = 1000) -> list[Logge
     s = m.Session.objects.filter(agent=session.agent, key=session.key).first()
     if s is None:
         return []
-    rows = list(m.Event.objects.filter(session=s, generation=s.generation, seq__gt=after).order_by("seq")
-                .values_list("seq", "type", "turn_id", "data")[:limit])
+    rows = list(
+        m.Event.objects.filter(session=s, generation=s.generation, seq__gt=after)
+        .order_by("seq")
+        .values_list("seq", "type", "turn_id", "data")[:limit]
+    )
     whole = eventlog.restore((s.pk, s.generation, type_, turn_id, data) for _, type_, turn_id, data in rows)
     return [LoggedEvent(row[0], ev.event_from_json(data)) for row, data in zip(rows, whole)]
 
 
 #: the head of a session's chain: the first turn that blocks the ones after it
-NEXT_QUEUED = ("SELECT t.id, t.status FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
-               f"WHERE s.agent = %s AND s.key = %s AND t.status {IN_CHAIN} "
-               'ORDER BY t."order" LIMIT 1')
+NEXT_QUEUED = (
+    "SELECT t.id, t.status FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+    f"WHERE s.agent = %s AND s.key = %s AND t.status {IN_CHAIN} "
+    'ORDER BY t."order" LIMIT 1'
+)
 
 
 def next_queued(session: SessionRef, cur: Any = None) -> str | None:

@@ -50,7 +50,8 @@ _SESSION_FIELDS = m.Session._meta.concrete_fields
 #: a turn and its session in one statement, written once: the ORM would compile this query
 #: afresh at every claim and load (most of a short turn's CPU time on SQLite)
 TURN_ROW = (
-    "SELECT " + ", ".join([f't."{f.column}"' for f in _TURN_FIELDS] + [f's."{f.column}"' for f in _SESSION_FIELDS])
+    "SELECT "
+    + ", ".join([f't."{f.column}"' for f in _TURN_FIELDS] + [f's."{f.column}"' for f in _SESSION_FIELDS])
     + f" FROM {m.Turn._meta.db_table} t JOIN {m.Session._meta.db_table} s ON s.id = t.session_id WHERE t.id = %s"
 )
 
@@ -127,8 +128,15 @@ class UnitWriter:
     def boundary(self, index: int, summary_index: int) -> None:
         self.moved = (index, summary_index)
 
-    def settle(self, status: TurnStatus, *, text: str = "", error: dict[str, Any] | None = None,
-               pending: dict[str, Any] | None = None, usage: dict[str, int] | None = None) -> None:
+    def settle(
+        self,
+        status: TurnStatus,
+        *,
+        text: str = "",
+        error: dict[str, Any] | None = None,
+        pending: dict[str, Any] | None = None,
+        usage: dict[str, int] | None = None,
+    ) -> None:
         self.turn_changes["status"] = str(status)
         self.turn_changes["text"] = text
         self.turn_changes["error"] = dumps(error) if error is not None else None

@@ -49,7 +49,7 @@ class Stretch:
         return self.start + len(self.messages)
 
     def between(self, start: int, end: int) -> list[Message]:
-        return self.messages[start - self.start:end - self.start]
+        return self.messages[start - self.start : end - self.start]
 
 
 _lock = threading.Lock()
@@ -89,7 +89,7 @@ def since(key: Key, start: int) -> tuple[int, list[Message]]:
         if stretch is None or not stretch.start <= start <= stretch.end:
             return start, []
         _stretches.move_to_end(key)
-        return stretch.end, stretch.messages[start - stretch.start:]
+        return stretch.end, stretch.messages[start - stretch.start :]
 
 
 def read(key: Key, start: int, messages: list[Message]) -> None:
@@ -97,7 +97,7 @@ def read(key: Key, start: int, messages: list[Message]) -> None:
     with _lock:
         stretch = _stretches.get(key)
         if stretch is not None and stretch.start <= start <= stretch.end:
-            del stretch.messages[start - stretch.start:]
+            del stretch.messages[start - stretch.start :]
             stretch.messages.extend(messages)
             _stretches.move_to_end(key)
         else:

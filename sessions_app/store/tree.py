@@ -30,20 +30,31 @@ def create_txn(parent_id: str, children: list[ChildTurn]) -> list[tuple[str, Ses
     for child in children:
         if m.Turn.objects.filter(pk=child.turn_id).exists():
             continue
-        s, _ = m.Session.objects.get_or_create(agent=child.session.agent, key=child.session.key,
-                                               defaults={"owner_id": parent.session.owner_id})
+        s, _ = m.Session.objects.get_or_create(
+            agent=child.session.agent, key=child.session.key, defaults={"owner_id": parent.session.owner_id}
+        )
         s = m.Session.objects.select_for_update().get(pk=s.pk)
         if s.owner_id != parent.session.owner_id or not child.session.key.startswith(subagents.SESSION_PREFIX):
             # a child runs only in its parent owner's child session: never in one another user
             # made (users cannot create the namespace; this holds for sessions made before)
-            raise ChildSessionRefused(f"the child session {child.session.agent}/{child.session.key} exists and "
-                                      "belongs to another user")
+            raise ChildSessionRefused(
+                f"the child session {child.session.agent}/{child.session.key} exists and belongs to another user"
+            )
         m.Session.objects.filter(pk=s.pk).update(turn_seq=F("turn_seq") + 1)
         m.Turn.objects.create(
-            id=child.turn_id, session=s, order=s.turn_seq + 1, generation=s.generation, status=TurnStatus.QUEUED,
-            kind=child.input.kind, source=child.input.source or "", input=child.input.to_json(),
-            policy=child.policy, created_by_id=parent.created_by_id, parent_id=parent_id,
-            spawn_step=child.step, depth=child.depth,
+            id=child.turn_id,
+            session=s,
+            order=s.turn_seq + 1,
+            generation=s.generation,
+            status=TurnStatus.QUEUED,
+            kind=child.input.kind,
+            source=child.input.source or "",
+            input=child.input.to_json(),
+            policy=child.policy,
+            created_by_id=parent.created_by_id,
+            parent_id=parent_id,
+            spawn_step=child.step,
+            depth=child.depth,
         )
         _session_status(s.pk)
         created.append((child.turn_id, child.session))
@@ -103,8 +114,14 @@ def _session_status(session_id: int) -> None:
 def candidates_txn(session_id: int, reason: str) -> list[str]:
     """The turns of a session a cancel with ``reason`` will cancel or hand a request: whose
     children the cascade reaches first."""
-    rows = m.Turn.objects.filter(session_id=session_id).exclude(status__in=FINAL).values_list(
-        "id", "status", "waiting", "cancel_reason")
-    return [turn_id for turn_id, status, waiting, cancel_reason in rows
-            if rules.cancel_now(TurnStatus(status), reason=reason, waiting=waiting)
-            or (TurnStatus(status) in rules.CANCEL_REQUESTED and not cancel_reason)]
+    rows = (
+        m.Turn.objects.filter(session_id=session_id)
+        .exclude(status__in=FINAL)
+        .values_list("id", "status", "waiting", "cancel_reason")
+    )
+    return [
+        turn_id
+        for turn_id, status, waiting, cancel_reason in rows
+        if rules.cancel_now(TurnStatus(status), reason=reason, waiting=waiting)
+        or (TurnStatus(status) in rules.CANCEL_REQUESTED and not cancel_reason)
+    ]

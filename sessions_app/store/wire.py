@@ -180,8 +180,9 @@ def _flush(pg: Any) -> Generator[int, None, None]:
         yield WRITE
 
 
-def _read(pg: Any, expected: list[tuple[str, Any]], state: _State
-          ) -> Generator[int, None, tuple[list[Any], Exception | None]]:
+def _read(
+    pg: Any, expected: list[tuple[str, Any]], state: _State
+) -> Generator[int, None, tuple[list[Any], Exception | None]]:
     """Read the results of one sent batch; returns (its statements' results, the first error)."""
     error: Exception | None = None
     results: list[Any] = []

@@ -19,8 +19,10 @@ def span_json(span: Any) -> dict[str, Any]:
         "trace_id": format(ctx.trace_id, "032x"),
         "span_id": format(ctx.span_id, "016x"),
         "parent_id": format(parent.span_id, "016x") if parent is not None else None,
-        "links": [{"trace_id": format(link.context.trace_id, "032x"),
-                   "span_id": format(link.context.span_id, "016x")} for link in span.links],
+        "links": [
+            {"trace_id": format(link.context.trace_id, "032x"), "span_id": format(link.context.span_id, "016x")}
+            for link in span.links
+        ],
         "attributes": dict(span.attributes or {}),
         "pid": os.getpid(),
     }

@@ -24,17 +24,20 @@ class TurnMetrics:
             for name in set(FINISHED.values())
         }
         self.retries = meter.create_counter("june.turns.retries", "{attempt}", "attempts after the first")
-        self.lease_losses = meter.create_counter("june.turns.lease_losses", "{attempt}",
-                                                 "attempts that stopped having lost their lease")
-        self.running = meter.create_up_down_counter("june.turns.running", "{turn}",
-                                                    "turn attempts running in this process")
+        self.lease_losses = meter.create_counter(
+            "june.turns.lease_losses", "{attempt}", "attempts that stopped having lost their lease"
+        )
+        self.running = meter.create_up_down_counter(
+            "june.turns.running", "{turn}", "turn attempts running in this process"
+        )
         self.duration = meter.create_histogram("june.turn.duration", "s", "one attempt of a turn, start to end")
         self.queue_wait = meter.create_histogram("june.turn.queue_wait", "s", "queued to started")
         self.step = meter.create_histogram("june.step.duration", "s", "a model call, tool call or compaction")
         self.tokens = meter.create_histogram("gen_ai.client.token.usage", "{token}", "tokens per model call")
         self.compactions = meter.create_counter("june.compactions", "{compaction}", "compaction steps")
-        self.webhook_failures = meter.create_counter("june.webhook.delivery_failures", "{try}",
-                                                     "webhook delivery POSTs that failed")
+        self.webhook_failures = meter.create_counter(
+            "june.webhook.delivery_failures", "{try}", "webhook delivery POSTs that failed"
+        )
         self.cost = meter.create_counter("june.cost", "USD", "what model calls cost (JUNE_MODEL_PRICES)")
 
     def turn_started(self, attrs: dict[str, Any], *, resumed: bool, attempts: int, queued_at: float | None) -> float:

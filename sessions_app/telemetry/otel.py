@@ -32,8 +32,10 @@ class _Watch:
         if usage and self.metrics is not None:
             self.metrics.usage(usage, self.labels, self.model)
         if usage:
-            for ours, theirs in (("input_tokens", "gen_ai.usage.input_tokens"),
-                                 ("output_tokens", "gen_ai.usage.output_tokens")):
+            for ours, theirs in (
+                ("input_tokens", "gen_ai.usage.input_tokens"),
+                ("output_tokens", "gen_ai.usage.output_tokens"),
+            ):
                 if isinstance(usage.get(ours), int):
                     self.span.set_attribute(theirs, usage[ours])
         if "stop_reason" in attrs:
@@ -70,8 +72,9 @@ def _turn_attrs(turn: Any) -> dict[str, Any]:
 
 
 class OtelObserver:
-    def __init__(self, provider: Any = None, meter_provider: Any = None,
-                 model_of: Callable[[str], str] | None = None) -> None:
+    def __init__(
+        self, provider: Any = None, meter_provider: Any = None, model_of: Callable[[str], str] | None = None
+    ) -> None:
         """``provider``, ``meter_provider``: of its own (tests); else the global ones.
         ``model_of(agent name)``: the model id its calls are priced at (none: no cost metric)."""
         self.tracer = (provider or trace.get_tracer_provider()).get_tracer("june")
@@ -81,20 +84,26 @@ class OtelObserver:
     @contextmanager
     def turn(self, turn: Any, agent: str, *, resumed: bool) -> Iterator[_Watch]:
         stored = _extract(turn.input.trace)
-        attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.system": SYSTEM, **_turn_attrs(turn),
-                 "june.turn.resumed": resumed}
+        attrs = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.system": SYSTEM,
+            **_turn_attrs(turn),
+            "june.turn.resumed": resumed,
+        }
         if stored is not None and resumed:  # a new trace, linked to the one the request began
             link = Link(trace.get_current_span(stored).get_span_context())
             parent, links = otel_context.Context(), [link]
         else:
             parent, links = (stored if stored is not None else otel_context.Context()), []
         labels = _labels(turn)
-        began = self.metrics.turn_started(labels, resumed=resumed, attempts=turn.attempts,
-                                          queued_at=turn.input.queued_at)
+        began = self.metrics.turn_started(
+            labels, resumed=resumed, attempts=turn.attempts, queued_at=turn.input.queued_at
+        )
         watch: _Watch | None = None
         try:
-            with self.tracer.start_as_current_span(f"invoke_agent {agent}", context=parent, links=links,
-                                                   kind=trace.SpanKind.INTERNAL, attributes=attrs) as span:
+            with self.tracer.start_as_current_span(
+                f"invoke_agent {agent}", context=parent, links=links, kind=trace.SpanKind.INTERNAL, attributes=attrs
+            ) as span:
                 watch = _Watch(span, self.metrics, labels)
                 yield watch
         finally:
@@ -112,23 +121,34 @@ class OtelObserver:
 
     @contextmanager
     def model_call(self, turn: Any, model: str | None) -> Iterator[_Watch]:
-        attrs = {"gen_ai.operation.name": "chat", "gen_ai.system": SYSTEM,
-                 "gen_ai.request.model": model or "", "gen_ai.conversation.id": str(turn.session)}
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.system": SYSTEM,
+            "gen_ai.request.model": model or "",
+            "gen_ai.conversation.id": str(turn.session),
+        }
         with self._step("chat", turn, f"chat {model or ''}".strip(), attrs, kind=trace.SpanKind.CLIENT) as watch:
             watch.model = self.model_of(turn.session.agent) if self.model_of is not None else None
             yield watch
 
     @contextmanager
     def tool_call(self, turn: Any, name: str, call_id: str) -> Iterator[_Watch]:
-        attrs = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
-                 "gen_ai.tool.call.id": call_id, "gen_ai.conversation.id": str(turn.session)}
+        attrs = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": call_id,
+            "gen_ai.conversation.id": str(turn.session),
+        }
         with self._step("execute_tool", turn, f"execute_tool {name}", attrs) as watch:
             yield watch
 
     @contextmanager
     def compaction(self, turn: Any, reason: str) -> Iterator[_Watch]:
-        attrs = {"gen_ai.operation.name": "compaction", "june.compaction.reason": reason,
-                 "gen_ai.conversation.id": str(turn.session)}
+        attrs = {
+            "gen_ai.operation.name": "compaction",
+            "june.compaction.reason": reason,
+            "gen_ai.conversation.id": str(turn.session),
+        }
         with self._step("compaction", turn, "compaction", attrs) as watch:
             yield watch
 

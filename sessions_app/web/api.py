@@ -47,6 +47,7 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 # -- responses and errors -------------------------------------------------------------------------------
 
+
 def error_response(status: int, code: str, message: str, **headers: str) -> JsonResponse:
     response = JsonResponse({"error": {"code": code, "message": message}}, status=status)
     for name, value in headers.items():
@@ -88,10 +89,12 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
         def refuse(request: HttpRequest) -> HttpResponse | None:
             if request.method in methods:
                 return None
-            return error_response(405, "method_not_allowed", f"{request.method} is not allowed here",
-                                  Allow=", ".join(methods))
+            return error_response(
+                405, "method_not_allowed", f"{request.method} is not allowed here", Allow=", ".join(methods)
+            )
 
         if inspect.iscoroutinefunction(fn):
+
             @functools.wraps(fn)
             async def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
                 if (refused := refuse(request)) is not None:
@@ -104,6 +107,7 @@ def api_view(*methods: str, auth: bool = True) -> Callable:
                 except Exception as exc:
                     return unexpected(request, exc)
         else:
+
             @functools.wraps(fn)
             def view(request: HttpRequest, **kwargs: Any) -> HttpResponse:
                 if (refused := refuse(request)) is not None:
@@ -155,6 +159,7 @@ def handler500(request: HttpRequest) -> HttpResponse:
 
 
 # -- parsing ------------------------------------------------------------------------------------------
+
 
 def read_json(request: HttpRequest, *, allowed: set[str]) -> dict[str, Any]:
     """The body as a JSON object with only ``allowed`` keys (an empty body is ``{}``)."""
@@ -210,6 +215,7 @@ def wants_stream(request: HttpRequest) -> bool:
 
 # -- selectors --------------------------------------------------------------------------------------
 
+
 def session_of(*, agent: str, key: str, user: Any) -> m.Session:
     session = services.session_for_user(agent=agent, key=key, user=user)
     if session is None:
@@ -261,6 +267,7 @@ def load_turn(turn_id: str) -> m.Turn:
 
 # -- turns (starting one: api_turns) ---------------------------------------------------------------
 
+
 @api_view("GET")
 def turn_detail(request: HttpRequest, user: Any, agent: str, session: str, turn_id: str) -> HttpResponse:
     return JsonResponse(turn_json(turn_of(agent=agent, key=session, turn_id=turn_id, user=user)))
@@ -273,8 +280,16 @@ def turn_resume(request: HttpRequest, user: Any, agent: str, session: str, turn_
     if "input_id" not in body or "answer" not in body:
         raise BadRequest("input_id and answer are required")
     turn_of(agent=agent, key=session, turn_id=turn_id, user=user)
-    services.turn_resume(turn_id=turn_id, input_id=body["input_id"], answer=body["answer"], user=user,
-                         agent=agent, key=session, via="api", remote_addr=request.META.get("REMOTE_ADDR", ""))
+    services.turn_resume(
+        turn_id=turn_id,
+        input_id=body["input_id"],
+        answer=body["answer"],
+        user=user,
+        agent=agent,
+        key=session,
+        via="api",
+        remote_addr=request.META.get("REMOTE_ADDR", ""),
+    )
     return turn_response(load_turn(turn_id), request, agent=agent, key=session)
 
 
@@ -289,6 +304,7 @@ def turn_cancel(request: HttpRequest, user: Any, agent: str, session: str, turn_
 
 # -- the session --------------------------------------------------------------------------------------
 
+
 @api_view("POST")
 def reset(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     read_json(request, allowed=set())
@@ -301,8 +317,13 @@ def pending(request: HttpRequest, user: Any, agent: str, session: str) -> HttpRe
     items = []
     for turn in selectors.parked_turns_of(row):
         for request in rules.pending_requests(turn.pending):
-            items.append({"turn_id": turn.pk, "request": request,
-                          "may_answer": services.may_answer(turn=turn, user=user, request=request)})
+            items.append(
+                {
+                    "turn_id": turn.pk,
+                    "request": request,
+                    "may_answer": services.may_answer(turn=turn, user=user, request=request),
+                }
+            )
     return JsonResponse({"pending": items})
 
 
@@ -324,8 +345,9 @@ async def events(request: HttpRequest, user: Any, agent: str, session: str) -> H
     await follower.__aenter__()
     # bounded like a turn's stream: an EventSource reconnects with Last-Event-ID by itself
     cap = settings.JUNE_API_STREAM_SECONDS
-    stream = event_stream(follower, until_terminal=until == "terminal", limit=limit and int(limit),
-                          max_seconds=min(timeout or cap, cap))
+    stream = event_stream(
+        follower, until_terminal=until == "terminal", limit=limit and int(limit), max_seconds=min(timeout or cap, cap)
+    )
     return StreamingHttpResponse(stream, content_type="text/event-stream", headers=SSE_HEADERS)
 
 

@@ -31,8 +31,11 @@ NO_WAIT = frozenset({"0", "false", "no", "off"})
 async def turns(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     """Start a turn; stream it (SSE), wait for its end (bounded), or return 202 at once. A JSON
     body may name uploaded ``attachments``; a multipart one carries its files (``uploads``)."""
-    if (request.GET.get("wait", "").strip().lower() in NO_WAIT and not wants_stream(request)
-            and not uploads.is_multipart(request)):
+    if (
+        request.GET.get("wait", "").strip().lower() in NO_WAIT
+        and not wants_stream(request)
+        and not uploads.is_multipart(request)
+    ):
         return await db(_turns_queued)(request, **kwargs)
     return await _turns(request, **kwargs)
 
@@ -53,10 +56,14 @@ def _turns_queued(request: HttpRequest, user: Any, agent: str, session: str) -> 
     """A JSON start answered 202 at once: the whole request on this thread."""
     text, ids, replace = _body(request, read_json(request, allowed={"text", "replace", "attachments"}))
     turn_id = new_turn_id()
-    status = _start_queued(agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id,
-                           attachments=ids)
-    return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
-                        headers={"Location": paths.turn_api(agent, session, turn_id)})
+    status = _start_queued(
+        agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id, attachments=ids
+    )
+    return JsonResponse(
+        {"turn_id": turn_id, "status": status},
+        status=202,
+        headers={"Location": paths.turn_api(agent, session, turn_id)},
+    )
 
 
 @api_view("POST")
@@ -69,18 +76,30 @@ async def _turns(request: HttpRequest, user: Any, agent: str, session: str) -> H
     wait = query_bool(request, "wait", True)
     turn_id = new_turn_id()
     if not wait and not wants_stream(request):  # one hop to the database's thread, not three
-        status = await db(_start_queued)(agent=agent, key=session, text=text, user=user, replace=replace,
-                                         turn_id=turn_id, attachments=ids)
-        return JsonResponse({"turn_id": turn_id, "status": status}, status=202,
-                            headers={"Location": paths.turn_api(agent, session, turn_id)})
+        status = await db(_start_queued)(
+            agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id, attachments=ids
+        )
+        return JsonResponse(
+            {"turn_id": turn_id, "status": status},
+            status=202,
+            headers={"Location": paths.turn_api(agent, session, turn_id)},
+        )
     # the session is created with the turn (``turn_start``), so a refused start creates nothing;
     # a session that does not exist yet has logged nothing: its events start after 0
     row = await db(services.session_for_user)(agent=agent, key=session, user=user)
     ref = SessionRef(agent, session)
 
     async def start() -> None:
-        await db(services.turn_start)(agent=agent, key=session, text=text, user=user, source="http",
-                                      replace=replace, turn_id=turn_id, attachments=ids)
+        await db(services.turn_start)(
+            agent=agent,
+            key=session,
+            text=text,
+            user=user,
+            source="http",
+            replace=replace,
+            turn_id=turn_id,
+            attachments=ids,
+        )
 
     # subscribe before the turn exists, so not even its first delta is missed
     follower = SessionFollower(ref, after=row.event_seq if row is not None else 0, turn_id=turn_id)
@@ -92,8 +111,9 @@ async def _turns(request: HttpRequest, user: Any, agent: str, session: str) -> H
         raise
     if wants_stream(request):
         stream = event_stream(follower, until_terminal=True, max_seconds=settings.JUNE_API_STREAM_SECONDS)
-        return StreamingHttpResponse(stream, content_type="text/event-stream",
-                                     headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id})
+        return StreamingHttpResponse(
+            stream, content_type="text/event-stream", headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id}
+        )
     deadline = time.monotonic() + settings.JUNE_API_WAIT_SECONDS
     try:
         async for item in follower.items():
@@ -105,10 +125,19 @@ async def _turns(request: HttpRequest, user: Any, agent: str, session: str) -> H
     return turn_response(turn, request, agent=agent, key=session)
 
 
-def _start_queued(*, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str,
-                  attachments: list[str]) -> str:
+def _start_queued(
+    *, agent: str, key: str, text: str, user: Any, replace: bool, turn_id: str, attachments: list[str]
+) -> str:
     """``POST turns?wait=false``'s database work: the turn (and its session, created for
     ``user``: ``turn_start``), and its status as created."""
-    record = services.turn_start(agent=agent, key=key, text=text, user=user, source="http", replace=replace,
-                                 turn_id=turn_id, attachments=attachments)
+    record = services.turn_start(
+        agent=agent,
+        key=key,
+        text=text,
+        user=user,
+        source="http",
+        replace=replace,
+        turn_id=turn_id,
+        attachments=attachments,
+    )
     return str(record.status)  # as committed: no worker can have claimed it before the enqueue

@@ -37,8 +37,9 @@ def _request(turn: m.Turn, input_id: Any = None) -> dict[str, Any]:
     return next((r for r in owed if r.get("id") == input_id), owed[0] if owed else {})
 
 
-def may_answer_here(turn: m.Turn, user: Any, verdicts: dict[tuple[str, str], bool] | None = None,
-                    request: dict[str, Any] | None = None) -> bool:
+def may_answer_here(
+    turn: m.Turn, user: Any, verdicts: dict[tuple[str, str], bool] | None = None, request: dict[str, Any] | None = None
+) -> bool:
     """The listing rule (see the module doc). ``verdicts`` caches policy verdicts per (agent,
     rule): they depend on nothing else."""
     request = request if request is not None else _request(turn)
@@ -97,11 +98,21 @@ def approval_answer(request: HttpRequest, user: Any, turn_id: str) -> HttpRespon
     # a request without answerers is not listed to everyone, so it is not answerable by everyone
     # either; a named user or a policy is decided by turn_resume (a raising authorize_answer: 500)
     asked = _request(turn, body["input_id"])
-    if (turn.status == m.TurnStatus.SUSPENDED and turn.pending and not asked.get("answerers")
-            and not may_answer_here(turn, user, request=asked)):
+    if (
+        turn.status == m.TurnStatus.SUSPENDED
+        and turn.pending
+        and not asked.get("answerers")
+        and not may_answer_here(turn, user, request=asked)
+    ):
         raise ResumeAuthorizationError("you may not answer this request")
-    services.turn_resume(turn_id=turn_id, input_id=body["input_id"], answer=body["answer"], user=user,
-                         via="api", remote_addr=str(request.META.get("REMOTE_ADDR") or "")[:64],
-                         check_session_access=False)
+    services.turn_resume(
+        turn_id=turn_id,
+        input_id=body["input_id"],
+        answer=body["answer"],
+        user=user,
+        via="api",
+        remote_addr=str(request.META.get("REMOTE_ADDR") or "")[:64],
+        check_session_access=False,
+    )
     turn = api.load_turn(turn_id)
     return api.turn_response(turn, request, agent=turn.session.agent, key=turn.session.key)

@@ -34,8 +34,11 @@ def _session(request, agent: str, key: str):
 @login_required
 def archive(request, agent: str, key: str):
     session = _session(request, agent, key)
-    return render(request, "sessions_app/archive.html", {
-        "session": session, "generations": selectors.archived_generations(session=session)})
+    return render(
+        request,
+        "sessions_app/archive.html",
+        {"session": session, "generations": selectors.archived_generations(session=session)},
+    )
 
 
 @require_safe
@@ -47,9 +50,14 @@ def archive_generation(request, agent: str, key: str, generation: int):
     if generation not in numbers:
         raise Http404("no such archived generation")
     at = numbers.index(generation)
-    return render(request, "sessions_app/archive_generation.html", {
-        "session": session, "info": listed[at],
-        "messages": selectors.transcript(session=session, generation=generation),
-        "newer": numbers[at - 1] if at > 0 else None,
-        "older": numbers[at + 1] if at + 1 < len(numbers) else None,
-    })
+    return render(
+        request,
+        "sessions_app/archive_generation.html",
+        {
+            "session": session,
+            "info": listed[at],
+            "messages": selectors.transcript(session=session, generation=generation),
+            "newer": numbers[at - 1] if at > 0 else None,
+            "older": numbers[at + 1] if at + 1 < len(numbers) else None,
+        },
+    )

@@ -29,8 +29,11 @@ def _number(raw: str, what: str) -> int:
 
 
 def _queued(record: TurnRecord, agent: str, key: str) -> JsonResponse:
-    return JsonResponse({"turn_id": record.turn_id, "status": str(record.status), "generation": record.generation},
-                        status=202, headers={"Location": paths.turn_api(agent, key, record.turn_id)})
+    return JsonResponse(
+        {"turn_id": record.turn_id, "status": str(record.status), "generation": record.generation},
+        status=202,
+        headers={"Location": paths.turn_api(agent, key, record.turn_id)},
+    )
 
 
 @api_view("GET")
@@ -46,8 +49,15 @@ def message_fork(request: HttpRequest, user: Any, agent: str, session: str, inde
     at = _number(index, "message")
     body = read_json(request, allowed={"text", "attachments"})
     ids = attachments.parse_ids(body.get("attachments", []))
-    record = services.branch_fork(agent=agent, key=session, at=at, text=body.get("text", "" if ids else None),
-                                  user=user, source="http", attachments=ids)
+    record = services.branch_fork(
+        agent=agent,
+        key=session,
+        at=at,
+        text=body.get("text", "" if ids else None),
+        user=user,
+        source="http",
+        attachments=ids,
+    )
     return _queued(record, agent, session)
 
 

@@ -47,7 +47,8 @@ class ChildLogs:
                 continue
             ref = child["ref"]
             batch = await database_sync_to_async(selectors.events_since)(
-                agent=ref["agent"], key=ref["session"], after=child["last"])
+                agent=ref["agent"], key=ref["session"], after=child["last"]
+            )
             for event in batch:
                 child["last"] = event["seq"]
                 if event.get("turn_id") != turn_id:
@@ -87,7 +88,8 @@ class ChildRelay:
         ref = child["ref"]
         while True:
             batch = await database_sync_to_async(selectors.events_since)(
-                agent=ref["agent"], key=ref["session"], after=child["last_seq"])
+                agent=ref["agent"], key=ref["session"], after=child["last_seq"]
+            )
             for event in batch:
                 await self._child_event(turn_id, event)
                 child["last_seq"] = max(child["last_seq"], event["seq"])
@@ -112,8 +114,9 @@ class ChildRelay:
         if message.get("type") == "june.delta":
             event = message.get("event") or {}
             if event.get("turn_id") in followed:
-                await self.send_json({"type": "child.delta", "child": self.children[event["turn_id"]]["ref"],
-                                      "event": event})
+                await self.send_json(
+                    {"type": "child.delta", "child": self.children[event["turn_id"]]["ref"], "event": event}
+                )
             return True
         for event in message.get("events") or ():
             turn_id = event.get("turn_id")

@@ -123,8 +123,9 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
                 await self.send_json(event)
                 self.last_seq = seq
                 if event.get("type") == "child.started":
-                    await self._follow({**event.get("child", {}), "parent_turn": event.get("turn_id"),
-                                        "call_id": event.get("call_id")})
+                    await self._follow(
+                        {**event.get("child", {}), "parent_turn": event.get("turn_id"), "call_id": event.get("call_id")}
+                    )
 
     async def june_delta(self, message: dict[str, Any]) -> None:
         if self.child_groups and await self._relayed(message):
@@ -136,13 +137,15 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
     async def _send_log(self) -> None:
         while True:
             batch = await database_sync_to_async(selectors.events_since)(
-                agent=self.agent, key=self.key, after=self.last_seq)
+                agent=self.agent, key=self.key, after=self.last_seq
+            )
             for event in batch:
                 await self.send_json(event)
                 self.last_seq = event["seq"]
                 if event.get("type") == "child.started":
-                    await self._follow({**event.get("child", {}), "parent_turn": event.get("turn_id"),
-                                        "call_id": event.get("call_id")})
+                    await self._follow(
+                        {**event.get("child", {}), "parent_turn": event.get("turn_id"), "call_id": event.get("call_id")}
+                    )
             if len(batch) < selectors.EVENT_BATCH:
                 return
 
@@ -194,8 +197,9 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
 
     async def _error(self, frame: Any, code: str, message: str, status: int, **extra: Any) -> None:
         ident = frame.get("id") if isinstance(frame, dict) else None
-        await self.send_json({"type": "error", "code": code, "message": message, "status": status, "id": ident,
-                              **extra})
+        await self.send_json(
+            {"type": "error", "code": code, "message": message, "status": status, "id": ident, **extra}
+        )
 
     async def frame_start(self, frame: dict[str, Any]) -> dict[str, Any]:
         replace = frame.get("replace", False)
@@ -203,22 +207,35 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             raise BadRequest("replace must be true or false")
         # ``attachments``: ids of uploads (``POST …/attachments``), checked as the API checks them
         rec = await database_sync_to_async(services.turn_start)(
-            agent=self.agent, key=self.key, text=frame.get("text"), user=self.user, source="web", replace=replace,
-            attachments=attachments.parse_ids(frame.get("attachments", [])))
+            agent=self.agent,
+            key=self.key,
+            text=frame.get("text"),
+            user=self.user,
+            source="web",
+            replace=replace,
+            attachments=attachments.parse_ids(frame.get("attachments", [])),
+        )
         return {"turn_id": rec.turn_id, "status": str(rec.status)}
 
     async def frame_cancel(self, frame: dict[str, Any]) -> dict[str, Any]:
         rec = await database_sync_to_async(services.turn_cancel)(
-            turn_id=_required_str(frame, "turn_id"), agent=self.agent, key=self.key, user=self.user)
+            turn_id=_required_str(frame, "turn_id"), agent=self.agent, key=self.key, user=self.user
+        )
         return {"turn_id": rec.turn_id, "status": str(rec.status)}
 
     async def frame_resume(self, frame: dict[str, Any]) -> dict[str, Any]:
         if "answer" not in frame:
             raise BadRequest("answer is required")
         rec = await database_sync_to_async(services.turn_resume)(
-            turn_id=_required_str(frame, "turn_id"), input_id=_required_str(frame, "input_id"),
-            answer=frame["answer"], user=self.user, agent=self.agent, key=self.key, via="web",
-            remote_addr=_client_addr(self.scope))
+            turn_id=_required_str(frame, "turn_id"),
+            input_id=_required_str(frame, "input_id"),
+            answer=frame["answer"],
+            user=self.user,
+            agent=self.agent,
+            key=self.key,
+            via="web",
+            remote_addr=_client_addr(self.scope),
+        )
         return {"turn_id": rec.turn_id, "status": str(rec.status)}
 
     async def frame_reset(self, frame: dict[str, Any]) -> dict[str, Any]:
@@ -231,8 +248,7 @@ class NoRouteConsumer(AsyncJsonWebsocketConsumer):
 
     async def connect(self) -> None:
         await self.accept()
-        await self.send_json({"type": "error", "code": "refused", "status": 404,
-                              "message": "no websocket route here"})
+        await self.send_json({"type": "error", "code": "refused", "status": 404, "message": "no websocket route here"})
         await self.close(code=CLOSE_NOT_FOUND)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any) -> None:

@@ -46,8 +46,9 @@ def attachment_detail(request: HttpRequest, user: Any, agent: str, session: str,
     except OSError:
         raise NotFound("this attachment's file is gone") from None
     # images inline (thumbnails); a PDF downloads, so no viewer runs it on this origin
-    response = FileResponse(handle, content_type=row.content_type, as_attachment=not files.is_image(row.meta()),
-                            filename=row.name)
+    response = FileResponse(
+        handle, content_type=row.content_type, as_attachment=not files.is_image(row.meta()), filename=row.name
+    )
     response["Content-Security-Policy"] = "default-src 'none'; sandbox"
     response["Cache-Control"] = "private, max-age=3600"
     return response

@@ -74,13 +74,16 @@ def session_list(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     """The caller's sessions of ``agent``, most recent activity first."""
     wiring.agent(agent)  # NotFound for an unknown agent
     limit = page_limit(request)
-    rows, last, more = listings.session_page(user=user, agent=agent, limit=limit,
-                                              before=_parse_session_cursor(request.GET.get("cursor")))
+    rows, last, more = listings.session_page(
+        user=user, agent=agent, limit=limit, before=_parse_session_cursor(request.GET.get("cursor"))
+    )
     selectors.with_titles(rows)
-    return JsonResponse({
-        "sessions": [session_json(s, last.get(s.pk)) for s in rows],
-        "next": _next_url(request, _session_cursor(rows[-1]), limit) if more and rows else None,
-    })
+    return JsonResponse(
+        {
+            "sessions": [session_json(s, last.get(s.pk)) for s in rows],
+            "next": _next_url(request, _session_cursor(rows[-1]), limit) if more and rows else None,
+        }
+    )
 
 
 @api.api_view("GET")
@@ -93,8 +96,12 @@ def session_detail(request: HttpRequest, user: Any, agent: str, session: str) ->
 
 
 def turn_list_json(turn: m.Turn) -> dict[str, Any]:
-    return {**api.turn_json(turn), "input_text": str((turn.input or {}).get("text") or ""),
-            "source": turn.source, "order": turn.order}
+    return {
+        **api.turn_json(turn),
+        "input_text": str((turn.input or {}).get("text") or ""),
+        "source": turn.source,
+        "order": turn.order,
+    }
 
 
 @api.api_view("GET")
@@ -106,10 +113,12 @@ def turn_list(request: HttpRequest, user: Any, agent: str, session: str) -> Http
     if raw is not None and not TURN_CURSOR_RE.fullmatch(raw):
         raise BadRequest("?cursor= is not a cursor this API handed out")
     rows, more = listings.turn_page(session=row, limit=limit, before=int(raw) if raw is not None else None)
-    return JsonResponse({
-        "turns": [turn_list_json(t) for t in rows],
-        "next": _next_url(request, str(rows[-1].order), limit) if more and rows else None,
-    })
+    return JsonResponse(
+        {
+            "turns": [turn_list_json(t) for t in rows],
+            "next": _next_url(request, str(rows[-1].order), limit) if more and rows else None,
+        }
+    )
 
 
 async def turns_collection(request: HttpRequest, **kwargs: Any) -> HttpResponse:

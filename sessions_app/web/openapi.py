@@ -47,7 +47,7 @@ def document() -> dict[str, Any]:
             "title": "June for Django HTTP API",
             "version": "1",
             "description": "Agent turns as durable processes: start turns, stream their events, answer "
-                           "parked requests, cancel, reset, edit and regenerate as branches. See docs/api.md.",
+            "parked requests, cancel, reset, edit and regenerate as branches. See docs/api.md.",
         },
         # the paths below are relative to June's mount: "/" at the root, "/assistant" under a prefix
         "servers": [{"url": mount().rstrip("/") or "/"}],
@@ -60,8 +60,12 @@ def document() -> dict[str, Any]:
 def paths() -> dict[str, Any]:
     return {
         "/api/openapi.json": {
-            "get": {"operationId": "openapi", "summary": "This document", "security": [],
-                    "responses": {"200": _json("The OpenAPI description", {"type": "object"})}},
+            "get": {
+                "operationId": "openapi",
+                "summary": "This document",
+                "security": [],
+                "responses": {"200": _json("The OpenAPI description", {"type": "object"})},
+            },
         },
         f"{SESSION_PATH}/turns": {
             "parameters": session_params(),
@@ -69,83 +73,161 @@ def paths() -> dict[str, Any]:
                 "operationId": "startTurn",
                 "summary": "Start a turn",
                 "description": "With `Accept: text/event-stream`: the turn's events as SSE until its terminal "
-                               "event (turn.completed, turn.failed, turn.cancelled or input.requested). "
-                               "Otherwise waits (bounded by JUNE_API_WAIT_SECONDS) and answers 200 with the "
-                               "ended turn, or 202 with the turn id if it has not ended; `?wait=false` "
-                               "answers 202 at once. `replace` cancels the session's unfinished turns first.",
+                "event (turn.completed, turn.failed, turn.cancelled or input.requested). "
+                "Otherwise waits (bounded by JUNE_API_WAIT_SECONDS) and answers 200 with the "
+                "ended turn, or 202 with the turn id if it has not ended; `?wait=false` "
+                "answers 202 at once. `replace` cancels the session's unfinished turns first.",
                 "parameters": [
-                    {"name": "wait", "in": "query", "description": "Boolean: 1/0, true/false, yes/no, on/off "
-                     "(default true)", "schema": BOOL_QUERY},
-                    {"name": "replace", "in": "query", "description": "Boolean, as `wait` (default false)",
-                     "schema": BOOL_QUERY},
+                    {
+                        "name": "wait",
+                        "in": "query",
+                        "description": "Boolean: 1/0, true/false, yes/no, on/off (default true)",
+                        "schema": BOOL_QUERY,
+                    },
+                    {
+                        "name": "replace",
+                        "in": "query",
+                        "description": "Boolean, as `wait` (default false)",
+                        "schema": BOOL_QUERY,
+                    },
                 ],
-                "requestBody": {"required": True, "content": {
-                    "application/json": {"schema": {
-                        "type": "object", "additionalProperties": False, "required": ["text"],
-                        "properties": {"text": text_schema(), "replace": {"type": "boolean", "default": False},
-                                       "attachments": ids_schema()}}},
-                    "multipart/form-data": {"schema": turn_form_schema(text_schema())},
-                }},
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "application/json": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["text"],
+                                "properties": {
+                                    "text": text_schema(),
+                                    "replace": {"type": "boolean", "default": False},
+                                    "attachments": ids_schema(),
+                                },
+                            }
+                        },
+                        "multipart/form-data": {"schema": turn_form_schema(text_schema())},
+                    },
+                },
                 "responses": {
-                    "200": {"description": "The turn ended (completed, failed, cancelled) or parked (suspended)",
-                            "content": {"application/json": {"schema": TURN_REF}, **SSE}},
-                    "202": _json("Queued or still running", {
-                        "type": "object", "required": ["turn_id", "status"],
-                        "properties": {"turn_id": {"type": "string"}, "status": {"type": "string"}}}),
+                    "200": {
+                        "description": "The turn ended (completed, failed, cancelled) or parked (suspended)",
+                        "content": {"application/json": {"schema": TURN_REF}, **SSE},
+                    },
+                    "202": _json(
+                        "Queued or still running",
+                        {
+                            "type": "object",
+                            "required": ["turn_id", "status"],
+                            "properties": {"turn_id": {"type": "string"}, "status": {"type": "string"}},
+                        },
+                    ),
                     **_errors(*COMMON, "409", "413", "415", "429"),
                 },
             },
         },
         f"{SESSION_PATH}/turns/{{turn_id}}": {
             "parameters": turn_params(),
-            "get": {"operationId": "getTurn", "summary": "A turn: status, result, error, pending request, usage",
-                    "responses": {"200": _json("The turn", TURN_REF), **_errors(*COMMON)}},
+            "get": {
+                "operationId": "getTurn",
+                "summary": "A turn: status, result, error, pending request, usage",
+                "responses": {"200": _json("The turn", TURN_REF), **_errors(*COMMON)},
+            },
         },
         f"{SESSION_PATH}/turns/{{turn_id}}/resume": {
             "parameters": turn_params(),
             "post": {
                 "operationId": "resumeTurn",
                 "summary": "Answer the turn's parked request",
-                "requestBody": _body({"type": "object", "additionalProperties": False, "required": ["input_id", "answer"],
-                                      "properties": {"input_id": {"type": "string",
-                                                                  "pattern": anchored(services.INPUT_ID_RE)},
-                                                     "answer": {"$ref": "#/components/schemas/JsonValue",
-                                                                "description": "Any JSON matching the request's "
-                                                                               "schema"}}}),
-                "responses": {"200": _json("The turn ran on and ended, or (status suspended) still waits on "
-                                           "another call of the same step", TURN_REF),
-                              "202": _json("Accepted: the turn is queued again", TURN_REF),
-                              **_errors(*COMMON, "409", "413", "422", "500")},
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["input_id", "answer"],
+                        "properties": {
+                            "input_id": {"type": "string", "pattern": anchored(services.INPUT_ID_RE)},
+                            "answer": {
+                                "$ref": "#/components/schemas/JsonValue",
+                                "description": "Any JSON matching the request's schema",
+                            },
+                        },
+                    }
+                ),
+                "responses": {
+                    "200": _json(
+                        "The turn ran on and ended, or (status suspended) still waits on another call of the same step",
+                        TURN_REF,
+                    ),
+                    "202": _json("Accepted: the turn is queued again", TURN_REF),
+                    **_errors(*COMMON, "409", "413", "422", "500"),
+                },
             },
         },
         f"{SESSION_PATH}/turns/{{turn_id}}/cancel": {
             "parameters": turn_params(),
-            "post": {"operationId": "cancelTurn", "summary": "Cancel a queued or running turn", "requestBody": NO_BODY,
-                     "description": "A queued turn is cancelled at once (200); a running one at its next "
-                                    "checkpoint (202). A parked or finished turn: 409.",
-                     "responses": {"200": _json("Cancelled", TURN_REF), "202": _json("Cancel requested", TURN_REF),
-                                   **_errors(*COMMON, "409", "413")}},
+            "post": {
+                "operationId": "cancelTurn",
+                "summary": "Cancel a queued or running turn",
+                "requestBody": NO_BODY,
+                "description": "A queued turn is cancelled at once (200); a running one at its next "
+                "checkpoint (202). A parked or finished turn: 409.",
+                "responses": {
+                    "200": _json("Cancelled", TURN_REF),
+                    "202": _json("Cancel requested", TURN_REF),
+                    **_errors(*COMMON, "409", "413"),
+                },
+            },
         },
         f"{SESSION_PATH}/reset": {
             "parameters": session_params(),
-            "post": {"operationId": "resetSession", "summary": "Archive the session and start afresh",
-                     "requestBody": NO_BODY,
-                     "responses": {"200": _json("Archived", {
-                         "type": "object", "required": ["previous_session", "generation"],
-                         "properties": {"previous_session": {"type": "string", "examples": ["s1#g0"]},
-                                        "generation": {"type": "integer"}}}),
-                         **_errors(*COMMON, "413")}},
+            "post": {
+                "operationId": "resetSession",
+                "summary": "Archive the session and start afresh",
+                "requestBody": NO_BODY,
+                "responses": {
+                    "200": _json(
+                        "Archived",
+                        {
+                            "type": "object",
+                            "required": ["previous_session", "generation"],
+                            "properties": {
+                                "previous_session": {"type": "string", "examples": ["s1#g0"]},
+                                "generation": {"type": "integer"},
+                            },
+                        },
+                    ),
+                    **_errors(*COMMON, "413"),
+                },
+            },
         },
         f"{SESSION_PATH}/pending": {
             "parameters": session_params(),
-            "get": {"operationId": "listPending", "summary": "The session's parked requests",
-                    "responses": {"200": _json("Parked requests", {
-                        "type": "object", "properties": {"pending": {"type": "array", "items": {
-                            "type": "object", "properties": {
-                                "turn_id": {"type": "string"},
-                                "request": {"$ref": "#/components/schemas/InputRequest"},
-                                "may_answer": {"type": "boolean"}}}}}}),
-                        **_errors(*COMMON)}},
+            "get": {
+                "operationId": "listPending",
+                "summary": "The session's parked requests",
+                "responses": {
+                    "200": _json(
+                        "Parked requests",
+                        {
+                            "type": "object",
+                            "properties": {
+                                "pending": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "properties": {
+                                            "turn_id": {"type": "string"},
+                                            "request": {"$ref": "#/components/schemas/InputRequest"},
+                                            "may_answer": {"type": "boolean"},
+                                        },
+                                    },
+                                }
+                            },
+                        },
+                    ),
+                    **_errors(*COMMON),
+                },
+            },
         },
         f"{SESSION_PATH}/events": {
             "parameters": session_params(),
@@ -153,17 +235,29 @@ def paths() -> dict[str, Any]:
                 "operationId": "streamEvents",
                 "summary": "The session's event log as SSE, then live",
                 "description": "Replays the live generation's events after `Last-Event-ID` (header, wins) or "
-                               "`?after=`, then streams live. Reconnect with the last id seen: nothing is "
-                               "missed or repeated. Long-lived by default, with keep-alive comments.",
+                "`?after=`, then streams live. Reconnect with the last id seen: nothing is "
+                "missed or repeated. Long-lived by default, with keep-alive comments.",
                 "parameters": [
                     {"name": "Last-Event-ID", "in": "header", "description": "The last seq seen", "schema": SEQ},
                     {"name": "after", "in": "query", "description": "The last seq seen", "schema": SEQ},
-                    {"name": "until", "in": "query", "description": "`terminal`: end after the first terminal event "
-                     "(empty: no such end)", "schema": {"type": "string", "enum": ["", "terminal"]}},
-                    {"name": "limit", "in": "query", "description": "End after this many committed events",
-                     "schema": {"type": "integer", "minimum": 1, "maximum": 1_000_000}},
-                    {"name": "timeout", "in": "query", "description": "End after this many seconds",
-                     "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400}},
+                    {
+                        "name": "until",
+                        "in": "query",
+                        "description": "`terminal`: end after the first terminal event (empty: no such end)",
+                        "schema": {"type": "string", "enum": ["", "terminal"]},
+                    },
+                    {
+                        "name": "limit",
+                        "in": "query",
+                        "description": "End after this many committed events",
+                        "schema": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+                    },
+                    {
+                        "name": "timeout",
+                        "in": "query",
+                        "description": "End after this many seconds",
+                        "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
+                    },
                 ],
                 "responses": {"200": {"description": "An event stream", "content": SSE}, **_errors(*COMMON)},
             },
@@ -174,75 +268,122 @@ def paths() -> dict[str, Any]:
 def components() -> dict[str, Any]:
     return {
         "securitySchemes": {
-            "bearer": {"type": "http", "scheme": "bearer",
-                       "description": "A per-user token: `python manage.py june token <username>` or the admin"},
-            "session": {"type": "apiKey", "in": "cookie", "name": "sessionid",
-                        "description": "The Django login; unsafe methods need the X-CSRFToken header"},
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "A per-user token: `python manage.py june token <username>` or the admin",
+            },
+            "session": {
+                "type": "apiKey",
+                "in": "cookie",
+                "name": "sessionid",
+                "description": "The Django login; unsafe methods need the X-CSRFToken header",
+            },
         },
         "schemas": {
             "Error": {
-                "type": "object", "required": ["error"],
-                "properties": {"error": {"type": "object", "required": ["code", "message"], "properties": {
-                    "code": {"type": "string", "examples": ["bad_request", "forbidden", "conflict", "rate_limited"]},
-                    "message": {"type": "string"},
-                    "retry_after": {"type": "integer", "description": "429 only: seconds until a retry may pass"},
-                    "limit": {"type": "string", "description": "429 only: the setting of the limit reached"}}}},
+                "type": "object",
+                "required": ["error"],
+                "properties": {
+                    "error": {
+                        "type": "object",
+                        "required": ["code", "message"],
+                        "properties": {
+                            "code": {
+                                "type": "string",
+                                "examples": ["bad_request", "forbidden", "conflict", "rate_limited"],
+                            },
+                            "message": {"type": "string"},
+                            "retry_after": {
+                                "type": "integer",
+                                "description": "429 only: seconds until a retry may pass",
+                            },
+                            "limit": {"type": "string", "description": "429 only: the setting of the limit reached"},
+                        },
+                    }
+                },
             },
             "Turn": {
-                "type": "object", "required": ["turn_id", "status", "text"],
+                "type": "object",
+                "required": ["turn_id", "status", "text"],
                 "properties": {
                     "turn_id": {"type": "string"},
                     "agent": {"type": "string"},
                     "session": {"type": "string"},
-                    "status": {"type": "string",
-                               "enum": ["queued", "running", "suspended", "completed", "failed", "cancelled"]},
+                    "status": {
+                        "type": "string",
+                        "enum": ["queued", "running", "suspended", "completed", "failed", "cancelled"],
+                    },
                     "text": {"type": "string", "description": "The final assistant text"},
                     "error": {"type": ["object", "null"]},
                     "pending": {"oneOf": [{"$ref": "#/components/schemas/InputRequest"}, {"type": "null"}]},
-                    "pending_requests": {"type": "array", "items": {"$ref": "#/components/schemas/InputRequest"},
-                                         "description": "Every request the parked turn waits on (several when one "
-                                         "model step's parallel tool calls each need approval; answer them in any "
-                                         "order, the turn resumes after the last); `pending` is the first"},
+                    "pending_requests": {
+                        "type": "array",
+                        "items": {"$ref": "#/components/schemas/InputRequest"},
+                        "description": "Every request the parked turn waits on (several when one "
+                        "model step's parallel tool calls each need approval; answer them in any "
+                        "order, the turn resumes after the last); `pending` is the first",
+                    },
                     "cancel_reason": {"type": ["string", "null"], "enum": ["requested", "replaced", "reset", None]},
-                    "usage": {"type": "object", "description": "What the turn's own model calls spent (token counts, "
-                              "model_calls); `limited`: the limit its answer was given at; `children`: its subagents' "
-                              "trees, summed", "properties": {
-                                  "limited": {"type": "string"},
-                                  "children": {"type": "object", "additionalProperties": {"type": "integer"}}},
-                              "additionalProperties": {"type": ["integer", "string", "object"]}},
+                    "usage": {
+                        "type": "object",
+                        "description": "What the turn's own model calls spent (token counts, "
+                        "model_calls); `limited`: the limit its answer was given at; `children`: its subagents' "
+                        "trees, summed",
+                        "properties": {
+                            "limited": {"type": "string"},
+                            "children": {"type": "object", "additionalProperties": {"type": "integer"}},
+                        },
+                        "additionalProperties": {"type": ["integer", "string", "object"]},
+                    },
                     "generation": {"type": "integer"},
                     "created_at": {"type": "string", "format": "date-time"},
                 },
             },
             "JsonValue": {
                 "description": "Any JSON value, at most 64 arrays/objects deep; no string (key or value) with NUL "
-                               "or an unpaired surrogate; no number beyond a double's range",
-                "anyOf": [{"type": ["null", "boolean", "number"]}, SAFE_STRING,
-                          {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
-                          {"type": "object", "propertyNames": SAFE_STRING,
-                           "additionalProperties": {"$ref": "#/components/schemas/JsonValue"}}],
+                "or an unpaired surrogate; no number beyond a double's range",
+                "anyOf": [
+                    {"type": ["null", "boolean", "number"]},
+                    SAFE_STRING,
+                    {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
+                    {
+                        "type": "object",
+                        "propertyNames": SAFE_STRING,
+                        "additionalProperties": {"$ref": "#/components/schemas/JsonValue"},
+                    },
+                ],
             },
             "ServerSentEvent": {
                 "description": "One event of a stream. Committed events carry `id` (the session's event sequence "
-                               "number); live deltas (`message.delta`, `reasoning.delta`) carry none (a client "
-                               "keeps the last id it saw). The stream opens with `retry: 2000`; comment lines "
-                               "(`: keep-alive`, `: timeout`) come while idle and when a time bound ends it.",
-                "type": "object", "required": ["data", "event"],
+                "number); live deltas (`message.delta`, `reasoning.delta`) carry none (a client "
+                "keeps the last id it saw). The stream opens with `retry: 2000`; comment lines "
+                "(`: keep-alive`, `: timeout`) come while idle and when a time bound ends it.",
+                "type": "object",
+                "required": ["data", "event"],
                 "properties": {
                     "event": {"type": "string", "enum": EVENT_TYPES},
                     "id": {"type": "string", "pattern": "^[0-9]+$"},
                     "retry": {"type": "integer"},
-                    "data": {"type": "string", "contentMediaType": "application/json",
-                             "contentSchema": {"$ref": "#/components/schemas/Event"}},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": {"$ref": "#/components/schemas/Event"},
+                    },
                 },
             },
             "InputRequest": {
                 "type": "object",
-                "properties": {"id": {"type": "string"}, "prompt": {"type": "string"},
-                               "schema": {"type": "object"}, "answerers": {"type": ["object", "null"]}},
+                "properties": {
+                    "id": {"type": "string"},
+                    "prompt": {"type": "string"},
+                    "schema": {"type": "object"},
+                    "answerers": {"type": ["object", "null"]},
+                },
             },
             "Event": {
-                "type": "object", "required": ["type", "turn_id"],
+                "type": "object",
+                "required": ["type", "turn_id"],
                 "properties": {"type": {"type": "string", "enum": EVENT_TYPES}, "turn_id": {"type": "string"}},
                 "additionalProperties": True,
             },

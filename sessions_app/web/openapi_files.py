@@ -15,11 +15,15 @@ ID = {"type": "string", "pattern": f"^{files.ID_RE.pattern}$"}
 TYPES = "PNG, JPEG, GIF, WebP or PDF"
 
 ATTACHMENT = {
-    "type": "object", "required": ["id", "type", "name", "size", "pages"],
+    "type": "object",
+    "required": ["id", "type", "name", "size", "pages"],
     "properties": {
         "id": ID,
-        "type": {"type": "string", "enum": [*files.IMAGE_TYPES, files.PDF_TYPE],
-                 "description": "Sniffed from the first bytes; the name and the declared type are not trusted"},
+        "type": {
+            "type": "string",
+            "enum": [*files.IMAGE_TYPES, files.PDF_TYPE],
+            "description": "Sniffed from the first bytes; the name and the declared type are not trusted",
+        },
         "name": {"type": "string", "description": "The file's name, cleaned (no path, no control characters)"},
         "size": {"type": "integer", "minimum": 0},
         "pages": {"type": ["integer", "null"], "description": "A PDF's page count (best effort), else null"},
@@ -32,27 +36,47 @@ def _error(description: str) -> dict[str, Any]:
 
 
 def _limits() -> str:
-    return (f"A file is at most {settings.JUNE_ATTACHMENT_MAX_BYTES:,} bytes (JUNE_ATTACHMENT_MAX_BYTES: 413) and "
-            f"must be a {TYPES} by its bytes (415); a message carries at most "
-            f"{settings.JUNE_ATTACHMENTS_PER_MESSAGE} (JUNE_ATTACHMENTS_PER_MESSAGE: 413).")
+    return (
+        f"A file is at most {settings.JUNE_ATTACHMENT_MAX_BYTES:,} bytes (JUNE_ATTACHMENT_MAX_BYTES: 413) and "
+        f"must be a {TYPES} by its bytes (415); a message carries at most "
+        f"{settings.JUNE_ATTACHMENTS_PER_MESSAGE} (JUNE_ATTACHMENTS_PER_MESSAGE: 413)."
+    )
 
 
 def ids_schema() -> dict[str, Any]:
     """``attachments`` of a JSON start: ids from ``POST …/attachments``."""
-    return {"type": "array", "items": ID, "uniqueItems": True, "maxItems": settings.JUNE_ATTACHMENTS_PER_MESSAGE,
-            "description": "Ids of your unsent uploads to this session (404: not yours; 409: already sent). "
-                           "With attachments, `text` may be empty."}
+    return {
+        "type": "array",
+        "items": ID,
+        "uniqueItems": True,
+        "maxItems": settings.JUNE_ATTACHMENTS_PER_MESSAGE,
+        "description": "Ids of your unsent uploads to this session (404: not yours; 409: already sent). "
+        "With attachments, `text` may be empty.",
+    }
 
 
 def turn_form_schema(text: dict[str, Any]) -> dict[str, Any]:
     """``POST …/turns`` as multipart: the text and the files in one request."""
-    return {"type": "object", "additionalProperties": False, "required": ["file"], "properties": {
-        "text": {**text, "minLength": 0, "pattern": "^[^\\x00]*$",
-                 "description": text.get("description", "") + "; may be empty (or absent) with files"},
-        "replace": {"type": "string", "enum": ["true", "false", "1", "0"]},
-        "file": {"type": "array", "minItems": 1, "maxItems": settings.JUNE_ATTACHMENTS_PER_MESSAGE,
-                 "items": {"type": "string", "contentMediaType": "application/octet-stream"}},
-    }}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["file"],
+        "properties": {
+            "text": {
+                **text,
+                "minLength": 0,
+                "pattern": "^[^\\x00]*$",
+                "description": text.get("description", "") + "; may be empty (or absent) with files",
+            },
+            "replace": {"type": "string", "enum": ["true", "false", "1", "0"]},
+            "file": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": settings.JUNE_ATTACHMENTS_PER_MESSAGE,
+                "items": {"type": "string", "contentMediaType": "application/octet-stream"},
+            },
+        },
+    }
 
 
 def attachment_paths() -> dict[str, Any]:
@@ -65,10 +89,22 @@ def attachment_paths() -> dict[str, Any]:
                 "operationId": "uploadAttachment",
                 "summary": "Upload a file to attach to a message",
                 "description": "One file in the multipart field `file`. Send its `id` in `attachments` of "
-                               "`POST …/turns` (or the chat's start frame). " + _limits(),
-                "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
-                    "type": "object", "additionalProperties": False, "required": ["file"],
-                    "properties": {"file": {"type": "string", "contentMediaType": "application/octet-stream"}}}}}},
+                "`POST …/turns` (or the chat's start frame). " + _limits(),
+                "requestBody": {
+                    "required": True,
+                    "content": {
+                        "multipart/form-data": {
+                            "schema": {
+                                "type": "object",
+                                "additionalProperties": False,
+                                "required": ["file"],
+                                "properties": {
+                                    "file": {"type": "string", "contentMediaType": "application/octet-stream"}
+                                },
+                            }
+                        }
+                    },
+                },
                 "responses": {
                     "201": {"description": "Stored", "content": {"application/json": {"schema": ATTACHMENT}}},
                     **errors("400", "401", "403", "404", "405"),
@@ -78,15 +114,25 @@ def attachment_paths() -> dict[str, Any]:
             },
         },
         f"{session_path}/attachments/{{attachment_id}}": {
-            "parameters": [*params, {"name": "attachment_id", "in": "path", "required": True,
-                                     "description": "An upload's id", "schema": {"type": "string"}}],
+            "parameters": [
+                *params,
+                {
+                    "name": "attachment_id",
+                    "in": "path",
+                    "required": True,
+                    "description": "An upload's id",
+                    "schema": {"type": "string"},
+                },
+            ],
             "get": {
                 "operationId": "downloadAttachment",
                 "summary": "Download an attachment (its uploader only)",
                 "description": "Images inline, PDFs as a download; someone else's attachment is a 404.",
                 "responses": {
-                    "200": {"description": "The file", "content": {t: {"schema": {"type": "string"}}
-                                                                   for t in (*files.IMAGE_TYPES, files.PDF_TYPE)}},
+                    "200": {
+                        "description": "The file",
+                        "content": {t: {"schema": {"type": "string"}} for t in (*files.IMAGE_TYPES, files.PDF_TYPE)},
+                    },
                     **errors("400", "401", "403", "404", "405"),
                 },
             },

@@ -20,6 +20,7 @@ from sessions_app.web.openapi_parts import (
 
 # -- the lists and the approvals API (sessions_app/web/lists.py, approvals.py) ----------
 
+
 def merge_paths(*parts: dict[str, Any]) -> dict[str, Any]:
     """Path items of several tables, the operations of one path side by side."""
     out: dict[str, Any] = {}
@@ -37,11 +38,21 @@ TURN_CURSOR = r"^[0-9]{1,18}$"
 
 def page_params(cursor: str) -> list[dict[str, Any]]:
     return [
-        {"name": "limit", "in": "query", "description": "Rows per page (default 50)",
-         "schema": {"type": "integer", "minimum": 1, "maximum": 200}},
-        {"name": "cursor", "in": "query", "description": "The `next` link's cursor of the previous page",
-         "schema": {"type": "string", "pattern": cursor}},
+        {
+            "name": "limit",
+            "in": "query",
+            "description": "Rows per page (default 50)",
+            "schema": {"type": "integer", "minimum": 1, "maximum": 200},
+        },
+        {
+            "name": "cursor",
+            "in": "query",
+            "description": "The `next` link's cursor of the previous page",
+            "schema": {"type": "string", "pattern": cursor},
+        },
     ]
+
+
 NEXT = {"type": ["string", "null"], "description": "The next page's URL (null on the last page)"}
 
 
@@ -54,11 +65,20 @@ def list_paths() -> dict[str, Any]:
                 "operationId": "listSessions",
                 "summary": "The caller's sessions of the agent, most recent activity first",
                 "parameters": page_params(SESSION_CURSOR),
-                "responses": {"200": _json("A page of sessions", {
-                    "type": "object", "required": ["sessions", "next"],
-                    "properties": {"sessions": {"type": "array", "items": {"$ref": "#/components/schemas/SessionSummary"}},
-                                   "next": NEXT}}),
-                    **_errors("400", "401", "404", "405")},
+                "responses": {
+                    "200": _json(
+                        "A page of sessions",
+                        {
+                            "type": "object",
+                            "required": ["sessions", "next"],
+                            "properties": {
+                                "sessions": {"type": "array", "items": {"$ref": "#/components/schemas/SessionSummary"}},
+                                "next": NEXT,
+                            },
+                        },
+                    ),
+                    **_errors("400", "401", "404", "405"),
+                },
             },
         },
         f"{SESSION_PATH}/": {
@@ -66,8 +86,10 @@ def list_paths() -> dict[str, Any]:
             "get": {
                 "operationId": "getSession",
                 "summary": "One of the caller's sessions (the session list's url)",
-                "responses": {"200": _json("The session", {"$ref": "#/components/schemas/SessionSummary"}),
-                              **_errors(*COMMON)},
+                "responses": {
+                    "200": _json("The session", {"$ref": "#/components/schemas/SessionSummary"}),
+                    **_errors(*COMMON),
+                },
             },
         },
         f"{SESSION_PATH}/turns": {
@@ -75,14 +97,35 @@ def list_paths() -> dict[str, Any]:
                 "operationId": "listTurns",
                 "summary": "The session's turns (its live generation), newest first",
                 "parameters": page_params(TURN_CURSOR),
-                "responses": {"200": _json("A page of turns", {
-                    "type": "object", "required": ["turns", "next"],
-                    "properties": {"turns": {"type": "array", "items": {"allOf": [TURN_REF, {
-                        "type": "object", "properties": {"input_text": {"type": "string"},
-                                                         "source": {"type": "string"},
-                                                         "order": {"type": "integer"}}}]}},
-                                   "next": NEXT}}),
-                    **_errors(*COMMON)},
+                "responses": {
+                    "200": _json(
+                        "A page of turns",
+                        {
+                            "type": "object",
+                            "required": ["turns", "next"],
+                            "properties": {
+                                "turns": {
+                                    "type": "array",
+                                    "items": {
+                                        "allOf": [
+                                            TURN_REF,
+                                            {
+                                                "type": "object",
+                                                "properties": {
+                                                    "input_text": {"type": "string"},
+                                                    "source": {"type": "string"},
+                                                    "order": {"type": "integer"},
+                                                },
+                                            },
+                                        ]
+                                    },
+                                },
+                                "next": NEXT,
+                            },
+                        },
+                    ),
+                    **_errors(*COMMON),
+                },
             },
         },
         "/api/metrics": {
@@ -90,11 +133,15 @@ def list_paths() -> dict[str, Any]:
                 "operationId": "metrics",
                 "summary": "The site's state for a Prometheus scrape (staff only; text format 0.0.4)",
                 "description": "Gauges read from the database: unfinished and parked turns by agent, failures "
-                               "and retries in the last hour, live workers, today's tokens and cost. "
-                               "See docs/operations.md.",
-                "responses": {"200": {"description": "Prometheus text exposition",
-                                      "content": {"text/plain": {"schema": {"type": "string"}}}},
-                              **_errors("401", "403", "405")},
+                "and retries in the last hour, live workers, today's tokens and cost. "
+                "See docs/operations.md.",
+                "responses": {
+                    "200": {
+                        "description": "Prometheus text exposition",
+                        "content": {"text/plain": {"schema": {"type": "string"}}},
+                    },
+                    **_errors("401", "403", "405"),
+                },
             },
         },
         "/api/approvals/": {
@@ -102,12 +149,19 @@ def list_paths() -> dict[str, Any]:
                 "operationId": "listApprovals",
                 "summary": "Every parked request the caller may answer, across sessions, oldest first",
                 "description": "The approval inbox over HTTP: requests whose answerers name the caller or "
-                               "a policy the agent's `authorize_answer` grants the caller now; a request "
-                               "without answerers is listed to its session's owner and to staff.",
-                "responses": {"200": _json("The waiting requests", {
-                    "type": "object", "required": ["approvals"],
-                    "properties": {"approvals": {"type": "array", "items": approval}}}),
-                    **_errors("401", "405")},
+                "a policy the agent's `authorize_answer` grants the caller now; a request "
+                "without answerers is listed to its session's owner and to staff.",
+                "responses": {
+                    "200": _json(
+                        "The waiting requests",
+                        {
+                            "type": "object",
+                            "required": ["approvals"],
+                            "properties": {"approvals": {"type": "array", "items": approval}},
+                        },
+                    ),
+                    **_errors("401", "405"),
+                },
             },
         },
         "/api/approvals/{turn_id}/answer": {
@@ -115,14 +169,25 @@ def list_paths() -> dict[str, Any]:
             "post": {
                 "operationId": "answerApproval",
                 "summary": "Answer a parked request listed by GET /api/approvals/ (recorded with via=api)",
-                "requestBody": _body({"type": "object", "additionalProperties": False, "required": ["input_id", "answer"],
-                                      "properties": {"input_id": {"type": "string",
-                                                                  "pattern": anchored(services.INPUT_ID_RE)},
-                                                     "answer": {"description": "Any JSON matching the request's schema"}}}),
-                "responses": {"200": _json("The turn ran on and ended, or (status suspended) still waits on "
-                                           "another call of the same step", TURN_REF),
-                              "202": _json("Accepted: the turn is queued again", TURN_REF),
-                              **_errors(*COMMON, "409", "413", "422", "500")},
+                "requestBody": _body(
+                    {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["input_id", "answer"],
+                        "properties": {
+                            "input_id": {"type": "string", "pattern": anchored(services.INPUT_ID_RE)},
+                            "answer": {"description": "Any JSON matching the request's schema"},
+                        },
+                    }
+                ),
+                "responses": {
+                    "200": _json(
+                        "The turn ran on and ended, or (status suspended) still waits on another call of the same step",
+                        TURN_REF,
+                    ),
+                    "202": _json("Accepted: the turn is queued again", TURN_REF),
+                    **_errors(*COMMON, "409", "413", "422", "500"),
+                },
             },
         },
     }
@@ -131,28 +196,37 @@ def list_paths() -> dict[str, Any]:
 def list_schemas() -> dict[str, Any]:
     return {
         "SessionSummary": {
-            "type": "object", "required": ["agent", "session", "status", "updated_at"],
+            "type": "object",
+            "required": ["agent", "session", "status", "updated_at"],
             "properties": {
-                "agent": {"type": "string"}, "session": {"type": "string"}, "title": {"type": "string"},
+                "agent": {"type": "string"},
+                "session": {"type": "string"},
+                "title": {"type": "string"},
                 "status": {"type": "string", "enum": ["new", "idle", "running", "suspended"]},
                 "generation": {"type": "integer"},
                 "preview": {"type": "string", "description": "The last turn's reply (or message), shortened"},
-                "last_turn": {"type": ["object", "null"], "properties": {"turn_id": {"type": "string"},
-                                                                         "status": {"type": "string"}}},
+                "last_turn": {
+                    "type": ["object", "null"],
+                    "properties": {"turn_id": {"type": "string"}, "status": {"type": "string"}},
+                },
                 "created_at": {"type": "string", "format": "date-time"},
                 "updated_at": {"type": "string", "format": "date-time"},
                 "url": {"type": "string"},
             },
         },
         "Approval": {
-            "type": "object", "required": ["turn_id", "agent", "session", "request"],
+            "type": "object",
+            "required": ["turn_id", "agent", "session", "request"],
             "properties": {
-                "turn_id": {"type": "string"}, "agent": {"type": "string"}, "session": {"type": "string"},
+                "turn_id": {"type": "string"},
+                "agent": {"type": "string"},
+                "session": {"type": "string"},
                 "request": {"$ref": "#/components/schemas/InputRequest"},
                 "call": {"type": "object", "properties": {"name": {"type": ["string", "null"]}, "input": {}}},
                 "requested_by": {"type": "string", "description": "Who started the turn that asks"},
                 "parked_at": {"type": ["string", "null"], "format": "date-time"},
-                "turn_url": {"type": "string"}, "answer_url": {"type": "string"},
+                "turn_url": {"type": "string"},
+                "answer_url": {"type": "string"},
             },
         },
     }
@@ -160,33 +234,61 @@ def list_schemas() -> dict[str, Any]:
 
 # -- search and export (web/search.py, web/export.py) ---------------------------------------------
 
+
 def search_paths() -> dict[str, Any]:
-    hit = {"type": "object", "required": ["agent", "session", "index", "role", "snippet", "url"], "properties": {
-        "agent": {"type": "string"}, "session": {"type": "string"}, "title": {"type": "string"},
-        "index": {"type": "integer", "description": "The message's position in the live generation"},
-        "role": {"type": "string", "enum": ["user", "trigger", "assistant"]},
-        "turn_id": {"type": ["string", "null"]}, "created_at": {"type": "string", "format": "date-time"},
-        "snippet": {"type": "string", "description": "The text around the first match"},
-        "snippet_html": {"type": "string", "description": "The snippet escaped, the matches in `<mark>`"},
-        "url": {"type": "string", "description": "The chat page opened at this message"}}}
+    hit = {
+        "type": "object",
+        "required": ["agent", "session", "index", "role", "snippet", "url"],
+        "properties": {
+            "agent": {"type": "string"},
+            "session": {"type": "string"},
+            "title": {"type": "string"},
+            "index": {"type": "integer", "description": "The message's position in the live generation"},
+            "role": {"type": "string", "enum": ["user", "trigger", "assistant"]},
+            "turn_id": {"type": ["string", "null"]},
+            "created_at": {"type": "string", "format": "date-time"},
+            "snippet": {"type": "string", "description": "The text around the first match"},
+            "snippet_html": {"type": "string", "description": "The snippet escaped, the matches in `<mark>`"},
+            "url": {"type": "string", "description": "The chat page opened at this message"},
+        },
+    }
     return {
         "/api/search": {
             "get": {
                 "operationId": "searchMessages",
                 "summary": "The caller's own sessions' messages that match, newest first (live generations)",
-                "description": "Words, `\"a phrase\"`, `-word`; full-text (stemmed) on PostgreSQL and "
-                               "case-insensitive substrings everywhere. At most 50 hits; `more` says when "
-                               "there were more.",
-                "parameters": [{"name": "q", "in": "query", "required": True,
-                                "description": "What to search for: 1-200 characters, not only whitespace, no NUL "
-                                               "(else 400)",
-                                "schema": {"type": "string", "minLength": 1, "maxLength": 200,
-                                           "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$"}}],
-                "responses": {"200": _json("The hits", {
-                    "type": "object", "required": ["query", "results", "more"],
-                    "properties": {"query": {"type": "string"}, "results": {"type": "array", "items": hit},
-                                   "more": {"type": "boolean"}}}),
-                    **_errors("400", "401", "405")},
+                "description": 'Words, `"a phrase"`, `-word`; full-text (stemmed) on PostgreSQL and '
+                "case-insensitive substrings everywhere. At most 50 hits; `more` says when "
+                "there were more.",
+                "parameters": [
+                    {
+                        "name": "q",
+                        "in": "query",
+                        "required": True,
+                        "description": "What to search for: 1-200 characters, not only whitespace, no NUL (else 400)",
+                        "schema": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": 200,
+                            "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$",
+                        },
+                    }
+                ],
+                "responses": {
+                    "200": _json(
+                        "The hits",
+                        {
+                            "type": "object",
+                            "required": ["query", "results", "more"],
+                            "properties": {
+                                "query": {"type": "string"},
+                                "results": {"type": "array", "items": hit},
+                                "more": {"type": "boolean"},
+                            },
+                        },
+                    ),
+                    **_errors("400", "401", "405"),
+                },
             },
         },
         f"{SESSION_PATH}/export": {
@@ -195,20 +297,45 @@ def search_paths() -> dict[str, Any]:
                 "operationId": "exportSession",
                 "summary": "The conversation as a download (Content-Disposition: attachment)",
                 "description": "The live generation, or an archived one (`generation`): messages with role, "
-                               "text, tool calls and results, turn ids and times (JSON), or a readable "
-                               "transcript (Markdown).",
+                "text, tool calls and results, turn ids and times (JSON), or a readable "
+                "transcript (Markdown).",
                 "parameters": [
-                    {"name": "format", "in": "query", "description": "json (default) or md",
-                     "schema": {"type": "string", "enum": ["json", "md"]}},
-                    {"name": "generation", "in": "query", "description": "An archived generation (default: the live one)",
-                     "schema": {"type": "string", "pattern": "^[0-9]{1,9}$"}}],
-                "responses": {"200": {"description": "The conversation", "content": {
-                    "application/json": {"schema": {"type": "object", "required": ["messages"], "properties": {
-                        "agent": {"type": "string"}, "session": {"type": "string"}, "generation": {"type": "integer"},
-                        "live": {"type": "boolean"}, "truncated": {"type": "boolean"},
-                        "messages": {"type": "array", "items": {"type": "object"}}}}},
-                    "text/markdown": {"schema": {"type": "string"}}}},
-                    **_errors(*COMMON)},
+                    {
+                        "name": "format",
+                        "in": "query",
+                        "description": "json (default) or md",
+                        "schema": {"type": "string", "enum": ["json", "md"]},
+                    },
+                    {
+                        "name": "generation",
+                        "in": "query",
+                        "description": "An archived generation (default: the live one)",
+                        "schema": {"type": "string", "pattern": "^[0-9]{1,9}$"},
+                    },
+                ],
+                "responses": {
+                    "200": {
+                        "description": "The conversation",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["messages"],
+                                    "properties": {
+                                        "agent": {"type": "string"},
+                                        "session": {"type": "string"},
+                                        "generation": {"type": "integer"},
+                                        "live": {"type": "boolean"},
+                                        "truncated": {"type": "boolean"},
+                                        "messages": {"type": "array", "items": {"type": "object"}},
+                                    },
+                                }
+                            },
+                            "text/markdown": {"schema": {"type": "string"}},
+                        },
+                    },
+                    **_errors(*COMMON),
+                },
             },
         },
     }

@@ -16,27 +16,28 @@ SESSION_PATH = "/api/agents/{agent}/sessions/{session}"
 
 ERROR_TEXT = {
     "400": "Malformed JSON (also: nested over 64 levels, NUL or an unpaired surrogate in a string, a number "
-           "beyond a double's range), a wrong type, an unknown field, a bad session key or query parameter",
+    "beyond a double's range), a wrong type, an unknown field, a bad session key or query parameter",
     "401": "No credentials, or an invalid bearer token",
     "403": "Another user's session, a failed CSRF check (cookie callers), or not an allowed answerer",
     "404": "Unknown agent, session or turn",
     "405": "Method not allowed",
     "409": "The session or turn is not in a state that allows this",
     "413": "The body is over 256 KiB, or the text over JUNE_MAX_TEXT_CHARS characters, or too long for the "
-           "agent's model context window (code context_window_exceeded; the message names the limit); "
-           "attachments: a file over JUNE_ATTACHMENT_MAX_BYTES, more than JUNE_ATTACHMENTS_PER_MESSAGE",
+    "agent's model context window (code context_window_exceeded; the message names the limit); "
+    "attachments: a file over JUNE_ATTACHMENT_MAX_BYTES, more than JUNE_ATTACHMENTS_PER_MESSAGE",
     "415": "An attached file is not a PNG, JPEG, GIF, WebP or PDF (by its bytes)",
     "422": "The answer does not match the request's schema",
     "429": "A rate limit or quota refused the turn (turns per minute, tokens per day); nothing was created. "
-           "`Retry-After` (and `error.retry_after`) says in how many seconds to retry; `error.limit` names "
-           "the setting",
+    "`Retry-After` (and `error.retry_after`) says in how many seconds to retry; `error.limit` names "
+    "the setting",
     "500": "The agent's authorize_answer raised; nothing was applied (retry is safe)",
 }
 
 
 def _errors(*codes: str) -> dict[str, Any]:
-    return {code: {"description": ERROR_TEXT[code], "content": {"application/json": {"schema": ERROR}}}
-            for code in codes}
+    return {
+        code: {"description": ERROR_TEXT[code], "content": {"application/json": {"schema": ERROR}}} for code in codes
+    }
 
 
 def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -48,8 +49,13 @@ def _body(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
 
 
 def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "description": description,
-            "schema": schema or {"type": "string"}}
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": schema or {"type": "string"},
+    }
 
 
 #: no string in a JSON body may hold NUL (sessions_app.safejson; unpaired surrogates are refused
@@ -57,8 +63,10 @@ def _param(name: str, description: str, schema: dict[str, Any] | None = None) ->
 NO_NUL = "^[^\\x00]*$"
 SAFE_STRING = {"type": "string", "pattern": NO_NUL}
 #: the server's boolean query values (api.query_bool): 1/0, true/false, yes/no, on/off, any case
-BOOL_QUERY = {"type": "string", "pattern": "^\\s*(1|0|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|[Yy][Ee][Ss]|[Nn][Oo]|"
-                                         "[Oo][Nn]|[Oo][Ff][Ff])\\s*$"}
+BOOL_QUERY = {
+    "type": "string",
+    "pattern": "^\\s*(1|0|[Tt][Rr][Uu][Ee]|[Ff][Aa][Ll][Ss][Ee]|[Yy][Ee][Ss]|[Nn][Oo]|[Oo][Nn]|[Oo][Ff][Ff])\\s*$",
+}
 #: sse.parse_seq: 1-18 ASCII digits (blanks around them ignored); empty is absent
 SEQ = {"type": "string", "pattern": "^$|^[ \\t]*[0-9]{1,18}[ \\t]*$"}
 
@@ -74,11 +82,17 @@ TURN_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}  # api.TURN_ID_
 
 def session_params() -> list[dict[str, Any]]:
     return [
-        _param("agent", "A deployed agent (a folder under the agent directories, e.g. `ops`)",
-               {"type": "string", "enum": sorted(wiring.agents())}),
-        _param("session", "Session key: 1-200 of letters, digits and `_ . : @ -`, starting with a letter or "
-                          "digit; created on first use",
-               {"type": "string", "minLength": 1, "maxLength": 200, "pattern": anchored(services.SESSION_KEY_RE)}),
+        _param(
+            "agent",
+            "A deployed agent (a folder under the agent directories, e.g. `ops`)",
+            {"type": "string", "enum": sorted(wiring.agents())},
+        ),
+        _param(
+            "session",
+            "Session key: 1-200 of letters, digits and `_ . : @ -`, starting with a letter or "
+            "digit; created on first use",
+            {"type": "string", "minLength": 1, "maxLength": 200, "pattern": anchored(services.SESSION_KEY_RE)},
+        ),
     ]
 
 
@@ -96,8 +110,13 @@ NO_BODY = _body({"type": "object", "maxProperties": 0, "description": "Nothing, 
 
 def text_schema() -> dict[str, Any]:
     limit = settings.JUNE_MAX_TEXT_CHARS
-    return {"type": "string", "minLength": 1, "maxLength": limit, "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$",
-            "description": f"Not only whitespace, no NUL or unpaired surrogate (400); at most {limit} characters "
-                           "(JUNE_MAX_TEXT_CHARS; longer: 413), and no more than fits the agent's model context "
-                           "window beside its instructions (characters / 4; longer: 413 context_window_exceeded, "
-                           "naming the limit)"}
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": limit,
+        "pattern": "^[^\\x00]*[^\\s\\x00][^\\x00]*$",
+        "description": f"Not only whitespace, no NUL or unpaired surrogate (400); at most {limit} characters "
+        "(JUNE_MAX_TEXT_CHARS; longer: 413), and no more than fits the agent's model context "
+        "window beside its instructions (characters / 4; longer: 413 context_window_exceeded, "
+        "naming the limit)",
+    }

@@ -46,8 +46,9 @@ def parse_origin(value: str) -> Origin | None:
     return scheme, host, port if port is not None else DEFAULT_PORTS[scheme]
 
 
-def _same_as_host(origin: Origin, host_header: str | None, allowed_hosts: list[str],
-                  connection_scheme: str | None = None) -> bool:
+def _same_as_host(
+    origin: Origin, host_header: str | None, allowed_hosts: list[str], connection_scheme: str | None = None
+) -> bool:
     scheme, host, port = origin
     if connection_scheme is not None and scheme != connection_scheme:
         return False  # https://site is not the origin of a ws:// connection to it, nor http:// of wss://
@@ -85,9 +86,14 @@ def connection_scheme(scope: dict[str, Any], headers: dict[bytes, str]) -> str:
     return "http"
 
 
-def origin_allowed(origin_header: str | None, host_header: str | None, *,
-                   allowed_hosts: list[str] | None = None, trusted: list[str] | None = None,
-                   scheme: str | None = None) -> bool:
+def origin_allowed(
+    origin_header: str | None,
+    host_header: str | None,
+    *,
+    allowed_hosts: list[str] | None = None,
+    trusted: list[str] | None = None,
+    scheme: str | None = None,
+) -> bool:
     if not origin_header:
         return False
     origin = parse_origin(origin_header)

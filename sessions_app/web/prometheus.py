@@ -53,19 +53,34 @@ def exposition(now: dt.datetime | None = None) -> str:
         for key in TOKEN_KEYS:
             tokens[(agent, key.removesuffix("_tokens"))] += usage.tokens[key]
     lines = [
-        *_family("june_turns", "Unfinished turns of live generations, by status.",
-                 [({"agent": a, "status": s}, n) for a, s, n in by_status]),
+        *_family(
+            "june_turns",
+            "Unfinished turns of live generations, by status.",
+            [({"agent": a, "status": s}, n) for a, s, n in by_status],
+        ),
         *_family("june_turns_parked", "Turns waiting for a person's answer.", [({"agent": a}, n) for a, n in parked]),
         *_family("june_turns_failed_last_hour", "Turns that failed in the last hour.", [({}, failed)]),
-        *_family("june_turns_retried_last_hour", "Turns started in the last hour that needed another attempt.",
-                 [({}, retried)]),
+        *_family(
+            "june_turns_retried_last_hour",
+            "Turns started in the last hour that needed another attempt.",
+            [({}, retried)],
+        ),
         *_family("june_workers_alive", "Worker processes whose heartbeat is fresh.", [({}, health.workers_alive())]),
-        *_family("june_tokens_today", "Tokens today, by agent and type.",
-                 [({"agent": a, "type": t}, n) for (a, t), n in sorted(tokens.items())]),
-        *_family("june_cost_usd_today", "What today's model calls cost, in US dollars (JUNE_MODEL_PRICES).",
-                 [({"agent": a}, u.cost) for a, u in sorted(per_agent.items())]),
-        *_family("june_webhook_deliveries_failing", "Webhook deliveries not delivered after a try (retrying or failed).",
-                 [({}, failing)]),
+        *_family(
+            "june_tokens_today",
+            "Tokens today, by agent and type.",
+            [({"agent": a, "type": t}, n) for (a, t), n in sorted(tokens.items())],
+        ),
+        *_family(
+            "june_cost_usd_today",
+            "What today's model calls cost, in US dollars (JUNE_MODEL_PRICES).",
+            [({"agent": a}, u.cost) for a, u in sorted(per_agent.items())],
+        ),
+        *_family(
+            "june_webhook_deliveries_failing",
+            "Webhook deliveries not delivered after a try (retrying or failed).",
+            [({}, failing)],
+        ),
     ]
     return "\n".join(lines) + "\n"
 

@@ -15,8 +15,12 @@ from sessions_app.web.consumers import NoRouteConsumer, SessionConsumer
 
 
 def session_routes(prefix: str = "") -> list:
-    return [re_path(rf"^{re.escape(prefix)}ws/agents/(?P<agent>[A-Za-z0-9_-]{{1,64}})/sessions/(?P<session>[^/]+)/$",
-                    SessionConsumer.as_asgi())]
+    return [
+        re_path(
+            rf"^{re.escape(prefix)}ws/agents/(?P<agent>[A-Za-z0-9_-]{{1,64}})/sessions/(?P<session>[^/]+)/$",
+            SessionConsumer.as_asgi(),
+        )
+    ]
 
 
 def no_route() -> list:

@@ -32,8 +32,15 @@ def results(*, user: Any, raw_query: Any) -> dict[str, Any]:
     rows = []
     for hit in hits:
         plain, _ = search.snippet(hit.text, query)
-        rows.append({"hit": hit, "title": hit.session.display_title, "snippet": plain,
-                     "snippet_html": search.highlight(hit.text, query), "url": hit_url(hit)})
+        rows.append(
+            {
+                "hit": hit,
+                "title": hit.session.display_title,
+                "snippet": plain,
+                "snippet_html": search.highlight(hit.text, query),
+                "url": hit_url(hit),
+            }
+        )
     return {"query": query, "rows": rows, "more": more}
 
 
@@ -50,14 +57,24 @@ def page_context(request: HttpRequest) -> dict[str, Any]:
 
 def hit_json(row: dict[str, Any]) -> dict[str, Any]:
     hit: search.Hit = row["hit"]
-    return {"agent": hit.session.agent, "session": hit.session.key, "title": row["title"], "index": hit.index,
-            "role": hit.role, "turn_id": hit.turn_id, "created_at": hit.created_at.isoformat(),
-            "snippet": row["snippet"], "snippet_html": str(row["snippet_html"]), "url": row["url"]}
+    return {
+        "agent": hit.session.agent,
+        "session": hit.session.key,
+        "title": row["title"],
+        "index": hit.index,
+        "role": hit.role,
+        "turn_id": hit.turn_id,
+        "created_at": hit.created_at.isoformat(),
+        "snippet": row["snippet"],
+        "snippet_html": str(row["snippet_html"]),
+        "url": row["url"],
+    }
 
 
 @api.api_view("GET")
 def api_search(request: HttpRequest, user: Any) -> HttpResponse:
     """``GET /api/search?q=``: the caller's own sessions' messages that match, newest first."""
     found = results(user=user, raw_query=request.GET.get("q", ""))
-    return JsonResponse({"query": found["query"], "results": [hit_json(r) for r in found["rows"]],
-                         "more": found["more"]})
+    return JsonResponse(
+        {"query": found["query"], "results": [hit_json(r) for r in found["rows"]], "more": found["more"]}
+    )

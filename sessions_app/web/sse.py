@@ -37,6 +37,7 @@ SEQ_DIGITS = 18
 
 # -- frames ---------------------------------------------------------------------------------------
 
+
 def frame(data: dict[str, Any], *, event: str | None = None, seq: int | None = None) -> bytes:
     """One SSE frame. ``json.dumps`` escapes newlines, so ``data`` is always a single line."""
     lines = []
@@ -73,6 +74,7 @@ def parse_seq(value: str | None, *, name: str) -> int | None:
 
 
 # -- following the log ------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class Item:

@@ -28,8 +28,10 @@ def check_declared_size(request: HttpRequest, limit: int) -> None:
     if not declared.isdigit():
         raise BadRequest("malformed Content-Length")
     if int(declared) > limit:
-        raise PayloadTooLarge(f"an attachment is at most {settings.JUNE_ATTACHMENT_MAX_BYTES:,} bytes "
-                              f"(and a message has at most {settings.JUNE_ATTACHMENTS_PER_MESSAGE})")
+        raise PayloadTooLarge(
+            f"an attachment is at most {settings.JUNE_ATTACHMENT_MAX_BYTES:,} bytes "
+            f"(and a message has at most {settings.JUNE_ATTACHMENTS_PER_MESSAGE})"
+        )
 
 
 def bounded(limit: Callable[[HttpRequest], int | None]) -> Callable:
@@ -48,15 +50,18 @@ def bounded(limit: Callable[[HttpRequest], int | None]) -> Callable:
             return None
 
         if inspect.iscoroutinefunction(view):
+
             @functools.wraps(view)
             async def wrapped_async(request: HttpRequest, **kwargs: Any) -> HttpResponse:
                 return refuse(request) or await view(request, **kwargs)
+
             wrapped_async.csrf_exempt = True  # type: ignore[attr-defined]
             return wrapped_async
 
         @functools.wraps(view)
         def wrapped(request: HttpRequest, **kwargs: Any) -> HttpResponse:
             return refuse(request) or view(request, **kwargs)
+
         wrapped.csrf_exempt = True  # type: ignore[attr-defined]
         return wrapped
 

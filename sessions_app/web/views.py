@@ -31,9 +31,15 @@ def home(request):
     page = int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
     context = search.page_context(request)
     status = 400 if context.get("search", {}).get("error") else 200
-    return render(request, "sessions_app/home.html", {
-        "agents": selectors.agents_with_sessions(user=request.user, agent=request.GET.get("agent"), page=page),
-        **context}, status=status)
+    return render(
+        request,
+        "sessions_app/home.html",
+        {
+            "agents": selectors.agents_with_sessions(user=request.user, agent=request.GET.get("agent"), page=page),
+            **context,
+        },
+        status=status,
+    )
 
 
 @require_POST
@@ -60,15 +66,22 @@ def chat(request, agent: str, key: str):
     if session is None:  # a new chat: its first message creates the session (a GET creates nothing)
         session = m.Session(agent=agent, key=key, owner=request.user)
         session.display_title, session.preview = "New session", ""
-    config = {"agent": agent, "key": key, "ws_path": paths.websocket(agent, key), "api_base": paths.api_base(),
-              "session_api": paths.session_api(agent, key), "generation": session.generation,
-              "user_id": str(request.user.pk), "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
-              **_window_config(agent),
-              "pending_url": reverse("june_api:pending", kwargs={"agent": agent, "session": key}),
-              "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key}),
-              "attachments_url": reverse("june_api:attachments", kwargs={"agent": agent, "session": key}),
-              "attachment_max_bytes": settings.JUNE_ATTACHMENT_MAX_BYTES,
-              "attachments_per_message": settings.JUNE_ATTACHMENTS_PER_MESSAGE}
+    config = {
+        "agent": agent,
+        "key": key,
+        "ws_path": paths.websocket(agent, key),
+        "api_base": paths.api_base(),
+        "session_api": paths.session_api(agent, key),
+        "generation": session.generation,
+        "user_id": str(request.user.pk),
+        "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,
+        **_window_config(agent),
+        "pending_url": reverse("june_api:pending", kwargs={"agent": agent, "session": key}),
+        "archive_url": reverse("sessions_app:archive", kwargs={"agent": agent, "key": key}),
+        "attachments_url": reverse("june_api:attachments", kwargs={"agent": agent, "session": key}),
+        "attachment_max_bytes": settings.JUNE_ATTACHMENT_MAX_BYTES,
+        "attachments_per_message": settings.JUNE_ATTACHMENTS_PER_MESSAGE,
+    }
     session.has_turns = session.has_archive = False
     if session.pk is not None:
         selectors.with_titles([session])

@@ -70,7 +70,7 @@ INSERT_NOTIFY_IF = (
 #: rows are locked (``SKIP LOCKED``: one another cluster is claiming is skipped, as django-q2's
 #: claim skips a row whose lock moved) and re-checked under the lock, so a row is claimed once
 CLAIM_NEXT = (
-    "UPDATE {table} SET lock = %s WHERE id IN (SELECT id FROM {table} WHERE \"key\" = %s AND lock < %s "
+    'UPDATE {table} SET lock = %s WHERE id IN (SELECT id FROM {table} WHERE "key" = %s AND lock < %s '
     "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) RETURNING id, payload"
 )
 ACKNOWLEDGE = "DELETE FROM {table} WHERE id = %s"
@@ -183,8 +183,12 @@ class NotifyingORM(ORM):
                 return None
             return super().enqueue(task)
         connection = db.connections[Conf.ORM]
-        if (connection.connection is not None and not connection.in_atomic_block
-                and connection.errors_occurred and not connection.is_usable()):
+        if (
+            connection.connection is not None
+            and not connection.in_atomic_block
+            and connection.errors_occurred
+            and not connection.is_usable()
+        ):
             # the ORM broker closes every obsolete connection here, which with CONN_MAX_AGE=0 is
             # every connection: a reconnect per enqueue. Only a broken one is replaced.
             connection.close()
@@ -225,8 +229,11 @@ class NotifyingORM(ORM):
         """Up to ``Conf.BULK`` unlocked rows, claimed (locked for ``Conf.RETRY``) in one
         statement on the pusher's open connection (``CLAIM_NEXT``), oldest first."""
         now = timezone.now()
-        return _kept(lambda: self._execute(CLAIM_NEXT, [now + timedelta(seconds=Conf.RETRY), self.list_key, now,
-                                                        Conf.BULK], rows=True))
+        return _kept(
+            lambda: self._execute(
+                CLAIM_NEXT, [now + timedelta(seconds=Conf.RETRY), self.list_key, now, Conf.BULK], rows=True
+            )
+        )
 
     @staticmethod
     def _execute(statement: str, params: list, *, rows: bool = False):

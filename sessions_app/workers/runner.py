@@ -106,8 +106,12 @@ class TurnRunner:
         most ``SLOT_WAIT`` seconds: then "busy", and the turn stays queued (its task is done,
         so the watchdog gives it a new one: ``sweep_queued``)."""
         if not self._slots.acquire(timeout=SLOT_WAIT):
-            log.warning("turn %s: no free slot in %s s (%d turns running); left queued for another worker",
-                        turn_id, SLOT_WAIT, len(self.running))
+            log.warning(
+                "turn %s: no free slot in %s s (%d turns running); left queued for another worker",
+                turn_id,
+                SLOT_WAIT,
+                len(self.running),
+            )
             return "busy"
         assert self._loop is not None
         try:
@@ -163,8 +167,12 @@ class TurnRunner:
             lag = loop.time() - due
             self.lag_max = max(self.lag_max, lag)
             if lag > LAG_WARNING:
-                log.warning("the runner's event loop was held for %.2f s (a step or an async tool computed "
-                            "or blocked without awaiting); its %d turns waited", lag, len(self.running))
+                log.warning(
+                    "the runner's event loop was held for %.2f s (a step or an async tool computed "
+                    "or blocked without awaiting); its %d turns waited",
+                    lag,
+                    len(self.running),
+                )
 
     async def _beat(self, heart: Heart) -> None:
         """The process's worker beat (``sessions_app.workers.beat``): scheduled by this loop, so a
@@ -192,13 +200,17 @@ class TurnRunner:
             status = await self.executor.drive(turn_id, on_claim=decided)
             if status == TurnStatus.RUNNING:
                 # the loop returns RUNNING only when its attempt lost the lease (fenced out)
-                log.warning("turn %s: attempt of %s lost its lease; its last unit was refused",
-                            turn_id, self.executor.owner)
+                log.warning(
+                    "turn %s: attempt of %s lost its lease; its last unit was refused", turn_id, self.executor.owner
+                )
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("turn %s failed in the runner after %.1f s (its lease runs out; the sweeper "
-                          "hands it on)", turn_id, time.monotonic() - started)
+            log.exception(
+                "turn %s failed in the runner after %.1f s (its lease runs out; the sweeper hands it on)",
+                turn_id,
+                time.monotonic() - started,
+            )
         finally:
             decided(False)
             self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
@@ -219,8 +231,11 @@ def runner() -> TurnRunner:
     global _runner
     with _runner_lock:
         if _runner is None or _runner.pid != os.getpid() or not _runner._thread.is_alive():
-            started = TurnRunner(limit=settings.JUNE_TURNS_PER_WORKER, threads=settings.JUNE_WORKER_THREADS,
-                                 connections_=settings.JUNE_WORKER_DB_CONNECTIONS)
+            started = TurnRunner(
+                limit=settings.JUNE_TURNS_PER_WORKER,
+                threads=settings.JUNE_WORKER_THREADS,
+                connections_=settings.JUNE_WORKER_DB_CONNECTIONS,
+            )
             started.start()
             _runner = started
         return _runner

@@ -70,7 +70,8 @@ class PromptCluster(Cluster):
         self.stop_event = Event()
         self.start_event = Event()
         self.sentinel = get_mp_context().Process(
-            target=CrashSafeSentinel, name=f"Process-{uuid.uuid4().hex}",
+            target=CrashSafeSentinel,
+            name=f"Process-{uuid.uuid4().hex}",
             args=(self.stop_event, self.start_event, self.cluster_id, self.broker, self.timeout),
         )
         self.sentinel.start()
@@ -79,10 +80,12 @@ class PromptCluster(Cluster):
             if not self.sentinel.is_alive():
                 if self.sentinel.exitcode == 0:  # as q2: a sentinel stopped on purpose
                     break
-                q_logger.error("Q Cluster %s failed to start. Sentinel exited with code %s.", self.name,
-                               self.sentinel.exitcode)
-                raise RuntimeError(f"Q Cluster {self.name} failed to start: sentinel exited "
-                                   f"with code {self.sentinel.exitcode}")
+                q_logger.error(
+                    "Q Cluster %s failed to start. Sentinel exited with code %s.", self.name, self.sentinel.exitcode
+                )
+                raise RuntimeError(
+                    f"Q Cluster {self.name} failed to start: sentinel exited with code {self.sentinel.exitcode}"
+                )
             time.sleep(0.1)
         return self.pid
 

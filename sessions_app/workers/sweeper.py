@@ -48,6 +48,7 @@ BUDGET_REASON = "retry budget exhausted"
 
 # -- the sweeper ------------------------------------------------------------------------------------
 
+
 def _tools_of(agent_name: str) -> dict[str, tuple[bool, str]]:
     try:
         agent = wiring.agent(agent_name)
@@ -59,8 +60,11 @@ def _tools_of(agent_name: str) -> dict[str, tuple[bool, str]]:
 def _classify(turn_id: str, now: float) -> tuple[RecoveryState, Any]:
     state = wiring.store().load_sync(turn_id)
     recovery = classify_submission_state(
-        state.turn, state.transcript, now,
-        tools=_tools_of(state.turn.session.agent), max_attempts=settings.JUNE_MAX_ATTEMPTS,
+        state.turn,
+        state.transcript,
+        now,
+        tools=_tools_of(state.turn.session.agent),
+        max_attempts=settings.JUNE_MAX_ATTEMPTS,
     )
     return recovery, state.turn
 
@@ -72,8 +76,9 @@ def sweep_expired(*, now: float | None = None, redeliver_after: float | None = N
     redeliver_after = settings.JUNE_REDELIVER_AFTER if redeliver_after is None else redeliver_after
     counts = {"redelivered": 0, "failed": 0}
     candidates = list(
-        m.Turn.objects.filter(status=TurnStatus.RUNNING, lease_expires_at__lt=now)
-        .values_list("id", "attempt_id", "lease_owner", "lease_expires_at")[:200]
+        m.Turn.objects.filter(status=TurnStatus.RUNNING, lease_expires_at__lt=now).values_list(
+            "id", "attempt_id", "lease_owner", "lease_expires_at"
+        )[:200]
     )
     for turn_id, attempt_id, owner, expires in candidates:
         if owner and owner.startswith(SWEPT) and expires is not None and expires > now - redeliver_after:
@@ -193,16 +198,21 @@ def _unclaimed(now: float, window: float) -> list[tuple[str, int]]:
     Usually none (a queued turn is claimed within milliseconds of its task), so an idle watchdog
     pass costs this one query (by the status index); in a backlog, the oldest first."""
     since = now - window
-    unclaimed = (m.Turn.objects.filter(status=TurnStatus.QUEUED, created_at__lte=_datetime(since))
-                 .exclude(lease_owner__startswith=REQUEUED, lease_expires_at__gt=since)
-                 .order_by("created_at").values_list("id", "attempts"))
+    unclaimed = (
+        m.Turn.objects.filter(status=TurnStatus.QUEUED, created_at__lte=_datetime(since))
+        .exclude(lease_owner__startswith=REQUEUED, lease_expires_at__gt=since)
+        .order_by("created_at")
+        .values_list("id", "attempts")
+    )
     return list(unclaimed[:500])
 
 
 #: of some turns, the ones first in their session's chain (``lease.CLAIM``'s condition), by the
 #: ``turn_chain`` partial index (its statuses written out, as ``IN_CHAIN`` says why)
-HEADS = ('SELECT t.id FROM sessions_app_turn t WHERE t.id IN ({ids}) AND NOT EXISTS (SELECT 1 FROM '
-         f'sessions_app_turn p WHERE p.session_id = t.session_id AND p."order" < t."order" AND p.status {IN_CHAIN})')
+HEADS = (
+    "SELECT t.id FROM sessions_app_turn t WHERE t.id IN ({ids}) AND NOT EXISTS (SELECT 1 FROM "
+    f'sessions_app_turn p WHERE p.session_id = t.session_id AND p."order" < t."order" AND p.status {IN_CHAIN})'
+)
 
 
 def _heads(turn_ids: list[str]) -> set[str]:
@@ -222,16 +232,19 @@ def requeue_once(turn_id: str, *, now: float, window: float) -> bool:
     turn whatever they hold; the fence and the heartbeat go by ``attempt_id``, which stays as it
     is, as do ``revision`` and ``attempts``). The task is enqueued at the mark's commit."""
     with transaction.atomic():
-        marked = m.Turn.objects.filter(pk=turn_id, status=TurnStatus.QUEUED).exclude(
-            lease_owner__startswith=REQUEUED, lease_expires_at__gt=now - window
-        ).update(lease_owner=(REQUEUED + default_owner())[:200], lease_expires_at=now)
+        marked = (
+            m.Turn.objects.filter(pk=turn_id, status=TurnStatus.QUEUED)
+            .exclude(lease_owner__startswith=REQUEUED, lease_expires_at__gt=now - window)
+            .update(lease_owner=(REQUEUED + default_owner())[:200], lease_expires_at=now)
+        )
         if marked:
             enqueue_turn(turn_id)
     return marked == 1
 
 
-def sweep_queued(*, now: float | None = None, requeue_after: float | None = None,
-                 lost_seen: set[str] | None = None) -> int:
+def sweep_queued(
+    *, now: float | None = None, requeue_after: float | None = None, lost_seen: set[str] | None = None
+) -> int:
     """Queued turns first in their session's chain that no worker claimed though nothing waits to
     run them: re-enqueue them. Returns how many were re-enqueued.
 
@@ -257,8 +270,11 @@ def sweep_queued(*, now: float | None = None, requeue_after: float | None = None
         now_dt = _datetime(now)
         # a task's lock is its take time + retry: later than this, it was taken within the window
         taken_since = _datetime(now - window) + timedelta(seconds=Conf.RETRY)
-        stuck = [(turn_id, attempts, tasks.get(turn_id, [])) for turn_id, attempts in candidates
-                 if not any(lock <= now_dt or lock > taken_since for lock in tasks.get(turn_id, []))]
+        stuck = [
+            (turn_id, attempts, tasks.get(turn_id, []))
+            for turn_id, attempts in candidates
+            if not any(lock <= now_dt or lock > taken_since for lock in tasks.get(turn_id, []))
+        ]
         # a turn queued behind another of its session has no task: the chain's hand-off gives it one
         heads = _heads([turn_id for turn_id, _, _ in stuck])
         for turn_id, attempts, locks in stuck:
@@ -284,8 +300,11 @@ def _requeue(turn_id: str, now: float, window: float, *, taken: bool, attempts: 
             return False
     if not requeue_once(turn_id, now=now, window=window):
         return False  # claimed meanwhile, or another sweeper re-enqueued it within the window
-    log.warning("sweeper: queued turn %s %s; re-enqueued", turn_id,
-                f"was taken by a cluster and not claimed within {window:g}s" if taken else "had no task")
+    log.warning(
+        "sweeper: queued turn %s %s; re-enqueued",
+        turn_id,
+        f"was taken by a cluster and not claimed within {window:g}s" if taken else "had no task",
+    )
     return True
 
 

@@ -85,5 +85,6 @@ def ensure_sweeper_schedule(**_: object) -> None:
         defaults={"func": SWEEP, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
     )
     if not created and (schedule.func != SWEEP or schedule.minutes != minutes or schedule.repeats == 0):
-        Schedule.objects.filter(pk=schedule.pk).update(func=SWEEP, schedule_type=Schedule.MINUTES,
-                                                       minutes=minutes, repeats=-1)
+        Schedule.objects.filter(pk=schedule.pk).update(
+            func=SWEEP, schedule_type=Schedule.MINUTES, minutes=minutes, repeats=-1
+        )

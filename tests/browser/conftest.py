@@ -43,8 +43,15 @@ from tests.processes import database_url, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("JUNE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
 DEADLINE_MS = 60_000
 
 
@@ -145,8 +152,7 @@ def make_user(transactional_db) -> Callable[..., Any]:
     from django.contrib.auth.models import Group
 
     def make(username: str, password: str | None = None, *, staff: bool = False, groups: tuple[str, ...] = ()):
-        user = get_user_model().objects.create_user(username, password=password or f"pw-{username}-123",
-                                                    is_staff=staff)
+        user = get_user_model().objects.create_user(username, password=password or f"pw-{username}-123", is_staff=staff)
         for name in groups:
             user.groups.add(Group.objects.get_or_create(name=name)[0])
         return user
@@ -167,8 +173,9 @@ def new_page(june_server: JuneServer, browser: Any) -> Iterator[Callable[..., An
         if user is not None:
             client = Client()
             client.force_login(user)
-            context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value,
-                                  "url": june_server.url}])
+            context.add_cookies(
+                [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": june_server.url}]
+            )
         return context.new_page()
 
     yield make

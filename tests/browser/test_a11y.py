@@ -28,9 +28,18 @@ def audit(page, what: str) -> list[dict]:
     context = {"exclude": EXCLUDE} if EXCLUDE else None
     results = Axe().run(page, context=context)
     bad = [v for v in results.response["violations"] if v.get("impact") in BLOCKING]
-    report = [{"id": v["id"], "impact": v["impact"], "help": v["help"],
-               "nodes": [{"target": n["target"], "html": n["html"][:200], "why": n.get("failureSummary", "")[:300]}
-                         for n in v["nodes"][:6]]} for v in bad]
+    report = [
+        {
+            "id": v["id"],
+            "impact": v["impact"],
+            "help": v["help"],
+            "nodes": [
+                {"target": n["target"], "html": n["html"][:200], "why": n.get("failureSummary", "")[:300]}
+                for n in v["nodes"][:6]
+            ],
+        }
+        for v in bad
+    ]
     # the audit ran rules (a page the script could not reach would pass with nothing checked)
     assert len(results.response["passes"]) > 10, what
     return [{"page": what, **r} for r in report]
@@ -126,8 +135,10 @@ def test_the_chat_works_with_the_keyboard_alone(june_server, make_user, new_page
     assert page.evaluate("document.activeElement.textContent") == "Approve"
     assert page.evaluate("document.activeElement.closest('.approval.card[data-state=open]') !== null")
     # the focused control shows a visible focus ring (:focus-visible in june.css)
-    ring = page.evaluate("(({outlineStyle, outlineWidth}) => outlineStyle + ' ' + outlineWidth)"
-                         "(getComputedStyle(document.activeElement))")
+    ring = page.evaluate(
+        "(({outlineStyle, outlineWidth}) => outlineStyle + ' ' + outlineWidth)"
+        "(getComputedStyle(document.activeElement))"
+    )
     assert ring == "solid 3px", ring  # june.css's ring, not the browser's default
     page.keyboard.press("Space")
     page.wait_for_selector(".approval.card[data-outcome=approved]")

@@ -30,8 +30,9 @@ PASTE = """([name, type, b64]) => {
 
 
 def _ready_chips(page, count: int) -> None:
-    page.wait_for_function(f"document.querySelectorAll('.attach-chip[data-state=ready]').length === {count}",
-                           timeout=20000)
+    page.wait_for_function(
+        f"document.querySelectorAll('.attach-chip[data-state=ready]').length === {count}", timeout=20000
+    )
 
 
 def test_attach_by_button_and_by_drop_then_send(june_server, make_user, new_page):
@@ -58,8 +59,11 @@ def test_attach_by_button_and_by_drop_then_send(june_server, make_user, new_page
     def shown() -> None:
         bubble = page.locator(".msg.user").last
         bubble.locator(".attachment img[alt='photo.png']").wait_for()
-        page.wait_for_function("(() => { const i = document.querySelector(\".msg.user .attachment img\");"
-                               " return i && i.complete && i.naturalWidth === 4; })()", timeout=10000)
+        page.wait_for_function(
+            '(() => { const i = document.querySelector(".msg.user .attachment img");'
+            " return i && i.complete && i.naturalWidth === 4; })()",
+            timeout=10000,
+        )
         assert "report.pdf (3 pages)" in bubble.locator(".attachment").last.text_content()
 
     shown()
@@ -72,8 +76,10 @@ def test_attach_by_button_and_by_drop_then_send(june_server, make_user, new_page
 def test_a_file_that_is_not_an_image_or_pdf_is_refused_in_the_page(june_server, make_user, new_page):
     alice = make_user("alice")
     page = open_chat(new_page(alice), "ops", "files2")
-    page.set_input_files("#attach-input", files=[{"name": "evil.png", "mimeType": "image/png",
-                                                  "buffer": b"<html><script>alert(1)</script>"}])
+    page.set_input_files(
+        "#attach-input",
+        files=[{"name": "evil.png", "mimeType": "image/png", "buffer": b"<html><script>alert(1)</script>"}],
+    )
     page.wait_for_selector("#composer-error:not([hidden])")
     assert "PNG, JPEG, GIF, WebP or PDF" in page.locator("#composer-error").text_content()
     assert page.locator(".attach-chip").count() == 0 and not Attachment.objects.exists()
@@ -84,13 +90,21 @@ def test_the_remove_button_drops_an_unsent_file(june_server, make_user, new_page
 
     alice = make_user("alice")
     page = open_chat(new_page(alice), "ops", "files3")
-    page.set_input_files("#attach-input", files=[{"name": "a.png", "mimeType": "image/png", "buffer": png()},
-                                                 {"name": "b.png", "mimeType": "image/png", "buffer": png(3, 3)}])
+    page.set_input_files(
+        "#attach-input",
+        files=[
+            {"name": "a.png", "mimeType": "image/png", "buffer": png()},
+            {"name": "b.png", "mimeType": "image/png", "buffer": png(3, 3)},
+        ],
+    )
     _ready_chips(page, 2)
     page.locator(".attach-chip", has_text="a.png").get_by_role("button", name="Remove a.png").click()
     _ready_chips(page, 1)
-    wait_for(lambda: list(Attachment.objects.values_list("name", flat=True)) == ["b.png"], timeout=10,
-             what="the removed upload's row to go")
+    wait_for(
+        lambda: list(Attachment.objects.values_list("name", flat=True)) == ["b.png"],
+        timeout=10,
+        what="the removed upload's row to go",
+    )
     page.fill("#text", "only b")
     page.click("#send")
     page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'", timeout=30000)
@@ -114,8 +128,13 @@ def test_the_chat_with_attachments_passes_the_accessibility_audit(june_server, m
     from tests.browser.test_a11y import audit
 
     page = open_chat(new_page(make_user("alice")), "ops", "files5")
-    page.set_input_files("#attach-input", files=[{"name": "a.png", "mimeType": "image/png", "buffer": png()},
-                                                 {"name": "b.pdf", "mimeType": "application/pdf", "buffer": pdf(1)}])
+    page.set_input_files(
+        "#attach-input",
+        files=[
+            {"name": "a.png", "mimeType": "image/png", "buffer": png()},
+            {"name": "b.pdf", "mimeType": "application/pdf", "buffer": pdf(1)},
+        ],
+    )
     _ready_chips(page, 2)
     page.fill("#text", "look")
     page.click("#send")

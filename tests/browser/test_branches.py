@@ -9,8 +9,7 @@ from tests.browser.conftest import DEADLINE_MS, open_chat, send_message, wait_li
 
 
 def wait_idle(page) -> None:
-    page.wait_for_function("document.querySelector('#turn-status').dataset.status === 'completed'",
-                           timeout=DEADLINE_MS)
+    page.wait_for_function("document.querySelector('#turn-status').dataset.status === 'completed'", timeout=DEADLINE_MS)
 
 
 def ask(page, text: str) -> None:
@@ -31,8 +30,9 @@ def test_regenerate_makes_a_branch_to_switch_back_from(june_server, make_user, n
     page.wait_for_selector(".branch-bar[data-index='0'] .branch-count >> text=2/2", timeout=DEADLINE_MS)
     session = m.Session.objects.get(key="regen1")
     assert session.generation == 1
-    texts = list(m.Message.objects.filter(session=session, generation=1).order_by("index")
-                 .values_list("role", "data__text"))
+    texts = list(
+        m.Message.objects.filter(session=session, generation=1).order_by("index").values_list("role", "data__text")
+    )
     assert texts[0] == ("user", "hello there") and texts[-1] == ("assistant", "You said: hello there")
     assert m.Turn.objects.filter(session=session, generation=1).count() == 1  # the regenerated turn
 

@@ -58,7 +58,9 @@ def test_reload_mid_turn_shows_everything_so_far_and_continues(june_server, make
     wait_live(page)
     assert page.locator(".msg.user").last.text_content() == "essay"  # replayed from the log
     # the snapshot brings back the start of the message, then it keeps growing
-    page.wait_for_function("document.querySelector('.msg.assistant.streaming')?.textContent.startsWith('Durable execution')")
+    page.wait_for_function(
+        "document.querySelector('.msg.assistant.streaming')?.textContent.startsWith('Durable execution')"
+    )
     before = len(page.locator(".msg.assistant.streaming").text_content())
     page.wait_for_function(f"document.querySelector('.msg.assistant.streaming')?.textContent.length > {before + 20}")
     assert page.locator("#turn-status").get_attribute("data-status") == "running"
@@ -134,7 +136,6 @@ def test_a_turn_that_reached_its_limit_is_marked_in_the_chat_and_after_a_reload(
     wait_live(page)
     page.wait_for_selector(".note.limited")
     assert page.locator(".note.limited").count() == 1
-
 
 
 def test_opening_a_session_url_creates_nothing_until_the_first_message(june_server, make_user, new_page):

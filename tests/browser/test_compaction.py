@@ -13,9 +13,11 @@ def test_the_divider_appears_live_and_expands_to_the_summary(june_server, make_u
     page = open_chat(new_page(alice), "ops", "long-chat")
     for n in range(3):
         send_message(page, f"{n}: {LONG}")
-        page.wait_for_function(f"document.querySelectorAll('.msg.assistant:not(.streaming)').length === {n + 1}"
-                               " && document.getElementById('turn-status').dataset.status === 'completed'",
-                               timeout=60_000)
+        page.wait_for_function(
+            f"document.querySelectorAll('.msg.assistant:not(.streaming)').length === {n + 1}"
+            " && document.getElementById('turn-status').dataset.status === 'completed'",
+            timeout=60_000,
+        )
     divider = page.locator("details.compaction")
     divider.wait_for(timeout=30_000)
     assert divider.count() == 1

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from tests.browser.conftest import open_chat, send_message, wait_live
 
-MARKDOWN = ("plan\n\n| item | qty |\n|---|---|\n| tea | 2 |\n| mugs | 4 |\n\n"
-            "```python\nprint('hi')\n```\n\n- **bold** one\n- *em* two\n\n"
-            "[docs](https://example.com/docs) and [bad](javascript:window.__clicked=1)")
-XSS = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script> **still bold**"
+MARKDOWN = (
+    "plan\n\n| item | qty |\n|---|---|\n| tea | 2 |\n| mugs | 4 |\n\n"
+    "```python\nprint('hi')\n```\n\n- **bold** one\n- *em* two\n\n"
+    "[docs](https://example.com/docs) and [bad](javascript:window.__clicked=1)"
+)
+XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script> **still bold**'
 
 
 def _done(page, n):

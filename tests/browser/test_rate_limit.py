@@ -23,8 +23,9 @@ def test_a_send_over_the_rate_limit_keeps_the_text_and_says_when_to_retry(june_s
     # the minute is already spent (this one and the next two: the test may straddle a minute)
     now = time.time()
     windows = [quotas.window_of(quotas.USER, now) + 60 * k for k in range(3)]
-    m.RateCounter.objects.bulk_create([m.RateCounter(scope="user", subject=str(alice.pk), window_start=w, n=limit)
-                                       for w in windows])
+    m.RateCounter.objects.bulk_create(
+        [m.RateCounter(scope="user", subject=str(alice.pk), window_start=w, n=limit) for w in windows]
+    )
     page.fill("#text", "order 2 blue mugs")
     page.press("#text", "Enter")
     page.wait_for_selector("#composer-error:not([hidden])")

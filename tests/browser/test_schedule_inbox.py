@@ -28,7 +28,8 @@ def test_the_scheduled_summary_appears_live_in_the_ops_inbox(june_server, make_u
     assert trigger.text_content() == "summary of today"
     page.wait_for_function(
         "[...document.querySelectorAll('.msg.assistant')].some(m => m.textContent.startsWith('Daily summary'))",
-        timeout=DEADLINE_MS)
+        timeout=DEADLINE_MS,
+    )
     assert page.locator(".msg.user").count() == 0  # no human sent anything
     page.goto("/")
     assert page.locator("[data-agent=ops] .sessions li >> text=Ops inbox").count() == 1

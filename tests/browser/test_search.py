@@ -44,9 +44,12 @@ def _seed(user: Any) -> None:
 
 
 def _in_view(page: Any, selector: str) -> bool:
-    return page.evaluate("""(sel) => { const n = document.querySelector(sel), l = document.getElementById('log');
+    return page.evaluate(
+        """(sel) => { const n = document.querySelector(sel), l = document.getElementById('log');
         const a = n.getBoundingClientRect(), b = l.getBoundingClientRect();
-        return a.bottom > b.top && a.top < b.bottom; }""", selector)
+        return a.bottom > b.top && a.top < b.bottom; }""",
+        selector,
+    )
 
 
 def test_search_open_a_hit_at_its_message_and_export(june_server, make_user, new_page):
@@ -67,8 +70,13 @@ def test_search_open_a_hit_at_its_message_and_export(june_server, make_user, new
     assert "Kumquat harvest" in page.locator("#m0").text_content()
     assert page.locator("#m0").get_attribute("class").split()[:2] == ["msg", "user"]
     assert _in_view(page, "#m0")
-    assert page.evaluate("(() => { const l = document.getElementById('log');"
-                         " return l.scrollHeight - l.scrollTop - l.clientHeight; })()") > 500
+    assert (
+        page.evaluate(
+            "(() => { const l = document.getElementById('log');"
+            " return l.scrollHeight - l.scrollTop - l.clientHeight; })()"
+        )
+        > 500
+    )
 
     # the reply: an assistant message, found by the index its bubble carries
     page.goto("/?q=kumquat")

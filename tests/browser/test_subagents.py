@@ -21,8 +21,9 @@ def test_children_are_nested_under_the_tool_call_live_and_after_a_reload(june_se
     chat.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
 
     def check() -> None:
-        chat.wait_for_function(f"Array.from(document.querySelectorAll('{CHILDREN}'))"
-                               ".every((c) => c.dataset.status === 'completed')")
+        chat.wait_for_function(
+            f"Array.from(document.querySelectorAll('{CHILDREN}')).every((c) => c.dataset.status === 'completed')"
+        )
         goals = sorted(chat.locator(f"{CHILDREN} .child-goal").all_text_contents())
         assert goals == ["harbours", "tides"]
         for goal in goals:

@@ -124,9 +124,12 @@ def test_a_long_session_opens_at_its_newest_message(june_server, make_user, new_
     wait_live(page)
     page.wait_for_function("document.querySelectorAll('.msg.assistant').length === 5")
     page.wait_for_timeout(300)
-    gap = page.evaluate("(() => { const l = document.getElementById('log'); "
-                        "return l.scrollHeight - l.scrollTop - l.clientHeight; })()")
-    assert page.evaluate("document.getElementById('log').scrollHeight > 2 * document.getElementById('log').clientHeight")
+    gap = page.evaluate(
+        "(() => { const l = document.getElementById('log'); return l.scrollHeight - l.scrollTop - l.clientHeight; })()"
+    )
+    assert page.evaluate(
+        "document.getElementById('log').scrollHeight > 2 * document.getElementById('log').clientHeight"
+    )
     assert gap < 5, gap
 
 
@@ -136,11 +139,14 @@ def test_parallel_calls_show_every_card_at_once_answered_in_any_order(june_serve
     alice = make_user("alice")
     page = open_chat(new_page(alice), "ops", "bulk3")
     send_message(page, "bulk order 50 mugs and 20 pens and 10 cups")
-    page.wait_for_function("document.querySelectorAll('.approval.card[data-state=open] textarea.approval-input')"
-                           ".length === 3")
+    page.wait_for_function(
+        "document.querySelectorAll('.approval.card[data-state=open] textarea.approval-input').length === 3"
+    )
     cards = page.locator(".approval.card[data-state=open]")
-    assert ['"item": "mugs"' in cards.nth(0).locator("textarea").input_value(),
-            '"item": "cups"' in cards.nth(2).locator("textarea").input_value()] == [True, True]
+    assert [
+        '"item": "mugs"' in cards.nth(0).locator("textarea").input_value(),
+        '"item": "cups"' in cards.nth(2).locator("textarea").input_value(),
+    ] == [True, True]
 
     cups = page.locator(".approval.card").nth(2)
     cups.locator("textarea.approval-input").fill('{"item": "cups", "quantity": 4}')

@@ -18,7 +18,8 @@ PROMPT = "Approve a $10.00 refund on order 42?"
 def _index(page: Any, selector: str) -> int:
     """Position among the log's children of the first element matching ``selector``."""
     return page.evaluate(
-        "(sel) => [...document.getElementById('log').children].indexOf(document.querySelector(sel))", selector)
+        "(sel) => [...document.getElementById('log').children].indexOf(document.querySelector(sel))", selector
+    )
 
 
 def _answer_via_api(turn_id: str, user: Any, answer: bool) -> None:
@@ -33,9 +34,14 @@ def _answer_via_api(turn_id: str, user: Any, answer: bool) -> None:
     out: list[Any] = []
 
     def call() -> None:  # off Playwright's thread (its event loop forbids async_to_sync there)
-        out.append(Client().post(f"/api/approvals/{turn_id}/answer",
-                                 json.dumps({"input_id": "approve-refund", "answer": answer}),
-                                 content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"))
+        out.append(
+            Client().post(
+                f"/api/approvals/{turn_id}/answer",
+                json.dumps({"input_id": "approve-refund", "answer": answer}),
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Bearer {token}",
+            )
+        )
 
     worker = threading.Thread(target=call)
     worker.start()
@@ -43,7 +49,9 @@ def _answer_via_api(turn_id: str, user: Any, answer: bool) -> None:
     assert out and out[0].status_code in (200, 202), out and out[0].content
 
 
-def test_refused_sends_keep_the_text_and_the_card_shows_who_may_answer_and_the_outcome(june_server, make_user, new_page):
+def test_refused_sends_keep_the_text_and_the_card_shows_who_may_answer_and_the_outcome(
+    june_server, make_user, new_page
+):
     from sessions_app import models as m
 
     alice = make_user("alice")
@@ -175,8 +183,9 @@ def test_keyboard_only_on_a_phone_sized_viewport(june_server, make_user, browser
     alice = make_user("alice")
     client = Client()
     client.force_login(alice)
-    context = browser.new_context(base_url=june_server.url, viewport={"width": 390, "height": 844},
-                                  is_mobile=True, has_touch=True)
+    context = browser.new_context(
+        base_url=june_server.url, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
     context.set_default_timeout(DEADLINE_MS)
     context.add_cookies([{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": june_server.url}])
     try:

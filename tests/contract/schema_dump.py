@@ -18,20 +18,19 @@ from typing import Any
 
 SNAPSHOT = Path(__file__).parent / "schema" / "sessions_app.json"
 
-SQLITE = ("SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND tbl_name LIKE 'sessions_app%' "
-          "ORDER BY sql")
+SQLITE = "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND tbl_name LIKE 'sessions_app%' ORDER BY sql"
 PG = {
     # in their order, not by ordinal_position: a column dropped by the old chain left a gap in it
     "columns": "SELECT table_name, column_name, data_type, character_maximum_length, is_nullable "
-               "FROM information_schema.columns WHERE table_schema = 'public' AND table_name LIKE 'sessions_app%' "
-               "ORDER BY table_name, ordinal_position",
+    "FROM information_schema.columns WHERE table_schema = 'public' AND table_name LIKE 'sessions_app%' "
+    "ORDER BY table_name, ordinal_position",
     "indexes": "SELECT tablename, indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' "
-               "AND tablename LIKE 'sessions_app%' ORDER BY tablename, indexname",
+    "AND tablename LIKE 'sessions_app%' ORDER BY tablename, indexname",
     "constraints": "SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid) FROM pg_constraint c "
-                   "JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public' "
-                   "AND c.conrelid::regclass::text LIKE 'sessions_app%' ORDER BY 1, 2",
+    "JOIN pg_namespace n ON n.oid = c.connamespace WHERE n.nspname = 'public' "
+    "AND c.conrelid::regclass::text LIKE 'sessions_app%' ORDER BY 1, 2",
     "functions": "SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = "
-                 "p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE 'june%' ORDER BY 1",
+    "p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE 'june%' ORDER BY 1",
 }
 
 

@@ -71,10 +71,15 @@ async def test_a_switch_brings_the_branch_left_back_and_a_turn_there_sees_it(sto
     with pytest.raises(SessionBusyError):
         await store.fork(REF, TurnInput(text="again"), turn_id=tid(), at=0)
     assert await store.claim(edited, owner="w", attempt_id=(attempt := tid()), now=200.0, lease_seconds=10)
-    await store.atomic(edited, attempt, lambda tx: (
-        tx.append(Message(Role.USER, text="q1 edited", turn_id=edited), 2),
-        tx.append(Message(Role.ASSISTANT, text="b1", turn_id=edited), 3),
-        tx.settle(TurnStatus.COMPLETED, text="b1")))
+    await store.atomic(
+        edited,
+        attempt,
+        lambda tx: (
+            tx.append(Message(Role.USER, text="q1 edited", turn_id=edited), 2),
+            tx.append(Message(Role.ASSISTANT, text="b1", turn_id=edited), 3),
+            tx.settle(TurnStatus.COMPLETED, text="b1"),
+        ),
+    )
     back = await store.switch(REF, 0)
     assert back.generation == 0
     assert [e.event.type for e in back.events] == ["branch.switched"]
@@ -82,8 +87,9 @@ async def test_a_switch_brings_the_branch_left_back_and_a_turn_there_sees_it(sto
     await store.create_turn(REF, TurnInput(text="q2"), turn_id=later)
     assert (await store.get_turn(later)).generation == 0
     assert await texts_seen_by(store, later, now=300.0) == ["q0", "a0", "q1", "a1"]
-    await store.atomic(later, (await store.get_turn(later)).attempt_id,
-                       lambda tx: tx.settle(TurnStatus.COMPLETED, text=""))
+    await store.atomic(
+        later, (await store.get_turn(later)).attempt_id, lambda tx: tx.settle(TurnStatus.COMPLETED, text="")
+    )
     assert (await store.switch(REF, fork.generation)).generation == fork.generation
     with pytest.raises(NotFound):
         await store.switch(REF, 99)
@@ -115,6 +121,7 @@ def _compacted(turn_id: str, *, cut: int, at: int):
         tx.append(Message(Role.SUMMARY, text=f"summary@{at}", turn_id=turn_id, boundary=cut), at)
         tx.step(f"compact:{at}", at, {"boundary": cut, "opening": 0, "reason": "proactive", "messages": cut})
         tx.boundary(cut, at)
+
     return work
 
 

@@ -30,7 +30,8 @@ def old_session():
     s = m.Session.objects.create(agent="ops", key="old")
     m.Turn.objects.bulk_create(
         [m.Turn(id=f"done{i:04d}", session=s, order=i, status="completed") for i in range(1, RAN + 1)]
-        + [m.Turn(id="queued", session=s, order=RAN + 1, status="queued")])
+        + [m.Turn(id="queued", session=s, order=RAN + 1, status="queued")]
+    )
     with connection.cursor() as cur:
         cur.execute("ANALYZE")
     return s
@@ -39,8 +40,10 @@ def old_session():
 def _statements(session_id: int) -> dict[str, tuple[str, list]]:
     return {
         "hand-off": (checkpoint.NEXT_IN_CHAIN, ["queued"]),
-        "status recompute": (checkpoint_plain.SESSION_STATUS_EVENT_SEQ,
-                             checkpoint.session_status_params(session_id, "2026-12-01 00:00:00", events=1)),
+        "status recompute": (
+            checkpoint_plain.SESSION_STATUS_EVENT_SEQ,
+            checkpoint.session_status_params(session_id, "2026-12-01 00:00:00", events=1),
+        ),
         "claim": (lease.CLAIM, lease.claim_params("queued", "w", "a", 1.0, 30.0)),
         "enqueue guard": ("SELECT " + queue.CHAIN_HEAD, ["queued"]),
         "next queued": (reads.NEXT_QUEUED, ["ops", "old"]),
@@ -52,8 +55,10 @@ def _statements(session_id: int) -> dict[str, tuple[str, list]]:
 def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
     prepared = {
         "hand-off": (checkpoint_pg.NEXT_IN_CHAIN_PG, ["queued"]),
-        "status recompute": (checkpoint_pg.STATUS_AND_EVENT_SEQ,
-                             checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1)),
+        "status recompute": (
+            checkpoint_pg.STATUS_AND_EVENT_SEQ,
+            checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1),
+        ),
         "claim and load": (opening.CLAIM, ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]),
         "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "old", "new"]),
@@ -90,13 +95,21 @@ def young_tables():
     in ``pg_class`` (written in place, not rolled back): this test's transaction sets them back
     to "never analyzed", and its rollback restores them."""
     s = m.Session.objects.create(agent="ops", key="young")
-    m.Turn.objects.bulk_create([m.Turn(id="first", session=s, order=1, status="completed"),
-                                m.Turn(id="queued", session=s, order=2, status="queued")])
+    m.Turn.objects.bulk_create(
+        [
+            m.Turn(id="first", session=s, order=1, status="completed"),
+            m.Turn(id="queued", session=s, order=2, status="queued"),
+        ]
+    )
     with connection.cursor() as cur:
-        cur.execute("UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE relname IN "
-                    "('sessions_app_turn', 'sessions_app_session')")
-        cur.execute("DELETE FROM pg_statistic WHERE starelid IN "
-                    "('sessions_app_turn'::regclass, 'sessions_app_session'::regclass)")
+        cur.execute(
+            "UPDATE pg_class SET reltuples = -1, relpages = 0 WHERE relname IN "
+            "('sessions_app_turn', 'sessions_app_session')"
+        )
+        cur.execute(
+            "DELETE FROM pg_statistic WHERE starelid IN "
+            "('sessions_app_turn'::regclass, 'sessions_app_session'::regclass)"
+        )
     return s
 
 
@@ -112,8 +125,10 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
         "hand-off": (checkpoint_pg.NEXT_IN_CHAIN_PG, ["first"]),
         "mark running": (opening.MARK_RUNNING, ["running", "queued", "a", "running"]),
         "heartbeat": (lease.HEARTBEAT_PG, [31.0, "queued", "a", "running"]),
-        "status recompute": (checkpoint_pg.STATUS_AND_EVENT_SEQ,
-                             checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1)),
+        "status recompute": (
+            checkpoint_pg.STATUS_AND_EVENT_SEQ,
+            checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1),
+        ),
         "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "young", "new"]),
     }
@@ -155,19 +170,28 @@ def test_the_chain_statements_answer_as_before(old_session):
         assert cur.fetchone()[0] == "queued"
         cur.execute("SELECT " + queue.CHAIN_HEAD, ["queued"])
         assert cur.fetchone()[0] in (True, 1)
-        cur.execute(checkpoint_plain.SESSION_STATUS_PLAIN, checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"))
+        cur.execute(
+            checkpoint_plain.SESSION_STATUS_PLAIN,
+            checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"),
+        )
     old_session.refresh_from_db()
     assert old_session.status == "running"  # a queued turn keeps the session's chain busy
     m.Turn.objects.filter(pk="queued").update(status="suspended")
     with connection.cursor() as cur:
-        cur.execute(checkpoint_plain.SESSION_STATUS_PLAIN, checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"))
+        cur.execute(
+            checkpoint_plain.SESSION_STATUS_PLAIN,
+            checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"),
+        )
         cur.execute("SELECT " + queue.CHAIN_HEAD, ["queued"])
         assert cur.fetchone()[0] in (True, 1)  # nothing before it
     old_session.refresh_from_db()
     assert old_session.status == "suspended"
     m.Turn.objects.filter(pk="queued").update(status="completed")
     with connection.cursor() as cur:
-        cur.execute(checkpoint_plain.SESSION_STATUS_PLAIN, checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"))
+        cur.execute(
+            checkpoint_plain.SESSION_STATUS_PLAIN,
+            checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"),
+        )
         cur.execute(reads.NEXT_QUEUED, ["ops", "old"])
         assert cur.fetchone() is None
     old_session.refresh_from_db()

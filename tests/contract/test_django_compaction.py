@@ -47,8 +47,9 @@ def _clean() -> None:
     m.Session.objects.all().delete()
 
 
-@pytest.mark.parametrize("kind,k", [("reactive", k) for k in range(1, REACTIVE + 1)]
-                         + [("proactive", k) for k in range(1, PROACTIVE + 1)])
+@pytest.mark.parametrize(
+    "kind,k", [("reactive", k) for k in range(1, REACTIVE + 1)] + [("proactive", k) for k in range(1, PROACTIVE + 1)]
+)
 async def test_crash_after_every_commit_of_a_compacting_turn_on_django(kind, k):
     base, expected = await run(kind, None)
     assert base.summaries() == 1

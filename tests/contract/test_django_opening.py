@@ -35,7 +35,6 @@ from tests.contract.units import NullSink
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-
 def postgres_only() -> None:
     if not is_postgres():
         pytest.skip("round trips and row locks: PostgreSQL (SQLite has neither)")
@@ -50,24 +49,30 @@ class RoundTrips:
         from sessions_app.store import wire
 
         self.counts: Counter[str] = Counter()
-        for name, cls, attr in (("batch", wire.Batch, "run"), ("deferred", wire.Batch, "defer"),
-                                ("django", db_utils.CursorWrapper, "_execute"),
-                                ("django", db_utils.CursorWrapper, "_executemany"),
-                                ("hop", SyncToAsync, "__call__")):
+        for name, cls, attr in (
+            ("batch", wire.Batch, "run"),
+            ("deferred", wire.Batch, "defer"),
+            ("django", db_utils.CursorWrapper, "_execute"),
+            ("django", db_utils.CursorWrapper, "_executemany"),
+            ("hop", SyncToAsync, "__call__"),
+        ):
             monkeypatch.setattr(cls, attr, self._counting(name, getattr(cls, attr)))
 
     def _counting(self, name, fn):
         counts = self.counts
 
         if asyncio.iscoroutinefunction(fn):
+
             async def counted_async(*args, **kwargs):
                 counts[name] += 1
                 return await fn(*args, **kwargs)
+
             return counted_async
 
         def counted(*args, **kwargs):
             counts[name] += 1
             return fn(*args, **kwargs)
+
         return counted
 
     def take(self) -> dict[str, int]:
@@ -105,9 +110,15 @@ def test_opening_and_closing_a_turn_take_one_round_trip_each(monkeypatch):
         seen = []
         for n in range(3):  # the first warms the connection and its prepared statements
             model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
-            executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: AGENT,
-                                    model_for=lambda a: model, clock=time.time, lease_seconds=60,
-                                    on_runnable=on_runnable)
+            executor = TurnExecutor(
+                store=store,
+                sink=NullSink(),
+                agent_for=lambda name: AGENT,
+                model_for=lambda a: model,
+                clock=time.time,
+                lease_seconds=60,
+                on_runnable=on_runnable,
+            )
             turn_id, queued = uuid.uuid4().hex, uuid.uuid4().hex
             counter.take()
             await store.create_turn(ref, TurnInput(text=f"check {n}"), turn_id=turn_id)
@@ -219,16 +230,21 @@ def test_the_hand_off_never_misses_a_turn_created_as_the_chain_ends():
 
         def settle():
             go.wait()
-            commit = store.commit_direct(direct.connection(), running, attempt,
-                                         lambda tx: tx.settle(TurnStatus.COMPLETED))
+            commit = store.commit_direct(
+                direct.connection(), running, attempt, lambda tx: tx.settle(TurnStatus.COMPLETED)
+            )
             return [turn_id for turn_id, _ in commit.runnable]
 
         def create():
             go.wait()
             own = DjangoSessionStore()
             asyncio.run(own.create_turn(ref, TurnInput(text="late"), turn_id=late))
-            return asyncio.run(own.claim_and_load(late, owner="w2", attempt_id=uuid.uuid4().hex, now=2.0,
-                                                  lease_seconds=600)) is not None
+            return (
+                asyncio.run(
+                    own.claim_and_load(late, owner="w2", attempt_id=uuid.uuid4().hex, now=2.0, lease_seconds=600)
+                )
+                is not None
+            )
 
         (settler, settled), (creator, created) = _in_thread(settle), _in_thread(create)
         settler.join(30)
@@ -262,6 +278,7 @@ def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkeypatch)
                 m.Session.objects.count()
             for i in range(start, start + n):
                 tx.append(Message(Role.USER if i % 2 == 0 else Role.ASSISTANT, text=str(i), turn_id=turn_id), i)
+
         return work
 
     async def turn(start: int, n: int, *, unit: str) -> tuple[int, list[str]]:
@@ -308,10 +325,16 @@ def test_a_claim_waiting_for_its_session_holds_no_turn_lock():
     holder = _connect(autocommit=False)
     try:
         holder.execute("SELECT 1 FROM sessions_app_session WHERE id = %s FOR UPDATE", [session_id])
-        thread, out = _in_thread(lambda: asyncio.run(store.claim_and_load(
-            turn_id, owner="w", attempt_id=uuid.uuid4().hex, now=1.0, lease_seconds=60)))
-        wait_for(lambda: holder.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
-                 timeout=20, what="the claim to wait for the session lock")
+        thread, out = _in_thread(
+            lambda: asyncio.run(
+                store.claim_and_load(turn_id, owner="w", attempt_id=uuid.uuid4().hex, now=1.0, lease_seconds=60)
+            )
+        )
+        wait_for(
+            lambda: holder.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
+            timeout=20,
+            what="the claim to wait for the session lock",
+        )
         holder.execute("SELECT 1 FROM sessions_app_turn WHERE id = %s FOR UPDATE NOWAIT", [turn_id])
         holder.commit()
         thread.join(20)

@@ -134,8 +134,15 @@ async def run(store: DjangoSessionStore, key: str) -> dict[str, Any]:
     await store.create_turn(ref, TurnInput(text="order a mug and ping h"), turn_id=turn_id)
 
     def executor() -> TurnExecutor:
-        ex = TurnExecutor(store=store, sink=sink, agent_for=lambda n: agent, model_for=lambda a: model,
-                          clock=clock, lease_seconds=5, retry_delay=0)
+        ex = TurnExecutor(
+            store=store,
+            sink=sink,
+            agent_for=lambda n: agent,
+            model_for=lambda a: model,
+            clock=clock,
+            lease_seconds=5,
+            retry_delay=0,
+        )
         return ex
 
     for _ in range(3):
@@ -212,8 +219,14 @@ def test_a_sync_tool_that_writes_then_raises_leaves_no_row():
     async def go():
         turn_id = uuid.uuid4().hex
         await store.create_turn(SessionRef("t", "half"), TurnInput(text="go"), turn_id=turn_id)
-        ex = TurnExecutor(store=store, sink=RecordingSink(), agent_for=lambda n: agent,
-                          model_for=lambda a: model, clock=Clock(), lease_seconds=5)
+        ex = TurnExecutor(
+            store=store,
+            sink=RecordingSink(),
+            agent_for=lambda n: agent,
+            model_for=lambda a: model,
+            clock=Clock(),
+            lease_seconds=5,
+        )
         return turn_id, await ex.drive(turn_id)
 
     turn_id, status = _sync(go)
@@ -251,8 +264,15 @@ def test_a_database_failure_inside_a_sync_tool_is_the_units_not_the_tools():
         clock = Clock()
         outcomes = []
         for _ in range(3):
-            ex = TurnExecutor(store=store, sink=RecordingSink(), agent_for=lambda n: agent,
-                              model_for=lambda a: model, clock=clock, lease_seconds=5, retry_delay=0)
+            ex = TurnExecutor(
+                store=store,
+                sink=RecordingSink(),
+                agent_for=lambda n: agent,
+                model_for=lambda a: model,
+                clock=clock,
+                lease_seconds=5,
+                retry_delay=0,
+            )
             try:
                 outcomes.append(await ex.drive(turn_id))
                 break

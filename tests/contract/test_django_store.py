@@ -142,8 +142,9 @@ def test_a_sync_tools_step_commits_in_its_transaction_when_the_tool_used_the_con
     store, turn_id, attempt = _claimed(f"uses-{uses}")
     inside: list[str] = []
     write_sync = DjangoSessionStore._write_sync
-    monkeypatch.setattr(DjangoSessionStore, "_write_sync",
-                        lambda self, tx: inside.append(tx.turn_id) or write_sync(self, tx))
+    monkeypatch.setattr(
+        DjangoSessionStore, "_write_sync", lambda self, tx: inside.append(tx.turn_id) or write_sync(self, tx)
+    )
     hooked: list[bool] = []
 
     def tool(tx):
@@ -227,8 +228,15 @@ def test_a_sync_tool_that_runs_past_the_lease_keeps_it():
     model = ScriptedModel([reply("", ("slow", {})), reply("done")])
 
     def worker(owner: str) -> TurnExecutor:
-        return TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent, model_for=lambda a: model,
-                            clock=time.time, owner=owner, lease_seconds=lease)
+        return TurnExecutor(
+            store=store,
+            sink=NullSink(),
+            agent_for=lambda name: agent,
+            model_for=lambda a: model,
+            clock=time.time,
+            owner=owner,
+            lease_seconds=lease,
+        )
 
     turn_id = uuid.uuid4().hex
 
@@ -320,9 +328,13 @@ def test_an_event_row_keeps_only_what_its_columns_and_message_do_not_hold(direct
 
     commit = asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     rows = list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("type", "data"))
-    assert rows == [("message.completed", 0), ("action.completed", 1),
-                    ("action.completed", {"$from": 1, "name": "renamed", "error": "late"}),
-                    ("turn.completed", {"text": "x", "turn_id": ""}), ("turn.completed", 0)]
+    assert rows == [
+        ("message.completed", 0),
+        ("action.completed", 1),
+        ("action.completed", {"$from": 1, "name": "renamed", "error": "late"}),
+        ("turn.completed", {"text": "x", "turn_id": ""}),
+        ("turn.completed", 0),
+    ]
     replayed = store.events_sync(SessionRef("ops", f"slim-{direct}"))
     assert [e.event for e in replayed] == [e.event for e in commit.events]
 
@@ -344,7 +356,9 @@ def test_an_action_requested_names_its_call_when_its_message_made_several(direct
 
     commit = asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     assert list(Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("data", flat=True)) == [
-        {"$from": 0, "$call": "c2"}, {"$from": 0, "$call": "c1"}]
+        {"$from": 0, "$call": "c2"},
+        {"$from": 0, "$call": "c1"},
+    ]
     replayed = store.events_sync(SessionRef("ops", f"calls-{direct}"))
     assert [e.event for e in replayed] == [e.event for e in commit.events]
     assert [e.event.call["id"] for e in replayed] == ["c2", "c1"]
@@ -382,19 +396,32 @@ def test_a_bare_reference_and_the_object_written_before_replay_and_time_the_same
 
     store, turn_id, attempt = _claimed("bare")
     session = Session.objects.get(key="bare")
-    message = m.Message.objects.create(session=session, generation=session.generation, index=0, turn_id=turn_id,
-                                       role="assistant", data={"text": "done"})
+    message = m.Message.objects.create(
+        session=session,
+        generation=session.generation,
+        index=0,
+        turn_id=turn_id,
+        role="assistant",
+        data={"text": "done"},
+    )
     for seq, data in ((1, 0), (2, {"$from": 0})):
-        Event.objects.create(session=session, generation=session.generation, seq=seq, turn_id=turn_id,
-                             type="message.completed", data=data)
+        Event.objects.create(
+            session=session,
+            generation=session.generation,
+            seq=seq,
+            turn_id=turn_id,
+            type="message.completed",
+            data=data,
+        )
     Event.objects.filter(session=session).update(created_at=None)
     assert list(Event.objects.filter(session=session).order_by("seq").values_list("data", flat=True)) == [
-        0, {"$from": 0}]
+        0,
+        {"$from": 0},
+    ]
     assert [eventlog.refers(d) for d in (0, {"$from": 0}, {"text": "x"})] == [True, True, False]
     replayed = [e.event for e in store.events_sync(SessionRef("ops", "bare"))]
     assert replayed == [ev.MessageCompleted(turn_id, text="done", index=0)] * 2
-    assert [f["at"] for f in events_since(agent="ops", key="bare", after=0)] == [
-        message.created_at.isoformat()] * 2
+    assert [f["at"] for f in events_since(agent="ops", key="bare", after=0)] == [message.created_at.isoformat()] * 2
 
 
 def test_event_rows_written_whole_before_still_replay_as_written():
@@ -403,17 +430,30 @@ def test_event_rows_written_whole_before_still_replay_as_written():
 
     store, turn_id, attempt = _claimed("whole-rows")
     session = Session.objects.get(key="whole-rows")
-    m.Message.objects.create(session=session, generation=session.generation, index=0, turn_id=turn_id,
-                             role="tool", data={"role": "tool", "call_id": "c1", "name": "lookup", "result": 5})
-    old = {"type": "action.completed", "turn_id": turn_id, "call_id": "c1", "name": "other", "error": None,
-           "$from": 0}
-    Event.objects.create(session=session, generation=session.generation, seq=1, turn_id=turn_id,
-                         type="action.completed", data=old)
+    m.Message.objects.create(
+        session=session,
+        generation=session.generation,
+        index=0,
+        turn_id=turn_id,
+        role="tool",
+        data={"role": "tool", "call_id": "c1", "name": "lookup", "result": 5},
+    )
+    old = {"type": "action.completed", "turn_id": turn_id, "call_id": "c1", "name": "other", "error": None, "$from": 0}
+    Event.objects.create(
+        session=session, generation=session.generation, seq=1, turn_id=turn_id, type="action.completed", data=old
+    )
     [whole] = eventlog.restore([(session.pk, session.generation, "action.completed", turn_id, old)])
-    assert whole == {"type": "action.completed", "turn_id": turn_id, "call_id": "c1", "name": "other",
-                     "error": None, "result": 5}
+    assert whole == {
+        "type": "action.completed",
+        "turn_id": turn_id,
+        "call_id": "c1",
+        "name": "other",
+        "error": None,
+        "result": 5,
+    }
     assert [e.event for e in store.events_sync(SessionRef("ops", "whole-rows"))] == [
-        ev.ActionCompleted(turn_id, call_id="c1", name="other", result=5)]
+        ev.ActionCompleted(turn_id, call_id="c1", name="other", result=5)
+    ]
 
 
 @pytest.mark.parametrize("direct", [False, True])
@@ -506,9 +546,13 @@ def test_a_message_row_keeps_its_json_less_what_its_columns_hold(direct):
     asyncio.run(unit_of(store, direct)(turn_id, attempt, work))
     session = m.Session.objects.get(key=f"rows-{direct}")
     whole = Message(Role.TOOL, turn_id="old", call_id="c", name="t", result={"x": None, "y": 0.30000000000000004})
-    m.Message.objects.create(session=session, generation=session.generation, index=3, turn_id=turn_id,
-                             role="tool", data=whole.to_json())  # as written before
+    m.Message.objects.create(
+        session=session, generation=session.generation, index=3, turn_id=turn_id, role="tool", data=whole.to_json()
+    )  # as written before
     rows = list(m.Message.objects.filter(session=session).order_by("index").values_list("role", "turn_id", "data"))
-    assert rows[:3] == [("assistant", turn_id, {"text": "a"}), ("user", turn_id, {"text": "b", "turn_id": "another"}),
-                        ("trigger", turn_id, {"text": "c", "by": "cron", "turn_id": None})]
+    assert rows[:3] == [
+        ("assistant", turn_id, {"text": "a"}),
+        ("user", turn_id, {"text": "b", "turn_id": "another"}),
+        ("trigger", turn_id, {"text": "c", "by": "cron", "turn_id": None}),
+    ]
     assert store.load_sync(turn_id).transcript == [mine, other, nobody, whole]

@@ -21,10 +21,22 @@ from tests.contract.units import unit_of
 
 #: the codes rows already hold: a renumbering would make every stored event read as another
 PINNED = {
-    "turn.started": 1, "reasoning.delta": 2, "message.delta": 3, "message.completed": 4,
-    "action.requested": 5, "action.completed": 6, "input.requested": 7, "input.answered": 8,
-    "child.started": 9, "turn.completed": 10, "turn.failed": 11, "turn.cancelled": 12,
-    "session.reset": 13, "compaction.started": 14, "compaction.completed": 15, "compaction.failed": 16,
+    "turn.started": 1,
+    "reasoning.delta": 2,
+    "message.delta": 3,
+    "message.completed": 4,
+    "action.requested": 5,
+    "action.completed": 6,
+    "input.requested": 7,
+    "input.answered": 8,
+    "child.started": 9,
+    "turn.completed": 10,
+    "turn.failed": 11,
+    "turn.cancelled": 12,
+    "session.reset": 13,
+    "compaction.started": 14,
+    "compaction.completed": 15,
+    "compaction.failed": 16,
     "branch.switched": 17,
 }
 
@@ -95,7 +107,8 @@ def test_the_store_writes_codes_and_the_orm_reads_names(direct):
     assert events.filter(type__in=["turn.failed", "turn.completed"]).count() == 1
     assert not events.filter(type="turn.completed").exists()
     assert [e.event for e in store.events_sync(SessionRef("ops", f"codes-{direct}"))] == [
-        e.event for e in commit.events]
+        e.event for e in commit.events
+    ]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -10,8 +10,18 @@ import pytest
 
 from sessions_app.store import jsontext
 
-VALUES = [{"a": 1, "b": [1, 2.5, None, True, "x\u00e9\"\n"]}, "text", 3, -0.5, 1e-07, [], {}, float("inf"),
-          {"call": {"id": "t1_0", "name": "noop", "input": {"n": 1}}, "$from": 3}, 2**70]
+VALUES = [
+    {"a": 1, "b": [1, 2.5, None, True, 'x\u00e9"\n']},
+    "text",
+    3,
+    -0.5,
+    1e-07,
+    [],
+    {},
+    float("inf"),
+    {"call": {"id": "t1_0", "name": "noop", "input": {"n": 1}}, "$from": 3},
+    2**70,
+]
 
 
 @pytest.mark.parametrize("value", VALUES, ids=range(len(VALUES)))

@@ -202,8 +202,7 @@ async def test_a_heartbeat_that_meets_another_writer_waits_for_it_not_for_the_sy
     asyncio.get_running_loop().call_later(0.2, holder.execute, "ROLLBACK")
     began = time.monotonic()
     try:
-        reason = await asyncio.wait_for(
-            store.heartbeat(turn_id, attempt_id=attempt, now=1000.0, lease_seconds=60), 5)
+        reason = await asyncio.wait_for(store.heartbeat(turn_id, attempt_id=attempt, now=1000.0, lease_seconds=60), 5)
         waited = time.monotonic() - began
     finally:
         release.set()
@@ -384,7 +383,9 @@ async def test_the_checkpoints_keep_their_connection(monkeypatch):
             assert time.monotonic() < deadline, "no checkpoint ran"
             await journal()
             await asyncio.sleep(0.002)
-        while not (lite_wal.checkpoints.idle and lite_wal.checkpoints.rest is None and lite_wal.checkpoints.files.empty()):
+        while not (
+            lite_wal.checkpoints.idle and lite_wal.checkpoints.rest is None and lite_wal.checkpoints.files.empty()
+        ):
             assert time.monotonic() < deadline, "the connection was not given back"
             await journal()  # moves the rest: the connection goes back to the thread
             await asyncio.sleep(0.002)
@@ -445,8 +446,9 @@ async def test_a_turn_created_here_is_the_row_the_orm_creates():
         turn_id, text = tid(), TurnInput(text="hi", source="web", by={"id": "u"})
         ref = SessionRef("ops", f"made-{how}")
         if how == "orm":
-            outcome = await sync_to_async(control.create_turn)(ref, text, turn_id=turn_id, policy=policy,
-                                                               created_by=user)
+            outcome = await sync_to_async(control.create_turn)(
+                ref, text, turn_id=turn_id, policy=policy, created_by=user
+            )
         else:
             outcome = lite.create_turn(ref, text, turn_id=turn_id, policy=policy, created_by=user)
         assert outcome.turn.turn_id == turn_id and outcome.events == [] and outcome.running == []
@@ -470,8 +472,9 @@ async def test_a_turn_created_here_is_the_row_the_orm_creates():
     await sync_to_async(m.Turn.objects.filter(pk=made["lite"].turn_id).update)(status="suspended")
     with pytest.raises(SessionSuspendedError):
         await store.create_turn(SessionRef("ops", "made-lite"), TurnInput(text="3"), turn_id=tid())
-    orders = await sync_to_async(lambda: list(m.Turn.objects.filter(session__key="made-lite")
-                                             .order_by("order").values_list("order", flat=True)))()
+    orders = await sync_to_async(
+        lambda: list(m.Turn.objects.filter(session__key="made-lite").order_by("order").values_list("order", flat=True))
+    )()
     assert orders == [1, 2]
 
 
@@ -497,6 +500,7 @@ async def test_a_load_decodes_only_the_messages_this_process_has_not_seen(monkey
                 m.Session.objects.count()
             for i in range(start, start + n):
                 tx.append(Message(Role.USER if i % 2 == 0 else Role.ASSISTANT, text=str(i), turn_id=turn_id), i)
+
         return work
 
     async def turn(start: int, n: int, *, unit: str) -> tuple[int, list[str]]:
@@ -541,8 +545,14 @@ def _short_turns():
 
     async def run(key: str, n: int) -> None:
         model = ScriptedModel([reply("", ("noop", {"n": n}), call_prefix=f"t{n}_"), reply("done")], chunk=1000)
-        executor = TurnExecutor(store=store, sink=NullSink(), agent_for=lambda name: agent,
-                                model_for=lambda a: model, clock=time.time, lease_seconds=60)
+        executor = TurnExecutor(
+            store=store,
+            sink=NullSink(),
+            agent_for=lambda name: agent,
+            model_for=lambda a: model,
+            clock=time.time,
+            lease_seconds=60,
+        )
         turn_id = f"{prefix}{n:016x}"
         await store.create_turn(SessionRef("bench", key), TurnInput(text=f"check {n}"), turn_id=turn_id)
         assert await executor.drive(turn_id) == TurnStatus.COMPLETED
@@ -629,12 +639,14 @@ async def test_a_short_turn_costs_a_known_number_of_statements():
             open_unit = None
     assert units == SHORT_TURN, units
     session = await sync_to_async(m.Session.objects.get)(key="counted")
-    seqs = await sync_to_async(lambda: list(m.Event.objects.filter(session=session).order_by("seq")
-                                            .values_list("seq", flat=True)))()
+    seqs = await sync_to_async(
+        lambda: list(m.Event.objects.filter(session=session).order_by("seq").values_list("seq", flat=True))
+    )()
     assert seqs == list(range(1, len(seqs) + 1)) and session.event_seq == len(seqs) == 4 * 5
     assert session.status == "idle" and session.turn_seq == 4
-    indexes = await sync_to_async(lambda: list(m.Message.objects.filter(session=session).order_by("index")
-                                               .values_list("index", flat=True)))()
+    indexes = await sync_to_async(
+        lambda: list(m.Message.objects.filter(session=session).order_by("index").values_list("index", flat=True))
+    )()
     assert indexes == list(range(16))
 
 
@@ -656,8 +668,18 @@ def test_now_as_sqlite_takes_it_is_djangos_adaptation():
     assert abs(datetime.fromisoformat(mine) - datetime.fromisoformat(before)) < timedelta(seconds=1)
     # the second's text is made once and the microseconds added as str() writes them
     epoch = datetime(1970, 1, 1)
-    for micros in (0, 1, 999_999, 1_000_000, 1_796_177_478_000_000, 1_796_177_478_810_721,
-                   1_796_177_478_999_999, 1_796_177_479_000_000, 1_796_177_479_000_010, 1_796_177_478_000_001):
+    for micros in (
+        0,
+        1,
+        999_999,
+        1_000_000,
+        1_796_177_478_000_000,
+        1_796_177_478_810_721,
+        1_796_177_478_999_999,
+        1_796_177_479_000_000,
+        1_796_177_479_000_010,
+        1_796_177_478_000_001,
+    ):
         assert checkpoint.utc_string(micros) == str(epoch + timedelta(microseconds=micros)), micros
 
 
@@ -678,6 +700,7 @@ def test_only_a_sync_callers_coroutine_is_sent_to_its_thread():
 
 # -- the opening in the claim's transaction --------------------------------------------------------
 
+
 async def test_the_claim_commits_the_opening_it_is_offered_in_its_own_transaction():
     """``claim_and_load``'s ``opening`` (the loop's ``Opening``): on SQLite's own connection the
     claim's transaction writes the opening too; the state says so (``opened``: its events), and
@@ -690,8 +713,7 @@ async def test_the_claim_commits_the_opening_it_is_offered_in_its_own_transactio
     await store.create_turn(REF, TurnInput(text="hello"), turn_id=turn_id)
     first = tid()
     offer = Opening(first, max_attempts=5)
-    state = await store.claim_and_load(turn_id, owner="w", attempt_id=first, now=100.0, lease_seconds=10,
-                                       opening=offer)
+    state = await store.claim_and_load(turn_id, owner="w", attempt_id=first, now=100.0, lease_seconds=10, opening=offer)
     assert state is not None and state.transcript == []
     assert [(e.seq, e.event.type) for e in state.opened.events] == [(1, "turn.started")]
     assert [m.text for m in offer.recorded.appended] == ["hello"] and offer.key == f"{turn_id}:model:1:{first}"
@@ -702,8 +724,9 @@ async def test_the_claim_commits_the_opening_it_is_offered_in_its_own_transactio
 
     second = tid()  # the lease ran out: the next attempt finds the turn opened
     offer = Opening(second, max_attempts=5)
-    state = await store.claim_and_load(turn_id, owner="w", attempt_id=second, now=200.0, lease_seconds=10,
-                                       opening=offer)
+    state = await store.claim_and_load(
+        turn_id, owner="w", attempt_id=second, now=200.0, lease_seconds=10, opening=offer
+    )
     assert state.opened is None and offer.recorded is None
     assert [m.text for m in state.transcript] == ["hello"]
 
@@ -719,8 +742,9 @@ async def test_a_turn_not_to_be_opened_is_offered_no_opening(why):
         await store.request_cancel(turn_id, "requested")
     attempt = tid()
     offer = Opening(attempt, max_attempts=0 if why == "over budget" else 5)
-    state = await store.claim_and_load(turn_id, owner="w", attempt_id=attempt, now=100.0, lease_seconds=10,
-                                       opening=offer)
+    state = await store.claim_and_load(
+        turn_id, owner="w", attempt_id=attempt, now=100.0, lease_seconds=10, opening=offer
+    )
     if state is None:  # a cancelled queued turn may be settled at once: nothing to claim
         assert why == "cancelled"
     else:
@@ -743,8 +767,7 @@ async def test_an_opening_that_fails_rolls_the_claim_back_with_it():
         return work
 
     with pytest.raises(RuntimeError):
-        await store.claim_and_load(turn_id, owner="w", attempt_id=tid(), now=100.0, lease_seconds=10,
-                                   opening=offer)
+        await store.claim_and_load(turn_id, owner="w", attempt_id=tid(), now=100.0, lease_seconds=10, opening=offer)
     rec = await store.get_turn(turn_id)
     assert rec.status == TurnStatus.QUEUED and rec.attempt_id is None and rec.attempts == 0
     assert await sync_to_async(m.Message.objects.filter(turn_id=turn_id).count)() == 0
@@ -766,13 +789,21 @@ async def test_a_turn_opened_in_its_claim_runs_and_publishes_as_one_opened_by_th
     async def drive(store):
         sink = RecordingSink()
         model = ScriptedModel([reply("", ("noop", {"n": 1}), call_prefix="a"), reply("done")], chunk=1000)
-        executor = TurnExecutor(store=store, sink=sink, agent_for=lambda name: agent, model_for=lambda a: model,
-                                clock=time.time, lease_seconds=60)
+        executor = TurnExecutor(
+            store=store,
+            sink=sink,
+            agent_for=lambda name: agent,
+            model_for=lambda a: model,
+            clock=time.time,
+            lease_seconds=60,
+        )
         turn_id = tid()
         await store.create_turn(REF, TurnInput(text="go"), turn_id=turn_id)
         assert await executor.drive(turn_id) == TurnStatus.COMPLETED
         state = await store.load(turn_id)
-        return ([(m.role, m.text, m.result) for m in state.transcript],
-                [(e.seq, e.event.type) for _, e in sink.published])
+        return (
+            [(m.role, m.text, m.result) for m in state.transcript],
+            [(e.seq, e.event.type) for _, e in sink.published],
+        )
 
     assert await drive(DjangoSessionStore()) == await drive(InMemorySessionStore())

@@ -49,6 +49,7 @@ def _step(turn_id: str, n: int):
     def work(tx):
         tx.append(Message(Role.USER, text=f"m{n}", turn_id=turn_id), n)
         tx.emit(ev.MessageCompleted(turn_id, text=f"m{n}"))
+
     return work
 
 
@@ -90,8 +91,11 @@ def test_a_checkpoint_waiting_for_its_session_holds_no_turn_lock():
             return store.commit_direct(direct.connection(), turn_id, attempt, _step(turn_id, 0))
 
         thread, out = _in_thread(checkpoint)
-        wait_for(lambda: holder.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
-                 timeout=20, what="the checkpoint to wait for the session lock")
+        wait_for(
+            lambda: holder.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
+            timeout=20,
+            what="the checkpoint to wait for the session lock",
+        )
         # the replace goes on to its turns: under the old order the fence held this row -> deadlock
         holder.execute("SELECT 1 FROM sessions_app_turn WHERE id = %s FOR UPDATE NOWAIT", [turn_id])
         holder.commit()

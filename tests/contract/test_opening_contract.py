@@ -24,6 +24,7 @@ def parks(turn_id):
         tx.emit(ev.InputRequested(turn_id, request=REQUEST, call_id="c0"))
         tx.journal(Phase.PARKED, call_id="c0")
         tx.settle(TurnStatus.SUSPENDED, pending={"request": REQUEST, "call_id": "c0"})
+
     return work
 
 

@@ -36,6 +36,9 @@ def test_no_migration_reads_the_live_models():
     for path in sorted(folder.glob("0*.py")):
         text = path.read_text()
         assert "from sessions_app.models import" not in text and "importlib" not in text, path.name
-        uses = {line.split("sessions_app.models.", 1)[1].split("(", 1)[0]
-                for line in text.splitlines() if "sessions_app.models." in line}
+        uses = {
+            line.split("sessions_app.models.", 1)[1].split("(", 1)[0]
+            for line in text.splitlines()
+            if "sessions_app.models." in line
+        }
         assert uses <= {"TurnRefField", "TextJSONField", "EventTypeField"}, (path.name, uses)

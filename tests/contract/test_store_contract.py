@@ -85,8 +85,11 @@ async def claimed(store, ref=REF, text="hi", now=100.0, **kw):
 
 async def test_create_and_get_turn(store):
     turn_id = tid()
-    rec = (await store.create_turn(REF, TurnInput(text="hello", source="web"), turn_id=turn_id,
-                                   policy={"system": "s", "deny_tools": []})).turn
+    rec = (
+        await store.create_turn(
+            REF, TurnInput(text="hello", source="web"), turn_id=turn_id, policy={"system": "s", "deny_tools": []}
+        )
+    ).turn
     assert rec.status == TurnStatus.QUEUED
     got = await store.get_turn(turn_id)
     assert got.input.text == "hello" and got.input.source == "web"
@@ -271,8 +274,11 @@ async def test_park_answer_and_one_park_per_session(store):
 
 async def test_reset_archives_and_starts_a_new_generation(store):
     turn_id, attempt = await claimed(store)
-    await store.atomic(turn_id, attempt, lambda tx: (tx.append(Message(Role.USER, text="old", turn_id=turn_id), 0),
-                                                     tx.emit(ev.TurnStarted(turn_id))))
+    await store.atomic(
+        turn_id,
+        attempt,
+        lambda tx: (tx.append(Message(Role.USER, text="old", turn_id=turn_id), 0), tx.emit(ev.TurnStarted(turn_id))),
+    )
     queued = tid()
     await store.create_turn(REF, TurnInput(text="q"), turn_id=queued)
     outcome = await store.reset(REF)
@@ -347,13 +353,17 @@ async def _park_again(store, turn_id, attempt, n):
         tx.settle(TurnStatus.SUSPENDED, pending={"request": request, "call_id": "c0"})
 
     await store.atomic(turn_id, attempt, work)
+
+
 # --- compaction: the boundary ----------------------------------------------------------------
+
 
 def _history(turn_id, n):
     def work(tx):
         for i in range(n):
             role = Role.USER if i % 2 == 0 else Role.ASSISTANT
             tx.append(Message(role, text=str(i), turn_id=turn_id), i)
+
     return work
 
 
@@ -363,6 +373,7 @@ def _compact(turn_id, cut, at, opening=0):
         tx.step(f"compact:{at}", at, {"boundary": cut, "opening": opening, "reason": "proactive", "messages": cut})
         tx.boundary(cut, at)
         tx.emit(ev.CompactionCompleted(turn_id, boundary=cut, index=at, summary="summary"))
+
     return work
 
 
@@ -376,6 +387,7 @@ async def test_a_boundary_moves_with_its_unit_and_loads_read_from_it(store):
     assert (state.base, state.boundary, state.summary) == (4, 4, 6)
     assert [m.text for m in state.transcript] == ["4", "5", "summary"]
     assert state.transcript[-1].role == Role.SUMMARY and state.transcript[-1].boundary == 4
+
     # a unit that raises moves nothing
     def raising(tx):
         tx.boundary(5, 7)

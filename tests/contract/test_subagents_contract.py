@@ -38,9 +38,14 @@ def child(parent: str, index: int, *, key: str | None = None, call: str = "c0") 
     return ChildTurn(
         turn_id=subagents.child_turn_id(parent, call, index),
         session=SessionRef("researcher", key or f"sub:{parent}:{call}:{index}"),
-        input=TurnInput(text=f"<task>\ngoal {index}\n</task>", kind="child", source="spawn",
-                        target={"parent_turn": parent, "call_id": call, "index": index, "goal": f"goal {index}"}),
-        step=subagents.step_key(parent, call, index), depth=1,
+        input=TurnInput(
+            text=f"<task>\ngoal {index}\n</task>",
+            kind="child",
+            source="spawn",
+            target={"parent_turn": parent, "call_id": call, "index": index, "goal": f"goal {index}"},
+        ),
+        step=subagents.step_key(parent, call, index),
+        depth=1,
     )
 
 
@@ -87,7 +92,12 @@ async def test_spawn_creates_the_children_with_the_park(store):
     for k in kids:
         c = await store.get_turn(k.turn_id)
         assert (c.status, c.parent, c.depth, c.session, c.input.kind) == (
-            TurnStatus.QUEUED, parent, 1, k.session, "child")
+            TurnStatus.QUEUED,
+            parent,
+            1,
+            k.session,
+            "child",
+        )
     assert await store.pending(PARENT) == []  # nothing for a person: the parent waits on turns
     # a parent parked on its children is not an approval park: the session takes new turns
     await store.create_turn(PARENT, TurnInput(text="next"), turn_id=uuid.uuid4().hex)
@@ -103,8 +113,13 @@ async def test_the_last_child_to_settle_wakes_the_parent_with_every_result(store
     assert rec.status == TurnStatus.QUEUED and rec.waiting == 0 and rec.pending is None
     assert rec.attempts == 0  # a wake starts a fresh retry budget
     spawned = (await store.load(parent)).spawned
-    assert spawned["c0:0"] == {"status": "completed", "text": "one", "error": None, "turn_id": kids[0].turn_id,
-                               "usage": {"output_tokens": 3}}
+    assert spawned["c0:0"] == {
+        "status": "completed",
+        "text": "one",
+        "error": None,
+        "turn_id": kids[0].turn_id,
+        "usage": {"output_tokens": 3},
+    }
     assert spawned["c0:1"]["status"] == "failed" and spawned["c0:1"]["error"] == "broke"
 
 
@@ -186,6 +201,7 @@ async def test_a_spawn_of_an_existing_child_id_leaves_it_alone(store):
 
 # -- whole trees, driven by the runtime on each store -----------------------------------------------
 
+
 async def test_a_tree_completes_on_every_store(store):
     rt, _, sink, seen = build(store=store)
     s = rt.session("boss", "t1")
@@ -194,8 +210,11 @@ async def test_a_tree_completes_on_every_store(store):
     assert res.status == TurnStatus.COMPLETED, res
     kids = [await store.get_turn(subagents.child_turn_id(tid, "c0", i)) for i in range(2)]
     assert [k.text for k in kids] == ["found a", "found b"]
-    assert (await store.get_turn(tid)).usage == {"output_tokens": 5 + 7, "model_calls": 2,
-                                                 "children": {"output_tokens": 6, "model_calls": 2}}
+    assert (await store.get_turn(tid)).usage == {
+        "output_tokens": 5 + 7,
+        "model_calls": 2,
+        "children": {"output_tokens": 6, "model_calls": 2},
+    }
     assert [k.input.target["budget"] for k in kids] == [{"model_calls": 24, "children": 11}] * 2  # stored, replayed
     await rt.dispatcher.idle()
 
@@ -216,7 +235,6 @@ async def test_cancel_of_a_tree_on_every_store(store):
     await wait_until(all_cancelled, timeout=20)
     assert (await store.get_turn(tid)).status == TurnStatus.CANCELLED
     await rt.dispatcher.idle()
-
 
 
 @pytest.mark.parametrize("mode", ["one", "named"])

@@ -32,10 +32,21 @@ def many_turns():
             turns.append(m.Turn(id=turn_id, session=s, order=n + 1, status="completed", opening=4 * n))
             for k, role in enumerate(("user", "assistant", "tool", "assistant")):
                 step = {1: f"model:{4 * n + 1}", 2: f"tool:{4 * n + 1}:c{n}", 3: f"model:{4 * n + 3}"}.get(k)
-                messages.append(m.Message(session=s, generation=0, index=4 * n + k, turn_id=turn_id, role=role,
-                                          step=step, data={"text": "x"}))
-            events += [m.Event(session=s, generation=0, seq=2 * n + e + 1, turn_id=turn_id, type=kind, data={})
-                       for e, kind in enumerate(("turn.started", "turn.completed"))]
+                messages.append(
+                    m.Message(
+                        session=s,
+                        generation=0,
+                        index=4 * n + k,
+                        turn_id=turn_id,
+                        role=role,
+                        step=step,
+                        data={"text": "x"},
+                    )
+                )
+            events += [
+                m.Event(session=s, generation=0, seq=2 * n + e + 1, turn_id=turn_id, type=kind, data={})
+                for e, kind in enumerate(("turn.started", "turn.completed"))
+            ]
     m.Turn.objects.bulk_create(turns)
     m.Message.objects.bulk_create(messages, batch_size=500)
     m.Event.objects.bulk_create(events, batch_size=500)
@@ -69,8 +80,9 @@ def _by_keys(name: str, plan: str) -> None:
         if is_postgres():
             assert f"Seq Scan on {table}" not in plan, f"{name}:\n{plan}"
         else:
-            assert not [line for line in plan.splitlines()
-                        if line.startswith(("SCAN m", f"SCAN {table}"))], f"{name}:\n{plan}"
+            assert not [line for line in plan.splitlines() if line.startswith(("SCAN m", f"SCAN {table}"))], (
+                f"{name}:\n{plan}"
+            )
 
 
 def test_the_step_memo_and_the_guard_read_a_turns_messages_by_the_key(many_turns):
@@ -89,17 +101,23 @@ def test_the_step_memo_and_the_guard_read_a_turns_messages_by_the_key(many_turns
     for name, (sql, params) in statements.items():
         plan = _plan(sql, params)
         _by_keys(name, plan)
-        assert "sessions_app_message_pkey" in plan or "PRIMARY KEY" in plan or "sqlite_autoindex" in plan, \
+        assert "sessions_app_message_pkey" in plan or "PRIMARY KEY" in plan or "sqlite_autoindex" in plan, (
             f"{name}:\n{plan}"
+        )
 
 
 def test_the_consoles_read_a_turns_rows_by_the_keys(many_turns):
     turn = m.Turn.objects.get(pk=many_turns)
     assert sorted(selectors.step_keys(turn.pk)) == sorted(
-        turn.written().exclude(step=None).values_list("step", flat=True))
+        turn.written().exclude(step=None).values_list("step", flat=True)
+    )
     assert turn.written().count() == 4 and turn.logged().count() == 2
-    parked_at = (m.Event.objects.filter(session_id=OuterRef("session_id"), generation=OuterRef("generation"),
-                                        turn_id=m.AsTurnRef(OuterRef("pk")), type="input.requested"))
+    parked_at = m.Event.objects.filter(
+        session_id=OuterRef("session_id"),
+        generation=OuterRef("generation"),
+        turn_id=m.AsTurnRef(OuterRef("pk")),
+        type="input.requested",
+    )
     queries = {
         "written": turn.written().filter(step__isnull=False),
         "logged": turn.logged().order_by("seq"),

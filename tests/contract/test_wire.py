@@ -99,6 +99,7 @@ def test_numbered_placeholders():
 
 # -- pipes: the units of many turns on one connection, from the event loop ---------------------------
 
+
 @pytest.fixture
 def table(transactional_db):
     from django.db import connection as django

@@ -43,8 +43,12 @@ class Cluster:
         self.log_path = log_path
         self.log = open(log_path, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "manage.py", command], cwd=ROOT, env=env,
-            stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+            [sys.executable, "manage.py", command],
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
 
     @property
@@ -97,21 +101,23 @@ class Clusters:
         env = dict(os.environ)
         for key in [k for k in env if k.startswith("PYTEST") or k == "DJANGO_ALLOW_ASYNC_UNSAFE"]:
             env.pop(key)
-        env.update({
-            "DATABASE_URL": database_url(),
-            "JUNE_AGENT_DIRS": str(AGENTS),
-            "JUNE_FAULT_DIR": str(self.fault_dir),
-            "JUNE_LEASE_SECONDS": "2",
-            "JUNE_SWEEP_SECONDS": "0.3",
-            "JUNE_Q_WORKERS": "1",
-            "JUNE_Q_POLL": "0.02",
-            "PYTHONUNBUFFERED": "1",
-            "LOG_LEVEL": "INFO",
-            # turns come faster than a person's: the fault suites are not about rate limits
-            "JUNE_RATE_LIMITS": "0",
-            # django-q2 signs queued tasks with SECRET_KEY: the children must use the test's
-            "SECRET_KEY": settings.SECRET_KEY,
-        })
+        env.update(
+            {
+                "DATABASE_URL": database_url(),
+                "JUNE_AGENT_DIRS": str(AGENTS),
+                "JUNE_FAULT_DIR": str(self.fault_dir),
+                "JUNE_LEASE_SECONDS": "2",
+                "JUNE_SWEEP_SECONDS": "0.3",
+                "JUNE_Q_WORKERS": "1",
+                "JUNE_Q_POLL": "0.02",
+                "PYTHONUNBUFFERED": "1",
+                "LOG_LEVEL": "INFO",
+                # turns come faster than a person's: the fault suites are not about rate limits
+                "JUNE_RATE_LIMITS": "0",
+                # django-q2 signs queued tasks with SECRET_KEY: the children must use the test's
+                "SECRET_KEY": settings.SECRET_KEY,
+            }
+        )
         env.update(self.overrides)
         env.update(extra)
         return env

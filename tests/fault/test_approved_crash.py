@@ -21,8 +21,11 @@ def test_an_approved_sync_tool_killed_mid_run_runs_once(clusters, fault_agent, p
 
     cluster = running(clusters)
     turn_id = start_turn(fault_agent, f"approved-{point.split(':')[1]}", text="approve-write")
-    turn = wait_for(lambda: (t := m.Turn.objects.get(pk=turn_id)).status == "suspended" and t, timeout=30,
-                    what="the turn to park on the approval")
+    turn = wait_for(
+        lambda: (t := m.Turn.objects.get(pk=turn_id)).status == "suspended" and t,
+        timeout=30,
+        what="the turn to park on the approval",
+    )
     request = turn.pending["request"]
     assert request["kind"] == "tool_approval" and request["tool"] == "fault_approved_write"
     assert turn_summary(turn_id)["orders"] == 0 and clusters.count("approved", turn_id) == 0

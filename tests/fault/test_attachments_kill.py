@@ -27,12 +27,14 @@ def test_a_turn_with_an_attachment_survives_a_kill_mid_turn(clusters, fault_agen
     settings.MEDIA_ROOT = str(tmp_path / "media")
     alice = get_user_model().objects.create_user("alice", password="pw-alice-123")
     services.session_for_user(agent=fault_agent, key="att1", user=alice, create=True)
-    row = attach.attachment_upload(agent=fault_agent, key="att1", user=alice,
-                                   upload=SimpleUploadedFile("report.pdf", pdf(2)))
+    row = attach.attachment_upload(
+        agent=fault_agent, key="att1", user=alice, upload=SimpleUploadedFile("report.pdf", pdf(2))
+    )
     cluster = clusters.start(MEDIA_ROOT=settings.MEDIA_ROOT)
     clusters.arm("model1:start")
-    turn_id = services.turn_start(agent=fault_agent, key="att1", text="mugs", user=alice, source="http",
-                                  attachments=[row.id]).turn_id
+    turn_id = services.turn_start(
+        agent=fault_agent, key="att1", text="mugs", user=alice, source="http", attachments=[row.id]
+    ).turn_id
     clusters.reached("model1:start")
     assert clusters.count("attach-ok", turn_id) == 2  # model 0, then model 1 as it starts
     cluster.kill()

@@ -58,7 +58,10 @@ class Daphne:
         self.log = log
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "june_project.asgi:application"],
-            cwd=ROOT, env={**env, "DEBUG": "0"}, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**env, "DEBUG": "0"},
+            stdout=open(log, "ab"),
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
 
@@ -84,8 +87,19 @@ def _postgres(action: str) -> None:
         with connection.cursor() as cur:
             cur.execute("CHECKPOINT")
     version = sorted(os.listdir("/etc/postgresql"))[-1]
-    subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", version, "main", action, *(
-        ["-m", "fast"] if action == "stop" else [])], check=True, timeout=60, capture_output=True)
+    subprocess.run(
+        [
+            "pg_ctlcluster",
+            "--skip-systemctl-redirect",
+            version,
+            "main",
+            action,
+            *(["-m", "fast"] if action == "stop" else []),
+        ],
+        check=True,
+        timeout=60,
+        capture_output=True,
+    )
 
 
 def _submit(url: str, token: str, agent: str, answers: list[Answer], stop: threading.Event) -> None:
@@ -96,14 +110,16 @@ def _submit(url: str, token: str, agent: str, answers: list[Answer], stop: threa
         while not stop.is_set():
             sent = time.monotonic()
             try:
-                r = client.post(f"/api/agents/{agent}/sessions/chaos-{n % SESSIONS}/turns?wait=false",
-                                json={"text": f"mugs {n}"})
+                r = client.post(
+                    f"/api/agents/{agent}/sessions/chaos-{n % SESSIONS}/turns?wait=false", json={"text": f"mugs {n}"}
+                )
                 try:
                     body = r.json()
                 except ValueError:
                     body = r.text[:300]
-                answers.append(Answer(n, sent, time.monotonic() - sent, r.status_code,
-                                      r.headers.get("content-type", ""), body))
+                answers.append(
+                    Answer(n, sent, time.monotonic() - sent, r.status_code, r.headers.get("content-type", ""), body)
+                )
             except httpx.HTTPError as exc:
                 answers.append(Answer(n, sent, time.monotonic() - sent, None, "", repr(exc)))
             n += 1
@@ -134,13 +150,22 @@ def _story(clusters, turn_id: str, terminal, orders) -> dict:
     from sessions_app.selectors import step_keys
 
     turn = m.Turn.objects.get(pk=turn_id)
-    lines = [f"{path.name}: {line}" for path in sorted(clusters.workdir.glob("qcluster-*.log"))
-             for line in path.read_text(errors="replace").splitlines() if turn_id in line]
-    return {"turn": turn_id, "terminal": terminal, "orders": orders, "attempts": turn.attempts,
-            "messages": list(m.Message.objects.filter(turn_id=turn_id).order_by("index").values_list("role", "data")),
-            "events": list(m.Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("type", flat=True)),
-            "steps": step_keys(turn_id),
-            "log": lines[-30:]}
+    lines = [
+        f"{path.name}: {line}"
+        for path in sorted(clusters.workdir.glob("qcluster-*.log"))
+        for line in path.read_text(errors="replace").splitlines()
+        if turn_id in line
+    ]
+    return {
+        "turn": turn_id,
+        "terminal": terminal,
+        "orders": orders,
+        "attempts": turn.attempts,
+        "messages": list(m.Message.objects.filter(turn_id=turn_id).order_by("index").values_list("role", "data")),
+        "events": list(m.Event.objects.filter(turn_id=turn_id).order_by("seq").values_list("type", flat=True)),
+        "steps": step_keys(turn_id),
+        "log": lines[-30:],
+    }
 
 
 def test_chaos_kills_and_a_database_restart_lose_and_duplicate_nothing(clusters, fault_agent, django_user_model):
@@ -183,8 +208,11 @@ def test_chaos_kills_and_a_database_restart_lose_and_duplicate_nothing(clusters,
                 _postgres("stop")
                 stopped = time.monotonic()
                 try:  # down until a request has been refused (bounded: a request every ~0.1 s)
-                    wait_for(lambda: any(a.status == 503 for a in answers[seen:]), timeout=10,
-                             what="a request refused while PostgreSQL is down")
+                    wait_for(
+                        lambda: any(a.status == 503 for a in answers[seen:]),
+                        timeout=10,
+                        what="a request refused while PostgreSQL is down",
+                    )
                 finally:
                     _postgres("start")
                 down = (start_of_down, time.monotonic())
@@ -206,8 +234,9 @@ def test_chaos_kills_and_a_database_restart_lose_and_duplicate_nothing(clusters,
         odd = [a for a in answers if a.status not in (202, 503)]
         assert not odd, f"answers other than 202/503 (a hang is status None): {odd[:5]}"
         assert all(a.content_type.startswith("application/json") for a in answers), "an answer was not JSON"
-        assert all(isinstance(a.body, dict) and a.body.get("error", {}).get("code") == "unavailable"
-                   for a in refused), refused[:3]
+        assert all(
+            isinstance(a.body, dict) and a.body.get("error", {}).get("code") == "unavailable" for a in refused
+        ), refused[:3]
         if restart:
             assert refused, "no request was refused while PostgreSQL was down"
             late = [a for a in refused if not (down[0] - 1 <= a.sent <= down[1] + 5)]
@@ -220,19 +249,22 @@ def test_chaos_kills_and_a_database_restart_lose_and_duplicate_nothing(clusters,
         statuses = dict(m.Turn.objects.filter(pk__in=created).values_list("id", "status"))
         lost = sorted(t for t in accepted if statuses.get(t) != "completed")
         terminal: dict[str, list[str]] = {}
-        for turn_id, kind in m.Event.objects.filter(turn_id__in=created, type__in=TERMINAL).values_list("turn_id",
-                                                                                                         "type"):
+        for turn_id, kind in m.Event.objects.filter(turn_id__in=created, type__in=TERMINAL).values_list(
+            "turn_id", "type"
+        ):
             terminal.setdefault(turn_id, []).append(kind)
         orders: dict[str, int] = {}
         for turn_id in Order.objects.filter(turn_id__in=created).values_list("turn_id", flat=True):
             orders[turn_id] = orders.get(turn_id, 0) + 1
         duplicated = sorted(t for t in created if len(terminal.get(t, [])) != 1 or orders.get(t, 0) != 1)
         attempts = sum(m.Turn.objects.filter(pk__in=created).values_list("attempts", flat=True))
-        print(f"\nchaos (seed {seed}): {len(answers)} requests in {loaded:.0f} s, {len(accepted)} turns accepted, "
-              f"{len(refused)} refused with 503 ({len(created) - len(accepted)} of them created anyway), "
-              f"{kills} cluster kills, {restarts} PostgreSQL restart(s) "
-              f"(down {down[1] - down[0]:.1f} s), {attempts - len(created)} extra attempts, recovered in "
-              f"{recovered:.0f} s; lost {len(lost)}, duplicated {len(duplicated)}")
+        print(
+            f"\nchaos (seed {seed}): {len(answers)} requests in {loaded:.0f} s, {len(accepted)} turns accepted, "
+            f"{len(refused)} refused with 503 ({len(created) - len(accepted)} of them created anyway), "
+            f"{kills} cluster kills, {restarts} PostgreSQL restart(s) "
+            f"(down {down[1] - down[0]:.1f} s), {attempts - len(created)} extra attempts, recovered in "
+            f"{recovered:.0f} s; lost {len(lost)}, duplicated {len(duplicated)}"
+        )
         assert not lost, f"accepted turns that did not complete: {[(t, statuses.get(t)) for t in lost[:5]]}"
         assert not duplicated, [_story(clusters, t, terminal.get(t), orders.get(t)) for t in duplicated[:3]]
         assert set(statuses.values()) == {"completed"}, "a turn created under a 503 ended otherwise"

@@ -32,8 +32,10 @@ def compactions(key: str) -> dict[str, int]:
     from sessions_app import models as m
 
     events = m.Event.objects.filter(session__key=key)
-    return {t: events.filter(type=t).count() for t in ("compaction.started", "compaction.completed",
-                                                       "compaction.failed", "turn.failed")}
+    return {
+        t: events.filter(type=t).count()
+        for t in ("compaction.started", "compaction.completed", "compaction.failed", "turn.failed")
+    }
 
 
 def test_sigkill_during_a_compaction_step_leaves_one_summary_and_the_turn_completes(clusters, fault_agent):
@@ -44,8 +46,10 @@ def test_sigkill_during_a_compaction_step_leaves_one_summary_and_the_turn_comple
     turn_id = None
     for n in range(40):  # turns until one compacts (and pauses in its summarizing call)
         turn_id = start("kill-compact", f"message {n}" + (":tool" if n % 3 == 0 else ""))
-        wait_for(lambda: status(turn_id) in FINAL_STATUSES or (clusters.fault_dir / "at-compact:mid").exists(),
-                 what=f"turn {n} to end or to compact")
+        wait_for(
+            lambda: status(turn_id) in FINAL_STATUSES or (clusters.fault_dir / "at-compact:mid").exists(),
+            what=f"turn {n} to end or to compact",
+        )
         if (clusters.fault_dir / "at-compact:mid").exists():
             break
     else:
@@ -95,8 +99,10 @@ def test_a_long_session_through_workers_never_fails_for_overflow(clusters, fault
     assert counts["turn.failed"] == 0 and counts["compaction.failed"] == 0
     assert counts["compaction.completed"] >= TURNS // 20
     # every model step stayed inside the window (usage as the scripted model reported it)
-    biggest = max((mm.data.get("usage") or {}).get("input_tokens", 0)
-                  for mm in m.Message.objects.filter(session__key="thousand", role="assistant").only("data"))
+    biggest = max(
+        (mm.data.get("usage") or {}).get("input_tokens", 0)
+        for mm in m.Message.objects.filter(session__key="thousand", role="assistant").only("data")
+    )
     assert biggest <= 1000
     # the log keeps every message; a turn loads from the boundary only
     session = m.Session.objects.get(key="thousand")

@@ -33,5 +33,8 @@ def test_a_killed_opted_in_async_tool_is_reported_to_the_model_not_rerun(cluster
     turn = Turn.objects.get(pk=turn_id)
     assert turn.text == "outcome: interrupted", "the model read the marker"
     assert turn.attempts == 2
-    wait_for(lambda: "async tool fault_charge (call c1) was interrupted" in taker.output(), timeout=10,
-             what="the worker's log line naming the tool")
+    wait_for(
+        lambda: "async tool fault_charge (call c1) was interrupted" in taker.output(),
+        timeout=10,
+        what="the worker's log line naming the tool",
+    )

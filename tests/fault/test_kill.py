@@ -44,8 +44,11 @@ def start_turn(agent: str, key: str, text: str = "mugs") -> str:
 def wait_final(turn_id: str, timeout: float = 90.0) -> str:
     from sessions_app.models import Turn
 
-    return wait_for(lambda: (s := Turn.objects.get(pk=turn_id).status) in FINAL_STATUSES and s,
-                    timeout=timeout, what=f"turn {turn_id} to end")
+    return wait_for(
+        lambda: (s := Turn.objects.get(pk=turn_id).status) in FINAL_STATUSES and s,
+        timeout=timeout,
+        what=f"turn {turn_id} to end",
+    )
 
 
 def running(clusters):
@@ -99,8 +102,11 @@ def test_kill_at_boundary(clusters, fault_agent, point, phase, tool):
     # the journal says where the worker is (read while it waits at the boundary; provider_started
     # is written while the provider starts, concurrently with the stream: on a loaded machine it
     # can land just after the model reaches model0:start)
-    turn = wait_for(lambda: (t := Turn.objects.get(pk=turn_id)).phase == phase and t, timeout=10,
-                    what=f"the journal to show {phase}")
+    turn = wait_for(
+        lambda: (t := Turn.objects.get(pk=turn_id)).phase == phase and t,
+        timeout=10,
+        what=f"the journal to show {phase}",
+    )
     assert turn.status == "running"
     if tool:
         assert turn.journal["tool_request"]["name"] == tool
@@ -156,8 +162,11 @@ def test_kill_a_worker_driving_many_turns(clusters, fault_agent):
     # slow deltas and tools: the turns are all inside a step when the kill lands
     clusters.current = clusters.start(JUNE_FAULT_DELAY="0.2")
     ids = [start_turn(fault_agent, f"many-{i}") for i in range(60)]
-    wait_for(lambda: Turn.objects.filter(pk__in=ids, status="running").count() >= 50, timeout=60,
-             what="50 turns running at once in one worker")
+    wait_for(
+        lambda: Turn.objects.filter(pk__in=ids, status="running").count() >= 50,
+        timeout=60,
+        what="50 turns running at once in one worker",
+    )
     owners = set(Turn.objects.filter(pk__in=ids, status="running").values_list("lease_owner", flat=True))
     assert len(owners) == 1, f"one worker process drives them all: {owners}"
     phases = set(Turn.objects.filter(pk__in=ids).values_list("phase", flat=True))

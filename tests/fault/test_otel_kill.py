@@ -53,11 +53,22 @@ def test_a_turn_killed_mid_way_is_resumed_in_a_linked_span(traced_clusters, faul
     clusters.start()
     wait_for(lambda: Turn.objects.get(pk=turn_id).status in FINAL_STATUSES, timeout=90, what="the turn to end")
     assert Turn.objects.get(pk=turn_id).status == "completed"
-    spans = wait_for(lambda: (s := [x for x in read_spans(clusters.spans)
-                                    if x["attributes"].get("june.turn.id") == turn_id
-                                    or x["attributes"].get("gen_ai.conversation.id", "").endswith("/otel-kill")])
-                     and any(x["name"].startswith("invoke_agent") for x in s) and s,
-                     timeout=10, what="the finishing worker's turn span")
+    spans = wait_for(
+        lambda: (
+            (
+                s := [
+                    x
+                    for x in read_spans(clusters.spans)
+                    if x["attributes"].get("june.turn.id") == turn_id
+                    or x["attributes"].get("gen_ai.conversation.id", "").endswith("/otel-kill")
+                ]
+            )
+            and any(x["name"].startswith("invoke_agent") for x in s)
+            and s
+        ),
+        timeout=10,
+        what="the finishing worker's turn span",
+    )
     before = [s for s in spans if s["pid"] == killed_pid]
     after = [s for s in spans if s["pid"] != killed_pid]
     # the killed worker never ended its turn span; what it finished is in the request's trace
@@ -65,7 +76,8 @@ def test_a_turn_killed_mid_way_is_resumed_in_a_linked_span(traced_clusters, faul
     assert {s["attributes"]["gen_ai.operation.name"] for s in before} >= {"chat", "execute_tool"}
     assert {s["trace_id"] for s in before} == {TRACE_ID}
     assert [s["attributes"]["gen_ai.tool.name"] for s in before if s["name"].startswith("execute_tool")] == [
-        "fault_write"]
+        "fault_write"
+    ]
     # the finishing attempt: a new trace, linked to the request's, its steps under it
     [turn] = [s for s in after if s["name"].startswith("invoke_agent")]
     assert turn["parent_id"] is None and turn["trace_id"] != TRACE_ID

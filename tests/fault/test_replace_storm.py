@@ -32,14 +32,19 @@ def test_a_replace_storm_never_deadlocks(clusters, fault_agent, django_user_mode
     ids = []
     began = time.monotonic()
     for n in range(STARTS):
-        response = client.post(f"/api/agents/{fault_agent}/sessions/storm/turns?wait=false",
-                               data=json.dumps({"text": f"mugs {n}", "replace": True}),
-                               content_type="application/json")
+        response = client.post(
+            f"/api/agents/{fault_agent}/sessions/storm/turns?wait=false",
+            data=json.dumps({"text": f"mugs {n}", "replace": True}),
+            content_type="application/json",
+        )
         assert response.status_code == 202, response.content[:300]
         ids.append(response.json()["turn_id"])
     posting = time.monotonic() - began
-    wait_for(lambda: m.Turn.objects.filter(pk__in=ids, status__in=FINAL_STATUSES).count() == STARTS,
-             timeout=90, what="every turn of the storm to end")
+    wait_for(
+        lambda: m.Turn.objects.filter(pk__in=ids, status__in=FINAL_STATUSES).count() == STARTS,
+        timeout=90,
+        what="every turn of the storm to end",
+    )
     log = "\n".join(w.output() for w in workers)
     assert "deadlock" not in log.lower(), [line for line in log.splitlines() if "eadlock" in line][:5]
     statuses = dict(m.Turn.objects.filter(pk__in=ids).values_list("id", "status"))
@@ -51,5 +56,7 @@ def test_a_replace_storm_never_deadlocks(clusters, fault_agent, django_user_mode
     assert all(len(terminal.get(t, [])) == 1 for t in ids), "every turn has exactly one terminal event"
     ran = sum(1 for s in statuses.values() if s == "completed")
     claimed = m.Turn.objects.filter(pk__in=ids, attempts__gt=0).count()
-    print(f"replace storm: {STARTS} starts in {posting:.1f} s, {claimed} ran on a worker, {ran} completed, "
-          f"{STARTS - ran} cancelled, 0 deadlocks")
+    print(
+        f"replace storm: {STARTS} starts in {posting:.1f} s, {claimed} ran on a worker, {ran} completed, "
+        f"{STARTS - ran} cancelled, 0 deadlocks"
+    )

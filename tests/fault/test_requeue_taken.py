@@ -121,8 +121,11 @@ def test_a_busy_clusters_taken_turns_run_on_a_free_cluster(clusters, fault_agent
     first, busy, taken = busy_with_taken_turns(clusters, fault_agent)
     began = time.monotonic()
     clusters.start()  # free: it takes the new tasks as soon as there are some
-    wait_for(lambda: set(Turn.objects.filter(pk__in=taken).values_list("status", flat=True)) == {"completed"},
-             timeout=BOUND, what="the taken turns to complete on the free cluster")
+    wait_for(
+        lambda: set(Turn.objects.filter(pk__in=taken).values_list("status", flat=True)) == {"completed"},
+        timeout=BOUND,
+        what="the taken turns to complete on the free cluster",
+    )
     print(f"\nthe taken turns completed {time.monotonic() - began:.1f} s after a free cluster started")
     assert Turn.objects.get(pk=busy).status == "running", "the busy turn was held all along"
     clusters.disarm("charge:during")

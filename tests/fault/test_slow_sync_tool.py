@@ -33,8 +33,11 @@ def test_a_sync_tool_running_past_its_lease_keeps_the_turn(clusters, fault_agent
     paused = time.time()
     # the lease runs out 2 s after the last heartbeat; it is renewed past three leases from now
     # only by heartbeats sent while the tool is paused
-    wait_for(lambda: (Turn.objects.get(pk=turn_id).lease_expires_at or 0) > paused + 3 * LEASE,
-             timeout=6 * LEASE, what="heartbeats while the sync tool runs")
+    wait_for(
+        lambda: (Turn.objects.get(pk=turn_id).lease_expires_at or 0) > paused + 3 * LEASE,
+        timeout=6 * LEASE,
+        what="heartbeats while the sync tool runs",
+    )
     clusters.disarm("write:before")
     assert wait_final(turn_id) == "completed"
     s = turn_summary(turn_id)

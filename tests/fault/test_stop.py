@@ -118,13 +118,17 @@ def test_running_turn_resumes_elsewhere(clusters, fault_agent, mode):
     assert turn.status == "running", "the turn is neither failed nor finished by the stop"
     assert turn.lease_expires_at <= time.time(), (
         f"the dead worker's lease was released at the stop (held by {turn.lease_owner}, the stopped worker "
-        f"was {worker}; attempts {turn.attempts})\n--- the cluster's log\n{cluster.output()[-3000:]}")
+        f"was {worker}; attempts {turn.attempts})\n--- the cluster's log\n{cluster.output()[-3000:]}"
+    )
 
     clusters.disarm("ping:before")
     taker = clusters.start()
     try:
-        wait_for(lambda: Turn.objects.get(pk=turn_id).status == "completed", timeout=90,
-                 what="another cluster to finish the turn")
+        wait_for(
+            lambda: Turn.objects.get(pk=turn_id).status == "completed",
+            timeout=90,
+            what="another cluster to finish the turn",
+        )
         turn = Turn.objects.get(pk=turn_id)
         assert turn.attempts >= 2, "a second attempt finished the turn"
         assert not turn.lease_owner.endswith(f":{worker}")
@@ -133,8 +137,11 @@ def test_running_turn_resumes_elsewhere(clusters, fault_agent, mode):
         taker.kill()
 
 
-@pytest.mark.xfail(strict=False, reason="characterises django-q2's race between its sentinel and the group's "
-                   "SIGTERM; under load the sentinel sometimes wins (seen once in a loaded run)")
+@pytest.mark.xfail(
+    strict=False,
+    reason="characterises django-q2's race between its sentinel and the group's "
+    "SIGTERM; under load the sentinel sometimes wins (seen once in a loaded run)",
+)
 def test_plain_qcluster_hangs_on_group_sigterm(clusters):
     """Characterises django-q2 1.11 (why june_worker exists): a SIGTERM to the whole group of
     plain ``qcluster`` leaves its main process running. If this starts failing, django-q2 fixed
@@ -158,25 +165,34 @@ def test_a_worker_driving_100_turns_stops_within_3_s_and_they_resume_at_once(clu
 
     cluster = clusters.start()
     clusters.arm("ping:before")
-    ids = [services.turn_start(agent=fault_agent, key=f"stop100-{n}", text="mugs", source="http").turn_id
-           for n in range(100)]
-    wait_for(lambda: Turn.objects.filter(pk__in=ids, status="running", phase="tool_request_recorded").count() == 100,
-             timeout=90, what="100 turns running in one worker")
+    ids = [
+        services.turn_start(agent=fault_agent, key=f"stop100-{n}", text="mugs", source="http").turn_id
+        for n in range(100)
+    ]
+    wait_for(
+        lambda: Turn.objects.filter(pk__in=ids, status="running", phase="tool_request_recorded").count() == 100,
+        timeout=90,
+        what="100 turns running in one worker",
+    )
     assert len(set(Turn.objects.filter(pk__in=ids).values_list("lease_owner", flat=True))) == 1
 
     elapsed = _stop_and_time(cluster, signal.SIGTERM, True)
     print(f"\na cluster whose worker drove 100 turns stopped in {elapsed:.2f}s")
     assert elapsed < 3.0, f"the cluster took {elapsed:.1f}s to stop"
     now = time.time()
-    assert Turn.objects.filter(pk__in=ids, status="running", lease_expires_at__gt=now).count() == 0, \
+    assert Turn.objects.filter(pk__in=ids, status="running", lease_expires_at__gt=now).count() == 0, (
         "every lease released at the stop"
+    )
 
     clusters.disarm("ping:before")
     began = time.monotonic()
     taker = clusters.start()
     try:
-        wait_for(lambda: Turn.objects.filter(pk__in=ids, status="completed").count() == 100, timeout=120,
-                 what="a fresh cluster to finish the 100 turns")
+        wait_for(
+            lambda: Turn.objects.filter(pk__in=ids, status="completed").count() == 100,
+            timeout=120,
+            what="a fresh cluster to finish the 100 turns",
+        )
         print(f"the 100 turns completed {time.monotonic() - began:.1f}s after the fresh cluster's start")
         assert Turn.objects.filter(pk__in=ids, attempts__gte=2).count() == 100
     finally:

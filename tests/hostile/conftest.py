@@ -17,10 +17,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     terminalreporter.section("hostile cases per endpoint")
     for endpoint in sorted(CASES):
         statuses = " ".join(f"{status}:{n}" for (name, status), n in sorted(STATUSES.items()) if name == endpoint)
-        terminalreporter.write_line(f"{endpoint:<40} {CASES[endpoint]:>5} cases {ACCEPTED[endpoint]:>4} accepted "
-                                    f"{SERVER_ERRORS[endpoint]} 5xx  ({statuses})")
-    terminalreporter.write_line(f"{'total':<40} {sum(CASES.values()):>5} cases {sum(ACCEPTED.values()):>4} accepted "
-                                f"{sum(SERVER_ERRORS.values())} 5xx")
+        terminalreporter.write_line(
+            f"{endpoint:<40} {CASES[endpoint]:>5} cases {ACCEPTED[endpoint]:>4} accepted "
+            f"{SERVER_ERRORS[endpoint]} 5xx  ({statuses})"
+        )
+    terminalreporter.write_line(
+        f"{'total':<40} {sum(CASES.values()):>5} cases {sum(ACCEPTED.values()):>4} accepted "
+        f"{sum(SERVER_ERRORS.values())} 5xx"
+    )
 
 
 @pytest.fixture(autouse=True)

@@ -13,10 +13,40 @@ from typing import Any
 from hypothesis import strategies as st
 
 NASTY = [
-    "", " ", "\t\n\r", "\u00a0", "\u2028", "\ufeff", "\u0000", "a\u0000b", "\ud800", "order a\ud800b", "\udfff",
-    "\ud83d", "\ude00", "\U0001f600", "²", "٣", "\u202e", "\\u0000", "null", "true", "0", "-1", "1e999", "NaN",
-    "../../etc/passwd", "%00", "%2e%2e", "<script>alert(1)</script>", "'; DROP TABLE sessions_app_turn; --",
-    "approve-refund", "start", "x" * 201, "x" * 32_001, "€" * 20_000,
+    "",
+    " ",
+    "\t\n\r",
+    "\u00a0",
+    "\u2028",
+    "\ufeff",
+    "\u0000",
+    "a\u0000b",
+    "\ud800",
+    "order a\ud800b",
+    "\udfff",
+    "\ud83d",
+    "\ude00",
+    "\U0001f600",
+    "²",
+    "٣",
+    "\u202e",
+    "\\u0000",
+    "null",
+    "true",
+    "0",
+    "-1",
+    "1e999",
+    "NaN",
+    "../../etc/passwd",
+    "%00",
+    "%2e%2e",
+    "<script>alert(1)</script>",
+    "'; DROP TABLE sessions_app_turn; --",
+    "approve-refund",
+    "start",
+    "x" * 201,
+    "x" * 32_001,
+    "€" * 20_000,
 ]
 
 strings = st.one_of(
@@ -31,9 +61,11 @@ numbers = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
 )
 scalars = st.one_of(st.none(), st.booleans(), numbers, strings)
-values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                       st.dictionaries(strings, inner, max_size=4)),
-                      max_leaves=12)
+values = st.recursive(
+    scalars,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(strings, inner, max_size=4)),
+    max_leaves=12,
+)
 
 
 def nested(depth: int, inner: str = "1") -> str:
@@ -43,9 +75,28 @@ def nested(depth: int, inner: str = "1") -> str:
 
 #: raw JSON-ish text no serializer writes, to be spliced in where a value goes
 raw_values = st.one_of(
-    st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1" * 5000, "0" * 3000 + "1",
-                     "1." + "0" * 5000, '"\\ud800"', '"\\u0000"', '"\\uDFFF\\uD800"', '"unterminated', "tru", "[1,]",
-                     "{'a': 1}", "\"\\x41\"", "", "[" * 10]),
+    st.sampled_from(
+        [
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "1e999",
+            "-1e999",
+            "1" * 5000,
+            "0" * 3000 + "1",
+            "1." + "0" * 5000,
+            '"\\ud800"',
+            '"\\u0000"',
+            '"\\uDFFF\\uD800"',
+            '"unterminated',
+            "tru",
+            "[1,]",
+            "{'a': 1}",
+            '"\\x41"',
+            "",
+            "[" * 10,
+        ]
+    ),
     st.integers(min_value=60, max_value=70).map(nested),
     st.sampled_from([1_000, 20_000, 50_000]).map(nested),
 )
@@ -85,8 +136,16 @@ whole_bodies = st.one_of(
     values.map(lambda v: encode(v, ascii_only=True)),
     raw_values.map(str.encode),
     st.binary(max_size=40),
-    st.sampled_from([b"\xef\xbb\xbf{}", b"\xff\xfe{", b"{\"text\": \"\xed\xa0\x80\"}", b"\x00", b" ",
-                     b"{\"text\": \"" + b"x" * 300_000 + b"\"}"]),
+    st.sampled_from(
+        [
+            b"\xef\xbb\xbf{}",
+            b"\xff\xfe{",
+            b'{"text": "\xed\xa0\x80"}',
+            b"\x00",
+            b" ",
+            b'{"text": "' + b"x" * 300_000 + b'"}',
+        ]
+    ),
 )
 
 
@@ -110,8 +169,13 @@ def _splice(obj: dict[str, Any], name: str, raw: str, *, ascii_only: bool = True
 
 
 @st.composite
-def body(draw: st.DrawFn, fields: dict[str, st.SearchStrategy], *, raw_at: tuple[str, ...] = (),
-         plausible: dict[str, st.SearchStrategy] | None = None) -> bytes:
+def body(
+    draw: st.DrawFn,
+    fields: dict[str, st.SearchStrategy],
+    *,
+    raw_at: tuple[str, ...] = (),
+    plausible: dict[str, st.SearchStrategy] | None = None,
+) -> bytes:
     """One attack, drawn evenly: a body a client could mean (``plausible``: the success paths),
     the endpoint's fields with hostile values, anything at all, or a plausible body with one
     value turned hostile: nested past the bound, a NUL or a lone surrogate in a string or a
@@ -143,24 +207,64 @@ def body(draw: st.DrawFn, fields: dict[str, st.SearchStrategy], *, raw_at: tuple
 
 #: legal but odd text: any Unicode scalar value but NUL, not only whitespace
 legal_texts = st.one_of(
-    st.sampled_from(["order blue mugs", "refund order 42 10", "stock mugs", "€" * 100, "\U0001f600 hi", "a" * 32_000,
-                     "\u202eevil", "line\nbreak", "tab\there", "\u2028", "<b>x</b>", "'; --"]),
+    st.sampled_from(
+        [
+            "order blue mugs",
+            "refund order 42 10",
+            "stock mugs",
+            "€" * 100,
+            "\U0001f600 hi",
+            "a" * 32_000,
+            "\u202eevil",
+            "line\nbreak",
+            "tab\there",
+            "\u2028",
+            "<b>x</b>",
+            "'; --",
+        ]
+    ),
     st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=60).filter(str.strip),
 )
 legal_keys = st.from_regex(r"\A[A-Za-z0-9][A-Za-z0-9_.:@-]{0,30}\Z")
+
+
 @st.composite
 def mostly(draw: st.DrawFn, legal: st.SearchStrategy, hostile: st.SearchStrategy) -> Any:
     """``legal`` two times in three, else ``hostile``."""
     return draw(legal if draw(st.integers(0, 2)) < 2 else hostile)
 
 
-session_keys = mostly(st.one_of(st.sampled_from(["s1", "s2", "k.e_y:1@x-", "a" * 200]), legal_keys),
-                      strings.filter(bool))
+session_keys = mostly(
+    st.one_of(st.sampled_from(["s1", "s2", "k.e_y:1@x-", "a" * 200]), legal_keys), strings.filter(bool)
+)
 turn_ids = st.one_of(st.text("0123456789abcdef", min_size=32, max_size=32), strings.filter(bool))
 legal_seqs = st.one_of(st.sampled_from(["0", "1", "2", "9" * 18]), st.integers(0, 10**18 - 1).map(str))
-seqs = st.one_of(legal_seqs, st.sampled_from(["0", "1", "9" * 18, "9" * 19, "1" * 23, "²", "٣", "-1", "+1", " 7 ", "1_0", "0x1"]),
-                 strings)
+seqs = st.one_of(
+    legal_seqs,
+    st.sampled_from(["0", "1", "9" * 18, "9" * 19, "1" * 23, "²", "٣", "-1", "+1", " 7 ", "1_0", "0x1"]),
+    strings,
+)
 legal_bools = st.sampled_from(["1", "0", "true", "FALSE", " yes ", "on", "off", "No"])
 query_bools = st.one_of(st.sampled_from(["maybe", "", "2", "truee", "\u0000"]), strings)
-query_numbers = st.one_of(st.sampled_from(["1", "0", "0.5", "1e-05", "inf", "nan", "1e400", "٣", "1_0", "-1",
-                                           "86400", "86401", "1000000", "1000001", "9" * 400]), strings)
+query_numbers = st.one_of(
+    st.sampled_from(
+        [
+            "1",
+            "0",
+            "0.5",
+            "1e-05",
+            "inf",
+            "nan",
+            "1e400",
+            "٣",
+            "1_0",
+            "-1",
+            "86400",
+            "86401",
+            "1000000",
+            "1000001",
+            "9" * 400,
+        ]
+    ),
+    strings,
+)

@@ -22,10 +22,18 @@ from tests.settle import settle_tasks
 
 BASE = "/api/agents/ops/sessions"
 
-_COMMON = dict(deadline=None, print_blob=True, database=None,
-               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                      HealthCheck.data_too_large, HealthCheck.filter_too_much,
-                                      HealthCheck.large_base_example])
+_COMMON = dict(
+    deadline=None,
+    print_blob=True,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+        HealthCheck.large_base_example,
+    ],
+)
 settings.register_profile("hostile", max_examples=60, **_COMMON)
 settings.register_profile("hostile-long", max_examples=600, **_COMMON)
 #: the settings of every property here (a decorator): ``JUNE_HOSTILE_PROFILE`` picks the profile
@@ -36,8 +44,11 @@ def hostile(max_examples: int) -> settings:
     """The profile, with this property's own example count (scaled by the long profile).
     ``JUNE_HOSTILE_NO_SHRINK=1``: report the first failure as found (fast, against a broken tree)."""
     scale = 10 if os.environ.get("JUNE_HOSTILE_PROFILE") == "hostile-long" else 1
-    extra = {"phases": [Phase.explicit, Phase.reuse, Phase.generate]} if os.environ.get("JUNE_HOSTILE_NO_SHRINK") else {}
+    extra = (
+        {"phases": [Phase.explicit, Phase.reuse, Phase.generate]} if os.environ.get("JUNE_HOSTILE_NO_SHRINK") else {}
+    )
     return settings(HOSTILE, max_examples=max_examples * scale, **extra)
+
 
 #: hostile cases generated, per endpoint (printed at the end of the run: tests/hostile/conftest.py)
 CASES: collections.Counter[str] = collections.Counter()
@@ -86,16 +97,18 @@ class Api:
             headers[name[5:].replace("_", "-").title()] = value.encode("utf-8", "surrogatepass").decode("latin-1")
         client = AsyncClient(raise_request_exception=False)
         if body is not None:
-            response = await getattr(client, method)(path, data=body, content_type="application/json",
-                                                     headers=headers)
+            response = await getattr(client, method)(path, data=body, content_type="application/json", headers=headers)
         else:
             response = await getattr(client, method)(path, headers=headers)
         if response.streaming:
             streamed = b"".join([chunk async for chunk in response.streaming_content])
             await settle_tasks()
             return response.status_code, streamed, response
-        assert response["Content-Type"].startswith("application/json"), (path, response.status_code,
-                                                                           response.content[:300])
+        assert response["Content-Type"].startswith("application/json"), (
+            path,
+            response.status_code,
+            response.content[:300],
+        )
         return response.status_code, json.loads(response.content), response
 
 
@@ -135,19 +148,25 @@ class LogWatch(logging.Handler):
 def assert_consistent() -> None:
     """No duplicate positions (turn order, event seq, message index), counters that match what
     was handed out, no turn left running (no worker ran), no parked turn without its request."""
-    dup_turns = (m.Turn.objects.values("session_id", "order").annotate(n=Count("id")).filter(n__gt=1))
+    dup_turns = m.Turn.objects.values("session_id", "order").annotate(n=Count("id")).filter(n__gt=1)
     assert not dup_turns.exists(), list(dup_turns)
     # a seq is handed out once: rows that share one are an event and its copies in the branches
     # forked after it (same type, turn and payload, another generation)
     dup_events = m.Event.objects.values("session_id", "seq").annotate(n=Count("*")).filter(n__gt=1)
     for dup in dup_events:
-        rows = list(m.Event.objects.filter(session_id=dup["session_id"], seq=dup["seq"])
-                    .values_list("generation", "type", "turn_id", "data"))
+        rows = list(
+            m.Event.objects.filter(session_id=dup["session_id"], seq=dup["seq"]).values_list(
+                "generation", "type", "turn_id", "data"
+            )
+        )
         assert len({g for g, *_ in rows}) == len(rows) and len({tuple(map(str, r[1:])) for r in rows}) == 1, rows
-        assert m.Branch.objects.filter(session_id=dup["session_id"], generation__in=[r[0] for r in rows],
-                                       parent_generation__isnull=False).count() >= len(rows) - 1, rows
-    dup_messages = (m.Message.objects.values("session_id", "generation", "index").annotate(n=Count("*"))
-                    .filter(n__gt=1))
+        assert (
+            m.Branch.objects.filter(
+                session_id=dup["session_id"], generation__in=[r[0] for r in rows], parent_generation__isnull=False
+            ).count()
+            >= len(rows) - 1
+        ), rows
+    dup_messages = m.Message.objects.values("session_id", "generation", "index").annotate(n=Count("*")).filter(n__gt=1)
     assert not dup_messages.exists(), list(dup_messages)
     for s in m.Session.objects.annotate(last_event=Max("events__seq"), last_order=Max("turns__order")):
         assert s.event_seq == (s.last_event or 0), (s.key, s.event_seq, s.last_event)

@@ -54,6 +54,7 @@ def api(alice):
 
 # -- regressions, each named for what it pins ----------------------------------------------------------
 
+
 def test_a_session_key_ending_in_a_newline_is_refused_and_creates_nothing(api):
     before = rows()
     status, body, response = api.send("post", f"{BASE}/b1%0A/turns?wait=false", json.dumps({"text": "hi"}).encode())
@@ -81,8 +82,10 @@ async def test_a_websocket_to_a_newline_key_is_refused():
     assert not await sync_to_async(m.Session.objects.exists)()
 
 
-@pytest.mark.parametrize("field,value", [("session", "whnl\n"), ("user", "bot\n"), ("session", "a\rb"),
-                                         ("user", "bot\x00"), ("session", "s\u2028")])
+@pytest.mark.parametrize(
+    "field,value",
+    [("session", "whnl\n"), ("user", "bot\n"), ("session", "a\rb"), ("user", "bot\x00"), ("session", "s\u2028")],
+)
 def test_a_signed_webhook_with_a_control_char_in_session_or_user_is_refused(monkeypatch, field, value):
     monkeypatch.setenv("JUNE_WEBHOOK_SECRET_OPS", SECRET)
     monkeypatch.delenv("JUNE_WEBHOOK_URL_OPS", raising=False)
@@ -90,8 +93,12 @@ def test_a_signed_webhook_with_a_control_char_in_session_or_user_is_refused(monk
     body = json.dumps(payload).encode()
     ts = str(int(time.time()))
     response = Client(raise_request_exception=False).post(
-        "/api/agents/ops/webhook", data=body, content_type="application/json",
-        HTTP_X_JUNE_TIMESTAMP=ts, HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, body))
+        "/api/agents/ops/webhook",
+        data=body,
+        content_type="application/json",
+        HTTP_X_JUNE_TIMESTAMP=ts,
+        HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, body),
+    )
     assert response.status_code == 400, response.content
     assert rows() == (0, 0, 0, 0)
 
@@ -114,11 +121,12 @@ def test_nul_in_admin_forms_and_searches_is_a_400(alice):
     tasks.run_turn(parked.turn_id)
     client = Client(raise_request_exception=False)
     client.force_login(olga)
-    for url in ("/admin/sessions_app/session/?q=a%00b", "/admin/sessions_app/turn/?q=%00",
-                "/admin/auth/user/?q=x%00"):
+    for url in ("/admin/sessions_app/session/?q=a%00b", "/admin/sessions_app/turn/?q=%00", "/admin/auth/user/?q=x%00"):
         assert client.get(url).status_code == 400, url
-    answer = client.post(f"/admin/sessions_app/approvalrequest/{parked.turn_id}/change/",
-                         {"input_id": "approve-refund", "decision": "approve", "note": "ok\x00"})
+    answer = client.post(
+        f"/admin/sessions_app/approvalrequest/{parked.turn_id}/change/",
+        {"input_id": "approve-refund", "decision": "approve", "note": "ok\x00"},
+    )
     assert answer.status_code == 400
     assert m.Turn.objects.get(pk=parked.turn_id).status == "suspended"
     user_form = client.post(f"/admin/auth/user/{alice.pk}/change/", {"username": "al\x00ice"})
@@ -145,18 +153,21 @@ def test_a_500_keeps_its_traceback(caplog):
     except RuntimeError:
         import sys
 
-        record = logging.LogRecord("django.request", logging.ERROR, __file__, 1, "Internal Server Error", (),
-                                   sys.exc_info())
+        record = logging.LogRecord(
+            "django.request", logging.ERROR, __file__, 1, "Internal Server Error", (), sys.exc_info()
+        )
     record.status_code = 500
     assert RefusalsOnOneLine().filter(record) and record.exc_info is not None
 
 
 # -- generated: control characters in every path parameter, form field and frame field -------------------
 
+
 def with_control(plain: str):
     """``plain`` with a control character (or two) at the start, inside or at the end."""
     return st.tuples(st.sampled_from(CONTROL), st.sampled_from(["start", "middle", "end"])).map(
-        lambda cp: {"start": cp[0] + plain, "middle": plain[:1] + cp[0] + plain[1:], "end": plain + cp[0]}[cp[1]])
+        lambda cp: {"start": cp[0] + plain, "middle": plain[:1] + cp[0] + plain[1:], "end": plain + cp[0]}[cp[1]]
+    )
 
 
 ENDPOINTS = [  # (method, path template, body): {agent}, {key}, {turn} are filled in
@@ -178,16 +189,17 @@ ENDPOINTS = [  # (method, path template, body): {agent}, {key}, {turn} are fille
 def test_control_chars_in_path_parameters(api, alice, endpoint, data):
     method, template, body = endpoint
     which = data.draw(st.sampled_from([n for n in ("agent", "key", "turn") if "{%s}" % n in template]))
-    turn = m.Turn.objects.filter(session__key="c1").values_list("pk", flat=True).first() or services.turn_start(
-        agent="ops", key="c1", text="hello", user=alice, source="http").turn_id
+    turn = (
+        m.Turn.objects.filter(session__key="c1").values_list("pk", flat=True).first()
+        or services.turn_start(agent="ops", key="c1", text="hello", user=alice, source="http").turn_id
+    )
     params = {"agent": "ops", "key": "c1", "turn": turn}
     params[which] = data.draw(with_control(params[which]))
     path = template.format(**{k: path_segment(v) for k, v in params.items()})
     before = rows()
     raw = json.dumps(body).encode() if body is not None else None
     status, answer, response = api.send(method, path, raw)
-    check_answer(f"{method.upper()} {template} ({which})", status, answer, response,
-                 ok=(200, 201, 202, 204))
+    check_answer(f"{method.upper()} {template} ({which})", status, answer, response, ok=(200, 201, 202, 204))
     assert status >= 400, (path, status, answer)  # an identifier with a control character names nothing
     assert rows() == before, (path, status)
     assert "\n" not in "".join(str(v) for v in response.headers.values())
@@ -204,8 +216,9 @@ FORMS = [  # (path template, fields): the site's HTML forms, {key} filled in
 @given(form=st.sampled_from(FORMS), data=st.data())
 def test_control_chars_in_form_fields_and_paths(alice, form, data):
     template, fields = form
-    services.turn_start(agent="ops", key="f1", text="hello", user=alice, source="http") \
-        if not m.Session.objects.filter(key="f1").exists() else None
+    services.turn_start(agent="ops", key="f1", text="hello", user=alice, source="http") if not m.Session.objects.filter(
+        key="f1"
+    ).exists() else None
     params = {"agent": "ops", "key": "f1"}
     target = data.draw(st.sampled_from(sorted(fields) + [n for n in ("agent", "key") if "{%s}" % n in template]))
     fields = dict(fields)
@@ -233,10 +246,12 @@ async def test_control_chars_in_websocket_frame_fields(char):
     comm, connected = await open_socket("/ws/agents/ops/sessions/w1/", await cookie_for(alice))
     assert connected
     await until_ready(comm)
-    frames = [{"type": "start" + char, "text": "hi"},
-              {"type": "cancel", "turn_id": "t" + char},
-              {"type": "resume", "turn_id": "a" * 32 + char, "input_id": "approve-refund", "answer": True},
-              {"type": "resume", "turn_id": "a" * 32, "input_id": "approve" + char, "answer": True}]
+    frames = [
+        {"type": "start" + char, "text": "hi"},
+        {"type": "cancel", "turn_id": "t" + char},
+        {"type": "resume", "turn_id": "a" * 32 + char, "input_id": "approve-refund", "answer": True},
+        {"type": "resume", "turn_id": "a" * 32, "input_id": "approve" + char, "answer": True},
+    ]
     for frame in frames:
         before = await sync_to_async(rows)()
         await comm.send_to(text_data=json.dumps(frame))

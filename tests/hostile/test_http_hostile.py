@@ -94,12 +94,19 @@ def optional(*strategies: st.SearchStrategy) -> st.SearchStrategy:
 
 # -- the API --------------------------------------------------------------------------------------------
 
+
 @hostile(100)
-@given(key=hs.session_keys, wait=optional(hs.legal_bools, hs.query_bools),
-       replace=optional(hs.legal_bools, hs.query_bools),
-       stream=st.booleans(),
-       body=hs.body({"text": st.one_of(hs.strings, hs.values), "replace": st.one_of(st.booleans(), hs.values)},
-                    raw_at=("text", "replace"), plausible={"text": hs.legal_texts, "replace": st.booleans()}))
+@given(
+    key=hs.session_keys,
+    wait=optional(hs.legal_bools, hs.query_bools),
+    replace=optional(hs.legal_bools, hs.query_bools),
+    stream=st.booleans(),
+    body=hs.body(
+        {"text": st.one_of(hs.strings, hs.values), "replace": st.one_of(st.booleans(), hs.values)},
+        raw_at=("text", "replace"),
+        plausible={"text": hs.legal_texts, "replace": st.booleans()},
+    ),
+)
 def test_start_turn(world, key, wait, replace, stream, body):
     api = world["alice"]
     extra = {"HTTP_ACCEPT": "text/event-stream"} if stream else {}
@@ -121,10 +128,18 @@ def test_read_turn(world, key, turn_id, own):
 
 
 @hostile(80)
-@given(which=st.sampled_from(["parked", "parked", "random", "alice"]), turn_id=hs.turn_ids,
-       body=hs.body({"input_id": st.one_of(st.just("approve-refund"), hs.strings, hs.values),
-                     "answer": st.one_of(st.booleans(), hs.values)}, raw_at=("answer", "input_id"),
-                    plausible={"input_id": st.just("approve-refund"), "answer": st.one_of(st.booleans(), hs.values)}))
+@given(
+    which=st.sampled_from(["parked", "parked", "random", "alice"]),
+    turn_id=hs.turn_ids,
+    body=hs.body(
+        {
+            "input_id": st.one_of(st.just("approve-refund"), hs.strings, hs.values),
+            "answer": st.one_of(st.booleans(), hs.values),
+        },
+        raw_at=("answer", "input_id"),
+        plausible={"input_id": st.just("approve-refund"), "answer": st.one_of(st.booleans(), hs.values)},
+    ),
+)
 def test_resume_turn(world, which, turn_id, body):
     api = world["alice"] if which == "alice" else world["olga"]
     world["park"]()
@@ -138,8 +153,11 @@ def test_resume_turn(world, which, turn_id, body):
 
 
 @hostile(60)
-@given(existing=st.booleans(), turn_id=hs.turn_ids, body=st.one_of(st.just(b""), st.just(b"{}"), hs.whole_bodies,
-                                                                    hs.body({"reason": hs.values})))
+@given(
+    existing=st.booleans(),
+    turn_id=hs.turn_ids,
+    body=st.one_of(st.just(b""), st.just(b"{}"), hs.whole_bodies, hs.body({"reason": hs.values})),
+)
 def test_cancel_turn(world, existing, turn_id, body):
     api = world["alice"]
     key = "c1"
@@ -170,7 +188,9 @@ def _forkable(world) -> str:
     """alice's session "forks", idle, with two ended turns: real fork points at 0 and 2."""
     if not m.Session.objects.filter(key="forks").exists():
         for text in ("hello", "how are you"):
-            _, answer, _ = world["alice"].send("post", f"{BASE}/forks/turns?wait=false", f'{{"text": "{text}"}}'.encode())
+            _, answer, _ = world["alice"].send(
+                "post", f"{BASE}/forks/turns?wait=false", f'{{"text": "{text}"}}'.encode()
+            )
             tasks.run_turn(answer["turn_id"])
     for turn in m.Turn.objects.filter(session__key="forks", status="queued").order_by("order"):
         tasks.run_turn(turn.pk)  # what the last example queued: the session is idle again
@@ -181,8 +201,10 @@ positions = hs.mostly(st.sampled_from(["0", "1", "2", "3", "999999999"]), st.one
 
 
 @hostile(60)
-@given(index=positions, body=st.one_of(st.just(b""), hs.whole_bodies,
-                                       hs.body({"text": hs.legal_texts, "attachments": hs.values})))
+@given(
+    index=positions,
+    body=st.one_of(st.just(b""), hs.whole_bodies, hs.body({"text": hs.legal_texts, "attachments": hs.values})),
+)
 def test_fork(world, index, body):
     key = _forkable(world)
     status, answer, response = world["alice"].send("post", f"{BASE}/{key}/messages/{path_segment(index)}/fork", body)
@@ -193,13 +215,15 @@ def test_fork(world, index, body):
 @given(generation=positions, last=st.booleans(), turn_id=hs.turn_ids, body=st.one_of(st.just(b""), hs.whole_bodies))
 def test_switch_and_regenerate(world, generation, last, turn_id, body):
     key = _forkable(world)
-    status, answer, response = world["alice"].send("post", f"{BASE}/{key}/branches/{path_segment(generation)}/switch",
-                                                   body)
+    status, answer, response = world["alice"].send(
+        "post", f"{BASE}/{key}/branches/{path_segment(generation)}/switch", body
+    )
     check_answer("POST branches/<generation>/switch", status, answer, response, ok=(200,))
     if last:
         turn_id = m.Turn.objects.filter(session__key=key).order_by("-order").values_list("pk", flat=True).first()
-    status, answer, response = world["alice"].send("post", f"{BASE}/{key}/turns/{path_segment(turn_id)}/regenerate",
-                                                   body)
+    status, answer, response = world["alice"].send(
+        "post", f"{BASE}/{key}/turns/{path_segment(turn_id)}/regenerate", body
+    )
     check_answer("POST turns/<id>/regenerate", status, answer, response, ok=(202,))
     status, answer, response = world["olga"].send("get", f"{BASE}/{key}/branches")
     check_answer("GET branches", status, answer, response, ok=(200,))
@@ -210,10 +234,14 @@ legal_numbers = st.sampled_from(["1", "3", "0.5", "1e-05", "100"])
 
 
 @hostile(60)
-@given(key=st.one_of(st.just("parked"), hs.session_keys),
-       last_id=optional(hs.legal_seqs, hs.seqs), after=optional(hs.legal_seqs, hs.seqs),
-       until=optional(st.just("terminal"), hs.strings), limit=optional(legal_numbers, hs.query_numbers),
-       timeout=optional(legal_numbers, hs.query_numbers))
+@given(
+    key=st.one_of(st.just("parked"), hs.session_keys),
+    last_id=optional(hs.legal_seqs, hs.seqs),
+    after=optional(hs.legal_seqs, hs.seqs),
+    until=optional(st.just("terminal"), hs.strings),
+    limit=optional(legal_numbers, hs.query_numbers),
+    timeout=optional(legal_numbers, hs.query_numbers),
+)
 def test_events(world, key, last_id, after, until, limit, timeout):
     extra = {}
     if last_id is not None:
@@ -226,11 +254,24 @@ def test_events(world, key, last_id, after, until, limit, timeout):
 
 
 @hostile(60)
-@given(method=st.sampled_from(["get", "post", "put", "patch", "delete", "head", "options"]),
-       tail=st.one_of(hs.strings, st.sampled_from(["nope/", "agents/ops/sessions", "agents/ops/sessions/s1/x",
-                                                     "agents/ops/sessions/s1/turns/", "openapi.json/",
-                                                     "agents/ops/webhook/", "agents/" + "a" * 300])),
-       body=st.one_of(st.just(b""), hs.whole_bodies))
+@given(
+    method=st.sampled_from(["get", "post", "put", "patch", "delete", "head", "options"]),
+    tail=st.one_of(
+        hs.strings,
+        st.sampled_from(
+            [
+                "nope/",
+                "agents/ops/sessions",
+                "agents/ops/sessions/s1/x",
+                "agents/ops/sessions/s1/turns/",
+                "openapi.json/",
+                "agents/ops/webhook/",
+                "agents/" + "a" * 300,
+            ]
+        ),
+    ),
+    body=st.one_of(st.just(b""), hs.whole_bodies),
+)
 def test_unknown_routes_and_methods(world, method, tail, body):
     """Everything under /api/ answers JSON: unknown routes (any method), wrong methods on known ones."""
     client = Client(raise_request_exception=False, enforce_csrf_checks=True)
@@ -246,24 +287,40 @@ def test_unknown_routes_and_methods(world, method, tail, body):
 
 # -- the inbound webhook ------------------------------------------------------------------------------------
 
+
 @hostile(100)
-@given(signed=hs.mostly(st.just("valid"), st.sampled_from(["none", "bad"])),
-       content_type=hs.mostly(st.sampled_from(["application/json", "application/json; charset=utf-8"]),
-                              st.sampled_from(["text/plain", "application/x-www-form-urlencoded", ""])),
-       body=hs.body({"session": st.one_of(st.sampled_from(["hook-1", "hook-2"]), hs.strings, hs.values),
-                     "text": st.one_of(hs.strings, hs.values), "user": st.one_of(hs.strings, hs.values)},
-                    raw_at=("session", "text", "user"),
-                    plausible={"session": hs.legal_keys.map("hook-".__add__), "text": hs.legal_texts,
-                               "user": st.from_regex(r"\A[\w.@:+-]{1,20}\Z")}))
+@given(
+    signed=hs.mostly(st.just("valid"), st.sampled_from(["none", "bad"])),
+    content_type=hs.mostly(
+        st.sampled_from(["application/json", "application/json; charset=utf-8"]),
+        st.sampled_from(["text/plain", "application/x-www-form-urlencoded", ""]),
+    ),
+    body=hs.body(
+        {
+            "session": st.one_of(st.sampled_from(["hook-1", "hook-2"]), hs.strings, hs.values),
+            "text": st.one_of(hs.strings, hs.values),
+            "user": st.one_of(hs.strings, hs.values),
+        },
+        raw_at=("session", "text", "user"),
+        plausible={
+            "session": hs.legal_keys.map("hook-".__add__),
+            "text": hs.legal_texts,
+            "user": st.from_regex(r"\A[\w.@:+-]{1,20}\Z"),
+        },
+    ),
+)
 def test_webhook(world, monkeypatch, signed, content_type, body):
     monkeypatch.setenv("JUNE_WEBHOOK_SECRET_OPS", SECRET)
     monkeypatch.delenv("JUNE_WEBHOOK_URL_OPS", raising=False)
     headers = {}
     if signed != "none":
         ts = str(int(time.time()))
-        headers = {"HTTP_X_JUNE_TIMESTAMP": ts,
-                   "HTTP_X_JUNE_SIGNATURE": sign(SECRET.encode(), ts, body) if signed == "valid" else "sha256=00"}
-    response = Client(raise_request_exception=False).post("/api/agents/ops/webhook", data=body,
-                                                          content_type=content_type, **headers)
+        headers = {
+            "HTTP_X_JUNE_TIMESTAMP": ts,
+            "HTTP_X_JUNE_SIGNATURE": sign(SECRET.encode(), ts, body) if signed == "valid" else "sha256=00",
+        }
+    response = Client(raise_request_exception=False).post(
+        "/api/agents/ops/webhook", data=body, content_type=content_type, **headers
+    )
     assert response["Content-Type"].startswith("application/json"), response.content[:200]
     check_answer("POST webhook", response.status_code, response.json(), response, ok=(202,))

@@ -49,8 +49,13 @@ def api(alice):
 
 def signed_post(raw: bytes):
     ts = str(int(time.time()))
-    return Client().post(HOOK, data=raw, content_type="application/json", HTTP_X_JUNE_TIMESTAMP=ts,
-                         HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, raw))
+    return Client().post(
+        HOOK,
+        data=raw,
+        content_type="application/json",
+        HTTP_X_JUNE_TIMESTAMP=ts,
+        HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, raw),
+    )
 
 
 def assert_bad_request(status, body, *, message: str | None = None):
@@ -71,6 +76,7 @@ def parked_turn(user) -> m.Turn:
 
 
 # -- websocket helpers ----------------------------------------------------------------------------------
+
 
 def application():
     from june_project.asgi import application
@@ -104,15 +110,20 @@ async def frame_reply(comm, raw: str) -> dict:
 
 # -- 3. deeply nested JSON ---------------------------------------------------------------------------------
 
+
 def test_deeply_nested_json_is_a_400_on_every_http_body(api, alice):
     """Issue 13.3: 50,000-deep JSON raised RecursionError inside read_json (which caught only
     ValueError) and answered 500: on POST turns, inside an unknown field, inside a resume answer."""
     turn = parked_turn(alice)
     cases = [
-        f"{BASE}/s1/turns", '{"text":"hi","replace":' + DEEP + "}",
-        f"{BASE}/s1/turns", '{"text":"hi","unknown":' + DEEP + "}",
-        f"{BASE}/parked/turns/{turn.pk}/resume", '{"input_id":"approve-refund","answer":' + DEEP + "}",
-        f"{BASE}/s1/reset", DEEP,
+        f"{BASE}/s1/turns",
+        '{"text":"hi","replace":' + DEEP + "}",
+        f"{BASE}/s1/turns",
+        '{"text":"hi","unknown":' + DEEP + "}",
+        f"{BASE}/parked/turns/{turn.pk}/resume",
+        '{"input_id":"approve-refund","answer":' + DEEP + "}",
+        f"{BASE}/s1/reset",
+        DEEP,
     ]
     for path, raw in zip(cases[::2], cases[1::2]):
         status, body, _ = api.send("post", path, raw.encode())
@@ -181,8 +192,11 @@ def test_nul_and_lone_surrogates_are_a_400_over_http(api, alice, bad):
 @pytest.mark.parametrize("bad", HOSTILE_STRINGS)
 def test_nul_and_lone_surrogates_are_a_400_on_a_signed_webhook(bad):
     """Issues 13.4 and 13.5: the signed webhook stored NUL / a lone surrogate and answered 500."""
-    for body in ({"session": "h2", "text": bad}, {"session": bad, "text": "hi"}, {"session": "h2", "text": "hi",
-                                                                                  "user": bad}):
+    for body in (
+        {"session": "h2", "text": bad},
+        {"session": bad, "text": "hi"},
+        {"session": "h2", "text": "hi", "user": bad},
+    ):
         r = signed_post(json.dumps(body).encode())
         assert r.status_code == 400, (body, r.content)
     assert not m.Turn.objects.exists()
@@ -198,9 +212,12 @@ async def test_nul_and_lone_surrogates_are_error_frames_on_the_websocket():
     assert connected
     await until_ready(comm)
     for bad in HOSTILE_STRINGS:
-        for frame in ({"type": "start", "text": bad}, {"type": "cancel", "turn_id": bad},
-                      {"type": "resume", "turn_id": "t", "input_id": bad, "answer": True},
-                      {"type": "resume", "turn_id": "t", "input_id": "i", "answer": [bad]}):
+        for frame in (
+            {"type": "start", "text": bad},
+            {"type": "cancel", "turn_id": bad},
+            {"type": "resume", "turn_id": "t", "input_id": bad, "answer": True},
+            {"type": "resume", "turn_id": "t", "input_id": "i", "answer": [bad]},
+        ):
             for raw in (json.dumps(frame), json.dumps(frame, ensure_ascii=False)):  # escaped, and raw characters
                 reply = await frame_reply(comm, raw)
                 assert (reply["type"], reply["status"], reply["message"]) == ("error", 400, BAD_STRING), (raw, reply)
@@ -231,6 +248,7 @@ def test_nan_and_numbers_beyond_a_double_are_a_400(api, alice):
 
 # -- 6. and 7. websocket frame type, unknown websocket routes ---------------------------------------------------
 
+
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("settled")
 async def test_a_frame_type_that_is_not_a_string_is_a_400_error_frame():
@@ -255,9 +273,13 @@ async def test_websocket_paths_that_match_no_route_close_instead_of_a_500():
     in the handshake: a 500 and a traceback in daphne. Now a bad key is 4400, any other path 4404."""
     alice = await sync_to_async(make_user)("alice")
     cookie = await cookie_for(alice)
-    for path, code in (("/ws/agents/ops/sessions/" + "k" * 201 + "/", 4400),
-                       ("/ws/agents/ops/sessions/s1", 4404), ("/ws/nope/", 4404), ("/", 4404),
-                       ("/ws/agents/" + "a" * 65 + "/sessions/s1/", 4404)):
+    for path, code in (
+        ("/ws/agents/ops/sessions/" + "k" * 201 + "/", 4400),
+        ("/ws/agents/ops/sessions/s1", 4404),
+        ("/ws/nope/", 4404),
+        ("/", 4404),
+        ("/ws/agents/" + "a" * 65 + "/sessions/s1/", 4404),
+    ):
         comm, connected = await open_socket(path, cookie)
         assert connected, path
         frame = await comm.receive_json_from(timeout=30)
@@ -267,6 +289,7 @@ async def test_websocket_paths_that_match_no_route_close_instead_of_a_500():
 
 # -- 11. every response under /api/ is JSON ---------------------------------------------------------------------
 
+
 def test_unknown_api_routes_are_json_for_every_method_even_with_debug_and_csrf(alice, settings):
     """Issue 13.11: a POST to an unknown sub-route got Django's HTML CSRF 403 (api.not_found was
     not CSRF-exempt), /api/nope/ the DEBUG HTML 404 with the URL list, and
@@ -274,9 +297,16 @@ def test_unknown_api_routes_are_json_for_every_method_even_with_debug_and_csrf(a
     settings.DEBUG = True
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(alice)
-    for method, path in (("post", f"{BASE}/s1/nothing"), ("post", "/api/nope/"), ("get", "/api/nope/"),
-                         ("get", "/api/agents/ops/sessions"), ("post", "/api/agents/ops/sessions"),
-                         ("put", f"{BASE}/s1/turns/"), ("delete", "/api/"), ("get", "/api/agents/ops/webhook/")):
+    for method, path in (
+        ("post", f"{BASE}/s1/nothing"),
+        ("post", "/api/nope/"),
+        ("get", "/api/nope/"),
+        ("get", "/api/agents/ops/sessions"),
+        ("post", "/api/agents/ops/sessions"),
+        ("put", f"{BASE}/s1/turns/"),
+        ("delete", "/api/"),
+        ("get", "/api/agents/ops/webhook/"),
+    ):
         response = getattr(browser, method)(path)
         assert response.status_code == 404, (method, path, response.status_code)
         assert response["Content-Type"] == "application/json", (method, path, response.content[:200])
@@ -291,12 +321,14 @@ def test_a_form_body_django_cannot_read_is_a_json_4xx(alice):
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(alice)
     browser.get("/accounts/login/")  # the csrftoken cookie: the check goes on to read the form
-    response = browser.post(f"{BASE}/s1/turns", data="a=" + "x" * 300_000,
-                            content_type="application/x-www-form-urlencoded")
+    response = browser.post(
+        f"{BASE}/s1/turns", data="a=" + "x" * 300_000, content_type="application/x-www-form-urlencoded"
+    )
     assert response.status_code == 413 and response.json()["error"]["code"] == "payload_too_large"
 
 
 # -- 12. the OpenAPI document describes what the server does -------------------------------------------------------
+
 
 def test_the_openapi_document_bounds_what_the_server_bounds():
     """Issue 13.12: no maximum for `limit`, no pattern or length for `session` and `input_id`,
@@ -304,8 +336,9 @@ def test_the_openapi_document_bounds_what_the_server_bounds():
     server answers 413, the SSE response declared as a bare string."""
     doc = Client().get("/api/openapi.json").json()
     paths = doc["paths"]
-    session = next(p for p in paths["/api/agents/{agent}/sessions/{session}/turns"]["parameters"]
-                   if p["name"] == "session")["schema"]
+    session = next(
+        p for p in paths["/api/agents/{agent}/sessions/{session}/turns"]["parameters"] if p["name"] == "session"
+    )["schema"]
     assert session["maxLength"] == 200 and session["pattern"] == f"^{services.SESSION_KEY_RE.pattern}$"
     events = paths["/api/agents/{agent}/sessions/{session}/events"]["get"]
     limit = next(p for p in events["parameters"] if p["name"] == "limit")["schema"]
@@ -327,6 +360,7 @@ def test_the_openapi_document_bounds_what_the_server_bounds():
 
 # -- 13. origin port, one seq parser, updated_at --------------------------------------------------------------------
 
+
 def test_the_origin_check_compares_scheme_host_and_port(settings):
     """Issue 13.13: the websocket Origin check ignored the port (http://localhost:9999 was accepted
     for a site on localhost:8000)."""
@@ -337,16 +371,25 @@ def test_the_origin_check_compares_scheme_host_and_port(settings):
     assert not allowed("http://localhost:9999", "localhost:8000")
     assert not allowed("http://localhost:9999", None)
     assert not allowed("http://localhost", "localhost:8000")
-    assert allowed("https://a.example.com", "a.example.com") and not allowed("https://a.example.com",
-                                                                                  "a.example.com:8443")
+    assert allowed("https://a.example.com", "a.example.com") and not allowed(
+        "https://a.example.com", "a.example.com:8443"
+    )
     assert not allowed("http://evil.example", "evil.example")  # the host is not allowed
     assert allowed("http://testserver", None)  # test clients send no Host: the scheme's port
     assert allowed("https://chat.example.org", "localhost:8000")
     assert not allowed("https://chat.example.org:444", "localhost:8000")
     assert not allowed("http://chat.example.org", "localhost:8000")
     assert allowed("https://x.corp.example", "localhost:8000") and not allowed("https://corp.example.evil", None)
-    for junk in ("", "null", "localhost:8000", "http://", "http://localhost:99999", "ftp://localhost",
-                 "http://localhost:8000/path", "http://user@localhost:8000"):
+    for junk in (
+        "",
+        "null",
+        "localhost:8000",
+        "http://",
+        "http://localhost:99999",
+        "ftp://localhost",
+        "http://localhost:8000/path",
+        "http://user@localhost:8000",
+    ):
         assert not allowed(junk, "localhost:8000"), junk
 
 
@@ -383,11 +426,13 @@ async def test_a_socket_from_another_port_is_refused_and_the_same_origin_accepte
     """Issue 13.13: the handshake from http://localhost:9999 to a site on localhost:8000 succeeded."""
     alice = await sync_to_async(make_user)("alice")
     cookie = await cookie_for(alice)
-    comm, connected = await open_socket("/ws/agents/ops/sessions/s1/", cookie, origin=b"http://localhost:9999",
-                                        host=b"localhost:8000")
+    comm, connected = await open_socket(
+        "/ws/agents/ops/sessions/s1/", cookie, origin=b"http://localhost:9999", host=b"localhost:8000"
+    )
     assert not connected
-    comm, connected = await open_socket("/ws/agents/ops/sessions/s1/", cookie, origin=b"http://localhost:8000",
-                                        host=b"localhost:8000")
+    comm, connected = await open_socket(
+        "/ws/agents/ops/sessions/s1/", cookie, origin=b"http://localhost:8000", host=b"localhost:8000"
+    )
     assert connected
     await until_ready(comm)
     await comm.disconnect()

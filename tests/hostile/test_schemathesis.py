@@ -53,16 +53,30 @@ def daphne(django_db_setup, django_db_blocker, tmp_path_factory):
         db_url = database_url()
     log_path = tmp_path_factory.mktemp("schemathesis") / "daphne.log"
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "JUNE_MODEL", "PYTEST_CURRENT_TEST")}
-    env.update(DATABASE_URL=db_url, SECRET_KEY=settings.SECRET_KEY, DJANGO_SETTINGS_MODULE="june_project.settings",
-               DEBUG="0", JUNE_Q_SYNC="0", JUNE_Q_NAME=settings.Q_CLUSTER["name"], JUNE_API_WAIT_SECONDS="0.2",
-               JUNE_API_STREAM_SECONDS="0.5", JUNE_SSE_POLL_SECONDS="0.1", LOG_LEVEL="WARNING",
-               JUNE_RATE_TURNS_PER_MINUTE="0",  # one user's hundreds of POSTs
-               MEDIA_ROOT=str(log_path.parent / "media"))  # its uploads (attachments) stay in the run's folder
+    env.update(
+        DATABASE_URL=db_url,
+        SECRET_KEY=settings.SECRET_KEY,
+        DJANGO_SETTINGS_MODULE="june_project.settings",
+        DEBUG="0",
+        JUNE_Q_SYNC="0",
+        JUNE_Q_NAME=settings.Q_CLUSTER["name"],
+        JUNE_API_WAIT_SECONDS="0.2",
+        JUNE_API_STREAM_SECONDS="0.5",
+        JUNE_SSE_POLL_SECONDS="0.1",
+        LOG_LEVEL="WARNING",
+        JUNE_RATE_TURNS_PER_MINUTE="0",  # one user's hundreds of POSTs
+        MEDIA_ROOT=str(log_path.parent / "media"),
+    )  # its uploads (attachments) stay in the run's folder
     port = free_port()
     log = open(log_path, "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "june_project.asgi:application"], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "june_project.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + DEADLINE
     try:
@@ -116,13 +130,40 @@ def test_the_server_does_what_its_document_says(daphne, tmp_path):
     config = tmp_path / "schemathesis.toml"
     config.write_text(CONFIG)
     report = tmp_path / "requests.har"
-    cli = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run", url + "/api/openapi.json",
-           "--checks", "all", "--mode", "all", "--max-examples", str(EXAMPLES), "--workers", "1",
-           "--phases", "examples,coverage,fuzzing", "-H", f"Authorization: Bearer {token}", "--request-timeout", "30",
-           "--seed", os.environ.get("JUNE_SCHEMATHESIS_SEED", "13"), "--no-color", "--report", "har",
-           "--report-har-path", str(report)]
+    cli = [
+        sys.executable,
+        "-m",
+        "schemathesis.cli",
+        "--config-file",
+        str(config),
+        "run",
+        url + "/api/openapi.json",
+        "--checks",
+        "all",
+        "--mode",
+        "all",
+        "--max-examples",
+        str(EXAMPLES),
+        "--workers",
+        "1",
+        "--phases",
+        "examples,coverage,fuzzing",
+        "-H",
+        f"Authorization: Bearer {token}",
+        "--request-timeout",
+        "30",
+        "--seed",
+        os.environ.get("JUNE_SCHEMATHESIS_SEED", "13"),
+        "--no-color",
+        "--report",
+        "har",
+        "--report-har-path",
+        str(report),
+    ]
     run = subprocess.run(cli, cwd=tmp_path, capture_output=True, text=True, timeout=600)
-    (Path(os.environ.get("JUNE_SCHEMATHESIS_OUT", str(tmp_path))) / "schemathesis.out").write_text(run.stdout + run.stderr)
+    (Path(os.environ.get("JUNE_SCHEMATHESIS_OUT", str(tmp_path))) / "schemathesis.out").write_text(
+        run.stdout + run.stderr
+    )
     assert run.returncode == 0, run.stdout[-12000:] + run.stderr[-3000:]
     _count(report)
 
@@ -134,8 +175,10 @@ def _count(har: Path) -> None:
     import re
 
     paths = document()["paths"]
-    templates = [(re.compile("^" + re.sub(r"\\{\w+\\}", "[^/]*", re.escape(path)) + "$"), path)
-                 for path in sorted(paths, key=len, reverse=True)]
+    templates = [
+        (re.compile("^" + re.sub(r"\\{\w+\\}", "[^/]*", re.escape(path)) + "$"), path)
+        for path in sorted(paths, key=len, reverse=True)
+    ]
     for entry in json.loads(har.read_text())["log"]["entries"]:
         path = urlsplit(entry["request"]["url"]).path
         template = next((t for rx, t in templates if rx.match(path)), "(other)")

@@ -84,11 +84,15 @@ def frames(draw: st.DrawFn, parked: str) -> tuple[str, Any]:
     if shape == 2:
         return "text", '{"type":"start","text":"' + "x" * (MAX_FRAME_BYTES + 1) + '"}'
     kind = draw(st.one_of(st.sampled_from(KINDS), st.sampled_from(KINDS), hs.values))
-    fields = {"type": hs.values, "text": st.one_of(hs.strings, hs.values), "replace": st.one_of(st.booleans(),
-                                                                                                  hs.values),
-              "turn_id": st.one_of(st.just(parked), hs.strings, hs.values),
-              "input_id": st.one_of(st.just("approve-refund"), hs.strings, hs.values),
-              "answer": st.one_of(st.booleans(), hs.values), "id": hs.values}
+    fields = {
+        "type": hs.values,
+        "text": st.one_of(hs.strings, hs.values),
+        "replace": st.one_of(st.booleans(), hs.values),
+        "turn_id": st.one_of(st.just(parked), hs.strings, hs.values),
+        "input_id": st.one_of(st.just("approve-refund"), hs.strings, hs.values),
+        "answer": st.one_of(st.booleans(), hs.values),
+        "id": hs.values,
+    }
     if shape <= 5:  # a well-formed frame of a known type, hostile values in its fields
         obj = {"type": draw(st.sampled_from(KINDS))}
         for name in draw(st.lists(st.sampled_from(sorted(fields)), max_size=4, unique=True)):
@@ -114,8 +118,9 @@ def _has_lone(text: str) -> bool:
 
 
 async def _exchange(cookie: bytes, sent: list[tuple[str, Any]]) -> list[dict[str, Any]]:
-    comm = WebsocketCommunicator(application(), "/ws/agents/ops/sessions/w1/",
-                                 headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)])
+    comm = WebsocketCommunicator(
+        application(), "/ws/agents/ops/sessions/w1/", headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)]
+    )
     connected, _ = await comm.connect(timeout=30)
     assert connected
     while (await comm.receive_json_from(timeout=30))["type"] != "ready":
@@ -151,24 +156,53 @@ def test_every_frame_gets_one_4xx_or_ack_reply_and_the_socket_stays_usable(olga,
     assert replies[-1]["type"] == "ack" and replies[-1]["id"] == "last"  # usable to the end
 
 
-paths = hs.mostly(hs.legal_keys.map(lambda k: f"/ws/agents/ops/sessions/{k}/"), st.one_of(
-    st.sampled_from(["/ws/agents/ops/sessions/w1/", "/ws/agents/ops/sessions/" + "k" * 201 + "/",
-                     "/ws/agents/ops/sessions/w1", "/ws/", "/", "/ws/agents/nope/sessions/x/",
-                     "/ws/agents/ops/sessions/%00/", "/ws/agents/ops/sessions/a%2Fb/"]),
-    hs.strings.map(lambda s: "/ws/agents/ops/sessions/" + quote(s.encode("utf-8", "surrogatepass"), safe="") + "/"),
-    hs.strings.map(lambda s: "/" + quote(s.encode("utf-8", "surrogatepass"), safe="/")),
-))
-queries = st.one_of(st.just(""), hs.legal_seqs.map(lambda s: "after=" + s), hs.seqs.map(lambda s: "after=" + quote(s.encode("utf-8", "surrogatepass"))),
-                    hs.strings.map(lambda s: quote(s.encode("utf-8", "surrogatepass"), safe="=&")))
-origins = hs.mostly(st.sampled_from([b"http://testserver", b"http://testserver:80"]),
-                    st.one_of(st.sampled_from([b"http://localhost:9999", b"null", b"", b"http://evil.example",
-                                               b"https://testserver", b"http://testserver:8000"]),
-                              st.binary(max_size=20)))
+paths = hs.mostly(
+    hs.legal_keys.map(lambda k: f"/ws/agents/ops/sessions/{k}/"),
+    st.one_of(
+        st.sampled_from(
+            [
+                "/ws/agents/ops/sessions/w1/",
+                "/ws/agents/ops/sessions/" + "k" * 201 + "/",
+                "/ws/agents/ops/sessions/w1",
+                "/ws/",
+                "/",
+                "/ws/agents/nope/sessions/x/",
+                "/ws/agents/ops/sessions/%00/",
+                "/ws/agents/ops/sessions/a%2Fb/",
+            ]
+        ),
+        hs.strings.map(lambda s: "/ws/agents/ops/sessions/" + quote(s.encode("utf-8", "surrogatepass"), safe="") + "/"),
+        hs.strings.map(lambda s: "/" + quote(s.encode("utf-8", "surrogatepass"), safe="/")),
+    ),
+)
+queries = st.one_of(
+    st.just(""),
+    hs.legal_seqs.map(lambda s: "after=" + s),
+    hs.seqs.map(lambda s: "after=" + quote(s.encode("utf-8", "surrogatepass"))),
+    hs.strings.map(lambda s: quote(s.encode("utf-8", "surrogatepass"), safe="=&")),
+)
+origins = hs.mostly(
+    st.sampled_from([b"http://testserver", b"http://testserver:80"]),
+    st.one_of(
+        st.sampled_from(
+            [
+                b"http://localhost:9999",
+                b"null",
+                b"",
+                b"http://evil.example",
+                b"https://testserver",
+                b"http://testserver:8000",
+            ]
+        ),
+        st.binary(max_size=20),
+    ),
+)
 
 
 async def _handshake(path: str, query: str, origin: bytes, cookie: bytes) -> tuple[bool, Any]:
-    comm = WebsocketCommunicator(application(), path + ("?" + query if query else ""),
-                                 headers=[(b"origin", origin), (b"cookie", cookie)])
+    comm = WebsocketCommunicator(
+        application(), path + ("?" + query if query else ""), headers=[(b"origin", origin), (b"cookie", cookie)]
+    )
     connected, code = await comm.connect(timeout=30)
     first = None
     if connected:

@@ -50,9 +50,14 @@ def check(ok: bool, what: str) -> None:
 class Host:
     def __init__(self) -> None:
         self.var = Path(tempfile.mkdtemp(prefix="june-host-"))
-        self.env = {**os.environ, "DJANGO_SETTINGS_MODULE": "hostproject.settings", "HOST_VAR_DIR": str(self.var),
-                    "PYTHONPATH": os.pathsep.join([str(PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]),
-                    "JUNE_DEMO_DELAY": "0", "JUNE_Q_NAME": f"host-{os.getpid()}"}
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "hostproject.settings",
+            "HOST_VAR_DIR": str(self.var),
+            "PYTHONPATH": os.pathsep.join([str(PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]),
+            "JUNE_DEMO_DELAY": "0",
+            "JUNE_Q_NAME": f"host-{os.getpid()}",
+        }
         for name in ("JUNE_AGENT_DIRS", "JUNE_DEMO_AGENTS"):
             self.env.pop(name, None)  # nothing of June's own site
         self.procs: list[subprocess.Popen] = []
@@ -60,8 +65,14 @@ class Host:
         self.base = f"http://127.0.0.1:{self.port}"
 
     def manage(self, *args: str) -> str:
-        out = subprocess.run([sys.executable, str(HERE / "manage.py"), *args], env=self.env, cwd=self.var,
-                             capture_output=True, text=True, timeout=300)
+        out = subprocess.run(
+            [sys.executable, str(HERE / "manage.py"), *args],
+            env=self.env,
+            cwd=self.var,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if out.returncode != 0:
             raise SystemExit(f"manage.py {' '.join(args[:2])} failed:\n{out.stdout}\n{out.stderr[-4000:]}")
         return out.stdout
@@ -72,13 +83,36 @@ class Host:
     def start(self) -> None:
         LOGS[:] = [self.var / "daphne.log", self.var / "worker.log"]
         log = open(self.var / "daphne.log", "wb")
-        self.procs.append(subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
-                                            "hostproject.asgi:application"], env=self.env, cwd=self.var,
-                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "hostproject.asgi:application",
+                ],
+                env=self.env,
+                cwd=self.var,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         wlog = open(self.var / "worker.log", "wb")
-        self.procs.append(subprocess.Popen([sys.executable, str(HERE / "manage.py"), "june_worker"], env=self.env,
-                                           cwd=self.var, stdout=wlog, stderr=subprocess.STDOUT,
-                                           start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                [sys.executable, str(HERE / "manage.py"), "june_worker"],
+                env=self.env,
+                cwd=self.var,
+                stdout=wlog,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        )
         deadline = time.time() + 60
         while time.time() < deadline:
             try:
@@ -128,8 +162,9 @@ def turn(http: httpx.Client, text: str) -> dict:
 async def websocket_replay(host: Host, cookie: str) -> list[dict]:
     url = f"ws://127.0.0.1:{host.port}/assistant/ws/agents/clerk/sessions/s1/?after=0"
     frames = []
-    async with websockets.connect(url, additional_headers={"Cookie": f"sessionid={cookie}", "Origin": host.base},
-                                  open_timeout=20) as ws:
+    async with websockets.connect(
+        url, additional_headers={"Cookie": f"sessionid={cookie}", "Origin": host.base}, open_timeout=20
+    ) as ws:
         while True:
             try:
                 frames.append(json.loads(await asyncio.wait_for(ws.recv(), 3)))
@@ -141,7 +176,11 @@ def main() -> None:
     host = Host()
     try:
         host.manage("migrate", "-v0")
-        check(True, "migrate: the host's tables and June's, on " + ("PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite"))
+        check(
+            True,
+            "migrate: the host's tables and June's, on "
+            + ("PostgreSQL" if os.environ.get("DATABASE_URL") else "SQLite"),
+        )
         creds = host.shell(SETUP)
         host.start()
         api = httpx.Client(base_url=host.base, headers={"Authorization": f"Bearer {creds['token']}"})
@@ -157,41 +196,57 @@ def main() -> None:
         check(host.shell(PURCHASES) == 1, "the raising tool's row rolled back with its step")
 
         queued = api.post("/assistant/api/agents/clerk/sessions/s2/turns?wait=false", json={"text": "hello"})
-        check(queued.status_code == 202 and queued.headers["Location"].startswith("/assistant/api/agents/clerk/"),
-              f"a 202's Location carries the prefix ({queued.headers.get('Location')})")
+        check(
+            queued.status_code == 202 and queued.headers["Location"].startswith("/assistant/api/agents/clerk/"),
+            f"a 202's Location carries the prefix ({queued.headers.get('Location')})",
+        )
 
         web = httpx.Client(base_url=host.base, cookies={"sessionid": creds["cookie"]})
         page = web.get("/assistant/agents/clerk/sessions/s1/")
         check(page.status_code == 200, f"the chat page under /assistant/ ({page.status_code})")
         check('id="host-layout"' in page.text, "it renders in the host's own base template")
-        check('"/assistant/ws/agents/clerk/sessions/s1/"' in page.text and '"/assistant/api/"' in page.text,
-              "its websocket and API URLs carry the prefix")
+        check(
+            '"/assistant/ws/agents/clerk/sessions/s1/"' in page.text and '"/assistant/api/"' in page.text,
+            "its websocket and API URLs carry the prefix",
+        )
         home = web.get("/assistant/")
-        check(home.status_code == 200 and "/assistant/agents/clerk/sessions/s1/" in home.text,
-              "the session list links under the prefix")
-        check("/assistant/agents/clerk/sessions/new" in home.text and "/agents/ops/" not in home.text,
-              "the host's agent is offered, June's demo agents are not")
+        check(
+            home.status_code == 200 and "/assistant/agents/clerk/sessions/s1/" in home.text,
+            "the session list links under the prefix",
+        )
+        check(
+            "/assistant/agents/clerk/sessions/new" in home.text and "/agents/ops/" not in home.text,
+            "the host's agent is offered, June's demo agents are not",
+        )
 
         frames = asyncio.run(websocket_replay(host, creds["cookie"]))
         kinds = {f.get("type") for f in frames}
-        check("turn.completed" in kinds and "ready" in kinds,
-              f"the websocket under /assistant/ws/ replays the session ({len(frames)} frames: {sorted(map(str, kinds))[:5]})")
+        check(
+            "turn.completed" in kinds and "ready" in kinds,
+            f"the websocket under /assistant/ws/ replays the session ({len(frames)} frames: {sorted(map(str, kinds))[:5]})",
+        )
 
         parked = turn(api, "refund order 1 5")
         check(parked["status"] == "suspended", f"a refund parks for staff ({parked['status']})")
         staff = httpx.Client(base_url=host.base, follow_redirects=True)
         login = staff.get("/staff/login/")
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
-        staff.post("/staff/login/", data={"csrfmiddlewaretoken": token, "username": "bob@shop.test",
-                                          "password": "bob-pw", "next": "/staff/"})
+        staff.post(
+            "/staff/login/",
+            data={"csrfmiddlewaretoken": token, "username": "bob@shop.test", "password": "bob-pw", "next": "/staff/"},
+        )
         card = staff.get(f"/staff/sessions_app/approvalrequest/{parked['turn_id']}/change/")
-        check(card.status_code == 200 and 'id="june-approve"' in card.text,
-              f"the host's admin shows the approval with Approve ({card.status_code})")
+        check(
+            card.status_code == 200 and 'id="june-approve"' in card.text,
+            f"the host's admin shows the approval with Approve ({card.status_code})",
+        )
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', card.text).group(1)
         input_id = re.search(r'name="input_id" value="([^"]+)"', card.text).group(1)
-        answered = staff.post(f"/staff/sessions_app/approvalrequest/{parked['turn_id']}/change/",
-                              data={"csrfmiddlewaretoken": token, "input_id": input_id, "decision": "approve"},
-                              headers={"Referer": host.base + "/staff/"})
+        answered = staff.post(
+            f"/staff/sessions_app/approvalrequest/{parked['turn_id']}/change/",
+            data={"csrfmiddlewaretoken": token, "input_id": input_id, "decision": "approve"},
+            headers={"Referer": host.base + "/staff/"},
+        )
         check(answered.status_code == 200, f"staff answer it in the host's admin ({answered.status_code})")
         deadline = time.time() + 30
         status = ""

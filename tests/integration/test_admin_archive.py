@@ -82,8 +82,10 @@ def test_each_archived_generation_shows_its_own_transcript_steps_and_events(clie
     g0_events = m.Event.objects.filter(session=archived, generation=0).count()
     assert page.count('class="june-event"') == g0_events
     # events refer to the transcript in storage (sessions_app.store.eventlog); the page shows them whole
-    assert any(eventlog.refers(data) for data in m.Event.objects.filter(session=archived, generation=0)
-               .values_list("data", flat=True))
+    assert any(
+        eventlog.refers(data)
+        for data in m.Event.objects.filter(session=archived, generation=0).values_list("data", flat=True)
+    )
     assert "$from" not in page and page.count("&quot;item&quot;: &quot;blue mugs&quot;") >= 2
     assert "second generation hello" not in page
     # who reset g0, and when
@@ -160,9 +162,12 @@ def test_turn_page_shows_status_journal_lease_and_usage(client, people, archived
 
 def test_non_staff_and_anonymous_are_refused(client, people, archived):
     alice = people[0]
-    urls = [gen_url(archived, 0), reverse("admin:sessions_app_session_changelist"),
-            reverse("admin:sessions_app_session_change", args=[archived.pk]),
-            reverse("admin:sessions_app_turn_changelist")]
+    urls = [
+        gen_url(archived, 0),
+        reverse("admin:sessions_app_session_changelist"),
+        reverse("admin:sessions_app_session_change", args=[archived.pk]),
+        reverse("admin:sessions_app_turn_changelist"),
+    ]
     for url in urls:
         response = client.get(url)
         assert response.status_code == 302 and "/login/" in response["Location"]
@@ -184,14 +189,26 @@ def test_a_big_generation_page_is_paginated_in_constant_queries(client, people, 
     def grow(n_messages: int) -> None:
         start = m.Message.objects.filter(session=session).count()
         m.Message.objects.bulk_create(
-            m.Message(session=session, generation=0, index=start + i, turn_id=turn.pk, role="user",
-                      data={"role": "user", "text": f"bulk {start + i}"})
+            m.Message(
+                session=session,
+                generation=0,
+                index=start + i,
+                turn_id=turn.pk,
+                role="user",
+                data={"role": "user", "text": f"bulk {start + i}"},
+            )
             for i in range(n_messages)
         )
         seq = session.events.count() + 1000 * start
         m.Event.objects.bulk_create(
-            m.Event(session=session, generation=0, seq=seq + i, turn_id=turn.pk, type="message.completed",
-                    data={"type": "message.completed", "text": "x"})
+            m.Event(
+                session=session,
+                generation=0,
+                seq=seq + i,
+                turn_id=turn.pk,
+                type="message.completed",
+                data={"type": "message.completed", "text": "x"},
+            )
             for i in range(n_messages)
         )
 

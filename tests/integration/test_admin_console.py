@@ -33,8 +33,15 @@ def test_prices_match_by_prefix_and_count_cache_tokens(settings):
     assert console.price_for("claude-opus-4-1-x")["output"] == 75.0  # the longer prefix wins over claude-opus-4
     assert console.price_for("gpt-5") is None
     assert console.cost_of({"input_tokens": 1_000_000, "output_tokens": 1_000_000}, "demo") == 0.0
-    cost = console.cost_of({"input_tokens": 1_000_000, "output_tokens": 2_000_000, "cache_read_input_tokens": 1_000_000,
-                            "cache_creation_input_tokens": 1_000_000}, "claude-sonnet-4-6")
+    cost = console.cost_of(
+        {
+            "input_tokens": 1_000_000,
+            "output_tokens": 2_000_000,
+            "cache_read_input_tokens": 1_000_000,
+            "cache_creation_input_tokens": 1_000_000,
+        },
+        "claude-sonnet-4-6",
+    )
     assert cost == pytest.approx(3 + 30 + 0.3 + 3.75)
     settings.JUNE_MODEL_PRICES = {"demo": {"input": 1.0, "output": 2.0}}
     assert console.cost_of({"input_tokens": 500_000, "output_tokens": 500_000}, "demo") == pytest.approx(1.5)
@@ -44,8 +51,11 @@ def test_prices_match_by_prefix_and_count_cache_tokens(settings):
 def test_cache_writes_are_priced_by_their_ttl():
     """Issue 37: a 1-hour cache write costs 2x the input price, not the 5-minute 1.25x; the
     provider's usage keeps the 1-hour part of the writes apart."""
-    usage = {"cache_creation_input_tokens": 1_000_000, "cache_creation_1h_input_tokens": 400_000,
-             "cache_read_input_tokens": 2_000_000}
+    usage = {
+        "cache_creation_input_tokens": 1_000_000,
+        "cache_creation_1h_input_tokens": 400_000,
+        "cache_read_input_tokens": 2_000_000,
+    }
     assert console.cost_of(usage, "claude-sonnet-4-6") == pytest.approx(0.6 * 3.75 + 0.4 * 6.0 + 2 * 0.3)
     assert console.cost_of({"cache_creation_input_tokens": 1_000_000}, "claude-opus-4-6") == pytest.approx(6.25)
 
@@ -53,12 +63,27 @@ def test_cache_writes_are_priced_by_their_ttl():
 def test_the_timeline_shows_a_model_step_s_cache_reads_and_writes():
     from django.template.loader import render_to_string
 
-    tokens = {"input_tokens": 12, "output_tokens": 30, "cache_read_input_tokens": 9000,
-              "cache_creation_input_tokens": 1300}
-    html = render_to_string("admin/june/_timeline.html", {"steps": [
-        {"kind": "model", "name": "model step", "tokens": tokens, "cost": 0.01},
-        {"kind": "model", "name": "model step", "tokens": {"input_tokens": 5, "output_tokens": 1}, "cost": None}]})
-    assert "12 in / 30 out · <span class=\"june-cache\">cache 9000 read / 1300 written</span>" in html
+    tokens = {
+        "input_tokens": 12,
+        "output_tokens": 30,
+        "cache_read_input_tokens": 9000,
+        "cache_creation_input_tokens": 1300,
+    }
+    html = render_to_string(
+        "admin/june/_timeline.html",
+        {
+            "steps": [
+                {"kind": "model", "name": "model step", "tokens": tokens, "cost": 0.01},
+                {
+                    "kind": "model",
+                    "name": "model step",
+                    "tokens": {"input_tokens": 5, "output_tokens": 1},
+                    "cost": None,
+                },
+            ]
+        },
+    )
+    assert '12 in / 30 out · <span class="june-cache">cache 9000 read / 1300 written</span>' in html
     assert html.count("june-cache") == 1  # a step without cache traffic says nothing of it
 
 
@@ -100,8 +125,16 @@ def test_the_dashboard_shows_running_expired_queued_parked_failed_and_cost(inlin
     assert done["status"] == "completed"
     # a turn a dead worker held (its lease ran out) and one waiting for a worker
     session = m.Session.objects.create(agent="ops", key="x1", owner=alice)
-    m.Turn.objects.create(id="e" * 32, session=session, order=1, status="running", input={"text": "stuck"},
-                          lease_owner="host:1", lease_expires_at=time.time() - 30, attempts=1)
+    m.Turn.objects.create(
+        id="e" * 32,
+        session=session,
+        order=1,
+        status="running",
+        input={"text": "stuck"},
+        lease_owner="host:1",
+        lease_expires_at=time.time() - 30,
+        attempts=1,
+    )
     m.Turn.objects.create(id="d" * 32, session=session, order=2, status="queued", input={"text": "waiting"})
     m.Turn.objects.create(id="a" * 32, session=session, order=0, status="failed", input={"text": "boom"}, attempts=2)
     m.Event.objects.create(session=session, seq=1, turn_id="a" * 32, type="turn.failed", data={"error": "boom"})
@@ -157,8 +190,12 @@ def test_the_demo_operator_sees_schedules_runs_and_deliveries_and_runs_a_schedul
     operator = get_user_model().objects.get(username="operator")
     assert not operator.is_superuser
     c = staff_client(operator)
-    for url in ("/admin/agents_app/agentschedule/", "/admin/agents_app/schedulerun/",
-                "/admin/agents_app/webhookdelivery/", "/admin/june/dashboard/"):
+    for url in (
+        "/admin/agents_app/agentschedule/",
+        "/admin/agents_app/schedulerun/",
+        "/admin/agents_app/webhookdelivery/",
+        "/admin/june/dashboard/",
+    ):
         assert c.get(url).status_code == 200, url
     schedule = AgentSchedule.objects.filter(func="sessions_app.proactive.schedules.fire").exclude(repeats=0).first()
     assert schedule is not None, "the demo agent declares a schedule"
@@ -200,13 +237,36 @@ def test_cost_per_user_counts_each_call_once_at_the_cache_prices(settings):
     mine = m.Session.objects.create(agent="ops", key="u1", owner=alice)
     child = m.Session.objects.create(agent="ops", key="sub:x:c0:0", owner=alice)
     theirs = m.Session.objects.create(agent="ops", key="u2", owner=bob)
-    m.Turn.objects.create(id="p" * 32, session=mine, order=0, status="completed", input={"text": "a"}, usage={
-        "input_tokens": 1_000_000, "cache_read_input_tokens": 1_000_000, "model_calls": 2,
-        "children": {"input_tokens": 500_000, "model_calls": 1}})
-    m.Turn.objects.create(id="c" * 32, session=child, order=0, status="completed", input={"text": "b"}, depth=1,
-                          usage={"input_tokens": 500_000, "model_calls": 1, "limited": "model_calls"})
-    m.Turn.objects.create(id="b" * 32, session=theirs, order=0, status="completed", input={"text": "c"},
-                          usage={"output_tokens": 1_000_000})
+    m.Turn.objects.create(
+        id="p" * 32,
+        session=mine,
+        order=0,
+        status="completed",
+        input={"text": "a"},
+        usage={
+            "input_tokens": 1_000_000,
+            "cache_read_input_tokens": 1_000_000,
+            "model_calls": 2,
+            "children": {"input_tokens": 500_000, "model_calls": 1},
+        },
+    )
+    m.Turn.objects.create(
+        id="c" * 32,
+        session=child,
+        order=0,
+        status="completed",
+        input={"text": "b"},
+        depth=1,
+        usage={"input_tokens": 500_000, "model_calls": 1, "limited": "model_calls"},
+    )
+    m.Turn.objects.create(
+        id="b" * 32,
+        session=theirs,
+        order=0,
+        status="completed",
+        input={"text": "c"},
+        usage={"output_tokens": 1_000_000},
+    )
     per_user = console.usage_per_user(m.Turn.objects.all())
     assert per_user["alice"].cost == pytest.approx(1.0 + 0.1 + 0.5)  # not 2.1: the children once
     assert per_user["alice"].tokens["input_tokens"] == 1_500_000 and per_user["alice"].turns == 2

@@ -141,8 +141,11 @@ def test_the_schema_is_enforced_server_side_for_a_form_of_fields(parked, users):
     pending = parked.pending
     pending["request"]["schema"] = {
         "type": "object",
-        "properties": {"approved": {"type": "boolean"}, "note": {"type": "string", "minLength": 3},
-                       "level": {"enum": ["low", "high"]}},
+        "properties": {
+            "approved": {"type": "boolean"},
+            "note": {"type": "string", "minLength": 3},
+            "level": {"enum": ["low", "high"]},
+        },
         "required": ["approved", "note"],
     }
     m.Turn.objects.filter(pk=parked.pk).update(pending=pending)
@@ -152,7 +155,9 @@ def test_the_schema_is_enforced_server_side_for_a_form_of_fields(parked, users):
     r = c.post(detail_url(parked.pk), {"input_id": "approve-refund", "f_approved": "true", "f_note": "no"})
     assert r.status_code == 422 and "too short" in r.content.decode()
     assert_still_parked(parked)
-    r = c.post(detail_url(parked.pk), {"input_id": "approve-refund", "f_approved": "true", "f_note": "fine", "f_level": "1"})
+    r = c.post(
+        detail_url(parked.pk), {"input_id": "approve-refund", "f_approved": "true", "f_note": "fine", "f_level": "1"}
+    )
     assert r.status_code == 302
     answer = m.Answer.objects.get(turn=parked)
     assert answer.answer == {"approved": True, "note": "fine", "level": "high"}
@@ -194,7 +199,13 @@ def test_an_operator_approves_and_the_answer_is_recorded_and_visible(parked, use
     assert (refund.order_ref, float(refund.amount)) == ("42", 10.0)
     answer = m.Answer.objects.get(turn=parked)
     assert (answer.user, answer.by, answer.via, answer.remote_addr, answer.answer, answer.input_id) == (
-        users["olga"], str(users["olga"].pk), "admin", "127.0.0.1", True, "approve-refund")
+        users["olga"],
+        str(users["olga"].pk),
+        "admin",
+        "127.0.0.1",
+        True,
+        "approve-refund",
+    )
     assert before - dt.timedelta(seconds=1) <= answer.created_at <= timezone.now()
     html = r.content.decode()  # the answer page after the redirect: status and the answer row
     assert "completed" in html and 'id="june-answer-form"' not in html
@@ -204,13 +215,18 @@ def test_an_operator_approves_and_the_answer_is_recorded_and_visible(parked, use
     assert list(c.get(reverse(INBOX)).context["cl"].result_list) == []
     past = c.get(reverse("admin:sessions_app_approvalrequest_answers"))
     assert past.status_code == 200 and [a.pk for a in past.context["answers"]] == [answer.pk]
-    assert list(client_for(users["sam"]).get(reverse("admin:sessions_app_approvalrequest_answers")).context["answers"]) == []
+    assert (
+        list(client_for(users["sam"]).get(reverse("admin:sessions_app_approvalrequest_answers")).context["answers"])
+        == []
+    )
     # posting again is a conflict, not a second answer
     again = c.post(detail_url(parked.pk), {"input_id": "approve-refund", "decision": "approve"})
     assert again.status_code == 409 and m.Answer.objects.filter(turn=parked).count() == 1
     # the answer is visible on the turn itself (the turns admin), and the live event names olga
     turn_page = c.get(reverse("admin:sessions_app_turn_change", args=[parked.pk])).content.decode()
-    assert "answers to its parked requests" in turn_page.lower() and "approve-refund" in turn_page and "olga" in turn_page
+    assert (
+        "answers to its parked requests" in turn_page.lower() and "approve-refund" in turn_page and "olga" in turn_page
+    )
     answered = m.Event.objects.get(turn_id=parked.pk, type="input.answered").data
     assert answered["name"] == "olga" and answered["by"] == str(users["olga"].pk)
 
@@ -233,7 +249,12 @@ def test_the_form_follows_the_schema():
     assert form_kind({"type": "boolean"}) == "boolean"
     assert form_kind({"type": "string"}) == form_kind({"enum": [1, "a"]}) == form_kind({"type": "integer"}) == "scalar"
     assert form_kind({"type": "object", "properties": {"a": {"type": "number"}}}) == "object"
-    for other in (None, {"type": "array"}, {"type": "object"}, {"type": "object", "properties": {"a": {"type": "object"}}}):
+    for other in (
+        None,
+        {"type": "array"},
+        {"type": "object"},
+        {"type": "object", "properties": {"a": {"type": "object"}}},
+    ):
         assert form_kind(other) == "json"
 
     def answer(schema, data):
@@ -244,7 +265,9 @@ def test_the_form_follows_the_schema():
     assert answer({"type": "integer"}, {"answer": "7"}) == 7
     assert answer({"enum": ["a", 2, None]}, {"answer": "1"}) == 2
     assert answer({"type": "array"}, {"answer_json": '[1, {"b": null}]'}) == [1, {"b": None}]
-    bad_json = AnswerForm({"input_id": "x", "answer_json": "[1,"}, request_spec={"id": "x", "schema": {"type": "array"}})
+    bad_json = AnswerForm(
+        {"input_id": "x", "answer_json": "[1,"}, request_spec={"id": "x", "schema": {"type": "array"}}
+    )
     assert not bad_json.is_valid() and "answer" in bad_json.errors_text()
     not_int = AnswerForm({"input_id": "x", "answer": "seven"}, request_spec={"id": "x", "schema": {"type": "integer"}})
     assert not not_int.is_valid()

@@ -72,8 +72,9 @@ class Api:
 
     def call(self, method: str, path: str, body=None, *, raw: bytes | None = None, **extra):
         data = raw if raw is not None else (json.dumps(body) if body is not None else b"")
-        response = getattr(self.client, method)(path, data=data, content_type="application/json",
-                                                **{**self.headers, **extra})
+        response = getattr(self.client, method)(
+            path, data=data, content_type="application/json", **{**self.headers, **extra}
+        )
         assert response["Content-Type"].startswith("application/json"), response.content[:200]
         return response.status_code, json.loads(response.content), response
 
@@ -97,6 +98,7 @@ def api(alice):
 
 
 # -- turns --------------------------------------------------------------------------------------------
+
 
 def test_a_turn_answers_with_its_result_and_can_be_read_back(inline_worker, api, alice):
     status, body, _ = api.post(f"{BASE}/s1/turns", {"text": "order blue mugs"})
@@ -134,6 +136,7 @@ def test_wait_false_authenticates_and_starts_in_one_hop_to_a_thread(api, monkeyp
         def call(*args, **kwargs):
             threads[name] = threading.get_ident()
             return fn(*args, **kwargs)
+
         return call
 
     monkeypatch.setattr(auth, "user_for_token", seen("auth", user_for_token))
@@ -200,6 +203,7 @@ def test_reset_archives_the_session(inline_worker, api):
 
 # -- human in the loop --------------------------------------------------------------------------------
 
+
 def test_a_parked_refund_is_listed_refused_to_others_and_answered_by_an_operator(inline_worker, api, alice):
     status, parked, _ = api.post(f"{BASE}/r1/turns", {"text": "refund order 42 10"})
     assert status == 200 and parked["status"] == "suspended"
@@ -207,7 +211,8 @@ def test_a_parked_refund_is_listed_refused_to_others_and_answered_by_an_operator
     turn_id = parked["turn_id"]
     status, listing, _ = api.get(f"{BASE}/r1/pending")
     assert status == 200 and [(p["turn_id"], p["request"]["id"], p["may_answer"]) for p in listing["pending"]] == [
-        (turn_id, "approve-refund", False)]
+        (turn_id, "approve-refund", False)
+    ]
     # one park per session
     status, body, _ = api.post(f"{BASE}/r1/turns", {"text": "something else"})
     assert status == 409 and body["error"]["code"] == "session_suspended"
@@ -237,7 +242,13 @@ def test_a_parked_refund_is_listed_refused_to_others_and_answered_by_an_operator
     assert "refunded" in body["text"]
     answer = m.Answer.objects.get()
     assert (answer.turn_id, answer.via, answer.by, answer.user, answer.answer, answer.remote_addr) == (
-        turn_id, "api", str(olga.pk), olga, True, "10.1.2.3")
+        turn_id,
+        "api",
+        str(olga.pk),
+        olga,
+        True,
+        "10.1.2.3",
+    )
     # answered once: now it is not waiting any more
     status, body, _ = ops.post(answer_url, {"input_id": "approve-refund", "answer": True})
     assert status == 409 and body["error"]["code"] == "not_suspended"
@@ -260,13 +271,15 @@ def test_only_staff_operators_answer_and_the_requester_is_recorded(inline_worker
     assert turn.pending["request"]["answerers"]["scope"] == {"kind": "refunds", "requested_by": str(nick.pk)}
     _, listing, _ = Api(token_for(nick)).get(f"{BASE}/n1/pending")
     assert listing["pending"][0]["may_answer"] is False
-    status, body, _ = Api(token_for(nick)).post(f"{BASE}/n1/turns/{own['turn_id']}/resume",
-                                                {"input_id": "approve-refund", "answer": True})
+    status, body, _ = Api(token_for(nick)).post(
+        f"{BASE}/n1/turns/{own['turn_id']}/resume", {"input_id": "approve-refund", "answer": True}
+    )
     assert status == 403 and body["error"]["code"] == "forbidden"
     status, listed, _ = Api(token_for(nick)).get("/api/approvals/")
     assert status == 200 and listed["approvals"] == []  # nothing listed to a non-staff member
-    status, body, _ = Api(token_for(olga)).post(f"/api/approvals/{own['turn_id']}/answer",
-                                                {"input_id": "approve-refund", "answer": True})
+    status, body, _ = Api(token_for(olga)).post(
+        f"/api/approvals/{own['turn_id']}/answer", {"input_id": "approve-refund", "answer": True}
+    )
     assert status == 200 and body["status"] == "completed", body
     assert m.Answer.objects.get().user == olga
 
@@ -282,13 +295,16 @@ def test_authorize_answer_raising_is_a_500_and_applies_nothing(inline_worker, mo
         raise RuntimeError("directory down")
 
     monkeypatch.setattr(wiring.agent("ops"), "authorize_answer", broken)
-    status, body, _ = ops.post(f"{BASE}/o1/turns/{own['turn_id']}/resume", {"input_id": "approve-refund", "answer": True})
+    status, body, _ = ops.post(
+        f"{BASE}/o1/turns/{own['turn_id']}/resume", {"input_id": "approve-refund", "answer": True}
+    )
     assert status == 500 and body["error"]["code"] == "authorize_answer_failed"
     assert "Traceback" not in json.dumps(body)
     assert m.Turn.objects.get(pk=own["turn_id"]).status == "suspended" and not m.Answer.objects.exists()
 
 
 # -- errors -------------------------------------------------------------------------------------------
+
 
 def test_every_error_is_json_with_its_status(api, alice):
     bob = Api(token_for(make_user("bob")))
@@ -356,6 +372,7 @@ def test_unknown_api_paths_are_json_even_without_debug(api, settings):
 
 # -- authentication -----------------------------------------------------------------------------------
 
+
 def test_cookie_auth_needs_csrf_for_writes_and_bearer_does_not(alice):
     browser = Client(enforce_csrf_checks=True)
     assert browser.login(username="alice", password="pw-alice-123")
@@ -365,18 +382,28 @@ def test_cookie_auth_needs_csrf_for_writes_and_bearer_does_not(alice):
     assert not m.Turn.objects.exists()
     browser.get("/accounts/login/")  # sets the csrftoken cookie, as any page of the site does
     csrf = browser.cookies["csrftoken"].value
-    response = browser.post(url, data=json.dumps({"text": "hi"}), content_type="application/json",
-                            HTTP_X_CSRFTOKEN=csrf)
+    response = browser.post(
+        url, data=json.dumps({"text": "hi"}), content_type="application/json", HTTP_X_CSRFTOKEN=csrf
+    )
     assert response.status_code == 202, response.content
     assert browser.get(f"{BASE}/c1/pending").json() == {"pending": []}  # reads need no token
     # a bearer request carries no ambient credential: no CSRF token needed, even with the checks on
     bearer = Client(enforce_csrf_checks=True)
-    response = bearer.post(url, data=json.dumps({"text": "hi"}), content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {token_for(alice)}")
+    response = bearer.post(
+        url,
+        data=json.dumps({"text": "hi"}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token_for(alice)}",
+    )
     assert response.status_code == 202
     # a bad bearer header never falls back to the cookie
-    response = browser.post(url, data=json.dumps({"text": "hi"}), content_type="application/json",
-                            HTTP_X_CSRFTOKEN=csrf, HTTP_AUTHORIZATION="Bearer wrong")
+    response = browser.post(
+        url,
+        data=json.dumps({"text": "hi"}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN=csrf,
+        HTTP_AUTHORIZATION="Bearer wrong",
+    )
     assert response.status_code == 401
 
 
@@ -414,6 +441,7 @@ def test_the_admin_creates_a_token_and_shows_it_once(alice):
 
 
 # -- the description ----------------------------------------------------------------------------------
+
 
 def test_openapi_describes_every_route():
     from django.urls import URLPattern

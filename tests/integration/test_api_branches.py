@@ -77,8 +77,11 @@ def test_a_busy_session_refuses_forks_and_switches_with_409(inline_worker, api, 
     first, second = two_turns(api)
     api.post(f"{BASE}/s1/messages/0/fork", {"text": "hi"})  # a branch to switch back from
     m.Turn.objects.filter(pk=second).update(status="running")  # as a worker holds it
-    for path, body in ((f"{BASE}/s1/messages/0/fork", {"text": "edit"}), (f"{BASE}/s1/branches/0/switch", None),
-                       (f"{BASE}/s1/turns/{second}/regenerate", None)):
+    for path, body in (
+        (f"{BASE}/s1/messages/0/fork", {"text": "edit"}),
+        (f"{BASE}/s1/branches/0/switch", None),
+        (f"{BASE}/s1/turns/{second}/regenerate", None),
+    ):
         status, answer, _ = api.post(path, body)
         assert status == 409 and answer["error"]["code"] == "session_busy", (path, answer)
     assert m.Session.objects.get(key="s1").generation == 1
@@ -104,7 +107,9 @@ def test_refusals(inline_worker, api):
 
 def test_the_openapi_document_describes_the_branch_routes():
     paths = document()["paths"]
-    assert {"/api/agents/{agent}/sessions/{session}/messages/{index}/fork",
-            "/api/agents/{agent}/sessions/{session}/turns/{turn_id}/regenerate",
-            "/api/agents/{agent}/sessions/{session}/branches",
-            "/api/agents/{agent}/sessions/{session}/branches/{generation}/switch"} <= set(paths)
+    assert {
+        "/api/agents/{agent}/sessions/{session}/messages/{index}/fork",
+        "/api/agents/{agent}/sessions/{session}/turns/{turn_id}/regenerate",
+        "/api/agents/{agent}/sessions/{session}/branches",
+        "/api/agents/{agent}/sessions/{session}/branches/{generation}/switch",
+    } <= set(paths)

@@ -93,7 +93,9 @@ def test_turns_list_is_paginated_newest_first(api):
     assert api.post(f"{BASE}/s1/turns?wait=false", {"text": "more"})[0] == 202
 
 
-def test_approvals_lists_what_the_caller_may_answer_and_answers_with_the_inbox_rules(inline_worker, api, alice, monkeypatch):
+def test_approvals_lists_what_the_caller_may_answer_and_answers_with_the_inbox_rules(
+    inline_worker, api, alice, monkeypatch
+):
     status, parked, _ = api.post(f"{BASE}/r1/turns", {"text": "refund order 42 10"})
     assert status == 200 and parked["status"] == "suspended"
     first = parked["turn_id"]
@@ -136,12 +138,18 @@ def test_approvals_lists_what_the_caller_may_answer_and_answers_with_the_inbox_r
     monkeypatch.setattr(agent, "authorize_answer", good)
     assert not m.Answer.objects.exists() and m.Turn.objects.get(pk=first).status == "suspended"
     # answered: recorded via the API, the turn runs on, and it is no longer listed
-    status, body, _ = ops.post(f"/api/approvals/{first}/answer", {"input_id": "approve-refund", "answer": True},
-                               REMOTE_ADDR="10.9.8.7")
+    status, body, _ = ops.post(
+        f"/api/approvals/{first}/answer", {"input_id": "approve-refund", "answer": True}, REMOTE_ADDR="10.9.8.7"
+    )
     assert status == 200 and body["status"] == "completed" and "refunded" in body["text"], body
     answer = m.Answer.objects.get()
     assert (answer.turn_id, answer.via, answer.user, answer.answer, answer.remote_addr) == (
-        first, "api", olga, True, "10.9.8.7")
+        first,
+        "api",
+        olga,
+        True,
+        "10.9.8.7",
+    )
     assert [a["turn_id"] for a in ops.get("/api/approvals/")[1]["approvals"]] == [second]
     status, body, _ = ops.post(f"/api/approvals/{first}/answer", {"input_id": "approve-refund", "answer": True})
     assert status == 409 and body["error"]["code"] == "not_suspended"
@@ -151,9 +159,16 @@ def test_a_request_without_answerers_is_listed_to_its_owner_and_staff_only(alice
     from agents_app.runtime.seams import TurnStatus
 
     session = m.Session.objects.create(agent="ops", key="free", owner=alice, generation=0)
-    turn = m.Turn.objects.create(id="f" * 32, session=session, status=TurnStatus.SUSPENDED, input={"text": "x"},
-                                 pending={"request": {"id": "q1", "prompt": "Which?", "schema": {"type": "string"}},
-                                          "call": {"name": "ask", "input": {}}})
+    turn = m.Turn.objects.create(
+        id="f" * 32,
+        session=session,
+        status=TurnStatus.SUSPENDED,
+        input={"text": "x"},
+        pending={
+            "request": {"id": "q1", "prompt": "Which?", "schema": {"type": "string"}},
+            "call": {"name": "ask", "input": {}},
+        },
+    )
     owner = Api(token_for(alice))
     other = Api(token_for(make_user("mallory")))
     staff_user = make_user("sam")

@@ -44,17 +44,30 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
     """daphne + a worker (june_worker) on the test database; yields the base URL."""
     logs = tmp_path_factory.mktemp("api-sse")
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "JUNE_MODEL", "PYTEST_CURRENT_TEST")}
-    env.update(DATABASE_URL=database_url(), JUNE_Q_SYNC="0", JUNE_Q_WORKERS="1", JUNE_Q_POLL="0.05",
-               JUNE_DEMO_DELAY="0", SECRET_KEY=settings.SECRET_KEY, JUNE_Q_NAME=settings.Q_CLUSTER["name"],
-               DJANGO_SETTINGS_MODULE="june_project.settings", DEBUG="0")
+    env.update(
+        DATABASE_URL=database_url(),
+        JUNE_Q_SYNC="0",
+        JUNE_Q_WORKERS="1",
+        JUNE_Q_POLL="0.05",
+        JUNE_DEMO_DELAY="0",
+        SECRET_KEY=settings.SECRET_KEY,
+        JUNE_Q_NAME=settings.Q_CLUSTER["name"],
+        DJANGO_SETTINGS_MODULE="june_project.settings",
+        DEBUG="0",
+    )
     port = free_port()
     procs = []
-    for name, cmd in (("daphne", [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                  "june_project.asgi:application"]),
-                      ("qcluster", [sys.executable, "manage.py", "june_worker"])):  # stops at once
+    for name, cmd in (
+        (
+            "daphne",
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "june_project.asgi:application"],
+        ),
+        ("qcluster", [sys.executable, "manage.py", "june_worker"]),
+    ):  # stops at once
         log = open(logs / f"{name}.log", "wb")
-        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True))
+        procs.append(
+            subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + DEADLINE
     try:
@@ -77,8 +90,9 @@ def server(django_db_setup, django_db_blocker, tmp_path_factory):
 def http(server, django_user_model):
     user = django_user_model.objects.create_user("alice", password="pw-alice-123")
     token = m.ApiToken.issue(user)[1]
-    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {token}"},
-                      timeout=httpx.Timeout(DEADLINE)) as client:
+    with httpx.Client(
+        base_url=server, headers={"Authorization": f"Bearer {token}"}, timeout=httpx.Timeout(DEADLINE)
+    ) as client:
         yield client
 
 
@@ -92,8 +106,13 @@ def read_sse(response: httpx.Response, *, stop=None) -> list[dict]:
         if line == "":
             if "data" in fields:
                 seq = fields.get("id")
-                out.append({"id": int(seq) if seq is not None else None, "event": fields.get("event"),
-                            "data": json.loads(fields["data"])})
+                out.append(
+                    {
+                        "id": int(seq) if seq is not None else None,
+                        "event": fields.get("event"),
+                        "data": json.loads(fields["data"]),
+                    }
+                )
                 if stop is not None and stop(out[-1]):
                     return out
             fields = {}
@@ -112,14 +131,21 @@ def committed(events: list[dict]) -> list[dict]:
 
 
 def test_a_turn_streams_in_order_and_ends_at_its_terminal_event(http):
-    with http.stream("POST", f"{BASE}/s1/turns", json={"text": "order blue mugs"},
-                     headers={"Accept": "text/event-stream"}) as response:
+    with http.stream(
+        "POST", f"{BASE}/s1/turns", json={"text": "order blue mugs"}, headers={"Accept": "text/event-stream"}
+    ) as response:
         assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
         turn_id = response.headers["X-June-Turn-Id"]
         events = read_sse(response)  # returns only because the server ended the stream
     done = committed(events)
-    assert [e["event"] for e in done] == ["turn.started", "message.completed", "action.requested",
-                                          "action.completed", "message.completed", "turn.completed"]
+    assert [e["event"] for e in done] == [
+        "turn.started",
+        "message.completed",
+        "action.requested",
+        "action.completed",
+        "message.completed",
+        "turn.completed",
+    ]
     assert [(e["id"], e["event"]) for e in done] == logged("s1")  # the ids are the log's seqs
     assert all(e["data"]["turn_id"] == turn_id and e["data"]["type"] == e["event"] for e in events)
     # deltas carry no id (an instant model may commit a message before its deltas get out:
@@ -130,8 +156,9 @@ def test_a_turn_streams_in_order_and_ends_at_its_terminal_event(http):
 
 
 def test_a_parked_turn_streams_until_input_requested(http):
-    with http.stream("POST", f"{BASE}/r1/turns", json={"text": "refund order 42 10"},
-                     headers={"Accept": "text/event-stream"}) as response:
+    with http.stream(
+        "POST", f"{BASE}/r1/turns", json={"text": "refund order 42 10"}, headers={"Accept": "text/event-stream"}
+    ) as response:
         events = committed(read_sse(response))
     assert events[-1]["event"] == "input.requested"
     assert events[-1]["data"]["request"]["id"] == "approve-refund"
@@ -147,12 +174,14 @@ def test_last_event_id_reconnects_miss_and_repeat_nothing(http):
     assert len(part1) == 3
     second = http.post(f"{BASE}/s2/turns?wait=false", json={"text": "stock mugs"}).json()
     # connection 2 resumes after the last id it saw; ?after= is overridden by the header
-    with http.stream("GET", f"{BASE}/s2/events?after=0&until=terminal",
-                     headers={"Last-Event-ID": str(part1[-1]["id"])}) as response:
+    with http.stream(
+        "GET", f"{BASE}/s2/events?after=0&until=terminal", headers={"Last-Event-ID": str(part1[-1]["id"])}
+    ) as response:
         part2 = committed(read_sse(response))
     assert part2[-1]["data"]["turn_id"] == first["turn_id"] and part2[-1]["event"] == "turn.completed"
-    with http.stream("GET", f"{BASE}/s2/events?until=terminal",
-                     headers={"Last-Event-ID": str(part2[-1]["id"])}) as response:
+    with http.stream(
+        "GET", f"{BASE}/s2/events?until=terminal", headers={"Last-Event-ID": str(part2[-1]["id"])}
+    ) as response:
         part3 = committed(read_sse(response))
     assert part3[-1]["data"]["turn_id"] == second["turn_id"] and part3[-1]["event"] == "turn.completed"
     seen = [(e["id"], e["event"]) for e in part1 + part2 + part3]
@@ -167,8 +196,9 @@ def test_a_live_stream_sees_a_new_turn_and_its_cancel(http):
     done = http.post(f"{BASE}/s3/turns", json={"text": "hello"}).json()
     assert done["status"] == "completed"
     start = logged("s3")[-1][0]
-    with http.stream("GET", f"{BASE}/s3/events?until=terminal&timeout=120",
-                     headers={"Last-Event-ID": str(start)}) as response:
+    with http.stream(
+        "GET", f"{BASE}/s3/events?until=terminal&timeout=120", headers={"Last-Event-ID": str(start)}
+    ) as response:
         assert response.status_code == 200
         # the stream is open (subscribed) before this turn exists
         essay = http.post(f"{BASE}/s3/turns?wait=false", json={"text": "write an essay"}).json()

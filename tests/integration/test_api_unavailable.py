@@ -35,9 +35,11 @@ def test_requests_while_the_database_is_down_get_a_json_503():
     down answered a bare 500 "internal_error"; it is a 503 ``unavailable`` with Retry-After."""
     api = Api(token_for(make_user("alice")))
     with database_down():
-        for method, path, body in (("post", f"{BASE}/down/turns?wait=false", {"text": "hi"}),
-                                   ("post", f"{BASE}/down/turns", {"text": "hi"}),
-                                   ("get", f"{BASE}/down/pending", None)):
+        for method, path, body in (
+            ("post", f"{BASE}/down/turns?wait=false", {"text": "hi"}),
+            ("post", f"{BASE}/down/turns", {"text": "hi"}),
+            ("get", f"{BASE}/down/pending", None),
+        ):
             status, answer, response = api.call(method, path, body)
             assert status == 503, (method, path, answer)
             assert answer["error"]["code"] == "unavailable" and response["Retry-After"] == "2"

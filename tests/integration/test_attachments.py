@@ -40,19 +40,25 @@ def api(alice):
 def upload(api: Api, name: str, data: bytes, *, session: str = "s1", content_type: str = "application/octet-stream"):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    response = api.client.post(f"{BASE}/{session}/attachments",
-                               {"file": SimpleUploadedFile(name, data, content_type=content_type)}, **api.headers)
+    response = api.client.post(
+        f"{BASE}/{session}/attachments",
+        {"file": SimpleUploadedFile(name, data, content_type=content_type)},
+        **api.headers,
+    )
     assert response["Content-Type"].startswith("application/json"), response.content[:200]
     return response.status_code, json.loads(response.content)
 
 
-@pytest.mark.parametrize("name,data,kind,pages", [
-    ("dot.png", png(), "image/png", None),
-    ("dot.jpg", JPEG, "image/jpeg", None),
-    ("dot.gif", GIF, "image/gif", None),
-    ("dot.webp", WEBP, "image/webp", None),
-    ("report.pdf", pdf(3), "application/pdf", 3),
-])
+@pytest.mark.parametrize(
+    "name,data,kind,pages",
+    [
+        ("dot.png", png(), "image/png", None),
+        ("dot.jpg", JPEG, "image/jpeg", None),
+        ("dot.gif", GIF, "image/gif", None),
+        ("dot.webp", WEBP, "image/webp", None),
+        ("report.pdf", pdf(3), "application/pdf", 3),
+    ],
+)
 def test_every_accepted_type_uploads_with_its_sniffed_type(api, alice, name, data, kind, pages):
     status, body = upload(api, name, data)
     assert status == 201, body
@@ -80,19 +86,23 @@ def test_an_oversize_file_is_a_413_json_and_stores_nothing(api, settings):
 
 def test_a_hostile_file_name_is_cleaned(api):
     status, body = upload(api, "../../etc/<b>x\u0000\u202e.png", png())
-    assert status == 201 and body["name"] == "<b>x.png"  # the path and control characters gone; HTML is escaped where shown
+    assert (
+        status == 201 and body["name"] == "<b>x.png"
+    )  # the path and control characters gone; HTML is escaped where shown
 
 
 @pytest.mark.usefixtures("inline_worker")
 def test_a_turn_with_attachments_reaches_the_model(api):
     _, photo = upload(api, "photo.png", png())
     _, report = upload(api, "report.pdf", pdf(3))
-    status, body, _ = api.post(f"{BASE}/s1/turns", {"text": "what are these?",
-                                                    "attachments": [photo["id"], report["id"]]})
+    status, body, _ = api.post(
+        f"{BASE}/s1/turns", {"text": "what are these?", "attachments": [photo["id"], report["id"]]}
+    )
     assert status == 200, body
     assert body["text"].startswith(
         f"I received 2 attachments: photo.png (image/png, {photo['size']:,} bytes); "
-        f"report.pdf (application/pdf, 3 pages, {report['size']:,} bytes).")
+        f"report.pdf (application/pdf, 3 pages, {report['size']:,} bytes)."
+    )
     turn = m.Turn.objects.get(pk=body["turn_id"])
     assert [a["id"] for a in turn.input["attachments"]] == [photo["id"], report["id"]]
     assert m.Message.objects.get(session=turn.session, index=0).data["attachments"] == [photo, report]
@@ -117,8 +127,11 @@ def test_an_attachment_opens_one_turn_only(api):
 def test_multipart_turn_uploads_and_starts_in_one_request(api):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
-    response = api.client.post(f"{BASE}/s1/turns", {
-        "text": "", "file": [SimpleUploadedFile("a.gif", GIF), SimpleUploadedFile("b.pdf", pdf(2))]}, **api.headers)
+    response = api.client.post(
+        f"{BASE}/s1/turns",
+        {"text": "", "file": [SimpleUploadedFile("a.gif", GIF), SimpleUploadedFile("b.pdf", pdf(2))]},
+        **api.headers,
+    )
     body = json.loads(response.content)
     assert response.status_code == 200, body
     assert body["text"].startswith("I received 2 attachments: a.gif (image/gif, ")
@@ -220,8 +233,9 @@ def test_a_file_larger_than_the_form_limit_uploads_with_a_cookie_and_csrf(alice)
     browser.force_login(alice)
     browser.get("/agents/ops/sessions/s1/")  # sets the CSRF cookie, as the chat page does
     token = browser.cookies["csrftoken"].value
-    response = browser.post(f"{BASE}/s1/attachments", {"file": SimpleUploadedFile("big.pdf", big)},
-                            HTTP_X_CSRFTOKEN=token)
+    response = browser.post(
+        f"{BASE}/s1/attachments", {"file": SimpleUploadedFile("big.pdf", big)}, HTTP_X_CSRFTOKEN=token
+    )
     body = json.loads(response.content)
     assert response.status_code == 201, body
     assert body["size"] == len(big) and body["pages"] == 2 and files.read(body["id"]) == big

@@ -46,8 +46,9 @@ async def test_a_start_frame_takes_only_the_senders_own_attachments():
     await expect_error(comm, json.dumps({"type": "start", "text": "x", "attachments": [bobs]}), "not_found", 404)
     await expect_error(comm, json.dumps({"type": "start", "text": "x", "attachments": None}), "bad_request", 400)
     await expect_error(comm, json.dumps({"type": "start", "text": "x", "attachments": [1]}), "bad_request", 400)
-    await expect_error(comm, json.dumps({"type": "start", "text": "x", "attachments": [mine, mine]}),
-                       "bad_request", 400)
+    await expect_error(
+        comm, json.dumps({"type": "start", "text": "x", "attachments": [mine, mine]}), "bad_request", 400
+    )
     await comm.send_json_to({"type": "start", "text": "", "attachments": [mine], "id": "f1"})
     while (frame := await comm.receive_json_from(timeout=30)).get("id") != "f1":
         pass

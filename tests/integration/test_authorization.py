@@ -31,8 +31,14 @@ def staff():
 @pytest.fixture
 def ownerless(q2_sync):
     """A webhook-like session with a parked operator-only refund."""
-    rec = services.turn_start(agent="ops", key="webhook:hook-1", text="refund order 7 10", user=None,
-                              source="webhook", speaker={"id": "webhook:monitor", "name": "monitor", "attested": True})
+    rec = services.turn_start(
+        agent="ops",
+        key="webhook:hook-1",
+        text="refund order 7 10",
+        user=None,
+        source="webhook",
+        speaker={"id": "webhook:monitor", "name": "monitor", "attested": True},
+    )
     turn = m.Turn.objects.get(pk=rec.turn_id)
     assert turn.status == "suspended" and turn.session.owner_id is None
     return turn
@@ -48,8 +54,9 @@ def test_staff_cannot_reach_an_ownerless_session_over_user_transports(ownerless,
         lambda: services.turn_start(agent="ops", key=key, text="order 5 mugs", user=staff, source="http"),
         lambda: services.session_reset(agent="ops", key=key, user=staff),
         lambda: services.turn_cancel(turn_id=ownerless.pk, agent="ops", key=key, user=staff),
-        lambda: services.turn_resume(turn_id=ownerless.pk, input_id="approve-refund", answer=True, user=staff,
-                                     agent="ops", key=key),
+        lambda: services.turn_resume(
+            turn_id=ownerless.pk, input_id="approve-refund", answer=True, user=staff, agent="ops", key=key
+        ),
     ):
         with pytest.raises(AccessDenied):
             call()
@@ -58,8 +65,12 @@ def test_staff_cannot_reach_an_ownerless_session_over_user_transports(ownerless,
 
     client = Client()
     client.force_login(staff)
-    r = client.post(f"/api/agents/ops/sessions/{key}/turns", data=json.dumps({"text": "order 5 mugs"}),
-                    content_type="application/json", HTTP_X_CSRFTOKEN="x")
+    r = client.post(
+        f"/api/agents/ops/sessions/{key}/turns",
+        data=json.dumps({"text": "order 5 mugs"}),
+        content_type="application/json",
+        HTTP_X_CSRFTOKEN="x",
+    )
     assert r.status_code in (403, 404) and r["Content-Type"].startswith("application/json")
     r = client.post(f"/api/agents/ops/sessions/{key}/reset", content_type="application/json")
     assert r.status_code in (403, 404)
@@ -73,13 +84,25 @@ def test_a_parked_ownerless_request_is_answered_only_under_its_policy(ownerless,
     """The admin path (no session access check) still applies the answer policy: staff who are
     not operators are refused; an operator answers."""
     with pytest.raises(ResumeAuthorizationError):
-        services.turn_resume(turn_id=ownerless.pk, input_id="approve-refund", answer=True, user=staff,
-                             via="admin", check_session_access=False)
+        services.turn_resume(
+            turn_id=ownerless.pk,
+            input_id="approve-refund",
+            answer=True,
+            user=staff,
+            via="admin",
+            check_session_access=False,
+        )
     from django.contrib.auth.models import Group
 
     staff.groups.add(Group.objects.get_or_create(name="operators")[0])
-    services.turn_resume(turn_id=ownerless.pk, input_id="approve-refund", answer=True, user=staff, via="admin",
-                         check_session_access=False)
+    services.turn_resume(
+        turn_id=ownerless.pk,
+        input_id="approve-refund",
+        answer=True,
+        user=staff,
+        via="admin",
+        check_session_access=False,
+    )
     ownerless.refresh_from_db()
     assert ownerless.status == "completed"
 

@@ -57,8 +57,9 @@ class Pusher:
 
     def listening(self) -> int:
         """The listener's backend pid, once it LISTENs."""
-        return wait_for(lambda: self.broker._listener and self.broker._listener.backend_pid, timeout=10,
-                        what="the listener")
+        return wait_for(
+            lambda: self.broker._listener and self.broker._listener.backend_pid, timeout=10, what="the listener"
+        )
 
     def close(self) -> None:
         self.stop.set()
@@ -135,8 +136,7 @@ def test_a_task_without_a_notification_is_found_by_the_poll(broker, pusher, monk
 
 
 @postgresql
-def test_a_task_enqueued_while_the_listener_is_down_is_picked_up_and_the_listener_returns(
-        broker, pusher, monkeypatch):
+def test_a_task_enqueued_while_the_listener_is_down_is_picked_up_and_the_listener_returns(broker, pusher, monkeypatch):
     """The listener's connection dies (a server restart, a terminated backend): its NOTIFY is
     lost. The pusher must poll meanwhile and reconnect the listener, not fail or stop."""
     from django_q.conf import Conf
@@ -172,8 +172,11 @@ def test_the_pusher_survives_the_death_of_its_open_connection(broker, pusher, mo
 
     def pusher_connections() -> list[int]:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-                           " AND backend_type = 'client backend' AND pid NOT IN (pg_backend_pid(), %s)", [listener])
+            cursor.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                " AND backend_type = 'client backend' AND pid NOT IN (pg_backend_pid(), %s)",
+                [listener],
+            )
             return [pid for (pid,) in cursor.fetchall()]
 
     for pid in wait_for(pusher_connections, timeout=10, what="the pusher's connection"):
@@ -261,7 +264,6 @@ def test_elsewhere_it_is_the_orm_broker(broker, monkeypatch):
 # -- through a real qcluster ----------------------------------------------------------------------
 
 
-
 def start(agent: str, key: str) -> str:
     from sessions_app import services
 
@@ -276,14 +278,17 @@ def completed(turn_id: str) -> bool:
 
 def listeners() -> set[int]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-                       " AND application_name = 'june-q2-listener'")
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+            " AND application_name = 'june-q2-listener'"
+        )
         return {pid for (pid,) in cursor.fetchall()}
 
 
 @postgresql
 def test_a_cluster_is_woken_by_notify_and_still_picks_up_a_turn_whose_notify_was_lost(
-        clusters, fault_agent, monkeypatch):
+    clusters, fault_agent, monkeypatch
+):
     """Workers must not depend on the notification: with the listener's backend killed and a
     turn enqueued without any NOTIFY, the turn still runs (the poll finds it)."""
     from django_q.conf import Conf

@@ -33,15 +33,27 @@ def web(django_db_setup, django_db_blocker, tmp_path_factory):
     """One daphne (no worker: the turns stay queued) whose pool holds at most ``POOL``."""
     logs = tmp_path_factory.mktemp("burst")
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "JUNE_MODEL", "PYTEST_CURRENT_TEST")}
-    env.update(DATABASE_URL=database_url(), SECRET_KEY=settings.SECRET_KEY, JUNE_Q_NAME=settings.Q_CLUSTER["name"],
-               DJANGO_SETTINGS_MODULE="june_project.settings", DEBUG="0", JUNE_DB_POOL_MAX=str(POOL),
-               JUNE_DB_POOL_MIN="1", JUNE_DB_POOL_TIMEOUT="60",
-               JUNE_RATE_TURNS_PER_MINUTE="0")  # one user's 200 POSTs: the pool is the subject, not the rate
+    env.update(
+        DATABASE_URL=database_url(),
+        SECRET_KEY=settings.SECRET_KEY,
+        JUNE_Q_NAME=settings.Q_CLUSTER["name"],
+        DJANGO_SETTINGS_MODULE="june_project.settings",
+        DEBUG="0",
+        JUNE_DB_POOL_MAX=str(POOL),
+        JUNE_DB_POOL_MIN="1",
+        JUNE_DB_POOL_TIMEOUT="60",
+        JUNE_RATE_TURNS_PER_MINUTE="0",
+    )  # one user's 200 POSTs: the pool is the subject, not the rate
     port = free_port()
     log = open(logs / "daphne.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "june_project.asgi:application"], cwd=ROOT, env=env, stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "june_project.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + DEADLINE
     try:
@@ -71,8 +83,9 @@ def _sample_connections(pid: int, stop: threading.Event, seen: list[int]) -> Non
     with psycopg.connect(autocommit=True, **params) as conn:
         while not stop.is_set():
             ports = _local_ports(pid)
-            rows = conn.execute("SELECT client_port FROM pg_stat_activity WHERE datname = current_database()"
-                                ).fetchall()
+            rows = conn.execute(
+                "SELECT client_port FROM pg_stat_activity WHERE datname = current_database()"
+            ).fetchall()
             seen.append(sum(1 for (port,) in rows if port in ports))
             stop.wait(0.02)
 
@@ -105,11 +118,15 @@ def test_a_burst_of_posts_is_all_accepted_within_the_pool(web, django_user_model
 
     async def burst() -> list[int]:
         limits = httpx.Limits(max_connections=BURST, max_keepalive_connections=BURST)
-        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, limits=limits,
-                                     timeout=120) as client:
-            answers = await asyncio.gather(*(
-                client.post(f"/api/agents/ops/sessions/burst-{n}/turns?wait=false", json={"text": "stock tea"})
-                for n in range(BURST)))
+        async with httpx.AsyncClient(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, limits=limits, timeout=120
+        ) as client:
+            answers = await asyncio.gather(
+                *(
+                    client.post(f"/api/agents/ops/sessions/burst-{n}/turns?wait=false", json={"text": "stock tea"})
+                    for n in range(BURST)
+                )
+            )
         return [a.status_code for a in answers]
 
     stop, seen = threading.Event(), []

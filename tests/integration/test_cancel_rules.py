@@ -26,8 +26,9 @@ async def parked(user, key: str, text: str) -> str:
     """A turn of ``ops`` run until it parks (children run too, on this process's dispatcher)."""
     rt = wiring.runtime(dispatcher=LocalDispatcher())
     s = rt.session("ops", key)
-    rec = await s.start_turn(TurnInput(text, source="web", user={"id": str(user.pk), "attested": True}),
-                             created_by=user)
+    rec = await s.start_turn(
+        TurnInput(text, source="web", user={"id": str(user.pk), "attested": True}), created_by=user
+    )
     await rt.dispatcher.idle()  # the turn and any children it spawned have run until they park
     status = await sync_to_async(m.Turn.objects.values_list("status", flat=True).get)(pk=rec.turn_id)
     assert status == TurnStatus.SUSPENDED, status

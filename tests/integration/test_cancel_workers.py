@@ -138,8 +138,7 @@ def test_cancel_mid_stream_on_a_worker_is_prompt_and_commits_no_answer(clusters,
     services.turn_cancel(turn_id=rec.turn_id, user=alice)
     # the essay streams for ESSAY_SECONDS; with the live signal (heartbeat every 30 s here) or
     # the durable row (heartbeat every ~3 s) the cancel lands long before it would end
-    poll(lambda: turn(rec.turn_id).status == "cancelled", "the cancel", timeout=ESSAY_SECONDS * 0.6,
-         cluster=cluster)
+    poll(lambda: turn(rec.turn_id).status == "cancelled", "the cancel", timeout=ESSAY_SECONDS * 0.6, cluster=cluster)
     assert time.monotonic() - started < ESSAY_SECONDS * 0.6
     t = turn(rec.turn_id)
     assert t.cancel_reason == "requested" and cancelled_event(rec.turn_id)["reason"] == "requested"
@@ -186,15 +185,22 @@ def test_reset_cancels_queued_and_running_turns_and_the_next_starts_empty(cluste
         assert (turn(turn_id).status, turn(turn_id).cancel_reason) == ("cancelled", "reset")
     # started at once: it queues behind the running turn until that one stops at its boundary
     fresh = services.turn_start(agent="ops", key="r1", text="fresh start", user=alice)
-    poll(lambda: turn(running.turn_id).status == "cancelled", "the running turn to stop at a boundary",
-         timeout=ESSAY_SECONDS * 0.6, cluster=cluster)
+    poll(
+        lambda: turn(running.turn_id).status == "cancelled",
+        "the running turn to stop at a boundary",
+        timeout=ESSAY_SECONDS * 0.6,
+        cluster=cluster,
+    )
     assert turn(running.turn_id).cancel_reason == "reset"
     assert not m.Message.objects.filter(turn_id__in=queued).exists()  # they never ran
     poll(lambda: turn(fresh.turn_id).status == "completed", "the next turn", cluster=cluster)
     cancelled_at = m.Event.objects.get(turn_id=running.turn_id, type="turn.cancelled").seq
     assert m.Event.objects.get(turn_id=fresh.turn_id, type="turn.started").seq > cancelled_at
-    live = list(m.Message.objects.filter(session__key="r1", generation=1).order_by("index")
-                .values_list("index", "role", "turn_id"))
+    live = list(
+        m.Message.objects.filter(session__key="r1", generation=1)
+        .order_by("index")
+        .values_list("index", "role", "turn_id")
+    )
     assert live == [(0, "user", fresh.turn_id), (1, "assistant", fresh.turn_id)]
     # the model saw only the new message (the demo counts its request's characters: the system
     # prompt and the transcript it was sent)
@@ -222,8 +228,9 @@ def test_twenty_concurrent_replaces_leave_exactly_one_turn(clusters, alice):
         try:
             barrier.wait(30)
             # a tool call keeps each turn busy long enough that none finishes between replaces
-            ids.append(services.turn_start(agent="ops", key="x1", text=f"wait 1 ({n})", user=alice,
-                                           replace=True).turn_id)
+            ids.append(
+                services.turn_start(agent="ops", key="x1", text=f"wait 1 ({n})", user=alice, replace=True).turn_id
+            )
         except BaseException as exc:  # reported below
             errors.append(exc)
         finally:
@@ -237,8 +244,12 @@ def test_twenty_concurrent_replaces_leave_exactly_one_turn(clusters, alice):
     assert not errors, errors
     assert len(ids) == 20
     every = [first.turn_id, *ids]
-    poll(lambda: not m.Turn.objects.filter(pk__in=every, status__in=["queued", "running"]).exists(),
-         "every turn to finish", timeout=90, cluster=cluster)
+    poll(
+        lambda: not m.Turn.objects.filter(pk__in=every, status__in=["queued", "running"]).exists(),
+        "every turn to finish",
+        timeout=90,
+        cluster=cluster,
+    )
     rows = {t.id: t for t in m.Turn.objects.filter(pk__in=every)}
     survivors = [t for t in rows.values() if t.status != "cancelled"]
     assert len(survivors) == 1, [(t.id, t.status, t.cancel_reason) for t in rows.values()]

@@ -70,5 +70,6 @@ def test_a_child_session_is_its_parent_owners_and_nobody_elses(monkeypatch):
     status, theirs, _ = Api(token_for(bob)).get(path)
     assert status == 403
     status, theirs, _ = Api(token_for(bob)).post(
-        f"/api/agents/researcher/sessions/{child.session.key}/turns?wait=false", {"text": "what did she ask?"})
+        f"/api/agents/researcher/sessions/{child.session.key}/turns?wait=false", {"text": "what did she ask?"}
+    )
     assert status == 403 and m.Turn.objects.filter(session=child.session).count() == 1

@@ -48,10 +48,17 @@ def test_the_archive_shows_every_message_and_marks_the_boundaries(client, compac
         assert f'data-boundary="{s.data["boundary"]}"' in page
     assert "compaction.completed" in page
     # the event log keeps no second copy of a summary: it refers to the message, restored on read
-    assert sum(eventlog.refers(data) for data in m.Event.objects.filter(session=compacted, type="compaction.completed")
-               .values_list("data", flat=True)) == len(summaries)
-    logged = [e.event for e in DjangoSessionStore().events_sync(SessionRef("ops", "long"))
-              if e.event.type == "compaction.completed"]
+    assert sum(
+        eventlog.refers(data)
+        for data in m.Event.objects.filter(session=compacted, type="compaction.completed").values_list(
+            "data", flat=True
+        )
+    ) == len(summaries)
+    logged = [
+        e.event
+        for e in DjangoSessionStore().events_sync(SessionRef("ops", "long"))
+        if e.event.type == "compaction.completed"
+    ]
     assert [e.summary for e in logged] == [s.data["text"] for s in summaries]
     assert "Earlier in this conversation" in page
     turn = m.Turn.objects.get(pk=summaries[0].turn_id)

@@ -49,8 +49,11 @@ def test_a_thousand_turns_never_fail_for_overflow(compact_agent, monkeypatch):
         try:
             for n in range(1000):
                 text = f"turn {n}" + (":tool" if n % 5 == 0 else "")
-                turn_id = (await sync_to_async(services.turn_start)(agent=compact_agent, key="thousand", text=text,
-                                                                     source="http")).turn_id
+                turn_id = (
+                    await sync_to_async(services.turn_start)(
+                        agent=compact_agent, key="thousand", text=text, source="http"
+                    )
+                ).turn_id
                 await executor.drive(turn_id)
         finally:
             await executor.sink.close()
@@ -64,8 +67,10 @@ def test_a_thousand_turns_never_fail_for_overflow(compact_agent, monkeypatch):
     types = list(m.Event.objects.filter(session=session).values_list("type", flat=True))
     assert types.count("turn.failed") == 0 and types.count("compaction.failed") == 0
     assert types.count("compaction.completed") >= 50
-    biggest = max((row.get("usage") or {}).get("input_tokens", 0)
-                  for row in m.Message.objects.filter(session=session, role="assistant").values_list("data", flat=True))
+    biggest = max(
+        (row.get("usage") or {}).get("input_tokens", 0)
+        for row in m.Message.objects.filter(session=session, role="assistant").values_list("data", flat=True)
+    )
     assert biggest <= 1000
     assert m.Message.objects.filter(session=session, role="user").count() == 1000
     state = async_to_sync(wiring.store().load)(last)
@@ -101,9 +106,13 @@ def test_a_daily_schedule_over_365_days_stays_within_the_window():
         for n in range(365):
             tick = tick_for(decl.cron, decl.tz(), None, first + dt.timedelta(days=n))
             result = await receive(
-                ScheduleChannel(), seed=decl.seed, target={"agent": "ops", "session": decl.session_key(tick)},
+                ScheduleChannel(),
+                seed=decl.seed,
+                target={"agent": "ops", "session": decl.session_key(tick)},
                 trigger={"kind": "proactive", "by": f"cron:{decl.name}"},
-                session=rt.session("ops", decl.session_key(tick)), timeout=30)
+                session=rt.session("ops", decl.session_key(tick)),
+                timeout=30,
+            )
             assert str(result.status) == "completed", (n, result.error)
         await rt.fanout.close()
 

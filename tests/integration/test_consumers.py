@@ -95,7 +95,9 @@ async def test_anonymous_is_refused():
 
 async def test_a_foreign_origin_is_refused():
     alice = await make_user("alice")
-    comm = communicator("/ws/agents/ops/sessions/s1/", await cookie_for(alice), origin=(b"origin", b"http://evil.example"))
+    comm = communicator(
+        "/ws/agents/ops/sessions/s1/", await cookie_for(alice), origin=(b"origin", b"http://evil.example")
+    )
     connected, _ = await comm.connect(timeout=30)
     assert not connected
     comm = communicator("/ws/agents/ops/sessions/s1/", await cookie_for(alice), origin=None)
@@ -193,8 +195,14 @@ async def still_usable(comm: WebsocketCommunicator) -> None:
 def park_session(agent: str, key: str, owner) -> str:
     s, _ = m.Session.objects.get_or_create(agent=agent, key=key, defaults={"owner": owner})
     turn_id = uuid.uuid4().hex
-    m.Turn.objects.create(id=turn_id, session=s, order=99, generation=s.generation, status="suspended",
-                          pending={"request": {"id": "approve", "prompt": "ok?", "schema": {"type": "boolean"}}})
+    m.Turn.objects.create(
+        id=turn_id,
+        session=s,
+        order=99,
+        generation=s.generation,
+        status="suspended",
+        pending={"request": {"id": "approve", "prompt": "ok?", "schema": {"type": "boolean"}}},
+    )
     return turn_id
 
 
@@ -207,7 +215,9 @@ async def test_every_error_frame_leaves_the_socket_usable():
     await expect_error(comm, "{not json", "bad_request", 400)
     await expect_error(comm, "[1, 2]", "bad_request", 400)
     await expect_error(comm, json.dumps({"type": "launch"}), "bad_request", 400)
-    await expect_error(comm, json.dumps({"type": "start", "text": "x" * (MAX_FRAME_BYTES + 1)}), "payload_too_large", 413)
+    await expect_error(
+        comm, json.dumps({"type": "start", "text": "x" * (MAX_FRAME_BYTES + 1)}), "payload_too_large", 413
+    )
     await expect_error(comm, json.dumps({"type": "start"}), "bad_request", 400)
     await expect_error(comm, json.dumps({"type": "start", "text": "hi", "replace": "yes"}), "bad_request", 400)
     await expect_error(comm, json.dumps({"type": "cancel"}), "bad_request", 400)
@@ -215,15 +225,23 @@ async def test_every_error_frame_leaves_the_socket_usable():
     # a turn of bob's session is not reachable through alice's socket
     bobs_turn = await park_session("ops", "bobs", bob)
     await expect_error(comm, json.dumps({"type": "cancel", "turn_id": bobs_turn}), "not_found", 404)
-    await expect_error(comm, json.dumps({"type": "resume", "turn_id": bobs_turn, "input_id": "approve",
-                                         "answer": True}), "not_found", 404)
+    await expect_error(
+        comm,
+        json.dumps({"type": "resume", "turn_id": bobs_turn, "input_id": "approve", "answer": True}),
+        "not_found",
+        404,
+    )
     # bob's own socket: a parked session refuses a new turn (409), a wrong input id too
     comm_bob = communicator("/ws/agents/ops/sessions/bobs/", await cookie_for(bob))
     assert (await comm_bob.connect(timeout=30))[0]
     await receive_until_ready(comm_bob)
     await expect_error(comm_bob, json.dumps({"type": "start", "text": "another"}), "session_suspended", 409)
-    await expect_error(comm_bob, json.dumps({"type": "resume", "turn_id": bobs_turn, "input_id": "other",
-                                             "answer": True}), "conflict", 409)
+    await expect_error(
+        comm_bob,
+        json.dumps({"type": "resume", "turn_id": bobs_turn, "input_id": "other", "answer": True}),
+        "conflict",
+        409,
+    )
     await comm_bob.disconnect()
     await comm.disconnect()
 
@@ -243,6 +261,7 @@ async def test_reset_acks_with_the_archived_name_and_the_event_arrives():
 
 
 # -- the server-less layer and the sink's coalescing ---------------------------------------------------
+
 
 async def test_the_server_less_layer_carries_messages_across_processes():
     import asyncio

@@ -36,8 +36,12 @@ def alice():
 
 
 def _post(client: Client, token: str, text: str):
-    response = client.post(f"{BASE}/s1/turns?wait=false", data=json.dumps({"text": text}),
-                           content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = client.post(
+        f"{BASE}/s1/turns?wait=false",
+        data=json.dumps({"text": text}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token}",
+    )
     assert response["Content-Type"].startswith("application/json"), response.content[:200]
     return response.status_code, response.json()
 

@@ -72,8 +72,9 @@ def test_a_longer_attempt_joins_hears_its_ring_and_leaves():
         unsubscribe = bell.listen("long", signals)
         while not unsubscribe.joined.is_set():
             await asyncio.sleep(0.005)
-        bell._loop.call_soon_threadsafe(layer.inbox.put_nowait,
-                                        {"type": "june.cancel", "turn_id": "long", "reason": "user"})
+        bell._loop.call_soon_threadsafe(
+            layer.inbox.put_nowait, {"type": "june.cancel", "turn_id": "long", "reason": "user"}
+        )
         while signals.cancel_reason is None:
             await asyncio.sleep(0.005)
         unsubscribe()
@@ -104,7 +105,6 @@ def test_a_cancel_requested_before_the_join_is_delivered_at_the_join(fault_agent
 
     assert asyncio.run(attempt()) == "user"
     assert layer.calls[0] == ("add", doorbell.cancel_group(turn_id))
-
 
 
 def test_a_burst_of_joins_reads_the_stored_requests_in_one_query(fault_agent, monkeypatch):

@@ -26,8 +26,9 @@ async def _ring(turn_id: str, times: int, reason: str = "user") -> None:
 
     layer = get_channel_layer()  # the sending side: services' global layer
     for _ in range(times):
-        await layer.group_send(doorbell.cancel_group(turn_id),
-                               {"type": "june.cancel", "turn_id": turn_id, "reason": reason})
+        await layer.group_send(
+            doorbell.cancel_group(turn_id), {"type": "june.cancel", "turn_id": turn_id, "reason": reason}
+        )
 
 
 async def _joined(turn_id: str, signals: Signals):
@@ -76,8 +77,7 @@ def _in_a_thread(main, *args) -> tuple[bool, object]:
 
 
 def _doorbell_failures(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records
-            if r.name == doorbell.__name__ and r.levelno >= logging.WARNING]
+    return [r.getMessage() for r in caplog.records if r.name == doorbell.__name__ and r.levelno >= logging.WARNING]
 
 
 def test_a_listener_after_a_failed_attempt_still_hears_its_ring(caplog):

@@ -19,19 +19,24 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _manage(var: Path, *args: str, **extra: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("SECRET_KEY", "DATABASE_URL", "JUNE_EMBEDDED", "DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE")
-           and not k.startswith("PYTEST")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("SECRET_KEY", "DATABASE_URL", "JUNE_EMBEDDED", "DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE")
+        and not k.startswith("PYTEST")
+    }
     env.update({"JUNE_VAR_DIR": str(var), "DJANGO_SETTINGS_MODULE": "june_project.settings", **extra})
-    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=180)
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=180
+    )
 
 
 @pytest.mark.slow
 def test_the_token_command_works_on_the_embedded_default_without_settings(tmp_path):
     assert _manage(tmp_path, "migrate", "-v0").returncode == 0
-    made = _manage(tmp_path, "shell", "-c",
-                   "from django.contrib.auth import get_user_model as g; g().objects.create_user('alice')")
+    made = _manage(
+        tmp_path, "shell", "-c", "from django.contrib.auth import get_user_model as g; g().objects.create_user('alice')"
+    )
     assert made.returncode == 0, made.stderr
     out = _manage(tmp_path, "june", "token", "alice")
     assert out.returncode == 0, out.stderr

@@ -90,6 +90,7 @@ def test_cancelling_the_turn_before_it_enqueues_the_next(fault_agent):
 def test_a_lost_hand_off_is_recovered_by_the_sweeper(fault_agent, monkeypatch):
     """The worker settles the turn before and dies before its hand-off reaches the queue: the
     next turn, now first of its chain with no task waiting, is re-enqueued by ``sweep_queued``."""
+
     async def lost(runnable) -> None:
         return None
 

@@ -51,6 +51,7 @@ class Outage:
             if self.real is None:
                 self.real = conn.settings_dict
             conn.settings_dict = self.settings  # this thread's wrapper only: the others keep theirs
+
         self._on_health_thread(swap)
 
     def up(self) -> None:
@@ -59,6 +60,7 @@ class Outage:
             conn.close()
             if self.real is not None:
                 conn.settings_dict, self.real = self.real, None
+
         self._on_health_thread(back)
 
 
@@ -84,8 +86,11 @@ def test_healthz_and_readyz_answer_200_json_with_every_check_ok():
     for path in ("/readyz", "/readyz/"):
         response = client.get(path)
         assert response.status_code == 200, response.content
-        assert _json(response) == {"status": "ok", "workers": 0, "checks": {
-            "database": "ok", "queue": "ok", "migrations": "ok", "channel_layer": "ok"}}
+        assert _json(response) == {
+            "status": "ok",
+            "workers": 0,
+            "checks": {"database": "ok", "queue": "ok", "migrations": "ok", "channel_layer": "ok"},
+        }
         assert "no-cache" in response["Cache-Control"]
     head = client.head("/readyz")
     assert head.status_code == 200 and head.content == b""
@@ -103,8 +108,13 @@ def test_readyz_turns_503_with_the_database_down_and_200_after(outage):
     assert answer["checks"]["database"] == "failed" and answer["checks"]["queue"] == "failed"
     assert answer["checks"]["channel_layer"] == "ok" and "workers" not in answer
     text = response.content.decode()
-    for secret in (outage.settings["NAME"], str(outage.settings.get("PORT") or "nothing"), "127.0.0.1",
-                   "refused", "unable to open"):
+    for secret in (
+        outage.settings["NAME"],
+        str(outage.settings.get("PORT") or "nothing"),
+        "127.0.0.1",
+        "refused",
+        "unable to open",
+    ):
         assert secret not in text
     assert client.get("/healthz").status_code == 200  # the process is up all the same
 
@@ -115,6 +125,7 @@ def test_readyz_turns_503_with_the_database_down_and_200_after(outage):
 
 def test_readyz_answers_a_json_503_when_the_checks_themselves_fail(monkeypatch):
     """Never a 500: an exception out of the checks (a bug, a broken layer) is a failed check."""
+
     async def broken() -> dict:
         raise RuntimeError("secret detail")
 
@@ -159,13 +170,21 @@ def test_the_dashboard_and_june_health_list_workers_and_mark_the_gone(settings, 
     site with no live worker is still ready (a web-only deployment)."""
     settings.JUNE_WORKER_BEAT_SECONDS = 5
     now = timezone.now()
-    m.WorkerBeat.objects.create(id="host-a:11", started_at=now - dt.timedelta(hours=1), seen_at=now,
-                                running=3, slots=200)
-    m.WorkerBeat.objects.create(id="host-b:22", started_at=now - dt.timedelta(hours=1),
-                                seen_at=now - dt.timedelta(seconds=16), running=1, slots=200)
+    m.WorkerBeat.objects.create(
+        id="host-a:11", started_at=now - dt.timedelta(hours=1), seen_at=now, running=3, slots=200
+    )
+    m.WorkerBeat.objects.create(
+        id="host-b:22",
+        started_at=now - dt.timedelta(hours=1),
+        seen_at=now - dt.timedelta(seconds=16),
+        running=1,
+        slots=200,
+    )
     data = dashboard_data(now=now)
     assert [(w["id"], w["stale"], w["running"], w["slots"]) for w in data["workers"]] == [
-        ("host-a:11", False, 3, 200), ("host-b:22", True, 1, 200)]
+        ("host-a:11", False, 3, 200),
+        ("host-b:22", True, 1, 200),
+    ]
     assert data["workers_alive"] == 1
     assert _json(Client().get("/readyz"))["workers"] == 1
     call_command("june", "health")
@@ -183,8 +202,9 @@ def test_the_dashboard_and_june_health_list_workers_and_mark_the_gone(settings, 
 
 def test_the_dashboard_page_shows_the_workers(admin_client):
     now = timezone.now()
-    m.WorkerBeat.objects.create(id="host-c:33", started_at=now, seen_at=now - dt.timedelta(minutes=2),
-                                running=0, slots=8)
+    m.WorkerBeat.objects.create(
+        id="host-c:33", started_at=now, seen_at=now - dt.timedelta(minutes=2), running=0, slots=8
+    )
     page = admin_client.get("/admin/june/dashboard/?fragment=1").content.decode()
     assert 'id="june-workers"' in page and "host-c:33" in page and "gone" in page
 

@@ -59,8 +59,11 @@ def users():
     make = get_user_model().objects.create_user
     olga = make("olga", password="pw-olga-123", is_staff=True)
     olga.groups.add(Group.objects.create(name="operators"))
-    return {"alice": make("alice", password="pw-alice-123"), "olga": olga,
-            "sam": make("sam", password="pw-sam-123", is_staff=True)}
+    return {
+        "alice": make("alice", password="pw-alice-123"),
+        "olga": olga,
+        "sam": make("sam", password="pw-sam-123", is_staff=True),
+    }
 
 
 def status_of(turn_id: str) -> str:
@@ -78,7 +81,10 @@ def test_a_parked_refund_survives_killing_every_worker_and_is_answered_from_the_
     rec = services.turn_start(agent="ops", key="refund-1", text="refund order 7 25", user=users["alice"])
     wait_for(lambda: status_of(rec.turn_id) == "suspended", timeout=DEADLINE, what="the refund to park on a worker")
     turn = m.Turn.objects.get(pk=rec.turn_id)
-    assert turn.pending["call"]["name"] == "issue_refund" and turn.pending["call"]["input"] == {"order_id": "7", "amount": 25}
+    assert turn.pending["call"]["name"] == "issue_refund" and turn.pending["call"]["input"] == {
+        "order_id": "7",
+        "amount": 25,
+    }
     # parked holds nothing in memory and owes the queue nothing: the task is acknowledged
     wait_for(lambda: not OrmQ.objects.exists(), timeout=DEADLINE, what="the parking task to be acknowledged")
 
@@ -117,8 +123,11 @@ def test_a_parked_refund_survives_killing_every_worker_and_is_answered_from_the_
     monkeypatch.setattr(agent, "authorize_answer", good)
 
     assert operator.post(url, approve).status_code == 302
-    wait_for(lambda: status_of(rec.turn_id) in ("completed", "failed"), timeout=DEADLINE,
-             what="the resumed turn to finish on the new worker")
+    wait_for(
+        lambda: status_of(rec.turn_id) in ("completed", "failed"),
+        timeout=DEADLINE,
+        what="the resumed turn to finish on the new worker",
+    )
     turn.refresh_from_db()
     assert turn.status == "completed", turn.error
     assert "refund" in turn.text.lower()

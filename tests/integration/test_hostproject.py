@@ -46,7 +46,8 @@ def test_june_runs_inside_a_host_project(host_database_url):
     if host_database_url:
         env["DATABASE_URL"] = host_database_url
     env["PYTHONPATH"] = str(ROOT)  # June from this checkout (the wheel's own run: .ci/run)
-    out = subprocess.run([sys.executable, str(SMOKE)], env=env, cwd=SMOKE.parent.parent, capture_output=True,
-                         text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(SMOKE)], env=env, cwd=SMOKE.parent.parent, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert "host project smoke: all checks passed" in out.stdout

@@ -120,8 +120,9 @@ async def test_a_server_that_never_answers_times_out_and_the_loop_stays_free():
 
 
 async def test_a_server_that_is_down_offers_nothing_and_its_calls_are_errors():
-    [config] = parse_servers("t", [{"name": "gone", "command": [sys.executable, "-c", "import sys; sys.exit(1)"],
-                                    "timeout": 3}])
+    [config] = parse_servers(
+        "t", [{"name": "gone", "command": [sys.executable, "-c", "import sys; sys.exit(1)"], "timeout": 3}]
+    )
     source = McpSource(config)
     try:
         known, offered = await source.tools()
@@ -159,8 +160,9 @@ def _free_port() -> int:
 @pytest.fixture
 def http_server():
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, PROBE, "http", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, PROBE, "http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     deadline = time.time() + 30
     while time.time() < deadline:
         with socket.socket() as s:
@@ -174,7 +176,9 @@ def http_server():
 
 async def test_streamable_http_lists_and_calls(http_server, monkeypatch):
     monkeypatch.setenv("PROBE_TOKEN", "t0k")
-    [config] = parse_servers("t", [{"name": "crm", "url": http_server, "headers": {"Authorization": "Bearer ${PROBE_TOKEN}"}}])
+    [config] = parse_servers(
+        "t", [{"name": "crm", "url": http_server, "headers": {"Authorization": "Bearer ${PROBE_TOKEN}"}}]
+    )
     source = McpSource(config)
     try:
         known, offered = await source.tools()
@@ -199,16 +203,19 @@ async def test_the_demo_inventory_dedupes_a_retried_reservation():
     assert other["result"]["left"] == 34
 
 
-@pytest.mark.parametrize("entry, message", [
-    ({"name": "Bad Name", "command": ["x"]}, "name must match"),
-    ({"name": "a", "command": ["x"], "url": "http://x"}, "exactly one of"),
-    ({"name": "a"}, "exactly one of"),
-    ({"name": "a", "url": "ftp://x"}, "http"),
-    ({"name": "a", "command": "python"}, "non-empty list"),
-    ({"name": "a", "command": ["x"], "timeout": 0}, "timeout"),
-    ({"name": "a", "command": ["x"], "env": {"K": 1}}, "map strings"),
-    ({"name": "a", "command": ["x"], "secret": "no"}, "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "entry, message",
+    [
+        ({"name": "Bad Name", "command": ["x"]}, "name must match"),
+        ({"name": "a", "command": ["x"], "url": "http://x"}, "exactly one of"),
+        ({"name": "a"}, "exactly one of"),
+        ({"name": "a", "url": "ftp://x"}, "http"),
+        ({"name": "a", "command": "python"}, "non-empty list"),
+        ({"name": "a", "command": ["x"], "timeout": 0}, "timeout"),
+        ({"name": "a", "command": ["x"], "env": {"K": 1}}, "map strings"),
+        ({"name": "a", "command": ["x"], "secret": "no"}, "unknown keys"),
+    ],
+)
 def test_a_bad_declaration_fails_the_agents_load(entry, message):
     with pytest.raises(AgentConfigError, match=message):
         parse_servers("t", [entry])
@@ -220,11 +227,22 @@ def test_a_turn_of_the_ops_agent_calls_the_demo_mcp_server(tmp_path):
     asking for inventory__count; the turn completes with the server's structured answer."""
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "DJANGO_", "DATABASE_URL", "REDIS_URL"))}
-    env.update(JUNE_VAR_DIR=str(tmp_path), JUNE_DEMO_MCP="1", JUNE_EMBEDDED="1", JUNE_DEMO_DELAY="0",
-               DJANGO_SETTINGS_MODULE="june_project.settings")
+    env.update(
+        JUNE_VAR_DIR=str(tmp_path),
+        JUNE_DEMO_MCP="1",
+        JUNE_EMBEDDED="1",
+        JUNE_DEMO_DELAY="0",
+        DJANGO_SETTINGS_MODULE="june_project.settings",
+    )
     subprocess.run([sys.executable, "manage.py", "migrate", "-v0"], cwd=root, env=env, check=True, timeout=300)
-    out = subprocess.run([sys.executable, "manage.py", "june", "chat", "ops", "s1", "count mugs", "--json"],
-                         cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "manage.py", "june", "chat", "ops", "s1", "count mugs", "--json"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     assert '"in_stock": 12' in out.stdout and '"inventory__count"' in out.stdout
     assert "turn.completed" in out.stdout
@@ -246,7 +264,7 @@ async def test_the_servers_list_changed_notification_refreshes_the_list_before_t
     try:
         known, offered = await names(source)
         assert "probe__later" not in offered
-        assert (await call(source, "probe__grow", {}))  # the server adds `later` and notifies
+        assert await call(source, "probe__grow", {})  # the server adds `later` and notifies
         deadline = time.monotonic() + 10
         while source.listed_at and time.monotonic() < deadline:
             await asyncio.sleep(0.05)

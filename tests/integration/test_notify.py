@@ -110,7 +110,8 @@ def users():
         u.groups.add(operators)
     return {
         "alice": make("alice", email="alice@example.com", password="pw-alice-123"),
-        "olga": olga, "otto": otto,
+        "olga": olga,
+        "otto": otto,
         # staff without the operator grant: never mailed
         "sam": make("sam", email="sam@example.com", password="pw-sam-123", is_staff=True),
         "root": get_user_model().objects.create_superuser("root", "root@example.com", "pw-root-123"),
@@ -147,8 +148,14 @@ def test_no_mail_after_the_park_was_answered(parked, smtp, users, monkeypatch):
     from sessions_app.notify.outbox import notify_parks
 
     assert notify_parks() == 1  # the row is written...
-    services.turn_resume(turn_id=parked.pk, input_id="approve-refund", answer=False, user=users["olga"],
-                         via="admin", check_session_access=False)
+    services.turn_resume(
+        turn_id=parked.pk,
+        input_id="approve-refund",
+        answer=False,
+        user=users["olga"],
+        via="admin",
+        check_session_access=False,
+    )
     parked.refresh_from_db()
     assert parked.status != "suspended"
     out = notify_tick()  # ...but the park is answered before it goes out
@@ -230,7 +237,10 @@ def test_the_admin_lists_rows_read_only_for_staff(parked, users, monkeypatch):
     html = r.content.decode()
     assert "pending" in html and "URLError" in html
     row = m.Notification.objects.get()
-    assert staff.post(reverse("admin:sessions_app_notification_delete", args=(row.pk,)), {"post": "yes"}).status_code == 403
+    assert (
+        staff.post(reverse("admin:sessions_app_notification_delete", args=(row.pk,)), {"post": "yes"}).status_code
+        == 403
+    )
     assert m.Notification.objects.filter(pk=row.pk).exists()
     anon = Client()
     assert anon.get(url).status_code == 302  # to the login page
@@ -245,10 +255,18 @@ def test_failed_turns_a_given_up_delivery_and_a_gone_worker_reach_one_digest(q2_
     monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
     ids = [services.turn_start(agent="ops", key=f"f{i}", text="hello", user=users["alice"]).turn_id for i in range(10)]
     # the store's own write when a turn fails (a model error, its retries spent)
-    m.Turn.objects.filter(pk__in=ids).update(status="failed", error={"type": "ModelError", "message": "overloaded"},
-                                             updated_at=timezone.now())
-    WebhookDelivery.objects.create(agent="ops", session_key="webhook:x", turn_id="t-dlv", url="https://h.example/x",
-                                   status=DeliveryStatus.FAILED, attempts=8, last_error="HTTP 503")
+    m.Turn.objects.filter(pk__in=ids).update(
+        status="failed", error={"type": "ModelError", "message": "overloaded"}, updated_at=timezone.now()
+    )
+    WebhookDelivery.objects.create(
+        agent="ops",
+        session_key="webhook:x",
+        turn_id="t-dlv",
+        url="https://h.example/x",
+        status=DeliveryStatus.FAILED,
+        attempts=8,
+        last_error="HTTP 503",
+    )
     old = timezone.now() - dt.timedelta(seconds=60)
     m.WorkerBeat.objects.create(id="host:123", started_at=old, seen_at=old)
     m.WorkerBeat.objects.create(id="host:456", started_at=old, seen_at=timezone.now())  # alive
@@ -273,8 +291,14 @@ def test_a_schedule_failing_n_times_in_a_row(smtp, users, monkeypatch):
     t0 = timezone.now() - dt.timedelta(hours=1)
 
     def run(i: int, status: str) -> None:
-        ScheduleRun.objects.create(schedule="june:ops:daily", agent="ops", tick=t0 + dt.timedelta(minutes=i),
-                                   session_key="ops-inbox", turn_id=f"s{i}", status=status)
+        ScheduleRun.objects.create(
+            schedule="june:ops:daily",
+            agent="ops",
+            tick=t0 + dt.timedelta(minutes=i),
+            session_key="ops-inbox",
+            turn_id=f"s{i}",
+            status=status,
+        )
 
     run(0, "delivered")
     run(1, "failed")
@@ -293,9 +317,17 @@ def test_the_policy_s_own_webhook_over_the_site_s(q2_sync, users, smtp, receiver
     receiver.up()
     monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "http://127.0.0.1:9/site-wide-not-used")
     ops = wiring.agent("ops")
-    monkeypatch.setattr(ops, "notify", notify_config("ops", {
-        "email": True, "policies": {"operator": {"webhook_url": f"http://127.0.0.1:{receiver.port}/ops", "email": False}},
-    }))
+    monkeypatch.setattr(
+        ops,
+        "notify",
+        notify_config(
+            "ops",
+            {
+                "email": True,
+                "policies": {"operator": {"webhook_url": f"http://127.0.0.1:{receiver.port}/ops", "email": False}},
+            },
+        ),
+    )
     rec = services.turn_start(agent="ops", key="r2", text="refund order 42 10", user=users["alice"])
     out = notify_tick()
     assert out["sent"] == 1 and out["retry"] == 0, out

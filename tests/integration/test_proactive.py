@@ -57,19 +57,30 @@ def trigger_and_reply(session: m.Session) -> list[tuple[str, dict]]:
 
 # -- schedules -----------------------------------------------------------------------------------
 
+
 def test_deploy_sync_makes_the_q2_schedule_in_the_declared_time_zone():
     Schedule.objects.all().delete()
     now = datetime(2026, 7, 1, 12, 0, tzinfo=UTC)
     report = schedules_sync(now=now)
     assert "june:ops:daily-summary" in report["created"]
     row = Schedule.objects.get(name="june:ops:daily-summary")
-    assert (row.func, row.cron, row.schedule_type, row.repeats) == ("sessions_app.proactive.schedules.fire", "0 9 * * *", "C", -1)
+    assert (row.func, row.cron, row.schedule_type, row.repeats) == (
+        "sessions_app.proactive.schedules.fire",
+        "0 9 * * *",
+        "C",
+        -1,
+    )
     # 09:00 in Paris in July is 07:00 UTC (the next one after noon UTC is tomorrow's)
     assert row.next_run == datetime(2026, 7, 2, 7, 0, tzinfo=UTC)
     # an admin's disable survives the next deploy; an undeclared schedule goes
     Schedule.objects.filter(pk=row.pk).update(repeats=0)
-    Schedule.objects.create(name="june:ops:gone", func="sessions_app.proactive.schedules.fire", schedule_type="C",
-                            cron="* * * * *", kwargs="{'agent': 'ops', 'name': 'gone'}")
+    Schedule.objects.create(
+        name="june:ops:gone",
+        func="sessions_app.proactive.schedules.fire",
+        schedule_type="C",
+        cron="* * * * *",
+        kwargs="{'agent': 'ops', 'name': 'gone'}",
+    )
     report = schedules_sync(now=now)
     assert report["removed"] == ["june:ops:gone"] and report["created"] == []
     assert Schedule.objects.get(name="june:ops:daily-summary").repeats == 0
@@ -87,12 +98,15 @@ def test_the_daily_summary_lands_in_the_demo_users_ops_inbox(demo_user):
     assert role1 == "assistant" and answer["text"].startswith("Daily summary")
     turn = m.Turn.objects.get(session=session)
     assert (turn.status, turn.kind, turn.source, turn.input["user"]) == ("completed", "proactive", "schedule", None)
-    assert list(m.Event.objects.filter(session=session, type="turn.started").values_list("data__trigger", flat=True)) \
-        == ["proactive"]
+    assert list(
+        m.Event.objects.filter(session=session, type="turn.started").values_list("data__trigger", flat=True)
+    ) == ["proactive"]
     run = ScheduleRun.objects.get()
     assert (run.turn_id, run.status, run.session_key) == (turn.pk, "delivered", "ops-inbox")
     # the next run is the declared zone's 09:00
-    nxt = Schedule.objects.get(name="june:ops:daily-summary").next_run.astimezone(declaration("ops", "daily-summary").tz())
+    nxt = Schedule.objects.get(name="june:ops:daily-summary").next_run.astimezone(
+        declaration("ops", "daily-summary").tz()
+    )
     assert (nxt.hour, nxt.minute) == (9, 0) and nxt > datetime.now(UTC)
 
 
@@ -176,6 +190,7 @@ def test_a_fresh_session_per_run(monkeypatch, demo_user):
 
 # -- policies through the Django path ------------------------------------------------------------------
 
+
 class Recording:
     """Wraps the demo model and records what each model step was offered."""
 
@@ -190,8 +205,13 @@ class Recording:
 def signed_post(client, payload: dict) -> Any:
     body = json.dumps(payload).encode()
     ts = str(int(time.time()))
-    return client.post("/api/agents/ops/webhook", data=body, content_type="application/json",
-                       HTTP_X_JUNE_TIMESTAMP=ts, HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, body))
+    return client.post(
+        "/api/agents/ops/webhook",
+        data=body,
+        content_type="application/json",
+        HTTP_X_JUNE_TIMESTAMP=ts,
+        HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, body),
+    )
 
 
 def test_a_parked_webhook_turn_resumes_with_its_policy(client, q2_sync, monkeypatch):
@@ -211,8 +231,9 @@ def test_a_parked_webhook_turn_resumes_with_its_policy(client, q2_sync, monkeypa
     monkeypatch.setattr(ops, "surfaces", {})
     operator = get_user_model().objects.create_user("olga", password="pw-olga-123", is_staff=True)
     operator.groups.add(Group.objects.create(name="operators"))
-    services.turn_resume(turn_id=turn.pk, input_id="approve-refund", answer=True, user=operator,
-                         check_session_access=False, via="admin")
+    services.turn_resume(
+        turn_id=turn.pk, input_id="approve-refund", answer=True, user=operator, check_session_access=False, via="admin"
+    )
     turn.refresh_from_db()
     assert turn.status == "completed", turn.error
     # ... and the resumed turn still runs under the policy it was started with
@@ -223,6 +244,7 @@ def test_a_parked_webhook_turn_resumes_with_its_policy(client, q2_sync, monkeypa
 
 
 # -- webhook delivery ----------------------------------------------------------------------------------
+
 
 class Receiver:
     """A local HTTP server: fails the first ``failures`` POSTs with 500, then answers 200."""
@@ -303,8 +325,14 @@ def test_a_delivery_that_keeps_failing_is_recorded_and_shown_in_the_admin(client
 
 async def _receive_webhook(turn_id: str | None = None) -> Any:
     rt = wiring.runtime(dispatcher=LocalDispatcher())
-    return await receive(WebhookChannel("ops"), seed="summary of today", target={}, trigger={
-        "kind": "proactive", "by": "cron:hourly"}, session=rt.session("ops", "hooked"), timeout=60)
+    return await receive(
+        WebhookChannel("ops"),
+        seed="summary of today",
+        target={},
+        trigger={"kind": "proactive", "by": "cron:hourly"},
+        session=rt.session("ops", "hooked"),
+        timeout=60,
+    )
 
 
 def test_receive_through_the_webhook_channel_posts_the_result(receiver):
@@ -331,6 +359,7 @@ def test_receive_raises_when_the_webhook_channel_cannot_deliver(receiver):
 
 
 # -- the admin ---------------------------------------------------------------------------------------------
+
 
 def test_the_schedule_admin_lists_next_and_last_run_and_toggles(client, demo_user):
     schedules_sync()

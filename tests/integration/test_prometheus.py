@@ -70,5 +70,6 @@ def test_staff_scrape_parked_turns_tokens_and_cost(monkeypatch):
     # a staff session works as well as a token; every line is a comment or name{labels} value
     again = _scrape(staff)
     assert again.status_code == 200
-    assert all(re.fullmatch(r"(#.*|[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+)", line)
-               for line in again.content.decode().splitlines())
+    assert all(
+        re.fullmatch(r"(#.*|[a-z_]+(\{[^}]*\})? -?[0-9.e+-]+)", line) for line in again.content.decode().splitlines()
+    )

@@ -55,8 +55,11 @@ def api_client(name: str) -> tuple[Client, object]:
 
 
 def post(client: Client, key: str, text: str = "stock tea", *, wait: bool = False):
-    return client.post(f"{BASE}/{key}/turns" + ("" if wait else "?wait=false"), data=json.dumps({"text": text}),
-                       content_type="application/json")
+    return client.post(
+        f"{BASE}/{key}/turns" + ("" if wait else "?wait=false"),
+        data=json.dumps({"text": text}),
+        content_type="application/json",
+    )
 
 
 def assert_429(response, limit: str) -> dict:
@@ -86,6 +89,7 @@ def roomy_window(seconds: int = 60, room: float = 40.0) -> None:
 
 # -- the API ---------------------------------------------------------------------------------------
 
+
 def test_over_the_turn_rate_the_api_answers_429_json_with_retry_after_and_creates_nothing(limits):
     limits.JUNE_RATE_TURNS_PER_MINUTE = 2
     roomy_window()
@@ -97,8 +101,12 @@ def test_over_the_turn_rate_the_api_answers_429_json_with_retry_after_and_create
     nothing_of("r3")
     # the waiting path (and SSE) refuses the same way, before it subscribes or creates anything
     assert_429(post(client, "r4", wait=True), "JUNE_RATE_TURNS_PER_MINUTE")
-    stream = client.post(f"{BASE}/r5/turns", data=json.dumps({"text": "hi"}), content_type="application/json",
-                         HTTP_ACCEPT="text/event-stream")
+    stream = client.post(
+        f"{BASE}/r5/turns",
+        data=json.dumps({"text": "hi"}),
+        content_type="application/json",
+        HTTP_ACCEPT="text/event-stream",
+    )
     assert_429(stream, "JUNE_RATE_TURNS_PER_MINUTE")
     nothing_of("r4")
     nothing_of("r5")
@@ -133,7 +141,8 @@ def test_a_spent_daily_token_quota_refuses_the_next_turn_until_midnight_utc(limi
     assert post(client, "t1").status_code == 202
     # what the turn recorded when it settled: its own calls and its subagents'
     m.Turn.objects.filter(created_by=user).update(
-        usage={"input_tokens": 400, "output_tokens": 300, "children": {"input_tokens": 200, "output_tokens": 100}})
+        usage={"input_tokens": 400, "output_tokens": 300, "children": {"input_tokens": 200, "output_tokens": 100}}
+    )
     body = assert_429(post(client, "t2"), "JUNE_QUOTA_TOKENS_PER_DAY")
     now = time.time()
     assert abs(body["retry_after"] - (quotas.day_start(now) + 86_400 - now)) < 5
@@ -156,11 +165,17 @@ def test_an_agents_daily_token_quota_counts_every_source(limits):
 
 # -- concurrency and restarts: a real server ---------------------------------------------------------
 
+
 def _daphne(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                             "june_project.asgi:application"], cwd=ROOT, env=env, stdout=open(log, "ab"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "june_project.asgi:application"],
+        cwd=ROOT,
+        env=env,
+        stdout=open(log, "ab"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + DEADLINE
     while True:
@@ -174,16 +189,24 @@ def _daphne(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
 
 
 def test_twenty_concurrent_posts_against_a_limit_of_ten_start_exactly_ten_and_a_restart_keeps_the_count(
-        tmp_path, django_user_model):
+    tmp_path, django_user_model
+):
     """20 POSTs at once from one user, 4 connections of the web process's pool (PostgreSQL) or
     SQLite's writers racing: exactly 10 × 202 and 10 × 429, 10 turns; then a new web process
     (a restart) still refuses the 11th in the same minute."""
     user = django_user_model.objects.create_user("racer", password="pw-racer-123")
     token = m.ApiToken.issue(user)[1]
     env = {k: v for k, v in os.environ.items() if k not in ("ANTHROPIC_API_KEY", "JUNE_MODEL", "PYTEST_CURRENT_TEST")}
-    env.update(DATABASE_URL=database_url(), SECRET_KEY=django_settings.SECRET_KEY,
-               JUNE_Q_NAME=django_settings.Q_CLUSTER["name"], DJANGO_SETTINGS_MODULE="june_project.settings",
-               DEBUG="0", JUNE_RATE_TURNS_PER_MINUTE="10", JUNE_RATE_LIMITS="1", JUNE_DB_POOL_MAX="4")
+    env.update(
+        DATABASE_URL=database_url(),
+        SECRET_KEY=django_settings.SECRET_KEY,
+        JUNE_Q_NAME=django_settings.Q_CLUSTER["name"],
+        DJANGO_SETTINGS_MODULE="june_project.settings",
+        DEBUG="0",
+        JUNE_RATE_TURNS_PER_MINUTE="10",
+        JUNE_RATE_LIMITS="1",
+        JUNE_DB_POOL_MAX="4",
+    )
     log = tmp_path / "daphne.log"
     # two web processes, both up before the window is chosen (their start is the slow part, not
     # the burst): the second stands for a restart, its count only what the database says
@@ -192,11 +215,20 @@ def test_twenty_concurrent_posts_against_a_limit_of_ten_start_exactly_ten_and_a_
     roomy_window(room=15.0)
 
     async def burst(n: int) -> list[httpx.Response]:
-        async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=120,
-                                     limits=httpx.Limits(max_connections=n)) as client:
-            return list(await asyncio.gather(*(
-                client.post(f"/api/agents/ops/sessions/race-{k}/turns?wait=false", json={"text": "stock tea"})
-                for k in range(n))))
+        async with httpx.AsyncClient(
+            base_url=url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=120,
+            limits=httpx.Limits(max_connections=n),
+        ) as client:
+            return list(
+                await asyncio.gather(
+                    *(
+                        client.post(f"/api/agents/ops/sessions/race-{k}/turns?wait=false", json={"text": "stock tea"})
+                        for k in range(n)
+                    )
+                )
+            )
 
     try:
         answers = asyncio.run(burst(20))
@@ -216,8 +248,12 @@ def test_twenty_concurrent_posts_against_a_limit_of_ten_start_exactly_ten_and_a_
     assert m.RateCounter.objects.get(scope="user", subject=str(user.pk)).n == 10
 
     try:  # another process, the first one gone: the count is the database's
-        again = httpx.post(f"{later_url}/api/agents/ops/sessions/race-after/turns?wait=false", json={"text": "tea"},
-                           headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        again = httpx.post(
+            f"{later_url}/api/agents/ops/sessions/race-after/turns?wait=false",
+            json={"text": "tea"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
     finally:
         _stop(later)
     assert again.status_code == 429 and "Retry-After" in again.headers, again.text
@@ -225,6 +261,7 @@ def test_twenty_concurrent_posts_against_a_limit_of_ten_start_exactly_ten_and_a_
 
 
 # -- the websocket ----------------------------------------------------------------------------------------
+
 
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("settled")
@@ -246,8 +283,9 @@ async def test_over_the_rate_a_websocket_start_gets_an_error_frame_with_retry_af
         pass
     assert frame["type"] == "error" and frame["code"] == "rate_limited" and frame["status"] == 429, frame
     assert 1 <= frame["retry_after"] <= 60 and "retry in" in frame["message"]
-    turns = await sync_to_async(lambda: list(m.Turn.objects.filter(session__key="ws1")
-                                             .values_list("input__text", flat=True)))()
+    turns = await sync_to_async(
+        lambda: list(m.Turn.objects.filter(session__key="ws1").values_list("input__text", flat=True))
+    )()
     assert turns == ["stock tea"]
     # the socket stays open and answers the next frame
     await comm.send_json_to({"type": "cancel", "turn_id": "nope", "id": 3})
@@ -259,11 +297,17 @@ async def test_over_the_rate_a_websocket_start_gets_an_error_frame_with_retry_af
 
 # -- webhooks and schedules: limits of their own ------------------------------------------------------
 
+
 def signed_post(client: Client, payload: dict):
     body = json.dumps(payload).encode()
     ts = str(int(time.time()))
-    return client.post("/api/agents/ops/webhook", data=body, content_type="application/json",
-                       HTTP_X_JUNE_TIMESTAMP=ts, HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, body))
+    return client.post(
+        "/api/agents/ops/webhook",
+        data=body,
+        content_type="application/json",
+        HTTP_X_JUNE_TIMESTAMP=ts,
+        HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, body),
+    )
 
 
 def test_an_agents_webhook_has_a_rate_of_its_own_and_answers_429(limits, client):
@@ -300,6 +344,7 @@ def test_a_schedule_over_its_rate_skips_the_run_and_records_why(limits):
 
 # -- the dashboard ------------------------------------------------------------------------------------
 
+
 def test_the_dashboard_shows_each_user_against_the_limits(limits):
     limits.JUNE_RATE_TURNS_PER_MINUTE = 5
     limits.JUNE_QUOTA_TOKENS_PER_DAY = 10_000
@@ -313,8 +358,8 @@ def test_the_dashboard_shows_each_user_against_the_limits(limits):
     browser.force_login(staff)
     page = browser.get("/admin/june/dashboard/?fragment=1").content.decode()
     assert 'id="june-quotas"' in page
-    table = page[page.index('id="june-quotas"'):]
-    row = table[table.index("<td>busy"):][:600]
+    table = page[page.index('id="june-quotas"') :]
+    row = table[table.index("<td>busy") :][:600]
     assert "3 / 5" in row and "4500 / 10000" in row and "45%" in row, row
     assert "JUNE_RATE_TURNS_PER_MINUTE" in page
 
@@ -323,8 +368,9 @@ def test_windows_of_more_than_a_day_ago_are_deleted_when_a_new_window_opens(limi
     monkeypatch.setitem(quotas._pruned, "at", 0.0)
     now = time.time()
     old = m.RateCounter.objects.create(scope="user", subject="1", window_start=int(now) - 3 * 86_400, n=5)
-    recent = m.RateCounter.objects.create(scope="user", subject="1", window_start=quotas.window_of(quotas.USER, now) - 60,
-                                          n=5)
+    recent = m.RateCounter.objects.create(
+        scope="user", subject="1", window_start=quotas.window_of(quotas.USER, now) - 60, n=5
+    )
     quotas.admit(quotas.USER, "2", now=now)
     assert not m.RateCounter.objects.filter(pk=old.pk).exists()
     assert m.RateCounter.objects.filter(pk=recent.pk).exists()  # today's stay: the dashboard's busiest minute
@@ -335,13 +381,16 @@ def test_windows_of_more_than_a_day_ago_are_deleted_when_a_new_window_opens(limi
 L = quotas.Limits
 
 
-@pytest.mark.parametrize(("own", "groups", "expected"), [
-    (None, [], L(None, None)),                                  # the settings
-    (L(5, None), [L(50, 7)], L(5, 7)),                          # their own row first, per limit
-    (None, [L(10, None), L(40, 100)], L(40, 100)),              # the most generous group
-    (None, [L(10, 5), L(0, None)], L(0, 5)),                    # 0 (no limit) is the most generous
-    (L(None, 0), [L(3, 3)], L(3, 0)),                           # their own 0 lifts the quota
-])
+@pytest.mark.parametrize(
+    ("own", "groups", "expected"),
+    [
+        (None, [], L(None, None)),  # the settings
+        (L(5, None), [L(50, 7)], L(5, 7)),  # their own row first, per limit
+        (None, [L(10, None), L(40, 100)], L(40, 100)),  # the most generous group
+        (None, [L(10, 5), L(0, None)], L(0, 5)),  # 0 (no limit) is the most generous
+        (L(None, 0), [L(3, 3)], L(3, 0)),  # their own 0 lifts the quota
+    ],
+)
 def test_a_users_limits_resolve_from_their_own_row_then_their_groups(own, groups, expected):
     assert quotas.resolve(own, groups) == expected
 
@@ -366,8 +415,8 @@ def test_the_admins_overrides_raise_and_lower_a_users_limits(limits):
     browser = Client()
     browser.force_login(staff)
     page = browser.get("/admin/june/dashboard/?fragment=1").content.decode()
-    table = page[page.index('id="june-quotas"'):]
-    row = table[table.index("<td>power"):][:600]
+    table = page[page.index('id="june-quotas"') :]
+    row = table[table.index("<td>power") :][:600]
     assert "(own limits)" in row and "3 / 3" in row, row
     # the admin's form refuses a row for nobody (or for both)
     form = browser.post("/admin/sessions_app/quotaoverride/add/", {"turns_per_minute": "5", "note": ""})

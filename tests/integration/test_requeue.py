@@ -32,8 +32,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def queued(key: str, n: int = 1, *, age: float = 60.0) -> list[str]:
     """``n`` queued turns of one session, created ``age`` seconds ago, with no task yet."""
     store = wiring.store()
-    ids = [store.create_turn_sync(SessionRef("faultagent", key), TurnInput(text=f"t{i}"),
-                                  turn_id=f"{key}-{i}").turn_id for i in range(n)]
+    ids = [
+        store.create_turn_sync(SessionRef("faultagent", key), TurnInput(text=f"t{i}"), turn_id=f"{key}-{i}").turn_id
+        for i in range(n)
+    ]
     m.Turn.objects.filter(pk__in=ids).update(created_at=timezone.now() - timedelta(seconds=age))
     return ids
 

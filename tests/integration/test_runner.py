@@ -108,8 +108,11 @@ def test_slow_tools_of_two_turns_do_not_hold_a_third_turns_steps(make_runner):
     slow = turns("blockdb:4" if is_postgres() else "block:4", "nap:4")
     for turn_id in slow:
         assert runner.submit(turn_id) == "running"
-    wait_for(lambda: all(m.Event.objects.filter(turn_id=t, type="action.requested").exists() for t in slow),
-             timeout=10, what="both slow turns to reach their tools")
+    wait_for(
+        lambda: all(m.Event.objects.filter(turn_id=t, type="action.requested").exists() for t in slow),
+        timeout=10,
+        what="both slow turns to reach their tools",
+    )
     quick = turns(*["quick"] * 5)
     began = time.monotonic()
     for turn_id in quick:
@@ -169,8 +172,9 @@ def test_the_runner_goes_on_after_the_server_ended_its_connections(make_runner):
     runner.submit(first)
     wait_for(lambda: settled([first]) == {first: "completed"}, timeout=30, what="the first turn")
     with connection.cursor() as cur:
-        cur.execute("SELECT array_agg(pid) FROM pg_stat_activity WHERE datname = current_database() "
-                    "AND pid <> pg_backend_pid()")
+        cur.execute(
+            "SELECT array_agg(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
         [pids] = cur.fetchone()
         assert len(pids) >= 2  # the runner's pipe and its thread's connection
         cur.execute("SELECT pg_terminate_backend(pid) FROM unnest(%s::int[]) AS pid", [pids])
@@ -207,7 +211,6 @@ def test_a_runner_beats_from_its_loop_and_its_row_goes_when_it_stops(make_runner
     runner = make_runner(limit=7)
     row = wait_for(lambda: m.WorkerBeat.objects.filter(pk=worker_id()).first(), timeout=10, what="the beat")
     assert (row.running, row.slots) == (0, 7)
-    wait_for(lambda: m.WorkerBeat.objects.get(pk=worker_id()).seen_at > row.seen_at, timeout=10,
-             what="the next beat")
+    wait_for(lambda: m.WorkerBeat.objects.get(pk=worker_id()).seen_at > row.seen_at, timeout=10, what="the next beat")
     runner.stop(30)
     assert not m.WorkerBeat.objects.filter(pk=worker_id()).exists()

@@ -28,18 +28,22 @@ def at(s: str) -> datetime:
 
 # -- ticks (pure) --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("cron, intended, now, expected", [
-    # on time: the intended run is the tick (every cluster saw the same intended time)
-    ("* * * * *", "2026-05-01 10:00:00", "2026-05-01 10:00:00.4", "2026-05-01 10:00:00"),
-    # a forced, unaligned due time belongs to the tick before it
-    ("* * * * *", "2026-05-01 10:00:41", "2026-05-01 10:01:05", "2026-05-01 10:00:00"),
-    # the next tick passed long ago: a catch-up, collapsed into the latest tick
-    ("* * * * *", "2026-05-01 09:50:00", "2026-05-01 10:00:20", "2026-05-01 10:00:00"),
-    ("* * * * *", "2026-05-01 09:51:00", "2026-05-01 10:00:20", "2026-05-01 10:00:00"),
-    ("0 9 * * *", "2026-04-28 09:00:00", "2026-05-01 12:00:00", "2026-05-01 09:00:00"),
-    # no intended time (called by hand): the latest tick
-    ("0 9 * * *", None, "2026-05-01 08:59:00", "2026-04-30 09:00:00"),
-])
+
+@pytest.mark.parametrize(
+    "cron, intended, now, expected",
+    [
+        # on time: the intended run is the tick (every cluster saw the same intended time)
+        ("* * * * *", "2026-05-01 10:00:00", "2026-05-01 10:00:00.4", "2026-05-01 10:00:00"),
+        # a forced, unaligned due time belongs to the tick before it
+        ("* * * * *", "2026-05-01 10:00:41", "2026-05-01 10:01:05", "2026-05-01 10:00:00"),
+        # the next tick passed long ago: a catch-up, collapsed into the latest tick
+        ("* * * * *", "2026-05-01 09:50:00", "2026-05-01 10:00:20", "2026-05-01 10:00:00"),
+        ("* * * * *", "2026-05-01 09:51:00", "2026-05-01 10:00:20", "2026-05-01 10:00:00"),
+        ("0 9 * * *", "2026-04-28 09:00:00", "2026-05-01 12:00:00", "2026-05-01 09:00:00"),
+        # no intended time (called by hand): the latest tick
+        ("0 9 * * *", None, "2026-05-01 08:59:00", "2026-04-30 09:00:00"),
+    ],
+)
 def test_tick_for(cron, intended, now, expected):
     got = tick_for(cron, ZoneInfo("UTC"), at(intended) if intended else None, at(now))
     assert got == at(expected)
@@ -51,14 +55,17 @@ def test_ticks_follow_the_declared_time_zone_across_dst():
     assert prev_tick("0 9 * * *", paris, at("2026-03-30 12:00:00")) == at("2026-03-30 07:00:00")  # CEST
 
 
-@pytest.mark.parametrize("decl, message", [
-    ({"name": "x", "cron": "nope", "seed": "s"}, "invalid cron"),
-    ({"name": "x", "cron": "* * * * *", "seed": "s", "timezone": "Mars/Olympus"}, "unknown time zone"),
-    ({"name": "X Y", "cron": "* * * * *", "seed": "s"}, "name must be"),
-    ({"name": "x", "cron": "* * * * *", "seed": ""}, "seed"),
-    ({"name": "x", "cron": "* * * * *", "seed": "s", "session": "d-{day}"}, "only {date}"),
-    ({"name": "x", "cron": "* * * * *", "seed": "s", "every": 5}, "unknown keys"),
-])
+@pytest.mark.parametrize(
+    "decl, message",
+    [
+        ({"name": "x", "cron": "nope", "seed": "s"}, "invalid cron"),
+        ({"name": "x", "cron": "* * * * *", "seed": "s", "timezone": "Mars/Olympus"}, "unknown time zone"),
+        ({"name": "X Y", "cron": "* * * * *", "seed": "s"}, "name must be"),
+        ({"name": "x", "cron": "* * * * *", "seed": ""}, "seed"),
+        ({"name": "x", "cron": "* * * * *", "seed": "s", "session": "d-{day}"}, "only {date}"),
+        ({"name": "x", "cron": "* * * * *", "seed": "s", "every": 5}, "unknown keys"),
+    ],
+)
 def test_bad_declarations_are_config_errors(decl, message):
     class A:
         name = "a"
@@ -69,6 +76,7 @@ def test_bad_declarations_are_config_errors(decl, message):
 
 
 # -- two real clusters ------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def cron_agent(settings):
@@ -109,12 +117,19 @@ def test_two_clusters_fire_each_tick_exactly_once(cron_agent, tmp_path):
             return list(ScheduleRun.objects.filter(schedule=schedule).order_by("tick"))
 
         # django-q2's scheduler runs every 30 s in each cluster: generous deadlines
-        wait_for(lambda: runs(name["minutely"]) and runs(name["missed"]), timeout=150,
-                 what=f"the scheduled firings\n{first.output()[-3000:]}")
+        wait_for(
+            lambda: runs(name["minutely"]) and runs(name["missed"]),
+            timeout=150,
+            what=f"the scheduled firings\n{first.output()[-3000:]}",
+        )
         # stop later minutes from firing while we count (a later tick would be a new, legal turn)
         Schedule.objects.filter(name__in=[name["minutely"], name["missed"]]).update(repeats=0)
-        wait_for(lambda: Task.objects.filter(name__in=["race-1", "race-2"]).count() == 2, timeout=120,
-                 what="both racing firings")
+        wait_for(
+            lambda: Task.objects.filter(name__in=["race-1", "race-2"]).count() == 2,
+            timeout=120,
+            what="both racing firings",
+        )
+
         def settled() -> bool:
             fired = ScheduleRun.objects.filter(schedule__startswith="june:cronagent:")
             done = m.Turn.objects.filter(pk__in=fired.values("turn_id"), status="completed").count()

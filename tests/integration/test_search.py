@@ -35,9 +35,11 @@ def q2_sync(monkeypatch):
 @pytest.fixture
 def people():
     User = get_user_model()
-    return (User.objects.create_user("alice", password="pw-alice-123"),
-            User.objects.create_user("bob", password="pw-bob-123"),
-            User.objects.create_user("sam", password="pw-sam-123", is_staff=True))
+    return (
+        User.objects.create_user("alice", password="pw-alice-123"),
+        User.objects.create_user("bob", password="pw-bob-123"),
+        User.objects.create_user("sam", password="pw-sam-123", is_staff=True),
+    )
 
 
 @pytest.fixture
@@ -108,8 +110,11 @@ def test_search_finds_replies_and_is_case_insensitive(said, people):
     roles = {r["role"] for r in body["results"]}
     assert "user" in roles  # "order blue mugs"
     # a word only a reply holds (the demo agent's answer to an order names it)
-    reply = [r for r in m.Message.objects.filter(session=said, generation=said.generation, role="assistant")
-             .order_by("index") if r.data.get("text")][-1]
+    reply = [
+        r
+        for r in m.Message.objects.filter(session=said, generation=said.generation, role="assistant").order_by("index")
+        if r.data.get("text")
+    ][-1]
     word = max(re.findall(r"[A-Za-z]{5,}", reply.data["text"]), key=len)
     body = json.loads(login(alice).get("/api/search", {"q": word}).content)
     assert any(r["role"] == "assistant" and r["index"] == reply.index for r in body["results"])
@@ -238,8 +243,12 @@ def test_export_of_an_archived_generation_and_by_staff(said, people):
 
 def test_another_users_export_is_not_found(said, people):
     bob = people[1]
-    for path in ("/agents/ops/sessions/s1/export.md", "/agents/ops/sessions/s1/export.json",
-                 "/agents/ops/sessions/s1/archive/0/export.md", "/agents/ops/sessions/nope/export.md"):
+    for path in (
+        "/agents/ops/sessions/s1/export.md",
+        "/agents/ops/sessions/s1/export.json",
+        "/agents/ops/sessions/s1/archive/0/export.md",
+        "/agents/ops/sessions/nope/export.md",
+    ):
         response = login(bob).get(path)
         assert response.status_code == 404 and "zebra" not in response.content.decode()
     api = login(bob).get("/api/agents/ops/sessions/s1/export")
@@ -251,12 +260,20 @@ def test_the_chat_page_knows_the_message_to_open_at(said, people):
     alice = people[0]
     first = m.Message.objects.filter(session=said, generation=said.generation).order_by("index").first()
     page = login(alice).get(f"/agents/ops/sessions/s1/?at={first.index}")
-    config = json.loads(re.search(r'<script id="june-config" type="application/json">(.*?)</script>',
-                                  page.content.decode(), re.DOTALL)[1])
+    config = json.loads(
+        re.search(r'<script id="june-config" type="application/json">(.*?)</script>', page.content.decode(), re.DOTALL)[
+            1
+        ]
+    )
     assert config["focus"] == {"index": first.index, "role": "user", "turn_id": first.turn_id}
     assert 'id="export-md"' in page.content.decode()
-    config = json.loads(re.search(r'<script id="june-config" type="application/json">(.*?)</script>',
-                                  login(alice).get("/agents/ops/sessions/s1/?at=999").content.decode(), re.DOTALL)[1])
+    config = json.loads(
+        re.search(
+            r'<script id="june-config" type="application/json">(.*?)</script>',
+            login(alice).get("/agents/ops/sessions/s1/?at=999").content.decode(),
+            re.DOTALL,
+        )[1]
+    )
     assert config["focus"] is None
 
 
@@ -265,10 +282,26 @@ def test_markdown_fences_hold_any_backticks_and_file_names_are_safe():
     key's ``:`` and ``@`` (valid in keys) stay out of the download's file name."""
     from sessions_app import export
 
-    doc = {"agent": "ops", "session": "mail:a@b", "title": "t", "generation": 2, "live": False,
-           "exported_at": "now", "truncated": True,
-           "messages": [{"index": 0, "role": "tool", "created_at": None, "text": "", "name": "shell",
-                         "is_error": False, "result": {"out": "````\nrm -rf /\n````"}}]}
+    doc = {
+        "agent": "ops",
+        "session": "mail:a@b",
+        "title": "t",
+        "generation": 2,
+        "live": False,
+        "exported_at": "now",
+        "truncated": True,
+        "messages": [
+            {
+                "index": 0,
+                "role": "tool",
+                "created_at": None,
+                "text": "",
+                "name": "shell",
+                "is_error": False,
+                "result": {"out": "````\nrm -rf /\n````"},
+            }
+        ],
+    }
     text = export.as_markdown(doc)
     assert "\n`````json\n" in text and text.rstrip().endswith("`````")  # one tick more than the longest run
     assert "Only the first" in text and "(archived)" in text and "## Tool result · shell · #0" in text

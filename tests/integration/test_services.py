@@ -39,8 +39,14 @@ def test_a_turn_runs_through_the_task_and_writes_its_order_once(q2_sync, alice):
     roles = list(m.Message.objects.filter(session=turn.session).order_by("index").values_list("role", flat=True))
     assert roles == ["user", "assistant", "tool", "assistant"]
     types = list(m.Event.objects.filter(session=turn.session).order_by("seq").values_list("type", flat=True))
-    assert types == ["turn.started", "message.completed", "action.requested", "action.completed",
-                     "message.completed", "turn.completed"]
+    assert types == [
+        "turn.started",
+        "message.completed",
+        "action.requested",
+        "action.completed",
+        "message.completed",
+        "turn.completed",
+    ]
     assert turn.session.owner == alice and turn.session.status == "idle"
     assert turn.input["user"] == {"id": str(alice.pk), "name": "alice", "attested": True}
 
@@ -49,10 +55,15 @@ def test_the_demo_reads_a_leading_number_as_the_quantity(q2_sync, alice):
     """``order 2 blue mugs`` (the README's example) orders 2 of "blue mugs"; a number out of the
     tool's range stays part of the item."""
     for key, text in (("q1", "order 2 blue mugs"), ("q2", "order 5000 screws"), ("q3", "order 12")):
-        assert m.Turn.objects.get(pk=services.turn_start(agent="ops", key=key, text=text, user=alice).turn_id
-                                  ).status == "completed"
+        assert (
+            m.Turn.objects.get(pk=services.turn_start(agent="ops", key=key, text=text, user=alice).turn_id).status
+            == "completed"
+        )
     assert list(Order.objects.order_by("pk").values_list("item", "quantity")) == [
-        ("blue mugs", 2), ("5000 screws", 1), ("12", 1)]
+        ("blue mugs", 2),
+        ("5000 screws", 1),
+        ("12", 1),
+    ]
 
 
 def test_another_users_session_is_refused(q2_sync, alice, bob):
@@ -90,8 +101,9 @@ def test_refund_parks_and_an_operator_answers(q2_sync, alice):
     with pytest.raises(ResumeAuthorizationError):  # the speaker is not an operator
         services.turn_resume(turn_id=turn.pk, input_id="approve-refund", answer=True, user=alice)
     assert services.may_answer(turn=turn, user=operator) and not services.may_answer(turn=turn, user=alice)
-    services.turn_resume(turn_id=turn.pk, input_id="approve-refund", answer=True, user=operator,
-                         check_session_access=False, via="admin")
+    services.turn_resume(
+        turn_id=turn.pk, input_id="approve-refund", answer=True, user=operator, check_session_access=False, via="admin"
+    )
     turn.refresh_from_db()
     assert turn.status == "completed", turn.error
     assert m.Answer.objects.get(turn=turn).by == str(operator.pk)

@@ -13,8 +13,12 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_a_spawning_turn_streams_its_childrens_events(http):  # noqa: F811
-    with http.stream("POST", f"{BASE}/sub1/turns", json={"text": "research tides and harbours"},
-                     headers={"Accept": "text/event-stream"}) as response:
+    with http.stream(
+        "POST",
+        f"{BASE}/sub1/turns",
+        json={"text": "research tides and harbours"},
+        headers={"Accept": "text/event-stream"},
+    ) as response:
         assert response.status_code == 200
         turn_id = response.headers["X-June-Turn-Id"]
         events = read_sse(response)

@@ -32,8 +32,9 @@ class HeldChildren(LocalDispatcher):
 async def run_tree(user, key: str, text: str, dispatcher: LocalDispatcher | None = None) -> str:
     rt = wiring.runtime(dispatcher=dispatcher or LocalDispatcher())
     s = rt.session("ops", key)
-    rec = await s.start_turn(TurnInput(text, source="web", user={"id": str(user.pk), "attested": True}),
-                             created_by=user)
+    rec = await s.start_turn(
+        TurnInput(text, source="web", user={"id": str(user.pk), "attested": True}), created_by=user
+    )
     res = await s.result(rec.turn_id, timeout=30)
     assert res.status == TurnStatus.COMPLETED, res
     await rt.dispatcher.idle()
@@ -93,7 +94,10 @@ async def test_live_child_events_and_deltas_arrive_in_the_parent_stream():
     await task
     assert release.is_set()
     assert by_child(frames)["tides"][-1] == "turn.completed"
-    deltas = "".join(f["event"]["text"] for f in frames if f["type"] == "child.delta" and f["event"]["offset"] >= 0
-                     and not f["event"].get("snapshot"))
+    deltas = "".join(
+        f["event"]["text"]
+        for f in frames
+        if f["type"] == "child.delta" and f["event"]["offset"] >= 0 and not f["event"].get("snapshot")
+    )
     assert "Findings on tides" in deltas
     await comm.disconnect()

@@ -35,8 +35,7 @@ def installed(monkeypatch):
     return exporter, reader
 
 
-def test_a_webhook_turn_is_one_trace_from_the_request_and_failures_are_counted(client, q2_sync, receiver,
-                                                                                installed):
+def test_a_webhook_turn_is_one_trace_from_the_request_and_failures_are_counted(client, q2_sync, receiver, installed):
     exporter, reader = installed
     rcv = receiver(failures=100)
     r = signed_post(client, {"session": "hook-otel", "text": "secret stock words"})
@@ -55,8 +54,12 @@ def test_a_webhook_turn_is_one_trace_from_the_request_and_failures_are_counted(c
     steps = [s for s in spans if s.parent is not None and s.parent.span_id == agent_span.context.span_id]
     assert {s.attributes["gen_ai.operation.name"] for s in steps} == {"chat", "execute_tool"}
     assert not any("secret" in str(v) for s in spans for v in s.attributes.values())
-    found = {metric.name: list(metric.data.data_points)
-             for rm in reader.get_metrics_data().resource_metrics for sm in rm.scope_metrics for metric in sm.metrics}
+    found = {
+        metric.name: list(metric.data.data_points)
+        for rm in reader.get_metrics_data().resource_metrics
+        for sm in rm.scope_metrics
+        for metric in sm.metrics
+    }
     failures = {p.attributes["june.delivery.final"]: p.value for p in found["june.webhook.delivery_failures"]}
     assert failures == {False: 3, True: 1}
     assert sum(p.value for p in found["june.turns.completed"]) == 1

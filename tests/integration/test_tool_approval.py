@@ -21,8 +21,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 async def _start(user, key: str, text: str):
     rt = wiring.runtime(dispatcher=LocalDispatcher())
     s = rt.session("ops", key)
-    rec = await s.start_turn(TurnInput(text, source="web", user={"id": str(user.pk), "attested": True}),
-                             created_by=user)
+    rec = await s.start_turn(
+        TurnInput(text, source="web", user={"id": str(user.pk), "attested": True}), created_by=user
+    )
     await rt.dispatcher.idle()
     return rt, s, rec.turn_id
 
@@ -85,20 +86,24 @@ def test_reject_never_runs_the_call_and_the_model_reads_why(monkeypatch):
     assert "rejected by a person: fifty is too many" in turn.text
 
 
-@pytest.mark.parametrize("bad", [
-    {"decision": "edit", "input": {"item": "mugs", "quantity": "lots"}},   # the tool's schema refuses it
-    {"decision": "edit"},                                                # an edit without its input
-    {"decision": "maybe"},
-    {"decision": "approve", "extra": 1},
-    True,
-    {"decision": "edit", "input": {"a": {"b": {"c": {"d": {"e": {"f": [[[[[[1]]]]]]}}}}}}},
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"decision": "edit", "input": {"item": "mugs", "quantity": "lots"}},  # the tool's schema refuses it
+        {"decision": "edit"},  # an edit without its input
+        {"decision": "maybe"},
+        {"decision": "approve", "extra": 1},
+        True,
+        {"decision": "edit", "input": {"a": {"b": {"c": {"d": {"e": {"f": [[[[[[1]]]]]]}}}}}}},
+    ],
+)
 def test_an_answer_the_schema_refuses_is_a_422_and_applies_nothing(monkeypatch, bad):
     monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
     alice = make_user("alice")
     _, _, turn_id, request = parked(alice, "b5")
-    status, body, _ = Api(token_for(alice)).post(f"/api/agents/ops/sessions/b5/turns/{turn_id}/resume",
-                                                 {"input_id": request["id"], "answer": bad})
+    status, body, _ = Api(token_for(alice)).post(
+        f"/api/agents/ops/sessions/b5/turns/{turn_id}/resume", {"input_id": request["id"], "answer": bad}
+    )
     assert status == 422, (status, body)
     assert m.Turn.objects.get(pk=turn_id).status == TurnStatus.SUSPENDED and not Order.objects.exists()
 
@@ -121,8 +126,10 @@ def test_another_user_cannot_answer(monkeypatch):
     monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
     alice, bob = make_user("alice"), make_user("bob")
     _, _, turn_id, request = parked(alice, "b7")
-    status, _, _ = Api(token_for(bob)).post(f"/api/agents/ops/sessions/b7/turns/{turn_id}/resume",
-                                            {"input_id": request["id"], "answer": {"decision": "approve"}})
+    status, _, _ = Api(token_for(bob)).post(
+        f"/api/agents/ops/sessions/b7/turns/{turn_id}/resume",
+        {"input_id": request["id"], "answer": {"decision": "approve"}},
+    )
     assert status in (403, 404)
     assert not Order.objects.exists()
 
@@ -153,8 +160,10 @@ def test_an_operator_edits_the_call_in_the_admin_inbox(monkeypatch, client):
     page = client.get(url)
     assert page.status_code == 200 and "Input of bulk_order" in page.content.decode()
     assert "&quot;quantity&quot;: 40" in page.content.decode() or '"quantity": 40' in page.content.decode()
-    done = client.post(url, {"input_id": request["id"], "decision": "edit",
-                             "tool_input": '{"item": "tea", "quantity": 4}', "message": ""})
+    done = client.post(
+        url,
+        {"input_id": request["id"], "decision": "edit", "tool_input": '{"item": "tea", "quantity": 4}', "message": ""},
+    )
     assert done.status_code in (200, 302)
     saved = m.Answer.objects.get(turn_id=turn_id)
     assert saved.answer == {"decision": "edit", "input": {"item": "tea", "quantity": 4}}
@@ -171,8 +180,10 @@ def test_the_turn_page_shows_an_edit_before_and_after_and_who_made_it(monkeypatc
     staff = get_user_model().objects.create_user("boss", password="pw", is_staff=True, is_superuser=True)
     client.force_login(staff)
     page = client.get(f"/admin/sessions_app/turn/{turn_id}/change/").content.decode()
-    assert 'edited: {&quot;item&quot;: &quot;mugs&quot;, &quot;quantity&quot;: 50} → ' \
-           '{&quot;item&quot;: &quot;mugs&quot;, &quot;quantity&quot;: 5}' in page
+    assert (
+        "edited: {&quot;item&quot;: &quot;mugs&quot;, &quot;quantity&quot;: 50} → "
+        "{&quot;item&quot;: &quot;mugs&quot;, &quot;quantity&quot;: 5}" in page
+    )
     assert f"<td>{alice.pk}</td>" in page  # who answered (by id: this answer came through the host API)
 
 

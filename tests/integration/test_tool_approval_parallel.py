@@ -50,7 +50,9 @@ def test_three_calls_are_asked_at_once_and_nothing_runs_before_the_last_answer(m
     answer(rt, s, turn_id, asked["cups"], {"decision": "edit", "input": {"item": "cups", "quantity": 4}}, alice)
     turn = m.Turn.objects.get(pk=turn_id)
     assert turn.status == TurnStatus.SUSPENDED and [r["id"] for r in turn.pending["requests"]] == [
-        asked["mugs"]["id"], asked["pens"]["id"]]
+        asked["mugs"]["id"],
+        asked["pens"]["id"],
+    ]
     answer(rt, s, turn_id, asked["mugs"], {"decision": "reject", "message": "too many mugs"}, alice)
     assert m.Turn.objects.get(pk=turn_id).status == TurnStatus.SUSPENDED
     assert not Order.objects.exists()  # nothing runs while one call still waits
@@ -96,15 +98,18 @@ def test_the_approvals_api_lists_each_call_and_answers_them_in_any_order(inline_
     assert status == 200 and len(body["pending"]) == 3 and all(p["may_answer"] for p in body["pending"])
 
     url = f"/api/approvals/{turn_id}/answer"
-    status, body, _ = api.post(url, {"input_id": asked["pens"]["id"],
-                                     "answer": {"decision": "edit", "input": {"item": "pens", "quantity": -1}}})
+    status, body, _ = api.post(
+        url,
+        {"input_id": asked["pens"]["id"], "answer": {"decision": "edit", "input": {"item": "pens", "quantity": -1}}},
+    )
     assert status == 422, body  # the tool's own schema: nothing applied
     status, body, _ = api.post(url, {"input_id": asked["pens"]["id"], "answer": {"decision": "approve"}})
     assert status == 200 and body["status"] == "suspended", body
     status, body, _ = api.post(url, {"input_id": asked["pens"]["id"], "answer": {"decision": "approve"}})
     assert status == 409, body  # answered already
-    status, body, _ = api.post(url, {"input_id": asked["mugs"]["id"],
-                                     "answer": {"decision": "edit", "input": {"item": "mugs", "quantity": 5}}})
+    status, body, _ = api.post(
+        url, {"input_id": asked["mugs"]["id"], "answer": {"decision": "edit", "input": {"item": "mugs", "quantity": 5}}}
+    )
     assert status == 200 and body["status"] == "suspended", body
     assert not Order.objects.exists()
     status, body, _ = api.post(url, {"input_id": asked["cups"]["id"], "answer": {"decision": "reject"}})
@@ -130,8 +135,11 @@ def test_the_admin_inbox_answers_the_call_it_is_asked_about(inline_worker, monke
     assert shown.status_code == 200
     html = shown.content.decode()
     assert 'id="june-others"' in html and asked["cups"]["id"] in html and "&quot;cups&quot;" in html
-    answers = {"cups": {"decision": "edit", "tool_input": '{"item": "cups", "quantity": 2}'},
-               "pens": {"decision": "approve"}, "mugs": {"decision": "reject", "message": "no mugs"}}
+    answers = {
+        "cups": {"decision": "edit", "tool_input": '{"item": "cups", "quantity": 2}'},
+        "pens": {"decision": "approve"},
+        "mugs": {"decision": "reject", "message": "no mugs"},
+    }
     for item in ("cups", "pens", "mugs"):  # the last call first
         posted = web.post(page, {"input_id": asked[item]["id"], **answers[item]})
         assert posted.status_code == 302, posted.content.decode()[-2000:]

@@ -62,13 +62,16 @@ def test_an_edit_after_a_reject_is_a_409_and_runs_nothing(monkeypatch):
     assert not Order.objects.exists()
 
 
-@pytest.mark.parametrize("body", [
-    {"input_id": 7, "answer": {"decision": "approve"}},           # input_id of the wrong type
-    {"input_id": ["approve:x"], "answer": {"decision": "approve"}},
-    {"answer": {"decision": "approve"}},                           # no input_id
-    {"input_id": "approve:nope", "answer": {"decision": "approve"}},  # not the pending request
-    {"input_id": None, "answer": None},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"input_id": 7, "answer": {"decision": "approve"}},  # input_id of the wrong type
+        {"input_id": ["approve:x"], "answer": {"decision": "approve"}},
+        {"answer": {"decision": "approve"}},  # no input_id
+        {"input_id": "approve:nope", "answer": {"decision": "approve"}},  # not the pending request
+        {"input_id": None, "answer": None},
+    ],
+)
 def test_hostile_answers_are_4xx_and_run_nothing(monkeypatch, body):
     monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
     alice = make_user("alice")

@@ -18,8 +18,9 @@ def indexes(table: str) -> dict[str, str]:
     one the table's key made; PostgreSQL: ``pg_indexes.indexdef``)."""
     with connection.cursor() as cur:
         if connection.vendor == "sqlite":
-            cur.execute("SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = %s",
-                        [table])
+            cur.execute(
+                "SELECT name, COALESCE(sql, '') FROM sqlite_master WHERE type = 'index' AND tbl_name = %s", [table]
+            )
         else:
             cur.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = %s", [table])
         return dict(cur.fetchall())
@@ -49,16 +50,23 @@ def test_a_turns_indexes_hold_no_entry_for_an_empty_parent_or_creator_and_none_t
     assert len(found) == 8, found
 
 
-@pytest.mark.parametrize(("sql", "params", "index"), [
-    (f"SELECT id FROM {TURN} WHERE parent_id = %s", ["p"], "turn_parent"),
-    (f"SELECT id FROM {TURN} WHERE parent_id IN (%s, %s)", ["p", "q"], "turn_parent"),  # the console's tree
-    (f"UPDATE {TURN} SET created_by_id = NULL WHERE created_by_id IN (%s)", [1], "turn_created_by"),  # SET_NULL
-    (f"DELETE FROM {TURN} WHERE session_id IN (%s)", [1], "sessions_ap_session_c5ebd8_idx"),  # the cascade
-    (f"SELECT id FROM {TURN} WHERE session_id = %s ORDER BY \"order\"", [1], "sessions_ap_session_c5ebd8_idx"),
-    # the daily token quotas (sessions_app.quotas): a user's turns of today, every turn of today
-    (f"SELECT usage FROM {TURN} WHERE created_by_id = %s AND created_at >= %s", [1, "2026-01-01"], "turn_created_by"),
-    (f"SELECT usage FROM {TURN} WHERE created_at >= %s", ["2026-01-01"], "turn_created_at"),
-])
+@pytest.mark.parametrize(
+    ("sql", "params", "index"),
+    [
+        (f"SELECT id FROM {TURN} WHERE parent_id = %s", ["p"], "turn_parent"),
+        (f"SELECT id FROM {TURN} WHERE parent_id IN (%s, %s)", ["p", "q"], "turn_parent"),  # the console's tree
+        (f"UPDATE {TURN} SET created_by_id = NULL WHERE created_by_id IN (%s)", [1], "turn_created_by"),  # SET_NULL
+        (f"DELETE FROM {TURN} WHERE session_id IN (%s)", [1], "sessions_ap_session_c5ebd8_idx"),  # the cascade
+        (f'SELECT id FROM {TURN} WHERE session_id = %s ORDER BY "order"', [1], "sessions_ap_session_c5ebd8_idx"),
+        # the daily token quotas (sessions_app.quotas): a user's turns of today, every turn of today
+        (
+            f"SELECT usage FROM {TURN} WHERE created_by_id = %s AND created_at >= %s",
+            [1, "2026-01-01"],
+            "turn_created_by",
+        ),
+        (f"SELECT usage FROM {TURN} WHERE created_at >= %s", ["2026-01-01"], "turn_created_at"),
+    ],
+)
 def test_lookups_by_parent_creator_and_session_still_use_an_index(sql, params, index):
     assert index in plan(sql, params)
 

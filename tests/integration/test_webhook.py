@@ -117,7 +117,7 @@ def test_a_refused_turn_does_not_burn_its_signature(client, q2_sync):
     body = json.dumps({"session": "parked", "text": "hello"}).encode()
     signature = sign(SECRET.encode(), ts, body)
     assert post(client, None, raw=body, ts=ts, signature=signature).status_code == 409
-    assert not SeenWebhook.objects.filter(signature=signature[len("sha256="):]).exists()
+    assert not SeenWebhook.objects.filter(signature=signature[len("sha256=") :]).exists()
 
 
 def test_unsigned_requests_follow_the_agents_rule(client, q2_sync, unsigned):
@@ -136,8 +136,10 @@ def test_an_unattested_webhook_cannot_ask_its_speaker_for_input(client, q2_sync,
     r = post(client, {"session": "u2", "text": "refund order 9 5"}, secret=None)
     turn = m.Turn.objects.get(pk=r.json()["turn_id"])
     assert turn.status == "suspended"
-    assert turn.pending["request"]["answerers"] == {"policy": "operator",
-                                                    "scope": {"kind": "refunds", "requested_by": None}}
+    assert turn.pending["request"]["answerers"] == {
+        "policy": "operator",
+        "scope": {"kind": "refunds", "requested_by": None},
+    }
 
 
 def test_a_signature_without_a_configured_secret_is_refused(client, monkeypatch):
@@ -146,16 +148,19 @@ def test_a_signature_without_a_configured_secret_is_refused(client, monkeypatch)
     assert r.status_code == 401 and "secret" in r.json()["error"]["message"]
 
 
-@pytest.mark.parametrize("raw, status, code", [
-    (b"{not json", 400, "bad_request"),
-    (b"[1, 2]", 400, "bad_request"),
-    (json.dumps({"session": "bad key/", "text": "hi"}).encode(), 400, "bad_request"),
-    (json.dumps({"session": "k", "text": "  "}).encode(), 400, "bad_request"),
-    (json.dumps({"session": "k", "text": "hi", "user": {"id": 1}}).encode(), 400, "bad_request"),
-    (json.dumps({"session": "k", "text": "hi", "source": "web"}).encode(), 400, "bad_request"),
-    (json.dumps({"session": "k", "text": "x" * 40_000}).encode(), 413, "payload_too_large"),
-    (b"x" * (64 * 1024 + 1), 413, "payload_too_large"),
-])
+@pytest.mark.parametrize(
+    "raw, status, code",
+    [
+        (b"{not json", 400, "bad_request"),
+        (b"[1, 2]", 400, "bad_request"),
+        (json.dumps({"session": "bad key/", "text": "hi"}).encode(), 400, "bad_request"),
+        (json.dumps({"session": "k", "text": "  "}).encode(), 400, "bad_request"),
+        (json.dumps({"session": "k", "text": "hi", "user": {"id": 1}}).encode(), 400, "bad_request"),
+        (json.dumps({"session": "k", "text": "hi", "source": "web"}).encode(), 400, "bad_request"),
+        (json.dumps({"session": "k", "text": "x" * 40_000}).encode(), 413, "payload_too_large"),
+        (b"x" * (64 * 1024 + 1), 413, "payload_too_large"),
+    ],
+)
 def test_bad_bodies_get_json_errors(client, raw, status, code):
     r = post(client, None, raw=raw)
     assert (r.status_code, r.json()["error"]["code"]) == (status, code)
@@ -169,8 +174,13 @@ def test_method_agent_and_content_type_errors_are_json(client):
     assert r.status_code == 404 and r.json()["error"]["code"] == "not_found"
     body = json.dumps({"session": "k", "text": "hi"}).encode()
     ts = str(int(time.time()))
-    r = client.post(URL, data=body, content_type="text/plain", HTTP_X_JUNE_TIMESTAMP=ts,
-                    HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, body))
+    r = client.post(
+        URL,
+        data=body,
+        content_type="text/plain",
+        HTTP_X_JUNE_TIMESTAMP=ts,
+        HTTP_X_JUNE_SIGNATURE=sign(SECRET.encode(), ts, body),
+    )
     assert r.status_code == 400
 
 

@@ -13,8 +13,6 @@ from tests.fault.qcluster import wait_for
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-
-
 def start(agent: str, key: str, text: str = "mugs") -> str:
     from sessions_app import services
 
@@ -163,8 +161,12 @@ def test_fifty_turns_ten_sessions_two_workers(clusters, fault_agent):
     started = time.monotonic()
     turns = {f"s{s}": [start(fault_agent, f"s{s}", text=f"order {n}") for n in range(5)] for s in range(10)}
     ids = [t for chain in turns.values() for t in chain]
-    wait_for(lambda: Turn.objects.filter(pk__in=ids, status="completed").count() == len(ids), timeout=240,
-             interval=0.2, what="50 turns to complete")
+    wait_for(
+        lambda: Turn.objects.filter(pk__in=ids, status="completed").count() == len(ids),
+        timeout=240,
+        interval=0.2,
+        what="50 turns to complete",
+    )
     elapsed = time.monotonic() - started
     for key, chain in turns.items():
         openings = [Message.objects.get(turn_id=t, role="user").index for t in chain]

@@ -75,11 +75,15 @@ class Usage:
     ephemeral_1h_input_tokens: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"input_tokens": self.input_tokens,
-                "cache_creation_input_tokens": self.cache_creation_input_tokens,
-                "cache_read_input_tokens": self.cache_read_input_tokens,
-                "cache_creation": {"ephemeral_5m_input_tokens": self.ephemeral_5m_input_tokens,
-                                   "ephemeral_1h_input_tokens": self.ephemeral_1h_input_tokens}}
+        return {
+            "input_tokens": self.input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation": {
+                "ephemeral_5m_input_tokens": self.ephemeral_5m_input_tokens,
+                "ephemeral_1h_input_tokens": self.ephemeral_1h_input_tokens,
+            },
+        }
 
 
 @dataclass
@@ -95,8 +99,9 @@ class PromptCacheRules:
         prefix = units(body)
         marks = [i for i, (_, u) in enumerate(prefix) if "cache_control" in u]
         if len(marks) > MAX_BREAKPOINTS:
-            raise CacheError(f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. "
-                             f"Found {len(marks)}.")
+            raise CacheError(
+                f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {len(marks)}."
+            )
         ttls = [prefix[i][1]["cache_control"].get("ttl", "5m") for i in marks]
         if any(a == "5m" and b == "1h" for a, b in zip(ttls, ttls[1:])):
             raise CacheError("a ttl='1h' cache_control block must not come after a ttl='5m' one")
@@ -130,9 +135,13 @@ class PromptCacheRules:
             written[ttl] += sizes[mark] - (sizes[last] if last >= 0 else 0)
             last = mark
         creation = written["5m"] + written["1h"]
-        return Usage(input_tokens=total - read - creation, cache_creation_input_tokens=creation,
-                     cache_read_input_tokens=read, ephemeral_5m_input_tokens=written["5m"],
-                     ephemeral_1h_input_tokens=written["1h"])
+        return Usage(
+            input_tokens=total - read - creation,
+            cache_creation_input_tokens=creation,
+            cache_read_input_tokens=read,
+            ephemeral_5m_input_tokens=written["5m"],
+            ephemeral_1h_input_tokens=written["1h"],
+        )
 
 
 def _text_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -142,8 +151,9 @@ def _text_reply(body: dict[str, Any]) -> list[dict[str, Any]]:
 class CachingMessagesAPI:
     """``with CachingMessagesAPI(min_tokens=1024) as api: ...; api.usages``"""
 
-    def __init__(self, *, min_tokens: int, respond: Respond = _text_reply,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, min_tokens: int, respond: Respond = _text_reply, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.rules = PromptCacheRules(min_tokens=min_tokens, clock=clock)
         self.respond = respond
         self.bodies: list[dict[str, Any]] = []
@@ -151,8 +161,7 @@ class CachingMessagesAPI:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -189,8 +198,9 @@ class CachingMessagesAPI:
                 try:
                     usage, content = api.answer(json.loads(raw))
                 except CacheError as exc:
-                    payload = json.dumps({"type": "error", "error": {"type": "invalid_request_error",
-                                                                     "message": str(exc)}}).encode()
+                    payload = json.dumps(
+                        {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
+                    ).encode()
                     self.send_response(400)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(payload)))
@@ -210,9 +220,24 @@ class CachingMessagesAPI:
 def events(usage: Usage, content: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """The streamed events of one reply carrying ``usage``."""
     start_usage = {**usage.to_json(), "output_tokens": 1}
-    out: list[tuple[str, dict[str, Any]]] = [("message_start", {"type": "message_start", "message": {
-        "id": "msg_cache", "type": "message", "role": "assistant", "model": "peer", "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": start_usage}})]
+    out: list[tuple[str, dict[str, Any]]] = [
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_cache",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "peer",
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": start_usage,
+                },
+            },
+        )
+    ]
     output = 0
     for i, block in enumerate(content):
         if block["type"] == "text":
@@ -226,7 +251,15 @@ def events(usage: Usage, content: list[dict[str, Any]]) -> list[tuple[str, dict[
         out.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
     stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
     delta_usage = {k: v for k, v in usage.to_json().items() if k != "cache_creation"}
-    out.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                                  "usage": {**delta_usage, "output_tokens": output}}))
+    out.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": stop, "stop_sequence": None},
+                "usage": {**delta_usage, "output_tokens": output},
+            },
+        )
+    )
     out.append(("message_stop", {"type": "message_stop"}))
     return out

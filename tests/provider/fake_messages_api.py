@@ -65,18 +65,37 @@ class StreamBuilder:
     it short the way the API does when it fails mid-stream.
     """
 
-    def __init__(self, *, msg_id: str = "msg_fake", model: str = "claude-sonnet-4-6",
-                 input_tokens: int = 10, cache_creation_input_tokens: int | None = None,
-                 cache_read_input_tokens: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        msg_id: str = "msg_fake",
+        model: str = "claude-sonnet-4-6",
+        input_tokens: int = 10,
+        cache_creation_input_tokens: int | None = None,
+        cache_read_input_tokens: int | None = None,
+    ) -> None:
         usage: dict[str, Any] = {"input_tokens": input_tokens, "output_tokens": 1}
         if cache_creation_input_tokens is not None:
             usage["cache_creation_input_tokens"] = cache_creation_input_tokens
         if cache_read_input_tokens is not None:
             usage["cache_read_input_tokens"] = cache_read_input_tokens
         self.events: list[tuple[str, dict[str, Any]]] = [
-            ("message_start", {"type": "message_start", "message": {
-                "id": msg_id, "type": "message", "role": "assistant", "model": model,
-                "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}),
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": msg_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": usage,
+                    },
+                },
+            ),
             ("ping", {"type": "ping"}),
         ]
         self._index = 0
@@ -84,17 +103,14 @@ class StreamBuilder:
     def _block(self, start: dict[str, Any], deltas: list[dict[str, Any]]) -> StreamBuilder:
         i = self._index
         self._index += 1
-        self.events.append(("content_block_start",
-                            {"type": "content_block_start", "index": i, "content_block": start}))
+        self.events.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}))
         for delta in deltas:
-            self.events.append(("content_block_delta",
-                                {"type": "content_block_delta", "index": i, "delta": delta}))
+            self.events.append(("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}))
         self.events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
         return self
 
     def text(self, *chunks: str) -> StreamBuilder:
-        return self._block({"type": "text", "text": ""},
-                           [{"type": "text_delta", "text": c} for c in chunks])
+        return self._block({"type": "text", "text": ""}, [{"type": "text_delta", "text": c} for c in chunks])
 
     def thinking(self, chunks: list[str], signature: str) -> StreamBuilder:
         deltas = [{"type": "thinking_delta", "thinking": c} for c in chunks]
@@ -109,30 +125,46 @@ class StreamBuilder:
         start = {"type": "compaction", "content": None, "encrypted_content": None}
         if signature is not None:
             start["signature"] = signature
-        return self._block(start, [{"type": "compaction_delta", "content": content,
-                                    "encrypted_content": encrypted_content}])
+        return self._block(
+            start, [{"type": "compaction_delta", "content": content, "encrypted_content": encrypted_content}]
+        )
 
     def tool_use(self, tool_id: str, name: str, partial_json: list[str]) -> StreamBuilder:
-        return self._block({"type": "tool_use", "id": tool_id, "name": name, "input": {}},
-                           [{"type": "input_json_delta", "partial_json": p} for p in partial_json])
+        return self._block(
+            {"type": "tool_use", "id": tool_id, "name": name, "input": {}},
+            [{"type": "input_json_delta", "partial_json": p} for p in partial_json],
+        )
 
     def partial_text(self, *chunks: str) -> StreamBuilder:
         """Open a text block and stream ``chunks`` without closing it (for ``error``)."""
         i = self._index
         self._index += 1
-        self.events.append(("content_block_start", {"type": "content_block_start", "index": i,
-                                                    "content_block": {"type": "text", "text": ""}}))
+        self.events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+            )
+        )
         for c in chunks:
-            self.events.append(("content_block_delta", {"type": "content_block_delta", "index": i,
-                                                        "delta": {"type": "text_delta", "text": c}}))
+            self.events.append(
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": c}},
+                )
+            )
         return self
 
-    def done(self, stop_reason: str | None = "end_turn", *, output_tokens: int = 20,
-             **usage: int) -> Stream:
-        self.events.append(("message_delta", {
-            "type": "message_delta",
-            "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-            "usage": {"output_tokens": output_tokens, **usage}}))
+    def done(self, stop_reason: str | None = "end_turn", *, output_tokens: int = 20, **usage: int) -> Stream:
+        self.events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                    "usage": {"output_tokens": output_tokens, **usage},
+                },
+            )
+        )
         self.events.append(("message_stop", {"type": "message_stop"}))
         return Stream(list(self.events))
 
@@ -155,8 +187,7 @@ class FakeMessagesAPI:
         self.unscripted = 0
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler_class())
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, daemon=True)
 
     @property
     def base_url(self) -> str:
@@ -216,8 +247,9 @@ class FakeMessagesAPI:
                     self._stream(scripted)
 
             def _error(self, err: HTTPError) -> None:
-                payload = json.dumps({"type": "error", "error": {"type": err.type, "message": err.message},
-                                      "request_id": "req_fake"}).encode()
+                payload = json.dumps(
+                    {"type": "error", "error": {"type": err.type, "message": err.message}, "request_id": "req_fake"}
+                ).encode()
                 self.send_response(err.status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(payload)))

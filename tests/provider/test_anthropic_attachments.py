@@ -24,12 +24,23 @@ def b64(data: bytes) -> str:
 
 def test_build_messages_puts_image_and_document_blocks_before_the_text():
     opening = Message(Role.USER, text="what are these?", attachments=(PHOTO, REPORT))
-    assert build_messages([opening], FILES.get) == [{"role": "user", "content": [
-        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(FILES[PHOTO["id"]])}},
-        {"type": "document", "title": "report.pdf",
-         "source": {"type": "base64", "media_type": "application/pdf", "data": b64(FILES[REPORT["id"]])}},
-        {"type": "text", "text": "what are these?"},
-    ]}]
+    assert build_messages([opening], FILES.get) == [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "image",
+                    "source": {"type": "base64", "media_type": "image/png", "data": b64(FILES[PHOTO["id"]])},
+                },
+                {
+                    "type": "document",
+                    "title": "report.pdf",
+                    "source": {"type": "base64", "media_type": "application/pdf", "data": b64(FILES[REPORT["id"]])},
+                },
+                {"type": "text", "text": "what are these?"},
+            ],
+        }
+    ]
 
 
 def test_a_missing_file_is_a_text_note_not_a_crash():

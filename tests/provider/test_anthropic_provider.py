@@ -97,6 +97,7 @@ def assistant_from(reply: ModelReply) -> Message:
 
 # --- tool use --------------------------------------------------------------------------------
 
+
 async def test_two_tool_turn_round_trips_tool_use_and_merges_both_results(api, make_model):
     api.script(
         StreamBuilder(input_tokens=50)
@@ -123,8 +124,12 @@ async def test_two_tool_turn_round_trips_tool_use_and_merges_both_results(api, m
         {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}},
         {"type": "tool_use", "id": "toolu_2", "name": "get_time", "input": {"tz": "Europe/Paris"}},
     )
-    assert reply.usage == {"input_tokens": 50, "output_tokens": 40,
-                           "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    assert reply.usage == {
+        "input_tokens": 50,
+        "output_tokens": 40,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 0,
+    }
 
     first = api.bodies[0]
     assert first["stream"] is True
@@ -134,8 +139,10 @@ async def test_two_tool_turn_round_trips_tool_use_and_merges_both_results(api, m
     assert first["messages"] == [{"role": "user", "content": [{"type": "text", "text": "Weather and time in Paris?"}]}]
     assert "thinking" not in first and "temperature" not in first
     assert api.requests[0].path == "/v1/messages"
-    assert api.requests[0].headers.get("authorization") == "Bearer test-key" \
+    assert (
+        api.requests[0].headers.get("authorization") == "Bearer test-key"
         or api.requests[0].headers.get("x-api-key") == "test-key"
+    )
 
     transcript = (
         user("Weather and time in Paris?"),
@@ -151,10 +158,13 @@ async def test_two_tool_turn_round_trips_tool_use_and_merges_both_results(api, m
     assert api.bodies[1]["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Weather and time in Paris?"}]},
         {"role": "assistant", "content": list(reply.blocks)},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"sky": "sunny"}'},
-            {"type": "tool_result", "tool_use_id": "toolu_2", "content": "14:00"},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"sky": "sunny"}'},
+                {"type": "tool_result", "tool_use_id": "toolu_2", "content": "14:00"},
+            ],
+        },
     ]
 
 
@@ -163,17 +173,33 @@ async def test_error_tool_result_is_sent_with_is_error(api, make_model):
     transcript = (
         user("Weather?"),
         Message(Role.ASSISTANT, tool_calls=(ToolCall("toolu_9", "get_weather", {"city": "Atlantis"}),)),
-        Message(Role.TOOL, call_id="toolu_9", name="get_weather",
-                result={"error": "LookupError: no such city"}, is_error=True),
+        Message(
+            Role.TOOL,
+            call_id="toolu_9",
+            name="get_weather",
+            result={"error": "LookupError: no such city"},
+            is_error=True,
+        ),
     )
     chunks, error = await collect(make_model(), request(*transcript))
     assert error is None and final(chunks).text == "The lookup failed."
     assert api.bodies[0]["messages"][1:] == [
         # no blocks stored: the assistant message is rebuilt from its tool calls
-        {"role": "assistant", "content": [
-            {"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {"city": "Atlantis"}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9",
-                                      "content": '{"error": "LookupError: no such city"}', "is_error": True}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_9", "name": "get_weather", "input": {"city": "Atlantis"}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_9",
+                    "content": '{"error": "LookupError: no such city"}',
+                    "is_error": True,
+                }
+            ],
+        },
     ]
 
 
@@ -196,7 +222,9 @@ async def test_thinking_and_redacted_thinking_round_trip_unchanged(api, make_mod
     chunks, error = await collect(model, request(user("Oslo?")))
     assert error is None
     assert [c for c in chunks if isinstance(c, ReasoningDelta)] == [
-        ReasoningDelta("The user wants "), ReasoningDelta("the weather.")]
+        ReasoningDelta("The user wants "),
+        ReasoningDelta("the weather."),
+    ]
     reply = final(chunks)
     assert reply.blocks[:2] == (
         {"type": "thinking", "thinking": "The user wants the weather.", "signature": SIGNATURE},
@@ -206,8 +234,11 @@ async def test_thinking_and_redacted_thinking_round_trip_unchanged(api, make_mod
     assert api.bodies[0]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
     assert api.bodies[0]["max_tokens"] == 8000
 
-    transcript = (user("Oslo?"), assistant_from(reply),
-                  Message(Role.TOOL, call_id="toolu_1", name="get_weather", result={"c": -3}))
+    transcript = (
+        user("Oslo?"),
+        assistant_from(reply),
+        Message(Role.TOOL, call_id="toolu_1", name="get_weather", result={"c": -3}),
+    )
     chunks, error = await collect(model, request(*transcript))
     assert error is None
     sent = api.bodies[1]["messages"][1]
@@ -219,6 +250,7 @@ async def test_thinking_and_redacted_thinking_round_trip_unchanged(api, make_mod
 
 
 # --- errors and retries ----------------------------------------------------------------------
+
 
 async def test_overloaded_error_mid_stream_raises_retryable_without_retrying(api, make_model, sleeps):
     api.script(StreamBuilder().partial_text("Hel", "lo").error("overloaded_error", "Overloaded"))
@@ -237,9 +269,12 @@ async def test_error_event_before_any_delta_is_retried(api, make_model, sleeps):
 
 
 async def test_rate_limit_honours_retry_after(api, make_model, sleeps):
-    api.script(HTTPError(429, "rate_limit_error", "Number of requests has exceeded your rate limit",
-                         headers={"retry-after": "2"}),
-               StreamBuilder().text("ok").done())
+    api.script(
+        HTTPError(
+            429, "rate_limit_error", "Number of requests has exceeded your rate limit", headers={"retry-after": "2"}
+        ),
+        StreamBuilder().text("ok").done(),
+    )
     chunks, error = await collect(make_model(), request(user("hi")))
     assert error is None and final(chunks).text == "ok"
     assert sleeps == [pytest.approx(2.0)]
@@ -247,16 +282,20 @@ async def test_rate_limit_honours_retry_after(api, make_model, sleeps):
 
 
 async def test_retry_after_is_capped(api, make_model, sleeps):
-    api.script(HTTPError(429, "rate_limit_error", "slow down", headers={"retry-after": "3600"}),
-               StreamBuilder().text("ok").done())
+    api.script(
+        HTTPError(429, "rate_limit_error", "slow down", headers={"retry-after": "3600"}),
+        StreamBuilder().text("ok").done(),
+    )
     _, error = await collect(make_model(), request(user("hi")))
     assert error is None and sleeps == [MAX_RETRY_AFTER]
 
 
 async def test_overloaded_529_and_500_are_retried_with_backoff(api, make_model, sleeps):
-    api.script(HTTPError(529, "overloaded_error", "Overloaded"),
-               HTTPError(500, "api_error", "Internal server error"),
-               StreamBuilder().text("finally").done())
+    api.script(
+        HTTPError(529, "overloaded_error", "Overloaded"),
+        HTTPError(500, "api_error", "Internal server error"),
+        StreamBuilder().text("finally").done(),
+    )
     chunks, error = await collect(make_model(), request(user("hi")))
     assert error is None and final(chunks).text == "finally"
     assert len(api.requests) == 3
@@ -286,12 +325,15 @@ async def test_stream_cut_after_deltas_is_a_retryable_error(api, make_model, sle
     assert len(api.requests) == 1 and sleeps == []
 
 
-@pytest.mark.parametrize("status,etype,message", [
-    (401, "authentication_error", "invalid x-api-key"),
-    (403, "permission_error", "Your API key does not have permission to use the specified resource."),
-    (404, "not_found_error", "model: claude-nope"),
-    (400, "invalid_request_error", "messages: roles must alternate between \"user\" and \"assistant\""),
-])
+@pytest.mark.parametrize(
+    "status,etype,message",
+    [
+        (401, "authentication_error", "invalid x-api-key"),
+        (403, "permission_error", "Your API key does not have permission to use the specified resource."),
+        (404, "not_found_error", "model: claude-nope"),
+        (400, "invalid_request_error", 'messages: roles must alternate between "user" and "assistant"'),
+    ],
+)
 async def test_client_errors_are_not_retried_and_say_why(api, make_model, sleeps, status, etype, message):
     api.script(HTTPError(status, etype, message))
     chunks, error = await collect(make_model(), request(user("hi")))
@@ -310,6 +352,7 @@ async def test_missing_api_key_is_a_clear_error(monkeypatch, sleeps):
 
 
 # --- stop reasons ----------------------------------------------------------------------------
+
 
 async def test_prompt_too_long_is_a_context_overflow_reply(api, make_model, sleeps):
     api.script(HTTPError(400, "invalid_request_error", "prompt is too long: 212345 tokens > 200000 maximum"))
@@ -339,32 +382,43 @@ async def test_max_tokens_without_content_is_an_empty_reply(api, make_model):
     assert reply.stop_reason == StopReason.MAX_TOKENS and reply.is_empty
 
 
-@pytest.mark.parametrize("raw,has_content,expected", [
-    ("end_turn", True, StopReason.END_TURN),
-    ("tool_use", True, StopReason.TOOL_USE),
-    ("stop_sequence", True, StopReason.STOP_SEQUENCE),
-    ("refusal", False, StopReason.REFUSAL),
-    ("pause_turn", False, StopReason.PAUSE_TURN),
-    ("max_tokens", False, StopReason.MAX_TOKENS),
-    ("model_context_window_exceeded", False, StopReason.CONTEXT_OVERFLOW),
-    ("brand_new_reason", True, StopReason.END_TURN),
-    ("brand_new_reason", False, StopReason.ERROR),
-    (None, False, StopReason.ERROR),
-])
+@pytest.mark.parametrize(
+    "raw,has_content,expected",
+    [
+        ("end_turn", True, StopReason.END_TURN),
+        ("tool_use", True, StopReason.TOOL_USE),
+        ("stop_sequence", True, StopReason.STOP_SEQUENCE),
+        ("refusal", False, StopReason.REFUSAL),
+        ("pause_turn", False, StopReason.PAUSE_TURN),
+        ("max_tokens", False, StopReason.MAX_TOKENS),
+        ("model_context_window_exceeded", False, StopReason.CONTEXT_OVERFLOW),
+        ("brand_new_reason", True, StopReason.END_TURN),
+        ("brand_new_reason", False, StopReason.ERROR),
+        (None, False, StopReason.ERROR),
+    ],
+)
 def test_stop_reason_table(raw, has_content, expected):
     assert map_stop_reason(raw, has_content) == expected
 
 
 async def test_usage_is_recorded_with_cache_counts(api, make_model):
-    api.script(StreamBuilder(input_tokens=5, cache_creation_input_tokens=100, cache_read_input_tokens=2000)
-               .text("hi").done(output_tokens=3, cache_read_input_tokens=2048))
+    api.script(
+        StreamBuilder(input_tokens=5, cache_creation_input_tokens=100, cache_read_input_tokens=2000)
+        .text("hi")
+        .done(output_tokens=3, cache_read_input_tokens=2048)
+    )
     reply = final((await collect(make_model(), request(user("hi"))))[0])
     # message_delta usage is cumulative: it overwrites what it carries, keeps the rest
-    assert reply.usage == {"input_tokens": 5, "output_tokens": 3,
-                           "cache_creation_input_tokens": 100, "cache_read_input_tokens": 2048}
+    assert reply.usage == {
+        "input_tokens": 5,
+        "output_tokens": 3,
+        "cache_creation_input_tokens": 100,
+        "cache_read_input_tokens": 2048,
+    }
 
 
 # --- request building ------------------------------------------------------------------------
+
 
 async def test_trigger_is_sent_as_user_and_consecutive_users_merge(api, make_model):
     api.script(StreamBuilder().text("Morning!").done())
@@ -383,8 +437,14 @@ async def test_trigger_is_sent_as_user_and_consecutive_users_merge(api, make_mod
     assert body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "hello"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "Hi."}]},
-        {"role": "user", "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"},
-                                     {"type": "text", "text": "[schedule] daily check-in"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "one"},
+                {"type": "text", "text": "two"},
+                {"type": "text", "text": "[schedule] daily check-in"},
+            ],
+        },
     ]
 
 
@@ -399,30 +459,35 @@ async def test_settings_reach_the_request(api, sleeps, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "env-key")
     monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
     api.script(StreamBuilder().text("ok").done())
-    model = from_settings({"provider": "anthropic", "model": "claude-haiku-4-5", "max_tokens": 512,
-                           "temperature": 0.2})
+    model = from_settings({"provider": "anthropic", "model": "claude-haiku-4-5", "max_tokens": 512, "temperature": 0.2})
     _, error = await collect(model, request(user("hi")))
     await model.aclose()
     assert error is None
     body = api.bodies[0]
     assert (body["model"], body["max_tokens"], body["temperature"]) == ("claude-haiku-4-5", 512, 0.2)
-    assert "env-key" in (api.requests[0].headers.get("x-api-key"),
-                         api.requests[0].headers.get("authorization", "").removeprefix("Bearer "))
+    assert "env-key" in (
+        api.requests[0].headers.get("x-api-key"),
+        api.requests[0].headers.get("authorization", "").removeprefix("Bearer "),
+    )
 
 
-@pytest.mark.parametrize("config", [
-    {"modle": "claude-haiku-4-5"},
-    {"max_tokens": 0},
-    {"thinking_budget": 512},
-    {"max_tokens": 2048, "thinking_budget": 4096},
-    {"temperature": "hot"},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"modle": "claude-haiku-4-5"},
+        {"max_tokens": 0},
+        {"thinking_budget": 512},
+        {"max_tokens": 2048, "thinking_budget": 4096},
+        {"temperature": "hot"},
+    ],
+)
 def test_bad_settings_are_refused(config):
     with pytest.raises(AgentConfigError):
         from_settings(config)
 
 
 # --- end to end through the engine ---------------------------------------------------------
+
 
 async def test_two_tool_turn_through_the_engine(api, make_model):
     """A whole turn: AnthropicModel on the fake API, driven by the engine on the in-memory store."""
@@ -477,21 +542,34 @@ async def test_two_tool_turn_through_the_engine(api, make_model):
     assert api.bodies[1]["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "Weather and time in Paris?"}]},
         {"role": "assistant", "content": list(first.blocks)},
-        {"role": "user", "content": [
-            {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"city": "Paris", "sky": "sunny"}'},
-            {"type": "tool_result", "tool_use_id": "toolu_2",
-             "content": '{"error": "LookupError: unknown timezone Mars/Olympus"}', "is_error": True},
-        ]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": '{"city": "Paris", "sky": "sunny"}'},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_2",
+                    "content": '{"error": "LookupError: unknown timezone Mars/Olympus"}',
+                    "is_error": True,
+                },
+            ],
+        },
     ]
 
 
 # --- compaction ------------------------------------------------------------------------------
 
+
 def test_a_summary_is_user_text_merged_with_the_user_message_after_it():
     summary = Message(Role.SUMMARY, text="they ordered tea", boundary=3)
     assert build_messages([summary, Message(Role.USER, text="and now?")]) == [
-        {"role": "user", "content": [{"type": "text", "text": "[Summary of the earlier conversation]\nthey ordered tea"},
-                                     {"type": "text", "text": "and now?"}]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "[Summary of the earlier conversation]\nthey ordered tea"},
+                {"type": "text", "text": "and now?"},
+            ],
+        },
     ]
 
 
@@ -506,8 +584,12 @@ def test_context_window_and_server_compaction_settings():
     assert model.context_window == 1_000_000 and model.server_compaction == {"trigger": 150_000}
     assert from_settings({}).context_window == 200_000 and from_settings({}).server_compaction is None
     assert from_settings({"server_compaction": True}).server_compaction == {}
-    for bad in ({"context_window": 10}, {"server_compaction": {"pause_after_compaction": True}},
-                {"server_compaction": {"trigger": -1}}, {"server_compaction": "yes"}):
+    for bad in (
+        {"context_window": 10},
+        {"server_compaction": {"pause_after_compaction": True}},
+        {"server_compaction": {"trigger": -1}},
+        {"server_compaction": "yes"},
+    ):
         with pytest.raises(AgentConfigError):
             from_settings(bad)
 
@@ -527,8 +609,11 @@ async def test_overflow_compacts_through_the_engine(api, make_model, overflow):
     tools and the summarizing instruction, then redone over the summary and the tail."""
     from agents_app.runtime import TurnStatus
 
-    too_long = (HTTPError(400, "invalid_request_error", "prompt is too long: 212345 tokens > 200000 maximum")
-                if overflow == "prompt_too_long" else StreamBuilder().done("model_context_window_exceeded"))
+    too_long = (
+        HTTPError(400, "invalid_request_error", "prompt is too long: 212345 tokens > 200000 maximum")
+        if overflow == "prompt_too_long"
+        else StreamBuilder().done("model_context_window_exceeded")
+    )
     api.script(
         StreamBuilder().text("Hello.").done("end_turn"),
         too_long,
@@ -543,11 +628,25 @@ async def test_overflow_compacts_through_the_engine(api, make_model, overflow):
     assert "tools" not in summarize and summarize["system"].startswith("You maintain the memory")
     assert summarize["messages"][0]["content"][0]["text"] == "User: hello\n\nAssistant: Hello."
     assert redo["system"] == "You are terse."
-    assert redo["messages"] == [{"role": "user", "content": [
-        {"type": "text", "text": "[Summary of the earlier conversation]\nThe user said hello; the assistant greeted them."},
-        {"type": "text", "text": "are you there?"}]}]
+    assert redo["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {
+                    "type": "text",
+                    "text": "[Summary of the earlier conversation]\nThe user said hello; the assistant greeted them.",
+                },
+                {"type": "text", "text": "are you there?"},
+            ],
+        }
+    ]
     assert [m.role for m in store.transcript(session.ref)] == [
-        Role.USER, Role.ASSISTANT, Role.USER, Role.SUMMARY, Role.ASSISTANT]
+        Role.USER,
+        Role.ASSISTANT,
+        Role.USER,
+        Role.SUMMARY,
+        Role.ASSISTANT,
+    ]
 
 
 async def test_server_side_compaction_blocks_round_trip_byte_for_byte(api, make_model):
@@ -555,20 +654,27 @@ async def test_server_side_compaction_blocks_round_trip_byte_for_byte(api, make_
 
     encrypted = "Zm9vYmFy+/==" + "x" * 64
     api.script(
-        StreamBuilder().compaction("Earlier: they talked about tea.", encrypted, signature="sig-42")
-        .text("Noted.").done("end_turn"),
+        StreamBuilder()
+        .compaction("Earlier: they talked about tea.", encrypted, signature="sig-42")
+        .text("Noted.")
+        .done("end_turn"),
         StreamBuilder().text("Yes.").done("end_turn"),
     )
     store, session = _engine(make_model(server_compaction={"trigger": 50_000}))
     assert (await session.turn("remember tea", timeout=10)).status == TurnStatus.COMPLETED
     assert (await session.turn("tea?", timeout=10)).status == TurnStatus.COMPLETED
     first, second = api.requests
-    assert first.body["context_management"] == {"edits": [{"type": "compact_20260112",
-                                                           "trigger": {"type": "input_tokens", "value": 50_000}}]}
+    assert first.body["context_management"] == {
+        "edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 50_000}}]
+    }
     assert "compact-2026-01-12" in first.headers.get("anthropic-beta", "")
     stored = store.transcript(session.ref)[1].blocks[0]
-    assert stored == {"type": "compaction", "content": "Earlier: they talked about tea.",
-                      "encrypted_content": encrypted, "signature": "sig-42"}
+    assert stored == {
+        "type": "compaction",
+        "content": "Earlier: they talked about tea.",
+        "encrypted_content": encrypted,
+        "signature": "sig-42",
+    }
     sent = second.body["messages"][1]["content"][0]
     assert sent == stored
     # byte for byte: every field, in the order the API sent them, is in the next request's raw body
@@ -611,9 +717,16 @@ async def test_a_model_that_keeps_calling_a_tool_stops_at_the_limit_with_an_answ
     def get_weather(input: dict[str, Any], ctx: Any) -> dict[str, Any]:
         return {"city": input["city"], "sky": "grey"}
 
-    api.script(*[StreamBuilder().text(f"Looking ({n}).").tool_use(f"toolu_{n}", "get_weather", ['{"city": "Oslo"}'])
-                 .done("tool_use") for n in range(4)],
-               StreamBuilder().text("Best I can say: grey in Oslo.").done("end_turn"))
+    api.script(
+        *[
+            StreamBuilder()
+            .text(f"Looking ({n}).")
+            .tool_use(f"toolu_{n}", "get_weather", ['{"city": "Oslo"}'])
+            .done("tool_use")
+            for n in range(4)
+        ],
+        StreamBuilder().text("Best I can say: grey in Oslo.").done("end_turn"),
+    )
     model = make_model()
     store = InMemorySessionStore()
     agent = Agent(name="weather", instructions="You are terse.", tools=[get_weather], limits=Limits(model_calls=5))

@@ -59,29 +59,52 @@ CALL = ToolCall("toolu_1", "lookup", {"q": "a"})
 
 # (case, params, expected marks: ("system"|"tools", i, -1) or ("messages", message, block))
 PLACEMENT = [
-    ("everything under the minimum: no mark, the system prompt stays a string",
-     params(user(SMALL), assistant(SMALL), user(SMALL)), []),
-    ("a system prompt at the minimum: head and, the prefix past it, the last message",
-     params(user(SMALL), system=BIG), [("system", 0, -1), ("messages", 0, 0)]),
-    ("no system prompt: the head mark is on the last tool",
-     params(user(SMALL), system="", tools=(TOOL, {**TOOL, "name": "t2", "description": BIG})),
-     [("tools", 1, -1), ("messages", 0, 0)]),
-    ("a small head, a big first message: the last message only",
-     params(user(BIG)), [("messages", 0, 0)]),
-    ("one exchange later: the previous request's end and the last message",
-     params(user(BIG), assistant(SMALL), user(SMALL)), [("messages", 0, 0), ("messages", 2, 0)]),
-    ("a tool step: the previous request's end, and the last of the tool results",
-     params(user(BIG), assistant("", CALL, ToolCall("toolu_2", "lookup", {})), result("toolu_1", SMALL),
-            result("toolu_2", SMALL)),
-     [("messages", 0, 0), ("messages", 2, 1)]),
-    ("the previous end under the minimum, the last message past it: the last only",
-     params(user(SMALL), assistant(SMALL), user(BIG)), [("messages", 2, 0)]),
-    ("all three: head, previous, last (never a fourth)",
-     params(user(SMALL), assistant(SMALL), user(SMALL), assistant(SMALL), user(SMALL), system=BIG),
-     [("system", 0, -1), ("messages", 2, 0), ("messages", 4, 0)]),
-    ("a summary opens the view: marks as for any user message",
-     params(Message(Role.SUMMARY, text=BIG, boundary=4), user(SMALL), assistant(SMALL), user(SMALL)),
-     [("messages", 0, 1), ("messages", 2, 0)]),
+    (
+        "everything under the minimum: no mark, the system prompt stays a string",
+        params(user(SMALL), assistant(SMALL), user(SMALL)),
+        [],
+    ),
+    (
+        "a system prompt at the minimum: head and, the prefix past it, the last message",
+        params(user(SMALL), system=BIG),
+        [("system", 0, -1), ("messages", 0, 0)],
+    ),
+    (
+        "no system prompt: the head mark is on the last tool",
+        params(user(SMALL), system="", tools=(TOOL, {**TOOL, "name": "t2", "description": BIG})),
+        [("tools", 1, -1), ("messages", 0, 0)],
+    ),
+    ("a small head, a big first message: the last message only", params(user(BIG)), [("messages", 0, 0)]),
+    (
+        "one exchange later: the previous request's end and the last message",
+        params(user(BIG), assistant(SMALL), user(SMALL)),
+        [("messages", 0, 0), ("messages", 2, 0)],
+    ),
+    (
+        "a tool step: the previous request's end, and the last of the tool results",
+        params(
+            user(BIG),
+            assistant("", CALL, ToolCall("toolu_2", "lookup", {})),
+            result("toolu_1", SMALL),
+            result("toolu_2", SMALL),
+        ),
+        [("messages", 0, 0), ("messages", 2, 1)],
+    ),
+    (
+        "the previous end under the minimum, the last message past it: the last only",
+        params(user(SMALL), assistant(SMALL), user(BIG)),
+        [("messages", 2, 0)],
+    ),
+    (
+        "all three: head, previous, last (never a fourth)",
+        params(user(SMALL), assistant(SMALL), user(SMALL), assistant(SMALL), user(SMALL), system=BIG),
+        [("system", 0, -1), ("messages", 2, 0), ("messages", 4, 0)],
+    ),
+    (
+        "a summary opens the view: marks as for any user message",
+        params(Message(Role.SUMMARY, text=BIG, boundary=4), user(SMALL), assistant(SMALL), user(SMALL)),
+        [("messages", 0, 1), ("messages", 2, 0)],
+    ),
 ]
 
 
@@ -104,13 +127,16 @@ def test_breakpoint_placement(case, request_params, expected):
 
 
 def test_the_one_hour_ttl_is_on_every_mark():
-    placed = place_breakpoints(params(user(SMALL), assistant(SMALL), user(SMALL), system=BIG),
-                               PromptCache(min_tokens=MIN, ttl="1h"))
+    placed = place_breakpoints(
+        params(user(SMALL), assistant(SMALL), user(SMALL), system=BIG), PromptCache(min_tokens=MIN, ttl="1h")
+    )
     marks = breakpoints(placed)
     assert len(marks) == 3
     assert placed["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-    assert all(placed["messages"][i]["content"][j]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
-               for _, i, j in marks[1:])
+    assert all(
+        placed["messages"][i]["content"][j]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+        for _, i, j in marks[1:]
+    )
     with pytest.raises(ValueError):
         PromptCache(ttl="10m")
 
@@ -125,7 +151,7 @@ def _prefix_chars(p: dict[str, Any], mark: tuple[str, int, int]) -> int:
     where, i, j = mark
     if where != "messages":
         return head
-    blocks = [b for m in p["messages"][:i] for b in m["content"]] + p["messages"][i]["content"][:j + 1]
+    blocks = [b for m in p["messages"][:i] for b in m["content"]] + p["messages"][i]["content"][: j + 1]
     return head + sum(block_chars({k: v for k, v in b.items() if k != "cache_control"}) for b in blocks)
 
 
@@ -171,8 +197,13 @@ def test_minimum_cacheable_length_by_model_and_setting():
     assert from_settings({"model": "claude-haiku-4-5"}).prompt_cache == PromptCache(min_tokens=4096)
     assert from_settings({"cache_min_tokens": 1500, "cache_ttl": "1h"}).prompt_cache == PromptCache(1500, "1h")
     assert from_settings({"prompt_cache": False}).prompt_cache is None
-    for bad in ({"prompt_cache": "yes"}, {"cache_ttl": "1d"}, {"cache_min_tokens": 0},
-                {"cache_min_tokens": True}, {"cache_ttl": 300}):
+    for bad in (
+        {"prompt_cache": "yes"},
+        {"cache_ttl": "1d"},
+        {"cache_min_tokens": 0},
+        {"cache_min_tokens": True},
+        {"cache_ttl": 300},
+    ):
         with pytest.raises(AgentConfigError):
             from_settings(bad)
 
@@ -183,8 +214,7 @@ SPECS = (ToolSpec("lookup", "Look a thing up", {"type": "object"}),)
 
 
 def _tool_step(system: str) -> ModelRequest:
-    return ModelRequest(system=system, tools=SPECS, messages=(
-        user(BIG), assistant("", CALL), result("toolu_1", SMALL)))
+    return ModelRequest(system=system, tools=SPECS, messages=(user(BIG), assistant("", CALL), result("toolu_1", SMALL)))
 
 
 async def _send(model: AnthropicModel, request: ModelRequest) -> ModelReply:
@@ -192,11 +222,14 @@ async def _send(model: AnthropicModel, request: ModelRequest) -> ModelReply:
     return replies[-1]
 
 
-@pytest.mark.parametrize("settings, control", [
-    ({}, {"type": "ephemeral"}),
-    ({"cache_ttl": "1h"}, {"type": "ephemeral", "ttl": "1h"}),
-    ({"prompt_cache": False}, None),
-])
+@pytest.mark.parametrize(
+    "settings, control",
+    [
+        ({}, {"type": "ephemeral"}),
+        ({"cache_ttl": "1h"}, {"type": "ephemeral", "ttl": "1h"}),
+        ({"prompt_cache": False}, None),
+    ],
+)
 async def test_the_sdk_sends_the_marks_in_the_request_body(settings, control):
     with FakeMessagesAPI() as api:
         api.script(StreamBuilder().text("ok").done("end_turn"))
@@ -211,8 +244,12 @@ async def test_the_sdk_sends_the_marks_in_the_request_body(settings, control):
     assert body["system"] == [{"type": "text", "text": BIG, "cache_control": control}]
     assert body["messages"][0]["content"][0] == {"type": "text", "text": BIG, "cache_control": control}
     assert body["messages"][2]["content"][0]["cache_control"] == control
-    assert body["messages"][1]["content"][0] == {"type": "tool_use", "id": "toolu_1", "name": "lookup",
-                                                 "input": {"q": "a"}}
+    assert body["messages"][1]["content"][0] == {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "lookup",
+        "input": {"q": "a"},
+    }
 
 
 async def test_a_compaction_call_carries_no_mark():
@@ -273,8 +310,11 @@ async def test_the_prefix_stays_cached_across_a_compaction_boundary():
     with CachingMessagesAPI(min_tokens=MIN, respond=respond) as api:
         model = AnthropicModel(api_key="k", base_url=api.base_url, cache_min_tokens=MIN)
         store = InMemorySessionStore()
-        agent = Agent(name="a", instructions="You are terse.",
-                      compaction={"keep_last": 1, "context_window": 8000, "threshold": 0.6})
+        agent = Agent(
+            name="a",
+            instructions="You are terse.",
+            compaction={"keep_last": 1, "context_window": 8000, "threshold": 0.6},
+        )
         session = Runtime(store=store, agents={"a": agent}, model_for=lambda _a: model).session("a", "s1")
         for turn in range(10):
             assert (await session.turn(f"{turn} " + "u" * 2500, timeout=10)).status == TurnStatus.COMPLETED
@@ -284,7 +324,7 @@ async def test_the_prefix_stays_cached_across_a_compaction_boundary():
     summarizing = [i for i, (b, _) in enumerate(calls) if "tools" not in b and "You maintain" in str(b.get("system"))]
     assert summarizing and all(breakpoints(calls[i][0]) == [] for i in summarizing)
     for i in summarizing:
-        after = [u for b, u in calls[i + 1:] if "You maintain" not in str(b.get("system"))]
+        after = [u for b, u in calls[i + 1 :] if "You maintain" not in str(b.get("system"))]
         # the new view's first request writes it (the head is under the minimum: no mark)
         assert after[0].cache_read_input_tokens == 0 and after[0].cache_creation_input_tokens > MIN
     # between boundaries every request reads what the one before wrote
@@ -297,12 +337,18 @@ async def test_the_prefix_stays_cached_across_a_compaction_boundary():
 def test_the_peer_refuses_a_fifth_mark_and_expires_entries():
     now = [0.0]
     rules = PromptCacheRules(min_tokens=10, clock=lambda: now[0])
-    five = {"model": "m", "messages": [{"role": "user", "content": [
-        {"type": "text", "text": BIG, "cache_control": EPHEMERAL} for _ in range(5)]}]}
+    five = {
+        "model": "m",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": BIG, "cache_control": EPHEMERAL} for _ in range(5)]}
+        ],
+    }
     with pytest.raises(Exception, match="A maximum of 4 blocks with cache_control may be provided. Found 5."):
         rules.apply(five)
-    one = {"model": "m", "messages": [{"role": "user", "content": [
-        {"type": "text", "text": BIG, "cache_control": EPHEMERAL}]}]}
+    one = {
+        "model": "m",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": BIG, "cache_control": EPHEMERAL}]}],
+    }
     assert rules.apply(one).cache_creation_input_tokens > 0
     now[0] = 299.0
     assert rules.apply(one).cache_read_input_tokens > 0  # and the read refreshes it

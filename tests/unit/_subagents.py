@@ -36,13 +36,19 @@ class Gates:
         self.held = 0
 
 
-def build(*, gates: Gates | None = None, store: Any = None, dispatcher: Any = None,
-          max_depth: int | None = None) -> tuple[Runtime, Any, RecordingSink, dict[str, Any]]:
+def build(
+    *, gates: Gates | None = None, store: Any = None, dispatcher: Any = None, max_depth: int | None = None
+) -> tuple[Runtime, Any, RecordingSink, dict[str, Any]]:
     seen: dict[str, Any] = {"delegate": 0, "children": []}
 
-    @tool("delegate", "hand topics to researchers", {
-        "type": "object", "properties": {"topics": {"type": "array", "items": {"type": "string"}},
-                                         "mode": {"type": "string"}}})
+    @tool(
+        "delegate",
+        "hand topics to researchers",
+        {
+            "type": "object",
+            "properties": {"topics": {"type": "array", "items": {"type": "string"}}, "mode": {"type": "string"}},
+        },
+    )
     async def delegate(input: dict[str, Any], ctx: Any) -> Any:
         seen["delegate"] += 1
         topics, mode = input["topics"], input.get("mode", "all")
@@ -81,8 +87,9 @@ def build(*, gates: Gates | None = None, store: Any = None, dispatcher: Any = No
         if text.startswith("fatal"):
             return reply("", ("fatal", {}))
         mode, _, rest = text.partition(" ")
-        return reply("delegating", ("delegate", {"topics": rest.split(" and "), "mode": mode}),
-                     usage={"output_tokens": 5})
+        return reply(
+            "delegating", ("delegate", {"topics": rest.split(" and "), "mode": mode}), usage={"output_tokens": 5}
+        )
 
     def researcher_script(request: ModelRequest) -> Any:
         goal = goal_of(request)
@@ -113,11 +120,16 @@ def build(*, gates: Gates | None = None, store: Any = None, dispatcher: Any = No
     models = {"boss": ScriptedModel(boss_script), "researcher": Researcher(researcher_script)}
     sink = RecordingSink()
     kw: dict[str, Any] = {}
-    rt = Runtime(store=store or InMemorySessionStore(), agents={"boss": boss, "researcher": researcher},
-                 model_for=lambda a: models[a.name], sink=sink, dispatcher=dispatcher, **kw)
+    rt = Runtime(
+        store=store or InMemorySessionStore(),
+        agents={"boss": boss, "researcher": researcher},
+        model_for=lambda a: models[a.name],
+        sink=sink,
+        dispatcher=dispatcher,
+        **kw,
+    )
     rt.executor.retry_delay = 0.0
     if max_depth is not None:
         rt.executor.max_depth = max_depth
     seen["models"] = models
     return rt, rt.store, sink, seen
-

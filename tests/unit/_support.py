@@ -50,17 +50,24 @@ def make_runtime(
 ) -> tuple[Runtime, InMemorySessionStore, RecordingSink]:
     store = store or InMemorySessionStore()
     sink = RecordingSink()
-    rt = Runtime(store=store, agents={agent.name: agent}, model_for=lambda a: model, sink=sink,
-                 dispatcher=dispatcher)
+    rt = Runtime(store=store, agents={agent.name: agent}, model_for=lambda a: model, sink=sink, dispatcher=dispatcher)
     rt.executor.retry_delay = 0.0  # a retry must not make the suite wait
     return rt, store, sink
 
 
-def make_executor(store: InMemorySessionStore, agent: Agent, model: Any, clock: FakeClock,
-                  sink: RecordingSink | None = None) -> TurnExecutor:
+def make_executor(
+    store: InMemorySessionStore, agent: Agent, model: Any, clock: FakeClock, sink: RecordingSink | None = None
+) -> TurnExecutor:
     # a long lease: the heartbeat task sleeps (really) and is cancelled when the attempt ends
-    return TurnExecutor(store=store, sink=sink or RecordingSink(), agent_for=lambda name: agent,
-                        model_for=lambda a: model, clock=clock, lease_seconds=30.0, retry_delay=0.0)
+    return TurnExecutor(
+        store=store,
+        sink=sink or RecordingSink(),
+        agent_for=lambda name: agent,
+        model_for=lambda a: model,
+        clock=clock,
+        lease_seconds=30.0,
+        retry_delay=0.0,
+    )
 
 
 def delta_texts(sink: RecordingSink) -> list[str]:
@@ -72,8 +79,7 @@ def roles(store: InMemorySessionStore, ref: SessionRef) -> list[str]:
 
 
 async def event_types(store: InMemorySessionStore, ref: SessionRef, turn_id: str | None = None) -> list[str]:
-    return [e.event.type for e in await store.events(ref)
-            if turn_id is None or e.event.turn_id == turn_id]
+    return [e.event.type for e in await store.events(ref) if turn_id is None or e.event.turn_id == turn_id]
 
 
 async def logged(store: InMemorySessionStore, ref: SessionRef, type_: str) -> list[Any]:
@@ -99,7 +105,7 @@ def assert_transcript_valid(messages: list[Any]) -> None:
     messages right after it (call ids may repeat across turns)."""
     for i, m in enumerate(messages):
         batch = []
-        for x in messages[i + 1:]:
+        for x in messages[i + 1 :]:
             if str(x.role) != "tool":
                 break
             batch.append(x.call_id)

@@ -17,7 +17,8 @@ def test_an_agent_loaded_by_two_threads_at_once_is_whole_in_both(tmp_path):
     (folder / "instructions.md").write_text("be slow")
     (folder / "agent.py").write_text(
         "import threading\nthreading.Event().wait(0.3)  # a slow import: the other thread arrives meanwhile\n"
-        "model = 'slowmodel'\n")
+        "model = 'slowmodel'\n"
+    )
     seen: list[object] = []
 
     def load() -> None:

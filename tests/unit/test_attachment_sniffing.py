@@ -9,12 +9,24 @@ from agents_app import attachments as files
 from tests.attachment_files import GIF, HTML, JPEG, WEBP, pdf, png
 
 
-@pytest.mark.parametrize("data,kind", [
-    (png(), "image/png"), (JPEG, "image/jpeg"), (GIF, "image/gif"), (b"GIF87a" + b"\0" * 10, "image/gif"),
-    (WEBP, "image/webp"), (pdf(1), "application/pdf"),
-    (HTML, None), (b"", None), (b"RIFF\0\0\0\0WAVE", None), (b"\x89PNG", None), (b"<svg xmlns='x'/>", None),
-    (b"%PDF", None), (b"PK\x03\x04", None),
-])
+@pytest.mark.parametrize(
+    "data,kind",
+    [
+        (png(), "image/png"),
+        (JPEG, "image/jpeg"),
+        (GIF, "image/gif"),
+        (b"GIF87a" + b"\0" * 10, "image/gif"),
+        (WEBP, "image/webp"),
+        (pdf(1), "application/pdf"),
+        (HTML, None),
+        (b"", None),
+        (b"RIFF\0\0\0\0WAVE", None),
+        (b"\x89PNG", None),
+        (b"<svg xmlns='x'/>", None),
+        (b"%PDF", None),
+        (b"PK\x03\x04", None),
+    ],
+)
 def test_sniff(data, kind):
     assert files.sniff(data[:16]) == kind
 
@@ -28,16 +40,19 @@ def test_pdf_pages_is_none_when_no_page_object_is_visible():
     assert files.pdf_pages(b"%PDF-1.7\n(compressed object streams)\n%%EOF") is None
 
 
-@pytest.mark.parametrize("raw,kind,clean", [
-    ("photo.png", "image/png", "photo.png"),
-    ("../../etc/passwd", "image/png", "passwd"),
-    ("C:\\\\Users\\\\me\\\\scan.pdf", "application/pdf", "scan.pdf"),
-    ("a\u0000b\u202ec\r\n.png", "image/png", "abc.png"),
-    ("   ", "application/pdf", "attachment.pdf"),
-    ("...", "image/jpeg", "attachment.jpeg"),
-    (None, "image/webp", "attachment.webp"),
-    ("x" * 500 + ".png", "image/png", "x" * files.NAME_MAX),
-])
+@pytest.mark.parametrize(
+    "raw,kind,clean",
+    [
+        ("photo.png", "image/png", "photo.png"),
+        ("../../etc/passwd", "image/png", "passwd"),
+        ("C:\\\\Users\\\\me\\\\scan.pdf", "application/pdf", "scan.pdf"),
+        ("a\u0000b\u202ec\r\n.png", "image/png", "abc.png"),
+        ("   ", "application/pdf", "attachment.pdf"),
+        ("...", "image/jpeg", "attachment.jpeg"),
+        (None, "image/webp", "attachment.webp"),
+        ("x" * 500 + ".png", "image/png", "x" * files.NAME_MAX),
+    ],
+)
 def test_clean_name(raw, kind, clean):
     assert files.clean_name(raw, kind) == clean
 
@@ -51,7 +66,11 @@ def test_storage_name_takes_ids_only():
 
 
 def test_describe():
-    assert files.describe({"name": "r.pdf", "type": "application/pdf", "size": 45678, "pages": 3}) == \
-        "r.pdf (application/pdf, 3 pages, 45,678 bytes)"
-    assert files.describe({"name": "p.png", "type": "image/png", "size": 12, "pages": None}) == \
-        "p.png (image/png, 12 bytes)"
+    assert (
+        files.describe({"name": "r.pdf", "type": "application/pdf", "size": 45678, "pages": 3})
+        == "r.pdf (application/pdf, 3 pages, 45,678 bytes)"
+    )
+    assert (
+        files.describe({"name": "p.png", "type": "image/png", "size": 12, "pages": None})
+        == "p.png (image/png, 12 bytes)"
+    )

@@ -67,8 +67,9 @@ async def test_every_model_call_sees_the_attachments_once_even_after_a_crash(cra
     store = CrashingStore(crash_after=crash_after)
     agent, model, seen = _world(store)
     clock = FakeClock()
-    await store.create_turn(REF, TurnInput("what are these?", attachments=(PHOTO, REPORT)), turn_id="t1",
-                            policy=agent.policy_for(None))
+    await store.create_turn(
+        REF, TurnInput("what are these?", attachments=(PHOTO, REPORT)), turn_id="t1", policy=agent.policy_for(None)
+    )
     if crash_after is not None:
         with pytest.raises(Crash):
             await make_executor(store, agent, model, clock).drive("t1")

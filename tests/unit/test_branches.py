@@ -45,14 +45,25 @@ async def test_the_model_of_a_fork_sees_its_branch_and_nothing_of_the_one_left(b
     assert seen(model.requests[-1]) == [("user", "one"), ("assistant", "echo one"), ("user", "TWO")]
     # a turn on the new branch goes on from it
     assert (await s.turn("four", timeout=5)).text == "echo four"
-    assert seen(model.requests[-1]) == [("user", "one"), ("assistant", "echo one"), ("user", "TWO"),
-                                        ("assistant", "echo TWO"), ("user", "four")]
+    assert seen(model.requests[-1]) == [
+        ("user", "one"),
+        ("assistant", "echo one"),
+        ("user", "TWO"),
+        ("assistant", "echo TWO"),
+        ("user", "four"),
+    ]
     # back to the first branch: its turns see it whole, nothing of the fork
     assert await s.switch_branch(0) == 0
     assert (await s.turn("five", timeout=5)).text == "echo five"
-    assert seen(model.requests[-1]) == [("user", "one"), ("assistant", "echo one"), ("user", "two"),
-                                        ("assistant", "echo two"), ("user", "three"), ("assistant", "echo three"),
-                                        ("user", "five")]
+    assert seen(model.requests[-1]) == [
+        ("user", "one"),
+        ("assistant", "echo one"),
+        ("user", "two"),
+        ("assistant", "echo two"),
+        ("user", "three"),
+        ("assistant", "echo three"),
+        ("user", "five"),
+    ]
 
 
 async def test_regenerate_sends_the_last_message_again_without_its_reply(branch_store):
@@ -84,12 +95,20 @@ async def test_a_fork_after_a_compaction_sends_the_summary_and_the_kept_tail(bra
         await s.turn(text, timeout=5)
     # the log: one, echo one, two, echo two, the summary (4, of 0-1; the boundary at 2), three (5)
     assert [r.purpose for r in model.requests] == ["turn", "turn", "compact", "turn"]
-    assert seen(model.requests[-1]) == [("summary", "SUMMARY"), ("user", "two"), ("assistant", "echo two"),
-                                        ("user", "three")]
+    assert seen(model.requests[-1]) == [
+        ("summary", "SUMMARY"),
+        ("user", "two"),
+        ("assistant", "echo two"),
+        ("user", "three"),
+    ]
     edited = await s.fork(5, "THREE")  # after the compaction: its summary and kept tail carry over
     await s.result(edited.turn_id, timeout=5)
-    assert seen(model.requests[-1]) == [("summary", "SUMMARY"), ("user", "two"), ("assistant", "echo two"),
-                                        ("user", "THREE")]
+    assert seen(model.requests[-1]) == [
+        ("summary", "SUMMARY"),
+        ("user", "two"),
+        ("assistant", "echo two"),
+        ("user", "THREE"),
+    ]
     await s.switch_branch(0)
     edited = await s.fork(2, "TWO")  # before it: no summary, the branch whole
     await s.result(edited.turn_id, timeout=5)
@@ -110,14 +129,17 @@ async def test_fork_and_switch_refuse_a_busy_session(branch_store):
 TREE = [BranchNode(0, None, 0), BranchNode(1, 0, 4), BranchNode(2, 1, 6), BranchNode(3, 0, 4), BranchNode(4, 0, 2)]
 
 
-@pytest.mark.parametrize(("generation", "index", "expected", "current"), [
-    (0, 4, [0, 1, 3], 0),
-    (2, 4, [0, 1, 3], 1),  # message 4 of branch 2 is its parent's
-    (2, 6, [1, 2], 2),
-    (1, 2, [0, 4], 0),
-    (4, 2, [0, 4], 4),
-    (0, 0, [0], 0),
-])
+@pytest.mark.parametrize(
+    ("generation", "index", "expected", "current"),
+    [
+        (0, 4, [0, 1, 3], 0),
+        (2, 4, [0, 1, 3], 1),  # message 4 of branch 2 is its parent's
+        (2, 6, [1, 2], 2),
+        (1, 2, [0, 4], 0),
+        (4, 2, [0, 4], 4),
+        (0, 0, [0], 0),
+    ],
+)
 def test_alternatives_at_a_message(generation, index, expected, current):
     assert alternatives(TREE, generation, index) == expected
     assert holder(TREE, generation, index) == current

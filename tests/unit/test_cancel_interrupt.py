@@ -119,8 +119,13 @@ async def test_a_cancel_interrupts_an_async_tool_in_flight_and_fills_the_batch()
     assert not any(m.is_error for m in store.transcript(s.ref) if m.role == "tool")
     assert {"tool:1:c0", "tool:1:c1"} <= set(store.steps(tid))
     assert_transcript_valid(store.transcript(s.ref))
-    assert await event_types(store, s.ref) == ["turn.started", "message.completed", "action.requested",
-                                               "action.requested", "turn.cancelled"]
+    assert await event_types(store, s.ref) == [
+        "turn.started",
+        "message.completed",
+        "action.requested",
+        "action.requested",
+        "turn.cancelled",
+    ]
     assert model.calls == 1
     # the session carries on: the next turn's model reads a valid transcript
     model.script = [reply("fine")]
@@ -135,8 +140,14 @@ async def test_a_durable_cancel_seen_at_a_heartbeat_interrupts_the_tool_too():
     agent = Agent("a", "instr", tools=slow.tools)
     ref = SessionRef("a", "s1")
     await store.create_turn(ref, TurnInput("go"), turn_id="t1", policy=agent.policy_for(None))
-    executor = TurnExecutor(store=store, sink=RecordingSink(), agent_for=lambda name: agent,
-                            model_for=lambda a: ScriptedModel(two_calls), clock=FakeClock(), lease_seconds=0.15)
+    executor = TurnExecutor(
+        store=store,
+        sink=RecordingSink(),
+        agent_for=lambda name: agent,
+        model_for=lambda a: ScriptedModel(two_calls),
+        clock=FakeClock(),
+        lease_seconds=0.15,
+    )
     driving = asyncio.ensure_future(executor.drive("t1"))
     await slow.wait_entered()
     await store.request_cancel("t1", "requested")
@@ -280,9 +291,15 @@ async def crash_mid_cancel(crash: dict[str, int]) -> tuple[CrashingStore, Slow, 
     agent = Agent("a", "instr", tools=slow.tools)
     clock = FakeClock()
     live: dict[str, Signals] = {}
-    executor = TurnExecutor(store=store, sink=RecordingSink(), agent_for=lambda name: agent,
-                            model_for=lambda a: ScriptedModel(two_calls), clock=clock, lease_seconds=30.0,
-                            on_signals=lambda tid, signals: (live.__setitem__(tid, signals), lambda: None)[1])
+    executor = TurnExecutor(
+        store=store,
+        sink=RecordingSink(),
+        agent_for=lambda name: agent,
+        model_for=lambda a: ScriptedModel(two_calls),
+        clock=clock,
+        lease_seconds=30.0,
+        on_signals=lambda tid, signals: (live.__setitem__(tid, signals), lambda: None)[1],
+    )
     await store.create_turn(SessionRef("a", "s1"), TurnInput("go"), turn_id="t1", policy=agent.policy_for(None))
     driving = asyncio.ensure_future(executor.drive("t1"))
     await slow.wait_entered()
@@ -294,10 +311,14 @@ async def crash_mid_cancel(crash: dict[str, int]) -> tuple[CrashingStore, Slow, 
     return store, slow, await executor.drive("t1")
 
 
-@pytest.mark.parametrize("crash, replayed", [
-    ({"crash_before": 3}, TurnStatus.CANCELLED),  # the replay cancels at its first boundary
-    ({"crash_after": 3}, None),  # the cancel committed: nothing to claim
-], ids=["before-the-cancel-commits", "after-it-commits"])
+@pytest.mark.parametrize(
+    "crash, replayed",
+    [
+        ({"crash_before": 3}, TurnStatus.CANCELLED),  # the replay cancels at its first boundary
+        ({"crash_after": 3}, None),  # the cancel committed: nothing to claim
+    ],
+    ids=["before-the-cancel-commits", "after-it-commits"],
+)
 async def test_a_crash_mid_cancel_replays_to_the_same_cancelled_turn(crash, replayed):
     store, slow, status = await crash_mid_cancel(crash)
     ref = SessionRef("a", "s1")

@@ -143,7 +143,10 @@ async def test_cancel_between_tool_calls_keeps_committed_work_and_closes_the_bat
     assert ran == ["c0"] and model.calls == 1
     transcript = store.transcript(s.ref)
     assert [(m.call_id, m.result) for m in transcript if m.role == "tool"] == [
-        ("c0", {"did": "c0"}), ("c1", CANCELLED_RESULT), ("c2", CANCELLED_RESULT)]
+        ("c0", {"did": "c0"}),
+        ("c1", CANCELLED_RESULT),
+        ("c2", CANCELLED_RESULT),
+    ]
     assert_transcript_valid(transcript)
     assert {"tool:1:c0", "tool:1:c1", "tool:1:c2"} <= set(store.steps(tid))
     assert [e.reason for e in await logged(store, s.ref, "turn.cancelled")] == ["requested"]
@@ -175,7 +178,8 @@ async def test_replace_cancels_running_and_queued_turns_and_the_new_turn_runs():
     assert texts == ["slow", "", "newer", "echo newer"]  # the queued turn never opened
     assert_transcript_valid(store.transcript(s.ref))
     assert sorted((e.turn_id, e.reason) for e in await logged(store, s.ref, "turn.cancelled")) == sorted(
-        [(running, "replaced"), (queued, "replaced")])
+        [(running, "replaced"), (queued, "replaced")]
+    )
 
 
 def approval_agent() -> tuple[Agent, ScriptedModel]:

@@ -42,8 +42,7 @@ def U(text: str = "u", turn: str = "t") -> Message:
 
 
 def A(text: str = "a", *calls: str, turn: str = "t") -> Message:
-    return Message(Role.ASSISTANT, text=text, turn_id=turn,
-                   tool_calls=tuple(ToolCall(c, "f", {}) for c in calls))
+    return Message(Role.ASSISTANT, text=text, turn_id=turn, tool_calls=tuple(ToolCall(c, "f", {}) for c in calls))
 
 
 def T(call: str, turn: str = "t", error: bool = False) -> Message:
@@ -68,8 +67,12 @@ CASES = [
     ("never cuts between a call and its result", view(U(), A("", "c1"), T("c1"), A(), U(), A("", "c2"), T("c2")), 1, 4),
     ("keep_last 0 cuts at the last assistant message", view(U(), A("", "c1"), T("c1"), A("", "c2"), T("c2")), 0, 3),
     ("keep_last 0 with no assistant cuts at the last exchange", view(U(), A(), U("big")), 0, 2),
-    ("an owed call (parked request) stays verbatim",
-     view(U(), A(), U(), A("", "c1"), T("c1"), A("", "c2", "c3"), T("c2")), 0, 5),
+    (
+        "an owed call (parked request) stays verbatim",
+        view(U(), A(), U(), A("", "c1"), T("c1"), A("", "c2", "c3"), T("c2")),
+        0,
+        5,
+    ),
     ("an owed call keeps its exchange", view(U(), A(), U(), A("", "c9")), 1, 2),
     ("only the old summary before the cut: nothing to do", view(S(), U(), A(), U(), A()), 2, None),
     ("the old summary is summarized again with what follows it", view(S(), U(), A(), U(), A(), U(), A()), 2, 3),
@@ -100,8 +103,15 @@ def test_the_view_is_the_summary_then_the_messages_from_the_boundary():
 
 
 def test_the_summarizer_request_has_no_tools_no_system_prompt_and_no_dangling_or_errored_calls():
-    part = [S("before"), U("order tea"), A("calling", "c1", "c2"), T("c1"), T("c2", error=True),
-            A("again", "c3"), U("next")]  # c3 never got a result (its turn failed)
+    part = [
+        S("before"),
+        U("order tea"),
+        A("calling", "c1", "c2"),
+        T("c1"),
+        T("c2", error=True),
+        A("again", "c3"),
+        U("next"),
+    ]  # c3 never got a result (its turn failed)
     request = summary_request(part, Compaction(instruction="SUMMARIZE"), window=10_000)
     assert request.tools == () and request.system == "SUMMARIZE" and request.purpose == "compact"
     [message] = request.messages
@@ -124,7 +134,7 @@ def test_the_summarizer_request_is_cut_to_fit_the_window_keeping_the_old_summary
 
 def test_render_keeps_results_with_their_calls():
     lines = render([A("", "c1"), T("c1")])
-    assert lines == ['Assistant called f({})', 'Result of f: {"ok": "c1"}']
+    assert lines == ["Assistant called f({})", 'Result of f: {"ok": "c1"}']
 
 
 def test_proactive_due_and_reactive_count_read_the_transcript():
@@ -152,6 +162,7 @@ def test_compaction_config_from_agent_py():
 
 
 # --- the loop --------------------------------------------------------------------------------
+
 
 def usage_of(request: ModelRequest) -> dict[str, int]:
     """What a provider reports: the request's size as input tokens."""
@@ -201,8 +212,13 @@ async def test_reactive_overflow_compacts_and_redoes_the_step():
     [done] = await logged(store, s.ref, "compaction.completed")
     assert (done.reason, done.messages, done.boundary, done.index, done.summary) == ("reactive", 4, 4, 5, "SUMMARY")
     types = [e.event.type for e in await store.events(s.ref) if e.event.turn_id == results[-1].turn_id]
-    assert types == ["turn.started", "compaction.started", "compaction.completed", "message.completed",
-                     "turn.completed"]
+    assert types == [
+        "turn.started",
+        "compaction.started",
+        "compaction.completed",
+        "message.completed",
+        "turn.completed",
+    ]
     # the summary's deltas were not streamed as the assistant's text
     assert "SUMMARY" not in "".join(delta_texts(sink))
     # the next load reads from the boundary only
@@ -231,7 +247,7 @@ async def test_overflow_after_two_compactions_fails_the_turn_with_a_clear_reason
     def script(request: ModelRequest) -> Any:
         if request.messages[-1].text == "huge":
             return reply(stop=StopReason.CONTEXT_OVERFLOW)
-        return reply("ok", ("f", {}))  if request.messages[-1].role == Role.USER else reply("done")
+        return reply("ok", ("f", {})) if request.messages[-1].role == Role.USER else reply("done")
 
     @tool("f", "a tool")
     async def f(input: dict[str, Any], ctx: Any) -> Any:
@@ -293,8 +309,12 @@ async def test_proactive_compaction_after_a_settled_turn():
     assert results[-1].text == "r" * 200
     types = [e.event.type for e in await store.events(s.ref)]
     at = types.index("compaction.completed")
-    assert types[at - 2: at + 2] == ["message.completed", "compaction.started", "compaction.completed",
-                                     "turn.completed"]
+    assert types[at - 2 : at + 2] == [
+        "message.completed",
+        "compaction.started",
+        "compaction.completed",
+        "turn.completed",
+    ]
 
 
 async def test_a_failed_proactive_compaction_completes_the_turn_and_logs_it():
@@ -307,8 +327,13 @@ async def test_a_failed_proactive_compaction_completes_the_turn_and_logs_it():
 
 
 async def test_compaction_off_is_todays_behaviour():
-    model = ScriptedModel(lambda request: reply(stop=StopReason.CONTEXT_OVERFLOW)
-                          if request.messages[-1].text == "2" else reply("r", usage={"input_tokens": 10**6}))
+    model = ScriptedModel(
+        lambda request: (
+            reply(stop=StopReason.CONTEXT_OVERFLOW)
+            if request.messages[-1].text == "2"
+            else reply("r", usage={"input_tokens": 10**6})
+        )
+    )
     agent = Agent("a", "i", compaction=False)
     store, _, s, results = await drive(agent, model, "1", "2")
     assert results[0].status == TurnStatus.COMPLETED
@@ -357,8 +382,11 @@ async def test_a_retryable_error_of_the_summarizer_redelivers():
                 state["failed"] = True
                 return ModelError("overloaded", retryable=True)
             return reply("S")
-        return reply(stop=StopReason.CONTEXT_OVERFLOW) if request.messages[-1].text == "3" and \
-            request.messages[0].role != Role.SUMMARY else reply("ok")
+        return (
+            reply(stop=StopReason.CONTEXT_OVERFLOW)
+            if request.messages[-1].text == "3" and request.messages[0].role != Role.SUMMARY
+            else reply("ok")
+        )
 
     model = ScriptedModel(run)
     store, _, s, results = await drive(Agent("a", "i", compaction={"keep_last": 1}), model, "1", "2", "3")
@@ -381,8 +409,9 @@ async def test_a_second_overflow_cuts_inside_the_turn_and_the_turn_still_knows_w
         tools_done = sum(1 for m in mine if m.role == Role.TOOL)
         if any(m.role == Role.USER and m.text != "work" for m in mine):
             return reply("ok")  # the other turns: one plain reply
-        if tools_done >= 3 and not (request.messages[0].role == Role.SUMMARY
-                                    and request.messages[1].role == Role.ASSISTANT):
+        if tools_done >= 3 and not (
+            request.messages[0].role == Role.SUMMARY and request.messages[1].role == Role.ASSISTANT
+        ):
             return reply(stop=StopReason.CONTEXT_OVERFLOW)  # until the cut is inside this turn
         if last.role == Role.USER or (last.role == Role.TOOL and tools_done < 3):
             return reply("", ToolCall(f"c{tools_done}", "f", {}))

@@ -84,8 +84,9 @@ async def baseline(kind: str) -> tuple[World, dict[str, Any]]:
     return w, await w.snapshot()
 
 
-@pytest.mark.parametrize("kind,k", [("reactive", k) for k in range(1, REACTIVE + 1)]
-                         + [("proactive", k) for k in range(1, PROACTIVE + 1)])
+@pytest.mark.parametrize(
+    "kind,k", [("reactive", k) for k in range(1, REACTIVE + 1)] + [("proactive", k) for k in range(1, PROACTIVE + 1)]
+)
 async def test_crash_after_every_commit_of_a_compacting_turn(kind, k):
     base_world, expected = await baseline(kind)
     w = World(kind, CrashingStore())

@@ -35,5 +35,4 @@ async def test_research_two_topics_runs_two_researchers(monkeypatch):
     assert "tides: Findings on tides" in res.text and "harbours: Findings on harbours" in res.text
     children = [t.record for t in rt.store._turns.values() if t.record.parent == res.turn_id]
     assert sorted(c.input.target["goal"] for c in children) == ["harbours", "tides"]
-    assert rt.store._turns[res.turn_id].record.usage["output_tokens"] > sum(
-        c.usage["output_tokens"] for c in children)
+    assert rt.store._turns[res.turn_id].record.usage["output_tokens"] > sum(c.usage["output_tokens"] for c in children)

@@ -49,8 +49,7 @@ async def test_a_cancel_stops_the_demo_wait_at_once():
     await s.cancel(tid)
     res = await s.result(tid, timeout=5)
     assert res.status == TurnStatus.CANCELLED and time.monotonic() - started < 1.0
-    assert [(m.name, m.result) for m in rt.store.transcript(s.ref) if m.role == "tool"] == [
-        ("wait", CANCELLED_RESULT)]
+    assert [(m.name, m.result) for m in rt.store.transcript(s.ref) if m.role == "tool"] == [("wait", CANCELLED_RESULT)]
 
 
 async def test_a_wait_past_the_maximum_is_an_error_the_model_reads():

@@ -27,19 +27,34 @@ SAMPLES = [
     ev.MessageCompleted("t1", text="Hello", index=3),
     ev.ActionRequested("t1", call={"id": "c0", "name": "add", "input": {"n": [1, 2]}}),
     ev.ActionCompleted("t1", call_id="c0", name="add", result={"error": "ValueError: x"}, error="ValueError: x"),
-    ev.InputRequested("t1", request={"id": "approve", "prompt": "?", "schema": {"type": "boolean"},
-                                     "answerers": {"user": "u1"}}, call_id="c0"),
+    ev.InputRequested(
+        "t1",
+        request={"id": "approve", "prompt": "?", "schema": {"type": "boolean"}, "answerers": {"user": "u1"}},
+        call_id="c0",
+    ),
     ev.InputAnswered("t1", input_id="approve", by="u1"),
-    ev.ChildStarted("t1", call_id="c0", child={"turn_id": "k1", "agent": "researcher", "session": "sub:t1:c0:0",
-                                               "index": 0, "goal": "tides"}),
+    ev.ChildStarted(
+        "t1",
+        call_id="c0",
+        child={"turn_id": "k1", "agent": "researcher", "session": "sub:t1:c0:0", "index": 0, "goal": "tides"},
+    ),
     ev.TurnCompleted("t1", text="done"),
     ev.TurnFailed("t1", error="boom", phase="tool", step="tool:1:c0"),
     ev.TurnCancelled("t1", reason="replaced"),
     ev.SessionReset("", previous_session="s1#g0", generation=1),
     ev.BranchSwitched("", generation=2, previous=0, at=4),
     ev.CompactionStarted("t1", reason="reactive", step="compact:9", messages=6, tokens_before=900),
-    ev.CompactionCompleted("t1", reason="reactive", step="compact:9", messages=6, tokens_before=900,
-                           tokens_after=120, boundary=5, index=9, summary="they talked"),
+    ev.CompactionCompleted(
+        "t1",
+        reason="reactive",
+        step="compact:9",
+        messages=6,
+        tokens_before=900,
+        tokens_after=120,
+        boundary=5,
+        index=9,
+        summary="they talked",
+    ),
     ev.CompactionFailed("t1", reason="proactive", step="compact:9", error="empty"),
 ]
 
@@ -65,8 +80,9 @@ def test_only_the_deltas_are_not_durable():
 
 
 async def test_deltas_are_published_live_and_never_logged():
-    model = ScriptedModel(lambda request: [ReasoningDelta("thinking"), TextDelta("Hi "), TextDelta("there"),
-                                           ModelReply(text="Hi there")])
+    model = ScriptedModel(
+        lambda request: [ReasoningDelta("thinking"), TextDelta("Hi "), TextDelta("there"), ModelReply(text="Hi there")]
+    )
     rt, store, sink = make_runtime(Agent("a", "instr"), model)
     s = rt.session("a", "s1")
     live: list[str] = []
@@ -74,10 +90,19 @@ async def test_deltas_are_published_live_and_never_logged():
     res = await s.turn("hello", timeout=5)
     assert res.status == TurnStatus.COMPLETED and res.text == "Hi there"
     assert [(e.type, e.text) for _, e in sink.deltas] == [
-        ("reasoning.delta", "thinking"), ("message.delta", "Hi "), ("message.delta", "there")]
+        ("reasoning.delta", "thinking"),
+        ("message.delta", "Hi "),
+        ("message.delta", "there"),
+    ]
     logged = [e.event.type for e in await store.events(s.ref)]
     assert logged == ["turn.started", "message.completed", "turn.completed"]
     assert sink.types() == logged
-    assert live == ["turn.started", "reasoning.delta", "message.delta", "message.delta",
-                    "message.completed", "turn.completed"]
+    assert live == [
+        "turn.started",
+        "reasoning.delta",
+        "message.delta",
+        "message.delta",
+        "message.completed",
+        "turn.completed",
+    ]
     assert [e.seq for e in await store.events(s.ref)] == [1, 2, 3]

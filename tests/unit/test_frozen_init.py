@@ -15,17 +15,41 @@ from agents_app.runtime import events, messages, model, position, seams
 from agents_app.runtime.frozen import GENERATED, fast_init
 
 SAMPLES = {  # values of the right shape for the fields that take no default
-    "turn_id": "t1", "role": messages.Role.TOOL, "id": "c1", "name": "noop", "input": {"n": 1}, "agent": "ops",
-    "key": "s1", "text": "hi", "session": seams.SessionRef("ops", "s1"), "status": seams.TurnStatus.RUNNING,
-    "seq": 3, "event": events.TurnStarted("t1"), "system": "sys", "messages": (), "tools": (),
+    "turn_id": "t1",
+    "role": messages.Role.TOOL,
+    "id": "c1",
+    "name": "noop",
+    "input": {"n": 1},
+    "agent": "ops",
+    "key": "s1",
+    "text": "hi",
+    "session": seams.SessionRef("ops", "s1"),
+    "status": seams.TurnStatus.RUNNING,
+    "seq": 3,
+    "event": events.TurnStarted("t1"),
+    "system": "sys",
+    "messages": (),
+    "tools": (),
     "kind": position.NextKind.MODEL,
 }
 
 
 def test_the_hot_records_are_made_by_fast_init():
-    made = {messages.Message, messages.ToolCall, seams.SessionRef, seams.TurnInput, seams.TurnRecord,
-            seams.LoggedEvent, model.ModelRequest, model.ModelReply, model.TextDelta, model.ReasoningDelta,
-            position.Next, events.TurnEvent, *events.EVENT_TYPES.values()}
+    made = {
+        messages.Message,
+        messages.ToolCall,
+        seams.SessionRef,
+        seams.TurnInput,
+        seams.TurnRecord,
+        seams.LoggedEvent,
+        model.ModelRequest,
+        model.ModelReply,
+        model.TextDelta,
+        model.ReasoningDelta,
+        position.Next,
+        events.TurnEvent,
+        *events.EVENT_TYPES.values(),
+    }
     assert made <= set(GENERATED)
 
 
@@ -34,16 +58,20 @@ def test_fast_init_is_the_generated_init(cls):
     generated = GENERATED[cls]
     assert inspect.signature(cls.__init__) == inspect.signature(generated)
     fields = [f for f in dataclasses.fields(cls) if f.init]
-    required = {f.name: SAMPLES[f.name] for f in fields
-                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING}
+    required = {
+        f.name: SAMPLES[f.name]
+        for f in fields
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
 
     def both(*args, **kwargs):
         mine = cls(*args, **kwargs)
         theirs = object.__new__(cls)
         generated(theirs, *args, **kwargs)
         assert mine == theirs and repr(mine) == repr(theirs)
-        assert [getattr(mine, f.name) for f in dataclasses.fields(cls)] == \
-               [getattr(theirs, f.name) for f in dataclasses.fields(cls)]
+        assert [getattr(mine, f.name) for f in dataclasses.fields(cls)] == [
+            getattr(theirs, f.name) for f in dataclasses.fields(cls)
+        ]
         return mine
 
     made = both(**required)

@@ -47,8 +47,7 @@ class Setup:
         async def deploy(input: dict[str, Any], ctx: Any) -> Any:
             calls.append(ctx.call_id)
             kw = {} if answerers is UNSET else {"answerers": answerers}
-            answer = await ctx.request_input(id="approve", prompt="Deploy?",
-                                             schema=schema or {"type": "boolean"}, **kw)
+            answer = await ctx.request_input(id="approve", prompt="Deploy?", schema=schema or {"type": "boolean"}, **kw)
             got.append(answer)
             return {"approved": answer}
 
@@ -114,8 +113,15 @@ async def test_resume_reruns_the_tool_from_the_top_with_the_answer():
     assert t.store.session_status(t.s.ref) == SessionStatus.IDLE
     assert await t.s.pending() == []
     assert await event_types(t.store, t.s.ref) == [
-        "turn.started", "action.requested", "input.requested", "input.answered", "turn.started",
-        "action.completed", "message.completed", "turn.completed"]
+        "turn.started",
+        "action.requested",
+        "input.requested",
+        "input.answered",
+        "turn.started",
+        "action.completed",
+        "message.completed",
+        "turn.completed",
+    ]
     starts = await logged(t.store, t.s.ref, "turn.started")
     assert [e.trigger for e in starts] == ["inbound", "resume"]
 
@@ -264,8 +270,12 @@ async def test_a_tool_asking_more_questions_than_the_retry_budget_completes():
 
     @tool("survey", "asks many questions")
     async def survey(input: dict[str, Any], ctx: Any) -> Any:
-        return {"answers": [await ctx.request_input(id=f"q{n}", prompt=f"Q{n}?", schema={"type": "boolean"})
-                            for n in range(questions)]}
+        return {
+            "answers": [
+                await ctx.request_input(id=f"q{n}", prompt=f"Q{n}?", schema={"type": "boolean"})
+                for n in range(questions)
+            ]
+        }
 
     def survey_script(request: ModelRequest) -> Any:
         if request.messages[-1].role == "tool":

@@ -21,8 +21,14 @@ LINT = Path(sys.executable).parent / "lint-imports"
 
 
 def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(LINT), "--no-cache"], cwd=tree, capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)})
+    return subprocess.run(
+        [str(LINT), "--no-cache"],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tree)},
+    )
 
 
 @pytest.fixture
@@ -44,18 +50,21 @@ def test_the_tree_keeps_every_contract(tree: Path):
     assert "5 kept, 0 broken" in out.stdout
 
 
-@pytest.mark.parametrize("module, line, contract", [
-    ("agents_app.runtime.loop", "import django.db  # noqa", "the runtime is pure Python"),
-    ("agents_app.runtime.loop", "from sessions_app import models  # noqa", "the runtime is pure Python"),
-    ("agents_app.loader", "from sessions_app import wiring  # noqa", "agents_app (what a turn IS)"),
-    ("sessions_app.store.checkpoint", "from sessions_app import services  # noqa", "sessions_app layers"),
-    ("sessions_app.workers.tasks", "from sessions_app.web import api  # noqa", "sessions_app layers"),
-    ("june.settings", "import sessions_app.models  # noqa", "june.settings is read by a project's settings"),
-    # the engine's old circle: the loop imports subagents, which named the loop for its annotations
-    ("agents_app.runtime.subagents", "from agents_app.runtime import loop  # noqa", "no import circle"),
-    # a function-level import counts too: wiring -> telemetry -> pricing -> wiring
-    ("sessions_app.pricing", "def _later():\n    from sessions_app import wiring  # noqa", "no import circle"),
-])
+@pytest.mark.parametrize(
+    "module, line, contract",
+    [
+        ("agents_app.runtime.loop", "import django.db  # noqa", "the runtime is pure Python"),
+        ("agents_app.runtime.loop", "from sessions_app import models  # noqa", "the runtime is pure Python"),
+        ("agents_app.loader", "from sessions_app import wiring  # noqa", "agents_app (what a turn IS)"),
+        ("sessions_app.store.checkpoint", "from sessions_app import services  # noqa", "sessions_app layers"),
+        ("sessions_app.workers.tasks", "from sessions_app.web import api  # noqa", "sessions_app layers"),
+        ("june.settings", "import sessions_app.models  # noqa", "june.settings is read by a project's settings"),
+        # the engine's old circle: the loop imports subagents, which named the loop for its annotations
+        ("agents_app.runtime.subagents", "from agents_app.runtime import loop  # noqa", "no import circle"),
+        # a function-level import counts too: wiring -> telemetry -> pricing -> wiring
+        ("sessions_app.pricing", "def _later():\n    from sessions_app import wiring  # noqa", "no import circle"),
+    ],
+)
 def test_a_back_import_breaks_its_contract(tree: Path, module: str, line: str, contract: str):
     _add_import(tree, module, line)
     out = _lint(tree)
@@ -66,11 +75,13 @@ def test_a_back_import_breaks_its_contract(tree: Path, module: str, line: str, c
 
 
 def test_importing_the_runtime_loads_no_django():
-    code = ("import sys, agents_app.runtime; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in "
-            "('django', 'channels', 'django_q', 'daphne', 'sessions_app', 'anthropic')"
-            " or m.startswith(('agents_app.providers', 'agents_app.agents'))]; "
-            "print(','.join(bad) or 'clean')")
+    code = (
+        "import sys, agents_app.runtime; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in "
+        "('django', 'channels', 'django_q', 'daphne', 'sessions_app', 'anthropic')"
+        " or m.startswith(('agents_app.providers', 'agents_app.agents'))]; "
+        "print(','.join(bad) or 'clean')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "clean"

@@ -24,8 +24,12 @@ def runaway(request) -> ModelReply:
     """Calls ``probe`` whenever it may; told it may not, answers."""
     n = sum(1 for m in request.messages if m.role == "assistant")
     if request.tools_allowed:
-        return ModelReply(text="", tool_calls=(ToolCall(id=f"p{n}", name="probe", input={}),),
-                          stop_reason=StopReason.TOOL_USE, usage={"input_tokens": 100, "output_tokens": 10})
+        return ModelReply(
+            text="",
+            tool_calls=(ToolCall(id=f"p{n}", name="probe", input={}),),
+            stop_reason=StopReason.TOOL_USE,
+            usage={"input_tokens": 100, "output_tokens": 10},
+        )
     return ModelReply(text="Best answer so far.", usage={"input_tokens": 100, "output_tokens": 10})
 
 

@@ -96,11 +96,20 @@ async def test_two_tool_turn_steps_transcript_and_action_events():
     assert set(ran.store.steps(ran.turn_id)) == {"model:1", "tool:1:c0", "tool:1:c1", "model:4"}
     assert roles(ran.store, ran.ref) == ["user", "assistant", "tool", "tool", "assistant"]
     assert [(m.call_id, m.result, m.is_error) for m in ran.tool_messages()] == [
-        ("c0", {"n": 2}, False), ("c1", {"n": 6}, False)]
+        ("c0", {"n": 2}, False),
+        ("c1", {"n": 6}, False),
+    ]
     assert seen == [1, 5]
     assert await event_types(ran.store, ran.ref) == [
-        "turn.started", "message.completed", "action.requested", "action.requested",
-        "action.completed", "action.completed", "message.completed", "turn.completed"]
+        "turn.started",
+        "message.completed",
+        "action.requested",
+        "action.requested",
+        "action.completed",
+        "action.completed",
+        "message.completed",
+        "turn.completed",
+    ]
     requested = [e.call for e in await logged(ran.store, ran.ref, "action.requested")]
     completed = [(e.call_id, e.name, e.result, e.error) for e in await logged(ran.store, ran.ref, "action.completed")]
     assert requested == [{"id": "c0", "name": "add", "input": {"n": 1}}, {"id": "c1", "name": "add", "input": {"n": 5}}]
@@ -226,9 +235,16 @@ async def test_async_tool_idempotency_key_is_stable_across_a_replay():
 
 
 def test_define_action_builds_the_schema_from_type_hints():
-    def lookup(name: str, count: int, ratio: float = 1.0, flag: bool = False,
-               tags: list[str] | None = None, kind: Literal["a", "b"] = "a",
-               note: str | None = None, ctx: Any = None) -> dict:
+    def lookup(
+        name: str,
+        count: int,
+        ratio: float = 1.0,
+        flag: bool = False,
+        tags: list[str] | None = None,
+        kind: Literal["a", "b"] = "a",
+        note: str | None = None,
+        ctx: Any = None,
+    ) -> dict:
         """Look something up."""
         return {}
 
@@ -274,8 +290,12 @@ async def test_define_action_gets_only_its_params_and_a_ctx_holding_only_user():
         return word.upper()
 
     user = {"id": "u1", "name": "Ann", "attested": True}
-    ran = await run_turn([reply("", ("greet", {"name": "Bo"}), ("shout", {"word": "hey"})), reply("ok")],
-                         greet, shout, input=TurnInput("hello", user=user))
+    ran = await run_turn(
+        [reply("", ("greet", {"name": "Bo"}), ("shout", {"word": "hey"})), reply("ok")],
+        greet,
+        shout,
+        input=TurnInput("hello", user=user),
+    )
     assert ran.result.status == TurnStatus.COMPLETED
     (name, times, ctx), word = got
     assert (name, times, word) == ("Bo", 1, "hey")
@@ -319,12 +339,19 @@ async def test_usage_is_summed_on_the_turn_record():
     def noop(input: dict[str, Any], ctx: Any) -> Any:
         return None
 
-    ran = await run_turn([reply("", ("noop", {}), usage={"input_tokens": 10, "output_tokens": 3}),
-                          reply("done", usage={"input_tokens": 25, "output_tokens": 7})], noop)
+    ran = await run_turn(
+        [
+            reply("", ("noop", {}), usage={"input_tokens": 10, "output_tokens": 3}),
+            reply("done", usage={"input_tokens": 25, "output_tokens": 7}),
+        ],
+        noop,
+    )
     rec = await ran.store.get_turn(ran.turn_id)
     assert rec.usage == {"input_tokens": 35, "output_tokens": 10, "model_calls": 2}
     assert [m.usage for m in ran.transcript if m.role == "assistant"] == [
-        {"input_tokens": 10, "output_tokens": 3}, {"input_tokens": 25, "output_tokens": 7}]
+        {"input_tokens": 10, "output_tokens": 3},
+        {"input_tokens": 25, "output_tokens": 7},
+    ]
 
 
 async def test_retryable_model_error_is_retried_by_the_executor():
@@ -375,7 +402,8 @@ async def test_the_opening_makes_a_turn_running_unless_its_claim_did(claimed: bo
     if claimed:
         status = await make_executor(store, agent, ScriptedModel([reply("done")]), FakeClock()).drive("t1")
     else:
-        status = await TurnLoop(agent=agent, store=store, sink=RecordingSink(),
-                                model=ScriptedModel([reply("done")])).run("t1", None)
+        status = await TurnLoop(
+            agent=agent, store=store, sink=RecordingSink(), model=ScriptedModel([reply("done")])
+        ).run("t1", None)
     assert status == TurnStatus.COMPLETED
     assert settled == (["completed"] if claimed else ["running", "completed"])

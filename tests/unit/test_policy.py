@@ -77,15 +77,17 @@ async def test_a_denied_tool_called_anyway_is_an_unknown_tool():
     ran: list[Any] = []
     agent = Agent("a", BASE, tools=[wipe_tool(ran)], surfaces={"webhook": {"deny_tools": ["wipe"]}})
     _, (res, store, s) = await first_request(
-        agent, TurnInput("hi", source="webhook"), [reply("", ("wipe", {})), reply("could not")])
+        agent, TurnInput("hi", source="webhook"), [reply("", ("wipe", {})), reply("could not")]
+    )
     assert res.status == TurnStatus.COMPLETED and ran == []
     [msg] = [m for m in store.transcript(s.ref) if m.role == "tool"]
     assert msg.result == {"error": "unknown tool: wipe"} and msg.is_error
 
 
 def test_unused_surfaces_log_a_warning(caplog):
-    agent = Agent("a", BASE, overlays={"webhook": OVERLAY},
-                  surfaces={"webhook": {"mode": "append"}, "web": {"mode": "append"}})
+    agent = Agent(
+        "a", BASE, overlays={"webhook": OVERLAY}, surfaces={"webhook": {"mode": "append"}, "web": {"mode": "append"}}
+    )
     with caplog.at_level(logging.WARNING, logger="agents_app.runtime.agent"):
         assert agent.warn_unused_surfaces(["web", "http"]) == ["webhook"]
     assert [r.levelname for r in caplog.records] == ["WARNING"]
@@ -99,7 +101,8 @@ def test_unused_surfaces_log_a_warning(caplog):
 async def test_a_proactive_turn_opens_with_a_trigger_message():
     agent = Agent("a", BASE)
     request, (res, store, s) = await first_request(
-        agent, TurnInput("Post the daily summary", kind="proactive", by="cron:daily", source="schedule"))
+        agent, TurnInput("Post the daily summary", kind="proactive", by="cron:daily", source="schedule")
+    )
     assert res.status == TurnStatus.COMPLETED
     [opening] = request.messages
     assert (opening.role, opening.text, opening.by) == ("trigger", "Post the daily summary", "cron:daily")
@@ -113,8 +116,7 @@ async def test_the_policy_is_kept_across_a_park_and_resume():
     async def deploy(input: dict[str, Any], ctx: Any) -> Any:
         return await ctx.request_input(id="approve", prompt="Deploy?", schema={"type": "boolean"})
 
-    agent = Agent("a", BASE, tools=[deploy], overlays={"webhook": OVERLAY},
-                  surfaces={"webhook": {"mode": "append"}})
+    agent = Agent("a", BASE, tools=[deploy], overlays={"webhook": OVERLAY}, surfaces={"webhook": {"mode": "append"}})
     model = ScriptedModel([reply("", ("deploy", {})), reply("deployed")])
     rt, store, sink = make_runtime(agent, model)
     s = rt.session("a", "s1")

@@ -44,19 +44,32 @@ def test_next_action_reads_the_turn_tail():
 
 
 def test_close_dangling_calls_leaves_a_valid_transcript_alone():
-    transcript = [Message(Role.USER, "a", turn_id="t0"), assistant("t0", "c0"), result("t0", "c0"),
-                  Message(Role.ASSISTANT, "done", turn_id="t0")]
+    transcript = [
+        Message(Role.USER, "a", turn_id="t0"),
+        assistant("t0", "c0"),
+        result("t0", "c0"),
+        Message(Role.ASSISTANT, "done", turn_id="t0"),
+    ]
     assert close_dangling_calls(transcript) == transcript
 
 
 def test_close_dangling_calls_takes_results_in_any_order_and_sees_one_cut_off_by_a_message():
     """The quick pass (results right after their batch) must agree with the full one: a batch
     answered out of order is whole; a result after another message is not its batch's."""
-    answered = [Message(Role.USER, "a", turn_id="t0"), assistant("t0", "c0", "c1"), result("t0", "c1"),
-                result("t0", "c0"), Message(Role.ASSISTANT, "done", turn_id="t0")]
+    answered = [
+        Message(Role.USER, "a", turn_id="t0"),
+        assistant("t0", "c0", "c1"),
+        result("t0", "c1"),
+        result("t0", "c0"),
+        Message(Role.ASSISTANT, "done", turn_id="t0"),
+    ]
     assert close_dangling_calls(answered) == answered
-    cut = [Message(Role.USER, "a", turn_id="t0"), assistant("t0", "c0"), Message(Role.USER, "b", turn_id="t1"),
-           result("t0", "c0")]
+    cut = [
+        Message(Role.USER, "a", turn_id="t0"),
+        assistant("t0", "c0"),
+        Message(Role.USER, "b", turn_id="t1"),
+        result("t0", "c0"),
+    ]
     out = close_dangling_calls(cut)
     assert out[2] == Message(Role.TOOL, turn_id="t0", call_id="c0", name="t", result=NOT_RUN_RESULT, is_error=True)
     assert out[:2] == cut[:2] and out[3:] == cut[2:]
@@ -65,8 +78,12 @@ def test_close_dangling_calls_takes_results_in_any_order_and_sees_one_cut_off_by
 def test_close_dangling_calls_answers_only_the_calls_of_each_batch():
     """Call ids repeat across turns (c0 every turn), so an answer from another batch counts not."""
     transcript = [
-        Message(Role.USER, "one", turn_id="t0"), assistant("t0", "c0", "c1"), result("t0", "c0"),
-        Message(Role.USER, "two", turn_id="t1"), assistant("t1", "c0"), result("t1", "c0"),
+        Message(Role.USER, "one", turn_id="t0"),
+        assistant("t0", "c0", "c1"),
+        result("t0", "c0"),
+        Message(Role.USER, "two", turn_id="t1"),
+        assistant("t1", "c0"),
+        result("t1", "c0"),
         Message(Role.ASSISTANT, "ok", turn_id="t1"),
     ]
     before = list(transcript)
@@ -93,7 +110,9 @@ async def test_a_turn_failed_at_a_tool_leaves_the_next_request_valid():
     sent = list(model.requests[-1].messages)
     assert_transcript_valid(sent)
     assert [(m.call_id, m.result, m.is_error) for m in sent if m.role == "tool"] == [
-        ("c0", NOT_RUN_RESULT, True), ("c1", NOT_RUN_RESULT, True)]
+        ("c0", NOT_RUN_RESULT, True),
+        ("c1", NOT_RUN_RESULT, True),
+    ]
     assert [m.role for m in store.transcript(s.ref)] == ["user", "assistant", "user", "assistant"]  # stored as is
 
 
@@ -122,8 +141,10 @@ async def test_a_turn_repairs_only_the_messages_added_since_the_sessions_last_tu
         looked.append(sum(seen))
         sent = list(model.requests[-1].messages)
         assert_transcript_valid(sent)
-        assert [(m.call_id, m.result) for m in sent if m.role == "tool"] == [("c0", NOT_RUN_RESULT),
-                                                                           ("c1", NOT_RUN_RESULT)]
+        assert [(m.call_id, m.result) for m in sent if m.role == "tool"] == [
+            ("c0", NOT_RUN_RESULT),
+            ("c1", NOT_RUN_RESULT),
+        ]
         assert len(sent) == 2 * (n + 1) + 3  # every turn's user + reply, the two closed calls
     assert looked[0] == 2 + 1 and set(looked[1:]) == {2 + 1}  # the turn before's 2, this turn's 1
     view._EARLIER.clear()  # forgotten (another process, say): the next turn repairs all of it

@@ -44,8 +44,9 @@ def setup(script: list[Any] | None = None, **agent_kw: Any):
 async def test_the_seed_is_a_trigger_message_attributed_to_by_and_the_result_is_delivered():
     s, store, model = setup()
     inbox = Inbox()
-    result = await receive(inbox, seed="summary of today", target={"session": "inbox"}, trigger=TRIGGER,
-                           session=s, timeout=5)
+    result = await receive(
+        inbox, seed="summary of today", target={"session": "inbox"}, trigger=TRIGGER, session=s, timeout=5
+    )
     assert result.status == TurnStatus.COMPLETED and result.text == "Daily summary: fine."
     assert inbox.delivered == [({"session": "inbox"}, result)]
     opening = store.transcript(s.ref)[0]
@@ -53,7 +54,11 @@ async def test_the_seed_is_a_trigger_message_attributed_to_by_and_the_result_is_
     assert not any(m.role == "user" for m in store.transcript(s.ref))  # no human sent anything
     rec = await store.get_turn(result.turn_id)
     assert (rec.input.kind, rec.input.by, rec.input.source, rec.input.user) == (
-        "proactive", "cron:daily", "schedule", None)
+        "proactive",
+        "cron:daily",
+        "schedule",
+        None,
+    )
     [started] = await logged(store, s.ref, "turn.started")
     assert started.trigger == "proactive"
     # the provider sees the trigger as the opening message of the request
@@ -87,8 +92,9 @@ async def test_a_target_the_channel_rejects_raises_before_the_turn_starts():
     assert store.transcript(s.ref) == []
 
 
-@pytest.mark.parametrize("trigger", [None, {"kind": "inbound", "by": "x"}, {"kind": "proactive"},
-                                     {"kind": "proactive", "by": "  "}])
+@pytest.mark.parametrize(
+    "trigger", [None, {"kind": "inbound", "by": "x"}, {"kind": "proactive"}, {"kind": "proactive", "by": "  "}]
+)
 async def test_a_trigger_must_be_proactive_and_name_who_started_it(trigger):
     s, store, _ = setup()
     with pytest.raises(ChannelError):
@@ -130,9 +136,12 @@ async def test_the_channel_source_selects_the_policy():
     def wipe(input: dict[str, Any], ctx: Any) -> Any:
         return "wiped"
 
-    s, store, model = setup([reply("", ("wipe", {})), reply("could not")], tools=[wipe],
-                            overlays={"schedule": "Runs unattended."},
-                            surfaces={"schedule": {"deny_tools": ["wipe"]}})
+    s, store, model = setup(
+        [reply("", ("wipe", {})), reply("could not")],
+        tools=[wipe],
+        overlays={"schedule": "Runs unattended."},
+        surfaces={"schedule": {"deny_tools": ["wipe"]}},
+    )
     result = await receive(Inbox(), seed="clean up", target={}, trigger=TRIGGER, session=s, timeout=5)
     assert result.status == TurnStatus.COMPLETED
     assert model.requests[0].system == "You are ops.\n\nRuns unattended." and model.requests[0].tools == ()
@@ -146,4 +155,5 @@ def test_policy_assembly_warns_once_per_unmounted_source(caplog):
         unused = agent.warn_unused_surfaces(["web", "http", "webhook", "schedule", "cli"])
     assert unused == ["slack"]
     assert [r.getMessage() for r in caplog.records] == [
-        "agent ops: surface policy for source 'slack', which no mounted channel emits"]
+        "agent ops: surface policy for source 'slack', which no mounted channel emits"
+    ]

@@ -13,8 +13,7 @@ from tests import reaper
 
 def _sleeper(run: int) -> subprocess.Popen:
     env = {**os.environ, reaper.MARK: str(run)}
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env,
-                            start_new_session=True)
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], env=env, start_new_session=True)
 
 
 def _gone_pid() -> int:

@@ -27,22 +27,37 @@ EARLIER = [Message(Role.USER, "before", turn_id="t0"), Message(Role.ASSISTANT, "
 
 
 def calls(*names: str) -> Message:
-    return Message(Role.ASSISTANT, turn_id="t1",
-                   tool_calls=tuple(ToolCall(f"c{i}", n, {}) for i, n in enumerate(names)))
+    return Message(
+        Role.ASSISTANT, turn_id="t1", tool_calls=tuple(ToolCall(f"c{i}", n, {}) for i, n in enumerate(names))
+    )
 
 
 def result(call_id: str) -> Message:
     return Message(Role.TOOL, turn_id="t1", call_id=call_id, name="x", result="ok")
 
 
-def turn(status: TurnStatus = TurnStatus.RUNNING, *, expires: float | None = NOW - 1, attempts: int = 1,
-         in_flight: str | None = None, by_attempt: str | None = "dead") -> TurnRecord:
+def turn(
+    status: TurnStatus = TurnStatus.RUNNING,
+    *,
+    expires: float | None = NOW - 1,
+    attempts: int = 1,
+    in_flight: str | None = None,
+    by_attempt: str | None = "dead",
+) -> TurnRecord:
     phase, journal = Phase.BEFORE_PROVIDER, {}
     if in_flight:
         phase = Phase.TOOL_REQUEST_RECORDED
         journal = {"tool_request": {"id": in_flight, "name": "x", "input": {}}, "attempt_id": by_attempt}
-    return TurnRecord("t1", SessionRef("a", "s1"), status, TurnInput("hello"), attempts=attempts,
-                      lease_expires=expires, phase=str(phase), journal=journal)
+    return TurnRecord(
+        "t1",
+        SessionRef("a", "s1"),
+        status,
+        TurnInput("hello"),
+        attempts=attempts,
+        lease_expires=expires,
+        phase=str(phase),
+        journal=journal,
+    )
 
 
 TABLE: list[tuple[str, TurnRecord, list[Message], RecoveryState]] = [
@@ -60,23 +75,47 @@ TABLE: list[tuple[str, TurnRecord, list[Message], RecoveryState]] = [
     ("no opening, earlier turns", turn(), EARLIER, RecoveryState.OPEN_TURN),
     ("no lease at all", turn(expires=None), [], RecoveryState.OPEN_TURN),
     ("opening committed", turn(), [*EARLIER, USER], RecoveryState.RESUME_MODEL),
-    ("every call answered", turn(), [USER, calls("note", "ping"), result("c0"), result("c1")],
-     RecoveryState.RESUME_MODEL),
-    ("final reply committed", turn(), [USER, Message(Role.ASSISTANT, "done", turn_id="t1")],
-     RecoveryState.SETTLE_COMMITTED),
+    (
+        "every call answered",
+        turn(),
+        [USER, calls("note", "ping"), result("c0"), result("c1")],
+        RecoveryState.RESUME_MODEL,
+    ),
+    (
+        "final reply committed",
+        turn(),
+        [USER, Message(Role.ASSISTANT, "done", turn_id="t1")],
+        RecoveryState.SETTLE_COMMITTED,
+    ),
     ("sync tool owed", turn(in_flight="c0"), [USER, calls("note")], RecoveryState.RERUN_SYNC_TOOL),
     ("unknown tool counts as sync", turn(in_flight="c0"), [USER, calls("mystery")], RecoveryState.RERUN_SYNC_TOOL),
     ("async tool owed", turn(in_flight="c0"), [USER, calls("ping")], RecoveryState.RERUN_ASYNC_TOOL),
     ("report tool, not in flight", turn(), [USER, calls("charge")], RecoveryState.RERUN_ASYNC_TOOL),
-    ("report tool, another call in flight", turn(in_flight="c9"), [USER, calls("charge")],
-     RecoveryState.RERUN_ASYNC_TOOL),
-    ("report tool, journal without attempt", turn(in_flight="c0", by_attempt=None), [USER, calls("charge")],
-     RecoveryState.RERUN_ASYNC_TOOL),
+    (
+        "report tool, another call in flight",
+        turn(in_flight="c9"),
+        [USER, calls("charge")],
+        RecoveryState.RERUN_ASYNC_TOOL,
+    ),
+    (
+        "report tool, journal without attempt",
+        turn(in_flight="c0", by_attempt=None),
+        [USER, calls("charge")],
+        RecoveryState.RERUN_ASYNC_TOOL,
+    ),
     ("report tool in flight", turn(in_flight="c0"), [USER, calls("charge")], RecoveryState.REPORT_INTERRUPTED_TOOL),
-    ("report tool in flight mid-batch", turn(in_flight="c1"), [USER, calls("note", "charge"), result("c0")],
-     RecoveryState.REPORT_INTERRUPTED_TOOL),
-    ("sync call first in a mixed batch", turn(in_flight="c0"), [USER, calls("note", "charge")],
-     RecoveryState.RERUN_SYNC_TOOL),
+    (
+        "report tool in flight mid-batch",
+        turn(in_flight="c1"),
+        [USER, calls("note", "charge"), result("c0")],
+        RecoveryState.REPORT_INTERRUPTED_TOOL,
+    ),
+    (
+        "sync call first in a mixed batch",
+        turn(in_flight="c0"),
+        [USER, calls("note", "charge")],
+        RecoveryState.RERUN_SYNC_TOOL,
+    ),
 ]
 
 
@@ -93,6 +132,5 @@ def test_classification_is_pure():
     rec, transcript = turn(in_flight="c0"), [USER, calls("charge")]
     before: Any = (rec, list(transcript))
     for _ in range(2):
-        assert classify_submission_state(rec, transcript, NOW, tools=TOOLS) == \
-            RecoveryState.REPORT_INTERRUPTED_TOOL
+        assert classify_submission_state(rec, transcript, NOW, tools=TOOLS) == RecoveryState.REPORT_INTERRUPTED_TOOL
     assert (rec, transcript) == before

@@ -24,8 +24,9 @@ from ._support import wait_until
 
 
 def children_of(store, parent: str):
-    return sorted((t.record for t in store._turns.values() if t.record.parent == parent),
-                  key=lambda r: r.input.target["index"])
+    return sorted(
+        (t.record for t in store._turns.values() if t.record.parent == parent), key=lambda r: r.input.target["index"]
+    )
 
 
 async def status(store, turn_id: str) -> TurnStatus:
@@ -122,8 +123,11 @@ async def test_usage_of_children_is_kept_apart_on_the_parent():
     tid, res = await run(rt, "all a and b")
     child_usage = [c.usage for c in children_of(store, tid)]
     assert child_usage == [{"output_tokens": 3, "model_calls": 1}, {"output_tokens": 3, "model_calls": 1}]
-    assert (await store.get_turn(tid)).usage == {"output_tokens": 5 + 7, "model_calls": 2,
-                                                 "children": {"output_tokens": 6, "model_calls": 2}}
+    assert (await store.get_turn(tid)).usage == {
+        "output_tokens": 5 + 7,
+        "model_calls": 2,
+        "children": {"output_tokens": 6, "model_calls": 2},
+    }
 
 
 async def test_cancel_of_the_parent_cascades_to_running_children():
@@ -237,7 +241,9 @@ async def test_a_childs_request_input_parks_the_child_and_the_parent_resumes_aft
     rt, store, sink, seen = build()
     s = rt.session("boss", "b1")
     tid = await s.start("one ask first")
-    await wait_until(lambda: bool(children_of(store, tid)) and children_of(store, tid)[0].status == TurnStatus.SUSPENDED)
+    await wait_until(
+        lambda: bool(children_of(store, tid)) and children_of(store, tid)[0].status == TurnStatus.SUSPENDED
+    )
     child = children_of(store, tid)[0]
     cs = rt.session("researcher", child.session.key)
     [pending] = await cs.pending()
@@ -303,6 +309,7 @@ async def test_a_cancel_that_lands_as_the_parent_parks_cancels_the_children_it_j
     orphans a child that then starts": the cancel request reaches the parent's row between its
     spawn and the commit of its park; the park commits (the fence is the lease, not the cancel),
     so the loop must cancel the parent at once, which cascades to the new children."""
+
     class CancelAtPark(InMemorySessionStore):
         async def commit(self, turn_id, attempt_id, record):
             probe = _Probe()
@@ -361,7 +368,8 @@ async def test_a_tree_spends_within_its_root_turns_model_calls():
     # the parent made 1 call and keeps 1 for its answer: 8 left, 4 each
     assert [c.input.target["budget"]["model_calls"] for c in children] == [4, 4]
     assert [(c.status, c.usage["model_calls"], c.usage["limited"]) for c in children] == [
-        (TurnStatus.COMPLETED, 4, "model_calls")] * 2
+        (TurnStatus.COMPLETED, 4, "model_calls")
+    ] * 2
     calls = len(seen["models"]["boss"].requests) + len(seen["models"]["researcher"].requests)
     assert calls == 10
     parent = await store.get_turn(tid)

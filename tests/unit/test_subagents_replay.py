@@ -31,8 +31,11 @@ async def drain(rt: Any, store: CrashingStore, clock: FakeClock, crashes: list[s
     """Drive every queued turn (and every expired lease) until nothing is left: the sweeper's
     job after a crash, done by hand."""
     for _ in range(100):
-        todo = [t.record.turn_id for t in sorted(store._turns.values(), key=lambda t: t.order)
-                if t.record.status in (TurnStatus.QUEUED, TurnStatus.RUNNING)]
+        todo = [
+            t.record.turn_id
+            for t in sorted(store._turns.values(), key=lambda t: t.order)
+            if t.record.status in (TurnStatus.QUEUED, TurnStatus.RUNNING)
+        ]
         if not todo:
             return
         for turn_id in todo:
@@ -59,13 +62,16 @@ async def outcome(text: str, store: CrashingStore) -> dict[str, Any]:
     crashes: list[str] = []
     await drain(rt, store, clock, crashes)
     parent = await store.get_turn(tid)
-    children = sorted((t.record for t in store._turns.values() if t.record.parent == tid),
-                      key=lambda r: r.input.target["index"])
+    children = sorted(
+        (t.record for t in store._turns.values() if t.record.parent == tid), key=lambda r: r.input.target["index"]
+    )
     for c in children:
         assert_transcript_valid(store.transcript(c.session))
     assert_transcript_valid(store.transcript(s.ref))
     return {
-        "status": parent.status, "text": parent.text, "usage": parent.usage,
+        "status": parent.status,
+        "text": parent.text,
+        "usage": parent.usage,
         "children": [(c.turn_id, c.status, c.text, c.usage) for c in children],
         "transcript": [m.to_json() for m in store.transcript(s.ref)],
         "child_transcripts": [[m.to_json() for m in store.transcript(c.session)] for c in children],

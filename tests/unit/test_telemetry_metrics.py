@@ -37,9 +37,13 @@ async def test_turn_counters_durations_tokens_and_parks():
         return {"ok": await ctx.request_input(id="approve", prompt="Deploy?", schema={"type": "boolean"})}
 
     agent = Agent("a", "instr", tools=[deploy])
-    model = ScriptedModel([reply("", ("deploy", {}), usage={"input_tokens": 10, "output_tokens": 4}),
-                           reply("deployed", usage={"input_tokens": 30, "output_tokens": 2}),
-                           ModelError("broken", retryable=False)])
+    model = ScriptedModel(
+        [
+            reply("", ("deploy", {}), usage={"input_tokens": 10, "output_tokens": 4}),
+            reply("deployed", usage={"input_tokens": 30, "output_tokens": 2}),
+            ModelError("broken", retryable=False),
+        ]
+    )
     rt, store, _ = make_runtime(agent, model)
     rt.observer = rt.executor.observer = obs
     s = rt.session("a", "s1")
@@ -51,8 +55,11 @@ async def test_turn_counters_durations_tokens_and_parks():
     assert (await s.result(failing, timeout=5)).status == TurnStatus.FAILED
     found = points(reader)
     assert total(found, "june.turns.started") == 2  # the answered turn's second attempt is no start
-    assert (total(found, "june.turns.parked"), total(found, "june.turns.completed"),
-            total(found, "june.turns.failed")) == (1, 1, 1)
+    assert (
+        total(found, "june.turns.parked"),
+        total(found, "june.turns.completed"),
+        total(found, "june.turns.failed"),
+    ) == (1, 1, 1)
     assert total(found, "june.turns.running") == 0
     [started] = found["june.turns.started"]
     assert dict(started.attributes) == {"gen_ai.agent.name": "a", "june.turn.source": ""}
@@ -68,8 +75,9 @@ async def test_model_calls_add_their_cost_at_the_agents_price():
     reader = InMemoryMetricReader()  # $3 / $15 per million tokens:
     obs = OtelObserver(TracerProvider(), MeterProvider(metric_readers=[reader]), model_of=lambda a: "claude-sonnet-4-6")
     agent = Agent("a", "instr")
-    model = ScriptedModel([reply("hi", usage={"input_tokens": 1_000_000, "output_tokens": 200_000,
-                                              "cache_read_input_tokens": 1_000_000})])
+    model = ScriptedModel(
+        [reply("hi", usage={"input_tokens": 1_000_000, "output_tokens": 200_000, "cache_read_input_tokens": 1_000_000})]
+    )
     rt, _, _ = make_runtime(agent, model)
     rt.observer = rt.executor.observer = obs
     s = rt.session("a", "cost")
@@ -77,8 +85,11 @@ async def test_model_calls_add_their_cost_at_the_agents_price():
     assert (await s.result(tid, timeout=5)).status == TurnStatus.COMPLETED
     [cost] = points(reader)["june.cost"]
     assert abs(cost.value - (3.0 + 3.0 + 0.3)) < 1e-9  # input, output, cache reads at 0.1x
-    assert dict(cost.attributes) == {"gen_ai.agent.name": "a", "june.turn.source": "",
-                                     "gen_ai.request.model": "claude-sonnet-4-6"}
+    assert dict(cost.attributes) == {
+        "gen_ai.agent.name": "a",
+        "june.turn.source": "",
+        "gen_ai.request.model": "claude-sonnet-4-6",
+    }
 
 
 async def test_an_unpriced_model_adds_no_cost():

@@ -26,8 +26,14 @@ print(json.dumps(out))
 
 def probe(**env: str) -> dict:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "JUNE_OTEL"))}
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env={**base, "PYTHONPATH": str(ROOT), **env},
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        cwd=ROOT,
+        env={**base, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -41,8 +47,12 @@ def test_disabled_wins_over_an_endpoint():
 
 
 def test_an_endpoint_turns_traces_and_metrics_on():
-    out = probe(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9", OTEL_METRIC_EXPORT_INTERVAL="600000",
-                OTEL_BSP_SCHEDULE_DELAY="600000", OTEL_EXPORTER_OTLP_TIMEOUT="1")
+    out = probe(
+        OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9",
+        OTEL_METRIC_EXPORT_INTERVAL="600000",
+        OTEL_BSP_SCHEDULE_DELAY="600000",
+        OTEL_EXPORTER_OTLP_TIMEOUT="1",
+    )
     assert out["on"] and out["same"] and out["meters"] == "MeterProvider"
     assert out["traceparent"].startswith("00-") and len(out["traceparent"].split("-")) == 4
 

@@ -47,8 +47,12 @@ async def test_a_turn_with_a_sync_and_an_async_tool_is_one_tree_under_the_reques
         return {"page": "ok"}
 
     agent = Agent("a", "instr", tools=[add, fetch], model="m-1")
-    model = ScriptedModel([reply("working", ("add", {}), ("fetch", {}), usage={"input_tokens": 11, "output_tokens": 3}),
-                           reply("done", usage={"input_tokens": 20, "output_tokens": 1})])
+    model = ScriptedModel(
+        [
+            reply("working", ("add", {}), ("fetch", {}), usage={"input_tokens": 11, "output_tokens": 3}),
+            reply("done", usage={"input_tokens": 20, "output_tokens": 1}),
+        ]
+    )
     rt, store, _ = make_runtime(agent, model)
     observe(rt, obs)
     s = rt.session("a", "s1")
@@ -65,10 +69,18 @@ async def test_a_turn_with_a_sync_and_an_async_tool_is_one_tree_under_the_reques
     assert turn.attributes["gen_ai.conversation.id"] == "a/s1" and turn.attributes["june.turn.id"] == tid
     assert turn.attributes["june.turn.status"] == "completed"
     assert [c.parent.span_id for c in chats + tools] == [turn.context.span_id] * 4
-    assert [(c.attributes["gen_ai.request.model"], c.attributes["gen_ai.usage.input_tokens"],
-             c.attributes["gen_ai.usage.output_tokens"]) for c in chats] == [("m-1", 11, 3), ("m-1", 20, 1)]
+    assert [
+        (
+            c.attributes["gen_ai.request.model"],
+            c.attributes["gen_ai.usage.input_tokens"],
+            c.attributes["gen_ai.usage.output_tokens"],
+        )
+        for c in chats
+    ] == [("m-1", 11, 3), ("m-1", 20, 1)]
     assert [(t.name, t.attributes["gen_ai.tool.name"], t.attributes["gen_ai.tool.call.id"]) for t in tools] == [
-        ("execute_tool add", "add", "c0"), ("execute_tool fetch", "fetch", "c1")]
+        ("execute_tool add", "add", "c0"),
+        ("execute_tool fetch", "fetch", "c1"),
+    ]
     # message content is not recorded
     assert not any("secret" in str(v) for sp in spans for v in sp.attributes.values())
 

@@ -27,8 +27,9 @@ class Source:
 
 async def test_a_turns_tools_are_the_folders_and_its_sources():
     source = Source(["crm__find", "crm__old", "crm__drop"], ["crm__find", "crm__drop"])
-    agent = Agent(name="a", tools=[_tool("local")], sources=[source],
-                  surfaces={"webhook": {"deny_tools": ["crm__drop"]}})
+    agent = Agent(
+        name="a", tools=[_tool("local")], sources=[source], surfaces={"webhook": {"deny_tools": ["crm__drop"]}}
+    )
     tools, specs = await agent.tools_for_turn(agent.policy_for("web"))
     assert set(tools) == {"local", "crm__find", "crm__old", "crm__drop"}
     assert [s.name for s in specs] == ["local", "crm__find", "crm__drop"]  # crm__old: callable, not shown

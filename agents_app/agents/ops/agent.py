@@ -11,10 +11,17 @@ OPERATORS_GROUP = "operators"
 # an MCP server as a tool source (docs/tools.md): the demo inventory, a stdio subprocess of each
 # worker process; its tools are inventory__count and inventory__reserve. On where JUNE_DEMO_MCP=1
 # (`python3 dev.py run` sets it); the test suite leaves it off but for its MCP tests
-mcp = [
-    {"name": "inventory", "command": [sys.executable, str(Path(__file__).with_name("inventory_server.py"))],
-     "timeout": 15},
-] if os.environ.get("JUNE_DEMO_MCP") == "1" else []
+mcp = (
+    [
+        {
+            "name": "inventory",
+            "command": [sys.executable, str(Path(__file__).with_name("inventory_server.py"))],
+            "timeout": 15,
+        },
+    ]
+    if os.environ.get("JUNE_DEMO_MCP") == "1"
+    else []
+)
 
 # provider: None = anthropic when ANTHROPIC_API_KEY is set, else the offline demo model
 model = None
@@ -30,7 +37,11 @@ def authorize_answer(*, policy, scope, by, principal):
     # imported here: an agent folder loads without Django (unit tests run it on the engine's fakes)
     from django.contrib.auth import get_user_model
 
-    user = get_user_model().objects.filter(pk=principal.get("user_id") if isinstance(principal, dict) else principal).first()
+    user = (
+        get_user_model()
+        .objects.filter(pk=principal.get("user_id") if isinstance(principal, dict) else principal)
+        .first()
+    )
     return bool(user and user.is_active and user.is_staff and user.groups.filter(name=OPERATORS_GROUP).exists())
 
 

@@ -22,5 +22,9 @@ def authorize_answer(*, policy, scope, by, principal):
     # imported here: an agent folder loads without Django (unit tests run it on the engine's fakes)
     from django.contrib.auth import get_user_model
 
-    user = get_user_model().objects.filter(pk=principal.get("user_id") if isinstance(principal, dict) else principal).first()
+    user = (
+        get_user_model()
+        .objects.filter(pk=principal.get("user_id") if isinstance(principal, dict) else principal)
+        .first()
+    )
     return bool(user and user.is_active and user.is_staff and user.groups.filter(name=OPERATORS_GROUP).exists())

@@ -36,8 +36,12 @@ class Command(BaseCommand):
         token.add_argument("--name", default="cli")
         check = sub.add_parser("health", help="print the readiness checks and the workers; exit 1 if not ready")
         check.add_argument("--json", action="store_true", help="one JSON object: the checks and the workers")
-        check.add_argument("--min-workers", type=int, default=0,
-                           help="exit 2 when fewer worker processes than this are alive (default 0)")
+        check.add_argument(
+            "--min-workers",
+            type=int,
+            default=0,
+            help="exit 2 when fewer worker processes than this are alive (default 0)",
+        )
 
     def handle(self, *args, **opts):
         if opts["action"] == "token":
@@ -54,9 +58,23 @@ class Command(BaseCommand):
             workers = []
         alive = sum(1 for w in workers if not w["stale"])
         if as_json:
-            self.stdout.write(json.dumps({**report, "worker_rows": [
-                {"id": w["id"], "age": round(w["age"], 1), "running": w["running"], "slots": w["slots"],
-                 "stale": w["stale"]} for w in workers]}))
+            self.stdout.write(
+                json.dumps(
+                    {
+                        **report,
+                        "worker_rows": [
+                            {
+                                "id": w["id"],
+                                "age": round(w["age"], 1),
+                                "running": w["running"],
+                                "slots": w["slots"],
+                                "stale": w["stale"],
+                            }
+                            for w in workers
+                        ],
+                    }
+                )
+            )
         else:
             self.stdout.write(f"ready: {'yes' if report['status'] == health.OK else 'NO'}")
             for name, state in report["checks"].items():
@@ -64,8 +82,10 @@ class Command(BaseCommand):
             gone = len(workers) - alive
             self.stdout.write(f"workers: {alive} alive" + (f", {gone} gone" if gone else ""))
             for w in workers:
-                self.stdout.write(f"  {w['id']:<40} seen {w['age']:.1f} s ago  {w['running']}/{w['slots']} turns"
-                                  + (f"  GONE (no heartbeat for {health.BEATS_MISSED} beats)" if w["stale"] else ""))
+                self.stdout.write(
+                    f"  {w['id']:<40} seen {w['age']:.1f} s ago  {w['running']}/{w['slots']} turns"
+                    + (f"  GONE (no heartbeat for {health.BEATS_MISSED} beats)" if w["stale"] else "")
+                )
         if report["status"] != health.OK:
             sys.exit(1)
         if alive < min_workers:
@@ -103,7 +123,9 @@ class Command(BaseCommand):
             elif t == "action.requested":
                 out.write(f"→ {data['call']['name']}({json.dumps(data['call']['input'])})")
             elif t == "action.completed":
-                out.write(f"← {data['name']}: " + (f"error: {data['error']}" if data["error"] else json.dumps(data["result"])))
+                out.write(
+                    f"← {data['name']}: " + (f"error: {data['error']}" if data["error"] else json.dumps(data["result"]))
+                )
             elif t == "input.requested":
                 out.write(f"? waiting for input: {data['request'].get('prompt')}")
             elif t in TERMINAL_TYPES:

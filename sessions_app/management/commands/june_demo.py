@@ -22,8 +22,14 @@ OPERATORS_GROUP = "operators"
 #: what the demo operator may do in the admin besides the inbox (docs/proactive.md from the
 #: embedded default): see and run schedules, see their runs, webhook deliveries and q2's tasks
 OPERATOR_PERMISSIONS = {
-    "agents_app": ["view_agentschedule", "change_agentschedule", "view_schedulerun", "view_webhookdelivery",
-                   "view_order", "view_refund"],
+    "agents_app": [
+        "view_agentschedule",
+        "change_agentschedule",
+        "view_schedulerun",
+        "view_webhookdelivery",
+        "view_order",
+        "view_refund",
+    ],
     "django_q": ["view_schedule", "view_success", "view_failure", "view_ormq"],
 }
 
@@ -33,8 +39,10 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         if not getattr(settings, "JUNE_EMBEDDED", False):
-            raise CommandError("june_demo runs only under the embedded default (JUNE_EMBEDDED=1); "
-                               "it creates logins with printed passwords and must never run in production")
+            raise CommandError(
+                "june_demo runs only under the embedded default (JUNE_EMBEDDED=1); "
+                "it creates logins with printed passwords and must never run in production"
+            )
         fixed = os.environ.get("JUNE_DEMO_PASSWORD", "")
         with transaction.atomic():
             demo, demo_pw = _user("demo", fixed or secrets.token_urlsafe(9), staff=False)
@@ -42,14 +50,17 @@ class Command(BaseCommand):
             group, _ = Group.objects.get_or_create(name=OPERATORS_GROUP)
             operator.groups.add(group)
             for app_label, codenames in OPERATOR_PERMISSIONS.items():
-                group.permissions.add(*Permission.objects.filter(content_type__app_label=app_label,
-                                                                 codename__in=codenames))
+                group.permissions.add(
+                    *Permission.objects.filter(content_type__app_label=app_label, codename__in=codenames)
+                )
             _demo_orders()
         self.stdout.write(self.style.SUCCESS("Demo logins (new passwords on every start):"))
         self.stdout.write(f"  chat user   username: {demo.username}      password: {demo_pw}")
-        self.stdout.write(f"  operator    username: {operator.username}  password: {operator_pw}"
-                          "   (staff, in the 'operators' group: answers refunds in the admin inbox,"
-                          " sees the dashboard, runs schedules)")
+        self.stdout.write(
+            f"  operator    username: {operator.username}  password: {operator_pw}"
+            "   (staff, in the 'operators' group: answers refunds in the admin inbox,"
+            " sees the dashboard, runs schedules)"
+        )
         self.stdout.write("  operator console: /admin/june/dashboard/   API docs: /api/docs/")
 
 

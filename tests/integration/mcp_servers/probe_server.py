@@ -78,6 +78,7 @@ async def grow(ctx: Context) -> str:
 
 
 if os.environ.get("PROBE_EXTRA") and Path(os.environ["PROBE_EXTRA"]).exists():
+
     @server.tool()
     def extra() -> str:
         """Only in the changed list."""

@@ -6,8 +6,10 @@ from agents_app.runtime import require_handle, tool
     "Place a bulk order; a person approves it first, and may change it.",
     {
         "type": "object",
-        "properties": {"item": {"type": "string", "minLength": 1, "maxLength": 200},
-                       "quantity": {"type": "integer", "minimum": 1, "maximum": 1000}},
+        "properties": {
+            "item": {"type": "string", "minLength": 1, "maxLength": 200},
+            "quantity": {"type": "integer", "minimum": 1, "maximum": 1000},
+        },
         "required": ["item", "quantity"],
         "additionalProperties": False,
     },
@@ -20,6 +22,7 @@ def bulk_order(input, ctx):
     require_handle(ctx)
     from agents_app.models import Order
 
-    order = Order.objects.create(item=input["item"], quantity=input["quantity"], turn_id=ctx.turn_id,
-                                 call_id=ctx.call_id)
+    order = Order.objects.create(
+        item=input["item"], quantity=input["quantity"], turn_id=ctx.turn_id, call_id=ctx.call_id
+    )
     return {"order_id": order.pk, "item": order.item, "quantity": order.quantity}

@@ -6,8 +6,10 @@ from agents_app.runtime import require_handle, tool
     "Place an order for an item.",
     {
         "type": "object",
-        "properties": {"item": {"type": "string", "minLength": 1, "maxLength": 200},
-                       "quantity": {"type": "integer", "minimum": 1, "maximum": 1000}},
+        "properties": {
+            "item": {"type": "string", "minLength": 1, "maxLength": 200},
+            "quantity": {"type": "integer", "minimum": 1, "maximum": 1000},
+        },
         "required": ["item"],
         "additionalProperties": False,
     },
@@ -18,6 +20,7 @@ def create_order(input, ctx):
     # imported here: an agent folder loads without Django (unit tests run it on the engine's fakes)
     from agents_app.models import Order
 
-    order = Order.objects.create(item=input["item"], quantity=input.get("quantity", 1),
-                                 turn_id=ctx.turn_id, call_id=ctx.call_id)
+    order = Order.objects.create(
+        item=input["item"], quantity=input.get("quantity", 1), turn_id=ctx.turn_id, call_id=ctx.call_id
+    )
     return {"order_id": order.pk, "item": order.item, "quantity": order.quantity}

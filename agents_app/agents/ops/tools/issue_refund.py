@@ -6,7 +6,10 @@ from agents_app.runtime import tool
     "Refund an order once an operator approves it.",
     {
         "type": "object",
-        "properties": {"order_id": {"type": "string", "minLength": 1}, "amount": {"type": "number", "exclusiveMinimum": 0}},
+        "properties": {
+            "order_id": {"type": "string", "minLength": 1},
+            "amount": {"type": "number", "exclusiveMinimum": 0},
+        },
         "required": ["order_id", "amount"],
     },
     # once approved, the refund's write is short and its outcome must be known: a cancel then

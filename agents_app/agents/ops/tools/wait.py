@@ -10,8 +10,11 @@ MAX_SECONDS = 120
 @tool(
     "wait",
     f"Wait a number of seconds, at most {MAX_SECONDS} (to try cancel and replace by hand).",
-    {"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS}},
-     "required": ["seconds"]},
+    {
+        "type": "object",
+        "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": MAX_SECONDS}},
+        "required": ["seconds"],
+    },
 )
 async def wait(input, ctx):
     """Async: a cancel of the turn interrupts the sleep (its result is ``{"cancelled": true}``)."""

@@ -10,7 +10,9 @@ async def ask_clearance(input, ctx):
     """Parks this researcher's turn (and so its parent's tool call) until an operator answers in the
     admin inbox or the chat's card."""
     cleared = await ctx.request_input(
-        id="clearance", prompt=f"Release the findings on {input['topic']!r}?", schema={"type": "boolean"},
+        id="clearance",
+        prompt=f"Release the findings on {input['topic']!r}?",
+        schema={"type": "boolean"},
         answerers={"policy": "operator", "scope": {"topic": input["topic"]}},
     )
     return {"topic": input["topic"], "cleared": bool(cleared)}

@@ -41,8 +41,11 @@ class CompactModel:
         mine = [m for m in request.messages if m.turn_id == turn_id]
         opening = next((m.text for m in mine if m.role in (Role.USER, Role.TRIGGER)), "")
         if opening.endswith(":tool") and not any(m.role == Role.TOOL for m in mine):
-            yield ModelReply(tool_calls=(ToolCall(id=f"n-{turn_id[:8]}", name="compact_noop", input={}),),
-                             stop_reason=StopReason.TOOL_USE, usage={"input_tokens": tokens, "output_tokens": 5})
+            yield ModelReply(
+                tool_calls=(ToolCall(id=f"n-{turn_id[:8]}", name="compact_noop", input={}),),
+                stop_reason=StopReason.TOOL_USE,
+                usage={"input_tokens": tokens, "output_tokens": 5},
+            )
             return
         text = f"Reply to {opening[:40]}: " + "lorem ipsum " * 12
         yield TextDelta(text[:20])

@@ -51,20 +51,35 @@ class FaultModel:
         calls: tuple[ToolCall, ...] = ()
         if opening.startswith("steps:"):
             more = k < int(opening.split(":", 1)[1])
-            yield ModelReply(text="", tool_calls=(ToolCall(id=f"n{k}", name="fault_noop", input={}),) if more else (),
-                             stop_reason=StopReason.TOOL_USE if more else StopReason.END_TURN,
-                             usage={"input_tokens": 1, "output_tokens": 1}) if more else ModelReply(
-                text="done", stop_reason=StopReason.END_TURN, usage={"input_tokens": 1, "output_tokens": 1})
+            yield (
+                ModelReply(
+                    text="",
+                    tool_calls=(ToolCall(id=f"n{k}", name="fault_noop", input={}),) if more else (),
+                    stop_reason=StopReason.TOOL_USE if more else StopReason.END_TURN,
+                    usage={"input_tokens": 1, "output_tokens": 1},
+                )
+                if more
+                else ModelReply(
+                    text="done", stop_reason=StopReason.END_TURN, usage={"input_tokens": 1, "output_tokens": 1}
+                )
+            )
             return
         if opening == "charge":  # one opted-in async tool (on_interrupt="report"), then its outcome
             if k == 0:
-                yield ModelReply(text="", tool_calls=(ToolCall(id="c1", name="fault_charge", input={"item": "card"}),),
-                                 stop_reason=StopReason.TOOL_USE, usage={"input_tokens": 1, "output_tokens": 1})
+                yield ModelReply(
+                    text="",
+                    tool_calls=(ToolCall(id="c1", name="fault_charge", input={"item": "card"}),),
+                    stop_reason=StopReason.TOOL_USE,
+                    usage={"input_tokens": 1, "output_tokens": 1},
+                )
             else:
                 result = next((m.result for m in reversed(mine) if m.role == Role.TOOL), None)
                 seen = "interrupted" if isinstance(result, dict) and result.get("interrupted") else "charged"
-                yield ModelReply(text=f"outcome: {seen}", stop_reason=StopReason.END_TURN,
-                                 usage={"input_tokens": 1, "output_tokens": 1})
+                yield ModelReply(
+                    text=f"outcome: {seen}",
+                    stop_reason=StopReason.END_TURN,
+                    usage={"input_tokens": 1, "output_tokens": 1},
+                )
             return
         if opening == "approve-write" and k == 0:  # a sync tool declared with approval=
             pieces = ["Asking ", "first."]
@@ -73,8 +88,10 @@ class FaultModel:
             pieces = ["tick "] * int(opening.split(":", 1)[1])
         elif k == 0:
             pieces = ["Placing ", "the ", "order ", "and ", "pinging ", "the ", "warehouse."]
-            calls = (ToolCall(id="w1", name="fault_write", input={"item": opening[:100]}),
-                     ToolCall(id="p1", name="fault_ping", input={"item": opening[:100]}))
+            calls = (
+                ToolCall(id="w1", name="fault_write", input={"item": opening[:100]}),
+                ToolCall(id="p1", name="fault_ping", input={"item": opening[:100]}),
+            )
         else:
             pieces = ["Done: ", "one ", "order ", "placed ", "and ", "pinged."]
         pause = faultkit.delay()
@@ -88,9 +105,12 @@ class FaultModel:
                 await asyncio.sleep(pause)
             yield TextDelta(piece)
         await faultkit.apoint(f"model{k}:end")
-        yield ModelReply(text="".join(pieces), tool_calls=calls,
-                         stop_reason=StopReason.TOOL_USE if calls else StopReason.END_TURN,
-                         usage={"input_tokens": 10, "output_tokens": len(pieces)})
+        yield ModelReply(
+            text="".join(pieces),
+            tool_calls=calls,
+            stop_reason=StopReason.TOOL_USE if calls else StopReason.END_TURN,
+            usage={"input_tokens": 10, "output_tokens": len(pieces)},
+        )
 
 
 register("faultmodel", lambda agent: FaultModel())

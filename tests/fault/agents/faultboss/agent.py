@@ -31,8 +31,12 @@ class BossModel:
         mode, _, rest = opening.partition(":")
         n, _, child = rest.partition(":")
         args = {"n": int(n or 2), "mode": "seq" if mode == "seq" else "all", "child": child or "item"}
-        yield ModelReply(text="", tool_calls=(ToolCall(id="f1", name="fan_out", input=args),),
-                         stop_reason=StopReason.TOOL_USE, usage={"output_tokens": 1})
+        yield ModelReply(
+            text="",
+            tool_calls=(ToolCall(id="f1", name="fan_out", input=args),),
+            stop_reason=StopReason.TOOL_USE,
+            usage={"output_tokens": 1},
+        )
 
 
 register("faultboss", lambda agent: BossModel())

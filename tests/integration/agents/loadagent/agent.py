@@ -33,8 +33,12 @@ class LoadModel:
         kind, _, arg = opening.partition(":")
         usage = {"input_tokens": 1, "output_tokens": 1}
         if kind in TOOLS and k == 0:
-            yield ModelReply(text="", tool_calls=(ToolCall(id="c1", name=TOOLS[kind], input={"seconds": float(arg)}),),
-                             stop_reason=StopReason.TOOL_USE, usage=usage)
+            yield ModelReply(
+                text="",
+                tool_calls=(ToolCall(id="c1", name=TOOLS[kind], input={"seconds": float(arg)}),),
+                stop_reason=StopReason.TOOL_USE,
+                usage=usage,
+            )
             return
         for piece in ("one ", "two ", "three ", "four ", "five"):
             await asyncio.sleep(0.01)

@@ -40,8 +40,12 @@ async def fault_charge(input, ctx):
     return {"charged": input["item"]}
 
 
-@tool("fault_approved_write", "Write an order row once a person approves (sync, declared approval).", SCHEMA,
-      approval={"prompt": "Write this order?"})
+@tool(
+    "fault_approved_write",
+    "Write an order row once a person approves (sync, declared approval).",
+    SCHEMA,
+    approval={"prompt": "Write this order?"},
+)
 def fault_approved_write(input, ctx):
     from agents_app.models import Order
 

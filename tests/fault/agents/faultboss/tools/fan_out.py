@@ -2,9 +2,15 @@ from agents_app.runtime import tool
 from tests.fault import faultkit
 
 
-@tool("fan_out", "Hand n items to faultagent children, in parallel.",
-      {"type": "object", "properties": {"n": {"type": "integer"}, "mode": {"type": "string"},
-                                        "child": {"type": "string"}}, "required": ["n"]})
+@tool(
+    "fan_out",
+    "Hand n items to faultagent children, in parallel.",
+    {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "mode": {"type": "string"}, "child": {"type": "string"}},
+        "required": ["n"],
+    },
+)
 async def fan_out(input, ctx):
     faultkit.record("fanout", ctx.turn_id)
     child = input.get("child", "item")

@@ -5,8 +5,11 @@ from django.db import connection
 
 from agents_app.runtime import tool
 
-SECONDS = {"type": "object", "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 60}},
-           "required": ["seconds"]}
+SECONDS = {
+    "type": "object",
+    "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 60}},
+    "required": ["seconds"],
+}
 
 
 @tool("nap", "Sleep a while without holding anything.", SECONDS)
@@ -21,8 +24,12 @@ def block(input, ctx):
     return {"blocked": input["seconds"]}
 
 
-@tool("blockdb", "Hold this tool's thread a while, after a query on its connection (inside the step's "
-      "transaction: on SQLite that holds the database's write lock).", SECONDS)
+@tool(
+    "blockdb",
+    "Hold this tool's thread a while, after a query on its connection (inside the step's "
+    "transaction: on SQLite that holds the database's write lock).",
+    SECONDS,
+)
 def blockdb(input, ctx):
     with connection.cursor() as cur:
         cur.execute("SELECT 1")

@@ -2,8 +2,10 @@ from agents_app.runtime import tool
 
 ORDER = {
     "type": "object",
-    "properties": {"item": {"type": "string", "minLength": 1, "maxLength": 200},
-                   "quantity": {"type": "integer", "minimum": 1, "maximum": 1000}},
+    "properties": {
+        "item": {"type": "string", "minLength": 1, "maxLength": 200},
+        "quantity": {"type": "integer", "minimum": 1, "maximum": 1000},
+    },
     "required": ["item"],
     "additionalProperties": False,
 }
@@ -14,8 +16,9 @@ def create_order(input, ctx):
     """A ``def`` tool: its row commits with the step (exactly once) in the host's database."""
     from hostproject.shop.models import Purchase
 
-    purchase = Purchase.objects.create(item=input["item"], quantity=input.get("quantity", 1),
-                                       turn_id=ctx.turn_id, call_id=ctx.call_id)
+    purchase = Purchase.objects.create(
+        item=input["item"], quantity=input.get("quantity", 1), turn_id=ctx.turn_id, call_id=ctx.call_id
+    )
     return {"purchase_id": purchase.pk}
 
 
@@ -27,10 +30,20 @@ def flaky(input, ctx):
     raise RuntimeError("the till jammed")
 
 
-@tool("issue_refund", "Refund once staff approve.",
-      {"type": "object", "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}},
-       "required": ["order_id", "amount"]})
+@tool(
+    "issue_refund",
+    "Refund once staff approve.",
+    {
+        "type": "object",
+        "properties": {"order_id": {"type": "string"}, "amount": {"type": "number"}},
+        "required": ["order_id", "amount"],
+    },
+)
 async def issue_refund(input, ctx):
-    approved = await ctx.request_input(id="approve", prompt=f"Refund {input['amount']} on {input['order_id']}?",
-                                       schema={"type": "boolean"}, answerers={"policy": "staff"})
+    approved = await ctx.request_input(
+        id="approve",
+        prompt=f"Refund {input['amount']} on {input['order_id']}?",
+        schema={"type": "boolean"},
+        answerers={"policy": "staff"},
+    )
     return {"refunded": approved is True}
