@@ -132,10 +132,13 @@ def compaction_vs_model_step() -> tuple[float, float]:
     """(ms of a compaction step, ms of a plain model step), over a view of VIEW messages: an
     overflow at the first model step compacts, then the step is redone."""
     from agents_app.runtime import ModelRequest, ScriptedModel, SessionRef, StopReason, TurnInput, reply
-    from agents_app.runtime import loop as loop_module
+    from agents_app.runtime.loop_compaction import CompactionSteps
+    from agents_app.runtime.loop_model import ModelStep
 
-    timings: dict[str, list[float]] = {"_compact": [], "_model_step": []}
-    originals = {name: getattr(loop_module.TurnLoop, name) for name in timings}
+    # the loop's two collaborators, each timed at the method the loop calls
+    steps = {"compact": (CompactionSteps, "compact"), "model": (ModelStep, "run")}
+    timings: dict[str, list[float]] = {name: [] for name in steps}
+    originals = {name: getattr(cls, method) for name, (cls, method) in steps.items()}
 
     def timed(name):
         async def run(self, *args, **kwargs):
@@ -146,8 +149,8 @@ def compaction_vs_model_step() -> tuple[float, float]:
                 timings[name].append((time.perf_counter() - t) * 1000)
         return run
 
-    for name in timings:
-        setattr(loop_module.TurnLoop, name, timed(name))
+    for name, (cls, method) in steps.items():
+        setattr(cls, method, timed(name))
     state = {"overflowed": False}
 
     def script(request: ModelRequest):
@@ -172,11 +175,11 @@ def compaction_vs_model_step() -> tuple[float, float]:
             asyncio.run(executor.store.create_turn(SessionRef("bench", key), TurnInput(text="go"), turn_id=turn_id))
             assert str(asyncio.run(executor.drive(turn_id))) == "completed"
             # model steps: the overflowed one (which includes its compaction) and the redo
-            compact_ms.append(timings["_compact"][0])
-            model_ms.append(timings["_model_step"][-1])
+            compact_ms.append(timings["compact"][0])
+            model_ms.append(timings["model"][-1])
     finally:
-        for name, fn in originals.items():
-            setattr(loop_module.TurnLoop, name, fn)
+        for name, (cls, method) in steps.items():
+            setattr(cls, method, originals[name])
     return statistics.median(compact_ms), statistics.median(model_ms)
 
 

@@ -1,6 +1,7 @@
-"""The tool steps of the turn loop (a mixin of ``TurnLoop``): run each owed call (sync tools
-exactly-once in the checkpoint's transaction, async tools at-least-once and interruptible by a
-cancel), the tool context, ``request_input`` and ``spawn``."""
+"""The tool steps of the turn loop (``ToolSteps``, a collaborator of ``loop.TurnLoop``): run
+each owed call (sync tools exactly-once in the checkpoint's transaction, async tools
+at-least-once and interruptible by a cancel), the tool context, ``request_input`` and ``spawn``.
+They read the attempt and checkpoint or end the turn through its owner (``loop_state``)."""
 
 from __future__ import annotations
 
@@ -12,15 +13,13 @@ from typing import Any, Awaitable, Callable
 from . import approval, control, subagents
 from . import events as ev
 from .answers import default_answerers
-from .control import Park, ToolInterrupted, interruptible
+from .control import Park, Signals, ToolInterrupted, interruptible
 from .errors import ChildSessionRefused, FatalToolError, ToolDeclarationError
-from .loop_state import LoopState
+from .loop_state import Attempt, TurnOwner
 from .messages import Message, Role, ToolCall, tool_step_id
+from .observe import TurnObserver
 from .recovery import call_was_in_flight
-from .seams import (
-    Phase,
-    TurnStatus,
-)
+from .seams import Phase, SessionStore, TurnStatus
 from .tools import (
     INTERRUPTED_TOOL_RESULT,
     Tool,
@@ -48,14 +47,27 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-class ToolSteps(LoopState):
-    """Methods of ``TurnLoop`` (they use its state: store, agent, transcript, turn, …)."""
+class ToolSteps:
+    """The tool steps of one attempt: the calls a model step asked for, run in order, each
+    recorded by a checkpoint of the ``owner``'s. ``store``: what a tool's context hands it;
+    ``signals``: a cancel interrupts an async tool and skips the calls after it."""
 
+    def __init__(self, attempt: Attempt, owner: TurnOwner, *, store: SessionStore, signals: Signals,
+                 spawn: subagents.SpawnRules, observer: TurnObserver | None) -> None:
+        self.attempt = attempt
+        self.owner = owner
+        self.store = store
+        self.signals = signals
+        self.spawn = spawn
+        self.observer = observer
 
-    async def _tool_steps(self, index: int, calls: tuple[ToolCall, ...], *, replay: bool) -> TurnStatus | None:
+    async def run(self, index: int, calls: tuple[ToolCall, ...], *, replay: bool) -> TurnStatus | None:
+        """The calls of the model step at ``index`` still owed a result (``replay``: the first
+        step a redelivered attempt runs, whose first call may have been cut off by a crash).
+        None when all are recorded, else the status the turn ended in."""
         for n, call in enumerate(calls):
-            if self.cancel_reason:
-                return await self._cancel(calls[n:], index=index)
+            if self.signals.cancel_reason:
+                return await self.owner.cancel(calls[n:], index=index)
             later = calls[n + 1 :]
             status = await self._tool_step(index, call, later, interrupted=replay and n == 0 and self._was_in_flight(call))
             if status is not None:
@@ -63,21 +75,21 @@ class ToolSteps(LoopState):
         return None
 
     def _was_in_flight(self, call: ToolCall) -> bool:
-        return call_was_in_flight(self.turn, call.id, self.attempt_id)
+        return call_was_in_flight(self.attempt.turn, call.id, self.attempt.attempt_id)
 
     async def _tool_step(
         self, index: int, call: ToolCall, later: tuple[ToolCall, ...], *, interrupted: bool
     ) -> TurnStatus | None:
         if self.observer is None:
             return await self._tool_step_run(index, call, later, interrupted=interrupted)
-        with self.observer.tool_call(self.turn, call.name, call.id):
+        with self.observer.tool_call(self.attempt.turn, call.name, call.id):
             return await self._tool_step_run(index, call, later, interrupted=interrupted)
 
     async def _tool_step_run(
         self, index: int, call: ToolCall, later: tuple[ToolCall, ...], *, interrupted: bool
     ) -> TurnStatus | None:
         step_id = tool_step_id(index, call.id)
-        tool = self.tools.get(call.name)
+        tool = self.attempt.tools.get(call.name)
         ctx = self._context(call, tool)
         result: Any
         error: str | None = None
@@ -86,7 +98,7 @@ class ToolSteps(LoopState):
             gate = self._gate(tool, call)
             if gate.ask is not None:  # nothing runs before a person answers; the step's other
                 # calls that need approval are asked now too, so all are shown and answered at once
-                return await self._park(call, step_id, gate.ask, also=self._asks_of(later))
+                return await self.owner.park(call, step_id, gate.ask, also=self._asks_of(later))
             if gate.input is not None and gate.input is not call.input:  # edited: it runs as the person wrote it
                 call = replace(call, input=gate.input)
         if tool is None:
@@ -98,7 +110,7 @@ class ToolSteps(LoopState):
         elif interrupted and tool.is_async and tool.on_interrupt == "report":
             log.warning("turn %s: async tool %s (call %s) was interrupted by a crash; not re-run "
                         "(on_interrupt='report'): the model gets the interrupted marker",
-                        self.turn.turn_id, call.name, call.id)
+                        self.attempt.turn.turn_id, call.name, call.id)
             result, error = INTERRUPTED_TOOL_RESULT, str(INTERRUPTED_TOOL_RESULT["error"])
         elif tool.is_async:
             try:
@@ -107,36 +119,36 @@ class ToolSteps(LoopState):
                 # its result is the cancelled fill, as for the batch's unrun calls
                 if stopped.abandoned:
                     log.warning("turn %s: async tool %s (call %s) ignored the cancel for %.1f s; "
-                                "abandoned, still running", self.turn.turn_id, call.name, call.id,
+                                "abandoned, still running", self.attempt.turn.turn_id, call.name, call.id,
                                 control.CANCEL_GRACE)
-                return await self._cancel((call, *later), index=index)
+                return await self.owner.cancel((call, *later), index=index)
             except Park as park:
-                return await self._park(call, step_id, park.request)
+                return await self.owner.park(call, step_id, park.request)
             except subagents.SpawnPark as park:
                 try:
-                    return await subagents.park_on_children(self, call, step_id, park.spawner.owed)
+                    return await subagents.park_on_children(self.attempt, self.owner, call, step_id, park.spawner.owed)
                 except ChildSessionRefused as exc:  # the unit rolled back: no child, no park
-                    log.error("turn %s: spawn of call %s refused: %s", self.turn.turn_id, call.id, exc)
+                    log.error("turn %s: spawn of call %s refused: %s", self.attempt.turn.turn_id, call.id, exc)
                     result, error = None, f"spawn refused: {exc}"
             except FatalToolError as exc:
-                return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
+                return await self.owner.fail(format_tool_error(exc), phase="tool", step=step_id)
             except Exception as exc:  # a tool that raises does not fail the turn
                 result, error = None, format_tool_error(exc)
         else:
             return await self._sync_tool_step(index, call, later, tool, ctx, step_id)
-        await self._commit(lambda tx: self._record_txn(tx, index, call, later, result, error))
+        await self.owner.commit(lambda tx: self._record_txn(tx, index, call, later, result, error))
         return None
 
     def _gate(self, tool: Tool, call: ToolCall) -> approval.Gate:
         assert tool.approval is not None
         return approval.gate(tool.approval, call.name, tool.spec.input_schema, call.id, call.input,
-                             self.state.answers, lambda: default_answerers(self.turn))
+                             self.attempt.state.answers, lambda: default_answerers(self.attempt.turn))
 
     def _asks_of(self, calls: tuple[ToolCall, ...]) -> list[tuple[ToolCall, dict[str, Any]]]:
         """The approvals owed by ``calls`` (a step's later calls), each with its call."""
         asks = []
         for call in calls:
-            tool = self.tools.get(call.name)
+            tool = self.attempt.tools.get(call.name)
             if tool is not None and tool.approval is not None and validate_input(tool.spec, call.input) is None:
                 if (ask := self._gate(tool, call).ask) is not None:
                     asks.append((call, ask))
@@ -161,18 +173,18 @@ class ToolSteps(LoopState):
             self._record_txn(tx, index, call, later, result, None)
 
         try:
-            await self._commit(work, tool_code=True)
+            await self.owner.commit(work, tool_code=True)
         except FatalToolError as exc:  # the whole unit rolled back; fail in a fresh one
-            return await self._fail(format_tool_error(exc), phase="tool", step=step_id)
+            return await self.owner.fail(format_tool_error(exc), phase="tool", step=step_id)
         except _ToolRaised as raised:  # rolled back, tool writes included: record the error alone
             error = raised.error
-            await self._commit(lambda tx: self._record_txn(tx, index, call, later, None, error))
+            await self.owner.commit(lambda tx: self._record_txn(tx, index, call, later, None, error))
         return None
 
     def _record_txn(
         self, tx: RecordingTx, index: int, call: ToolCall, later: tuple[ToolCall, ...], result: Any, error: str | None
     ) -> None:
-        turn_id = self.turn.turn_id
+        turn_id = self.attempt.turn.turn_id
         stored = {"error": error} if error is not None and result is None else result
         at = tx.append(
             Message(Role.TOOL, turn_id=turn_id, call_id=call.id, name=call.name, result=stored, is_error=error is not None)
@@ -182,10 +194,10 @@ class ToolSteps(LoopState):
         if later:
             tx.journal(Phase.TOOL_REQUEST_RECORDED, tool_request=later[0].to_json(), index=index)
         else:
-            self._provider_next(tx, at + 1)
+            self.attempt.provider_next(tx, at + 1)
 
     def _context(self, call: ToolCall, tool: Tool | None) -> ToolContext:
-        turn = self.turn
+        turn = self.attempt.turn
         ctx = ToolContext(
             turn_id=turn.turn_id,
             call_id=call.id,
@@ -199,15 +211,15 @@ class ToolSteps(LoopState):
         )
         ctx.request_input = self._request_input_for(call, tool)
         if tool is not None and tool.is_async:
-            spawner = subagents.Spawner(self, call)
+            spawner = subagents.Spawner(self.attempt, call, self.spawn, self.observer)
             ctx.spawn, ctx.spawn_all = spawner.spawn, spawner.spawn_all
         else:
             ctx.spawn = ctx.spawn_all = subagents.refuse_for(call.name)
         return ctx
 
     def _request_input_for(self, call: ToolCall, tool: Tool | None) -> Callable[..., Any]:
-        answers = self.state.answers
-        turn = self.turn
+        answers = self.attempt.state.answers
+        turn = self.attempt.turn
 
         if tool is None or not tool.is_async:
             # a plain function, so the refusal is raised at the call: an async one would hand a

@@ -18,14 +18,15 @@ Exactly one child per (parent turn, call id, spawn index): the child's turn id i
 the three and created in the unit that parks the parent, which is fenced (a stale attempt
 creates nothing), and the store leaves an existing id alone.
 
-Pure: no store, no transport. ``loop.py`` binds a :class:`Spawner` to each async tool call.
+Pure: no store, no transport. The tool steps (``loop_tools.py``) bind a :class:`Spawner` to each
+async tool call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 from . import events as ev
@@ -47,27 +48,37 @@ from .seams import (
 )
 
 
-class SpawningLoop(Protocol):
-    """What a spawn reads of the turn loop that drives it (``loop.TurnLoop`` is one): this module
-    depends on the shape, not on the loop's module, which imports this one."""
+class SpawningTurn(Protocol):
+    """What a spawn reads of the attempt it spawns from (``loop_state.Attempt`` is one): this
+    module depends on the shape, not on the loop's modules, which import this one."""
 
     turn: TurnRecord
     state: TurnState
     limits: limits.Limits
-    max_depth: int
-    max_fanout: int
-    observer: Any
     policy: dict[str, Any]
-    store: SessionStore
-    sink: EventSink
-    agent_for: Callable[[str], Any]
 
     def children_budget(self, n: int) -> dict[str, int]: ...
 
-    def _commit(self, work: Callable[[Any], None], *, tool_code: bool = False,
-                dispatch: bool = True) -> Awaitable[Commit]: ...
 
-    def _dispatch(self, runnable: list[tuple[str, SessionRef]]) -> Awaitable[None]: ...
+class ParkingOwner(Protocol):
+    """What parking on children asks of the loop that owns the turn (``loop.TurnLoop`` is one)."""
+
+    store: SessionStore
+    sink: EventSink
+
+    def commit(self, work: Callable[[Any], None], *, tool_code: bool = False,
+               dispatch: bool = True) -> Awaitable[Commit]: ...
+
+    def dispatch(self, runnable: list[tuple[str, SessionRef]]) -> Awaitable[None]: ...
+
+
+@dataclass(frozen=True)
+class SpawnRules:
+    """What a host allows a tool to spawn: the agents by name, how deep and how wide a tree grows."""
+
+    agent_for: Callable[[str], Any]
+    max_depth: int
+    max_fanout: int
 
 
 #: how deep a tree of turns may grow (a root turn is depth 0) and how many children one tool
@@ -168,9 +179,12 @@ def _spec(item: Any) -> tuple[str, str, str | None]:
 class Spawner:
     """The spawns of one tool call (``ctx.spawn`` / ``ctx.spawn_all``)."""
 
-    def __init__(self, loop: SpawningLoop, call: ToolCall) -> None:
-        self.loop = loop
+    def __init__(self, attempt: SpawningTurn, call: ToolCall, rules: SpawnRules, observer: Any = None) -> None:
+        self.attempt = attempt
         self.call = call
+        self.rules = rules
+        #: traces (``observe.TurnObserver``): a child joins its parent's trace
+        self.observer = observer
         self.count = 0
         self.owed: list[ChildTurn] = []
 
@@ -187,18 +201,18 @@ class Spawner:
         specs = [_spec(x) for x in items]
         first = self.count
         self.count += len(specs)
-        if self.count > self.loop.max_fanout:
-            raise SpawnError(f"fan-out limit: one tool call may spawn at most {self.loop.max_fanout} children "
+        if self.count > self.rules.max_fanout:
+            raise SpawnError(f"fan-out limit: one tool call may spawn at most {self.rules.max_fanout} children "
                              f"(this one asked for {self.count})")
-        spawned = self.loop.state.spawned
-        cap = self.loop.limits.children
+        spawned = self.attempt.state.spawned
+        cap = self.attempt.limits.children
         new = sum(1 for n in range(len(specs)) if f"{self.call.id}:{first + n}" not in spawned)
         if cap is not None and len(spawned) + len(self.owed) + new > cap:
             raise SpawnError(f"children limit: a turn may spawn at most {cap} children in all "
                              f"({len(spawned) + len(self.owed)} so far, {new} more asked)")
         if new:
             try:  # the tree's budget: each child needs at least one model call of it
-                self.loop.children_budget(len(self.owed) + new)
+                self.attempt.children_budget(len(self.owed) + new)
             except ValueError as exc:
                 raise SpawnError(f"budget limit: {exc}") from None
         results: list[dict[str, Any]] = []
@@ -214,13 +228,13 @@ class Spawner:
         return results
 
     def _child(self, index: int, agent: str, text: str, key: str | None) -> ChildTurn:
-        loop, parent = self.loop, self.loop.turn
+        rules, parent = self.rules, self.attempt.turn
         depth = parent.depth + 1
-        if depth > loop.max_depth:
+        if depth > rules.max_depth:
             raise SpawnError(f"depth limit: a turn at depth {parent.depth} may not spawn "
-                             f"(at most {loop.max_depth} levels of subagents)")
+                             f"(at most {rules.max_depth} levels of subagents)")
         try:
-            definition = loop.agent_for(agent)
+            definition = rules.agent_for(agent)
         except Exception:
             raise SpawnError(f"no agent named {agent!r} to spawn") from None
         turn_id = child_turn_id(parent.turn_id, self.call.id, index)
@@ -229,7 +243,7 @@ class Spawner:
             by=f"agent:{parent.session.agent}", user=parent.input.user,
             target={"parent_turn": parent.turn_id, "call_id": self.call.id, "index": index, "goal": text},
             # the child's turn joins its parent's trace: under the spawning tool call's span
-            trace=loop.observer.carrier() if loop.observer is not None else parent.input.trace,
+            trace=self.observer.carrier() if self.observer is not None else parent.input.trace,
         )
         return ChildTurn(turn_id=turn_id, session=SessionRef(agent, child_key(parent, self.call.id, index, key)),
                          input=source, step=step_key(parent.turn_id, self.call.id, index), depth=depth,
@@ -253,22 +267,23 @@ def describe(child: ChildTurn) -> dict[str, Any]:
             "index": (child.input.target or {}).get("index"), "goal": (child.input.target or {}).get("goal")}
 
 
-async def park_on_children(loop: SpawningLoop, call: ToolCall, step_id: str, children: list[ChildTurn]) -> TurnStatus:
+async def park_on_children(attempt: SpawningTurn, owner: ParkingOwner, call: ToolCall, step_id: str,
+                           children: list[ChildTurn]) -> TurnStatus:
     """One unit: create the children, park the parent on them. If the parent carried a cancel
     request at that commit, cancel it now (the rules cascade to the children just created), so
     no child of a cancelled parent is left to run."""
-    turn = loop.turn
+    turn = attempt.turn
     pending = {
         "children": [describe(c) for c in children],
         "call_id": call.id,
         "call": call.to_json(),
         "step": step_id,
         "opening_text": turn.input.text,
-        "policy": loop.policy,
+        "policy": attempt.policy,
         "inbound": turn.input.to_json(),
     }
 
-    budget = loop.children_budget(len(children))  # the tree's: each child spends a share of it
+    budget = attempt.children_budget(len(children))  # the tree's: each child spends a share of it
     children = [replace(c, input=replace(c.input, target={**(c.input.target or {}), "budget": budget}))
                 for c in children]
 
@@ -279,15 +294,15 @@ async def park_on_children(loop: SpawningLoop, call: ToolCall, step_id: str, chi
         tx.journal(Phase.PARKED, call_id=call.id, children=len(children))
         tx.settle(TurnStatus.SUSPENDED, pending=pending)
 
-    commit = await loop._commit(work, dispatch=False)
+    commit = await owner.commit(work, dispatch=False)
     if commit.cancel_reason:
-        outcome = await loop.store.request_cancel(turn.turn_id, commit.cancel_reason)
+        outcome = await owner.store.request_cancel(turn.turn_id, commit.cancel_reason)
         if outcome.events:
-            await loop.sink.publish(turn.session, outcome.events)
+            await owner.sink.publish(turn.session, outcome.events)
         return TurnStatus.CANCELLED
-    await loop._dispatch(commit.runnable)
+    await owner.dispatch(commit.runnable)
     return TurnStatus.SUSPENDED
 
 
-__all__ = ["ChildError", "MAX_DEPTH", "MAX_FANOUT", "SpawnError", "SpawnPark", "Spawner", "SpawningLoop", "child_turn_id",
-           "park_on_children", "result_of", "step_key"]
+__all__ = ["ChildError", "MAX_DEPTH", "MAX_FANOUT", "ParkingOwner", "SpawnError", "SpawnPark", "SpawnRules", "Spawner",
+           "SpawningTurn", "child_turn_id", "park_on_children", "result_of", "step_key"]

@@ -1,7 +1,9 @@
 """mypy over the engine (pyproject.toml [tool.mypy]), which ``python3 dev.py test`` also runs
-before the suite: the loop's shared state is declared once (``runtime/loop_state.py``), so a
-step that reads state nobody declares, or calls the loop with the wrong arguments, fails it.
-These tests prove the check bites: a copy of the engine with one such mistake fails."""
+before the suite: an attempt's state and what a step may ask of the loop are declared once
+(``runtime/loop_state.py``: ``Attempt``, ``TurnOwner``), so a step that reads state the attempt
+does not hold, calls the loop with the wrong arguments, or reaches for a part of the loop the
+owner's interface does not offer, fails it. These tests prove the check bites: a copy of the
+engine with one such mistake fails."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def _mypy(tree: Path) -> subprocess.CompletedProcess[str]:
 def _add_to_tool_steps(tree: Path, method: str) -> None:
     path = tree / "agents_app" / "runtime" / "loop_tools.py"
     text = path.read_text()
-    marker = "class ToolSteps(LoopState):\n"
+    marker = "class ToolSteps:\n"
     assert marker in text
     path.write_text(text.replace(marker, marker + method, 1))
 
@@ -47,9 +49,14 @@ def test_the_engine_type_checks(tree: Path):
 
 @pytest.mark.parametrize("method, complaint", [
     # state no one declares (a typo of ``transcript``)
-    ('    def _oops(self) -> int:\n        return len(self.transcrpit)\n\n', 'has no attribute "transcrpit"'),
+    ('    def _oops(self) -> int:\n        return len(self.attempt.transcrpit)\n\n',
+     '"Attempt" has no attribute "transcrpit"'),
     # the loop's method called with an argument it does not take
-    ('    async def _oops(self) -> None:\n        await self._fail("x", stage="tool")\n\n', 'Unexpected keyword argument "stage"'),
+    ('    async def _oops(self) -> None:\n        await self.owner.fail("x", stage="tool")\n\n',
+     'Unexpected keyword argument "stage"'),
+    # a part of the loop its owner's interface does not offer (the loop's own driving)
+    ('    async def _oops(self) -> None:\n        await self.owner._drive()\n\n',
+     '"TurnOwner" has no attribute "_drive"'),
 ])
 def test_a_step_reading_undeclared_state_fails_the_check(tree: Path, method: str, complaint: str):
     _add_to_tool_steps(tree, method)
