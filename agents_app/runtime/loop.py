@@ -85,7 +85,7 @@ class TurnLoop:
         self.model = model
         self.signals = signals or Signals()
         #: subagents: the agents a tool may spawn and how far; who dispatches the turns a unit made runnable
-        self.spawn = subagents.SpawnRules(
+        self.spawn_rules = subagents.SpawnRules(
             agent_for=agent_for or (lambda name: agent if name == agent.name else _no_agent(name)),
             max_depth=max_depth, max_fanout=max_fanout)
         self.on_runnable = on_runnable
@@ -116,8 +116,8 @@ class TurnLoop:
             policy=policy, tools=tools, specs=specs,
             limits=self.agent.limits.within((turn.input.target or {}).get("budget")))
         self.compaction = CompactionSteps(a, self, model=self.model, observer=self.observer)
-        self.tool_steps = ToolSteps(a, self, store=self.store, signals=self.signals, spawn=self.spawn,
-                                    observer=self.observer)
+        self.tool_steps = ToolSteps(a, self, store=self.store, sink=self.sink, signals=self.signals,
+                                    spawn_rules=self.spawn_rules, observer=self.observer)
         self.model_step = ModelStep(a, self, model=self.model, store=self.store, sink=self.sink,
                                     signals=self.signals, compaction=self.compaction, observer=self.observer,
                                     model_name=self.agent.model)
@@ -168,7 +168,8 @@ class TurnLoop:
 
     # -- checkpoints (``TurnOwner``) ----------------------------------------------------------
 
-    async def commit(self, work: Callable[[Any], None], *, tool_code: bool = False, dispatch: bool = True) -> Commit:
+    async def commit(self, work: Callable[[RecordingTx], None], *, tool_code: bool = False,
+                     dispatch: bool = True) -> Commit:
         """One checkpoint. ``tool_code``: ``work`` runs a sync tool, whose own writes (through
         the store's handle) commit with it (``SessionStore.atomic``); otherwise ``work`` only
         records through ``tx`` (``SessionStore.commit``)."""

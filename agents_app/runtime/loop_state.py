@@ -18,7 +18,7 @@ from .limits import Limits
 from .messages import Message, Role, ToolCall, model_step_id
 from .model import ToolSpec
 from .position import turn_tail_start
-from .seams import Commit, EventSink, Phase, SessionRef, SessionStore, TurnRecord, TurnState, TurnStatus
+from .seams import Commit, Phase, SessionRef, TurnRecord, TurnState, TurnStatus
 from .tools import Tool
 from .units import RecordingTx, stream_key
 
@@ -132,11 +132,7 @@ class Attempt:
 class TurnOwner(Protocol):
     """What a step may ask of the loop that owns the turn (``loop.TurnLoop``): a checkpoint, and
     each way a turn ends (its own checkpoint, returning the status it ended in). A step never
-    commits, publishes or dispatches by itself. (``store`` and ``sink``: parking on children
-    cancels a parent whose cancel arrived with that checkpoint, ``subagents.park_on_children``.)"""
-
-    store: SessionStore
-    sink: EventSink
+    commits or dispatches by itself."""
 
     async def commit(self, work: Callable[[RecordingTx], None], *, tool_code: bool = False,
                      dispatch: bool = True) -> Commit:

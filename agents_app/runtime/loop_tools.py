@@ -19,7 +19,7 @@ from .loop_state import Attempt, TurnOwner
 from .messages import Message, Role, ToolCall, tool_step_id
 from .observe import TurnObserver
 from .recovery import call_was_in_flight
-from .seams import Phase, SessionStore, TurnStatus
+from .seams import EventSink, Phase, SessionStore, TurnStatus
 from .tools import (
     INTERRUPTED_TOOL_RESULT,
     Tool,
@@ -50,15 +50,18 @@ def _json_safe(value: Any) -> Any:
 class ToolSteps:
     """The tool steps of one attempt: the calls a model step asked for, run in order, each
     recorded by a checkpoint of the ``owner``'s. ``store``: what a tool's context hands it;
-    ``signals``: a cancel interrupts an async tool and skips the calls after it."""
+    ``signals``: a cancel interrupts an async tool and skips the calls after it;
+    ``spawn_rules``: what its spawns may start; ``sink``: where a parent cancelled as it parks
+    on its children says so (``subagents.park_on_children``)."""
 
-    def __init__(self, attempt: Attempt, owner: TurnOwner, *, store: SessionStore, signals: Signals,
-                 spawn: subagents.SpawnRules, observer: TurnObserver | None) -> None:
+    def __init__(self, attempt: Attempt, owner: TurnOwner, *, store: SessionStore, sink: EventSink,
+                 signals: Signals, spawn_rules: subagents.SpawnRules, observer: TurnObserver | None) -> None:
         self.attempt = attempt
         self.owner = owner
         self.store = store
+        self.sink = sink
         self.signals = signals
-        self.spawn = spawn
+        self.spawn_rules = spawn_rules
         self.observer = observer
 
     async def run(self, index: int, calls: tuple[ToolCall, ...], *, replay: bool) -> TurnStatus | None:
@@ -126,7 +129,8 @@ class ToolSteps:
                 return await self.owner.park(call, step_id, park.request)
             except subagents.SpawnPark as park:
                 try:
-                    return await subagents.park_on_children(self.attempt, self.owner, call, step_id, park.spawner.owed)
+                    return await subagents.park_on_children(self.attempt, self.owner, call, step_id,
+                                                            park.spawner.owed, store=self.store, sink=self.sink)
                 except ChildSessionRefused as exc:  # the unit rolled back: no child, no park
                     log.error("turn %s: spawn of call %s refused: %s", self.attempt.turn.turn_id, call.id, exc)
                     result, error = None, f"spawn refused: {exc}"
@@ -211,7 +215,7 @@ class ToolSteps:
         )
         ctx.request_input = self._request_input_for(call, tool)
         if tool is not None and tool.is_async:
-            spawner = subagents.Spawner(self.attempt, call, self.spawn, self.observer)
+            spawner = subagents.Spawner(self.attempt, call, self.spawn_rules, self.observer)
             ctx.spawn, ctx.spawn_all = spawner.spawn, spawner.spawn_all
         else:
             ctx.spawn = ctx.spawn_all = subagents.refuse_for(call.name)

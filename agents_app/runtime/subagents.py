@@ -63,9 +63,6 @@ class SpawningTurn(Protocol):
 class ParkingOwner(Protocol):
     """What parking on children asks of the loop that owns the turn (``loop.TurnLoop`` is one)."""
 
-    store: SessionStore
-    sink: EventSink
-
     def commit(self, work: Callable[[Any], None], *, tool_code: bool = False,
                dispatch: bool = True) -> Awaitable[Commit]: ...
 
@@ -268,10 +265,11 @@ def describe(child: ChildTurn) -> dict[str, Any]:
 
 
 async def park_on_children(attempt: SpawningTurn, owner: ParkingOwner, call: ToolCall, step_id: str,
-                           children: list[ChildTurn]) -> TurnStatus:
-    """One unit: create the children, park the parent on them. If the parent carried a cancel
-    request at that commit, cancel it now (the rules cascade to the children just created), so
-    no child of a cancelled parent is left to run."""
+                           children: list[ChildTurn], *, store: SessionStore, sink: EventSink) -> TurnStatus:
+    """One unit (a checkpoint of ``owner``'s): create the children, park the parent on them. If
+    the parent carried a cancel request at that commit, cancel it now through ``store`` (the
+    rules cascade to the children just created; the events go out through ``sink``), so no
+    child of a cancelled parent is left to run."""
     turn = attempt.turn
     pending = {
         "children": [describe(c) for c in children],
@@ -296,9 +294,9 @@ async def park_on_children(attempt: SpawningTurn, owner: ParkingOwner, call: Too
 
     commit = await owner.commit(work, dispatch=False)
     if commit.cancel_reason:
-        outcome = await owner.store.request_cancel(turn.turn_id, commit.cancel_reason)
+        outcome = await store.request_cancel(turn.turn_id, commit.cancel_reason)
         if outcome.events:
-            await owner.sink.publish(turn.session, outcome.events)
+            await sink.publish(turn.session, outcome.events)
         return TurnStatus.CANCELLED
     await owner.dispatch(commit.runnable)
     return TurnStatus.SUSPENDED
