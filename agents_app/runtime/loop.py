@@ -56,12 +56,12 @@ def _no_agent(name: str) -> Agent:
 class TurnLoop:
     """Drives one attempt of one turn (``run``); the owner of its state (``self.attempt``), its
     checkpoints and its endings. Its steps are the collaborators ``run`` builds: ``self.model_step``,
-    ``self.tool_steps``, ``self.compaction`` (the ``TurnOwner`` they are given is this loop)."""
+    ``self.tool_steps``, ``self.compaction_steps`` (the ``TurnOwner`` they are given is this loop)."""
 
     attempt: Attempt
     model_step: ModelStep
     tool_steps: ToolSteps
-    compaction: CompactionSteps
+    compaction_steps: CompactionSteps
 
     def __init__(
         self,
@@ -115,12 +115,12 @@ class TurnLoop:
             state, attempt_id, compaction=self.agent.compaction, window=self.agent.compaction.window(self.model),
             policy=policy, tools=tools, specs=specs,
             limits=self.agent.limits.within((turn.input.target or {}).get("budget")))
-        self.compaction = CompactionSteps(a, self, model=self.model, observer=self.observer)
+        self.compaction_steps = CompactionSteps(a, self, model=self.model, observer=self.observer)
         self.tool_steps = ToolSteps(a, self, store=self.store, sink=self.sink, signals=self.signals,
                                     spawn_rules=self.spawn_rules, observer=self.observer)
         self.model_step = ModelStep(a, self, model=self.model, store=self.store, sink=self.sink,
-                                    signals=self.signals, compaction=self.compaction, observer=self.observer,
-                                    model_name=self.agent.model)
+                                    signals=self.signals, compaction_steps=self.compaction_steps,
+                                    observer=self.observer, model_name=self.agent.model)
         try:
             if state.opened is not None and opening is not None and opening.recorded is not None:
                 a.announced = opening.key
@@ -141,9 +141,9 @@ class TurnLoop:
                 await self._open()
             elif nxt.kind == NextKind.SETTLE:
                 text = a.transcript[nxt.index].text
-                if not self.compaction.due():
+                if not self.compaction_steps.due():
                     return await self.settle(text)
-                status = await self.compaction.compact("proactive", settle_text=text)
+                status = await self.compaction_steps.compact("proactive", settle_text=text)
                 if status is not None:
                     return status
             elif nxt.kind == NextKind.MODEL:

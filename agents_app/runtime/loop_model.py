@@ -34,7 +34,7 @@ class ModelStep:
     ``signals`` cut it short on a cancel; ``store`` journals a step no checkpoint announced."""
 
     def __init__(self, attempt: Attempt, owner: TurnOwner, *, model: Model, store: SessionStore, sink: EventSink,
-                 signals: Signals, compaction: CompactionSteps, observer: TurnObserver | None,
+                 signals: Signals, compaction_steps: CompactionSteps, observer: TurnObserver | None,
                  model_name: str | None) -> None:
         self.attempt = attempt
         self.owner = owner
@@ -42,7 +42,7 @@ class ModelStep:
         self.store = store
         self.sink = sink
         self.signals = signals
-        self.compaction = compaction
+        self.compaction_steps = compaction_steps
         self.observer = observer
         self.model_name = model_name
 
@@ -112,7 +112,7 @@ class ModelStep:
         if overflow is not None or (
             reply is not None and reply.stop_reason == StopReason.CONTEXT_OVERFLOW and a.compaction.enabled
         ):
-            return await self.compaction.overflowed(step_id)
+            return await self.compaction_steps.overflowed(step_id)
         if reply is None:
             raise RetryableTurnError("model: the stream ended without a reply")
         if reply.is_empty and reply.stop_reason in ABNORMAL_STOPS:
@@ -134,7 +134,7 @@ class ModelStep:
         if watch is not None:
             watch.record(usage=reply.usage, stop_reason=str(reply.stop_reason))
         # the turn's last reply: settle now, or first compact (a step of this turn)
-        compact_next = not message.tool_calls and self.compaction.due(message, request)
+        compact_next = not message.tool_calls and self.compaction_steps.due(message, request)
 
         def work(tx: RecordingTx) -> None:
             at = tx.append(message)
