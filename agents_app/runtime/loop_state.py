@@ -5,8 +5,8 @@ owns it (``TurnOwner``).
 the ``TurnOwner``, to its steps (``loop_model``, ``loop_tools``, ``loop_compaction``). A step
 reads the attempt, and changes it only through a checkpoint the owner commits (which takes up
 what the checkpoint wrote: ``Attempt.take_up``). Both are what a type checker reads (mypy, in
-the test command): a step that reads state the attempt does not hold, or asks the owner with
-the wrong arguments, fails the run."""
+the test command): a step that reads state the attempt does not hold, asks the owner with the
+wrong arguments, or reaches for a part of the loop the owner does not offer, fails the run."""
 
 from __future__ import annotations
 
@@ -144,13 +144,19 @@ class TurnOwner(Protocol):
         """Hand on the turns a checkpoint made runnable."""
         ...
 
-    async def fail(self, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus: ...
+    async def fail(self, error: str, *, phase: str | None = None, step: str | None = None) -> TurnStatus:
+        """Failed with ``error`` (in ``phase``, at ``step``); what the turn spent is recorded."""
+        ...
 
     async def cancel(self, owed: tuple[ToolCall, ...], *, index: int = -1, discarded: str = "") -> TurnStatus:
         """Cancelled: ``owed`` (the calls of step ``index`` not run) get the cancelled fill."""
         ...
 
     async def park(self, call: ToolCall, step_id: str, request: dict[str, Any],
-                   also: list[tuple[ToolCall, dict[str, Any]]] | None = None) -> TurnStatus: ...
+                   also: list[tuple[ToolCall, dict[str, Any]]] | None = None) -> TurnStatus:
+        """Suspended on ``request`` (and ``also``: the same step's later approvals, asked at once)."""
+        ...
 
-    async def settle(self, text: str) -> TurnStatus: ...
+    async def settle(self, text: str) -> TurnStatus:
+        """Completed with ``text``, the turn's answer."""
+        ...
