@@ -141,7 +141,8 @@ def _check(env: dict[str, str]) -> None:
     # the house format (pyproject.toml [tool.ruff]): a file ruff would reformat fails the run
     if sh(VENV / "bin" / "ruff", "format", "--check", "--no-cache", "-q", ".", env=env, check=False) != 0:
         sys.exit("ruff format: files not in the house format (`.venv/bin/ruff format .` formats them)")
-    # the engine's types (pyproject.toml [tool.mypy]): the loop's shared state is declared once
+    # the engine's types (pyproject.toml [tool.mypy]): an attempt's state and what the loop's steps
+    # may ask of the loop are declared once (runtime/loop_state.py)
     if sh(VENV / "bin" / "mypy", env=env, check=False) != 0:
         sys.exit("mypy: the engine's types do not check (see above)")
 
