@@ -47,7 +47,9 @@ def message(i: int):
     if kind == 0:
         return Message(Role.USER, text=f"please check item {i}", turn_id="old")
     if kind == 1:
-        return Message(Role.ASSISTANT, text="checking", turn_id="old", tool_calls=(ToolCall(f"h{i}", "noop", {"n": i}),))
+        return Message(
+            Role.ASSISTANT, text="checking", turn_id="old", tool_calls=(ToolCall(f"h{i}", "noop", {"n": i}),)
+        )
     if kind == 2:
         return Message(Role.TOOL, turn_id="old", call_id=f"h{i - 1}", name="noop", result={"ok": i})
     return Message(Role.ASSISTANT, text=f"item {i} is fine", turn_id="old")
@@ -60,12 +62,18 @@ def seed(key: str, size: int, *, compacted: bool) -> None:
     from sessions_app import models as m
 
     session = m.Session.objects.create(agent="bench", key=key)
-    rows = [m.Message(session=session, generation=0, index=i, role=str(message(i).role), data=message(i).to_json())
-            for i in range(size)]
+    rows = [
+        m.Message(session=session, generation=0, index=i, role=str(message(i).role), data=message(i).to_json())
+        for i in range(size)
+    ]
     if compacted:
         boundary = max(size - KEEP, 0)
-        summary = Message(Role.SUMMARY, text="Summary: the user asked about many items; all were fine.",
-                          turn_id="old", boundary=boundary)
+        summary = Message(
+            Role.SUMMARY,
+            text="Summary: the user asked about many items; all were fine.",
+            turn_id="old",
+            boundary=boundary,
+        )
         rows.append(m.Message(session=session, generation=0, index=size, role="summary", data=summary.to_json()))
         m.Session.objects.filter(pk=session.pk).update(boundary=boundary, summary_index=size)
     m.Message.objects.bulk_create(rows, batch_size=2000)
@@ -107,8 +115,14 @@ def executor_for(agent, model):
     from agents_app.runtime import TurnExecutor
     from sessions_app.store import DjangoSessionStore
 
-    return TurnExecutor(store=DjangoSessionStore(), sink=NullSink(), agent_for=lambda name: agent,
-                        model_for=lambda a: model, clock=time.time, lease_seconds=60)
+    return TurnExecutor(
+        store=DjangoSessionStore(),
+        sink=NullSink(),
+        agent_for=lambda name: agent,
+        model_for=lambda a: model,
+        clock=time.time,
+        lease_seconds=60,
+    )
 
 
 async def one_turn(agent, key: str) -> tuple[float, int]:
@@ -147,6 +161,7 @@ def compaction_vs_model_step() -> tuple[float, float]:
                 return await originals[name](self, *args, **kwargs)
             finally:
                 timings[name].append((time.perf_counter() - t) * 1000)
+
         return run
 
     for name, (cls, method) in steps.items():
@@ -207,13 +222,19 @@ def main() -> None:
         label = "compaction on " if on else "compaction off"
         for size in SIZES:
             ms = statistics.median(per_step[(on, size)])
-            print(f"{label}: per step at {size:>7,} messages of history: {ms:7.3f} ms   "
-                  f"bytes loaded per turn: {loaded[(on, size)]:>10,}")
+            print(
+                f"{label}: per step at {size:>7,} messages of history: {ms:7.3f} ms   "
+                f"bytes loaded per turn: {loaded[(on, size)]:>10,}"
+            )
         first, last = (statistics.median(per_step[(on, s)]) for s in (SIZES[0], SIZES[-1]))
-        print(f"{label}: flatness: per step at {SIZES[-1]:,} / at {SIZES[0]} = {last / first:.2f}x; "
-              f"bytes loaded {loaded[(on, SIZES[-1])] / loaded[(on, SIZES[0])]:.1f}x")
-    print(f"compaction step over a {VIEW}-message view (instant summarizer): {compact:.3f} ms; "
-          f"plain model step: {model:.3f} ms ({compact / model:.2f}x)")
+        print(
+            f"{label}: flatness: per step at {SIZES[-1]:,} / at {SIZES[0]} = {last / first:.2f}x; "
+            f"bytes loaded {loaded[(on, SIZES[-1])] / loaded[(on, SIZES[0])]:.1f}x"
+        )
+    print(
+        f"compaction step over a {VIEW}-message view (instant summarizer): {compact:.3f} ms; "
+        f"plain model step: {model:.3f} ms ({compact / model:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

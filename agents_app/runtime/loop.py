@@ -87,13 +87,16 @@ class TurnLoop:
         #: subagents: the agents a tool may spawn and how far; who dispatches the turns a unit made runnable
         self.spawn_rules = subagents.SpawnRules(
             agent_for=agent_for or (lambda name: agent if name == agent.name else _no_agent(name)),
-            max_depth=max_depth, max_fanout=max_fanout)
+            max_depth=max_depth,
+            max_fanout=max_fanout,
+        )
         self.on_runnable = on_runnable
 
     # -- the loop -----------------------------------------------------------------------------
 
-    async def run(self, turn_id: str, attempt_id: str | None, *, state: TurnState | None = None,
-                  opening: Opening | None = None) -> TurnStatus:
+    async def run(
+        self, turn_id: str, attempt_id: str | None, *, state: TurnState | None = None, opening: Opening | None = None
+    ) -> TurnStatus:
         """Drive the turn from where the store says it is; return the status it ended in.
         ``state``: what the attempt's claim already loaded (``SessionStore.claim_and_load``);
         ``opening``: the opening offered to that claim, which ``state.opened`` says it committed.
@@ -112,15 +115,36 @@ class TurnLoop:
         # a child turn spends a share of its parent's budget (``limits``: a tree keeps its root's)
         assert self.agent.limits is not None  # limits_config set them (the site's defaults at least)
         self.attempt = a = Attempt(
-            state, attempt_id, compaction=self.agent.compaction, window=self.agent.compaction.window(self.model),
-            policy=policy, tools=tools, specs=specs,
-            limits=self.agent.limits.within((turn.input.target or {}).get("budget")))
+            state,
+            attempt_id,
+            compaction=self.agent.compaction,
+            window=self.agent.compaction.window(self.model),
+            policy=policy,
+            tools=tools,
+            specs=specs,
+            limits=self.agent.limits.within((turn.input.target or {}).get("budget")),
+        )
         self.compaction_steps = CompactionSteps(a, self, model=self.model, observer=self.observer)
-        self.tool_steps = ToolSteps(a, self, store=self.store, sink=self.sink, signals=self.signals,
-                                    spawn_rules=self.spawn_rules, observer=self.observer)
-        self.model_step = ModelStep(a, self, model=self.model, store=self.store, sink=self.sink,
-                                    signals=self.signals, compaction_steps=self.compaction_steps,
-                                    observer=self.observer, model_name=self.agent.model)
+        self.tool_steps = ToolSteps(
+            a,
+            self,
+            store=self.store,
+            sink=self.sink,
+            signals=self.signals,
+            spawn_rules=self.spawn_rules,
+            observer=self.observer,
+        )
+        self.model_step = ModelStep(
+            a,
+            self,
+            model=self.model,
+            store=self.store,
+            sink=self.sink,
+            signals=self.signals,
+            compaction_steps=self.compaction_steps,
+            observer=self.observer,
+            model_name=self.agent.model,
+        )
         try:
             if state.opened is not None and opening is not None and opening.recorded is not None:
                 a.announced = opening.key
@@ -168,8 +192,9 @@ class TurnLoop:
 
     # -- checkpoints (``TurnOwner``) ----------------------------------------------------------
 
-    async def commit(self, work: Callable[[RecordingTx], None], *, tool_code: bool = False,
-                     dispatch: bool = True) -> Commit:
+    async def commit(
+        self, work: Callable[[RecordingTx], None], *, tool_code: bool = False, dispatch: bool = True
+    ) -> Commit:
         """One checkpoint. ``tool_code``: ``work`` runs a sync tool, whose own writes (through
         the store's handle) commit with it (``SessionStore.atomic``); otherwise ``work`` only
         records through ``tx`` (``SessionStore.commit``)."""
@@ -203,8 +228,13 @@ class TurnLoop:
 
     # -- endings (``TurnOwner``) --------------------------------------------------------------
 
-    async def park(self, call: ToolCall, step_id: str, request: dict[str, Any],
-                   also: list[tuple[ToolCall, dict[str, Any]]] | None = None) -> TurnStatus:
+    async def park(
+        self,
+        call: ToolCall,
+        step_id: str,
+        request: dict[str, Any],
+        also: list[tuple[ToolCall, dict[str, Any]]] | None = None,
+    ) -> TurnStatus:
         """Park on ``request`` (and on ``also``: the same step's later calls' approvals, asked
         together; the turn resumes once every one is answered)."""
         a = self.attempt
@@ -230,7 +260,7 @@ class TurnLoop:
         usage = a.usage_with({})
         # the turn's answer was its last model call's if that call was made at a limit
         mine = [i for i, m in enumerate(a.transcript) if m.role == Role.ASSISTANT and m.turn_id == a.turn.turn_id]
-        limited = a.limit_reached(a.transcript[:mine[-1]]) if mine else None
+        limited = a.limit_reached(a.transcript[: mine[-1]]) if mine else None
         await self.commit(lambda tx: units.settle_txn(tx, a.turn.turn_id, text, usage, limited=limited))
         return TurnStatus.COMPLETED
 

@@ -62,22 +62,27 @@ class CompactionSteps:
             return await self.owner.fail(
                 f"the model's context window is still exceeded after {done} compactions: what is kept "
                 "verbatim (the current turn's messages, or a single message) does not fit it",
-                phase="model", step=step_id,
+                phase="model",
+                step=step_id,
             )
         return await self.compact("reactive", aggressive=done >= 1, failed_step=step_id)
 
-    async def compact(self, reason: str, *, aggressive: bool = False, settle_text: str = "",
-                      failed_step: str | None = None) -> TurnStatus | None:
+    async def compact(
+        self, reason: str, *, aggressive: bool = False, settle_text: str = "", failed_step: str | None = None
+    ) -> TurnStatus | None:
         """One compaction step (``_compact_run``), watched by the observer if there is one."""
         if self.observer is None:
-            return await self._compact_run(reason, aggressive=aggressive, settle_text=settle_text,
-                                           failed_step=failed_step)
+            return await self._compact_run(
+                reason, aggressive=aggressive, settle_text=settle_text, failed_step=failed_step
+            )
         with self.observer.compaction(self.attempt.turn, reason):
-            return await self._compact_run(reason, aggressive=aggressive, settle_text=settle_text,
-                                           failed_step=failed_step)
+            return await self._compact_run(
+                reason, aggressive=aggressive, settle_text=settle_text, failed_step=failed_step
+            )
 
-    async def _compact_run(self, reason: str, *, aggressive: bool = False, settle_text: str = "",
-                           failed_step: str | None = None) -> TurnStatus | None:
+    async def _compact_run(
+        self, reason: str, *, aggressive: bool = False, settle_text: str = "", failed_step: str | None = None
+    ) -> TurnStatus | None:
         """One compaction step (``compact:<n>``): summarize the older part of the view with one
         call to the agent's model, then commit the summary and the new boundary together.
         Returns the turn's status if it ended the turn (a proactive one that had nothing to do
@@ -94,7 +99,9 @@ class CompactionSteps:
                 return await self.owner.settle(settle_text)
             return await self.owner.fail(
                 "the model's context window is exceeded and nothing is left to summarize: the current "
-                "turn's messages alone do not fit it", phase="model", step=failed_step,
+                "turn's messages alone do not fit it",
+                phase="model",
+                step=failed_step,
             )
         at = a.base + len(a.transcript)
         step_id = compact_step_id(at)
@@ -107,10 +114,14 @@ class CompactionSteps:
         before = used if used is not None else view_tokens(system, summarized + kept)
         started = f"{step_id}:started"
         if started not in a.state.steps:  # a replay does not announce it twice
+
             def begin(tx: RecordingTx) -> None:
                 tx.step(started)
-                tx.emit(ev.CompactionStarted(turn.turn_id, reason=reason, step=step_id, messages=len(summarized),
-                                             tokens_before=before))
+                tx.emit(
+                    ev.CompactionStarted(
+                        turn.turn_id, reason=reason, step=step_id, messages=len(summarized), tokens_before=before
+                    )
+                )
                 tx.journal(Phase.PROVIDER_STARTED, step=step_id)
 
             await self.owner.commit(begin)
@@ -125,12 +136,23 @@ class CompactionSteps:
 
         def work(tx: RecordingTx) -> None:
             index = tx.append(summary)
-            tx.step(step_id, index, {"boundary": cut, "opening": opening, "reason": reason,
-                                     "messages": len(summarized)})
+            tx.step(
+                step_id, index, {"boundary": cut, "opening": opening, "reason": reason, "messages": len(summarized)}
+            )
             tx.boundary(cut, index)
-            tx.emit(ev.CompactionCompleted(turn.turn_id, reason=reason, step=step_id, messages=len(summarized),
-                                           tokens_before=before, tokens_after=after, boundary=cut, index=index,
-                                           summary=text))
+            tx.emit(
+                ev.CompactionCompleted(
+                    turn.turn_id,
+                    reason=reason,
+                    step=step_id,
+                    messages=len(summarized),
+                    tokens_before=before,
+                    tokens_after=after,
+                    boundary=cut,
+                    index=index,
+                    summary=text,
+                )
+            )
             tx.journal(Phase.BEFORE_PROVIDER)
 
         await self.owner.commit(work)

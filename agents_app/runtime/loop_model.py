@@ -33,9 +33,19 @@ class ModelStep:
     """The model steps of one attempt: ``model`` streams, ``sink`` carries its deltas,
     ``signals`` cut it short on a cancel; ``store`` journals a step no checkpoint announced."""
 
-    def __init__(self, attempt: Attempt, owner: TurnOwner, *, model: Model, store: SessionStore, sink: EventSink,
-                 signals: Signals, compaction_steps: CompactionSteps, observer: TurnObserver | None,
-                 model_name: str | None) -> None:
+    def __init__(
+        self,
+        attempt: Attempt,
+        owner: TurnOwner,
+        *,
+        model: Model,
+        store: SessionStore,
+        sink: EventSink,
+        signals: Signals,
+        compaction_steps: CompactionSteps,
+        observer: TurnObserver | None,
+        model_name: str | None,
+    ) -> None:
         self.attempt = attempt
         self.owner = owner
         self.model = model
@@ -120,8 +130,11 @@ class ModelStep:
                 f"the model stopped ({reply.stop_reason}) without a reply", phase="model", step=step_id
             )
         if last and not reply.text:
-            return await self.owner.fail(f"the turn reached its limit of {limits.NAMES[last]} and its last model "
-                                         "call gave no answer", phase="model", step=step_id)
+            return await self.owner.fail(
+                f"the turn reached its limit of {limits.NAMES[last]} and its last model call gave no answer",
+                phase="model",
+                step=step_id,
+            )
         message = Message(
             role=Role.ASSISTANT,
             text=reply.text,

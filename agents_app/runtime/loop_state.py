@@ -29,12 +29,36 @@ class Attempt:
     turn runs under (its policy, tools, limits, compaction). The methods are what follows from
     that state alone: the model's request, what the turn spent, a checkpoint taken up."""
 
-    __slots__ = ("attempt_id", "state", "turn", "transcript", "base", "boundary", "summary_at", "compaction",
-                 "window", "policy", "tools", "specs", "limits", "announced", "_history")
+    __slots__ = (
+        "attempt_id",
+        "state",
+        "turn",
+        "transcript",
+        "base",
+        "boundary",
+        "summary_at",
+        "compaction",
+        "window",
+        "policy",
+        "tools",
+        "specs",
+        "limits",
+        "announced",
+        "_history",
+    )
 
-    def __init__(self, state: TurnState, attempt_id: str | None, *, compaction: Compaction, window: int | None,
-                 policy: dict[str, Any], tools: dict[str, Tool], specs: tuple[ToolSpec, ...],
-                 limits: Limits) -> None:
+    def __init__(
+        self,
+        state: TurnState,
+        attempt_id: str | None,
+        *,
+        compaction: Compaction,
+        window: int | None,
+        policy: dict[str, Any],
+        tools: dict[str, Tool],
+        specs: tuple[ToolSpec, ...],
+        limits: Limits,
+    ) -> None:
         self.attempt_id = attempt_id
         self.state = state
         self.turn: TurnRecord = state.turn
@@ -52,14 +76,19 @@ class Attempt:
 
     def tail(self) -> list[Message]:
         """The current turn's messages."""
-        return self.transcript[turn_tail_start(self.transcript, self.turn.turn_id):]
+        return self.transcript[turn_tail_start(self.transcript, self.turn.turn_id) :]
 
     def request_messages(self) -> tuple[Message, ...]:
         """The live view as the model sees it (``view.request_messages``); the earlier turns'
         part is kept for the attempt's next steps."""
         self._history, messages = view.request_messages(
-            self.transcript, self.turn, base=self.base, boundary=self.boundary, summary_at=self.summary_at,
-            history=self._history)
+            self.transcript,
+            self.turn,
+            base=self.base,
+            boundary=self.boundary,
+            summary_at=self.summary_at,
+            history=self._history,
+        )
         return messages
 
     def take_up(self, rec: RecordingTx) -> None:
@@ -134,8 +163,9 @@ class TurnOwner(Protocol):
     each way a turn ends (its own checkpoint, returning the status it ended in). A step never
     commits or dispatches by itself."""
 
-    async def commit(self, work: Callable[[RecordingTx], None], *, tool_code: bool = False,
-                     dispatch: bool = True) -> Commit:
+    async def commit(
+        self, work: Callable[[RecordingTx], None], *, tool_code: bool = False, dispatch: bool = True
+    ) -> Commit:
         """One checkpoint of ``work``, taken up by the attempt; ``tool_code``: ``work`` runs a
         sync tool, whose own writes commit with it."""
         ...
@@ -152,8 +182,13 @@ class TurnOwner(Protocol):
         """Cancelled: ``owed`` (the calls of step ``index`` not run) get the cancelled fill."""
         ...
 
-    async def park(self, call: ToolCall, step_id: str, request: dict[str, Any],
-                   also: list[tuple[ToolCall, dict[str, Any]]] | None = None) -> TurnStatus:
+    async def park(
+        self,
+        call: ToolCall,
+        step_id: str,
+        request: dict[str, Any],
+        also: list[tuple[ToolCall, dict[str, Any]]] | None = None,
+    ) -> TurnStatus:
         """Suspended on ``request`` (and ``also``: the same step's later approvals, asked at once)."""
         ...
 

@@ -54,8 +54,17 @@ class ToolSteps:
     ``spawn_rules``: what its spawns may start; ``sink``: where a parent cancelled as it parks
     on its children says so (``subagents.park_on_children``)."""
 
-    def __init__(self, attempt: Attempt, owner: TurnOwner, *, store: SessionStore, sink: EventSink,
-                 signals: Signals, spawn_rules: subagents.SpawnRules, observer: TurnObserver | None) -> None:
+    def __init__(
+        self,
+        attempt: Attempt,
+        owner: TurnOwner,
+        *,
+        store: SessionStore,
+        sink: EventSink,
+        signals: Signals,
+        spawn_rules: subagents.SpawnRules,
+        observer: TurnObserver | None,
+    ) -> None:
         self.attempt = attempt
         self.owner = owner
         self.store = store
@@ -72,7 +81,9 @@ class ToolSteps:
             if self.signals.cancel_reason:
                 return await self.owner.cancel(calls[n:], index=index)
             later = calls[n + 1 :]
-            status = await self._tool_step(index, call, later, interrupted=replay and n == 0 and self._was_in_flight(call))
+            status = await self._tool_step(
+                index, call, later, interrupted=replay and n == 0 and self._was_in_flight(call)
+            )
             if status is not None:
                 return status
         return None
@@ -111,9 +122,13 @@ class ToolSteps:
         elif (problem := validate_input(tool.spec, call.input)) is not None:
             result, error = None, problem
         elif interrupted and tool.is_async and tool.on_interrupt == "report":
-            log.warning("turn %s: async tool %s (call %s) was interrupted by a crash; not re-run "
-                        "(on_interrupt='report'): the model gets the interrupted marker",
-                        self.attempt.turn.turn_id, call.name, call.id)
+            log.warning(
+                "turn %s: async tool %s (call %s) was interrupted by a crash; not re-run "
+                "(on_interrupt='report'): the model gets the interrupted marker",
+                self.attempt.turn.turn_id,
+                call.name,
+                call.id,
+            )
             result, error = INTERRUPTED_TOOL_RESULT, str(INTERRUPTED_TOOL_RESULT["error"])
         elif tool.is_async:
             try:
@@ -121,16 +136,21 @@ class ToolSteps:
             except ToolInterrupted as stopped:
                 # its result is the cancelled fill, as for the batch's unrun calls
                 if stopped.abandoned:
-                    log.warning("turn %s: async tool %s (call %s) ignored the cancel for %.1f s; "
-                                "abandoned, still running", self.attempt.turn.turn_id, call.name, call.id,
-                                control.CANCEL_GRACE)
+                    log.warning(
+                        "turn %s: async tool %s (call %s) ignored the cancel for %.1f s; abandoned, still running",
+                        self.attempt.turn.turn_id,
+                        call.name,
+                        call.id,
+                        control.CANCEL_GRACE,
+                    )
                 return await self.owner.cancel((call, *later), index=index)
             except Park as park:
                 return await self.owner.park(call, step_id, park.request)
             except subagents.SpawnPark as park:
                 try:
-                    return await subagents.park_on_children(self.attempt, self.owner, call, step_id,
-                                                            park.spawner.owed, store=self.store, sink=self.sink)
+                    return await subagents.park_on_children(
+                        self.attempt, self.owner, call, step_id, park.spawner.owed, store=self.store, sink=self.sink
+                    )
                 except ChildSessionRefused as exc:  # the unit rolled back: no child, no park
                     log.error("turn %s: spawn of call %s refused: %s", self.attempt.turn.turn_id, call.id, exc)
                     result, error = None, f"spawn refused: {exc}"
@@ -145,8 +165,15 @@ class ToolSteps:
 
     def _gate(self, tool: Tool, call: ToolCall) -> approval.Gate:
         assert tool.approval is not None
-        return approval.gate(tool.approval, call.name, tool.spec.input_schema, call.id, call.input,
-                             self.attempt.state.answers, lambda: default_answerers(self.attempt.turn))
+        return approval.gate(
+            tool.approval,
+            call.name,
+            tool.spec.input_schema,
+            call.id,
+            call.input,
+            self.attempt.state.answers,
+            lambda: default_answerers(self.attempt.turn),
+        )
 
     def _asks_of(self, calls: tuple[ToolCall, ...]) -> list[tuple[ToolCall, dict[str, Any]]]:
         """The approvals owed by ``calls`` (a step's later calls), each with its call."""
@@ -191,7 +218,9 @@ class ToolSteps:
         turn_id = self.attempt.turn.turn_id
         stored = {"error": error} if error is not None and result is None else result
         at = tx.append(
-            Message(Role.TOOL, turn_id=turn_id, call_id=call.id, name=call.name, result=stored, is_error=error is not None)
+            Message(
+                Role.TOOL, turn_id=turn_id, call_id=call.id, name=call.name, result=stored, is_error=error is not None
+            )
         )
         tx.step(tool_step_id(index, call.id), at)
         tx.emit(ev.ActionCompleted(turn_id, call_id=call.id, name=call.name, result=stored, error=error))
@@ -245,4 +274,3 @@ class ToolSteps:
             raise Park({"id": id, "prompt": prompt, "schema": schema, "answerers": return_answerers})
 
         return request_input
-

@@ -24,8 +24,11 @@ MYPY = Path(sys.executable).parent / "mypy"
 def tree(tmp_path: Path) -> Path:
     (tmp_path / "agents_app").mkdir()
     (tmp_path / "agents_app" / "__init__.py").write_text("")
-    shutil.copytree(ROOT / "agents_app" / "runtime", tmp_path / "agents_app" / "runtime",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        ROOT / "agents_app" / "runtime",
+        tmp_path / "agents_app" / "runtime",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
@@ -47,17 +50,26 @@ def test_the_engine_type_checks(tree: Path):
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@pytest.mark.parametrize("method, complaint", [
-    # state no one declares (a typo of ``transcript``)
-    ('    def _oops(self) -> int:\n        return len(self.attempt.transcrpit)\n\n',
-     '"Attempt" has no attribute "transcrpit"'),
-    # the loop's method called with an argument it does not take
-    ('    async def _oops(self) -> None:\n        await self.owner.fail("x", stage="tool")\n\n',
-     'Unexpected keyword argument "stage"'),
-    # a part of the loop its owner's interface does not offer (the loop's own driving)
-    ('    async def _oops(self) -> None:\n        await self.owner._drive()\n\n',
-     '"TurnOwner" has no attribute "_drive"'),
-])
+@pytest.mark.parametrize(
+    "method, complaint",
+    [
+        # state no one declares (a typo of ``transcript``)
+        (
+            "    def _oops(self) -> int:\n        return len(self.attempt.transcrpit)\n\n",
+            '"Attempt" has no attribute "transcrpit"',
+        ),
+        # the loop's method called with an argument it does not take
+        (
+            '    async def _oops(self) -> None:\n        await self.owner.fail("x", stage="tool")\n\n',
+            'Unexpected keyword argument "stage"',
+        ),
+        # a part of the loop its owner's interface does not offer (the loop's own driving)
+        (
+            "    async def _oops(self) -> None:\n        await self.owner._drive()\n\n",
+            '"TurnOwner" has no attribute "_drive"',
+        ),
+    ],
+)
 def test_a_step_reading_undeclared_state_fails_the_check(tree: Path, method: str, complaint: str):
     _add_to_tool_steps(tree, method)
     out = _mypy(tree)
