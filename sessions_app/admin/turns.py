@@ -81,39 +81,8 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
         ("Steps", {"fields": ("steps_table",)}),
         ("Answers", {"fields": ("answers_table",)}),
     )
-    readonly_fields = (
-        "id",
-        "session_link",
-        "order",
-        "generation",
-        "status",
-        "kind",
-        "source",
-        "created_by",
-        "created_at",
-        "updated_at",
-        "input_json",
-        "text",
-        "cancel_reason",
-        "error_json",
-        "usage_json",
-        "pending_json",
-        "policy_json",
-        "attempt_id",
-        "attempts",
-        "revision",
-        "lease_owner",
-        "lease_expiry",
-        "phase",
-        "journal_json",
-        "steps_table",
-        "answers_table",
-        "timeline_table",
-        "phase_words",
-        "lease_words",
-        "usage_cost",
-        "turn_tree",
-    )
+    #: every field shown is read-only: a turn changes only through the engine
+    readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
 
     @admin.display(description="tree")
     def turn_tree(self, obj):

@@ -6,7 +6,7 @@ import os
 import sys
 from pathlib import Path
 
-OPERATORS_GROUP = "operators"
+from agents_app.agents.operators import OPERATORS_GROUP, is_operator  # noqa: F401 (the group: tests, docs)
 
 # an MCP server as a tool source (docs/tools.md): the demo inventory, a stdio subprocess of each
 # worker process; its tools are inventory__count and inventory__reserve. On where JUNE_DEMO_MCP=1
@@ -29,20 +29,9 @@ model_config = {"model": "claude-sonnet-4-5", "max_tokens": 2048}
 
 
 def authorize_answer(*, policy, scope, by, principal):
-    """An ``operator`` grant goes to active staff members of the operators group.
-    An operator may answer a request they made themselves (the answer's audit row says who
-    answered); docs/approvals.md shows the one line that refuses it (four eyes)."""
-    if policy != "operator" or principal is None:
-        return False
-    # imported here: an agent folder loads without Django (unit tests run it on the engine's fakes)
-    from django.contrib.auth import get_user_model
-
-    user = (
-        get_user_model()
-        .objects.filter(pk=principal.get("user_id") if isinstance(principal, dict) else principal)
-        .first()
-    )
-    return bool(user and user.is_active and user.is_staff and user.groups.filter(name=OPERATORS_GROUP).exists())
+    """An ``operator`` grant goes to active staff members of the operators group
+    (``agents_app/agents/operators.py``)."""
+    return policy == "operator" and principal is not None and is_operator(principal)
 
 
 # -- proactive turns and per-source policies (docs/proactive.md) -----------------------------------
