@@ -59,3 +59,14 @@ def _delete_flush() -> None:
 
 if os.environ.get("DJANGO_SETTINGS_MODULE"):
     _delete_flush()
+
+# schemathesis' pytest plugin imports its report writers at the session's end, through pytest's
+# assertion rewriting (``ast.parse``). On CPython 3.11 the AST constructor's recursion count is
+# shared by threads and leaks on an error path (python/cpython#106905), so that late parse failed
+# once with "SystemError: AST constructor recursion depth mismatch" after every test had passed.
+# Imported here, at start-up, one thread: nothing is left to parse at the end.
+for _late in ("schemathesis.reporting.html.writer", "schemathesis.reporting.junitxml", "schemathesis.reporting.allure"):
+    try:
+        __import__(_late)
+    except ImportError:  # allure is optional; schemathesis itself comes with the test extras
+        pass
