@@ -4,6 +4,7 @@ scheme, host and port, sessions_app.web.origin) — the helper a host project us
 
 import functools
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -32,5 +33,27 @@ def _no_twisted_form_parsing() -> None:
         WebRequest._june_forms_off = True
 
 
+def _patient_close_handshake(seconds: float = 5.0) -> None:
+    """A consumer that refuses a socket accepts it and closes it with a code (4403: not yours).
+    Autobahn, under daphne, then waits 1 s for the browser's answering close frame and aborts
+    the TCP connection (a reset) when none came: a browser slower than that on a loaded machine
+    loses the close frame it had not read yet and reports 1006, not the code. Wait ``seconds``."""
+    try:
+        from daphne.ws_protocol import WebSocketFactory
+    except ImportError:
+        return
+    if getattr(WebSocketFactory, "_june_close_timeout", None) is None:
+        init = WebSocketFactory.__init__
+
+        @functools.wraps(init)
+        def patient(self: Any, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            self.closeHandshakeTimeout = seconds
+
+        WebSocketFactory.__init__ = patient
+        WebSocketFactory._june_close_timeout = seconds
+
+
 _no_twisted_form_parsing()
+_patient_close_handshake()
 application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})

@@ -145,3 +145,64 @@ def test_a_burst_of_posts_is_all_accepted_within_the_pool(web, django_user_model
         print(f"\nthe web process held at most {max(seen)} connections (pool {POOL}) over {len(seen)} samples")
         assert seen and max(seen) <= POOL
         assert max(seen) >= 1
+
+
+def _frames(sock, want: int) -> bytes:
+    data = b""
+    while len(data) < want:
+        chunk = sock.recv(want - len(data))
+        assert chunk, "the server closed the connection"
+        data += chunk
+    return data
+
+
+def test_a_refused_socket_waits_seconds_for_the_browsers_close_frame(web):
+    """A refusal is an accept, then a close frame with the code (4401: not logged in). A browser
+    on a loaded machine can take over a second to answer that frame; daphne's default (1 s) then
+    reset the connection and the browser, its frame unread, reported 1006 (CI, a 4403 test). The
+    server now keeps the connection open 5 s for the answer."""
+    import base64
+    import socket
+    import struct
+
+    url, _pid, _log = web
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    try:
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(
+            (
+                "GET /ws/agents/ops/sessions/refused/ HTTP/1.1\r\n"
+                f"Host: {host}:{port}\r\nOrigin: {url}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n"
+            ).encode()
+        )
+        head = b""
+        while b"\r\n\r\n" not in head:
+            head += _frames(sock, 1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+        code = None
+        while code is None:  # the error message (text), then the close frame
+            first, length = _frames(sock, 2)
+            if length == 126:
+                (length,) = struct.unpack("!H", _frames(sock, 2))
+            payload = _frames(sock, length)
+            if first & 0x0F == 0x8:
+                (code,) = struct.unpack("!H", payload[:2])
+        assert code == 4401
+        sent = time.monotonic()
+        sock.settimeout(2.5)
+        with pytest.raises(socket.timeout):  # no answer from us: the server still waits
+            sock.recv(1)
+        assert time.monotonic() - sent >= 2.4
+        mask = os.urandom(4)
+        body = struct.pack("!H", 4401)
+        sock.sendall(bytes([0x88, 0x80 | len(body)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(body)))
+        sock.settimeout(10)
+        try:
+            rest = sock.recv(1)
+        except ConnectionResetError:
+            rest = b""
+        assert rest == b""  # answered: the server ends the connection
+    finally:
+        sock.close()
