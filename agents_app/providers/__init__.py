@@ -6,8 +6,12 @@ Default: ``anthropic`` when ANTHROPIC_API_KEY is set, else ``demo``.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-from typing import Any, Callable, Iterable
+import sys
+import weakref
+from typing import Any, AsyncIterator, Callable, Iterable
 
 from agents_app.runtime.agent import Agent
 from agents_app.runtime.errors import AgentConfigError
@@ -82,6 +86,33 @@ def warm(agents: Iterable[Agent]) -> list[str]:
     if "demo" in names:
         from . import demo  # noqa: F401
     return names
+
+
+#: the event loops that live as long as their process (a worker's runner, ``long_lived_loop``)
+_LONG_LIVED: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def is_long_lived(loop: asyncio.AbstractEventLoop) -> bool:
+    return loop in _LONG_LIVED
+
+
+@contextlib.asynccontextmanager
+async def long_lived_loop() -> AsyncIterator[None]:
+    """The running loop lives as long as its process (a worker's runner) and says so: the
+    ``anthropic`` provider's clients on it use aiohttp's transport (the SDK's ``aiohttp``
+    extra; half the CPU per streamed call of the default one, ``bench/bench_transport.py``),
+    which must be closed on the loop that opened it. They are, when the block ends. A loop
+    that runs one turn and ends (``asyncio.run``, a test) keeps the default transport, which
+    needs no closing."""
+    loop = asyncio.get_running_loop()
+    _LONG_LIVED.add(loop)
+    try:
+        yield
+    finally:
+        _LONG_LIVED.discard(loop)
+        provider = sys.modules.get(f"{__name__}.anthropic")
+        if provider is not None:
+            await provider.close_clients(loop)
 
 
 def _demo_options(agent: Agent) -> dict[str, Any]:

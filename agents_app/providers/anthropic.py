@@ -36,7 +36,7 @@ import anthropic
 import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
 from agents_app import attachments
-from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW
+from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW, is_long_lived
 from agents_app.providers.anthropic_files import Reader
 from agents_app.providers.anthropic_request import build_messages
 from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider's table-tested names)
@@ -317,10 +317,30 @@ def _client(api_key: str | None, base_url: str | None, timeout: float) -> anthro
     client = clients.get(key)
     if client is None:
         # the SDK's retries are off: the policy above is ours, and visible to tests
-        client = clients[key] = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, max_retries=0, timeout=timeout
-        )
+        options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": 0, "timeout": timeout}
+        if loop is not None and is_long_lived(loop):
+            http_client = _aiohttp_client()
+            if http_client is not None:
+                options["http_client"] = http_client
+        client = clients[key] = anthropic.AsyncAnthropic(**options)
     return client
+
+
+def _aiohttp_client() -> Any:
+    """The SDK's aiohttp transport (its ``aiohttp`` extra, a dependency of this project): a
+    streamed call costs a worker about half the CPU of the default httpx transport, most of it
+    in parsing the stream (``bench/bench_transport.py``). None without aiohttp installed."""
+    try:
+        return anthropic.DefaultAioHttpClient()
+    except RuntimeError:  # the SDK says the extra is missing
+        return None
+
+
+async def close_clients(loop: Any) -> None:
+    """Close the clients of ``loop`` (the running one) and forget them: its aiohttp sessions
+    belong to it (``providers.long_lived_loop``)."""
+    for client in (_CLIENTS.pop(loop, None) or {}).values():
+        await client.close()
 
 
 def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:

@@ -46,6 +46,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connections
 
+from agents_app.providers import long_lived_loop
 from agents_app.runtime.executor import TurnExecutor
 from agents_app.runtime.seams import TurnStatus
 from sessions_app import wiring
@@ -136,6 +137,10 @@ class TurnRunner:
                 self._threads.shutdown(wait=False, cancel_futures=True)
 
     async def _serve(self) -> None:
+        async with long_lived_loop():  # the providers' clients on this loop: closed when it ends
+            await self._serve_turns()
+
+    async def _serve_turns(self) -> None:
         store = DjangoSessionStore(pipes=self._pipes, threads=self._threads)
         executor = self.executor = wiring.executor(store=store)
         executor.on_signals = cancel_listener

@@ -6,11 +6,13 @@ provider's ``sleep`` is a recorder).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
 import pytest
 
+from agents_app.providers import long_lived_loop
 from agents_app.providers.anthropic import (
     MAX_RETRY_AFTER,
     AnthropicModel,
@@ -50,8 +52,11 @@ def sleeps() -> list[float]:
     return []
 
 
-@pytest.fixture
-async def make_model(api, sleeps):
+@pytest.fixture(params=["httpx", "aiohttp"])
+async def make_model(request, api, sleeps):
+    """Models on the SDK's default transport (a loop that runs a turn and ends), and on its
+    aiohttp transport (a worker's runner: ``providers.long_lived_loop``): every test, both."""
+
     async def record_sleep(seconds: float) -> None:
         sleeps.append(seconds)
 
@@ -59,11 +64,15 @@ async def make_model(api, sleeps):
 
     def make(**kwargs: Any) -> AnthropicModel:
         made.append(AnthropicModel(api_key="test-key", base_url=api.base_url, sleep=record_sleep, **kwargs))
+        assert ("aiohttp" in type(made[-1]._client._client).__name__.lower()) == (request.param == "aiohttp")
         return made[-1]
 
-    yield make
-    for model in made:
-        await model.aclose()
+    async with contextlib.AsyncExitStack() as stack:
+        if request.param == "aiohttp":
+            await stack.enter_async_context(long_lived_loop())
+        yield make
+        for model in made:
+            await model.aclose()
 
 
 def request(*messages: Message, tools=TOOLS, system: str = "You are terse.") -> ModelRequest:
