@@ -12,7 +12,8 @@ death is a death there.
 ``CrashSafeSentinel`` is q2's ``Sentinel`` whose queues' reader and writer locks (the task queue's:
 the workers', the pusher's; the result queue's: the workers', the monitor's) are
 ``ProcessLock``s: a ``flock`` on a file of the cluster's own, which the kernel releases when its
-holder dies. The rest is q2's. (A death in the microseconds between reading a task's
+holder dies. So is each worker's timer lock, which q2's guard takes every cycle and a worker
+takes as each task starts and ends. The rest is q2's. (A death in the microseconds between reading a task's
 length and its bytes would still leave the pipe out of step; its pipe writes are single
 ``write`` calls for a task's size, and a worker waits before the length, not between.)
 """
@@ -24,6 +25,7 @@ import os
 import tempfile
 import threading
 import time
+from multiprocessing import Value
 from typing import Any
 
 from django_q import cluster as q_cluster
@@ -39,6 +41,7 @@ class ProcessLock:
     def __init__(self) -> None:
         fd, self._path = tempfile.mkstemp(prefix="june-q2-lock-")
         self._origin = fd  # every process forked from here inherits it under this number
+        self._created_in = os.getpid()
         self._reopen = f"/proc/self/fd/{fd}"
         if os.path.exists(self._reopen):
             os.unlink(self._path)
@@ -85,6 +88,16 @@ class ProcessLock:
         fcntl.flock(self._file(), fcntl.LOCK_UN)
         self._threads.release()
 
+    def close(self) -> None:
+        """Close this process's descriptors of the lock's file: no thread of it may use the lock
+        after."""
+        pid = os.getpid()
+        if self._opened_in == pid and self._fd != self._origin:
+            os.close(self._fd)
+        if self._created_in == pid:
+            os.close(self._origin)
+        self._fd, self._opened_in, self._created_in = -1, -1, -1
+
     def __enter__(self) -> bool:
         return self.acquire()
 
@@ -92,8 +105,35 @@ class ProcessLock:
         self.release()
 
 
+class ReentrantProcessLock(ProcessLock):
+    """A ``ProcessLock`` its holding thread may take again (a ``multiprocessing.Value``'s lock
+    must be: q2's guard reads and writes a worker's timer while it holds the timer's lock)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._owner: int | None = None
+        self._depth = 0
+
+    def acquire(self, block: bool = True, timeout: float | None = None) -> bool:
+        me = threading.get_ident()
+        if self._owner == me and self._opened_in == os.getpid():
+            self._depth += 1
+            return True
+        if not super().acquire(block, timeout):
+            return False
+        self._owner, self._depth = me, 1
+        return True
+
+    def release(self) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            super().release()
+
+
 class CrashSafeSentinel(q_cluster.Sentinel):
-    """q2's sentinel; its queues' cross-process locks are ``ProcessLock``s (module docstring)."""
+    """q2's sentinel; its queues' cross-process locks, and its workers' timers', are
+    ``ProcessLock``s (module docstring)."""
 
     def __init__(self, *args: Any, start: bool = True, **kwargs: Any) -> None:
         super().__init__(*args, start=False, **kwargs)
@@ -101,5 +141,31 @@ class CrashSafeSentinel(q_cluster.Sentinel):
             queue._rlock = ProcessLock()
             if queue._wlock is not None:  # (None where writes need no lock)
                 queue._wlock = ProcessLock()
+        #: the timer locks of workers that died, closed at the next death (the guard releases
+        #: the newest one after ``reincarnate`` returns)
+        self._retired: list[ProcessLock] = []
         if start:
             self.start()
+
+    def spawn_worker(self) -> None:
+        # q2's own, but the timer's lock is one a dead worker cannot keep: q2's guard takes each
+        # worker's timer lock every cycle, and a worker SIGKILLed while setting its timer (as a
+        # task ends) left it taken: the guard waited for it forever, and no worker was ever
+        # spawned again (tests/fault/test_budget.py, one run in three)
+        self.spawn_process(
+            q_cluster.worker,
+            self.task_queue,
+            self.result_queue,
+            Value("f", -1, lock=ReentrantProcessLock()),
+            self.timeout,
+        )
+
+    def reincarnate(self, process: Any) -> None:
+        for lock in self._retired:
+            lock.close()
+        self._retired = []
+        timer = getattr(process, "timer", None)
+        lock = timer.get_lock() if timer is not None else None
+        super().reincarnate(process)
+        if isinstance(lock, ProcessLock):
+            self._retired.append(lock)

@@ -77,3 +77,41 @@ def test_a_queue_with_it_survives_a_reader_killed_while_it_waits(block):
     queue.put("task")
     assert got.get(timeout=10) == "task"
     reader.join(10)
+
+
+def set_timer_forever(timer, held) -> None:
+    timer.get_lock().acquire()  # as q2's worker does around ``timer.value = …``
+    held.set()
+    time.sleep(60)
+
+
+def test_a_worker_timer_whose_setter_is_killed_is_readable_again():
+    """The sentinel's worker timers (``CrashSafeSentinel.spawn_worker``): q2's guard takes each
+    timer's lock every cycle and reads and writes the value inside it (so the lock is taken
+    again by its holder); a worker SIGKILLed while it held its timer's lock had wedged the guard
+    for good, and no worker was spawned again."""
+    from multiprocessing import Value
+
+    from sessions_app.workers.sentinel import ReentrantProcessLock
+
+    timer = Value("f", -1, lock=ReentrantProcessLock())
+    held = ctx.Event()
+    child = ctx.Process(target=set_timer_forever, args=(timer, held))
+    child.start()
+    try:
+        assert held.wait(10)
+        assert not timer.get_lock().acquire(timeout=0.2), "the worker holds it"
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+        assert timer.get_lock().acquire(timeout=5), "the dead worker's timer lock was kept"
+        try:
+            timer.value -= 1  # q2's guard: the value's own lock, taken again inside
+            assert timer.value == -2
+        finally:
+            timer.get_lock().release()
+        assert timer.get_lock().acquire(timeout=0.2), "released as often as taken"
+        timer.get_lock().release()
+        timer.get_lock().close()
+    finally:
+        if child.is_alive():
+            child.kill()
