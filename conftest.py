@@ -2,6 +2,7 @@
 
 import os
 import secrets
+import sys
 
 os.environ.setdefault("SECRET_KEY", "june-test-secret-key")
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API runs a loop
@@ -65,8 +66,11 @@ if os.environ.get("DJANGO_SETTINGS_MODULE"):
 # shared by threads and leaks on an error path (python/cpython#106905), so that late parse failed
 # once with "SystemError: AST constructor recursion depth mismatch" after every test had passed.
 # Imported here, at start-up, one thread: nothing is left to parse at the end.
+# A module whose import fails is not kept, so it is parsed again at every attempt: allure is
+# optional, and without it ``schemathesis.reporting.allure`` was parsed again at the end and the
+# error came back (CI, 2026-12-06). ``None`` in ``sys.modules`` makes that import fail at once.
 for _late in ("schemathesis.reporting.html.writer", "schemathesis.reporting.junitxml", "schemathesis.reporting.allure"):
     try:
         __import__(_late)
     except ImportError:  # allure is optional; schemathesis itself comes with the test extras
-        pass
+        sys.modules[_late] = None  # type: ignore[assignment]
