@@ -38,7 +38,13 @@
       const data = await call("GET", "branches");
       if (mine !== asking) return;
       shown = data;
-      if (data.generation !== config.generation) { location.reload(); return; }
+      if (data.generation !== config.generation) {
+        // another branch is live (a switch elsewhere), or this page's reset committed before its
+        // session.reset frame (which sets config.generation) got here: reload only if no frame
+        // explains it within a moment — a reload would drop the reset's notice
+        setTimeout(() => { if (data.generation !== config.generation) location.reload(); }, 2000);
+        return;
+      }
       draw(data);
     } catch (e) { /* a chat whose session does not exist yet, or the server away: nothing to draw */ }
   }
