@@ -143,7 +143,10 @@ def _check(env: dict[str, str]) -> None:
         sys.exit("ruff format: files not in the house format (`.venv/bin/ruff format .` formats them)")
     # the engine's types (pyproject.toml [tool.mypy]): an attempt's state and what the loop's steps
     # may ask of the loop are declared once (runtime/loop_state.py)
-    if sh(VENV / "bin" / "mypy", env=env, check=False) != 0:
+    # (a cache of the run's own: CI checks two backends at once in one clone, and two mypys
+    # writing one .mypy_cache crashed one of them with an INTERNAL ERROR)
+    cache = ["--cache-dir", str(Path(env["JUNE_VAR_DIR"]) / "mypy-cache")] if env.get("JUNE_VAR_DIR") else []
+    if sh(VENV / "bin" / "mypy", *cache, env=env, check=False) != 0:
         sys.exit("mypy: the engine's types do not check (see above)")
 
 
