@@ -1,16 +1,19 @@
 """``POST …/turns``: start a turn, then stream it (SSE), wait for its end (bounded), or answer
 202 at once (``?wait=false``).
 
-The 202 of a JSON body is the API's burst path (a client starting many turns at once): its
-authentication, parsing and start run in one hop to a thread, on one pooled connection, as a
-sync view. The other forms are an async view (they hold no thread while they wait), which
-authenticates in a hop of its own (``api.api_view``)."""
+The 202 of a JSON body is the API's burst path (a client starting many turns at once): the
+whole request (authentication, parsing, the start) runs on the request's thread, where the
+site's synchronous middleware already runs it (``syncstack``), on one pooled connection: no hop
+to the event loop and back. The other forms are an async view, entered from that thread as
+Django enters any async view below sync middleware; it authenticates in a hop of its own
+(``api.api_view``), and gives its connection back between its queries (``db``)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 
@@ -20,7 +23,7 @@ from sessions_app import attachments, services
 from sessions_app.errors import BadRequest
 from sessions_app.web import paths, uploads
 from sessions_app.web.api import SSE_HEADERS, api_view, load_turn, query_bool, read_json, turn_response, wants_stream
-from sessions_app.web.db import db
+from sessions_app.web.db import db, released
 from sessions_app.web.sse import SessionFollower, event_stream
 
 #: ``?wait=`` values that ask for a 202 at once (``api.query_bool``'s false words)
@@ -28,16 +31,17 @@ NO_WAIT = frozenset({"0", "false", "no", "off"})
 
 
 @uploads.bounded(lambda request: attachments.max_body_bytes())
-async def turns(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+def turns(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     """Start a turn; stream it (SSE), wait for its end (bounded), or return 202 at once. A JSON
-    body may name uploaded ``attachments``; a multipart one carries its files (``uploads``)."""
+    body may name uploaded ``attachments``; a multipart one carries its files (``uploads``).
+    On the request's thread: a 202 at once stays on it; the other forms run on the event loop."""
     if (
         request.GET.get("wait", "").strip().lower() in NO_WAIT
         and not wants_stream(request)
         and not uploads.is_multipart(request)
     ):
-        return await db(_turns_queued)(request, **kwargs)
-    return await _turns(request, **kwargs)
+        return _turns_queued(request, **kwargs)
+    return async_to_sync(_turns)(request, **kwargs)
 
 
 def _body(request: HttpRequest, body: dict[str, Any]) -> tuple[str, list[str], bool]:
@@ -51,6 +55,7 @@ def _body(request: HttpRequest, body: dict[str, Any]) -> tuple[str, list[str], b
     return text, ids, replace or query_bool(request, "replace", False)
 
 
+@released
 @api_view("POST")
 def _turns_queued(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     """A JSON start answered 202 at once: the whole request on this thread."""

@@ -16,7 +16,6 @@ from sessions_app import listings, selectors, wiring
 from sessions_app import models as m
 from sessions_app.errors import BadRequest
 from sessions_app.web import api, api_turns, openapi, paths
-from sessions_app.web.db import db
 
 SESSION_CURSOR_RE = re.compile(openapi.SESSION_CURSOR)
 TURN_CURSOR_RE = re.compile(openapi.TURN_CURSOR)
@@ -121,12 +120,13 @@ def turn_list(request: HttpRequest, user: Any, agent: str, session: str) -> Http
     )
 
 
-async def turns_collection(request: HttpRequest, **kwargs: Any) -> HttpResponse:
-    """``…/turns``: GET lists the session's turns, POST starts one (``api_turns.turns``)."""
+def turns_collection(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+    """``…/turns``: GET lists the session's turns, POST starts one (``api_turns.turns``); on the
+    request's thread, where the site's middleware runs (``syncstack``)."""
     if request.method in ("GET", "HEAD"):
-        return await db(turn_list)(request, **kwargs)
+        return turn_list(request, **kwargs)
     if request.method == "POST":
-        return await api_turns.turns(request, **kwargs)
+        return api_turns.turns(request, **kwargs)
     return api.error_response(405, "method_not_allowed", f"{request.method} is not allowed here", Allow="GET, POST")
 
 
