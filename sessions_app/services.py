@@ -7,6 +7,7 @@ and dispatches. Errors are JuneErrors: every transport maps them the same way
 
 from __future__ import annotations
 
+import contextvars
 import re
 from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
@@ -94,7 +95,12 @@ def _host_call(agent: str, key: str, operation: Callable[[AgentSession], Awaitab
         return await operation(host)
 
     try:
-        return async_to_sync(call)()
+        # in a copy of the caller's context: asgiref copies the call's context variables back
+        # into the caller's, and a call from a thread with no event loop (a django-q2 task, a
+        # WSGI server) runs on a new thread each time, whose Django connection handle adds a
+        # variable of its own there: the caller's context grew by one per call, for good, and
+        # every later sync/async hop on its thread copied them all
+        return contextvars.copy_context().run(async_to_sync(call))
     finally:
         dispatcher.flush()
 

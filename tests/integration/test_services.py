@@ -107,3 +107,27 @@ def test_refund_parks_and_an_operator_answers(q2_sync, alice):
     turn.refresh_from_db()
     assert turn.status == "completed", turn.error
     assert m.Answer.objects.get(turn=turn).by == str(operator.pk)
+
+
+def test_service_calls_from_a_plain_thread_leave_its_context_as_they_found_it(alice):
+    """A service call from a thread with no event loop (a django-q2 task, a schedule, a WSGI
+    server, a management command) runs the runtime through ``async_to_sync``, on a new thread
+    each time, whose Django connection handle (a thread-critical ``Local``) adds a context
+    variable there; asgiref copies the call's variables back into the caller's context. It grew
+    by one variable per call, for good, and every later hop between sync and async code on
+    that thread copies them all (asgiref's ``_restore_context``)."""
+    import contextvars
+    import threading
+
+    sizes: list[int] = []
+
+    def calls() -> None:
+        for n in range(12):
+            services.turn_start(agent="ops", key=f"plain{n}", text="hello", user=alice)
+            sizes.append(len(contextvars.copy_context()))
+
+    thread = threading.Thread(target=calls)
+    thread.start()
+    thread.join(60)
+    assert len(sizes) == 12 and m.Turn.objects.filter(session__key__startswith="plain").count() == 12
+    assert sizes[-1] == sizes[1], sizes  # the first call may set what every call shares
