@@ -18,6 +18,7 @@ while redis-py sends BZPOPMIN is swallowed by ``asyncio.wait_for`` — CPython g
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import os
 import threading
@@ -89,6 +90,9 @@ class ProcessDoorbell:
         self._attempts: dict[str, list[Subscription]] = {}
         #: under the lock: since when (monotonic) each turn in ``_attempts`` has been listened for
         self._since: dict[str, float] = {}
+        #: under the lock: (since, turn) of each turn not yet due to join, oldest first; an entry
+        #: whose turn left (or came back later, with a later since) is dropped when it is reached
+        self._pending: collections.deque[tuple[float, str]] = collections.deque()
         #: under the lock: the turns due to be in their group (asked of ``_keep_memberships``)
         self._wanted: set[str] = set()
         #: under the lock: a ``_tick`` is scheduled on the doorbell's loop
@@ -103,7 +107,9 @@ class ProcessDoorbell:
         sub = Subscription(self, turn_id, signals, asyncio.get_running_loop())
         with self._lock:
             self._attempts.setdefault(turn_id, []).append(sub)
-            self._since.setdefault(turn_id, time.monotonic())
+            if turn_id not in self._since:
+                since = self._since[turn_id] = time.monotonic()
+                self._pending.append((since, turn_id))
             wake, self._ticking = not self._ticking, True
             joined = turn_id in self._joined and turn_id in self._wanted
         if joined:  # another attempt of this process already has the turn's group
@@ -139,17 +145,25 @@ class ProcessDoorbell:
 
     def _tick(self) -> None:
         """Ask for the groups of the turns listened for ``JOIN_AFTER`` or longer; look again when
-        the next one is due, while any turn waits to join."""
+        the next one is due, while any turn waits to join. The turns wait in the order they
+        came (``_pending``), so a tick reads only the ones due: it read every turn the process
+        listened for, twice, at each tick (hundreds of turns, a tick every few milliseconds
+        while a burst of them arrived)."""
         now = time.monotonic()
+        due: list[str] = []
         with self._lock:
-            due = [t for t, since in self._since.items() if t not in self._wanted and now - since >= JOIN_AFTER]
+            pending = self._pending
+            while pending and now - pending[0][0] >= JOIN_AFTER:
+                since, turn_id = pending.popleft()
+                if self._since.get(turn_id) == since and turn_id not in self._wanted:
+                    due.append(turn_id)
             self._wanted.update(due)
-            waiting = [since for t, since in self._since.items() if t not in self._wanted]
-            self._ticking = bool(waiting)
+            nxt = pending[0][0] if pending else None
+            self._ticking = nxt is not None
         for turn_id in due:
             self._changed.put_nowait(turn_id)
-        if waiting:
-            self._loop.call_later(max(min(waiting) + JOIN_AFTER - now, 0.001), self._tick)
+        if nxt is not None:
+            self._loop.call_later(max(nxt + JOIN_AFTER - now, 0.001), self._tick)
 
     async def _keep_memberships(self, channel: str) -> None:
         while True:

@@ -143,3 +143,36 @@ def test_a_burst_of_joins_reads_the_stored_requests_in_one_query(fault_agent, mo
 
     assert asyncio.run(asyncio.wait_for(attempts(), 20)) == ["user", "user", None, None, None, None]
     assert reads == [turn_ids]
+
+
+def test_a_turn_that_left_and_came_back_joins_after_it_came_back(monkeypatch):
+    """The turns wait to join in the order they came (``_pending``): a tick reads only those
+    due. A turn that left before its join was due and listened again later waits
+    ``JOIN_AFTER`` from its return, not from its first listen; its first entry is dropped."""
+    from types import SimpleNamespace
+
+    clock = [1000.0]
+    monkeypatch.setattr(doorbell, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    layer = Layer()
+    bell = doorbell.ProcessDoorbell(layer)
+
+    async def listen(turn_id: str) -> doorbell.Subscription:
+        return bell.listen(turn_id, Signals())
+
+    gone = asyncio.run(listen("back"))
+    others = [asyncio.run(listen(f"other{n}")) for n in range(50)]
+    gone()
+    for sub in others:
+        sub()
+    clock[0] += doorbell.JOIN_AFTER * 0.8
+    again = asyncio.run(listen("back"))
+    clock[0] += doorbell.JOIN_AFTER * 0.4  # past the first listen's due time, not the return's
+    time.sleep(0.3)  # the doorbell's ticks run (on its loop's own clock) and find nothing due
+    assert layer.calls == []
+    clock[0] += doorbell.JOIN_AFTER
+    wait_for(again.joined.is_set, timeout=10, what="the join")
+    assert layer.calls == [("add", doorbell.cancel_group("back"))]
+    with bell._lock:
+        assert not bell._pending  # every entry read, the stale ones dropped
+    again()
+    wait_for(lambda: len(layer.calls) == 2, timeout=10, what="the leave")
