@@ -13,7 +13,8 @@ Options (an environment variable gives each one's default): ``--n`` (BENCH_N, 1,
 (BENCH_WORKERS, 2), ``--slots`` turns per worker process (BENCH_SLOTS, 600: 1,000 turns fit in 2
 processes), ``--ws K`` websocket clients (BENCH_WS, 20; ``--ws 0``: none), ``--db`` the
 PostgreSQL database (BENCH_DB, june_concurrency_bench; dropped and created again), ``--timeout``
-seconds to wait for one N's turns (300), ``--json PATH`` the figures as JSON, ``--before REV``.
+seconds to wait for one N's turns (300), ``--json PATH`` the figures as JSON, ``--before REV``,
+``--pairs K`` (BENCH_PAIRS, 1) with it.
 
 - the peer (``Peer``, in a process of its own: a threaded HTTP server speaking the Messages API's
   streaming format, SSE events as the SDK parses them) answers each request in ``--latency``
@@ -56,7 +57,9 @@ figures are the machine's, not the code's):
 
 ``--before REV`` first runs this same file against a scratch ``git worktree`` of REV (database
 ``<db>_before``: the old schema), then against this checkout, and prints the two side by side;
-the worktree goes away after (``--keep`` keeps it). An older checkout can also be run by hand:
+the worktree goes away after (``--keep`` keeps it). ``--pairs K`` runs each tree K times, in ABBA order
+(before, now, now, before, ...: neither always runs second, on a machine its predecessor left
+loaded), prints each pair, then per N the mean of now / before over the pairs. An older checkout can also be run by hand:
 copy this file into its ``bench/`` and run it there (it needs bench/common.py's
 ``use_database``/``fresh_database`` and tests/fault/qcluster.py, present since long before e5a2625).
 
@@ -112,6 +115,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--json", help="write the figures to this file")
     p.add_argument("--before", metavar="REV", help="run the same bench on REV first (a scratch git worktree)")
     p.add_argument("--keep", action="store_true", help="--before: keep the scratch worktree")
+    p.add_argument(
+        "--pairs",
+        type=int,
+        default=int(env("BENCH_PAIRS", "1")),
+        help="--before: runs of each tree, in the order before, now, now, before, ... (ABBA)",
+    )
     p.add_argument("--label", default="", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.sizes = [int(n) for n in str(args.n).split(",") if n.strip()]
@@ -1011,9 +1020,9 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     return results
 
 
-def compare(before: list[dict[str, Any]], now: list[dict[str, Any]], rev: str) -> None:
+def compare(before: list[dict[str, Any]], now: list[dict[str, Any]], rev: str, title: str = "same run") -> None:
     """The two runs side by side, per N."""
-    print(f"\nbefore ({rev}) → now, same machine, same run:")
+    print(f"\nbefore ({rev}) → now, same machine, {title}:")
     print(
         f"{'N':>6}{'POSTs s':>16}{'refused':>14}{'after last s':>17}{'p99 s':>16}{'db conn':>12}{'MB/turn':>16}"
         f"{'once':>11}{'load 1m':>13}"
@@ -1039,10 +1048,37 @@ def compare(before: list[dict[str, Any]], now: list[dict[str, Any]], rev: str) -
             f"{('yes' if b['exactly_once'] else 'NO') + ' → ' + ('yes' if r['exactly_once'] else 'NO'):>11}"
             f"{b['load']:6.2f} / {r['load']:<5.2f}"
         )
+        print(
+            f"{'':>6}  CPU s: daphne {b['cpu_web_s']:.1f} → {r['cpu_web_s']:.1f}, "
+            f"workers {b['cpu_workers_s']:.1f} → {r['cpu_workers_s']:.1f}"
+        )
+
+
+def summary(pairs: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]], rev: str) -> None:
+    """Per N, the mean of now / before over the pairs of runs (each pair: one run of each tree,
+    back to back, the first of the two alternating), and each pair's ratio."""
+    print(f"\nnow / before ({rev}), {len(pairs)} pairs of runs, ABBA order; mean, then each pair:")
+    keys = (("after_last_s", "after last"), ("post_s", "POSTs"), ("cpu_web_s", "daphne CPU"))
+    keys += (("cpu_workers_s", "workers CPU"), ("p99", "p99"))
+    for n in sorted({r["n"] for _, now in pairs for r in now}):
+        cells = []
+        for key, name in keys:
+            ratios = []
+            for before, now in pairs:
+                b = next((r for r in before if r["n"] == n), None)
+                a = next((r for r in now if r["n"] == n), None)
+                if a and b and a.get(key) and b.get(key) and not (a["timed_out"] or b["timed_out"]):
+                    ratios.append(a[key] / b[key])
+            if ratios:
+                each = ", ".join(f"{x:.2f}" for x in ratios)
+                cells.append(f"{name} {sum(ratios) / len(ratios):.2f} ({each})")
+        print(f"{n:>6}  " + "; ".join(cells))
 
 
 def run_before(args: argparse.Namespace, argv: list[str]) -> None:
-    """This file against a scratch worktree of ``args.before`` (its own database), then here."""
+    """This file against a scratch worktree of ``args.before`` (its own database), then here;
+    ``--pairs K``: K runs of each, in ABBA order (before, now, now, before, ...), so neither tree
+    always runs second, on a machine its predecessor left loaded."""
     rev = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", args.before], capture_output=True, text=True, check=True
     ).stdout.strip()
@@ -1054,35 +1090,44 @@ def run_before(args: argparse.Namespace, argv: list[str]) -> None:
     try:
         shutil.copy(__file__, scratch / "bench" / "bench_concurrency.py")
         child = [a for a in argv]
-        i = child.index("--before") if "--before" in child else None
-        if i is not None:
-            del child[i : i + 2]
-        else:
-            child = [a for a in child if not a.startswith("--before=")]
+        for flag in ("--before", "--pairs"):
+            i = child.index(flag) if flag in child else None
+            if i is not None:
+                del child[i : i + 2]
+            else:
+                child = [a for a in child if not a.startswith(flag + "=")]
         child = [a for a in child if a != "--keep"]
-        env = {**os.environ, "BENCH_DB": f"{args.db}_before"}
-        subprocess.run(
-            [
-                sys.executable,
-                str(scratch / "bench" / "bench_concurrency.py"),
-                *child,
-                "--db",
-                f"{args.db}_before",
-                "--label",
-                f"before: {rev}",
-                "--json",
-                str(out / "before.json"),
-            ],
-            cwd=scratch,
-            env=env,
-            check=True,
-        )
-        print(flush=True)
-        now = run(args)
-        before = json.loads((out / "before.json").read_text())
-        compare(before, now, rev)
+
+        def one(which: str, k: int) -> list[dict[str, Any]]:
+            tree, db = (scratch, f"{args.db}_before") if which == "before" else (ROOT, args.db)
+            label = f"before: {rev}" if which == "before" else "now"
+            path = out / f"{which}{k}.json"
+            subprocess.run(
+                [sys.executable, str(tree / "bench" / "bench_concurrency.py"), *child, "--db", db]
+                + ["--label", f"{label}, run {k + 1}", "--json", str(path)],
+                cwd=tree,
+                env={**os.environ, "BENCH_DB": db},
+                check=True,
+            )
+            print(flush=True)
+            return json.loads(path.read_text())
+
+        pairs: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = []
+        for k in range(max(args.pairs, 1)):
+            if k % 2 == 0:
+                before = one("before", k)
+                now = one("now", k)
+            else:
+                now = one("now", k)
+                before = one("before", k)
+            pairs.append((before, now))
+        for k, (before, now) in enumerate(pairs):
+            compare(before, now, rev, "same run" if len(pairs) == 1 else f"pair {k + 1} of {len(pairs)}")
+        if len(pairs) > 1:
+            summary(pairs, rev)
         if args.json:
-            Path(args.json).write_text(json.dumps({"before": before, "now": now, "rev": rev}, indent=1))
+            runs = [{"before": b, "now": a} for b, a in pairs]
+            Path(args.json).write_text(json.dumps({"pairs": runs, "rev": rev}, indent=1))
     finally:
         if args.keep:
             print(f"scratch worktree kept: {scratch} (git worktree remove --force {scratch})")
