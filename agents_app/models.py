@@ -141,7 +141,12 @@ class Attachment(models.Model):
 
     class Meta:
         ordering = ["created_at"]
-        indexes = [models.Index(fields=["agent", "session_key"])]
+        indexes = [
+            models.Index(fields=["agent", "session_key"]),
+            # the sweep of uploads nobody sent (``attachments_sweep_unsent``): the unsent ones
+            # only, by age, not every attachment the site ever had
+            models.Index(fields=["created_at"], condition=models.Q(turn_id=""), name="attachment_unsent"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.content_type}, {self.size} bytes)"

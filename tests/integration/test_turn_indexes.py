@@ -79,3 +79,20 @@ def test_an_event_is_stored_once_in_its_tables_own_btree():
             assert cur.fetchone()[0].rstrip().upper().endswith("WITHOUT ROWID")
         else:  # PostgreSQL: a heap and its primary key, no other index
             assert list(indexes(EVENT)) == [f"{EVENT}_pkey"]
+
+
+def test_the_sweep_of_unsent_uploads_reads_only_the_unsent_by_age():
+    """``attachments_sweep_unsent`` reads the uploads nobody sent that are older than a cutoff:
+    a partial index on ``created_at`` of the unsent ones (agents_app 0002), not a scan of every
+    attachment the site ever had."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agents_app.models import Attachment
+
+    query = Attachment.objects.filter(turn_id="", created_at__lt=timezone.now() - timedelta(hours=24))
+    with connection.cursor() as cur:
+        if connection.vendor == "postgresql":
+            cur.execute("SET LOCAL enable_seqscan = off")  # a test's table is tiny: ask what it could use
+    assert "attachment_unsent" in query.explain()
