@@ -88,18 +88,19 @@ def write(
     ``result``: the turn settles for good; a child reports it to its parent (``children``)."""
     # the unit's own atomic block is the outermost one: the checkpoint may end its transaction
     ends = len(connection.atomic_blocks) == 1
-    return write_postgresql(
-        connection.connection,
-        turn_id,
-        attempt_id,
-        changes,
-        messages,
-        steps,
-        events,
-        ends_transaction=ends,
-        boundary=boundary,
-        result=result,
-    )
+    with connection.wrap_database_errors:  # Django's errors, as the tool's ORM writes raise them
+        return write_postgresql(
+            connection.connection,
+            turn_id,
+            attempt_id,
+            changes,
+            messages,
+            steps,
+            events,
+            ends_transaction=ends,
+            boundary=boundary,
+            result=result,
+        )
 
 
 def write_postgresql(

@@ -61,10 +61,12 @@ def create_turn(
 ) -> Outcome:
     """Create the queued turn (a new session is owned by ``created_by``). On PostgreSQL a plain
     creation is one round trip on Django's connection (``opening.create``), in the caller's
-    transaction if one is open; a refusal rolls back to this block's savepoint."""
+    transaction if one is open; a refusal rolls back to this block's savepoint. A broken
+    connection raises Django's ``OperationalError`` (and Django drops the connection), as
+    the ORM's statements would: the round trip goes on psycopg's connection under Django's."""
     if not replace and connection.vendor == "postgresql":
         connection.ensure_connection()
-        with transaction.atomic():
+        with transaction.atomic(), connection.wrap_database_errors:
             return opening.create(
                 connection.connection,
                 session,

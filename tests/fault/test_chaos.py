@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -124,6 +125,13 @@ def _submit(url: str, token: str, agent: str, answers: list[Answer], stop: threa
                 answers.append(Answer(n, sent, time.monotonic() - sent, None, "", repr(exc)))
             n += 1
             stop.wait(0.08)  # the load's pace (about 8 starts a second), not a wait for a condition
+
+
+def _failures(log: Path) -> str:
+    """The server's tracebacks (a 500 is logged with one), for an assertion's message."""
+    text = log.read_text(errors="replace")
+    starts = [found.start() for found in re.finditer("Traceback", text)][:3]
+    return "\n".join(text[max(0, i - 200) : i + 4000] for i in starts) or "(no traceback in daphne's log)"
 
 
 def _settle(turn_ids: set[str]) -> bool:
@@ -232,7 +240,7 @@ def test_chaos_kills_and_a_database_restart_lose_and_duplicate_nothing(clusters,
         # -- the HTTP answers --------------------------------------------------------------------
         refused = [a for a in answers if a.status == 503]
         odd = [a for a in answers if a.status not in (202, 503)]
-        assert not odd, f"answers other than 202/503 (a hang is status None): {odd[:5]}"
+        assert not odd, f"answers other than 202/503 (a hang is status None): {odd[:5]}\n{_failures(daphne.log)}"
         assert all(a.content_type.startswith("application/json") for a in answers), "an answer was not JSON"
         assert all(
             isinstance(a.body, dict) and a.body.get("error", {}).get("code") == "unavailable" for a in refused
