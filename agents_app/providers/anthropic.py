@@ -25,6 +25,7 @@ model's minimum), so a conversation's history is read from the cache at 0.1x the
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import random
 import re
@@ -318,12 +319,27 @@ def _client(api_key: str | None, base_url: str | None, timeout: float) -> anthro
     if client is None:
         # the SDK's retries are off: the policy above is ours, and visible to tests
         options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": 0, "timeout": timeout}
+        options.update(_sdk_spans())
         if loop is not None and is_long_lived(loop):
             http_client = _aiohttp_client()
             if http_client is not None:
                 options["http_client"] = http_client
         client = clients[key] = anthropic.AsyncAnthropic(**options)
     return client
+
+
+def _sdk_spans() -> dict[str, Any]:
+    """The client's ``open_telemetry`` option: off (``False``) unless an
+    ``ANTHROPIC_OPEN_TELEMETRY*`` variable asks the SDK for its own spans (then unset: the SDK
+    reads them). June's telemetry already has a ``chat`` span per model call
+    (``sessions_app.telemetry``); the SDK's would be a second one, and the SDK works out its
+    attributes for every request even when no tracer records them (about 12% of its request
+    path's CPU in a worker: py-spy, a 1,000-turn burst). Empty for an SDK without the option."""
+    if any(name.startswith("ANTHROPIC_OPEN_TELEMETRY") for name in os.environ):
+        return {}
+    if "open_telemetry" not in inspect.signature(anthropic.AsyncAnthropic.__init__).parameters:
+        return {}
+    return {"open_telemetry": False}
 
 
 def _aiohttp_client() -> Any:

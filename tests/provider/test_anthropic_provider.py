@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 from typing import Any
 
 import pytest
@@ -700,6 +701,19 @@ async def test_models_made_on_one_loop_share_one_sdk_client():
     b = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9/a")
     c = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9/c")
     assert a._client is b._client and a._client is not c._client
+
+
+async def test_the_sdks_own_spans_are_off_unless_its_variables_ask_for_them(monkeypatch):
+    """June has its own ``chat`` span per model call; the SDK's would be a second, and the SDK
+    works out their attributes on every request even when nothing records them. Off by
+    default; an ``ANTHROPIC_OPEN_TELEMETRY*`` variable leaves the SDK to read its variables."""
+    for name in [n for n in os.environ if n.startswith("ANTHROPIC_OPEN_TELEMETRY")]:
+        monkeypatch.delenv(name)
+    off = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9/spans-off")._client
+    assert off.open_telemetry["traces"]["enabled"] is False
+    monkeypatch.setenv("ANTHROPIC_OPEN_TELEMETRY_TRACES_CONTENT_MODE", "content")
+    on = AnthropicModel(api_key="k", base_url="http://127.0.0.1:9/spans-on")._client
+    assert on.open_telemetry["traces"] == {"enabled": True, "content_mode": "content", "max_content_bytes": 750_000}
 
 
 def test_a_last_call_at_a_limit_keeps_the_tools_and_allows_none():
