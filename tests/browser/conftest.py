@@ -27,6 +27,8 @@ generous deadlines (``DEADLINE_MS``).
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import os
 import socket
 import subprocess
@@ -39,6 +41,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.fault.qcluster import wait_for
 from tests.processes import database_url, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +150,9 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def make_user(transactional_db) -> Callable[..., Any]:
+def make_user(transactional_db) -> Iterator[Callable[..., Any]]:
+    """Users for a test. Its teardown runs before the database is emptied (``transactional_db``'s),
+    and first stops the turns the test left going (``_stop_turns``)."""
     from django.contrib.auth import get_user_model
     from django.contrib.auth.models import Group
 
@@ -157,7 +162,44 @@ def make_user(transactional_db) -> Callable[..., Any]:
             user.groups.add(Group.objects.get_or_create(name=name)[0])
         return user
 
-    return make
+    yield make
+    _stop_turns()
+
+
+def _stop_turns(timeout: float = 30.0) -> None:
+    """Cancel the turns a test left queued or running, and wait until the worker has ended them:
+    a worker still writing a turn's rows broke the emptying of the database after the test (a
+    foreign key violation at its COMMIT on PostgreSQL, then the next test's user already there).
+    A parked turn writes nothing: it stays as it is."""
+    from django.db import connections
+
+    from agents_app.runtime.records import TurnStatus
+    from sessions_app import models as m
+    from sessions_app import services
+    from sessions_app.errors import JuneError
+
+    going = (TurnStatus.QUEUED, TurnStatus.RUNNING)
+
+    def cancel(turn_ids: list[str]) -> None:
+        try:
+            for turn_id in turn_ids:
+                with contextlib.suppress(JuneError):  # ended meanwhile
+                    services.turn_cancel(turn_id=turn_id)
+        finally:
+            connections.close_all()
+
+    # on a thread of its own: Playwright's sync API keeps an event loop on this one, where a
+    # service call (async_to_sync) cannot run
+    turn_ids = list(m.Turn.objects.filter(status__in=going).values_list("id", flat=True))
+    if turn_ids:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            pool.submit(cancel, turn_ids).result()
+    wait_for(
+        lambda: not m.Turn.objects.filter(status__in=going).exists(),
+        timeout=timeout,
+        interval=0.1,
+        what="the worker to end the turns the test left going",
+    )
 
 
 @pytest.fixture
