@@ -56,7 +56,16 @@ log = logging.getLogger(__name__)
 #: (``sink.group_name``)
 MARKED = "june.session."
 MAX_DATAGRAM = 60_000  # below the kernel's default unix datagram limit (wmem_default ~208 KiB)
-SEND_RETRY_SECONDS = 0.2  # a full receiver queue (max_dgram_qlen) drains fast; then we drop
+#: how long a send waits for room in a receiver's queue before the message is dropped. The queue
+#: holds ``net.unix.max_dgram_qlen`` datagrams (10 by default), and a receiver's reader thread
+#: needs the GIL for each one: in a daphne at a full core under a burst of requests it waited
+#: past 0.2 s (the old bound) for 14 messages of one run, 47 of its 200 watched deltas lost
+SEND_RETRY_SECONDS = 1.0
+#: the waits between tries: doubling from the first to the last, the last until the bound
+SEND_BACKOFF = (0.001, 0.05)
+#: after a drop, sends to that receiver try once without waiting for this long (a stopped or
+#: swamped process is not waited on by every message queued behind it)
+STALLED_SECONDS = 1.0
 
 
 class UnixSocketChannelLayer(BaseChannelLayer):
@@ -84,6 +93,7 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         self._queues: dict[str, collections.deque] = {}
         self._waiters: dict[str, list[asyncio.Future]] = {}
         self._groups: dict[str, dict[str, float]] = {}
+        self._stalled: dict[Path, float] = {}  # receiver socket -> until when a send does not wait
 
     # -- the Channels API -----------------------------------------------------------------------
 
@@ -327,16 +337,22 @@ class UnixSocketChannelLayer(BaseChannelLayer):
             spool.write_bytes(data)
             data = msgpack.packb({"spool": str(spool)}, use_bin_type=True)
         sock = self._sender_socket()
-        deadline = time.monotonic() + SEND_RETRY_SECONDS
+        now = time.monotonic()
+        deadline = now if self._stalled.get(path, 0.0) > now else now + SEND_RETRY_SECONDS
+        pause, longest = SEND_BACKOFF
         while True:
             try:
                 sock.sendto(data, str(path))
+                self._stalled.pop(path, None)
                 return True
             except BlockingIOError:  # the receiver's queue is full for a moment
-                if time.monotonic() > deadline:
+                now = time.monotonic()
+                if now >= deadline:
+                    self._stalled[path] = now + STALLED_SECONDS
                     log.warning("channel layer: %s is not draining; message dropped", path.name)
                     return True
-                await asyncio.sleep(0.001)
+                await asyncio.sleep(min(pause, deadline - now))
+                pause = min(pause * 2, longest)
             except (ConnectionRefusedError, FileNotFoundError):  # its process is gone
                 _unlink(path)
                 return False

@@ -350,6 +350,65 @@ async def test_the_server_less_layer_sends_a_session_only_to_processes_watching_
         shutil.rmtree(path, ignore_errors=True)
 
 
+async def test_the_server_less_layer_waits_for_a_busy_receiver_but_not_for_a_stalled_one():
+    """A receiver's queue holds a few datagrams (``net.unix.max_dgram_qlen``, 10 by default) and
+    its reader thread needs the GIL for each: a daphne at a full core under a burst drained it
+    later than the 0.2 s a send waited, and 47 of 200 watched deltas were dropped in one run. A
+    send now waits up to ``SEND_RETRY_SECONDS`` (backing off); after a drop, sends to that
+    receiver do not wait again for ``STALLED_SECONDS``."""
+    import asyncio
+    import shutil
+    import socket
+    import tempfile
+    import threading
+    import time
+
+    import msgpack
+
+    from sessions_app.outbox import layers
+
+    path = tempfile.mkdtemp(prefix="jl", dir="/tmp")
+    receiver = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        to = layers.Path(path) / "jbusy.sock"
+        receiver.bind(str(to))
+        sender = layers.UnixSocketChannelLayer(path=path)
+        data = msgpack.packb({"c": "x", "m": {"n": 0}}, use_bin_type=True)
+        sock = sender._sender_socket()
+        queued = 0
+        with pytest.raises(BlockingIOError):  # fill the receiver's queue
+            while queued < 10_000:
+                sock.sendto(data, str(to))
+                queued += 1
+        drained: list[bytes] = []
+
+        def drain_later() -> None:
+            time.sleep(0.5)  # busier than the old bound allowed
+            receiver.settimeout(5)
+            for _ in range(queued + 1):
+                drained.append(receiver.recv(1024))
+
+        reader = threading.Thread(target=drain_later)
+        reader.start()
+        began = time.monotonic()
+        assert await sender._send_bytes(to, b"last")
+        waited = time.monotonic() - began
+        await asyncio.to_thread(reader.join, 10)
+        assert drained[-1] == b"last" and 0.4 < waited < layers.SEND_RETRY_SECONDS
+        # a receiver that stays full: the first send waits its bound and drops, the next does not wait
+        for _ in range(queued):
+            sock.sendto(data, str(to))
+        began = time.monotonic()
+        assert await sender._send_bytes(to, b"dropped")
+        assert time.monotonic() - began >= layers.SEND_RETRY_SECONDS
+        began = time.monotonic()
+        assert await sender._send_bytes(to, b"dropped too")
+        assert time.monotonic() - began < 0.1
+    finally:
+        receiver.close()
+        shutil.rmtree(path, ignore_errors=True)
+
+
 class RecordingLayer:
     def __init__(self):
         self.sent = []
