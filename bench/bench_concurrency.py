@@ -29,7 +29,9 @@ seconds to wait for one N's turns (300), ``--json PATH`` the figures as JSON, ``
   user posts every turn); REDIS_URL, when set, is the channel layer (else unix sockets);
 - per N: N new sessions, one ``POST /api/agents/ops/sessions/<key>/turns?wait=false`` each (an
   API token, ``Authorization: Bearer``), all at once from a process of its own (asyncio streams,
-  one connection per POST); then until every accepted turn settled.
+  one connection per POST), or with ``--rate R`` (BENCH_RATE) R a second, evenly spaced (an open
+  loop: the rate the machine sustains, where a burst shows the backlog); then until every accepted
+  turn settled.
 
 Printed per N, with the 1-minute load average at its start and end (2 cores: above 2 the
 figures are the machine's, not the code's):
@@ -39,7 +41,12 @@ figures are the machine's, not the code's):
 - ``after last``: from the last POST accepted (the server's: the last turn row's ``created_at``)
   to the last settled turn (physics: 2 x latency). Below the table: when the last 202 reached
   the client (a loaded daphne answers late: it can arrive after the turn has ended), and the CPU
-  seconds daphne, the worker cluster and the POSTs' client used during the N;
+  seconds daphne, the worker cluster and the POSTs' client used during the N; then the CPU per
+  accepted turn of each process, PostgreSQL's (the local server's processes) and the peer's
+  among them, the whole machine's (``/proc/stat``) and how busy its cores were from the first
+  POST to the last settle, and where that CPU alone, spread on every core, would end relative
+  to the last acceptance: when the cores were busy all along, "after last" sits that far plus
+  the last turns' own waiting, and only less CPU per turn shortens it;
 - ``p50`` / ``p99``: each turn's latency, from its POST being sent to its turn seen settled (a
   thread polls the turns of the burst's sessions every 0.1 s, from before the first POST);
 - ``db conn``: the database's connections at peak (``pg_stat_activity``, sampled every 50 ms),
@@ -108,6 +115,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         const=20,
         default=int(env("BENCH_WS", "20")),
         help="websocket clients on sessions of the load (0: none)",
+    )
+    p.add_argument(
+        "--rate",
+        type=float,
+        default=float(env("BENCH_RATE", "0")),
+        help="POSTs a second, evenly spaced (0: every POST at once, a burst)",
     )
     p.add_argument("--db", default=env("BENCH_DB", "june_concurrency_bench"), help="PostgreSQL database (recreated)")
     p.add_argument("--sqlite", action="store_true", help="SQLite in a new folder instead of PostgreSQL")
@@ -338,6 +351,45 @@ def cpu(pids: list[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def postgres_cpu() -> float:
+    """CPU seconds the local PostgreSQL server has used so far: its live processes, plus what
+    the ended ones (a closed connection's backend) left in the postmaster's children's count.
+    0 where no ``postgres`` process is readable (SQLite, or a server on another machine)."""
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                head, _, rest = f.read().rpartition(")")
+            if not head.endswith("(postgres"):
+                continue
+            fields = rest.split()
+            total += int(fields[11]) + int(fields[12])
+            if int(fields[1]) == 1 or not _is_postgres(int(fields[1])):  # the postmaster
+                total += int(fields[13]) + int(fields[14])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _is_postgres(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/comm") as f:
+            return f.read().strip() == "postgres"
+    except OSError:
+        return False
+
+
+def machine_cpu() -> tuple[float, float]:
+    """(busy, all) CPU seconds of the whole machine so far, from /proc/stat (busy: everything
+    but idle and iowait)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks[:8]) - ticks[3] - ticks[4]) / hz, sum(ticks[:8]) / hz
+
+
 def rss_of_group(pgid: int) -> int:
     """Resident bytes of every process in the process group ``pgid``."""
     return rss(group_pids(pgid)[pgid])
@@ -498,8 +550,9 @@ async def http_post(host: str, port: int, path: str, headers: dict[str, str], bo
     return status, payload
 
 
-async def post_all(url: str, token: str, keys: list[str]) -> dict[str, Any]:
-    """POST one turn per key at once."""
+async def post_all(url: str, token: str, keys: list[str], rate: float = 0.0) -> dict[str, Any]:
+    """POST one turn per key: all at once, or ``rate`` a second, evenly spaced (an open loop:
+    a POST is sent on time whether or not the earlier ones were answered)."""
     from urllib.parse import urlsplit
 
     where = urlsplit(url)
@@ -508,9 +561,11 @@ async def post_all(url: str, token: str, keys: list[str]) -> dict[str, Any]:
     answers: dict[str, tuple[int, str]] = {}
     last_accept = 0.0
 
-    async def one(key: str) -> None:
+    async def one(i: int, key: str) -> None:
         nonlocal last_accept
         body = json.dumps({"text": f"order mugs [bench:{key}]"}).encode()
+        if rate > 0:
+            await asyncio.sleep(max(0.0, t0 + i / rate - time.monotonic()))
         sent[key] = time.monotonic()
         try:
             status, payload = await http_post(
@@ -526,24 +581,24 @@ async def post_all(url: str, token: str, keys: list[str]) -> dict[str, Any]:
             answers[key] = (status, "")
 
     t0 = time.monotonic()
-    await asyncio.gather(*(one(k) for k in keys))
+    await asyncio.gather(*(one(i, k) for i, k in enumerate(keys)))
     return {"sent": sent, "answers": answers, "post_s": time.monotonic() - t0, "last_accept": last_accept, "t0": t0}
 
 
-def poster(url: str, token: str, keys: list[str], out) -> None:
+def poster(url: str, token: str, keys: list[str], rate: float, out) -> None:
     """A process of its own (the bench's poller would delay its reads): every POST at once;
     the times are ``time.monotonic()``, one clock for every process of the machine."""
-    result = asyncio.run(post_all(url, token, keys))
+    result = asyncio.run(post_all(url, token, keys, rate))
     result["cpu_s"] = time.process_time()
     out.put(result)
 
 
-def post_burst(url: str, token: str, keys: list[str]) -> dict[str, Any]:
+def post_burst(url: str, token: str, keys: list[str], rate: float = 0.0) -> dict[str, Any]:
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    proc = ctx.Process(target=poster, args=(url, token, keys, out), daemon=True)
+    proc = ctx.Process(target=poster, args=(url, token, keys, rate, out), daemon=True)
     proc.start()
     result = out.get(timeout=1800)
     proc.join(30)
@@ -722,8 +777,9 @@ class Bench:
         settled = Settled(prefix)
         groups = group_pids(self.cluster_pgid, self.web_pgid)
         cpu_before = cpu(groups[self.cluster_pgid]), cpu(groups[self.web_pgid])
+        cpu_rest = postgres_cpu(), cpu([self.peer.proc.pid]), machine_cpu()
         cpu_self = time.process_time()  # this process: the poller, the sampler (the observer's cost)
-        posted = post_burst(self.url, self.token, keys)
+        posted = post_burst(self.url, self.token, keys, self.args.rate if n > 1 else 0.0)
         answers, sent = posted["answers"], posted["sent"]
         accepted = {k: t for k, (status, t) in answers.items() if status == 202}
         by_turn = {t: k for k, t in accepted.items()}
@@ -747,6 +803,9 @@ class Bench:
             cpu(groups[self.web_pgid]) - cpu_before[1],
         )
         cpu_self = time.process_time() - cpu_self
+        machine = machine_cpu()
+        cpu_pg, cpu_peer = postgres_cpu() - cpu_rest[0], cpu([self.peer.proc.pid]) - cpu_rest[1]
+        busy, ticks = machine[0] - cpu_rest[2][0], machine[1] - cpu_rest[2][1]
         ended = {t: at for t, at in settled.ended.items() if t in by_turn}
         done = max(ended.values()) if ended else time.monotonic()
         lags = self.close_watchers(*ws, grace=10 if not timed_out else 0) if ws else []
@@ -802,6 +861,10 @@ class Bench:
             "cpu_workers_s": cpu_workers,
             "cpu_client_s": posted["cpu_s"],
             "cpu_bench_s": cpu_self,
+            "cpu_pg_s": cpu_pg,
+            "cpu_peer_s": cpu_peer,
+            "cpu_machine_s": busy,
+            "machine_busy": busy / ticks if ticks > 0 else None,
             "settled": len(ended),
             "timed_out": timed_out,
             "p50": pct(latency, 50) if latency else None,
@@ -869,6 +932,8 @@ def details(r: dict[str, Any]) -> list[str]:
             f"daphne {r['cpu_web_s']:.1f}, workers {r['cpu_workers_s']:.1f}, the POSTs' client {r['cpu_client_s']:.1f}, "
             f"this bench (poller, sampler) {r.get('cpu_bench_s', float('nan')):.1f}"
         )
+    if r.get("cpu_machine_s") is not None and r["accepted"]:
+        lines.append(cpu_line(r))
     if r["ws_p99_ms"] is not None:
         lines.append(
             f"websocket deltas on {r['ws_clients']} sessions of the load: p50 {r['ws_p50_ms']:.1f} ms, "
@@ -887,6 +952,31 @@ def details(r: dict[str, Any]) -> list[str]:
             f"calls ({o['calls']} in all), {o['ghosts']} turns behind refused POSTs"
         )
     return lines
+
+
+def cpu_line(r: dict[str, Any]) -> str:
+    """CPU per accepted turn by process, and what the machine's CPU alone says of 'after last':
+    spread evenly on every core, the CPU the run used ends ``floor`` s after the last acceptance.
+    When the machine was busy all along, 'after last' is near that floor: the run is CPU-bound,
+    and only less CPU per turn (not better scheduling) shortens it."""
+    per = 1000 / r["accepted"]
+    parts = (
+        ("daphne", r["cpu_web_s"]),
+        ("workers", r["cpu_workers_s"]),
+        ("PostgreSQL", r.get("cpu_pg_s") or 0.0),
+        ("peer", r.get("cpu_peer_s") or 0.0),
+        ("client", r["cpu_client_s"]),
+        ("bench", r.get("cpu_bench_s") or 0.0),
+    )
+    floor = r["cpu_machine_s"] / (os.cpu_count() or 1) - (r["accepted_s"] or 0.0)
+    busy = r.get("machine_busy")
+    return (
+        "CPU ms per turn: "
+        + ", ".join(f"{name} {seconds * per:.1f}" for name, seconds in parts)
+        + f"; the machine {r['cpu_machine_s'] * per:.1f} ("
+        + (f"busy {busy:.0%} of its {os.cpu_count()} cores" if busy is not None else "")
+        + f"); that CPU on every core ends {floor:+.2f} s after the last acceptance"
+    )
 
 
 def load3() -> str:
@@ -992,7 +1082,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             f"bench_concurrency{label}: {git.stdout.strip()[:72]}\n"
             f"database: {connection.vendor} ({args.db if sqlite_path is None else sqlite_path}){pool}; "
             f"channel layer: {'redis' if os.environ.get('REDIS_URL') else 'unix sockets'}; peer: {args.latency:.1f} s "
-            f"per answer, 2 per turn; workers: {args.workers} x {args.slots} slots; cluster idle RSS "
+            f"per answer, 2 per turn; POSTs: {f'{args.rate:g} a second' if args.rate > 0 else 'all at once'}; "
+            f"workers: {args.workers} x {args.slots} slots; cluster idle RSS "
             f"{bench.idle_rss / 2**20:.0f} MB; load average {load3()} ({os.cpu_count()} cores)\n",
             flush=True,
         )
@@ -1059,7 +1150,7 @@ def summary(pairs: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]], rev:
     back to back, the first of the two alternating), and each pair's ratio."""
     print(f"\nnow / before ({rev}), {len(pairs)} pairs of runs, ABBA order; mean, then each pair:")
     keys = (("after_last_s", "after last"), ("post_s", "POSTs"), ("cpu_web_s", "daphne CPU"))
-    keys += (("cpu_workers_s", "workers CPU"), ("p99", "p99"))
+    keys += (("cpu_workers_s", "workers CPU"), ("cpu_pg_s", "PostgreSQL CPU"), ("p99", "p99"))
     for n in sorted({r["n"] for _, now in pairs for r in now}):
         cells = []
         for key, name in keys:
