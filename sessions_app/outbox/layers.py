@@ -83,6 +83,8 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         if path is None:
             path = str(Path(settings.VAR_DIR) / "channels")
         self.dir = Path(path)
+        self._dir = str(self.dir)  # the hot paths join strings: a PurePath join parses its parts
+        self._socks: dict[str, Path] = {}  # token -> its socket's path
         self.group_expiry = group_expiry
         self._lock = threading.Lock()
         self._pid: int | None = None
@@ -111,7 +113,7 @@ class UnixSocketChannelLayer(BaseChannelLayer):
             return
         payload = {"c": channel, "m": message}
         if owner:
-            await self._send_to(self.dir / f"{owner}.sock", payload)
+            await self._send_to(self._socket_of(owner), payload)
         else:  # a normal channel: whichever process receives on it
             await self._broadcast(payload)
 
@@ -149,7 +151,7 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         if self._is_local(channel):
             self._add_local(group, channel)
         elif owner := self._owner(channel):
-            await self._send_to(self.dir / f"{owner}.sock", {"add": group, "c": channel})
+            await self._send_to(self._socket_of(owner), {"add": group, "c": channel})
 
     async def group_discard(self, group: str, channel: str) -> None:
         self.require_valid_group_name(group)
@@ -157,7 +159,7 @@ class UnixSocketChannelLayer(BaseChannelLayer):
         if self._is_local(channel):
             self._discard_local(group, channel)
         elif owner := self._owner(channel):
-            await self._send_to(self.dir / f"{owner}.sock", {"discard": group, "c": channel})
+            await self._send_to(self._socket_of(owner), {"discard": group, "c": channel})
 
     async def group_send(self, group: str, message: dict) -> None:
         assert isinstance(message, dict), "message is not a dict"
@@ -169,13 +171,13 @@ class UnixSocketChannelLayer(BaseChannelLayer):
             await self._broadcast({"g": group, "m": message}, skip_self=True)
             return
         try:
-            tokens = [t for t in os.listdir(self._marks(group)) if t != mine]
+            tokens = [t for t in os.listdir(f"{self._dir}/g.{group}") if t != mine]
         except OSError:  # no marks: no member in any other process
             return
         if tokens:
             data = msgpack.packb({"g": group, "m": message}, use_bin_type=True)
             for token in tokens:
-                if not await self._send_bytes(self.dir / f"{token}.sock", data):
+                if not await self._send_bytes(self._socket_of(token), data):
                     _unlink(self._marks(group) / token)  # its process is gone
 
     async def flush(self) -> None:
@@ -196,6 +198,14 @@ class UnixSocketChannelLayer(BaseChannelLayer):
 
     def _is_local(self, channel: str) -> bool:
         return self._pid == os.getpid() and self._owner(channel) == self._token
+
+    def _socket_of(self, token: str) -> Path:
+        path = self._socks.get(token)
+        if path is None:
+            if len(self._socks) >= 1024:  # tokens of processes long gone
+                self._socks.clear()
+            path = self._socks[token] = self.dir / f"{token}.sock"
+        return path
 
     def _marks(self, group: str) -> Path:
         """The folder of ``group``'s marks: one empty file per process with a member (its token)."""
