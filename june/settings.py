@@ -89,6 +89,11 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
         raise ImproperlyConfigured(
             "JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS and JUNE_WORKER_DB_CONNECTIONS must be >= 1"
         )
+    # the runner's event loop (docs/workers.md): "uvloop" (libuv's, where the package is
+    # installed: it is on Linux and macOS) or "asyncio" (the standard library's)
+    JUNE_EVENT_LOOP = (env.get("JUNE_EVENT_LOOP") or "uvloop").strip().lower()
+    if JUNE_EVENT_LOOP not in ("uvloop", "asyncio"):
+        raise ImproperlyConfigured(f"JUNE_EVENT_LOOP must be 'uvloop' or 'asyncio', not {JUNE_EVENT_LOOP!r}")
     # checkpoints as prepared statements on PostgreSQL (turn off behind a transaction-mode pooler
     # that cannot keep prepared statements)
     JUNE_PREPARED_CHECKPOINTS = _bool(env, "JUNE_PREPARED_CHECKPOINTS", True)

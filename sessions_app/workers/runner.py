@@ -125,7 +125,7 @@ class TurnRunner:
     # -- on the runner's loop ----------------------------------------------------------------------------
 
     def _run(self) -> None:
-        loop = self._loop = asyncio.new_event_loop()
+        loop = self._loop = new_event_loop()
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(self._serve())
@@ -220,6 +220,20 @@ class TurnRunner:
             decided(False)
             self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
             self._slots.release()
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """The runner's loop: uvloop's unless ``JUNE_EVENT_LOOP`` is ``asyncio`` or uvloop is not
+    installed. A model call's streaming is mostly the loop's work (sockets, callbacks): on
+    uvloop a worker spends about a fifth less CPU per call (docs/workers.md)."""
+    if getattr(settings, "JUNE_EVENT_LOOP", "uvloop") != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
 
 
 def _postgresql() -> bool:

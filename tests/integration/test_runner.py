@@ -69,6 +69,18 @@ def test_one_runner_drives_many_waiting_turns_at_once(make_runner):
     assert m.Turn.objects.filter(pk__in=ids, attempts=1).count() == 40
 
 
+@pytest.mark.parametrize("choice", ["uvloop", "asyncio"])
+def test_the_runners_loop_is_uvloops_unless_asyncio_is_asked_for(make_runner, settings, choice):
+    """JUNE_EVENT_LOOP picks the runner's loop (uvloop by default: it is a dependency on every
+    platform but Windows); turns run on either."""
+    settings.JUNE_EVENT_LOOP = choice
+    runner = make_runner()
+    ids = turns("nap:0.2", "quick")
+    assert [runner.submit(t) for t in ids] == ["running", "running"]
+    wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=30, what="2 turns to complete")
+    assert type(runner._loop).__module__.split(".")[0] == choice
+
+
 def test_a_full_runner_takes_no_more_until_a_turn_ends(make_runner):
     """Backpressure: with 2 slots, the third hand-over waits for a slot (the q2 worker blocks in
     its task, and its cluster fetches no more), then runs."""
