@@ -1150,7 +1150,8 @@ def summary(pairs: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]], rev:
     back to back, the first of the two alternating), and each pair's ratio."""
     print(f"\nnow / before ({rev}), {len(pairs)} pairs of runs, ABBA order; mean, then each pair:")
     keys = (("after_last_s", "after last"), ("post_s", "POSTs"), ("cpu_web_s", "daphne CPU"))
-    keys += (("cpu_workers_s", "workers CPU"), ("cpu_pg_s", "PostgreSQL CPU"), ("p99", "p99"))
+    keys += (("cpu_workers_s", "workers CPU"), ("cpu_pg_s", "PostgreSQL CPU"), ("cpu_machine_s", "machine CPU"))
+    keys += (("p50", "p50"), ("p99", "p99"))
     for n in sorted({r["n"] for _, now in pairs for r in now}):
         cells = []
         for key, name in keys:
