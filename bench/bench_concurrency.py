@@ -41,8 +41,8 @@ figures are the machine's, not the code's):
 - ``after last``: from the last POST accepted (the server's: the last turn row's ``created_at``)
   to the last settled turn (physics: 2 x latency). Below the table: when the last 202 reached
   the client (a loaded daphne answers late: it can arrive after the turn has ended), and the CPU
-  seconds daphne, the worker cluster and the POSTs' client used during the N; then the CPU per
-  accepted turn of each process, PostgreSQL's (the local server's processes) and the peer's
+  seconds daphne, the worker cluster and the POSTs' client used during the N; then (N >= 100)
+  the CPU per accepted turn of each process, PostgreSQL's (the local server's processes) and the peer's
   among them, the whole machine's (``/proc/stat``) and how busy its cores were from the first
   POST to the last settle, and where that CPU alone, spread on every core, would end relative
   to the last acceptance: when the cores were busy all along, "after last" sits that far plus
@@ -932,8 +932,8 @@ def details(r: dict[str, Any]) -> list[str]:
             f"daphne {r['cpu_web_s']:.1f}, workers {r['cpu_workers_s']:.1f}, the POSTs' client {r['cpu_client_s']:.1f}, "
             f"this bench (poller, sampler) {r.get('cpu_bench_s', float('nan')):.1f}"
         )
-    if r.get("cpu_machine_s") is not None and r["accepted"]:
-        lines.append(cpu_line(r))
+    if r.get("cpu_machine_s") is not None and r["accepted"] >= 100:  # below, the fixed costs (the
+        lines.append(cpu_line(r))  # poller, the client's start) are most of it
     if r["ws_p99_ms"] is not None:
         lines.append(
             f"websocket deltas on {r['ws_clients']} sessions of the load: p50 {r['ws_p50_ms']:.1f} ms, "
