@@ -56,22 +56,20 @@ def _schedule_owner(agent: str, key: str) -> tuple[bool, str | None]:
     return False, None
 
 
-#: id(agent) -> (a copy of its ``schedules`` as declared, their (session pattern, owner)):
+#: agent name -> (a copy of its ``schedules`` as declared, their (session pattern, owner)):
 #: validating the declarations (each cron parsed, each zone looked up) cost a new session's
 #: first message 0.3 ms
-_keys_of: dict[int, tuple[list[Any], list[tuple[re.Pattern[str], str | None]]]] = {}
+_keys_of: dict[str, tuple[list[Any], list[tuple[re.Pattern[str], str | None]]]] = {}
 
 
 def _schedule_keys(agent: Any) -> list[tuple[re.Pattern[str], str | None]]:
     """The session patterns of ``agent``'s schedules, and their owners; made again whenever its
     declared schedules differ from the ones they were made from (an agent reloaded or changed)."""
     declared = list(agent.schedules or [])
-    kept = _keys_of.get(id(agent))
+    kept = _keys_of.get(agent.name)
     if kept is None or kept[0] != declared:
         keys = [(d.session_pattern(), d.owner) for d in declarations(agent, default_tz=settings.TIME_ZONE)]
-        if len(_keys_of) >= 64:  # agents loaded many times (tests): let the old ones go
-            _keys_of.clear()
-        kept = _keys_of[id(agent)] = (copy.deepcopy(declared), keys)
+        kept = _keys_of[agent.name] = (copy.deepcopy(declared), keys)
     return kept[1]
 
 
