@@ -3,11 +3,13 @@
 A turn spends almost all of its time waiting for the model. So a django-q2 worker process does
 not run its turns one at a time: its ``run_turn`` task hands the turn to the process's
 ``TurnRunner`` — an event loop on a thread of its own that drives up to ``JUNE_TURNS_PER_WORKER``
-turns at once — and returns once the runner has claimed the turn's lease (or found it not
-claimable: held elsewhere, or not first in its session's chain). django-q2 then acknowledges
-the task and hands the worker its next one. From the claim on, the lease is the truth of who
-drives the turn, as it always was: a worker that dies takes its turns' leases with it, they
-expire, and the sweeper (every worker's watchdog) re-enqueues them elsewhere.
+turns at once — and returns once the runner has put the turn on that loop, which claims
+its lease a moment later (or finds it not claimable: held elsewhere, or not first in its
+session's chain). django-q2 then acknowledges the task and hands the worker its next one. The
+lease is the truth of who drives the turn, as it always was: a worker that dies takes its turns'
+leases with it, they expire, and the sweeper (every worker's watchdog) re-enqueues them
+elsewhere; a turn it took but had not claimed yet is a queued turn with no task, which the
+watchdog re-enqueues too (``sweep_queued``).
 
 Backpressure: a runner at its limit takes no more. ``submit`` waits for a free slot before it
 hands the turn over, so the q2 worker blocks in its task and its cluster fetches no more tasks
@@ -101,11 +103,15 @@ class TurnRunner:
         self._stopping = True
         self._thread.join(timeout)
 
-    def submit(self, turn_id: str) -> str | None:
-        """Hand a turn over; returns once its first claim is decided: "running" when this runner
-        holds its lease now, None when it was not claimable. Waits for a free slot first, for at
-        most ``SLOT_WAIT`` seconds: then "busy", and the turn stays queued (its task is done,
-        so the watchdog gives it a new one: ``sweep_queued``)."""
+    def submit(self, turn_id: str, *, until_claimed: bool = False) -> str | None:
+        """Hand a turn over. Waits for a free slot, for at most ``SLOT_WAIT`` seconds: then
+        "busy", and the turn stays queued (its task is done, so the watchdog gives it a new one:
+        ``sweep_queued``). Then puts the turn on the loop and returns "handed" at once: the
+        claim is the loop's (milliseconds later), and a turn that proves not claimable (held
+        elsewhere, not first of its chain) only frees its slot. So django-q2's worker waits for
+        no database round trip per turn and hands its runner turns as fast as its queue brings
+        them (docs/workers.md). ``until_claimed`` waits for the claim's decision instead:
+        "running" when this runner holds the turn's lease, None when it was not claimable."""
         if not self._slots.acquire(timeout=SLOT_WAIT):
             log.warning(
                 "turn %s: no free slot in %s s (%d turns running); left queued for another worker",
@@ -120,7 +126,7 @@ class TurnRunner:
         except BaseException:
             self._slots.release()
             raise
-        return claimed.result()
+        return claimed.result() if until_claimed else "handed"
 
     # -- on the runner's loop ----------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ Run in this process, on this run's database (SQLite, or PostgreSQL through the s
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -62,7 +63,7 @@ def test_one_runner_drives_many_waiting_turns_at_once(make_runner):
     began = time.monotonic()
     with ThreadPoolExecutor(8) as pool:  # django-q2's workers hand turns over from their own threads
         answers = list(pool.map(runner.submit, ids))
-    assert answers == ["running"] * 40  # each handed over once its lease was taken
+    assert answers == ["handed"] * 40  # each on the runner's loop, which claims it
     wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=30, what="40 turns to complete")
     assert time.monotonic() - began < 15  # one after another: 60 s
     assert runner.peak >= 30
@@ -76,7 +77,7 @@ def test_the_runners_loop_is_uvloops_unless_asyncio_is_asked_for(make_runner, se
     settings.JUNE_EVENT_LOOP = choice
     runner = make_runner()
     ids = turns("nap:0.2", "quick")
-    assert [runner.submit(t) for t in ids] == ["running", "running"]
+    assert [runner.submit(t, until_claimed=True) for t in ids] == ["running", "running"]
     wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=30, what="2 turns to complete")
     assert type(runner._loop).__module__.split(".")[0] == choice
 
@@ -86,14 +87,45 @@ def test_a_full_runner_takes_no_more_until_a_turn_ends(make_runner):
     its task, and its cluster fetches no more), then runs."""
     runner = make_runner(limit=2)
     ids = turns("nap:1.5", "nap:1.5", "quick")
-    assert runner.submit(ids[0]) == "running"
-    assert runner.submit(ids[1]) == "running"
+    assert runner.submit(ids[0], until_claimed=True) == "running"
+    assert runner.submit(ids[1], until_claimed=True) == "running"
     began = time.monotonic()
-    assert runner.submit(ids[2]) == "running"
+    assert runner.submit(ids[2], until_claimed=True) == "running"
     waited = time.monotonic() - began
     assert waited > 0.8, f"the third turn got a slot after {waited:.2f} s, before either nap ended"
     wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=30, what="3 turns to complete")
     assert runner.peak == 2
+
+
+def test_a_hand_over_waits_for_no_claim(make_runner, monkeypatch):
+    """``run_turn``'s hand-over returns once the turn is on the runner's loop, not after its
+    claim: a claim held back (a busy database, a late loop) does not hold django-q2's worker. A
+    duplicate delivery is handed over too; its claim is refused, it frees its slot, and the turn
+    runs once."""
+    runner = make_runner(limit=3)
+    [turn_id] = turns("quick")
+    release = threading.Event()
+    original = runner.executor.drive
+
+    async def drive(turn_id, **kw):
+        await asyncio.to_thread(release.wait)  # the claim waits until the test lets it go
+        return await original(turn_id, **kw)
+
+    monkeypatch.setattr(runner.executor, "drive", drive)
+    answers: list[str | None] = []
+    handing = threading.Thread(target=lambda: answers.extend(runner.submit(turn_id) for _ in range(2)))
+    handing.start()
+    handing.join(10)
+    try:
+        assert not handing.is_alive(), "the hand-over waited for the claim"
+        assert answers == ["handed", "handed"]
+        assert settled([turn_id]) == {turn_id: "queued"}  # nothing claimed yet
+    finally:
+        release.set()
+    wait_for(lambda: settled([turn_id]) == {turn_id: "completed"}, timeout=30, what="the turn to complete")
+    wait_for(lambda: not runner.running, timeout=10, what="both drives to end")
+    assert m.Turn.objects.get(pk=turn_id).attempts == 1
+    assert runner._slots.acquire(blocking=False) and runner._slots.acquire(blocking=False)  # slots free again
 
 
 def test_a_turn_not_claimable_is_handed_back_at_once(make_runner):
@@ -101,8 +133,8 @@ def test_a_turn_not_claimable_is_handed_back_at_once(make_runner):
     task ends (None), and the turn runs once."""
     runner = make_runner()
     [turn_id] = turns("nap:1")
-    assert runner.submit(turn_id) == "running"
-    assert runner.submit(turn_id) is None
+    assert runner.submit(turn_id, until_claimed=True) == "running"
+    assert runner.submit(turn_id, until_claimed=True) is None
     wait_for(lambda: settled([turn_id]) == {turn_id: "completed"}, timeout=30, what="the turn to complete")
     assert m.Turn.objects.get(pk=turn_id).attempts == 1
 
@@ -119,7 +151,7 @@ def test_slow_tools_of_two_turns_do_not_hold_a_third_turns_steps(make_runner):
     runner = make_runner(threads=2)
     slow = turns("blockdb:4" if is_postgres() else "block:4", "nap:4")
     for turn_id in slow:
-        assert runner.submit(turn_id) == "running"
+        assert runner.submit(turn_id, until_claimed=True) == "running"
     wait_for(
         lambda: all(m.Event.objects.filter(turn_id=t, type="action.requested").exists() for t in slow),
         timeout=10,
@@ -128,7 +160,7 @@ def test_slow_tools_of_two_turns_do_not_hold_a_third_turns_steps(make_runner):
     quick = turns(*["quick"] * 5)
     began = time.monotonic()
     for turn_id in quick:
-        assert runner.submit(turn_id) == "running"
+        assert runner.submit(turn_id, until_claimed=True) == "running"
     wait_for(lambda: set(settled(quick).values()) == {"completed"}, timeout=10, what="the quick turns")
     took = time.monotonic() - began
     assert set(settled(slow).values()) == {"running"}, "the quick turns waited for a slow tool"
@@ -152,8 +184,8 @@ def test_a_drive_that_fails_frees_its_slot(make_runner, monkeypatch):
         return await original(turn_id, **kw)
 
     monkeypatch.setattr(runner.executor, "drive", drive)
-    assert runner.submit(failing) is None  # the drive ended before its claim: logged, not claimed
-    assert runner.submit(fine) == "running"
+    assert runner.submit(failing, until_claimed=True) is None  # the drive ended before its claim: logged, not claimed
+    assert runner.submit(fine, until_claimed=True) == "running"
     wait_for(lambda: settled([fine]) == {fine: "completed"}, timeout=30, what="the next turn")
     assert not runner.running
 
@@ -197,7 +229,7 @@ def test_the_runner_goes_on_after_the_server_ended_its_connections(make_runner):
             return cur.fetchone()[0] == 0
 
     wait_for(gone, timeout=10, what="the terminated backends to exit")
-    assert runner.submit(second) == "running"
+    assert runner.submit(second, until_claimed=True) == "running"
     wait_for(lambda: settled([second]) == {second: "completed"}, timeout=30, what="the second turn")
 
 
@@ -208,7 +240,7 @@ def test_a_turn_that_holds_the_loop_is_seen_and_the_others_go_on_after(make_runn
     runner = make_runner()
     ids = turns("burn:1", "quick", "quick")
     for turn_id in ids:
-        assert runner.submit(turn_id) == "running"
+        assert runner.submit(turn_id, until_claimed=True) == "running"
     wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=30, what="the turns")
     assert runner.lag_max >= 0.5
     assert "event loop was held" in caplog.text
