@@ -21,7 +21,7 @@ from agents_app.runtime import new_turn_id
 from agents_app.runtime.seams import SessionRef
 from sessions_app import attachments, services
 from sessions_app.errors import BadRequest
-from sessions_app.web import paths, uploads
+from sessions_app.web import admission, paths, uploads
 from sessions_app.web.api import SSE_HEADERS, api_view, load_turn, query_bool, read_json, turn_response, wants_stream
 from sessions_app.web.db import db, released
 from sessions_app.web.sse import SessionFollower, event_stream
@@ -61,6 +61,7 @@ def _turns_queued(request: HttpRequest, user: Any, agent: str, session: str) -> 
     """A JSON start answered 202 at once: the whole request on this thread."""
     text, ids, replace = _body(request, read_json(request, allowed={"text", "replace", "attachments"}))
     turn_id = new_turn_id()
+    admission.enter()  # while the workers are behind, wait here (not in the queue after the 202)
     status = _start_queued(
         agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id, attachments=ids
     )
@@ -80,6 +81,7 @@ async def _turns(request: HttpRequest, user: Any, agent: str, session: str) -> H
     text, ids, replace = _body(request, body)
     wait = query_bool(request, "wait", True)
     turn_id = new_turn_id()
+    await admission.aenter()
     if not wait and not wants_stream(request):  # one hop to the database's thread, not three
         status = await db(_start_queued)(
             agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id, attachments=ids

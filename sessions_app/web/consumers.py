@@ -33,6 +33,7 @@ from agents_app.runtime.seams import SessionRef
 from sessions_app import attachments, listings, safejson, selectors, services
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
 from sessions_app.outbox.sink import group_name
+from sessions_app.web import admission
 from sessions_app.web.children import ChildRelay
 from sessions_app.web.sse import parse_seq
 
@@ -205,6 +206,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         replace = frame.get("replace", False)
         if not isinstance(replace, bool):
             raise BadRequest("replace must be true or false")
+        await admission.aenter()  # while the workers are behind, the start waits its turn
         # ``attachments``: ids of uploads (``POST …/attachments``), checked as the API checks them
         rec = await database_sync_to_async(services.turn_start)(
             agent=self.agent,

@@ -66,6 +66,14 @@ SLOT_WAIT = 300.0
 #: the loop watch's period, and the lateness it logs (seconds)
 LAG_TICK = 0.1
 LAG_WARNING = 0.5
+#: the weight of each tick's lateness in the smoothed ``TurnRunner.lag``
+LAG_WEIGHT = 0.3
+#: a runner driving fewer turns than this takes a new one however late its loop runs; the
+#: longest a hand-over waits for a late loop to catch up (then it goes ahead), and how often it
+#: looks (seconds)
+BUSY_FLOOR = 32
+BUSY_WAIT = 2.0
+BUSY_LOOK = 0.01
 
 
 class TurnRunner:
@@ -90,6 +98,8 @@ class TurnRunner:
         #: the most turns it drove at once, and the latest its loop ran a timer (seconds)
         self.peak = 0
         self.lag_max = 0.0
+        #: the loop's recent lateness (seconds, smoothed over about ``LAG_TICK / LAG_WEIGHT``)
+        self.lag = 0.0
 
     # -- from django-q2's worker thread -------------------------------------------------------------
 
@@ -121,12 +131,25 @@ class TurnRunner:
             )
             return "busy"
         assert self._loop is not None
+        self._until_caught_up()
         try:
             claimed = asyncio.run_coroutine_threadsafe(self._admit(turn_id), self._loop)
         except BaseException:
             self._slots.release()
             raise
         return claimed.result() if until_claimed else "handed"
+
+    def _until_caught_up(self) -> None:
+        """While the loop runs late by more than ``JUNE_RUNNER_BUSY_LAG`` (smoothed), the turns
+        it drives already want more CPU than it gets: a new one would only slow them all. Wait
+        (``BUSY_WAIT`` at most), holding the slot; the queue keeps the rest, for a cluster with
+        room, and the web tier's admission sees it (``sessions_app.web.admission``)."""
+        limit = float(getattr(settings, "JUNE_RUNNER_BUSY_LAG", 0.0))
+        if limit <= 0 or self.lag <= limit or len(self.running) < BUSY_FLOOR:
+            return
+        deadline = time.monotonic() + BUSY_WAIT
+        while self.lag > limit and len(self.running) >= BUSY_FLOOR and time.monotonic() < deadline:
+            time.sleep(BUSY_LOOK)
 
     # -- on the runner's loop ----------------------------------------------------------------------------
 
@@ -177,6 +200,7 @@ class TurnRunner:
             await asyncio.sleep(LAG_TICK)
             lag = loop.time() - due
             self.lag_max = max(self.lag_max, lag)
+            self.lag += LAG_WEIGHT * (lag - self.lag)
             if lag > LAG_WARNING:
                 log.warning(
                     "the runner's event loop was held for %.2f s (a step or an async tool computed "

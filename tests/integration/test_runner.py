@@ -258,3 +258,21 @@ def test_a_runner_beats_from_its_loop_and_its_row_goes_when_it_stops(make_runner
     wait_for(lambda: m.WorkerBeat.objects.get(pk=worker_id()).seen_at > row.seen_at, timeout=10, what="the next beat")
     runner.stop(30)
     assert not m.WorkerBeat.objects.filter(pk=worker_id()).exists()
+
+
+def test_a_runner_whose_loop_runs_late_takes_no_new_turn_until_it_catches_up(make_runner, settings, monkeypatch):
+    """``JUNE_RUNNER_BUSY_LAG``: while the loop's smoothed lateness is over it (here after an
+    async tool computed for 1 s without awaiting), a hand-over waits, holding its slot; it goes
+    ahead once the loop has caught up, and the turn runs."""
+    from sessions_app.workers import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "BUSY_FLOOR", 0)  # however few turns it drives
+    monkeypatch.setattr(runner_module, "BUSY_WAIT", 60.0)  # only catching up lets it go
+    settings.JUNE_RUNNER_BUSY_LAG = 0.05
+    runner = make_runner()
+    burning, quick = turns("burn:1", "quick")
+    assert runner.submit(burning, until_claimed=True) == "running"
+    wait_for(lambda: runner.lag > 0.1, timeout=10, what="the loop to run late")
+    assert runner.submit(quick) == "handed"
+    assert runner.lag <= 0.05
+    wait_for(lambda: set(settled([burning, quick]).values()) == {"completed"}, timeout=30, what="the turns")
