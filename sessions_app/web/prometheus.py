@@ -10,6 +10,8 @@ exported over OTLP: docs/operations.md). All are gauges:
 - ``june_turns_parked{agent}``: turns waiting for a person's answer (not for their children);
 - ``june_turns_failed_last_hour``, ``june_turns_retried_last_hour``;
 - ``june_workers_alive``: worker processes whose heartbeat is fresh;
+- ``june_queue_depth``: django-q2 tasks not yet acknowledged (turns waiting for a worker); above
+  ``JUNE_ADMISSION_BACKLOG`` new starts wait at the door (docs/workers.md "Admission");
 - ``june_tokens_today{agent, type}`` and ``june_cost_usd_today{agent}`` (``JUNE_MODEL_PRICES``);
 - ``june_webhook_deliveries_failing``: deliveries not delivered after a try (retrying, or
   given up).
@@ -27,7 +29,7 @@ from django.utils import timezone
 from sessions_app import health, selectors
 from sessions_app.errors import AccessDenied
 from sessions_app.pricing import TOKEN_KEYS
-from sessions_app.web import api
+from sessions_app.web import admission, api
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -66,6 +68,9 @@ def exposition(now: dt.datetime | None = None) -> str:
             [({}, retried)],
         ),
         *_family("june_workers_alive", "Worker processes whose heartbeat is fresh.", [({}, health.workers_alive())]),
+        *_family(
+            "june_queue_depth", "Queued tasks not yet taken by a worker's runner.", [({}, admission.queue_depth()[0])]
+        ),
         *_family(
             "june_tokens_today",
             "Tokens today, by agent and type.",

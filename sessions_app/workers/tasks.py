@@ -8,8 +8,8 @@ the executor's ``on_runnable`` enqueues; the sweeper backs a lost enqueue up). `
 
 In a django-q2 worker process (marked at q2's ``post_spawn``: ``serve_turns_concurrently``),
 ``run_turn`` hands the turn to the process's runner (``sessions_app.workers.runner``), which
-drives many turns at once on its event loop, and returns once the runner holds the turn's lease
-(or found it not claimable). Anywhere else (tests, the CLI, a thread of its own) ``run_turn``
+drives many turns at once on its event loop, and returns once the turn is on that loop (which
+claims its lease a moment later). Anywhere else (tests, the CLI, a thread of its own) ``run_turn``
 drives the turn to its end in a fresh ``asyncio.run``.
 """
 
