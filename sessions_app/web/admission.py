@@ -21,6 +21,13 @@ oldest task still waiting for a cluster was queued: while the clusters take task
 long turns — holds nobody for longer than ``DRAINING`` seconds: waiting helps only while the
 workers are draining it.
 
+On SQLite the door has a second part: SQLite has one writer, and a thousand request threads
+each retrying for its lock starve the workers' claims of theirs (django-q2's pusher marks a task
+taken with an UPDATE): under 1,000 starts at once the clusters took 1-9 tasks a second while the
+starts went on, and the burst's last turn settled 8-12 s after the last acceptance. So at most
+``SQLITE_WRITERS`` starts of a web process write at once (``start_turn``); the others wait on a
+semaphore, not on SQLite's lock, and the workers' writes get their turn.
+
 The API's ``POST …/turns`` passes through it after its authentication and its body's validation
 (a bad request is answered at once), and the chat's websocket ``start`` frame on a socket
 authenticated when it opened. ``JUNE_ADMISSION_BACKLOG=0`` turns it off."""
@@ -46,6 +53,8 @@ PERIOD = 0.05
 DRAINING = 1.0
 #: the reader's thread ends after this many seconds without a request
 IDLE = 5.0
+#: on SQLite, the starts of one web process that write at once
+SQLITE_WRITERS = 2
 
 
 class _Waiter:
@@ -276,6 +285,20 @@ def gate() -> Gate | None:
     return _gate(int(settings.JUNE_ADMISSION_BACKLOG), float(settings.JUNE_ADMISSION_WAIT))
 
 
+_sqlite_writers = threading.BoundedSemaphore(SQLITE_WRITERS)
+
+
+def start_turn(**start: Any) -> Any:
+    """``services.turn_start(**start)``, at most ``SQLITE_WRITERS`` at once in this process on
+    SQLite (the module's docstring says why); as it is elsewhere."""
+    from sessions_app import services
+
+    if connection.vendor != "sqlite":
+        return services.turn_start(**start)
+    with _sqlite_writers:
+        return services.turn_start(**start)
+
+
 def close() -> None:
     """Close this process's gates (one is made again on the next request)."""
     _gate.cache_clear()
@@ -295,4 +318,4 @@ async def aenter() -> float:
     return await door.aenter() if door is not None else 0.0
 
 
-__all__ = ["Gate", "aenter", "close", "enter", "gate", "queue_depth"]
+__all__ = ["Gate", "aenter", "close", "enter", "gate", "queue_depth", "start_turn"]

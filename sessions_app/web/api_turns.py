@@ -97,7 +97,7 @@ async def _turns(request: HttpRequest, user: Any, agent: str, session: str) -> H
     ref = SessionRef(agent, session)
 
     async def start() -> None:
-        await db(services.turn_start)(
+        await db(admission.start_turn)(
             agent=agent,
             key=session,
             text=text,
@@ -137,7 +137,7 @@ def _start_queued(
 ) -> str:
     """``POST turns?wait=false``'s database work: the turn (and its session, created for
     ``user``: ``turn_start``), and its status as created."""
-    record = services.turn_start(
+    record = admission.start_turn(
         agent=agent,
         key=key,
         text=text,

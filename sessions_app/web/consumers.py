@@ -208,7 +208,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             raise BadRequest("replace must be true or false")
         await admission.aenter()  # while the workers are behind, the start waits its turn
         # ``attachments``: ids of uploads (``POST …/attachments``), checked as the API checks them
-        rec = await database_sync_to_async(services.turn_start)(
+        rec = await database_sync_to_async(admission.start_turn)(
             agent=self.agent,
             key=self.key,
             text=frame.get("text"),

@@ -121,3 +121,34 @@ def test_a_bad_start_is_answered_at_once_while_the_door_holds(door, api):
     assert status == 401, body
     assert time.monotonic() - began < 0.5
     assert door.waited == 0
+
+
+def test_on_sqlite_a_web_process_writes_two_starts_at_once(monkeypatch):
+    """SQLite has one writer: a web process's starts wait on a semaphore, not on its lock (two
+    write at once), so the workers' writes get their turn; on PostgreSQL they run as they come."""
+    from django.db import connection
+
+    from sessions_app import services
+
+    active, most = [0], [0]
+    lock = threading.Lock()
+
+    def start(**kw):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        time.sleep(0.3)
+        with lock:
+            active[0] -= 1
+        return kw["turn_id"]
+
+    monkeypatch.setattr(services, "turn_start", start)
+    threads = [threading.Thread(target=admission.start_turn, kwargs={"turn_id": str(n)}) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    if connection.vendor == "sqlite":
+        assert most[0] == admission.SQLITE_WRITERS
+    else:
+        assert most[0] > admission.SQLITE_WRITERS
