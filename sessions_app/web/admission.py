@@ -25,8 +25,9 @@ On SQLite the door has a second part: SQLite has one writer, and a thousand requ
 each retrying for its lock starve the workers' claims of theirs (django-q2's pusher marks a task
 taken with an UPDATE): under 1,000 starts at once the clusters took 1-9 tasks a second while the
 starts went on, and the burst's last turn settled 8-12 s after the last acceptance. So at most
-``SQLITE_WRITERS`` starts of a web process write at once (``start_turn``); the others wait on a
-semaphore, not on SQLite's lock, and the workers' writes get their turn.
+``SQLITE_WRITERS`` starts of a web process write at once (``start_turn``; whatever
+``JUNE_ADMISSION_BACKLOG`` says); the others wait on a semaphore, not on SQLite's lock, and the
+workers' writes get their turn.
 
 The API's ``POST …/turns`` passes through it after its authentication and its body's validation
 (a bad request is answered at once), and the chat's websocket ``start`` frame on a socket
@@ -125,7 +126,7 @@ class Gate:
         self._reader: threading.Thread | None = None
         self._start_reader = reader  # False: the caller calls ``look`` (tests)
         self._closed = False
-        #: requests that waited, and the seconds they waited in all (for operators and tests)
+        #: requests that waited, and the seconds they waited in all
         self.waited = 0
         self.waited_seconds = 0.0
 
