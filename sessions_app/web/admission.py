@@ -126,9 +126,8 @@ class Gate:
         self._reader: threading.Thread | None = None
         self._start_reader = reader  # False: the caller calls ``look`` (tests)
         self._closed = False
-        #: requests that waited, and the seconds they waited in all
+        #: requests that waited
         self.waited = 0
-        self.waited_seconds = 0.0
 
     # -- from a request ------------------------------------------------------------------------
 
@@ -184,11 +183,9 @@ class Gate:
             self._admitted += 1  # its wait ran out: it goes ahead all the same
 
     def _waited(self, began: float) -> float:
-        waited = self._clock() - began
         with self._lock:
             self.waited += 1
-            self.waited_seconds += waited
-        return waited
+        return self._clock() - began
 
     def _holding(self, now: float) -> bool:
         return self._depth + self._admitted >= self.backlog and now - self._drained_at < DRAINING
