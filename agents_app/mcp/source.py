@@ -8,6 +8,7 @@ result, and holds neither the turn nor the worker."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import weakref
@@ -24,6 +25,8 @@ SEPARATOR = "__"
 MAX_DESCRIPTION = 2_000
 #: the longest a turn's start waits for a server's tool list
 LIST_TIMEOUT = 10.0
+#: an HTTP server's connect/write/pool and read timeouts (the SDK's own client's)
+HTTP_TIMEOUT, HTTP_READ_TIMEOUT = 30.0, 300.0
 #: the key the call's idempotency key travels under in the request's ``_meta``
 IDEMPOTENCY_META = "june/idempotency_key"
 
@@ -45,17 +48,20 @@ class _Connection:
         from mcp import Client, StdioServerParameters
 
         config = self.config
-        if config.command:
-            target: Any = StdioServerParameters(
-                command=config.command[0],
-                args=list(config.command[1:]),
-                env=config.resolved_env() or None,
-                cwd=config.cwd,
-            )
-        else:
-            target = _http_transport(config)
         try:
-            async with Client(target, read_timeout_seconds=config.timeout, message_handler=self._on_message) as client:
+            async with contextlib.AsyncExitStack() as stack:
+                if config.command:
+                    target: Any = StdioServerParameters(
+                        command=config.command[0],
+                        args=list(config.command[1:]),
+                        env=config.resolved_env() or None,
+                        cwd=config.cwd,
+                    )
+                else:
+                    target = await _http_transport(config, stack)
+                client = await stack.enter_async_context(
+                    Client(target, read_timeout_seconds=config.timeout, message_handler=self._on_message)
+                )
                 self.client = client
                 self.ready.set()
                 listener = asyncio.get_running_loop().create_task(self._listen(client))
@@ -115,16 +121,21 @@ def _is_tools_changed(message: Any) -> bool:
     return False
 
 
-def _http_transport(config: ServerConfig) -> Any:
+async def _http_transport(config: ServerConfig, stack: contextlib.AsyncExitStack) -> Any:
     """Streamable HTTP: the URL, or, with headers (secrets from the environment), a transport
-    whose HTTP client sends them."""
+    whose HTTP client sends them. That client gets the SDK's own client's timeouts (30 s; reads
+    300 s), not httpx's 5 s default, which cut every call over 5 s: a read waits at least as
+    long as the server's declared ``timeout`` (the call's own limit, ``McpSource.call``'s). The
+    stack closes it (the transport leaves a client it was given open)."""
     headers = config.resolved_headers()
     if not headers:
         return config.url
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    return streamable_http_client(config.url, http_client=httpx2.AsyncClient(headers=headers))
+    timeout = httpx2.Timeout(HTTP_TIMEOUT, read=max(HTTP_READ_TIMEOUT, config.timeout + 5.0))
+    client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=timeout))
+    return streamable_http_client(config.url, http_client=client)
 
 
 class McpSource:

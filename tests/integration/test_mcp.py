@@ -190,6 +190,38 @@ async def test_streamable_http_lists_and_calls(http_server, monkeypatch):
         await source.aclose()
 
 
+def _with_headers(url: str, timeout: float) -> McpSource:
+    [config] = parse_servers(
+        "t",
+        [{"name": "crm", "url": url, "headers": {"Authorization": "Bearer ${PROBE_TOKEN}"}, "timeout": timeout}],
+    )
+    return McpSource(config)
+
+
+@pytest.mark.slow
+async def test_an_http_server_with_headers_gets_the_declared_timeout_not_httpxs_5_s(http_server, monkeypatch):
+    """With ``headers`` the transport built its own HTTP client with httpx's default 5 s timeout:
+    every call over 5 s failed ("Connection closed") whatever the declared ``timeout``. A 9 s
+    tool under a 30 s timeout answers; one over its declared timeout is an error result."""
+    monkeypatch.setenv("PROBE_TOKEN", "t0k")
+    source = _with_headers(http_server, 30)
+    try:
+        assert await source.call("auth", {}, "k") == {"result": {"authorization": "Bearer t0k"}}
+        started = time.monotonic()
+        assert await source.call("slow", {"seconds": 9}, "k") == {"result": {"result": "woke"}}
+        assert time.monotonic() - started >= 9
+    finally:
+        await source.aclose()
+    short = _with_headers(http_server, 3)
+    try:
+        started = time.monotonic()
+        with pytest.raises(McpToolError, match="did not answer within 3 s"):
+            await short.call("slow", {"seconds": 6}, "k")
+        assert time.monotonic() - started < 6
+    finally:
+        await short.aclose()
+
+
 async def test_the_demo_inventory_dedupes_a_retried_reservation():
     [config] = parse_servers("ops", [{"name": "inventory", "command": [sys.executable, INVENTORY]}])
     source = McpSource(config)

@@ -1,7 +1,8 @@
 """An MCP server for the tests (stdio by default; ``http <port>`` for streamable HTTP).
 
 Tools: ``echo`` (text), ``point`` (structured), ``fail`` (an error result), ``slow`` (sleeps),
-``die`` (the process exits mid-call), ``meta`` (the request's _meta as it arrived), and
+``die`` (the process exits mid-call), ``meta`` (the request's _meta as it arrived), ``auth``
+(the HTTP request's Authorization header), and
 ``grow`` (adds ``later`` and says the list changed), ``extra`` only when the file named by PROBE_EXTRA exists at start (a changed tool list)."""
 
 from __future__ import annotations
@@ -61,6 +62,13 @@ def meta(ctx: Context) -> dict:
     key = (ctx.request_context.meta or {}).get("june/idempotency_key")
     _log(str(key))
     return {"key": key, "secret": os.environ.get("PROBE_SECRET", "")}
+
+
+@server.tool()
+def auth(ctx: Context) -> dict:
+    """The Authorization header the HTTP request carried ("" over stdio)."""
+    request = ctx.request_context.request
+    return {"authorization": request.headers.get("authorization", "") if request is not None else ""}
 
 
 async def later() -> str:
