@@ -2,7 +2,8 @@
 
     <name>/agent.py             optional: model, model_config, surfaces, schedules,
                                 authorize_answer, settings, compaction, limits, mcp (MCP
-                                servers whose tools join the agent's: agents_app/mcp)
+                                servers whose tools join the agent's: agents_app/mcp),
+                                placeholder and hints (the chat's composer)
     <name>/instructions.md      the base system prompt
     <name>/instructions.<source>.md   per-source overlays
     <name>/tools/*.py           each module's Tool objects (``tool``, ``define_action``)
@@ -86,6 +87,8 @@ def load_agent(folder: Path) -> Agent:
         sources=list(sources_for(name, getattr(conf, "mcp", None))),
         listed=bool(getattr(conf, "listed", True)),
         notify=getattr(conf, "notify", None) or {},
+        placeholder=str(getattr(conf, "placeholder", "") or ""),
+        hints=[str(hint) for hint in getattr(conf, "hints", ())],
     )
 
 

@@ -5,4 +5,4 @@ The public surface a project uses (docs/install.md): ``june.settings`` (``q_clus
 and ``june.asgi`` (the websockets in the project's router). The apps are ``agents_app`` (what a
 turn is) and ``sessions_app`` (where it lives: models, workers, API, chat, admin)."""
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"

@@ -4,8 +4,13 @@ A host project adds June's apps and lets these helpers fill in the rest (docs/in
 
     from june import settings as june
 
+    INSTALLED_APPS += june.INSTALLED_APPS            # June's apps and the ones they need
     Q_CLUSTER = june.q_cluster()                     # django-q2, with June's defaults
     CHANNEL_LAYERS = june.channel_layers()           # Redis if REDIS_URL is set, else unix sockets
+
+A SQLite database whose ``OPTIONS`` leave them out gets June's (``SQLITE_OPTIONS``: WAL, ``BEGIN
+IMMEDIATE``, a 30 s busy timeout) when June's apps load; ``JUNE_SQLITE_OPTIONS = False`` keeps
+startproject's.
 
 Every ``JUNE_*`` setting is optional: a name the host's settings do not define takes its value
 from ``june_settings()`` when June's apps load (``install_defaults``), that is from a
@@ -20,6 +25,27 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from django.core.exceptions import ImproperlyConfigured
+
+#: the apps a project adds for June (``INSTALLED_APPS += june.INSTALLED_APPS``): Channels (the
+#: websockets), django-q2 (the worker queue), June's two apps, and Swagger UI's static files for
+#: the API's docs page (drf-spectacular-sidecar: an app of static files only, no DRF)
+INSTALLED_APPS = ["channels", "django_q", "agents_app", "sessions_app", "drf_spectacular_sidecar"]
+
+#: what a SQLite database gets unless its ``OPTIONS`` set their own: concurrent readers beside one
+#: writer (WAL), a transaction that takes the write lock when it begins (so a writer waits for
+#: the lock instead of failing with "database is locked" half-way), and 30 s of waiting for it.
+#: Startproject's defaults refused 17 of 25 concurrent turn starts with a 503.
+SQLITE_OPTIONS = {"transaction_mode": "IMMEDIATE", "timeout": 30, "init_command": "PRAGMA journal_mode=WAL;"}
+
+
+def tune_sqlite(databases: Mapping[str, dict[str, Any]]) -> None:
+    """Give each SQLite database of ``databases`` the ``SQLITE_OPTIONS`` it does not set (June's
+    apps call this when they load, before any connection opens)."""
+    for conf in databases.values():
+        if conf.get("ENGINE") == "django.db.backends.sqlite3":
+            options = conf.setdefault("OPTIONS", {})
+            for name, value in SQLITE_OPTIONS.items():
+                options.setdefault(name, value)
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -79,6 +105,8 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             "JUNE_REQUEUE_AFTER must be positive (else every watchdog pass re-enqueues every taken task)"
         )
     JUNE_EMBEDDED = _bool(env, "JUNE_EMBEDDED", False)
+    # SQLite databases get June's options (SQLITE_OPTIONS above) where theirs leave them out
+    JUNE_SQLITE_OPTIONS = _bool(env, "JUNE_SQLITE_OPTIONS", True)
     # many turns per worker process (docs/workers.md): how many turns one worker process's runner
     # drives at once, the threads its sync tools and Django-connection calls run on (each keeps a
     # connection), and its own PostgreSQL connections for the units that run no tool code
@@ -150,13 +178,17 @@ def install_defaults(settings: Any) -> None:
             setattr(settings, name, value)
 
 
-def q_cluster(env: Mapping[str, str] | None = None, *, database_engine: str = "", **overrides: Any) -> dict[str, Any]:
+def q_cluster(
+    env: Mapping[str, str] | None = None, *, database_engine: str | None = None, **overrides: Any
+) -> dict[str, Any]:
     """django-q2's ``Q_CLUSTER`` with June's defaults (docs/workers.md), from ``JUNE_Q_*``
     variables; ``overrides`` last. ORM broker: at-least-once (a task whose worker died is taken
     again after ``retry``; the lease sweeper re-enqueues the turn much sooner). timeout < retry
     so a running task is never handed out twice; ``poll`` is how long an idle cluster sleeps
-    between looks at the queue. On PostgreSQL (``database_engine``) the ORM broker is woken by
-    LISTEN/NOTIFY."""
+    between looks at the queue. On PostgreSQL the ORM broker is woken by LISTEN/NOTIFY: without
+    ``database_engine`` (a project's settings need no ``DATABASES`` above this call) the broker
+    is June's, which looks at the connection's vendor when it runs and is django-q2's own ORM
+    broker elsewhere; with it, June's broker only for PostgreSQL."""
     env = os.environ if env is None else env
     workers = int(env.get("JUNE_Q_WORKERS", "2"))
     cluster: dict[str, Any] = {
@@ -179,7 +211,7 @@ def q_cluster(env: Mapping[str, str] | None = None, *, database_engine: str = ""
         "sync": _bool(env, "JUNE_Q_SYNC", False),
     }
     broker = env.get("JUNE_Q_BROKER", "")
-    if not broker and database_engine == "django.db.backends.postgresql":
+    if not broker and database_engine in (None, "django.db.backends.postgresql"):
         broker = "sessions_app.workers.broker.NotifyingORM"
     if broker:
         cluster["broker_class"] = broker

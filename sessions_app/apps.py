@@ -3,11 +3,14 @@ import gc
 from django.apps import AppConfig
 from django.conf import settings
 
-from june.settings import install_defaults
+from june.settings import install_defaults, tune_sqlite
 
 # every JUNE_* setting the project does not define gets June's default (or its JUNE_* environment
 # variable) now, before any of the app's modules reads one: a host project sets none of them
 install_defaults(settings)
+# and its SQLite databases June's options (june.settings.SQLITE_OPTIONS), before any connection
+if settings.JUNE_SQLITE_OPTIONS:
+    tune_sqlite(settings.DATABASES)
 
 
 class SessionsAppConfig(AppConfig):

@@ -63,6 +63,10 @@ class Agent:
     listed: bool = True
     #: where its parks' notifications go (``notify`` in agent.py, ``runtime.notify``)
     notify: dict[str, Any] = field(default_factory=dict)
+    #: the chat's composer: its placeholder (``placeholder`` in agent.py; default "Message
+    #: <name>…") and what to try (``hints``: short messages, shown after it)
+    placeholder: str = ""
+    hints: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.notify = notify_config(self.name, self.notify)

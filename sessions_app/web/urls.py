@@ -1,3 +1,4 @@
+from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from sessions_app.web import archive, export, views
@@ -5,6 +6,14 @@ from sessions_app.web import archive, export, views
 app_name = "sessions_app"
 urlpatterns = [
     path("", views.home, name="home"),
+    # a login page for the people who chat (the admin's refuses all but staff): a project points
+    # LOGIN_URL here ("sessions_app:login", docs/install.md) or at its own
+    path(
+        "login/",
+        auth_views.LoginView.as_view(template_name="sessions_app/login.html", next_page="sessions_app:home"),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(next_page="sessions_app:login"), name="logout"),
     path("agents/<str:agent>/sessions/new", views.session_new, name="session-new"),
     path("agents/<str:agent>/sessions/<str:key>/", views.chat, name="chat"),
     path("agents/<str:agent>/sessions/<str:key>/title", views.session_title, name="session-title"),

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agents_app.runtime.errors import NotFound
 from sessions_app import models as m
-from sessions_app import selectors, services, window
+from sessions_app import selectors, services, window, wiring
 from sessions_app.errors import AccessDenied, BadRequest
 from sessions_app.web import paths, search
 
@@ -88,7 +88,17 @@ def chat(request, agent: str, key: str):
         session.has_turns = selectors.has_turns(session)
         session.has_archive = selectors.has_archive(session)
         config["focus"] = focus(session, request.GET.get("at"))
-    return render(request, "sessions_app/chat.html", {"session": session, "config": config})
+    return render(
+        request, "sessions_app/chat.html", {"session": session, "config": config, "placeholder": placeholder(agent)}
+    )
+
+
+def placeholder(agent: str) -> str:
+    """The composer's placeholder: the agent's own (``placeholder`` and ``hints`` in its
+    agent.py), never another agent's suggestions."""
+    definition = wiring.agent(agent)
+    text = definition.placeholder or f"Message {agent}…"
+    return f"{text} (try: {', '.join(definition.hints)})" if definition.hints else text
 
 
 def focus(session: m.Session, raw: str | None) -> dict | None:

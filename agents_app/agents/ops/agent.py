@@ -54,3 +54,14 @@ surfaces = {"webhook": {"mode": "append", "deny_tools": ["create_order"]}}
 
 #: an unsigned webhook is refused (401); "unattested" would run it with an unattested speaker
 settings = {"webhook": {"unsigned": "refuse"}}
+
+# the chat's composer suggests what the demo model answers (README.md beside this file)
+hints = [
+    "order mugs",
+    "stock tea",
+    "flaky",
+    "essay",
+    "refund order 1 20",
+    "bulk order 50 mugs",
+    "research tides and harbours",
+]

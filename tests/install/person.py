@@ -1,0 +1,91 @@
+"""What a person does with a host project built from docs/install.md: log in through the login
+page the page gives, chat in Chromium (static files, websocket), use the API with a token, and
+answer a parked call in the admin as an operator."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import httpx
+
+from tests.install.host import OPERATOR, Host
+
+USER = {"username": "alice", "email": "alice@example.com", "password": "alice-pw-3907"}
+
+
+def make_user(host: Host, fields: dict[str, str] = USER) -> None:
+    """An ordinary user of the host (not staff): a host has its users already."""
+    host.manage(
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model\n"
+        "U = get_user_model()\n"
+        f"f = {json.dumps(fields)}\n"
+        "kw = {U.USERNAME_FIELD: f[U.USERNAME_FIELD]}\n"
+        "if U.USERNAME_FIELD != 'email' and hasattr(U, 'email'): kw['email'] = f['email']\n"
+        "U.objects.create_user(**kw, password=f['password'])",
+    )
+
+
+def watch_static(page: Any) -> list[tuple[str, int]]:
+    """Every static file the page asks for, with its status (filled as responses arrive)."""
+    seen: list[tuple[str, int]] = []
+    page.on("response", lambda r: seen.append((r.url, r.status)) if "/static/" in r.url else None)
+    return seen
+
+
+def log_in(page: Any, start: str, login_path: str, username: str, password: str) -> None:
+    """Open ``start`` logged out: its redirect goes to ``login_path``, whose form lets us in."""
+    page.goto(start)
+    assert login_path in page.url, f"{start} sent a logged-out person to {page.url}, not {login_path}"
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("[type=submit]")
+    page.wait_for_url(lambda url: login_path not in url)
+
+
+def chat(page: Any, prefix: str, agent: str, text: str) -> tuple[str, float]:
+    """New session under ``agent`` from the sessions page, send ``text``; the answered reply
+    and the seconds from send to answer."""
+    page.goto(prefix or "/")
+    page.click(f"[data-agent={agent}] .new-session")
+    page.wait_for_selector("#conn[data-state=live]")
+    composer = page.locator("#text").get_attribute("placeholder")
+    assert "stock tea" not in composer, f"the host's agent suggests the demo's commands: {composer!r}"
+    sent = time.monotonic()
+    page.fill("#text", text)
+    page.click("#send")
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
+    answered = time.monotonic() - sent
+    return page.locator(".msg.assistant").last.text_content(), answered
+
+
+def api(host: Host, prefix: str, token: str) -> httpx.Client:
+    return httpx.Client(base_url=host.base + prefix, headers={"Authorization": f"Bearer {token}"}, timeout=90)
+
+
+def wait_status(client: httpx.Client, path: str, status: str, timeout: float = 60) -> str:
+    deadline, now = time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        now = client.get(path).json()["status"]
+        if now == status:
+            break
+        time.sleep(0.2)
+    return now
+
+
+def approve_in_admin(page: Any, admin: str, turn_id: str) -> None:
+    """The operator logs in to the host's admin and approves the parked call from the inbox."""
+    log_in(page, admin, f"{admin}login/", OPERATOR["username"], OPERATOR["password"])
+    page.goto(f"{admin}sessions_app/approvalrequest/")
+    page.click(f"a[href*='{turn_id}']")
+    page.click("#june-approve")
+    page.wait_for_load_state()
+
+
+def swagger(page: Any, prefix: str) -> None:
+    """The API's docs page renders its operations (Swagger UI's files load)."""
+    page.goto(f"{prefix}api/docs/")
+    page.wait_for_selector(".swagger-ui .opblock")
