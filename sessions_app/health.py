@@ -13,9 +13,11 @@ the workers' heartbeats as they read (docs/operations.md "Health").
 
 The database checks run on one thread of their own that keeps its connection from probe to probe
 (a probe every second costs two trivial queries, not a connection), and together they get
-``JUNE_HEALTH_TIMEOUT`` seconds (default 2): a database that hangs fails the check in time, and
-while its probe is still stuck the next ones fail at once instead of piling up behind it. The
-channel check gets the same time. Any exception is a ``failed`` check, logged here, never raised.
+``JUNE_HEALTH_TIMEOUT`` seconds (default 2): a database that hangs fails the check in time.
+Probes that arrive while the checks run share that run's result (a load balancer's probe among a
+crowd of anonymous ones gets the same answer as the first, never a failure for being second);
+once a run is older than the timeout it is stuck, and the next probes fail at once instead of
+piling up behind it. The channel check gets the same time. Any exception is a ``failed`` check, logged here, never raised.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import asyncio
 import datetime as dt
 import logging
 import threading
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -52,6 +55,7 @@ BEATS_MISSED = 3
 
 _thread = ThreadPoolExecutor(1, thread_name_prefix="june-health")
 _in_flight: Future[dict[str, str]] | None = None
+_in_flight_since = 0.0
 _in_flight_lock = threading.Lock()
 _migrated = False
 _broker: Any = None
@@ -62,13 +66,13 @@ async def readiness() -> dict[str, Any]:
     (workers seen within ``BEATS_MISSED`` beats) is information only: a site with no worker
     running (a web-only deployment) is ready."""
     timeout = settings.JUNE_HEALTH_TIMEOUT
-    on_thread = _submit()
+    on_thread = _submit(timeout)
     channel = asyncio.ensure_future(_channel_layer(timeout))
     checks: dict[str, str] = dict.fromkeys(("database", "queue", "migrations"), FAILED)
     workers = None
     if on_thread is not None:
         try:
-            found = await asyncio.wait_for(asyncio.wrap_future(on_thread), timeout)
+            found = dict(await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(on_thread)), timeout))
             workers = found.pop("workers", None)
             checks.update(found)
         except TimeoutError:
@@ -85,13 +89,16 @@ async def readiness() -> dict[str, Any]:
     return report
 
 
-def _submit() -> Future[dict[str, Any]] | None:
-    """The database checks on the health thread; None while the previous ones still run."""
-    global _in_flight
+def _submit(timeout: float) -> Future[dict[str, Any]] | None:
+    """The database checks on the health thread: the run in flight if one is (its result is
+    shared, read-only), a new one if none is, None while a run older than ``timeout`` is stuck."""
+    global _in_flight, _in_flight_since
     with _in_flight_lock:
         if _in_flight is not None and not _in_flight.done():
-            return None
-        _in_flight = _thread.submit(_database_checks)
+            if time.monotonic() - _in_flight_since > timeout:
+                return None
+            return _in_flight
+        _in_flight, _in_flight_since = _thread.submit(_database_checks), time.monotonic()
         return _in_flight
 
 
