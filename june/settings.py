@@ -142,6 +142,10 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # attachments (README "Attachments"): the largest file, and how many files one message carries
     JUNE_ATTACHMENT_MAX_BYTES = int(env.get("JUNE_ATTACHMENT_MAX_BYTES", str(5 * 1024 * 1024)))
     JUNE_ATTACHMENTS_PER_MESSAGE = int(env.get("JUNE_ATTACHMENTS_PER_MESSAGE", "5"))
+    # the largest request body on a path whose view declares none of its own (an attachment's
+    # upload, a multipart start and the webhook do): a larger one is refused (413) before it is
+    # read (sessions_app/web/bodylimit.py; docs/operations.md "Request bodies")
+    JUNE_MAX_BODY_BYTES = int(env.get("JUNE_MAX_BODY_BYTES", str(1024 * 1024)))
     # an upload never sent with a message is deleted (row and file) by the sweeper after this long
     JUNE_UNSENT_ATTACHMENT_HOURS = float(env.get("JUNE_UNSENT_ATTACHMENT_HOURS", "24"))
     # the HTTP API and SSE (docs/api.md)

@@ -15,7 +15,7 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-from june.asgi import websocket_application  # noqa: E402
+from june.asgi import http_application, websocket_application  # noqa: E402
 
 
 def _no_twisted_form_parsing() -> None:
@@ -56,4 +56,4 @@ def _patient_close_handshake(seconds: float = 5.0) -> None:
 
 _no_twisted_form_parsing()
 _patient_close_handshake()
-application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})
+application = ProtocolTypeRouter({"http": http_application(django_asgi_app), "websocket": websocket_application()})

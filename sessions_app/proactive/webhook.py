@@ -76,3 +76,8 @@ def agent_webhook(request: HttpRequest, agent: str) -> JsonResponse:
             response["Retry-After"] = str(exc.retry_after)
         return response
     return JsonResponse(out, status=202)
+
+
+#: the largest body the server lets through to this view: a larger one is refused (413) before it
+#: is read (the attribute ``sessions_app.web.bodylimit`` reads)
+agent_webhook.june_max_body = MAX_BODY  # type: ignore[attr-defined]

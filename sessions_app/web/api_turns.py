@@ -30,7 +30,7 @@ from sessions_app.web.sse import SessionFollower, event_stream
 NO_WAIT = frozenset({"0", "false", "no", "off"})
 
 
-@uploads.bounded(lambda request: attachments.max_body_bytes())
+@uploads.bounded(attachments.max_body_bytes)
 def turns(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     """Start a turn; stream it (SSE), wait for its end (bounded), or return 202 at once. A JSON
     body may name uploaded ``attachments``; a multipart one carries its files (``uploads``).

@@ -8,6 +8,7 @@ is refused before it is read.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
@@ -21,7 +22,7 @@ from sessions_app.web.api import api_view
 from sessions_app.web.uploads import bounded, uploaded_files
 
 
-@bounded(lambda request: attach.max_body_bytes(1))
+@bounded(functools.partial(attach.max_body_bytes, 1))
 @api_view("POST")
 def attachments_collection(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     """Upload one file (201 with ``{"id", "type", "name", "size", "pages"}``)."""

@@ -17,6 +17,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 
 from sessions_app import health
+from sessions_app.web.bodylimit import max_body
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,14 @@ def _json(body: dict[str, Any], status: int = 200) -> JsonResponse:
 
 @csrf_exempt
 @never_cache
+@max_body(0)
 def healthz(request: HttpRequest) -> HttpResponse:
     return _refuse(request) or _json({"status": health.OK})
 
 
 @csrf_exempt
 @never_cache
+@max_body(0)
 async def readyz(request: HttpRequest) -> HttpResponse:
     if (refused := _refuse(request)) is not None:
         return refused

@@ -12,10 +12,11 @@ from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from sessions_app import listings, selectors, wiring
+from sessions_app import attachments, listings, selectors, wiring
 from sessions_app import models as m
 from sessions_app.errors import BadRequest
 from sessions_app.web import api, api_turns, openapi, paths
+from sessions_app.web.bodylimit import max_body
 
 SESSION_CURSOR_RE = re.compile(openapi.SESSION_CURSOR)
 TURN_CURSOR_RE = re.compile(openapi.TURN_CURSOR)
@@ -120,6 +121,7 @@ def turn_list(request: HttpRequest, user: Any, agent: str, session: str) -> Http
     )
 
 
+@max_body(attachments.max_body_bytes)  # a multipart start (api_turns.turns)
 def turns_collection(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     """``…/turns``: GET lists the session's turns, POST starts one (``api_turns.turns``); on the
     request's thread, where the site's middleware runs (``syncstack``)."""

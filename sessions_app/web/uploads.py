@@ -16,6 +16,7 @@ from agents_app.runtime.errors import JuneError
 from sessions_app import attachments as attach
 from sessions_app import services
 from sessions_app.errors import BadRequest, PayloadTooLarge, error_body
+from sessions_app.web.bodylimit import max_body
 
 
 def is_multipart(request: HttpRequest) -> bool:
@@ -34,13 +35,14 @@ def check_declared_size(request: HttpRequest, limit: int) -> None:
         )
 
 
-def bounded(limit: Callable[[HttpRequest], int | None]) -> Callable:
-    """A view whose multipart body over ``limit(request)`` bytes is refused (413 JSON) before
-    anything reads it: before authentication, whose CSRF check would parse it."""
+def bounded(limit: Callable[[], int]) -> Callable:
+    """A view whose multipart body over ``limit()`` bytes is refused (413 JSON) before anything
+    reads it: before authentication, whose CSRF check would parse it. The limit is also the
+    view's declared largest body (``bodylimit``), which the server enforces before the view."""
 
     def decorate(view: Callable) -> Callable:
         def refuse(request: HttpRequest) -> HttpResponse | None:
-            cap = limit(request) if request.method == "POST" and is_multipart(request) else None
+            cap = limit() if request.method == "POST" and is_multipart(request) else None
             if cap is None:
                 return None
             try:
@@ -56,14 +58,14 @@ def bounded(limit: Callable[[HttpRequest], int | None]) -> Callable:
                 return refuse(request) or await view(request, **kwargs)
 
             wrapped_async.csrf_exempt = True  # type: ignore[attr-defined]
-            return wrapped_async
+            return max_body(limit)(wrapped_async)
 
         @functools.wraps(view)
         def wrapped(request: HttpRequest, **kwargs: Any) -> HttpResponse:
             return refuse(request) or view(request, **kwargs)
 
         wrapped.csrf_exempt = True  # type: ignore[attr-defined]
-        return wrapped
+        return max_body(limit)(wrapped)
 
     return decorate
 

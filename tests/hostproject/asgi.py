@@ -7,6 +7,8 @@ django_asgi_app = get_asgi_application()
 
 from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-from june.asgi import websocket_application  # noqa: E402
+from june.asgi import http_application, websocket_application  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application(prefix="assistant/")})
+application = ProtocolTypeRouter(
+    {"http": http_application(django_asgi_app), "websocket": websocket_application(prefix="assistant/")}
+)
