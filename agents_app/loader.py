@@ -20,7 +20,7 @@ import sys
 import threading
 from pathlib import Path
 from types import ModuleType
-from typing import Iterable
+from typing import Any, Iterable
 
 from agents_app.mcp import sources_for
 from agents_app.runtime.agent import Agent
@@ -77,7 +77,7 @@ def load_agent(folder: Path) -> Agent:
         tools=tools,
         surfaces=dict(getattr(conf, "surfaces", {})),
         overlays=overlays,
-        model=getattr(conf, "model", None),
+        model=_model(name, getattr(conf, "model", None)),
         model_config=dict(getattr(conf, "model_config", {})),
         authorize_answer=getattr(conf, "authorize_answer", None),
         schedules=list(getattr(conf, "schedules", [])),
@@ -120,3 +120,12 @@ def discover(dirs: Iterable[str | Path] = (), *, builtin: bool = True) -> dict[s
                 raise AgentConfigError(f"two agents named {agent.name!r} ({folder})")
             agents[agent.name] = agent
     return agents
+
+
+def _model(agent: str, declared: Any) -> str | tuple[str, ...] | None:
+    """``model`` in agent.py: None, a name, or a list of names (a fallback list)."""
+    if declared is None or isinstance(declared, str):
+        return declared or None
+    if isinstance(declared, (list, tuple)) and declared and all(isinstance(m, str) and m for m in declared):
+        return tuple(declared)
+    raise AgentConfigError(f"agent {agent!r}: model must be a provider name or a list of them, not {declared!r}")

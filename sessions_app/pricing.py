@@ -7,6 +7,7 @@ which ``wiring`` builds, uses it), so it loads before Django's apps do."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -40,9 +41,28 @@ def prices() -> dict[str, dict[str, float]]:
     return {**DEFAULT_PRICES, **(configured or {})}
 
 
+#: how Bedrock names Claude: ``anthropic.claude-…`` behind an optional inference-profile region
+_BEDROCK_ID = re.compile(r"^(?:[a-z]{2,6}\.)?anthropic\.")
+
+
 def price_for(model: str) -> dict[str, float] | None:
-    """The price of ``model``: an exact entry, else the longest entry it starts with."""
+    """The price of ``model``: an exact entry, else the longest entry it starts with.
+
+    ``model`` may name its provider as steps record it (``vertex:claude-sonnet-4-6@20250929``,
+    ``bedrock:us.anthropic.claude-sonnet-4-6-v1:0``): an entry for the provider's own name wins
+    (``JUNE_MODEL_PRICES = {"bedrock:us.anthropic.claude-sonnet-4": {…}}``), else the Claude model's
+    price under its plain name (Bedrock's prefix and Vertex's ``@version`` left out of the match)."""
     table = prices()
+    found = _lookup(table, model)
+    if found is not None or ":" not in model:
+        return found
+    platform, _, bare = model.partition(":")
+    if platform in ("anthropic", "bedrock", "vertex"):
+        return _lookup(table, _BEDROCK_ID.sub("", bare))
+    return None
+
+
+def _lookup(table: dict[str, dict[str, float]], model: str) -> dict[str, float] | None:
     if model in table:
         return table[model]
     matches = [k for k in table if model.startswith(k)]

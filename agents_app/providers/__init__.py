@@ -32,13 +32,40 @@ def unregister(name: str) -> None:
     _FACTORIES.pop(name, None)
 
 
-def provider_name(agent: Agent) -> str:
+#: where a Claude model is reached (``platforms``): Anthropic's API, AWS Bedrock, Google Vertex AI
+CLAUDE_PLATFORMS = ("anthropic", "bedrock", "vertex")
+
+
+def _declared(agent: Agent) -> tuple[str, ...]:
     override = os.environ.get("JUNE_MODEL")
     if override:
-        return override
+        return (override,)
     if agent.model:
-        return agent.model
-    return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "demo"
+        return agent.model if isinstance(agent.model, tuple) else (agent.model,)
+    return ("anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "demo",)
+
+
+def provider_name(agent: Agent) -> str:
+    """The provider of the agent's (first) model: ``anthropic``, ``bedrock``, ``vertex``, ``demo``
+    or a registered name."""
+    return _declared(agent)[0].partition(":")[0]
+
+
+def claude_models(agent: Agent) -> list[tuple[str, str | None]]:
+    """``(platform, model id or None for the configured one)`` per Claude model the agent names,
+    in fallback order; ``[]`` when its model is not Claude's (the demo, a registered one)."""
+    declared = _declared(agent)
+    found: list[tuple[str, str | None]] = []
+    for spec in declared:
+        platform, _, model = spec.partition(":")
+        if platform not in CLAUDE_PLATFORMS:
+            if len(declared) > 1:
+                raise AgentConfigError(
+                    f"agent {agent.name!r}: a fallback list names Claude platforms only, not {spec!r}"
+                )
+            return []
+        found.append((platform, model or None))
+    return found
 
 
 def model_for(agent: Agent) -> Model:
@@ -49,10 +76,10 @@ def model_for(agent: Agent) -> Model:
         from .demo import DemoModel  # imported when chosen, like the SDK below
 
         return DemoModel(**_demo_options(agent))
-    if name == "anthropic":
-        from .anthropic import from_settings  # imported here: only a site that uses it loads the SDK
+    if name in CLAUDE_PLATFORMS:
+        from .fallback import claude_model  # imported here: only a site that uses it loads the SDK
 
-        return from_settings(dict(agent.model_config))
+        return claude_model(agent.name, claude_models(agent), dict(agent.model_config))
     raise AgentConfigError(f"agent {agent.name!r}: unknown model provider {name!r}")
 
 
@@ -64,7 +91,7 @@ def context_window(agent: Agent) -> int | None:
     if agent.compaction.context_window:
         return int(agent.compaction.context_window)
     name = provider_name(agent)
-    if name == "anthropic":
+    if name in CLAUDE_PLATFORMS:
         window = agent.model_config.get("context_window", ANTHROPIC_CONTEXT_WINDOW)
         return window if isinstance(window, int) and window > 0 else ANTHROPIC_CONTEXT_WINDOW
     if name == "demo":
@@ -81,7 +108,7 @@ def warm(agents: Iterable[Agent]) -> list[str]:
     (a burst of 1,000 turns, py-spy). Returns the providers imported; an unknown one is left
     for ``model_for`` to report."""
     names = sorted({provider_name(agent) for agent in agents})
-    if "anthropic" in names:
+    if set(names) & set(CLAUDE_PLATFORMS):
         from . import anthropic  # noqa: F401  (the import is the point)
     if "demo" in names:
         from . import demo  # noqa: F401

@@ -25,11 +25,9 @@ model's minimum), so a conversation's history is read from the cache at 0.1x the
 from __future__ import annotations
 
 import asyncio
-import inspect
 import os
 import random
 import re
-import weakref
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
@@ -37,7 +35,7 @@ import anthropic
 import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
 from agents_app import attachments
-from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW, is_long_lived
+from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW, is_long_lived, platforms
 from agents_app.providers.anthropic_files import Reader
 from agents_app.providers.anthropic_request import build_messages
 from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider's table-tested names)
@@ -71,7 +69,19 @@ BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 8.0
 
 #: error types the API reports (in a status body or an ``error`` stream event) that pass
-_TRANSIENT_TYPES = frozenset({"overloaded_error", "api_error", "rate_limit_error", "timeout_error"})
+_TRANSIENT_TYPES = frozenset(
+    {
+        "overloaded_error",
+        "api_error",
+        "rate_limit_error",
+        "timeout_error",
+        # the exception frames of Bedrock's response stream that pass (its docs: "retry your request")
+        "serviceUnavailableException",
+        "throttlingException",
+        "internalServerException",
+        "modelStreamErrorException",
+    }
+)
 _OVERFLOW = re.compile(r"prompt is too long|context window|context limit|exceeds? .*context", re.I)
 _SETTINGS_KEYS = frozenset(
     {
@@ -182,8 +192,14 @@ class AnthropicModel:
         timeout: float = 600.0,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         read_attachment: Reader | None = None,
+        platform: str = "anthropic",
+        place: dict[str, str] | None = None,
     ) -> None:
+        platforms.check_place(platform, place or {})
         self.model = model
+        #: where the model is reached (``platforms``), and who answered, as steps record it
+        self.platform = platform
+        self.served_by = f"{platform}:{model}"
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.thinking_budget = thinking_budget
@@ -204,10 +220,15 @@ class AnthropicModel:
         self._sleep = sleep
         #: an attachment's bytes by id (the site's storage; a test passes its own)
         self.read_attachment: Reader = read_attachment or attachments.read
-        self._client = _client(
-            api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY"),
-            base_url or os.environ.get("ANTHROPIC_BASE_URL") or None,
-            timeout,
+        if platform == "anthropic":
+            api_key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
+            base_url = base_url or os.environ.get("ANTHROPIC_BASE_URL") or None
+        try:
+            loop_lives = is_long_lived(asyncio.get_running_loop())
+        except RuntimeError:
+            loop_lives = False
+        self._client = platforms.client(
+            platform, api_key=api_key, base_url=base_url, timeout=timeout, place=place, long_lived=loop_lives
         )
 
     def params(self, request: ModelRequest) -> dict[str, Any]:
@@ -251,7 +272,7 @@ class AnthropicModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelChunk]:
         """Yield deltas, then exactly one ModelReply; raise ModelError on failure."""
-        if self._client.api_key is None and getattr(self._client, "auth_token", None) is None:
+        if self.platform == "anthropic" and self._client.api_key is None and self._client.auth_token is None:
             # the SDK would raise a bare TypeError at request time; say what to do instead
             raise ModelError("no Anthropic API key: set ANTHROPIC_API_KEY", retryable=False)
         if any(m.attachments for m in request.messages):
@@ -266,17 +287,11 @@ class AnthropicModel:
             try:
                 # the raw server-sent events, folded as plain JSON: the SDK's typed stream builds a
                 # pydantic model per event that ``fold_event`` would only turn back into a dict
-                messages = self._client.beta.messages if "betas" in params else self._client.messages
-                async with messages.with_streaming_response.create(**params, stream=True) as response:
-                    async for sse in anthropic.AsyncStream.raw_events(response.http_response):
-                        if not sse.data or sse.event is None or sse.event == "ping":
-                            continue
-                        if sse.event == "error":
-                            raise _stream_error(sse, response.http_response)
-                        chunk = fold_event(snapshot, sse.json())
-                        if chunk is not None:
-                            yielded = True
-                            yield chunk
+                async for event in self._events(params):
+                    chunk = fold_event(snapshot, event)
+                    if chunk is not None:
+                        yielded = True
+                        yield chunk
                 if not snapshot.stopped:
                     raise ModelError("Anthropic API stream ended before message_stop", retryable=True)
             except _CAUGHT as exc:
@@ -293,84 +308,53 @@ class AnthropicModel:
                 await self._sleep(self.backoff(attempt, failure))
                 attempt += 1
                 continue
-            yield reply_from(snapshot)
+            reply = reply_from(snapshot)
+            yield ModelReply(reply.text, reply.tool_calls, reply.blocks, reply.stop_reason, reply.usage, self.served_by)
             return
+
+    async def _events(self, params: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+        """The stream's events as plain JSON dicts. Anthropic's API and Vertex's ``streamRawPredict``
+        send server-sent events, read raw: the SDK's typed stream builds a pydantic model per event
+        that ``fold_event`` would only turn back into a dict. Bedrock's stream is AWS's binary
+        event stream, which only the SDK's typed stream decodes."""
+        messages = self._client.beta.messages if "betas" in params else self._client.messages
+        if self.platform == "bedrock":
+            async with await messages.create(**params, stream=True) as stream:
+                async for typed in stream:
+                    yield typed.to_dict()
+            return
+        async with messages.with_streaming_response.create(**params, stream=True) as response:
+            async for sse in anthropic.AsyncStream.raw_events(response.http_response):
+                if not sse.data or sse.event is None or sse.event == "ping":
+                    continue
+                if sse.event == "error":
+                    raise _stream_error(sse, response.http_response)
+                yield sse.json()
 
     async def aclose(self) -> None:
         """Nothing to close: the client is shared (``_client``) and lives with its process."""
 
 
-#: the SDK clients of this process, by (key, base URL, timeout, event loop). A model is made per
-#: attempt of a turn, and a worker's runner drives hundreds of turns at once: a client each was
-#: an HTTP connection pool and a TLS context each (milliseconds of CPU on the loop to build,
-#: and memory until collected). One per loop shares its pool: a client's connections belong to
-#: the loop that opened them. Bounded: a loop that ends takes its clients with it.
-_CLIENTS: weakref.WeakKeyDictionary[Any, dict[tuple[Any, ...], anthropic.AsyncAnthropic]] = weakref.WeakKeyDictionary()
-
-
-def _client(api_key: str | None, base_url: str | None, timeout: float) -> anthropic.AsyncAnthropic:
-    try:
-        loop: Any = asyncio.get_running_loop()
-    except RuntimeError:  # made outside a loop (a test, a check): a client of its own
-        loop = None
-    key = (api_key, base_url, timeout)
-    clients = _CLIENTS.setdefault(loop, {}) if loop is not None else {}
-    client = clients.get(key)
-    if client is None:
-        # the SDK's retries are off: the policy above is ours, and visible to tests
-        options: dict[str, Any] = {"api_key": api_key, "base_url": base_url, "max_retries": 0, "timeout": timeout}
-        options.update(_sdk_spans())
-        if loop is not None and is_long_lived(loop):
-            http_client = _aiohttp_client()
-            if http_client is not None:
-                options["http_client"] = http_client
-        client = clients[key] = anthropic.AsyncAnthropic(**options)
-    return client
-
-
-def _sdk_spans() -> dict[str, Any]:
-    """The client's ``open_telemetry`` option: off (``False``) unless an
-    ``ANTHROPIC_OPEN_TELEMETRY*`` variable asks the SDK for its own spans (then unset: the SDK
-    reads them). June's telemetry already has a ``chat`` span per model call
-    (``sessions_app.telemetry``); the SDK's would be a second one, and the SDK works out its
-    attributes for every request even when no tracer records them (about 12% of its request
-    path's CPU in a worker: py-spy, a 1,000-turn burst). Empty for an SDK without the option."""
-    if any(name.startswith("ANTHROPIC_OPEN_TELEMETRY") for name in os.environ):
-        return {}
-    if "open_telemetry" not in inspect.signature(anthropic.AsyncAnthropic.__init__).parameters:
-        return {}
-    return {"open_telemetry": False}
-
-
-def _aiohttp_client() -> Any:
-    """The SDK's aiohttp transport (its ``aiohttp`` extra, a dependency of this project): a
-    streamed call costs a worker about half the CPU of the default httpx transport, most of it
-    in parsing the stream (``bench/bench_transport.py``). None without aiohttp installed."""
-    try:
-        return anthropic.DefaultAioHttpClient()
-    except RuntimeError:  # the SDK says the extra is missing
-        return None
-
-
 async def close_clients(loop: Any) -> None:
-    """Close the clients of ``loop`` (the running one) and forget them: its aiohttp sessions
-    belong to it (``providers.long_lived_loop``)."""
-    for client in (_CLIENTS.pop(loop, None) or {}).values():
-        await client.close()
+    """Close the SDK clients of ``loop`` (``providers.long_lived_loop``)."""
+    await platforms.close_clients(loop)
 
 
-def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:
+def from_settings(config: dict[str, Any] | None = None, *, platform: str = "anthropic") -> AnthropicModel:
     """An :class:`AnthropicModel` from an agent's model settings.
 
     Keys: ``model``, ``max_tokens``, ``temperature``, ``thinking_budget``, ``max_retries``,
     ``context_window`` (tokens, for the engine's compaction), ``server_compaction`` (``True`` or
     ``{"trigger": input tokens, "instructions": str}``: the API's own compaction, a beta),
     ``prompt_cache`` (default True), ``cache_ttl`` (``"5m"``, the default, or ``"1h"``),
-    ``cache_min_tokens`` (default: the model's minimum cacheable length) (``provider`` is
-    ignored); the API key and base URL come from the environment. An unknown key or a bad value
+    ``cache_min_tokens`` (default: the model's minimum cacheable length), ``region`` and
+    ``project_id`` (Bedrock's and Vertex's places, ``platforms``) (``provider`` is ignored);
+    credentials and base URLs come from the environment. An unknown key or a bad value
     raises :class:`AgentConfigError` (a typo must not silently do nothing).
     """
     config = {k: v for k, v in (config or {}).items() if k != "provider"}
+    place = {k: config.pop(k) for k in ("region", "project_id") if k in config}
+    platforms.check_place(platform, place)
     unknown = set(config) - _SETTINGS_KEYS
     if unknown:
         raise AgentConfigError(f"unknown anthropic model settings: {', '.join(sorted(unknown))}")
@@ -422,4 +406,6 @@ def from_settings(config: dict[str, Any] | None = None) -> AnthropicModel:
         temperature=None if temperature is None else float(temperature),
         thinking_budget=budget,
         max_retries=int(config.get("max_retries", DEFAULT_MAX_RETRIES)),
+        platform=platform,
+        place=place,
     )

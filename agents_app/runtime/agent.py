@@ -46,8 +46,9 @@ class Agent:
     #: source -> policy; overlays hold each ``instructions.<source>.md``
     surfaces: dict[str, SurfacePolicy] = field(default_factory=dict)
     overlays: dict[str, str] = field(default_factory=dict)
-    #: provider name (anthropic | demo | scripted) or None for the default
-    model: str | None = None
+    #: provider name (anthropic | bedrock | vertex | demo | scripted), ``<provider>:<model id>``,
+    #: a tuple of those (a fallback list, first first), or None for the default
+    model: str | tuple[str, ...] | None = None
     model_config: dict[str, Any] = field(default_factory=dict)
     authorize_answer: AuthorizeAnswer | None = None
     schedules: list[dict[str, Any]] = field(default_factory=list)

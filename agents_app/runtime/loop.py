@@ -143,7 +143,7 @@ class TurnLoop:
             signals=self.signals,
             compaction_steps=self.compaction_steps,
             observer=self.observer,
-            model_name=self.agent.model,
+            model_name=self.agent.model if not isinstance(self.agent.model, tuple) else " | ".join(self.agent.model),
         )
         try:
             if state.opened is not None and opening is not None and opening.recorded is not None:

@@ -142,10 +142,11 @@ class ModelStep:
             tool_calls=() if last else reply.tool_calls,  # (a model that calls a tool it was not offered)
             blocks=reply.blocks,
             usage=dict(reply.usage),
+            served_by=reply.served_by or None,
         )
-        usage = a.usage_with(reply.usage, calls=1)
+        usage = a.usage_with(reply.usage, calls=1, served_by=reply.served_by)
         if watch is not None:
-            watch.record(usage=reply.usage, stop_reason=str(reply.stop_reason))
+            watch.record(usage=reply.usage, stop_reason=str(reply.stop_reason), served_by=reply.served_by)
         # the turn's last reply: settle now, or first compact (a step of this turn)
         compact_next = not message.tool_calls and self.compaction_steps.due(message, request)
 

@@ -126,21 +126,30 @@ class Attempt:
 
     # -- what the turn spent --------------------------------------------------------------------
 
-    def usage_with(self, extra: dict[str, int], *, calls: int = 0) -> dict[str, Any]:
+    def usage_with(self, extra: dict[str, int], *, calls: int = 0, served_by: str = "") -> dict[str, Any]:
         """What the turn spent: its own model calls' usage and their count (``model_calls``;
-        ``extra`` and ``calls``: a reply not yet in the transcript), and its children's trees
-        apart (``children``), so a sum over turns counts each call once, priced at its own
-        agent's model."""
+        ``extra``, ``calls`` and ``served_by``: a reply not yet in the transcript), and its
+        children's trees apart (``children``), so a sum over turns counts each call once, priced
+        at its own agent's model. ``served_by``: who answered its calls, each once, in order,
+        where the provider says (a fallback list may answer from several)."""
         total: dict[str, Any] = {}
+        served: list[str] = []
         for m in self.tail():
             if m.role in (Role.ASSISTANT, Role.SUMMARY):  # a compaction's call costs too
-                calls += m.role == Role.ASSISTANT and m.turn_id == self.turn.turn_id
+                own = m.role == Role.ASSISTANT and m.turn_id == self.turn.turn_id
+                calls += own
+                if own and m.served_by and m.served_by not in served:
+                    served.append(m.served_by)
                 for k, v in m.usage.items():
                     total[k] = total.get(k, 0) + int(v)
         for k, v in extra.items():
             total[k] = total.get(k, 0) + int(v)
+        if served_by and served_by not in served:
+            served.append(served_by)
         if calls:
             total["model_calls"] = calls
+        if served:
+            total["served_by"] = served
         children = subagents.children_usage(self.state.spawned)
         if children:
             total["children"] = children

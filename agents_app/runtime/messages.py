@@ -66,6 +66,8 @@ class Message:
     usage: dict[str, int] = field(default_factory=dict)
     boundary: int | None = None
     attachments: tuple[dict[str, Any], ...] = ()
+    #: an ``assistant`` message's provider and model, ``<provider>:<model id>`` (``ModelReply.served_by``)
+    served_by: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"role": str(self.role)}
@@ -91,6 +93,8 @@ class Message:
             data["boundary"] = self.boundary
         if self.attachments:
             data["attachments"] = [dict(a) for a in self.attachments]
+        if self.served_by:
+            data["served_by"] = self.served_by
         return data
 
     @classmethod
@@ -113,6 +117,7 @@ class Message:
             dict(usage) if usage else {},
             get("boundary"),
             tuple(files) if files else (),
+            get("served_by"),
         )
 
 

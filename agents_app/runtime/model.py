@@ -82,6 +82,9 @@ class ModelReply:
     blocks: tuple[dict[str, Any], ...] = ()
     stop_reason: StopReason = StopReason.END_TURN
     usage: dict[str, int] = field(default_factory=dict)
+    #: who answered, ``<provider>:<model id>`` (``vertex:claude-sonnet-4-6``); empty when the model
+    #: does not say (the demo, a scripted model). A fallback list makes it vary per step
+    served_by: str = ""
 
     @property
     def is_empty(self) -> bool:

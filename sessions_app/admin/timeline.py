@@ -78,10 +78,10 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
     """The turn's steps from its events (and its messages' token counts), in time order."""
     events = list(eventlog.timed(turn.logged().order_by("seq").only("seq", "type", "turn_id", "data", "created_at")))
     data = eventlog.restore((turn.session_id, turn.generation, e.type, e.turn_id, e.data) for e in events)
-    usage_at = {
-        idx: (d or {}).get("usage") or {}
-        for idx, d in turn.written().filter(role="assistant").values_list("index", "data")
-    }
+    written = turn.written().filter(role="assistant").values_list("index", "data")
+    usage_at = {idx: (d or {}).get("usage") or {} for idx, d in written}
+    #: who answered each model step, when the provider says (``<provider>:<model>``; a fallback list)
+    served_at = {idx: (d or {}).get("served_by") for idx, d in written}
     steps: list[dict[str, Any]] = []
     open_tools: dict[str, dict[str, Any]] = {}
     asked: dict[str, Any] = {}
@@ -102,14 +102,15 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
         elif e.type == "message.completed":
             short, full = _short(d.get("text") or "")
             usage = usage_at.get(d.get("index"), {})
+            served = served_at.get(d.get("index"))
             row = {
                 "kind": "model",
-                "name": "model step",
+                "name": f"model step ({served.replace(':', ' · ', 1)})" if served else "model step",
                 "result": short,
                 "result_full": full,
                 "duration": seconds_text((at - previous).total_seconds()) if previous else "",
                 "tokens": usage,
-                "cost": cost_of(usage, agent_model(turn.session.agent)) if usage else None,
+                "cost": cost_of(usage, served or agent_model(turn.session.agent)) if usage else None,
             }
         elif e.type == "action.requested":
             call = d.get("call") or {}

@@ -28,6 +28,12 @@ class _Watch:
         self.model: str | None = None  # a model call's priced model id (the june.cost metric)
 
     def record(self, **attrs: Any) -> None:
+        served_by = attrs.pop("served_by", None)
+        if served_by:  # ``<provider>:<model>``: a fallback list answers from another provider
+            provider, _, model = served_by.partition(":")
+            self.span.set_attribute("gen_ai.provider.name", provider)
+            self.span.set_attribute("gen_ai.response.model", model)
+            self.model = served_by  # priced as the model that answered (``pricing.price_for``)
         usage = attrs.pop("usage", None)
         if usage and self.metrics is not None:
             self.metrics.usage(usage, self.labels, self.model)

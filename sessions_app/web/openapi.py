@@ -329,12 +329,13 @@ def components() -> dict[str, Any]:
                         "type": "object",
                         "description": "What the turn's own model calls spent (token counts, "
                         "model_calls); `limited`: the limit its answer was given at; `children`: its subagents' "
-                        "trees, summed",
+                        "trees, summed; `served_by`: who answered its model calls (`<provider>:<model>`, each once)",
                         "properties": {
                             "limited": {"type": "string"},
+                            "served_by": {"type": "array", "items": {"type": "string"}},
                             "children": {"type": "object", "additionalProperties": {"type": "integer"}},
                         },
-                        "additionalProperties": {"type": ["integer", "string", "object"]},
+                        "additionalProperties": {"type": ["integer", "string", "object", "array"]},
                     },
                     "generation": {"type": "integer"},
                     "created_at": {"type": "string", "format": "date-time"},

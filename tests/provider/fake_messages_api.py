@@ -16,16 +16,28 @@ Scripted responses:
 
 A request with nothing left to replay gets a 500 ``api_error`` naming the problem and is
 counted in ``unscripted`` so a test can assert it never happened.
+
+It also answers as Claude's other platforms do, on their paths, as the SDK's clients send and read
+them: Vertex AI (``POST /projects/<p>/locations/<r>/publishers/anthropic/models/<model>:streamRawPredict``,
+the same server-sent events) and AWS Bedrock (``POST /model/<model>/invoke-with-response-stream``,
+each event a ``chunk`` of AWS's binary event stream, its JSON base64-encoded under ``bytes``;
+errors as Bedrock's JSON ``{"message": …}`` with its ``x-amzn-errortype`` header). ``Received``
+says which platform a request came on and the model its path named.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
+import re
+import struct
 import threading
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,54 @@ class Received:
     headers: dict[str, str]  # lower-cased names
     body: dict[str, Any]
     raw: bytes  # the body as sent, for byte-level assertions
+    platform: str = "anthropic"  # anthropic | vertex | bedrock, by the path
+    model: str = ""  # the body's, or the path's on Vertex and Bedrock
+
+
+_VERTEX = re.compile(r"^/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):streamRawPredict$")
+_BEDROCK = re.compile(r"^/model/(.+)/invoke-with-response-stream$")
+#: Bedrock's error types by status (its ``x-amzn-errortype``)
+_BEDROCK_ERRORS = {400: "ValidationException", 403: "AccessDeniedException", 429: "ThrottlingException"}
+#: the exception frames of Bedrock's response stream, for the API's ``error`` event types
+_BEDROCK_STREAM_ERRORS = {
+    "overloaded_error": "serviceUnavailableException",
+    "rate_limit_error": "throttlingException",
+    "api_error": "internalServerException",
+    "invalid_request_error": "validationException",
+}
+
+
+def route(path: str, body: dict[str, Any]) -> tuple[str, str] | None:
+    """(platform, model) of a request path the fake answers; None for another path."""
+    bare = path.split("?")[0]
+    if bare == "/v1/messages":
+        return "anthropic", str(body.get("model", ""))
+    if found := _VERTEX.match(bare):
+        return "vertex", found.group(1)
+    if found := _BEDROCK.match(bare):
+        return "bedrock", unquote(found.group(1))
+    return None
+
+
+def event_stream_message(payload: bytes, headers: dict[str, str]) -> bytes:
+    """One message of AWS's event stream encoding: a prelude (total and headers lengths, their
+    CRC32), string headers, the payload, and the CRC32 of all before it."""
+    encoded = b"".join(
+        struct.pack("B", len(name)) + name.encode() + b"\x07" + struct.pack(">H", len(value)) + value.encode()
+        for name, value in headers.items()
+    )
+    total = 12 + len(encoded) + len(payload) + 4
+    prelude = struct.pack(">II", total, len(encoded))
+    prelude += struct.pack(">I", binascii.crc32(prelude))
+    message = prelude + encoded + payload
+    return message + struct.pack(">I", binascii.crc32(message))
+
+
+def bedrock_chunk(event: dict[str, Any]) -> bytes:
+    payload = json.dumps({"bytes": base64.b64encode(json.dumps(event).encode()).decode()}).encode()
+    return event_stream_message(
+        payload, {":event-type": "chunk", ":content-type": "application/json", ":message-type": "event"}
+    )
 
 
 class StreamBuilder:
@@ -234,8 +294,11 @@ class FakeMessagesAPI:
                 raw = self.rfile.read(length) if length else b""
                 body = json.loads(raw) if raw else {}
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                scripted = api._next(Received(self.path, headers, body, raw))
-                if self.path.split("?")[0] != "/v1/messages":
+                where = route(self.path, body)
+                platform, model = where or ("", "")
+                scripted = api._next(Received(self.path, headers, body, raw, platform, model))
+                self.platform = platform
+                if where is None:
                     self._error(HTTPError(404, "not_found_error", f"fake: no route {self.path}"))
                 elif scripted is None:
                     self._error(HTTPError(500, "api_error", "fake: no scripted response left"))
@@ -247,6 +310,8 @@ class FakeMessagesAPI:
                     self._stream(scripted)
 
             def _error(self, err: HTTPError) -> None:
+                if self.platform == "bedrock":
+                    return self._bedrock_error(err)
                 payload = json.dumps(
                     {"type": "error", "error": {"type": err.type, "message": err.message}, "request_id": "req_fake"}
                 ).encode()
@@ -259,7 +324,38 @@ class FakeMessagesAPI:
                 self.end_headers()
                 self.wfile.write(payload)
 
+            def _bedrock_error(self, err: HTTPError) -> None:
+                payload = json.dumps({"message": err.message}).encode()
+                self.send_response(err.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.send_header("x-amzn-errortype", _BEDROCK_ERRORS.get(err.status, "InternalServerException"))
+                for name, value in err.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
             def _stream(self, stream: Stream) -> None:
+                if self.platform == "bedrock":
+                    self.send_response(200)
+                    self.send_header("content-type", "application/vnd.amazon.eventstream")
+                    self.end_headers()
+                    for name, data in stream.events:
+                        if name == "error":  # a stream's error frame: an exception message of its own
+                            kind = _BEDROCK_STREAM_ERRORS.get(
+                                data.get("error", {}).get("type"), "modelStreamErrorException"
+                            )
+                            message = json.dumps({"message": data.get("error", {}).get("message", "")}).encode()
+                            headers = {
+                                ":exception-type": kind,
+                                ":content-type": "application/json",
+                                ":message-type": "exception",
+                            }
+                            self.wfile.write(event_stream_message(message, headers))
+                        else:
+                            self.wfile.write(bedrock_chunk(data))
+                        self.wfile.flush()
+                    return
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
