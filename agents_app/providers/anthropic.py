@@ -331,6 +331,16 @@ class AnthropicModel:
                     raise _stream_error(sse, response.http_response)
                 yield sse.json()
 
+    async def count_tokens(self, system: str, text: str) -> int:
+        """The input tokens of ``system`` and one user message ``text``, counted by the API
+        (``messages.count_tokens``; Vertex's ``count-tokens:rawPredict``). Raises the SDK's error
+        where the platform cannot count (Bedrock, in this SDK) or the call fails."""
+        params: dict[str, Any] = {"model": self.model, "messages": [{"role": "user", "content": text}]}
+        if system:
+            params["system"] = system
+        counted = await self._client.messages.count_tokens(**params)
+        return int(counted.input_tokens)
+
     async def aclose(self) -> None:
         """Nothing to close: the client is shared (``_client``) and lives with its process."""
 

@@ -126,6 +126,17 @@ class FallbackModel:
             return
         raise ModelError("every provider failed: " + "; ".join(failures), retryable=True)
 
+    async def count_tokens(self, system: str, text: str) -> int:
+        """Counted by the first provider (the breakers allowing) that can count; raises the last
+        provider's error when none could."""
+        error: Exception | None = None
+        for candidate in self.order(ModelRequest(system=system, messages=(), tools=())):
+            try:
+                return await candidate.model.count_tokens(system, text)
+            except Exception as exc:  # Bedrock cannot count; a provider may be down: the next
+                error = exc
+        raise error or ModelError("no provider could count tokens")
+
     async def aclose(self) -> None:
         for candidate in self.candidates:
             await candidate.model.aclose()

@@ -58,7 +58,14 @@ class Disconnect:
     pass
 
 
-Scripted = Stream | HTTPError | Disconnect
+@dataclass(frozen=True)
+class Counted:
+    """The answer to ``POST /v1/messages/count_tokens`` (Vertex: ``count-tokens:rawPredict``)."""
+
+    input_tokens: int
+
+
+Scripted = Stream | HTTPError | Disconnect | Counted
 
 
 @dataclass(frozen=True)
@@ -87,8 +94,10 @@ _BEDROCK_STREAM_ERRORS = {
 def route(path: str, body: dict[str, Any]) -> tuple[str, str] | None:
     """(platform, model) of a request path the fake answers; None for another path."""
     bare = path.split("?")[0]
-    if bare == "/v1/messages":
+    if bare in ("/v1/messages", "/v1/messages/count_tokens"):
         return "anthropic", str(body.get("model", ""))
+    if bare.endswith("/publishers/anthropic/models/count-tokens:rawPredict"):
+        return "vertex", str(body.get("model", ""))
     if found := _VERTEX.match(bare):
         return "vertex", found.group(1)
     if found := _BEDROCK.match(bare):
@@ -306,6 +315,13 @@ class FakeMessagesAPI:
                     self.close_connection = True
                 elif isinstance(scripted, HTTPError):
                     self._error(scripted)
+                elif isinstance(scripted, Counted):
+                    payload = json.dumps({"input_tokens": scripted.input_tokens}).encode()
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
                 else:
                     self._stream(scripted)
 
