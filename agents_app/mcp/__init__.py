@@ -13,6 +13,6 @@ declarations, ``source`` talks to the servers, ``results`` turns their answers i
 results. The ``mcp`` SDK is imported only by a process that calls a server."""
 
 from .config import ServerConfig, parse_servers
-from .source import McpSource, sources_for
+from .source import McpSource, sources_for, status
 
-__all__ = ["McpSource", "ServerConfig", "parse_servers", "sources_for"]
+__all__ = ["McpSource", "ServerConfig", "parse_servers", "sources_for", "status"]

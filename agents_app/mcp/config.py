@@ -12,6 +12,8 @@ from typing import Any
 from agents_app.runtime.errors import AgentConfigError
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
+#: between a server's name and its tool's in the name the model sees (``crm__find_customer``)
+SEPARATOR = "__"
 KEYS = {"name", "command", "url", "env", "headers", "allow", "deny", "timeout", "cwd", "approval"}
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 #: seconds a call may take by default (JUNE_MCP_TIMEOUT); a server entry's ``timeout`` overrides
@@ -36,6 +38,19 @@ class ServerConfig:
 
     def offers(self, tool: str) -> bool:
         return tool not in self.deny and (self.allow is None or tool in self.allow)
+
+    def misnamed(self, listed: set[str]) -> str:
+        """What is wrong with the entry given the tools the server lists ("" when nothing): an
+        ``approval`` or ``deny`` entry naming no tool of the server is a typo that would let the
+        tool it meant run unapproved (or at all)."""
+        wrong = {
+            "approval": sorted(set(self.approval) - {"*"} - listed),
+            "deny": sorted(self.deny - listed),
+        }
+        found = "; ".join(
+            f"{key} names tools the server does not offer: {names}" for key, names in wrong.items() if names
+        )
+        return f"MCP server {self.name!r}: {found} (its tools are withheld until the entry is fixed)" if found else ""
 
     def resolved_env(self) -> dict[str, str]:
         return {k: expand(v) for k, v in self.env.items()}
@@ -73,6 +88,11 @@ def _server(agent: str, entry: Any) -> ServerConfig:
     name = entry.get("name")
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise AgentConfigError(f"{where}: name must match {NAME.pattern}, not {name!r}")
+    if SEPARATOR in name or name.endswith("_"):
+        raise AgentConfigError(
+            f"{where}: name {name!r} must not contain {SEPARATOR!r} nor end with '_' ({SEPARATOR!r} separates "
+            "the server's name from its tool's in the names the model sees)"
+        )
     command, url = entry.get("command"), entry.get("url")
     if (command is None) == (url is None):
         raise AgentConfigError(f"{where} {name!r}: give exactly one of command (stdio) or url (HTTP)")

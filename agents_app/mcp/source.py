@@ -17,11 +17,10 @@ from typing import Any
 from agents_app.runtime.model import ToolSpec
 from agents_app.runtime.tools import Tool
 
-from .config import TOOLS_TTL, ServerConfig, parse_servers
+from .config import SEPARATOR, TOOLS_TTL, ServerConfig, parse_servers
 from .results import McpToolError, tool_result
 
 log = logging.getLogger(__name__)
-SEPARATOR = "__"
 MAX_DESCRIPTION = 2_000
 #: the longest a turn's start waits for a server's tool list
 LIST_TIMEOUT = 10.0
@@ -150,6 +149,9 @@ class McpSource:
         self.offered: frozenset[str] = frozenset()
         self.listed_at = 0.0
         self._listing: asyncio.Lock | None = None
+        #: what is wrong with the entry, found at the last listing ("" when nothing): its tools
+        #: are withheld meanwhile (``status``, ``manage.py june health --mcp``)
+        self.problem = ""
 
     # -- the ToolSource protocol ---------------------------------------------------------------
 
@@ -169,6 +171,13 @@ class McpSource:
     async def refresh(self) -> None:
         session = await self._session()
         listed = await session.list_tools()
+        problem = self.config.misnamed({found.name for found in listed.tools})
+        if problem:  # fail closed: which tool the typo meant is unknown, so none is offered
+            log.error("%s", problem)
+            self.problem = problem
+            self.known, self.offered, self.listed_at = {}, frozenset(), time.monotonic()
+            return
+        self.problem = ""
         offered = set()
         for found in listed.tools:
             if not self.config.offers(found.name):
@@ -230,6 +239,26 @@ class McpSource:
 
     async def aclose(self) -> None:
         self._drop()
+
+
+async def status(agents: dict[str, Any]) -> dict[str, str]:
+    """Every MCP server of the agents, by ``<agent>/<server>``: ``ok``, or why its tools are not
+    offered (a misnamed entry, or not reachable). Connects to each (``manage.py june health
+    --mcp``), then closes what it opened."""
+    found: dict[str, str] = {}
+    for name in sorted(agents):
+        for source in getattr(agents[name], "sources", ()):
+            if not isinstance(source, McpSource):
+                continue
+            key = f"{name}/{source.config.name}"
+            try:
+                await asyncio.wait_for(source.refresh(), min(LIST_TIMEOUT, source.config.timeout))
+                found[key] = source.problem or "ok"
+            except Exception as exc:  # noqa: BLE001 (down or slow: said, not raised)
+                found[key] = f"not reachable: {type(exc).__name__}: {exc}"[:500]
+            finally:
+                await source.aclose()
+    return found
 
 
 def sources_for(agent: str, entries: Any) -> list[McpSource]:

@@ -4,7 +4,10 @@ subprocesses and a streamable-HTTP server, written with the ``mcp`` package's se
 from __future__ import annotations
 
 import asyncio
+import io
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -306,3 +309,64 @@ async def test_the_servers_list_changed_notification_refreshes_the_list_before_t
         assert await call(source, "probe__later", {}) is not None
     finally:
         await source.aclose()
+
+
+@pytest.mark.parametrize("name", ["crm__x", "crm_", "a__b__c"])
+def test_a_server_name_with_the_separator_is_refused_at_load(name):
+    """``__`` separates the server from its tool (``crm__find``): a server named ``crm__x`` was
+    accepted, and ``crm__x__find`` read as server ``crm``, tool ``x__find``."""
+    with pytest.raises(AgentConfigError, match=r"must not contain '__' nor end with '_'"):
+        parse_servers("t", [{"name": name, "command": ["x"]}])
+
+
+@pytest.mark.parametrize(
+    "entry, named",
+    [({"approval": {"ecoh": {"prompt": "Echo it?"}}}, "approval names .*'ecoh'"), ({"deny": ["fial"]}, "deny names")],
+)
+async def test_a_misspelled_approval_or_deny_withholds_the_servers_tools(entry, named, caplog):
+    """A misspelled tool under ``approval`` was accepted silently, so the tool it meant (``echo``)
+    ran without approval. Now none of the server's tools is offered or callable (which one the
+    typo meant is unknown), the turn goes on without them, and the log says why."""
+    from agents_app.runtime.agent import Agent
+
+    source = stdio(**entry)
+    try:
+        tools, specs = await Agent(name="t", sources=[source]).tools_for_turn(None)
+        assert not [n for n in tools if n.startswith("probe__")] and not specs
+        assert re.search(named, source.problem) and "withheld" in source.problem
+        assert any(r.levelname == "ERROR" and "withheld" in r.getMessage() for r in caplog.records)
+    finally:
+        await source.aclose()
+    fixed = stdio(approval={"echo": {"prompt": "Echo it?"}}, deny=["fail"])
+    try:
+        known, offered = await names(fixed)
+        assert "probe__echo" in offered and "probe__fail" not in offered and fixed.problem == ""
+    finally:
+        await fixed.aclose()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_june_health_mcp_says_why_a_servers_tools_are_withheld(monkeypatch):
+    """The operator sees it: ``manage.py june health --mcp`` lists each agent's MCP servers,
+    says why one's tools are withheld, and exits 3."""
+    from django.core.management import call_command
+
+    from agents_app.runtime.agent import Agent
+    from sessions_app import wiring
+
+    agents = {
+        "ok": Agent(name="ok", sources=[stdio()]),
+        "typo": Agent(name="typo", sources=[stdio(approval={"ecoh": {"prompt": "?"}})]),
+    }
+    monkeypatch.setattr(wiring, "agents", lambda: agents)
+    out = io.StringIO()  # not capsys: a stdio server's stderr needs a real file
+    with pytest.raises(SystemExit) as exited:
+        call_command("june", "health", "--mcp", "--json", stdout=out)
+    assert exited.value.code == 3
+    report = json.loads(out.getvalue())
+    assert report["status"] == "ok" and report["mcp"]["ok/probe"] == "ok"
+    assert "approval names tools the server does not offer: ['ecoh']" in report["mcp"]["typo/probe"]
+    out = io.StringIO()
+    with pytest.raises(SystemExit):
+        call_command("june", "health", "--mcp", stdout=out)
+    assert "typo/probe" in out.getvalue() and "withheld" in out.getvalue()

@@ -1,8 +1,9 @@
 """``python manage.py june chat <agent> <session> "<text>" [--json]`` runs one turn in this
 process and prints its events as they happen; ``june token <username>`` prints an API token;
-``june health [--json] [--min-workers N]`` prints ``/readyz``'s checks and the workers'
-heartbeats, and exits 1 when the site is not ready, 2 when fewer than N workers are alive
-(docs/operations.md "Health")."""
+``june health [--json] [--min-workers N] [--mcp]`` prints ``/readyz``'s checks and the workers'
+heartbeats (and, with ``--mcp``, whether each agent's MCP servers answer and their entries name
+tools they offer), and exits 1 when the site is not ready, 2 when fewer than N workers are
+alive, 3 when an MCP server's tools are not offered (docs/operations.md "Health")."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from agents_app import mcp
 from agents_app.runtime import JuneError, LocalDispatcher, TurnInput
 from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
 from sessions_app import health, wiring
@@ -42,16 +44,20 @@ class Command(BaseCommand):
             default=0,
             help="exit 2 when fewer worker processes than this are alive (default 0)",
         )
+        check.add_argument(
+            "--mcp", action="store_true", help="connect to every agent's MCP servers; exit 3 if one is not ok"
+        )
 
     def handle(self, *args, **opts):
         if opts["action"] == "token":
             return self.token(opts["username"], opts["name"])
         if opts["action"] == "health":
-            return self.health(as_json=opts["json"], min_workers=opts["min_workers"])
+            return self.health(as_json=opts["json"], min_workers=opts["min_workers"], check_mcp=opts["mcp"])
         return self.chat(opts)
 
-    def health(self, *, as_json: bool, min_workers: int) -> None:
+    def health(self, *, as_json: bool, min_workers: int, check_mcp: bool = False) -> None:
         report = async_to_sync(health.readiness)()
+        servers = async_to_sync(mcp.status)(wiring.agents()) if check_mcp else {}
         try:
             workers = health.worker_rows()
         except Exception:  # the database is down: the checks say so
@@ -72,6 +78,7 @@ class Command(BaseCommand):
                             }
                             for w in workers
                         ],
+                        **({"mcp": servers} if check_mcp else {}),
                     }
                 )
             )
@@ -86,11 +93,17 @@ class Command(BaseCommand):
                     f"  {w['id']:<40} seen {w['age']:.1f} s ago  {w['running']}/{w['slots']} turns"
                     + (f"  GONE (no heartbeat for {health.BEATS_MISSED} beats)" if w["stale"] else "")
                 )
+            if check_mcp:
+                self.stdout.write(f"mcp servers: {len(servers)}")
+                for key, state in servers.items():
+                    self.stdout.write(f"  {key:<30} {state}")
         if report["status"] != health.OK:
             sys.exit(1)
         if alive < min_workers:
             self.stderr.write(f"{alive} workers alive, fewer than {min_workers}")
             sys.exit(2)
+        if any(state != "ok" for state in servers.values()):
+            sys.exit(3)
 
     def token(self, username: str, name: str) -> None:
         user = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: username}).first()
