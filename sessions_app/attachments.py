@@ -15,6 +15,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 #: unsent uploads one user may keep, all sessions together, in messages' worth (a composer's
 #: chips, with slack): what bounds the storage of files nobody sends
 UNSENT_FACTOR = 4
+TOO_MANY = "too many unsent attachments: send or remove some first (GET/DELETE …/api/attachments/unsent)"
 #: bytes a multipart body may have beyond its files (boundaries, headers, the text field)
 MULTIPART_SLACK = 64 * 1024 + 4 * 32_000
 
@@ -74,9 +76,9 @@ def attachment_upload(*, agent: str, key: str, user: Any, upload: Any) -> Attach
     content_type = files.sniff(data[:16])
     if content_type is None:
         raise UnsupportedMediaType("attachments must be PNG, JPEG, GIF, WebP or PDF files")
-    unsent = Attachment.objects.filter(owner_id=user.pk, turn_id="").count()
-    if unsent >= settings.JUNE_ATTACHMENTS_PER_MESSAGE * UNSENT_FACTOR:
-        raise PayloadTooLarge("too many unsent attachments: send or remove some first")
+    cap = settings.JUNE_ATTACHMENTS_PER_MESSAGE * UNSENT_FACTOR
+    if Attachment.objects.filter(owner_id=user.pk, turn_id="").count() >= cap:  # the cheap refusal
+        raise PayloadTooLarge(TOO_MANY)
     row = Attachment(
         agent=agent,
         session_key=key,
@@ -89,11 +91,51 @@ def attachment_upload(*, agent: str, key: str, user: Any, upload: Any) -> Attach
     )
     row.file.save(row.id, ContentFile(data), save=False)
     try:
-        row.save(force_insert=True)
+        _insert_within_cap(row, user, cap)
     except BaseException:
         _delete_file(row.file.name)
         raise
     return row
+
+
+def _insert_within_cap(row: Attachment, user: Any, cap: int) -> None:
+    """Insert ``row`` unless its owner would then hold more than ``cap`` unsent uploads, as one
+    step for concurrent uploads in any process: on PostgreSQL the owner's user row is locked
+    first (uploads of one user queue here, nobody else's); on SQLite the INSERT comes first and
+    takes the database's one write lock, so the count after it sees every other writer's commit
+    and none can write until this transaction ends. Over the cap, the transaction rolls back."""
+    with transaction.atomic():
+        if connection_vendor() != "sqlite":
+            list(get_user_model().objects.select_for_update().filter(pk=user.pk).values_list("pk", flat=True))
+        row.save(force_insert=True)
+        if Attachment.objects.filter(owner_id=user.pk, turn_id="").count() > cap:
+            raise PayloadTooLarge(TOO_MANY)
+
+
+def connection_vendor() -> str:
+    return transaction.get_connection().vendor
+
+
+def attachments_discard(*, user: Any, ids: list[str]) -> int:
+    """Delete ``user``'s uploads among ``ids`` that no turn took: what a refused multipart start
+    uploaded (a refused request leaves nothing); a taken one stays with its turn."""
+    if not ids:
+        return 0
+    return Attachment.objects.filter(id__in=ids, owner_id=getattr(user, "pk", None), turn_id="").delete()[0]
+
+
+def attachments_unsent(*, user: Any) -> list[dict[str, Any]]:
+    """``user``'s unsent uploads, every session, newest first (what counts against the cap)."""
+    rows = Attachment.objects.filter(owner_id=getattr(user, "pk", None), turn_id="").order_by("-created_at", "id")
+    return [
+        {**r.meta(), "agent": r.agent, "session": r.session_key, "created_at": r.created_at.isoformat()}
+        for r in rows[: settings.JUNE_ATTACHMENTS_PER_MESSAGE * UNSENT_FACTOR * 2]
+    ]
+
+
+def attachments_remove_unsent(*, user: Any) -> int:
+    """Delete every unsent upload of ``user`` (their files after the commit)."""
+    return Attachment.objects.filter(owner_id=getattr(user, "pk", None), turn_id="").delete()[0]
 
 
 def attachments_take(*, agent: str, key: str, user: Any, ids: list[str], turn_id: str) -> tuple[dict[str, Any], ...]:

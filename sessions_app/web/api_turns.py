@@ -74,10 +74,19 @@ def _turns_queued(request: HttpRequest, user: Any, agent: str, session: str) -> 
 
 @api_view("POST")
 async def _turns(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
-    if uploads.is_multipart(request):
-        body = await db(uploads.turn_form)(request, agent=agent, key=session, user=user)
-    else:
-        body = read_json(request, allowed={"text", "replace", "attachments"})
+    if not uploads.is_multipart(request):
+        return await _start(
+            request, user, agent, session, read_json(request, allowed={"text", "replace", "attachments"})
+        )
+    body = await db(uploads.turn_form)(request, agent=agent, key=session, user=user)
+    try:
+        return await _start(request, user, agent, session, body)
+    except BaseException:  # refused (409, 429, 413, 503…): its uploads go; a started turn keeps them
+        await db(attachments.attachments_discard)(user=user, ids=body["attachments"])
+        raise
+
+
+async def _start(request: HttpRequest, user: Any, agent: str, session: str, body: dict[str, Any]) -> HttpResponse:
     text, ids, replace = _body(request, body)
     wait = query_bool(request, "wait", True)
     turn_id = new_turn_id()

@@ -15,6 +15,7 @@ urlpatterns = [
     path("approvals/", approvals.approval_list, name="approvals"),
     path("approvals/<str:turn_id>/answer", approvals.approval_answer, name="approval-answer"),
     path("search", search.api_search, name="search"),
+    path("attachments/unsent", files.unsent_attachments, name="unsent-attachments"),
     path("agents/<str:agent>/sessions/", lists.session_list, name="sessions"),
     path(SESSION, lists.session_detail, name="session"),
     path(SESSION + "turns", lists.turns_collection, name="turns"),

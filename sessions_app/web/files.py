@@ -29,10 +29,20 @@ def attachments_collection(request: HttpRequest, user: Any, agent: str, session:
     found = uploaded_files(request)
     if len(found) != 1:
         raise BadRequest("send exactly one file (field 'file')")
-    # someone else's session is a 403; a new one is created by the first message, not by an upload
-    services.session_for_user(agent=agent, key=session, user=user)
+    # someone else's session, or a key a channel owns (webhooks', subagents', a schedule's), is a
+    # 403 as for a turn; a new one is created by the first message, not by an upload
+    services.session_to_open(agent=agent, key=session, user=user)
     row = attach.attachment_upload(agent=agent, key=session, user=user, upload=found[0])
     return JsonResponse(row.meta(), status=201)
+
+
+@api_view("GET", "HEAD", "DELETE")
+def unsent_attachments(request: HttpRequest, user: Any) -> HttpResponse:
+    """The caller's unsent uploads, every session (GET: ``{"attachments": [...]}``, newest
+    first), or all of them removed (DELETE: ``{"removed": n}``): what the unsent cap counts."""
+    if request.method == "DELETE":
+        return JsonResponse({"removed": attach.attachments_remove_unsent(user=user)})
+    return JsonResponse({"attachments": attach.attachments_unsent(user=user)})
 
 
 @api_view("GET", "HEAD", "DELETE")

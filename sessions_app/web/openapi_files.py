@@ -82,7 +82,60 @@ def turn_form_schema(text: dict[str, Any]) -> dict[str, Any]:
 def attachment_paths() -> dict[str, Any]:
     session_path, params, errors = SESSION_PATH, session_params(), _errors
     too_big = _error("Over the size or count limit: " + _limits())
+    unsent = {
+        **ATTACHMENT,
+        "required": [*ATTACHMENT["required"], "agent", "session", "created_at"],
+        "properties": {
+            **ATTACHMENT["properties"],
+            "agent": {"type": "string"},
+            "session": {"type": "string", "description": "The session key it was uploaded to"},
+            "created_at": {"type": "string", "format": "date-time"},
+        },
+    }
     return {
+        "/api/attachments/unsent": {
+            "get": {
+                "operationId": "listUnsentAttachments",
+                "summary": "Your uploads no message has taken yet, every session, newest first",
+                "description": "What the cap on unsent uploads counts (a further upload over it is a 413); "
+                "remove one with `DELETE …/attachments/{attachment_id}`, all of them with DELETE here. The "
+                "sweeper deletes those older than JUNE_UNSENT_ATTACHMENT_HOURS.",
+                "responses": {
+                    "200": {
+                        "description": "The unsent uploads",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["attachments"],
+                                    "properties": {"attachments": {"type": "array", "items": unsent}},
+                                }
+                            }
+                        },
+                    },
+                    **errors("400", "401", "403", "405"),
+                },
+            },
+            "delete": {
+                "operationId": "removeUnsentAttachments",
+                "summary": "Remove all your unsent uploads (sent ones stay with their messages)",
+                "responses": {
+                    "200": {
+                        "description": "How many were removed",
+                        "content": {
+                            "application/json": {
+                                "schema": {
+                                    "type": "object",
+                                    "required": ["removed"],
+                                    "properties": {"removed": {"type": "integer", "minimum": 0}},
+                                }
+                            }
+                        },
+                    },
+                    **errors("400", "401", "403", "405"),
+                },
+            },
+        },
         f"{session_path}/attachments": {
             "parameters": params,
             "post": {

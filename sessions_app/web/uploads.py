@@ -84,7 +84,8 @@ def uploaded_files(request: HttpRequest) -> list[Any]:
 
 def turn_form(request: HttpRequest, *, agent: str, key: str, user: Any) -> dict[str, Any]:
     """A multipart ``POST …/turns`` (fields ``text``, ``replace``, files ``file``) as the JSON
-    start it stands for: the files uploaded to the session, their ids in ``attachments``."""
+    start it stands for: the files uploaded to the session, their ids in ``attachments``. The
+    caller discards them (``attachments_discard``) if the start is refused."""
     unknown = sorted(set(request.POST) - {"text", "replace"})
     if unknown:
         raise BadRequest(f"unknown field(s): {', '.join(unknown)[:200]}")
@@ -94,6 +95,13 @@ def turn_form(request: HttpRequest, *, agent: str, key: str, user: Any) -> dict[
         raise BadRequest("replace must be true or false")
     if not found:
         raise BadRequest("a multipart start carries files (field 'file'); send text alone as JSON")
-    services.session_for_user(agent=agent, key=key, user=user)  # 403 for another's; the start creates it
-    ids = [attach.attachment_upload(agent=agent, key=key, user=user, upload=f).id for f in found]
+    # 403 for another's, or a key a channel owns (as the start itself); the start creates it
+    services.session_to_open(agent=agent, key=key, user=user)
+    ids: list[str] = []
+    try:
+        for f in found:
+            ids.append(attach.attachment_upload(agent=agent, key=key, user=user, upload=f).id)
+    except BaseException:
+        attach.attachments_discard(user=user, ids=ids)  # a refused request leaves nothing
+        raise
     return {"text": request.POST.get("text", ""), "replace": replace in ("true", "1"), "attachments": ids}
