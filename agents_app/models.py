@@ -2,6 +2,7 @@
 
 import uuid
 
+from django.conf import settings
 from django.db import models
 
 from agents_app.attachments import metadata, storage_name
@@ -123,13 +124,16 @@ def _new_attachment_id() -> str:
 class Attachment(models.Model):
     """A file a user attached to a message: its bytes in the default storage (named by the id),
     its sniffed type, size and page count here. Plain fields, no foreign key to sessions_app
-    (agents_app never imports it): the session is ``(agent, session_key)``, the uploader
-    ``owner_id``; ``turn_id`` is set when a turn takes it (once: an attachment opens one turn)."""
+    (agents_app never imports it): the session is ``(agent, session_key)``; ``turn_id`` is set
+    when a turn takes it (once: an attachment opens one turn). The uploader is a foreign key to
+    the user model, so its column takes whatever key that model has (integer, UUID, string)."""
 
     id = models.CharField(max_length=32, primary_key=True, default=_new_attachment_id, editable=False)
     agent = models.CharField(max_length=64)
     session_key = models.CharField(max_length=200)
-    owner_id = models.BigIntegerField(null=True, blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     file = models.FileField(upload_to=_attachment_path, max_length=200)
     content_type = models.CharField(max_length=100)
     size = models.BigIntegerField()

@@ -281,10 +281,12 @@ def limits_of_users(user_ids: list[Any]) -> dict[Any, Limits]:
         return {uid: Limits() for uid in user_ids}
     own = {u: Limits(t, k) for u, g, t, k in rows if u is not None}
     by_group = {g: Limits(t, k) for u, g, t, k in rows if g is not None}
-    member = m.QuotaOverride._meta.get_field("user").related_model.groups.through
+    # the membership table names its user column after the user model (``member_id`` for a Member)
+    field = m.QuotaOverride._meta.get_field("user").related_model._meta.get_field("groups")
+    member, user_col = field.remote_field.through, f"{field.m2m_field_name()}_id"
     groups: dict[Any, list[Limits]] = {}
-    for uid, gid in member.objects.filter(user_id__in=user_ids, group_id__in=list(by_group)).values_list(
-        "user_id", "group_id"
+    for uid, gid in member.objects.filter(**{f"{user_col}__in": user_ids, "group_id__in": list(by_group)}).values_list(
+        user_col, "group_id"
     ):
         groups.setdefault(uid, []).append(by_group[gid])
     return {uid: resolve(own.get(uid), groups.get(uid, [])) for uid in user_ids}
@@ -342,23 +344,27 @@ def usage_per_user(*, now: float | None = None, rows: int = 20) -> list[dict[str
         .annotate(n=_tokens(*TREE_TOKENS))
         .values_list("created_by_id", "n")
     )
-    ids = set(counts) | {str(k) for k in spent}
-    names = dict(
-        m.Turn._meta.get_field("created_by")
-        .related_model.objects.filter(pk__in=[int(i) for i in ids if str(i).isdigit()])
+    # a user is the text of their key in a rate counter and the key itself in a turn: both
+    # by the text, whatever type the user model's key has (integer, UUID, string)
+    tokens_of = {str(k): int(n or 0) for k, n in spent.items()}
+    keys = m.user_keys(set(counts) | set(tokens_of))
+    names = {
+        str(pk): name
+        for pk, name in m.Turn._meta.get_field("created_by")
+        .related_model.objects.filter(pk__in=list(keys.values()))
         .values_list("pk", m.username_field())
-    )
-    own = limits_of_users([int(i) for i in ids if str(i).isdigit()])
+    }
+    own = limits_of_users(list(keys.values()))
     out = []
-    for uid in ids:
+    for uid in set(counts) | set(tokens_of):
         c = counts.get(uid, {"now": 0, "peak": 0, "today": 0})
-        tokens = int(spent.get(int(uid) if uid.isdigit() else uid) or 0)
-        mine = own.get(int(uid), Limits()) if uid.isdigit() else Limits()
+        tokens = tokens_of.get(uid, 0)
+        mine = own.get(keys[uid], Limits()) if uid in keys else Limits()
         rate_cap = USER.limit() if mine.turns_per_minute is None else mine.turns_per_minute
         token_cap = limit("JUNE_QUOTA_TOKENS_PER_DAY") if mine.tokens_per_day is None else mine.tokens_per_day
         out.append(
             {
-                "user": names.get(int(uid), uid) if uid.isdigit() else uid,
+                "user": names.get(uid, uid),
                 "turns_minute": c["now"],
                 "peak_minute": c["peak"],
                 "turns_today": c["today"],

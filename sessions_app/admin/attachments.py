@@ -12,7 +12,7 @@ from agents_app.models import Attachment
 
 @admin.register(Attachment)
 class AttachmentAdmin(admin.ModelAdmin):
-    list_display = ("name", "content_type", "size", "pages", "agent", "session_key", "owner_id", "sent", "created_at")
+    list_display = ("name", "content_type", "size", "pages", "agent", "session_key", "owner", "sent", "created_at")
     list_filter = ("content_type", "agent")
     search_fields = ("=id", "name", "session_key", "=turn_id", "=sha256")
     readonly_fields = [f.name for f in Attachment._meta.fields] + ["download"]

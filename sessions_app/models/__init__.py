@@ -22,6 +22,7 @@ from sessions_app.models.access import (  # noqa: F401 (the app's models, export
     QuotaOverride,
     RateCounter,
     WorkerBeat,
+    user_keys,
     username_field,
 )
 from sessions_app.models.fields import (  # noqa: F401 (what migrations and the store name)

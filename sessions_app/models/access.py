@@ -1,12 +1,14 @@
 """The site's access and operations tables: rate counters and quota overrides, API tokens,
-the workers' heartbeats, the notifications outbox; and the user model's name field."""
+the workers' heartbeats, the notifications outbox; and the user model's name field and keys."""
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from typing import Any, Iterable
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 
@@ -103,6 +105,22 @@ def username_field() -> str:
     from django.contrib.auth import get_user_model
 
     return get_user_model().USERNAME_FIELD
+
+
+def user_keys(texts: Iterable[str]) -> dict[str, Any]:
+    """The user model's primary keys that ``texts`` spell (``str(pk)``, as rate counters and
+    tokens keep a user; an integer, a UUID or a string alike), by their text; a text that spells
+    no key of that type is left out."""
+    from django.contrib.auth import get_user_model
+
+    pk = get_user_model()._meta.pk
+    out: dict[str, Any] = {}
+    for text in texts:
+        try:
+            out[text] = pk.to_python(text)
+        except ValidationError:
+            continue
+    return out
 
 
 class NotificationState(models.TextChoices):

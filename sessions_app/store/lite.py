@@ -192,6 +192,8 @@ def create_turn(
     record is built from what was written, not read back."""
     now = checkpoint.plain_now()
     owner = None if created_by is None else getattr(created_by, "pk", None)
+    # as the ORM stores the user model's key (a UUID is 32 hex digits on SQLite)
+    owner = m.Session._meta.get_field("owner").get_db_prep_save(owner, django_connection)
     # nothing parked (check_start) and a queued turn: the status the recompute would give
     # (``checkpoint.session_status_sql``); a start the rules refuse rolls it back with the rest
     facts = [now, str(SessionStatus.RUNNING), session.agent, session.key, turn_id]

@@ -25,8 +25,10 @@ import functools
 import hashlib
 import logging
 import select
+import uuid
 import weakref
-from datetime import datetime
+from datetime import date, datetime, time
+from decimal import Decimal
 from typing import Any, Generator, Sequence, TypeVar
 
 import psycopg
@@ -84,8 +86,10 @@ def _text(value: Any) -> bytes | None:
         return str(value).encode()
     if isinstance(value, float):
         return repr(value).encode()
-    if isinstance(value, datetime):
+    if isinstance(value, (datetime, date, time)):
         return value.isoformat().encode()
+    if isinstance(value, (uuid.UUID, Decimal)):  # a user model's primary key may be either
+        return str(value).encode()
     raise TypeError(f"cannot send {type(value).__name__} as a checkpoint parameter")
 
 

@@ -2,10 +2,13 @@
 and drive June through the host's own URLs (``/assistant/``), websocket and admin (``/staff/``).
 
     python smoke.py            # from this folder's parent on PYTHONPATH, with June installed
+    HOST_SETTINGS=hostproject.settings_uuid python smoke.py   # a user model keyed by a UUID
 
 Used by tests/integration/test_hostproject.py (against the checkout) and by .ci/run's wheel step
 (against the built wheel in a fresh virtual environment, no repository on the path). It prints
-one line per check and exits 1 on the first that fails. DATABASE_URL picks PostgreSQL."""
+one line per check and exits 1 on the first that fails. DATABASE_URL picks PostgreSQL;
+HOST_SETTINGS the settings module (``settings_uuid``, ``settings_str``: the same host with a user
+model keyed by a UUID or a string)."""
 
 from __future__ import annotations
 
@@ -16,10 +19,12 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 
 import httpx
@@ -52,7 +57,7 @@ class Host:
         self.var = Path(tempfile.mkdtemp(prefix="june-host-"))
         self.env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "hostproject.settings",
+            "DJANGO_SETTINGS_MODULE": os.environ.get("HOST_SETTINGS", "hostproject.settings"),
             "HOST_VAR_DIR": str(self.var),
             "PYTHONPATH": os.pathsep.join([str(PARENT), *filter(None, [os.environ.get("PYTHONPATH")])]),
             "JUNE_DEMO_DELAY": "0",
@@ -147,7 +152,7 @@ Member.objects.create_user("bob@shop.test", "bob-pw", is_staff=True, is_superuse
 s = SessionStore()
 s[SESSION_KEY] = str(alice.pk); s[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
 s[HASH_SESSION_KEY] = alice.get_session_auth_hash(); s.create()
-print(json.dumps({"token": ApiToken.issue(alice, name="smoke")[1], "cookie": s.session_key}))
+print(json.dumps({"token": ApiToken.issue(alice, name="smoke")[1], "cookie": s.session_key, "alice": str(alice.pk)}))
 """
 
 PURCHASES = "import json; from hostproject.shop.models import Purchase; print(json.dumps(Purchase.objects.count()))"
@@ -170,6 +175,38 @@ async def websocket_replay(host: Host, cookie: str) -> list[dict]:
                 frames.append(json.loads(await asyncio.wait_for(ws.recv(), 3)))
             except TimeoutError:
                 return frames
+
+
+END = ("turn.completed", "turn.failed", "turn.cancelled")
+
+
+async def websocket_turn(host: Host, cookie: str, text: str) -> list[dict]:
+    """Start a turn over the session's websocket; the frames until it ends (or an error frame)."""
+    url = f"ws://127.0.0.1:{host.port}/assistant/ws/agents/clerk/sessions/s1/"
+    frames: list[dict] = []
+    async with websockets.connect(
+        url, additional_headers={"Cookie": f"sessionid={cookie}", "Origin": host.base}, open_timeout=20
+    ) as ws:
+        await ws.send(json.dumps({"type": "start", "text": text, "id": "w1"}))
+        turn_id = None  # the replay of the session's earlier turns comes first
+        while True:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 60))
+            frames.append(frame)
+            if frame.get("type") == "error" or (frame.get("type") == "ack" and frame.get("id") == "w1"):
+                turn_id = frame.get("turn_id")
+            if frame.get("type") == "error" or (turn_id and frame.get("turn_id") == turn_id and frame["type"] in END):
+                return frames
+
+
+def png() -> bytes:
+    """A 2x2 PNG, made here (the smoke script runs without the repository's test helpers)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = b"".join(b"\x00" + bytes((200, 30, 30)) * 2 for _ in range(2))
+    header = struct.pack(">IIBBBBB", 2, 2, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
 
 
 def main() -> None:
@@ -226,6 +263,23 @@ def main() -> None:
             f"the websocket under /assistant/ws/ replays the session ({len(frames)} frames: {sorted(map(str, kinds))[:5]})",
         )
 
+        frames = asyncio.run(websocket_turn(host, creds["cookie"], "order 1 plate"))
+        check(
+            frames[-1]["type"] == "turn.completed",
+            f"a turn started over the websocket completes ({frames[-1]})",
+        )
+
+        up = api.post(
+            "/assistant/api/agents/clerk/sessions/s1/attachments", files={"file": ("mug.png", png(), "image/png")}
+        )
+        check(up.status_code == 201, f"an upload is stored ({up.status_code} {up.text[:300]})")
+        sent = api.post(
+            "/assistant/api/agents/clerk/sessions/s1/turns", json={"text": "", "attachments": [up.json()["id"]]}
+        )
+        check(sent.status_code in (200, 202), f"a turn carrying it starts ({sent.status_code} {sent.text[:300]})")
+        back = api.get(f"/assistant/api/agents/clerk/sessions/s1/attachments/{up.json()['id']}")
+        check(back.status_code == 200 and back.content == png(), f"its uploader reads it back ({back.status_code})")
+
         parked = turn(api, "refund order 1 5")
         check(parked["status"] == "suspended", f"a refund parks for staff ({parked['status']})")
         staff = httpx.Client(base_url=host.base, follow_redirects=True)
@@ -256,6 +310,15 @@ def main() -> None:
                 break
             time.sleep(0.2)
         check(status == "completed", f"the approved turn resumes and completes ({status})")
+
+        board = staff.get("/staff/sessions_app/approvalrequest/dashboard/")
+        users = board.text[board.text.index('id="june-quotas"') :] if 'id="june-quotas"' in board.text else ""
+        check(
+            board.status_code == 200
+            and "alice@shop.test" in users
+            and (creds["alice"].isdigit() or creds["alice"] not in board.text),
+            f"the dashboard names its users by their login, not their key ({board.status_code})",
+        )
         print("host project smoke: all checks passed", flush=True)
     finally:
         host.stop()

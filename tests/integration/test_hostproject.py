@@ -40,9 +40,15 @@ def host_database_url():
 
 
 @pytest.mark.slow
-def test_june_runs_inside_a_host_project(host_database_url):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST", "JUNE_"))}
+@pytest.mark.parametrize("settings_module", ["settings", "settings_uuid", "settings_str"])
+def test_june_runs_inside_a_host_project(host_database_url, settings_module):
+    """Also with a user model keyed by a UUID or a string, where every turn started over the API
+    was a 500 on PostgreSQL (``cannot send UUID as a checkpoint parameter``), a websocket start an
+    error frame, every upload a 500 (the uploader's key in a bigint column) and the dashboard
+    named users by their raw key."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST", "JUNE_", "HOST_"))}
     env.pop("DATABASE_URL", None)
+    env["HOST_SETTINGS"] = f"hostproject.{settings_module}"
     if host_database_url:
         env["DATABASE_URL"] = host_database_url
     env["PYTHONPATH"] = str(ROOT)  # June from this checkout (the wheel's own run: .ci/run)
