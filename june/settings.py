@@ -148,6 +148,9 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     JUNE_MAX_BODY_BYTES = int(env.get("JUNE_MAX_BODY_BYTES", str(1024 * 1024)))
     # an upload never sent with a message is deleted (row and file) by the sweeper after this long
     JUNE_UNSENT_ATTACHMENT_HOURS = float(env.get("JUNE_UNSENT_ATTACHMENT_HOURS", "24"))
+    # the audit log (docs/privacy.md): its rows older than this many days are deleted by the
+    # privacy sweep; 0 keeps every row
+    JUNE_AUDIT_RETENTION_DAYS = float(env.get("JUNE_AUDIT_RETENTION_DAYS", "0"))
     # the HTTP API and SSE (docs/api.md)
     JUNE_API_WAIT_SECONDS = float(env.get("JUNE_API_WAIT_SECONDS", "120"))
     JUNE_API_STREAM_SECONDS = float(env.get("JUNE_API_STREAM_SECONDS", "3600"))

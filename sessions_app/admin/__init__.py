@@ -3,6 +3,7 @@ schedules, limits); this file only imports them so their registrations run."""
 
 from sessions_app.admin import (  # noqa: F401
     attachments,
+    audit_log,
     inbox,
     limits,
     notifications,

@@ -16,7 +16,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from sessions_app import export, search
+from sessions_app.audit import audit_record, audit_staff_read
 from sessions_app.errors import BadRequest
+from sessions_app.models import AuditAction
 
 
 def hit_url(site_name: str, hit: search.Hit) -> str:
@@ -47,6 +49,7 @@ def search_view(model_admin: Any, request: HttpRequest) -> HttpResponse:
             status = 400
         else:
             hits, more = search.staff_hits(query=query)
+            audit_record(action=AuditAction.SEARCH, request=request, detail={"query": query, "hits": len(hits)})
             context.update(
                 query=query,
                 more=more,
@@ -69,4 +72,5 @@ def export_view(model_admin: Any, request: HttpRequest, object_id: str, generati
         raise Http404("no such session")
     if not 0 <= generation <= session.generation:
         raise Http404("no such generation")
+    audit_staff_read(request=request, action=AuditAction.EXPORT_READ, session=session, generation=generation)
     return export.download(session, generation, fmt)

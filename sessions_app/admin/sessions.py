@@ -23,6 +23,7 @@ from django.urls import path, reverse
 from sessions_app import models as m
 from sessions_app.admin import console, search, tree
 from sessions_app.admin.a11y import A11yMedia
+from sessions_app.audit import audit_staff_read
 from sessions_app.store import eventlog
 
 USERNAME = m.username_field()
@@ -289,7 +290,8 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         session = self.get_object(request, object_id)
         extra = dict(extra_context or {})
-        if session is not None:
+        if session is not None and self.has_view_permission(request, session):
+            audit_staff_read(request=request, action=m.AuditAction.SESSION_READ, session=session)
             page = generation_rows(session, request.GET.get("g"))
             for row in page.rows:
                 row["url"] = self.generation_url(session, row["generation"])
@@ -307,6 +309,12 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
         last = max(session.generation_seq, session.generation)
         if not 0 <= generation <= last:
             raise Http404("no such generation")
+        audit_staff_read(
+            request=request,
+            action=m.AuditAction.SESSION_READ if generation == session.generation else m.AuditAction.ARCHIVE_READ,
+            session=session,
+            generation=generation,
+        )
         reset = m.SessionReset.objects.filter(session=session, generation=generation).select_related("by").first()
         context = {
             **self.admin_site.each_context(request),

@@ -17,6 +17,7 @@ from sessions_app import models as m
 from sessions_app.admin import console, edits, timeline, tree
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.sessions import USERNAME, StaffReadOnly, archived_name, pretty_json, step_note
+from sessions_app.audit import audit_staff_read
 
 
 @admin.register(m.Turn)
@@ -125,6 +126,18 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
 
     def get_queryset(self, request):
         return super().get_queryset(request).select_related("session", "created_by")
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        turn = self.get_object(request, object_id)
+        if turn is not None and self.has_view_permission(request, turn):
+            audit_staff_read(
+                request=request,
+                action=m.AuditAction.TURN_READ,
+                session=turn.session,
+                generation=turn.generation,
+                turn_id=turn.pk,
+            )
+        return super().change_view(request, object_id, form_url, extra_context=extra_context)
 
     @admin.display(description="session", ordering="session__key")
     def session_link(self, obj):

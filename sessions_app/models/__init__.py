@@ -25,6 +25,7 @@ from sessions_app.models.access import (  # noqa: F401 (the app's models, export
     user_keys,
     username_field,
 )
+from sessions_app.models.auditlog import AuditAction, AuditEvent, subject_of  # noqa: F401 (the audit log)
 from sessions_app.models.fields import (  # noqa: F401 (what migrations and the store name)
     EVENT_TYPE_CODES,
     EVENT_TYPE_NAMES,

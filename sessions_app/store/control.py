@@ -192,6 +192,17 @@ def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> 
             via=record.get("via", "api"),
             remote_addr=record.get("remote_addr") or "",
         )
+        m.AuditEvent.objects.create(
+            action=m.AuditAction.ANSWER,
+            actor_id=str(record.get("user_id") or ""),
+            actor=str(record.get("name") or record.get("by") or "")[:150],
+            subject=m.subject_of(s.owner_id),
+            session_id=s.pk,
+            generation=turn.generation,
+            turn_id=turn_id,
+            remote_addr=record.get("remote_addr") or "",
+            detail={"input_id": input_id, "via": record.get("via") or ""},
+        )
         answered = ev.InputAnswered(
             turn_id,
             input_id=input_id,

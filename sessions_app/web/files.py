@@ -17,7 +17,9 @@ from agents_app import attachments as files
 from agents_app.runtime.errors import NotFound
 from sessions_app import attachments as attach
 from sessions_app import services
+from sessions_app.audit import audit_staff_read
 from sessions_app.errors import BadRequest
+from sessions_app.models import AuditAction
 from sessions_app.web.api import api_view
 from sessions_app.web.uploads import bounded, uploaded_files
 
@@ -52,6 +54,10 @@ def attachment_detail(request: HttpRequest, user: Any, agent: str, session: str,
         attach.attachment_remove(agent=agent, key=session, attachment_id=attachment_id, user=user)
         return HttpResponse(status=204)
     row = attach.attachment_for_user(agent=agent, key=session, attachment_id=attachment_id, user=user)
+    # staff opening someone else's upload (the admin's links): an audit row
+    audit_staff_read(
+        request=request, user=user, action=AuditAction.ATTACHMENT_READ, owner_id=row.owner_id, attachment_id=row.id
+    )
     try:
         handle = row.file.open("rb")
     except OSError:
