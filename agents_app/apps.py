@@ -13,3 +13,10 @@ class AgentsAppConfig(AppConfig):
     label = "agents_app"
     verbose_name = "Agents"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # imported here: the module uses models, which cannot load before the app registry
+        from agents_app.forget import forget_demo_rows, turns_forgotten
+
+        # a deleted session's turns take the demo agent's orders and refunds with them
+        turns_forgotten.connect(forget_demo_rows, dispatch_uid="june.forget_demo_rows")

@@ -5,7 +5,7 @@ transports know (access, validation, size)."""
 
 from __future__ import annotations
 
-from agents_app.runtime.errors import JuneError
+from agents_app.runtime.errors import JuneError, TurnConflictError
 
 
 class AccessDenied(JuneError):
@@ -36,6 +36,12 @@ class UnsupportedMediaType(JuneError):
 class Unprocessable(JuneError):
     http_status = 422
     code = "unprocessable"
+
+
+class UserBusy(TurnConflictError):
+    """A user's data cannot be erased now: one of their turns is unfinished (409)."""
+
+    code = "user_busy"
 
 
 def error_body(exc: JuneError) -> dict:

@@ -23,6 +23,7 @@ from django.urls import path, reverse
 from sessions_app import models as m
 from sessions_app.admin import console, search, tree
 from sessions_app.admin.a11y import A11yMedia
+from sessions_app.admin.erase_action import erase_owners
 from sessions_app.audit import audit_staff_read
 from sessions_app.store import eventlog
 
@@ -256,6 +257,11 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
     Media = A11yMedia
     list_per_page = 50
     show_full_result_count = False  # a COUNT(*) over every session on each list page is not needed
+    actions = [erase_owners]
+
+    def get_actions(self, request):
+        # erasure is for superusers; staff browse without actions
+        return super().get_actions(request) if request.user.is_superuser else {}
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name

@@ -1,5 +1,6 @@
 """``python manage.py june chat <agent> <session> "<text>" [--json]`` runs one turn in this
 process and prints its events as they happen; ``june token <username>`` prints an API token;
+``june erase-user <username> [--cancel] [--json]`` deletes one user's data (docs/privacy.md);
 ``june health [--json] [--min-workers N] [--mcp]`` prints ``/readyz``'s checks and the workers'
 heartbeats (and, with ``--mcp``, whether each agent's MCP servers answer and their entries name
 tools they offer), and exits 1 when the site is not ready, 2 when fewer than N workers are
@@ -18,7 +19,8 @@ from django.core.management.base import BaseCommand, CommandError
 from agents_app import mcp
 from agents_app.runtime import JuneError, LocalDispatcher, TurnInput
 from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
-from sessions_app import health, wiring
+from sessions_app import health, privacy, wiring
+from sessions_app.errors import UserBusy
 from sessions_app.models import ApiToken
 
 
@@ -36,6 +38,13 @@ class Command(BaseCommand):
         token = sub.add_parser("token", help="create an API token for a user and print it")
         token.add_argument("username")
         token.add_argument("--name", default="cli")
+        erase = sub.add_parser("erase-user", help="delete one user's data everywhere June keeps it (docs/privacy.md)")
+        erase.add_argument("username")
+        erase.add_argument(
+            "--cancel", action="store_true", help="cancel the user's unfinished turns first (else refuse while any)"
+        )
+        erase.add_argument("--wait", type=float, default=30.0, help="seconds to wait for cancelled turns to stop")
+        erase.add_argument("--json", action="store_true", help="print the report as one JSON object")
         check = sub.add_parser("health", help="print the readiness checks and the workers; exit 1 if not ready")
         check.add_argument("--json", action="store_true", help="one JSON object: the checks and the workers")
         check.add_argument(
@@ -51,6 +60,8 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if opts["action"] == "token":
             return self.token(opts["username"], opts["name"])
+        if opts["action"] == "erase-user":
+            return self.erase_user(opts)
         if opts["action"] == "health":
             return self.health(as_json=opts["json"], min_workers=opts["min_workers"], check_mcp=opts["mcp"])
         return self.chat(opts)
@@ -104,6 +115,23 @@ class Command(BaseCommand):
             sys.exit(2)
         if any(state != "ok" for state in servers.values()):
             sys.exit(3)
+
+    def erase_user(self, opts) -> None:
+        user = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: opts["username"]}).first()
+        if user is None:
+            raise CommandError(f"no user named {opts['username']!r}")
+        try:
+            report = privacy.user_erase(user=user, cancel=opts["cancel"], wait_seconds=opts["wait"])
+        except UserBusy as exc:
+            raise CommandError(str(exc)) from None
+        if opts["json"]:
+            self.stdout.write(json.dumps({"user_id": str(user.pk), "deleted": report}))
+            return
+        self.stdout.write(f"erased the data of {user.get_username()} (id {user.pk}):")
+        for kind, n in report.items():
+            self.stdout.write(f"  {kind:<20} {n}")
+        if not report:
+            self.stdout.write("  nothing was kept")
 
     def token(self, username: str, name: str) -> None:
         user = get_user_model().objects.filter(**{get_user_model().USERNAME_FIELD: username}).first()

@@ -1,0 +1,141 @@
+"""Deleting sessions everywhere June keeps them (retention, erasure), and erasing one user's
+data (``user_erase``: ``manage.py june erase-user``, the admin's action).
+
+A session goes in bounded steps, none holding a lock a turn needs: first one conditional UPDATE
+takes it out of reach (its key becomes ``~erasing:<id>``, a key no transport accepts, and its
+old key moves to its title, only if it has no unfinished turn and
+whatever else the caller asks, e.g. "still idle since the cutoff"), so no message can reach it
+again (a new message with its old key makes a new session); then what hangs off it is deleted in
+chunks of ``CHUNK`` rows, each chunk its own short transaction: its subagents' sessions, the
+notifications and webhook/schedule rows about its turns, its attachments (files after the
+commit), events, messages, steps, answers, turns, branches, resets, and the session row last.
+A deletion cut short (a crash) leaves a session under its ``~erasing:`` key, which the next pass
+(``sessions_resume_deleting``) finishes.
+
+Tables of the site's own tools hear of it through ``turns_forgotten`` (``agents_app.forget``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+
+from agents_app.forget import turns_forgotten
+from agents_app.models import Attachment, ScheduleRun, WebhookDelivery
+from sessions_app import models as m
+
+log = logging.getLogger(__name__)
+
+#: rows deleted per statement (each its own transaction)
+CHUNK = 500
+#: the key of a session being deleted (out of every transport's reach: not a valid session key)
+DELETING = "~erasing:"
+
+
+def _chunks(values: list[Any], size: int = CHUNK) -> Iterable[list[Any]]:
+    for at in range(0, len(values), size):
+        yield values[at : at + size]
+
+
+def session_tree(session_ids: Iterable[int]) -> list[int]:
+    """The sessions and, transitively, the sessions of their turns' subagents."""
+    found = set(session_ids)
+    frontier = set(found)
+    while frontier:
+        turns = list(m.Turn.objects.filter(session_id__in=frontier).values_list("pk", flat=True))
+        children: set[int] = set()
+        for part in _chunks(turns):
+            children.update(m.Turn.objects.filter(parent_id__in=part).values_list("session_id", flat=True))
+        frontier = children - found
+        found |= frontier
+    return sorted(found)
+
+
+def unfinished_turns(session_ids: Iterable[int]) -> m.QuerySet:
+    return m.Turn.objects.filter(session_id__in=list(session_ids), status__in=m.CHAIN_BLOCKING)
+
+
+def session_claim(session_id: int, *, only_if: Q | None = None) -> tuple[str, str] | None:
+    """Take the session out of reach for its deletion: (agent, its key before) if it had no
+    unfinished turn and met ``only_if``; None (untouched) otherwise."""
+    with transaction.atomic():
+        row = m.Session.objects.filter(pk=session_id).values_list("agent", "key", "title").first()
+        if row is None:
+            return None
+        agent, key, title = row
+        if key.startswith(DELETING):
+            return agent, title  # a deletion cut short: finish it
+        busy = m.Turn.objects.filter(session_id=OuterRef("pk"), status__in=m.CHAIN_BLOCKING)
+        claimed = (
+            m.Session.objects.filter(only_if or Q(), pk=session_id, key=key)
+            .exclude(Exists(busy))
+            .update(key=f"{DELETING}{session_id}", title=key)
+        )
+    return (agent, key) if claimed else None
+
+
+def _delete_keyed(model: Any, session_id: int, column: str, counts: Counter, label: str) -> None:
+    """Delete a session's rows of a table keyed (session, generation, ``column``), CHUNK at a time."""
+    while True:
+        keys = list(
+            model.objects.filter(session_id=session_id)
+            .order_by("generation", column)
+            .values_list("generation", column)[:CHUNK]
+        )
+        if not keys:
+            return
+        generation = keys[0][0]
+        last = max(k[1] for k in keys if k[0] == generation)
+        n, _ = model.objects.filter(session_id=session_id, generation=generation, **{f"{column}__lte": last}).delete()
+        counts[label] += n
+
+
+def _delete_in(queryset_of: Any, values: list[Any], counts: Counter, label: str) -> None:
+    for part in _chunks(values):
+        n, _ = queryset_of(part).delete()
+        counts[label] += n
+
+
+def session_delete(session_id: int, *, counts: Counter, only_if: Q | None = None) -> bool:
+    """Delete one session (and its subagents' sessions) everywhere; False, touching nothing, if
+    it has an unfinished turn or fails ``only_if`` (True if it is gone already). Adds what went
+    to ``counts``."""
+    claimed = session_claim(session_id, only_if=only_if)
+    if claimed is None:
+        return not m.Session.objects.filter(pk=session_id).exists()
+    agent, key = claimed
+    for child in session_tree([session_id]):
+        if child != session_id and not session_delete(child, counts=counts):
+            log.warning("session %s: its subagent session %s is busy; deleted with its parent later", session_id, child)
+    turns = list(m.Turn.objects.filter(session_id=session_id).values_list("pk", flat=True))
+    turns_forgotten.send(sender=m.Session, agent=agent, session_key=key, turn_ids=turns)
+    _delete_in(lambda part: m.Notification.objects.filter(turn_id__in=part), turns, counts, "notifications")
+    for model, label in ((ScheduleRun, "schedule_runs"), (WebhookDelivery, "webhook_deliveries")):
+        n, _ = model.objects.filter(agent=agent, session_key=key).delete()
+        counts[label] += n
+    attachments = list(Attachment.objects.filter(agent=agent, session_key=key).values_list("pk", flat=True))
+    _delete_in(lambda part: Attachment.objects.filter(pk__in=part), attachments, counts, "attachments")
+    _delete_keyed(m.Event, session_id, "seq", counts, "events")
+    _delete_keyed(m.Message, session_id, "index", counts, "messages")
+    _delete_in(lambda part: m.Step.objects.filter(turn_id__in=part), turns, counts, "steps")
+    _delete_in(lambda part: m.Answer.objects.filter(turn_id__in=part), turns, counts, "answers")
+    _delete_in(lambda part: m.Turn.objects.filter(pk__in=part), turns, counts, "turns")
+    for model, label in ((m.Branch, "branches"), (m.SessionReset, "resets")):
+        n, _ = model.objects.filter(session_id=session_id).delete()
+        counts[label] += n
+    n, _ = m.Session.objects.filter(pk=session_id).delete()
+    counts["sessions"] += n
+    return True
+
+
+def sessions_resume_deleting(*, counts: Counter) -> int:
+    """Finish the deletions a crash cut short (sessions left under their ``~erasing:`` key)."""
+    done = 0
+    for session_id in m.Session.objects.filter(key__startswith=DELETING).values_list("pk", flat=True):
+        done += session_delete(session_id, counts=counts)
+    return done
