@@ -3,7 +3,8 @@
     <name>/agent.py             optional: model, model_config, surfaces, schedules,
                                 authorize_answer, settings, compaction, limits, mcp (MCP
                                 servers whose tools join the agent's: agents_app/mcp),
-                                placeholder and hints (the chat's composer)
+                                placeholder and hints (the chat's composer),
+                                retention (docs/privacy.md)
     <name>/instructions.md      the base system prompt
     <name>/instructions.<source>.md   per-source overlays
     <name>/tools/*.py           each module's Tool objects (``tool``, ``define_action``)
@@ -89,6 +90,7 @@ def load_agent(folder: Path) -> Agent:
         notify=getattr(conf, "notify", None) or {},
         placeholder=str(getattr(conf, "placeholder", "") or ""),
         hints=[str(hint) for hint in getattr(conf, "hints", ())],
+        retention=getattr(conf, "retention", None) or {},
     )
 
 

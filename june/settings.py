@@ -148,6 +148,13 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     JUNE_MAX_BODY_BYTES = int(env.get("JUNE_MAX_BODY_BYTES", str(1024 * 1024)))
     # an upload never sent with a message is deleted (row and file) by the sweeper after this long
     JUNE_UNSENT_ATTACHMENT_HOURS = float(env.get("JUNE_UNSENT_ATTACHMENT_HOURS", "24"))
+    # retention (docs/privacy.md): the site's default for agents that declare none, JSON, e.g.
+    # {"sessions_days": 365, "archived_days": 90, "attachments_days": 30}; {} keeps everything.
+    # The privacy sweep runs every JUNE_RETENTION_MINUTES and deletes at most
+    # JUNE_RETENTION_BATCH sessions (and as many archived generations) per agent per pass
+    JUNE_RETENTION = json.loads(env.get("JUNE_RETENTION") or "{}")
+    JUNE_RETENTION_MINUTES = int(env.get("JUNE_RETENTION_MINUTES", "60"))
+    JUNE_RETENTION_BATCH = int(env.get("JUNE_RETENTION_BATCH", "100"))
     # the audit log (docs/privacy.md): its rows older than this many days are deleted by the
     # privacy sweep; 0 keeps every row
     JUNE_AUDIT_RETENTION_DAYS = float(env.get("JUNE_AUDIT_RETENTION_DAYS", "0"))

@@ -45,11 +45,12 @@ def _ensure_schedules(using: str = "default", **kwargs: object) -> None:
     from django.db import connections
 
     from sessions_app.proactive.schedules import schedules_sync
-    from sessions_app.workers.tasks import ensure_sweeper_schedule
+    from sessions_app.workers.tasks import ensure_privacy_schedule, ensure_sweeper_schedule
 
     if "django_q_schedule" not in connections[using].introspection.table_names():
         return  # django_q is not migrated yet (a partial migrate): the next migrate creates it
     ensure_sweeper_schedule()
+    ensure_privacy_schedule()
     schedules_sync()
 
 

@@ -101,6 +101,81 @@ def _delete_in(queryset_of: Any, values: list[Any], counts: Counter, label: str)
         counts[label] += n
 
 
+def _turns_delete(agent: str, turns: list[str], counts: Counter) -> None:
+    """Delete turns, CHUNK at a time, adding what each spent to its agent's day first
+    (``UsageTotal``), in the same transaction: the site's totals stay, linked to nothing."""
+    for part in _chunks(turns):
+        with transaction.atomic():
+            _usage_keep_txn(
+                [
+                    (agent, at.date(), usage)
+                    for at, usage in m.Turn.objects.filter(pk__in=part).values_list("created_at", "usage")
+                ]
+            )
+            n, _ = m.Turn.objects.filter(pk__in=part).delete()
+        counts["turns"] += n
+
+
+def _usage_keep_txn(rows: list[tuple[str, Any, dict[str, Any] | None]]) -> None:
+    """Add (agent, day, usage) of turns about to be deleted to their days' totals."""
+    folded: dict[tuple[str, Any], tuple[int, dict[str, float]]] = {}
+    for agent, day, usage in rows:
+        n, sums = folded.get((agent, day), (0, {}))
+        for key, value in (usage or {}).items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                sums[key] = sums.get(key, 0) + value
+        folded[(agent, day)] = (n + 1, sums)
+    for (agent, day), (n, sums) in folded.items():
+        row, _ = m.UsageTotal.objects.select_for_update().get_or_create(agent=agent, day=day)
+        merged = dict(row.usage or {})
+        for key, value in sums.items():
+            merged[key] = merged.get(key, 0) + value
+        m.UsageTotal.objects.filter(pk=row.pk).update(turns=row.turns + n, usage=merged)
+
+
+def generation_delete(session_id: int, generation: int, *, counts: Counter) -> bool:
+    """Delete one archived generation of a session (a reset's archive, a branch not live): its
+    turns, messages, events, steps, answers, their uploads and notifications, its Branch and
+    reset rows. False, touching nothing, when it is the live one or the session is under legal
+    hold. First, under the session's lock for one short transaction, its Branch row goes, so
+    nobody can switch to it while its rows go."""
+    with transaction.atomic():
+        row = (
+            m.Session.objects.select_for_update()
+            .filter(pk=session_id)
+            .values_list("agent", "key", "generation", "legal_hold")
+            .first()
+        )
+        if row is None or row[2] == generation or row[3]:
+            return False
+        if unfinished_turns([session_id]).filter(generation=generation).exists():
+            return False
+        agent, key = row[0], row[1]
+        counts["branches"] += m.Branch.objects.filter(session_id=session_id, generation=generation).delete()[0]
+    turns = list(m.Turn.objects.filter(session_id=session_id, generation=generation).values_list("pk", flat=True))
+    turns_forgotten.send(sender=m.Session, agent=agent, session_key=key, turn_ids=turns)
+    _delete_in(lambda part: m.Notification.objects.filter(turn_id__in=part), turns, counts, "notifications")
+    _delete_in(lambda part: Attachment.objects.filter(turn_id__in=part), turns, counts, "attachments")
+    for model, column, label in ((m.Event, "seq", "events"), (m.Message, "index", "messages")):
+        while True:
+            last = list(
+                model.objects.filter(session_id=session_id, generation=generation)
+                .order_by(column)
+                .values_list(column, flat=True)[CHUNK - 1 : CHUNK]
+            )
+            scope = model.objects.filter(session_id=session_id, generation=generation)
+            n, _ = (scope.filter(**{f"{column}__lte": last[0]}) if last else scope).delete()
+            counts[label] += n
+            if not last:
+                break
+    _delete_in(lambda part: m.Step.objects.filter(turn_id__in=part), turns, counts, "steps")
+    _delete_in(lambda part: m.Answer.objects.filter(turn_id__in=part), turns, counts, "answers")
+    _turns_delete(agent, turns, counts)
+    counts["resets"] += m.SessionReset.objects.filter(session_id=session_id, generation=generation).delete()[0]
+    counts["generations"] += 1
+    return True
+
+
 def session_delete(session_id: int, *, counts: Counter, only_if: Q | None = None) -> bool:
     """Delete one session (and its subagents' sessions) everywhere; False, touching nothing, if
     it has an unfinished turn or fails ``only_if`` (True if it is gone already). Adds what went
@@ -124,7 +199,7 @@ def session_delete(session_id: int, *, counts: Counter, only_if: Q | None = None
     _delete_keyed(m.Message, session_id, "index", counts, "messages")
     _delete_in(lambda part: m.Step.objects.filter(turn_id__in=part), turns, counts, "steps")
     _delete_in(lambda part: m.Answer.objects.filter(turn_id__in=part), turns, counts, "answers")
-    _delete_in(lambda part: m.Turn.objects.filter(pk__in=part), turns, counts, "turns")
+    _turns_delete(agent, turns, counts)
     for model, label in ((m.Branch, "branches"), (m.SessionReset, "resets")):
         n, _ = model.objects.filter(session_id=session_id).delete()
         counts[label] += n

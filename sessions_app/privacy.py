@@ -6,8 +6,9 @@ Their sessions (and their subagents' sessions) go with everything that hangs off
 (``erasure.session_delete``); then the rows about the user themselves: API tokens, limits
 overrides, rate counters, unsent uploads; where they acted in someone else's session (an answer,
 a reset, a branch, a turn they started as staff) the link to them is cleared. The account row
-is the site's: June leaves it (deactivate or delete it as the site does). The audit log keeps
-the erasure, naming the user only by ``subject_of``.
+is the site's: June leaves it (deactivate or delete it as the site does). A session under legal
+hold is kept (GDPR Art. 17(3)(e)), and said so in the report. The audit log keeps the erasure,
+naming the user only by ``subject_of``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,6 @@ from agents_app.models import Attachment
 from sessions_app import audit, erasure, services
 from sessions_app import models as m
 from sessions_app.errors import UserBusy
-
-
-def _owned_tree(user: Any) -> list[int]:
-    return erasure.session_tree(m.Session.objects.filter(owner=user).values_list("pk", flat=True))
 
 
 def user_erase(
@@ -40,7 +37,9 @@ def user_erase(
     unfinished, unless ``cancel``: then the sessions holding them are reset first (which cancels
     them) and the erasure waits up to ``wait_seconds`` for the running ones to stop (UserBusy
     if one does not)."""
-    sessions = _owned_tree(user)
+    owned = m.Session.objects.filter(owner=user)
+    held = set(erasure.session_tree(owned.filter(legal_hold=True).values_list("pk", flat=True)))
+    sessions = [s for s in erasure.session_tree(owned.values_list("pk", flat=True)) if s not in held]
     busy = list(erasure.unfinished_turns(sessions).values_list("pk", flat=True))
     if busy and not cancel:
         raise UserBusy(f"{len(busy)} turn(s) of this user are unfinished: cancel them first, or erase with cancel")
@@ -54,6 +53,7 @@ def user_erase(
             raise UserBusy("the user's cancelled turns have not stopped yet: try again")
         sleep(0.1)
     counts: Counter = Counter()
+    counts["kept_on_legal_hold"] = len(held)
     for session_id in sessions:
         if not erasure.session_delete(session_id, counts=counts):
             raise UserBusy(f"session {session_id} started a turn during the erasure: try again")

@@ -12,6 +12,7 @@ from typing import Any, Awaitable, Callable, Iterable, Protocol
 
 from .compaction import Compaction, compaction_config
 from .errors import AgentConfigError
+from .keeping import retention_config
 from .limits import Limits, limits_config
 from .model import ToolSpec
 from .notify import notify_config
@@ -68,9 +69,12 @@ class Agent:
     #: <name>…") and what to try (``hints``: short messages, shown after it)
     placeholder: str = ""
     hints: list[str] = field(default_factory=list)
+    #: how long its conversations are kept (``retention`` in agent.py, ``runtime.keeping``)
+    retention: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.notify = notify_config(self.name, self.notify)
+        self.retention = retention_config(self.retention, owner=f"agent {self.name!r}")
         self.compaction = compaction_config(self.compaction)
         self.limits = limits_config(self.limits)
         if isinstance(self.tools, (list, tuple)):

@@ -1,7 +1,8 @@
 """The audit log in the admin: superusers browse it, filter it and export what they filtered as
 CSV (``…/auditevent/export.csv?<the list's filters>``); nobody adds, changes or deletes a row
 here (and on PostgreSQL the database refuses it too). The search box takes a username or a user
-id as well: it finds the rows whose subject is that user (``subject_of``)."""
+id as well: it finds the rows whose subject is that user (``subject_of``). Also the usage totals
+of deleted turns (``UsageTotal``), read-only for staff."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from django.urls import path
 
 from sessions_app import models as m
 from sessions_app.admin.a11y import A11yMedia
+from sessions_app.admin.sessions import StaffReadOnly
 
 CSV_FIELDS = (
     "id",
@@ -111,3 +113,13 @@ def _cell(value: Any) -> str:
     if text[:1] in ("=", "+", "-", "@", "\t", "\r"):
         text = "'" + text
     return text
+
+
+@admin.register(m.UsageTotal)
+class UsageTotalAdmin(StaffReadOnly, admin.ModelAdmin):
+    """What turns deleted by retention or an erasure spent, per agent and day (read-only)."""
+
+    list_display = ("day", "agent", "turns", "usage")
+    list_filter = ("agent",)
+    date_hierarchy = "day"
+    ordering = ("-day", "agent")

@@ -23,7 +23,7 @@ from django.urls import path, reverse
 from sessions_app import models as m
 from sessions_app.admin import console, search, tree
 from sessions_app.admin.a11y import A11yMedia
-from sessions_app.admin.erase_action import erase_owners
+from sessions_app.admin.privacy_actions import erase_owners, hold_sessions, release_sessions
 from sessions_app.audit import audit_staff_read
 from sessions_app.store import eventlog
 
@@ -233,10 +233,10 @@ def step_note(key: str, data: Any) -> str:
 
 @admin.register(m.Session)
 class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
-    list_display = ("key", "agent", "owner", "status", "generation", "updated_at", "created_at")
+    list_display = ("key", "agent", "owner", "status", "generation", "legal_hold", "updated_at", "created_at")
     list_select_related = ("owner",)
     search_fields = ("key", "agent", f"owner__{USERNAME}")
-    list_filter = ("agent", "status", "created_at", "updated_at")
+    list_filter = ("agent", "status", "legal_hold", "created_at", "updated_at")
     date_hierarchy = "updated_at"
     ordering = ("-updated_at",)
     fields = (
@@ -248,6 +248,7 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
         "generation",
         "event_seq",
         "turn_seq",
+        "legal_hold",
         "created_at",
         "updated_at",
     )
@@ -257,7 +258,7 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
     Media = A11yMedia
     list_per_page = 50
     show_full_result_count = False  # a COUNT(*) over every session on each list page is not needed
-    actions = [erase_owners]
+    actions = [hold_sessions, release_sessions, erase_owners]
 
     def get_actions(self, request):
         # erasure is for superusers; staff browse without actions

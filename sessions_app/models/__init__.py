@@ -40,6 +40,7 @@ from sessions_app.models.fields import (  # noqa: F401 (what migrations and the 
     turn_of_ref,
     turn_ref,
 )
+from sessions_app.models.totals import UsageTotal  # noqa: F401 (what deleted turns spent)
 
 #: as the store writes them out (``checkpoint.IN_CHAIN``): SQLite takes a partial index for a
 #: query whose terms are its condition's own
@@ -84,6 +85,8 @@ class Session(models.Model):
     #: the last generation number handed out: a reset or a new branch takes the next one, so a
     #: number names one generation for good (the processes' transcript caches key on it)
     generation_seq = models.IntegerField(default=0)
+    #: kept whatever its agent's retention says, and by an erasure of its owner (docs/privacy.md)
+    legal_hold = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "key"], name="session_agent_key")]

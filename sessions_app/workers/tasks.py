@@ -23,7 +23,7 @@ from django.conf import settings
 from django_q.models import Schedule
 
 from agents_app.runtime.seams import TurnStatus
-from sessions_app import wiring
+from sessions_app import retention, wiring
 from sessions_app.outbox.doorbell import cancel_listener
 from sessions_app.outbox.queue import SWEEP, SWEEP_SCHEDULE
 from sessions_app.workers import runner
@@ -73,6 +73,29 @@ def sweep_expired_leases() -> dict[str, int]:
     counts = sweep_expired()
     counts["requeued"] = sweep_queued()
     return counts
+
+
+#: the privacy sweep's django-q2 schedule (retention, the audit log's own: docs/privacy.md)
+PRIVACY_SWEEP = "sessions_app.workers.tasks.privacy_sweep"
+PRIVACY_SCHEDULE = "june.privacy_sweep"
+
+
+def privacy_sweep() -> dict:
+    """The scheduled privacy sweep: one pass of retention and the audit log's retention."""
+    return retention.retention_sweep()
+
+
+def ensure_privacy_schedule(**_: object) -> None:
+    """Create (or correct) the privacy sweep's schedule, every ``JUNE_RETENTION_MINUTES``."""
+    minutes = max(int(settings.JUNE_RETENTION_MINUTES), 1)
+    schedule, created = Schedule.objects.get_or_create(
+        name=PRIVACY_SCHEDULE,
+        defaults={"func": PRIVACY_SWEEP, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
+    )
+    if not created and (schedule.func != PRIVACY_SWEEP or schedule.minutes != minutes or schedule.repeats == 0):
+        Schedule.objects.filter(pk=schedule.pk).update(
+            func=PRIVACY_SWEEP, schedule_type=Schedule.MINUTES, minutes=minutes, repeats=-1
+        )
 
 
 def ensure_sweeper_schedule(**_: object) -> None:

@@ -35,8 +35,9 @@ from tests.attachment_files import png
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-#: tables that hold nobody's data: no fill can put a user's there
-NOBODYS = {"sessions_app_workerbeat", "agents_app_seenwebhook"}
+#: tables that hold nobody's data: no fill can put a user's there (workers' heartbeats, webhook
+#: signatures, the usage totals of deleted turns: an agent and a day)
+NOBODYS = {"sessions_app_workerbeat", "agents_app_seenwebhook", "sessions_app_usagetotal"}
 #: the audit log keeps bare ids of the rows an action touched (the rows themselves are gone)
 #: and the subject as a keyed digest; its text columns are scanned like every other table's
 AUDIT_REFERENCES = {("sessions_app_auditevent", c) for c in ("session_id", "generation", "turn_id", "attachment_id")}

@@ -1,6 +1,7 @@
 """``python manage.py june chat <agent> <session> "<text>" [--json]`` runs one turn in this
 process and prints its events as they happen; ``june token <username>`` prints an API token;
-``june erase-user <username> [--cancel] [--json]`` deletes one user's data (docs/privacy.md);
+``june erase-user <username> [--cancel] [--json]`` deletes one user's data and ``june retention
+[--dry-run]`` runs one pass of the privacy sweep, printing what went (docs/privacy.md);
 ``june health [--json] [--min-workers N] [--mcp]`` prints ``/readyz``'s checks and the workers'
 heartbeats (and, with ``--mcp``, whether each agent's MCP servers answer and their entries name
 tools they offer), and exits 1 when the site is not ready, 2 when fewer than N workers are
@@ -19,7 +20,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents_app import mcp
 from agents_app.runtime import JuneError, LocalDispatcher, TurnInput
 from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
-from sessions_app import health, privacy, wiring
+from sessions_app import health, privacy, retention, wiring
 from sessions_app.errors import UserBusy
 from sessions_app.models import ApiToken
 
@@ -45,6 +46,8 @@ class Command(BaseCommand):
         )
         erase.add_argument("--wait", type=float, default=30.0, help="seconds to wait for cancelled turns to stop")
         erase.add_argument("--json", action="store_true", help="print the report as one JSON object")
+        keep = sub.add_parser("retention", help="one pass of the privacy sweep (retention, the audit log's own)")
+        keep.add_argument("--dry-run", action="store_true", help="delete nothing: print what would go")
         check = sub.add_parser("health", help="print the readiness checks and the workers; exit 1 if not ready")
         check.add_argument("--json", action="store_true", help="one JSON object: the checks and the workers")
         check.add_argument(
@@ -60,6 +63,9 @@ class Command(BaseCommand):
     def handle(self, *args, **opts):
         if opts["action"] == "token":
             return self.token(opts["username"], opts["name"])
+        if opts["action"] == "retention":
+            self.stdout.write(json.dumps(retention.retention_sweep(dry_run=opts["dry_run"])))
+            return None
         if opts["action"] == "erase-user":
             return self.erase_user(opts)
         if opts["action"] == "health":

@@ -1,7 +1,12 @@
-"""The admin's "Erase the owners' data" action on sessions (superusers only): a confirmation
-page lists the users whose data would go and what they have; confirming erases each
-(``privacy.user_erase``) and says what went. "Cancel their unfinished turns first" chooses what
-a running turn does: without it, a user with one is refused and keeps everything."""
+"""The admin's privacy actions on sessions (superusers only).
+
+"Erase the owners' data": a confirmation page lists the users whose data would go and what they
+have; confirming erases each (``privacy.user_erase``) and says what went. "Cancel their
+unfinished turns first" chooses what a running turn does: without it, a user with one is refused
+and keeps everything.
+
+"Place under legal hold" / "Release the legal hold": a held session is never deleted by
+retention nor by an erasure of its owner (docs/privacy.md)."""
 
 from __future__ import annotations
 
@@ -58,3 +63,24 @@ def erase_owners(model_admin: Any, request: HttpRequest, queryset: QuerySet) -> 
         said = ", ".join(f"{n} {kind.replace('_', ' ')}" for kind, n in report.items()) or "nothing was kept"
         model_admin.message_user(request, f"Erased the data of {user.get_username()}: {said}.", messages.SUCCESS)
     return None
+
+
+def _superuser(model_admin: Any, request: HttpRequest) -> bool:
+    if request.user.is_active and request.user.is_superuser:
+        return True
+    model_admin.message_user(request, "Only a superuser may change a legal hold.", messages.ERROR)
+    return False
+
+
+@admin.action(description="Place under legal hold (never deleted)")
+def hold_sessions(model_admin: Any, request: HttpRequest, queryset: QuerySet) -> None:
+    if _superuser(model_admin, request):
+        n = m.Session.objects.filter(pk__in=queryset.values("pk")).update(legal_hold=True)
+        model_admin.message_user(request, f"{n} session(s) under legal hold.", messages.SUCCESS)
+
+
+@admin.action(description="Release the legal hold")
+def release_sessions(model_admin: Any, request: HttpRequest, queryset: QuerySet) -> None:
+    if _superuser(model_admin, request):
+        n = m.Session.objects.filter(pk__in=queryset.values("pk")).update(legal_hold=False)
+        model_admin.message_user(request, f"{n} session(s) released from legal hold.", messages.SUCCESS)
