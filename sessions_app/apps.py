@@ -21,12 +21,15 @@ class SessionsAppConfig(AppConfig):
 
     def ready(self) -> None:
         # imported here: these modules use models, which cannot load before the app registry
-        from django.db.models.signals import post_delete, post_migrate
+        from django.contrib.auth import get_user_model
+        from django.contrib.auth.signals import user_logged_out
+        from django.db.models.signals import post_delete, post_migrate, post_save
         from django_q.signals import post_spawn
 
         from agents_app.models import Attachment
         from sessions_app.attachments import on_attachment_deleted, on_session_deleted
         from sessions_app.models import Session
+        from sessions_app.web.socketauth import on_logged_out, on_user_saved
 
         # `manage.py migrate` creates the sweeper's django-q2 schedule (docs/workers.md) and the
         # agents' declared schedules (deploys also run ``manage.py june_sync_schedules``)
@@ -38,6 +41,9 @@ class SessionsAppConfig(AppConfig):
         # a session deleted (the admin) takes its attachments' rows and files with it
         post_delete.connect(on_session_deleted, sender=Session, dispatch_uid="june.attachments")
         post_delete.connect(on_attachment_deleted, sender=Attachment, dispatch_uid="june.attachment_files")
+        # a logout or a deactivation closes the user's chat sockets (each frame checks it too)
+        user_logged_out.connect(on_logged_out, dispatch_uid="june.socket_logout")
+        post_save.connect(on_user_saved, sender=get_user_model(), dispatch_uid="june.socket_deactivated")
 
 
 def _ensure_schedules(using: str = "default", **kwargs: object) -> None:

@@ -10,6 +10,10 @@ Contract:
   already sent and re-reading the log when one skips ahead (the layer is at-most-once; the log
   is the truth). A periodic check re-reads the log too, so a lost last event still arrives.
 - deltas are forwarded live (no ``seq``; see ``sink.py`` for ``offset``/``base``).
+- the login is checked again before every client frame (``socketauth``): a login that ended (a
+  logout, the session deleted, the account deactivated, the password changed) gets an error
+  frame (status 401) and the socket closes with 4401; a logout or a deactivation closes the
+  user's sockets at once, without waiting for a frame.
 - client frames ``{"type": "start"|"cancel"|"resume"|"reset", …, "id"?}`` each go to one
   handler calling a service; the reply is ``{"type": "ack", "for": <type>, "id", …}`` or
   ``{"type": "error", "code", "message", "status", "id"}`` (a start refused by a rate limit or
@@ -33,7 +37,7 @@ from agents_app.runtime.seams import SessionRef
 from sessions_app import attachments, listings, safejson, selectors, services
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
 from sessions_app.outbox.sink import group_name
-from sessions_app.web import admission
+from sessions_app.web import admission, socketauth
 from sessions_app.web.children import ChildRelay
 from sessions_app.web.sse import parse_seq
 
@@ -54,7 +58,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
         self._relay_init()
         self.last_seq = 0
-        self.group = ""
+        self.group = self.user_group = ""
         self.sending = asyncio.Lock()  # replay, live events and the periodic check take turns
         self.catchup: asyncio.Task | None = None
         kwargs = self.scope["url_route"]["kwargs"]
@@ -72,8 +76,11 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_FORBIDDEN, str(exc))
         except BadRequest as exc:
             return await self._refuse(CLOSE_BAD_REQUEST, str(exc))
+        self.login = getattr(self.scope.get("session"), "session_key", None)
         self.group = group_name(SessionRef(self.agent, self.key))
         await self.channel_layer.group_add(self.group, self.channel_name)  # before the replay: no gap
+        self.user_group = socketauth.user_group(self.user.pk)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)  # a logout closes it
         await self.accept()
         self.last_seq = after
         async with self.sending:
@@ -98,6 +105,8 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             self.catchup.cancel()
         if self.group:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        if self.user_group:
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
         await self._relay_close()
 
     async def _refuse(self, code: int, message: str) -> None:
@@ -105,6 +114,18 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.send_json({"type": "error", "code": "refused", "status": code - 4000, "message": message})
         await self.close(code=code)
+
+    async def june_login_check(self, message: dict[str, Any]) -> None:
+        """The user logged out somewhere, or was deactivated: close if it was this login."""
+        if message.get("ended") == self.login or not await self._login_valid():
+            await self._logged_out()
+
+    async def _login_valid(self) -> bool:
+        return await database_sync_to_async(socketauth.login_valid)(self.login, self.user.pk)
+
+    async def _logged_out(self) -> None:
+        await self.send_json({"type": "error", "code": "unauthenticated", "status": 401, "message": "log in again"})
+        await self.close(code=CLOSE_UNAUTHENTICATED)
 
     # -- events out ----------------------------------------------------------------------------------
 
@@ -186,6 +207,8 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             handler = FRAME_HANDLERS.get(kind)
             if handler is None:
                 raise BadRequest(f"unknown frame type {kind[:40]!r}; expected one of {sorted(FRAME_HANDLERS)}")
+            if not await self._login_valid():  # every frame acts as the user: is it still them?
+                return await self._logged_out()
             reply = await handler(self, frame)
             await self.send_json({"type": "ack", "for": kind, "id": frame.get("id"), **reply})
         except RateLimited as exc:  # with when to retry (the API's Retry-After)

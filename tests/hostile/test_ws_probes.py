@@ -1,0 +1,129 @@
+"""Frames on an open chat socket after its login ended.
+
+After ``is_active=false``, or after every ``django_session`` row of the user was deleted, a
+``start`` frame on the socket opened before was acked and the turn ran as that user. Now every
+frame that acts re-reads the login first (a frame on a dead login: an error frame, status 401,
+then close 4401, and nothing done), and a logout or a deactivation closes the user's sockets at
+once, without waiting for a frame; the user's other logins keep theirs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.sessions.models import Session as DjangoSession
+from django.test import Client
+
+from sessions_app import models as m
+
+from .support import make_user
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _login(user) -> tuple[Client, bytes]:
+    client = Client()
+    client.force_login(user)
+    return client, f"sessionid={client.cookies['sessionid'].value}".encode()
+
+
+async def _open(cookie: bytes, key: str = "w1") -> WebsocketCommunicator:
+    from june_project.asgi import application
+
+    comm = WebsocketCommunicator(
+        application, f"/ws/agents/ops/sessions/{key}/", headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)]
+    )
+    connected, _ = await comm.connect(timeout=30)
+    assert connected
+    while (await comm.receive_json_from(timeout=30))["type"] != "ready":
+        pass
+    return comm
+
+
+async def _closed_with_401(comm: WebsocketCommunicator) -> None:
+    """The socket says why (an error frame, status 401) and closes with 4401."""
+    seen: list[Any] = []
+    while True:
+        out = await comm.receive_output(timeout=30)
+        if out["type"] == "websocket.close":
+            assert out.get("code") == 4401, (out, seen)
+            break
+        seen.append(out)
+    assert any('"status": 401' in (o.get("text") or "") for o in seen), seen
+
+
+async def _start(comm: WebsocketCommunicator, text: str = "hello") -> None:
+    await comm.send_json_to({"type": "start", "text": text, "id": "f1"})
+
+
+@pytest.mark.parametrize("ended_by", ["deleted sessions", "deactivated (bulk update: no signal)"])
+def test_a_frame_after_the_login_ended_is_refused_and_closes(ended_by):
+    """The login ends without any signal reaching the socket (rows deleted or updated in bulk,
+    as an admin script would): the next frame finds out, acts on nothing, and closes."""
+    user = make_user("vera")
+    _, cookie = _login(user)
+
+    async def scenario() -> None:
+        comm = await _open(cookie)
+        if ended_by == "deleted sessions":
+            await database_sync_to_async(lambda: DjangoSession.objects.all().delete())()
+        else:
+            await database_sync_to_async(lambda: type(user).objects.filter(pk=user.pk).update(is_active=False))()
+        await _start(comm)
+        await _closed_with_401(comm)
+
+    async_to_sync(scenario)()
+    assert not m.Turn.objects.exists()
+
+
+def test_deactivation_closes_the_users_sockets_at_once():
+    """``is_active=False`` saved (the admin's checkbox): every socket of the user closes without
+    waiting for a frame; another user's socket stays."""
+    user, other = make_user("vera"), make_user("walt")
+    _, cookie = _login(user)
+    _, other_cookie = _login(other)
+
+    async def scenario() -> None:
+        comm, comm2 = await _open(cookie, "w1"), await _open(cookie, "w2")
+        bystander = await _open(other_cookie, "w3")
+
+        def deactivate() -> None:
+            user.is_active = False
+            user.save()
+
+        await database_sync_to_async(deactivate)()
+        await _closed_with_401(comm)
+        await _closed_with_401(comm2)
+        await _start(bystander)
+        reply = await bystander.receive_json_from(timeout=30)
+        while reply["type"] != "ack":
+            reply = await bystander.receive_json_from(timeout=30)
+        await bystander.disconnect()
+
+    async_to_sync(scenario)()
+    assert list(m.Turn.objects.values_list("session__key", flat=True)) == ["w3"]
+
+
+def test_logout_closes_that_logins_sockets_and_keeps_the_others():
+    """A logout (Django's ``logout``) closes the sockets opened with that login at once; the same
+    user's socket from another browser (another login) keeps working."""
+    user = make_user("vera")
+    browser, cookie = _login(user)
+    _, other_cookie = _login(user)
+
+    async def scenario() -> None:
+        comm = await _open(cookie, "w1")
+        elsewhere = await _open(other_cookie, "w2")
+        await database_sync_to_async(browser.logout)()
+        await _closed_with_401(comm)
+        await _start(elsewhere)
+        reply = await elsewhere.receive_json_from(timeout=30)
+        while reply["type"] != "ack":
+            reply = await elsewhere.receive_json_from(timeout=30)
+        await elsewhere.disconnect()
+
+    async_to_sync(scenario)()
+    assert list(m.Turn.objects.values_list("session__key", flat=True)) == ["w2"]
