@@ -21,6 +21,11 @@ from .seams import TurnStatus
 #: a branch it was not sent to; a parked one would be answered on another)
 BUSY = frozenset({TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.SUSPENDED})
 
+#: events a fork does not copy into the new branch: ``branch.switched`` says "this branch has just
+#: become live"; a copy in a later branch would say it of a branch that is not live (a page
+#: replaying the copy took it for a live switch and reloaded, over and over)
+NOT_COPIED = frozenset({"branch.switched"})
+
 
 class ForkPointError(JuneError):
     """The message to fork at is not the opening of a person's turn in the live branch (422)."""

@@ -55,7 +55,11 @@ def fork(s: _Session, at: int, opener: str, log: Log) -> list[LoggedEvent]:
     s.generations += 1
     generation = s.generations
     cut = min((seq for g, seq, e in s.events if g == previous and e.turn_id == opener), default=s.seq + 1)
-    s.events += [(generation, seq, e) for g, seq, e in s.events if g == previous and seq < cut]
+    s.events += [
+        (generation, seq, e)
+        for g, seq, e in s.events
+        if g == previous and seq < cut and e.type not in branches.NOT_COPIED
+    ]
     s.archive[previous] = s.messages
     s.messages = list(s.messages[:at])
     s.boundary, s.summary = branches.fork_compaction(

@@ -24,19 +24,28 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.messages import Role
 from agents_app.runtime.seams import Outcome, SessionRef, TurnInput
 from sessions_app import models as m
+from sessions_app.models.fields import event_type_code
 from sessions_app.store import control
 
 
 @functools.cache
 def _copy_sql(model: type[m.Message] | type[m.Event], last: str) -> str:
-    """``INSERT … SELECT`` of one generation's rows before a position into another generation."""
+    """``INSERT … SELECT`` of one generation's rows before a position into another generation
+    (events but those of ``branches.NOT_COPIED``)."""
     names = [connection.ops.quote_name(f.column) for f in model._meta.local_concrete_fields]
     picked = ["%s" if n == connection.ops.quote_name("generation") else n for n in names]
     table = model._meta.db_table
     return (
         f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(picked)} FROM {table} "
-        f"WHERE session_id = %s AND generation = %s AND {connection.ops.quote_name(last)} < %s"
+        f"WHERE session_id = %s AND generation = %s AND {connection.ops.quote_name(last)} < %s{_skipped(model)}"
     )
+
+
+def _skipped(model: type[m.Message] | type[m.Event]) -> str:
+    if model is not m.Event:
+        return ""
+    codes = sorted(event_type_code(name) for name in branches.NOT_COPIED)
+    return f" AND {connection.ops.quote_name('type')} NOT IN ({', '.join(str(c) for c in codes)})"
 
 
 def _locked_txn(session: SessionRef) -> m.Session:

@@ -106,6 +106,29 @@ async def test_regenerate_sends_the_last_opening_again_on_a_new_branch(store):
     assert await texts_seen_by(store, again, now=200.0) == ["q0", "a0"]
 
 
+async def test_a_fork_of_a_fork_does_not_copy_the_first_forks_branch_switched(store):
+    """Regenerate twice reloaded the chat forever: the second branch held a copy of the first
+    fork's ``branch.switched`` (of a generation no longer live), and a page replaying it took
+    it for a live switch. A branch's log names only its own switch."""
+    await exchange(store, 0, "q0", "a0", now=100.0)
+    last = await exchange(store, 2, "q1", "a1", now=110.0)
+    for n in range(2):
+        again = tid()
+        outcome = await store.fork(REF, None, turn_id=again, regenerate=last)
+        assert await store.claim(again, owner="w", attempt_id=(attempt := tid()), now=200.0 + n, lease_seconds=10)
+
+        def work(tx, again=again):
+            tx.append(Message(Role.USER, text="q1", turn_id=again), 2)
+            tx.emit(ev.TurnStarted(again, text="q1"))
+            tx.append(Message(Role.ASSISTANT, text=f"b{n}", turn_id=again), 3)
+            tx.settle(TurnStatus.COMPLETED, text=f"b{n}")
+
+        await store.atomic(again, attempt, work)
+        last = again
+    switched = [e.event for e in await store.events(REF) if e.event.type == "branch.switched"]
+    assert switched == [ev.BranchSwitched("", generation=outcome.generation, previous=outcome.generation - 1, at=2)]
+
+
 @pytest.mark.parametrize("at", [1, 2, 4, 50, -1])
 async def test_a_fork_point_is_a_message_a_person_sent_to_open_a_turn(store, at):
     await exchange(store, 0, "q0", "a0", now=100.0, extra=1)  # 0 user, 1-2 assistant

@@ -42,7 +42,9 @@
         // another branch is live (a switch elsewhere), or this page's reset committed before its
         // session.reset frame (which sets config.generation) got here: reload only if no frame
         // explains it within a moment — a reload would drop the reset's notice
-        setTimeout(() => { if (data.generation !== config.generation) location.reload(); }, 2000);
+        setTimeout(() => {
+          if (data.generation !== config.generation) reloadFor(`g${data.generation} is live, this page shows g${config.generation}`, true);
+        }, 2000);
         return;
       }
       draw(data);
@@ -147,7 +149,7 @@
     for (const b of where.querySelectorAll("button")) b.disabled = true;
     try {
       await request();
-      location.reload();
+      reloadFor("a fork or a switch from this page", false);
     } catch (e) {
       for (const b of where.querySelectorAll("button")) b.disabled = false;
       const box = where.querySelector(".branch-error") || where.closest(".branch-bar")?.querySelector(".branch-error");
@@ -155,11 +157,40 @@
     }
   }
 
-  // another tab (or the API) made another branch live: show it
+  // Every reload says why (sessionStorage "june:reloads", newest last: a test reads the causes).
+  // One the page decides by itself (not a click here) is refused when the same cause reloaded it
+  // in the last minute, or after ten in a minute: a page that kept finding a reason to reload
+  // would otherwise reload forever. (Following real switches names a new generation each time.)
+  const RELOADS = "june:reloads";
+  let leaving = false;
+  function reloadFor(cause, automatic) {
+    if (leaving) return;
+    let past = [];
+    try { past = JSON.parse(sessionStorage.getItem(RELOADS) || "[]"); } catch (e) { past = []; }
+    if (!Array.isArray(past)) past = [];
+    const now = Date.now();
+    past = past.filter((r) => r && now - r.at < 60000).slice(-20);
+    const auto = past.filter((r) => r.automatic);
+    if (automatic && (auto.length >= 10 || auto.some((r) => r.cause === cause))) {
+      const box = document.getElementById("error");
+      box.textContent = "Another branch of this conversation is live; reload the page to see it.";
+      box.hidden = false;
+      return;
+    }
+    past.push({ at: now, cause, automatic });
+    try { sessionStorage.setItem(RELOADS, JSON.stringify(past)); } catch (e) { /* storage full or off: reload anyway */ }
+    leaving = true;
+    location.reload();
+  }
+
+  // another tab (or the API) made another branch live: show it. Only a live event counts: the
+  // replay this page opened with may hold a branch.switched or session.reset copied from another
+  // branch (a fork copies its history), which says nothing about what is live now.
   log.addEventListener("june:frame", (ev) => {
     const f = ev.detail;
+    if (!f.live) return;
     if (f.type === "session.reset") config.generation = f.generation;  // the page shows the new one
-    if (f.type === "branch.switched" && f.generation !== config.generation) location.reload();
+    if (f.type === "branch.switched" && f.generation !== config.generation) reloadFor(`branch.switched to g${f.generation}`, true);
   });
   let timer = null;
   const soon = () => { clearTimeout(timer); timer = setTimeout(refresh, 150); };

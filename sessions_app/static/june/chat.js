@@ -88,7 +88,9 @@
     }
     const handler = HANDLERS[f.type];
     if (handler) handler(f);
-    if (!handler || f.type === "session.reset") log.dispatchEvent(new CustomEvent("june:frame", { detail: f }));  // children.js
+    // children.js, branches.js; `live`: not part of the replay this page opened with (a reconnect's
+    // catch-up is news to the page; the opening replay never is, and never reloads it)
+    if (!handler || f.type === "session.reset") log.dispatchEvent(new CustomEvent("june:frame", { detail: { ...f, live: ready || openedAtEnd } }));
   }
 
   const HANDLERS = {
