@@ -38,7 +38,8 @@ TAGS = {
     "td",
     "del",
 }
-ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "ol": {"start"}}
+#: a table column's alignment comes as ``style="text-align:…"`` (nothing else of a style survives)
+ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "ol": {"start"}, "th": {"style"}, "td": {"style"}}
 MAX_CHARS = 200_000
 
 
@@ -51,7 +52,12 @@ def to_html(text: str) -> str:
     """Safe HTML for ``text`` (Markdown); never raises for any string."""
     html = _parser().render(str(text or "")[:MAX_CHARS])
     clean = nh3.clean(
-        html, tags=TAGS, attributes=ATTRIBUTES, url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer"
+        html,
+        tags=TAGS,
+        attributes=ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer",
+        filter_style_properties={"text-align"},
     )
     # a code block's long line scrolls: the keyboard must reach it (axe: scrollable-region-focusable).
     # After the clean, "<pre>" is only ever a tag nh3 wrote (text's "<" is escaped), never with attributes.

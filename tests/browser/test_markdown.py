@@ -70,3 +70,39 @@ def test_the_archive_renders_the_same_markdown_safely(june_server, make_user, ne
     assert reply.locator("img, script").count() == 0 and "<img src=x" in reply.text_content()
     assert reply.locator('a[href="https://example.com/docs"][rel="noopener noreferrer"]').count() == 1
     assert page.evaluate("window.__xss === undefined")
+
+
+def test_a_right_aligned_column_is_right_aligned(june_server, make_user, new_page):
+    """A table's ``---:`` column rendered left-aligned."""
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "md3")
+    send_message(page, "| item | qty |\n|:---|---:|\n| tea | 2 |")
+    _done(page, 1)
+    cells = page.locator(".msg.assistant table.md-table td")
+    assert cells.first.evaluate("(c) => getComputedStyle(c).textAlign") in ("left", "start")
+    assert cells.nth(1).evaluate("(c) => getComputedStyle(c).textAlign") == "right"
+
+
+def test_backtick_runs_and_deep_quotes_render_at_once(june_server, make_user, new_page):
+    """The inline regex was cubic on backtick runs (3,000 backticks: 5.3 s of main thread; a
+    reply with 6,000 froze the tab 43 s on every load) and ~5,000 nested ``>`` threw "Maximum
+    call stack size exceeded", leaving an empty bubble."""
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "md4")
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    send_message(page, "`" * 3000)
+    _done(page, 1)
+    ms = page.evaluate(
+        "() => { const t = performance.now(); JuneMarkdown.render('`'.repeat(20000) + 'x' + '`'.repeat(19999));"
+        " JuneMarkdown.render('>'.repeat(5000) + ' deep'); return performance.now() - t; }"
+    )
+    assert ms < 5000  # generous under load: linear work is milliseconds; the old regex took minutes
+    quotes = open_chat(new_page(alice), "ops", "md5")
+    quotes.on("pageerror", lambda e: errors.append(str(e)))
+    send_message(quotes, "deep:\n" + ">" * 5000 + " down here")
+    _done(quotes, 1)
+    reply = quotes.locator(".msg.assistant").last
+    assert "down here" in reply.text_content()
+    assert reply.evaluate("(r) => r.querySelectorAll('blockquote').length") == 8  # deeper ">" are text
+    assert errors == []

@@ -80,3 +80,12 @@ def test_a_code_block_is_reachable_by_keyboard_and_a_typed_pre_tag_stays_text():
     long line can be scrolled without a mouse; the rewrite never touches text."""
     html = to_html("```\nx = 1\n```\n\nand <pre>not a tag</pre>")
     assert html.count('<pre tabindex="0">') == 1 and "&lt;pre&gt;not a tag&lt;/pre&gt;" in html
+
+
+def test_a_tables_column_alignment_is_kept_and_no_other_style():
+    """A right-aligned Markdown column rendered left-aligned (the sanitizer dropped the style)."""
+    html = to_html('| a | b |\n|:--|--:|\n| 1 | <span style="color:red">2</span> |')
+    assert '<th style="text-align:right">b</th>' in html and '<td style="text-align:left">1</td>' in html
+    assert "color" not in html.replace("&lt;span style=&quot;color:red&quot;&gt;", "").replace(
+        '&lt;span style="color:red"&gt;', ""
+    )
