@@ -141,7 +141,7 @@ def admit(rate: Rate, subject: str, *, cap: int | None = None, now: float | None
     if row is None:
         wait = seconds_left(window + rate.seconds, now)
         raise RateLimited(
-            f"too many turns: the limit is {cap} a {rate.per} ({rate.setting}, or your own); retry in {wait} s",
+            f"too many turns: the limit is {cap} a {rate.per}",  # the setting is `limit`; the wait, retry_after
             retry_after=wait,
             limit=rate.setting,
         )
@@ -230,16 +230,14 @@ def check_tokens(*, agent: str, user_id: Any = None, user_cap: int | None = None
     cap = limit("JUNE_QUOTA_TOKENS_PER_DAY") if user_cap is None else user_cap
     if cap and user_id is not None and (spent := user_tokens_today(user_id, now=now)) >= cap:
         raise RateLimited(
-            f"your token quota for today is spent ({spent:,} of {cap:,} tokens, "
-            f"JUNE_QUOTA_TOKENS_PER_DAY); it renews at 00:00 UTC, in {wait} s",
+            f"your token quota for today is spent ({spent:,} of {cap:,} tokens); it renews at 00:00 UTC",
             retry_after=wait,
             limit="JUNE_QUOTA_TOKENS_PER_DAY",
         )
     cap = limit("JUNE_QUOTA_AGENT_TOKENS_PER_DAY")
     if cap and (spent := agent_tokens_today(agent, now=now)) >= cap:
         raise RateLimited(
-            f"agent {agent!r} spent its token quota for today ({spent:,} of {cap:,} tokens, "
-            f"JUNE_QUOTA_AGENT_TOKENS_PER_DAY); it renews at 00:00 UTC, in {wait} s",
+            f"agent {agent!r} spent its token quota for today ({spent:,} of {cap:,} tokens); it renews at 00:00 UTC",
             retry_after=wait,
             limit="JUNE_QUOTA_AGENT_TOKENS_PER_DAY",
         )

@@ -50,6 +50,10 @@ def title_from(text: str) -> str:
     return cut + "…"
 
 
+#: a status in the words the chat uses for it (chat.js's TAGS): one vocabulary for a person
+STATUS_WORDS = {"suspended": "waiting for an answer", "new": "new", "idle": "idle"}
+
+
 def with_titles(rows: list[m.Session]) -> list[m.Session]:
     """Set ``display_title``, ``preview`` and ``shown_status`` on sessions (two queries for any
     number of rows). ``shown_status`` is the session's, except that an idle session whose last
@@ -76,6 +80,7 @@ def with_titles(rows: list[m.Session]) -> list[m.Session]:
         s.preview = preview(last.get(s.pk))
         ended = getattr(last.get(s.pk), "status", None)
         s.shown_status = ended if s.status == "idle" and ended in ("cancelled", "failed") else s.status
+        s.status_words = STATUS_WORDS.get(s.shown_status, s.shown_status)
     return rows
 
 

@@ -32,7 +32,9 @@ from channels.layers import channel_layers, get_channel_layer
 from django.db import connection
 
 from agents_app.runtime.control import Signals
+from agents_app.runtime.seams import SessionRef
 from sessions_app import models as m
+from sessions_app.outbox.sink import group_name
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +54,19 @@ def ring(turn_ids: Sequence[str]) -> None:
             async_to_sync(layer.group_send)(cancel_group(turn_id), {"type": "june.cancel", "turn_id": turn_id})
         except Exception:  # the row is the truth: the worker sees it at its next commit or heartbeat
             log.exception("cancel doorbell for %s failed", turn_id)
+
+
+def title_changed(session: SessionRef, title: str) -> None:
+    """Every open chat of ``session`` shows its new title (a rename in another tab): a frame
+    sent as a delta is, not logged (a page opened later reads the title from the row)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    frame = {"type": "session.title", "title": title}
+    try:
+        async_to_sync(layer.group_send)(group_name(session), {"type": "june.delta", "event": frame})
+    except Exception:  # a tab open elsewhere keeps the old title until it reloads
+        log.exception("title doorbell for %s failed", session)
 
 
 @dataclass(eq=False)

@@ -16,9 +16,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agents_app.runtime.errors import NotFound
+from agents_app.runtime.seams import SessionRef
 from sessions_app import models as m
 from sessions_app import selectors, services, window, wiring
 from sessions_app.errors import AccessDenied, BadRequest
+from sessions_app.outbox import doorbell
 from sessions_app.web import paths, search
 
 
@@ -118,13 +120,15 @@ def focus(session: m.Session, raw: str | None) -> dict | None:
 def session_title(request, agent: str, key: str):
     """Rename the session (the chat header's form); blank goes back to its first message."""
     try:
-        services.session_rename(agent=agent, key=key, user=request.user, title=request.POST.get("title", ""))
+        session = services.session_rename(agent=agent, key=key, user=request.user, title=request.POST.get("title", ""))
     except NotFound:
         raise Http404("no such agent or session") from None
     except BadRequest as exc:
         return HttpResponseBadRequest(f"Bad request: {exc}", content_type="text/plain; charset=utf-8")
     except AccessDenied:
         raise PermissionDenied("this session belongs to another user") from None
+    # the session's other open tabs show the new title at once
+    doorbell.title_changed(SessionRef(agent, key), selectors.with_titles([session])[0].display_title)
     return redirect(reverse("sessions_app:chat", kwargs={"agent": agent, "key": key}))
 
 

@@ -15,7 +15,7 @@ def test_discarded_text_is_struck_through_after_a_reload_and_in_the_archive(june
     send_message(page, "essay")
     page.wait_for_function("(document.querySelector('.msg.assistant.streaming')?.textContent.length || 0) > 30")
     page.click("#cancel")
-    page.wait_for_selector(".note >> text=Turn cancelled (requested).")
+    page.wait_for_selector('.note >> text="Turn cancelled."')
     page.wait_for_selector(".msg.assistant.discarded")
     live = page.locator(".msg.assistant.discarded").text_content()
     assert len(live) > 30
@@ -27,7 +27,7 @@ def test_discarded_text_is_struck_through_after_a_reload_and_in_the_archive(june
 
     page.reload()
     wait_live(page)
-    page.wait_for_selector(".note >> text=Turn cancelled (requested).")
+    page.wait_for_selector('.note >> text="Turn cancelled."')
     replayed = page.locator(".msg.assistant.discarded")
     assert replayed.count() == 1
     assert replayed.text_content().startswith(kept[:30])
@@ -41,7 +41,7 @@ def test_discarded_text_is_struck_through_after_a_reload_and_in_the_archive(june
     log = page.locator("#archive-log")
     assert log.locator(".msg.user").text_content() == "essay"
     assert log.locator(".msg.assistant.discarded").text_content().startswith(kept[:30])
-    assert log.locator(".note.cancelled").text_content() == "Turn cancelled (requested)."
+    assert log.locator(".note.cancelled").text_content() == "Turn cancelled."
     # the marker follows the user's message
     order = log.evaluate("e => [...e.children].map(c => c.className)")
     assert order == ["msg user", "msg assistant discarded", "note cancelled"]

@@ -1,10 +1,12 @@
 """Compaction in the chat: the divider "N earlier messages summarized" appears live when the
-demo model's small window fills, expands to the summary, and comes back on reload."""
+demo model's small window fills, expands to the summary, and comes back on reload; it stands
+before the first message the model still reads (it appeared below the reply it precedes)."""
 
 from __future__ import annotations
 
 from tests.browser.conftest import open_chat, send_message
 
+AFTER_DIVIDER = "document.querySelector('details.compaction').nextElementSibling.className"
 LONG = " ".join(f"word{n}" for n in range(170))  # ~1,000 characters: three exchanges fill the window
 
 
@@ -27,10 +29,13 @@ def test_the_divider_appears_live_and_expands_to_the_summary(june_server, make_u
     assert not summary.is_visible()
     divider.locator("summary").click()
     assert summary.is_visible() and summary.text_content().startswith("Earlier in this conversation")
-    # every original message is still on the page, above the divider
+    # every original message is still on the page; the divider stands where the kept part
+    # begins: before the exchange the model still reads, not below the reply it came after
     assert page.locator(".msg.user").count() == 3
+    assert page.evaluate(AFTER_DIVIDER) == "msg user", "the divider is not before the kept exchange"
     # on reload the divider comes back from the event log
     page.reload()
     page.wait_for_selector("#conn[data-state=live]")
     page.locator("details.compaction").wait_for()
     assert page.locator("details.compaction summary").text_content() == title
+    assert page.evaluate(AFTER_DIVIDER) == "msg user"

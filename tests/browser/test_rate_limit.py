@@ -49,3 +49,38 @@ def test_a_send_over_the_rate_limit_keeps_the_text_and_says_when_to_retry(june_s
         timeout=60,
         what="the turn's end",
     )
+
+
+def test_the_rate_limit_message_names_no_setting_counts_down_and_clears(june_server, make_user, new_page):
+    """The message showed the setting's name (JUNE_RATE_TURNS_PER_MINUTE) to a chat user, said
+    "retry in 36 s" twice, and never counted down nor cleared."""
+    from sessions_app import models as m
+    from sessions_app import quotas
+
+    alice = make_user("alice")
+    limit = quotas.USER.limit()
+    page = new_page(alice)
+    page.clock.install()  # the page's timers and Date: the countdown is run forward, not waited
+    page.goto(chat_url("ops", "rl-2"))
+    wait_live(page)
+    now = time.time()
+    m.RateCounter.objects.bulk_create(
+        [
+            m.RateCounter(
+                scope="user", subject=str(alice.pk), window_start=quotas.window_of(quotas.USER, now) + 60 * k, n=limit
+            )
+            for k in range(3)
+        ]
+    )
+    page.fill("#text", "order 2 blue mugs")
+    page.press("#text", "Enter")
+    page.wait_for_selector("#composer-error[data-kind=limit]")
+    said = page.locator("#composer-error").text_content()
+    assert "JUNE_" not in said and len(re.findall(r"\d+ s\b", said)) == 1 and "retry in" not in said, said
+    first = int(re.search(r"send it again in (\d+) s", said).group(1))
+    page.clock.run_for(3000)
+    later = int(re.search(r"in (\d+) s", page.locator("#composer-error").text_content()).group(1))
+    assert first - 4 <= later <= first - 2, (first, later)
+    page.clock.run_for((later + 1) * 1000)
+    page.wait_for_selector("#composer-error", state="hidden")
+    assert page.input_value("#text") == "order 2 blue mugs"

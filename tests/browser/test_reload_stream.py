@@ -50,4 +50,4 @@ def test_a_reload_mid_stream_shows_the_text_so_far_in_the_first_bubble(june_serv
     assert page.locator(".msg.assistant").count() == 1
     assert page.locator(".msg.assistant").text_content().count("Durable execution") == 1
     page.click("#cancel")
-    page.wait_for_selector(".note >> text=Turn cancelled (requested).")
+    page.wait_for_selector('.note >> text="Turn cancelled."')

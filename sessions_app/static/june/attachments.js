@@ -86,6 +86,24 @@ window.juneAttachments = (function () {
     for (const file of files) upload(file);
   }
 
+  // a page with a folded corner, as inline SVG (drawn in the text's colour)
+  const SVG = "http://www.w3.org/2000/svg";
+  function documentIcon() {
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("class", "doc-icon");
+    svg.setAttribute("viewBox", "0 0 16 16");
+    svg.setAttribute("width", "14");
+    svg.setAttribute("height", "14");
+    svg.setAttribute("aria-hidden", "true");
+    const path = document.createElementNS(SVG, "path");
+    path.setAttribute("d", "M3.5 1.5h6l3 3v10h-9z M9.5 1.5v3h3 M5.5 8h5 M5.5 10.5h5 M5.5 13h3");
+    path.setAttribute("fill", "none");
+    path.setAttribute("stroke", "currentColor");
+    path.setAttribute("stroke-width", "1.2");
+    svg.appendChild(path);
+    return svg;
+  }
+
   // a message's attachments: image thumbnails (linking to the file) and PDF links
   function render(bubble, list) {
     if (!list || !list.length) return;
@@ -105,7 +123,9 @@ window.juneAttachments = (function () {
         img.loading = "lazy";
         link.appendChild(img);
       } else {
-        link.textContent = `📄 ${meta.name}${meta.pages ? ` (${meta.pages} pages)` : ""}`;
+        // an icon shipped with the page (an emoji was a box where no emoji font is installed)
+        link.appendChild(documentIcon());
+        link.appendChild(document.createTextNode(`${meta.name}${meta.pages ? ` (${meta.pages} pages)` : ""}`));
       }
       box.appendChild(link);
     }

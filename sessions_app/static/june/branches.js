@@ -136,7 +136,14 @@
       if (!box.value.trim()) { bar.querySelector(".branch-error").textContent = "The message is empty."; return; }
       go(() => call("POST", `messages/${index}/fork`, { text: box.value }), bar);
     });
-    cancel.addEventListener("click", () => { if (shown) draw(shown); });
+    // Cancel (or Escape in the box) closes the editor; the cursor goes back to this message's Edit
+    const close = () => {
+      if (shown) draw(shown);
+      const again = log.querySelector(`.branch-bar[data-index="${index}"] .branch-edit`);
+      if (again) again.focus();
+    };
+    cancel.addEventListener("click", close);
+    box.addEventListener("keydown", (ev) => { if (ev.key === "Escape") { ev.preventDefault(); close(); } });
     bar.append(box, save, cancel, el("span", "branch-error"));
     if (bubble.querySelector(".attachments")) {  // regenerate re-sends them; an edit sends the text
       bar.insertBefore(el("span", "hint", "The edited message is sent without the files of the original."), save);

@@ -17,6 +17,7 @@
   const turnStatus = new Map();   // turn_id -> status
   const streams = new Map();      // turn_id -> {base, text, el}: the message being streamed
   const finalized = new Map();    // turn_id -> seq of its last message.completed
+  const firstIndex = new Map();   // turn_id -> position of its first reply (message.completed)
   const tools = new Map();        // call_id -> timeline row
   const cards = new Map();        // "turn:input" -> approval card
   const pendingFrames = new Map(); // frame id -> card (to show an error on it)
@@ -25,6 +26,7 @@
   const composerFiles = new Map();  // frame id -> attachment ids it carries (attachments.js)
   const queued = new Map();       // turn_id -> element in #queue (sent, not started yet)
   let ready = false;              // the replay is over: events from now on are live
+  const QUEUED_AFTER_MS = 800;    // a message sent to an idle session shows as queued only after this
 
   // -- small DOM helpers --------------------------------------------------------------------------
   const { el, json } = window.JuneDom;  // dom.js
@@ -36,6 +38,14 @@
     if (atBottom) log.scrollTop = log.scrollHeight;
     return node;
   }
+  // Following: a log scrolled to (near) its end stays there whatever grows in it — a new row, a
+  // streamed reply, a subagent's box nested in a tool row (children.js) —; a reader who scrolled
+  // up stays where they are. `following` is updated by scrolling only, so a big insertion
+  // (which moves the end away at once) does not stop it.
+  let following = true;
+  log.addEventListener("scroll", () => { following = log.scrollHeight - log.scrollTop - log.clientHeight < 80; }, { passive: true });
+  new MutationObserver(() => { if (following) log.scrollTop = log.scrollHeight; })
+    .observe(log, { childList: true, subtree: true, characterData: true });
   function showError(message) {
     const box = $("error");
     box.textContent = message;
@@ -130,8 +140,19 @@
       setTurn(f.turn_id, "running");
     },
     "message.delta": onDelta,
+    // a rename (this tab's form, another tab, the admin): not logged, sent to the open chats
+    "session.title": (f) => {
+      if (typeof f.title !== "string" || !f.title) return;
+      const node = $("session-title");
+      node.textContent = f.title;
+      node.dataset.titled = "yes";
+      document.title = document.title.replace(/ \/ [^·]*·/, ` / ${f.title} ·`);
+      const input = document.querySelector(".rename input[name=title]");
+      if (input && document.activeElement !== input) { input.value = f.title; input.placeholder = f.title; }
+    },
     "message.completed": (f) => {
       finalized.set(f.turn_id, f.seq);
+      if (typeof f.index === "number" && !firstIndex.has(f.turn_id)) firstIndex.set(f.turn_id, f.index);
       const s = streams.get(f.turn_id);
       streams.delete(f.turn_id);
       if (!f.text) { if (s) s.el.remove(); return; }
@@ -168,6 +189,7 @@
     },
     "input.requested": (f) => {
       setTurn(f.turn_id, "suspended");
+      parkTools(f.turn_id, true);
       const req = f.request || {};
       const card = el("div", "approval card");
       card.dataset.inputId = req.id;
@@ -177,7 +199,8 @@
       const who = req.answerers || {};
       card.dataset.turnId = f.turn_id;
       card.dataset.answerers = who.policy ? "policy" : who.user ? "user" : "owner";
-      if (who.policy) card.appendChild(el("p", "hint", `Answerable under the ${who.policy} policy (${json(who.scope)}); operators can answer in the admin inbox.`));
+      // the policy's scope is the server's business (it decides, via …/pending's may_answer)
+      if (who.policy) card.appendChild(el("p", "hint", "Operators can answer it in the admin inbox."));
       card.appendChild(el("p", "approval-waiting"));
       const build = req.kind === "tool_approval" ? (s, submit) => toolApprovalForm(req, submit) : answerForm;
       card.appendChild(build(req.schema || {}, (answer) => {
@@ -194,6 +217,8 @@
       if (/waiting for an answer/.test($("composer-error").textContent)) composerMessage("");
       const card = cards.get(`${f.turn_id}:${f.input_id}`);
       if (card) {
+        // its buttons go disabled: the cursor goes back to the message box, not <body>
+        if (card.contains(document.activeElement)) $("text").focus();
         card.dataset.state = "answered";
         card.querySelector(".approval-outcome").textContent = outcomeText(f);
         const d = f.answer && f.answer.decision;
@@ -205,6 +230,8 @@
       // a step's parallel calls each ask: the turn goes on only after the last answer
       const more = [...cards.entries()].some(([k, c]) => k.startsWith(`${f.turn_id}:`) && c.dataset.state !== "answered");
       setTurn(f.turn_id, more ? "suspended" : "queued");
+      if (!more) parkTools(f.turn_id, false);
+      showToRequest();
     },
     "turn.completed": (f) => {
       // the answer was the last model call at one of the turn's limits (model calls, tokens)
@@ -219,7 +246,8 @@
       discardPartial(f.turn_id, f.discarded);
       cancelTools(f.turn_id);
       const text = unqueue(f.turn_id);
-      add(el("div", "note", text !== null ? `Queued message cancelled (${f.reason}): “${text}”` : `Turn cancelled (${f.reason}).`));
+      const why = CANCEL_REASONS[f.reason] || "";
+      add(el("div", "note", text !== null ? `Queued message cancelled${why}: “${text}”` : `Turn cancelled${why}.`));
       endTurn(f.turn_id, "cancelled");
     },
     "compaction.started": (f) => {
@@ -236,7 +264,10 @@
       divider.dataset.reason = f.reason;
       divider.appendChild(el("summary", null, `${f.messages} earlier message${f.messages === 1 ? "" : "s"} summarized`));
       divider.appendChild(el("div", "compaction-summary", f.summary));
-      add(divider);
+      // where it happened: before the first message the model still reads as it was (the
+      // exchange at `boundary`), not after the reply the compaction followed
+      const opener = openerAt(f.boundary);
+      if (opener) { stampTime(divider); opener.before(divider); } else add(divider);
     },
     "compaction.failed": (f) => {
       const note = compacting.get(f.turn_id);
@@ -246,7 +277,8 @@
     },
     "session.reset": (f) => {
       log.replaceChildren();
-      streams.clear(); tools.clear(); cards.clear(); finalized.clear(); turnStatus.clear(); compacting.clear();
+      streams.clear(); tools.clear(); cards.clear(); finalized.clear(); turnStatus.clear(); compacting.clear(); firstIndex.clear();
+      showToRequest();
       clearQueue();
       currentTurn = null;
       setTurn(null, "idle");
@@ -464,13 +496,59 @@
   $("text").addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && !ev.shiftKey) { ev.preventDefault(); $("composer").requestSubmit(); }
   });
-  $("cancel").addEventListener("click", () => { if (currentTurn) send({ type: "cancel", turn_id: currentTurn }); });
+  // the button goes disabled when the turn ends: the cursor goes back to the message box, not <body>
+  $("cancel").addEventListener("click", () => { cancelCurrent(); $("text").focus(); });
+  function cancelCurrent() {
+    if (currentTurn) send({ type: "cancel", turn_id: currentTurn });
+  }
+  // Escape: in the message box, cancels the running turn (as Cancel does); in an approval card,
+  // goes back to the message box; in the rename box, closes it (branches.js: closes an edit)
+  document.addEventListener("keydown", (ev) => {
+    if (ev.key !== "Escape" || ev.defaultPrevented || !(ev.target instanceof Element)) return;
+    const rename = ev.target.closest("details.rename");
+    if (rename) { rename.open = false; rename.querySelector("summary").focus(); ev.preventDefault(); return; }
+    if (ev.target.closest(".approval")) { $("text").focus(); ev.preventDefault(); return; }
+    if (ev.target === $("text") && currentTurn && turnStatus.get(currentTurn) === "running") { cancelCurrent(); ev.preventDefault(); }
+  });
+  // the open request a person may answer, one Tab from the message box (the log's controls grow
+  // with every message)
+  $("to-request").addEventListener("click", () => {
+    const card = openRequest();
+    const control = card && card.querySelector("form.answer:not([hidden]) :is(button, input, textarea, select):not(:disabled)");
+    if (!control) return;
+    card.scrollIntoView({ block: "nearest" });
+    control.focus();
+  });
+  function openRequest() {
+    return [...cards.values()].find((c) => c.dataset.state === "open" && c.dataset.answerable === "yes") || null;
+  }
+  function showToRequest() {
+    $("to-request").hidden = !openRequest();
+  }
   $("reset").addEventListener("click", () => {
     if (confirm("Reset this session? Its messages are archived and the conversation starts over.")) send({ type: "reset" });
   });
 
   // -- the composer: the text stays in the box until the server accepts it (issue 17) ----------------
-  function composerMessage(text) {
+  // a rate limit or quota: say when sending again works, count down to it, and clear the message
+  // then (the text stays in the box). The server's message says what the limit is; the wait is
+  // its retry_after, said here once.
+  let limitTimer = null;
+  function limitCountdown(f) {
+    const until = Date.now() + f.retry_after * 1000;
+    const say = () => {
+      const left = Math.ceil((until - Date.now()) / 1000);
+      if (left <= 0) { composerMessage(""); return; }
+      const when = left < 120 ? `in ${left} s` : `at ${new Date(until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}`;
+      composerMessage(`Not sent: ${f.message}. Your message is kept in the box: send it again ${when}.`, true);
+      $("composer-error").dataset.kind = "limit";
+      limitTimer = setTimeout(say, left < 120 ? 1000 : 30000);
+    };
+    say();
+  }
+  function composerMessage(text, keepTimer) {
+    if (!keepTimer) { clearTimeout(limitTimer); limitTimer = null; }
+    delete $("composer-error").dataset.kind;
     const box = $("composer-error");
     box.textContent = text || "";
     box.hidden = !text;
@@ -514,8 +592,14 @@
     if ($("text").value === text) $("text").value = "";  // text typed meanwhile stays
     $("replace").checked = false;
     if (f.status === "queued" && !turnStatus.has(f.turn_id) && text !== undefined) {
+      const busy = [...turnStatus.values()].some((s) => s === "running" || s === "suspended" || s === "queued");
       setTurn(f.turn_id, "queued");
-      enqueue(f.turn_id, text.trim() ? text : `(${files.length} attachment${files.length === 1 ? "" : "s"})`);
+      const show = () => {
+        if (turnStatus.get(f.turn_id) === "queued") enqueue(f.turn_id, text.trim() ? text : `(${files.length} attachment${files.length === 1 ? "" : "s"})`);
+      };
+      // behind another turn it waits: shown at once; on an idle session it starts within
+      // moments: a row shown now flashed for 24-77 ms on every send, so it shows only if it waits
+      if (busy) show(); else setTimeout(show, QUEUED_AFTER_MS);
     }
     $("text").focus();
   }
@@ -528,10 +612,7 @@
     composerFiles.delete(id);  // the chips stay: sending again sends them
     if (!composerFrames.size) delete $("composer").dataset.state;
     if (f.code === "rate_limited" && f.retry_after) {
-      // a rate limit or quota: say when sending again will work (the text stays in the box)
-      const at = new Date(Date.now() + f.retry_after * 1000);
-      const when = f.retry_after < 120 ? `in ${f.retry_after} s` : `at ${at.toLocaleTimeString()}`;
-      composerMessage(`Not sent: you have reached a limit (${f.message}). Your message is kept in the box: send it again ${when}.`);
+      limitCountdown(f);
       return true;
     }
     composerMessage(`Not sent: ${f.message || f.code}. Your message is kept in the box.`);
@@ -555,7 +636,7 @@
     const cancel = el("button", "link", "Cancel");
     cancel.type = "button";
     cancel.setAttribute("aria-label", `Cancel the queued message: ${text.slice(0, 60)}`);
-    cancel.addEventListener("click", () => send({ type: "cancel", turn_id: turnId }));
+    cancel.addEventListener("click", () => { send({ type: "cancel", turn_id: turnId }); $("text").focus(); });
     row.appendChild(cancel);
     $("queue").appendChild(row);
     $("queue").hidden = false;
@@ -598,6 +679,15 @@
     return true;
   }
 
+  // the bubble of the message a person sent at position `index`: the turn whose first reply comes
+  // next opened there
+  function openerAt(index) {
+    if (typeof index !== "number") return null;
+    let best = null, at = Infinity;
+    for (const [turnId, first] of firstIndex) if (first > index && first < at) { best = turnId; at = first; }
+    return best === null ? null : log.querySelector(`.msg:is(.user, .trigger)[data-turn-id="${CSS.escape(best)}"]`);
+  }
+
   // -- one status per turn, on its message ----------------------------------------------------------
   // the tag is drawn by CSS from data-tag, so the bubble's text stays the message alone
   function userBubble(turnId, text, kind) {
@@ -605,7 +695,11 @@
     bubble.dataset.turnId = turnId;
     return add(bubble);
   }
+  // the words for a status, the same in the header, on a message, in the session list
+  // (selectors.STATUS_WORDS) and in the admin
   const TAGS = { running: "running", suspended: "waiting for an answer", failed: "failed", cancelled: "cancelled", queued: "queued" };
+  // why a turn was cancelled, when it was not the user's own Cancel
+  const CANCEL_REASONS = { requested: "", replaced: " (replaced by a newer message)", reset: " (the session was reset)", parent: " (the turn that started it was cancelled)" };
   function turnTag(turnId, status) {
     const bubble = log.querySelector(`.msg[data-turn-id="${CSS.escape(turnId)}"]`);
     if (!bubble) return;
@@ -644,6 +738,7 @@
     const form = card.querySelector("form.answer");
     if (form) form.hidden = !may;
     card.querySelector(".approval-waiting").textContent = may ? "" : why;
+    showToRequest();
   }
   function initAnswerable(card, who) {
     if (who.user !== undefined && who.user !== null) {
@@ -652,6 +747,7 @@
     } else if (who.policy) {
       setAnswerable(card, false, "Checking who may answer…");
       card.dataset.answerable = "checking";
+      showToRequest();
       if (ready) refreshAnswerable();
     } else {
       setAnswerable(card, true, "");
@@ -678,17 +774,18 @@
 
   // -- reset: a divider in the log; a banner only when it happens live, dismissible -------------------
   function resetNotice(f) {
+    // the divider marks where the conversation starts; the banner (live only) says what happened
     const note = el("div", "note reset-divider");
-    note.appendChild(document.createTextNode(`Session reset: the earlier conversation is archived as ${f.previous_session}. `));
+    note.appendChild(document.createTextNode("New conversation · earlier messages: "));
     if (config.archive_url) {
-      const link = el("a", null, "View the archive");
+      const link = el("a", null, f.previous_session);
       link.href = config.archive_url;
       note.appendChild(link);
-    }
+    } else note.appendChild(document.createTextNode(f.previous_session));
     add(note);
     const notice = $("notice");
     if (!ready) { notice.hidden = true; return; }  // replayed: the divider says it; no banner on reload
-    notice.replaceChildren(document.createTextNode(`The session was reset: earlier messages are archived as ${f.previous_session} (now generation ${f.generation}). `));
+    notice.replaceChildren(document.createTextNode(`The session was reset: the conversation starts over, and the earlier one is archived as ${f.previous_session}. `));
     if (config.archive_url) {
       const link = el("a", null, "View the archive");
       link.href = config.archive_url;
@@ -717,10 +814,22 @@
       if (seconds >= 2 && !state.textContent.includes("result below")) state.textContent = `running, ${seconds} s`;
     }
   }
+  // a parked turn's open tool calls wait for the answer, they do not run: no "running, 12 s"
+  // counting up over "Waiting for an operator to answer" (live or replayed); once answered they
+  // count again from the answer
+  function parkTools(turnId, parked) {
+    const from = parked ? "requested" : "parked";
+    for (const row of log.querySelectorAll(`.tool[data-state=${from}][data-turn-id="${CSS.escape(turnId)}"]`)) {
+      row.dataset.state = parked ? "parked" : "requested";
+      const state = row.querySelector(".tool-state");
+      if (!state.textContent.includes("result below")) state.textContent = parked ? "waiting for an answer" : "requested";
+      if (!parked) watchRunning(row);
+    }
+  }
   // the cancel interrupted the turn's tool in flight, or its calls never ran: their result is
   // {"cancelled": true} and no action.completed comes
   function cancelTools(turnId) {
-    for (const row of log.querySelectorAll(`.tool[data-state=requested][data-turn-id="${CSS.escape(turnId)}"]`)) {
+    for (const row of log.querySelectorAll(`.tool:is([data-state=requested], [data-state=parked])[data-turn-id="${CSS.escape(turnId)}"]`)) {
       row.dataset.state = "cancelled";
       row.querySelector(".tool-state").textContent = "cancelled";
     }
