@@ -141,7 +141,8 @@ def admit(rate: Rate, subject: str, *, cap: int | None = None, now: float | None
     if row is None:
         wait = seconds_left(window + rate.seconds, now)
         raise RateLimited(
-            f"too many turns: the limit is {cap} a {rate.per}",  # the setting is `limit`; the wait, retry_after
+            # a person reads it: the setting is in `limit`, the wait in retry_after
+            f"too many turns: the limit is {cap} {'an' if rate.per == 'hour' else 'a'} {rate.per}",
             retry_after=wait,
             limit=rate.setting,
         )

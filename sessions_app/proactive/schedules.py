@@ -143,7 +143,8 @@ def fire(agent: str, name: str, intended: str | None = None, **_: Any) -> str:
     try:
         admitted = quotas.admit_turn(agent=agent, schedule=decl.q2_name, source="schedule")
     except RateLimited as exc:  # the run is skipped, and says why (the admin lists runs)
-        ScheduleRun.objects.filter(pk=run.pk).update(status=SKIPPED, error=str(exc)[:2000])
+        # an operator reads it: the setting that limits it is named
+        ScheduleRun.objects.filter(pk=run.pk).update(status=SKIPPED, error=f"{exc} ({exc.limit})"[:2000])
         log.warning("schedule %s: run of %s skipped: %s", decl.q2_name, tick.isoformat(), exc)
         return SKIPPED
     try:

@@ -282,7 +282,7 @@ async def test_over_the_rate_a_websocket_start_gets_an_error_frame_with_retry_af
     while (frame := await comm.receive_json_from(timeout=30)).get("id") != 2:
         pass
     assert frame["type"] == "error" and frame["code"] == "rate_limited" and frame["status"] == 429, frame
-    assert 1 <= frame["retry_after"] <= 60 and frame["limit"] == "JUNE_RATE_TURNS_PER_MINUTE"
+    assert 1 <= frame["retry_after"] <= 60
     # a chat user reads the message: no setting's name, and the wait is retry_after's (said once)
     assert frame["message"] == "too many turns: the limit is 1 a minute", frame
     turns = await sync_to_async(
