@@ -674,6 +674,7 @@
     }
     if (!node) return false;
     node.classList.add("found");
+    following = false;  // the hit stays in view: what the replay still adds does not pull the log down
     node.scrollIntoView({ block: "center" });
     setTimeout(() => node.classList.remove("found"), 4000);
     return true;
