@@ -30,8 +30,8 @@ VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 
 
-def sh(*cmd: str | Path, env: dict[str, str] | None = None, check: bool = True) -> int:
-    return subprocess.run([str(c) for c in cmd], cwd=ROOT, env=env, check=check).returncode
+def sh(*cmd: str | Path, env: dict[str, str] | None = None, check: bool = True, cwd: Path = ROOT) -> int:
+    return subprocess.run([str(c) for c in cmd], cwd=cwd, env=env, check=check).returncode
 
 
 def ensure_venv(extras: str) -> None:
@@ -59,6 +59,24 @@ def ensure_chromium() -> None:
     print("· installing Chromium (apt-get)", flush=True)
     sh("apt-get", "update", "-qq", check=False)
     sh("apt-get", "install", "-y", "-qq", "chromium")
+
+
+JS = ROOT / "tests" / "js"
+
+
+def ensure_node_modules() -> None:
+    """The npm clients the front-end protocols are tested with (tests/js/package-lock.json):
+    ``npm ci`` when they are missing or the lockfile changed since they were installed."""
+    lock = JS / "package-lock.json"
+    stamp = JS / "node_modules" / ".june-installed"
+    digest = hashlib.sha256(lock.read_bytes()).hexdigest()
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    if not shutil.which("npm"):
+        sys.exit("npm is missing: the front-end client tests need Node.js 20+ and npm")
+    print("· installing the npm clients (npm ci in tests/js)", flush=True)
+    sh("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", cwd=JS)
+    stamp.write_text(digest)
 
 
 def run() -> None:
@@ -112,6 +130,7 @@ def test(args: list[str]) -> None:
     tier, args = _tier(args)
     if tier != "fast":
         ensure_chromium()  # the browser tests are slow ones
+        ensure_node_modules()  # and so are the npm clients' (tests/js)
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "june_project.settings", "DJANGO_ALLOW_ASYNC_UNSAFE": "true"}
     if tier != "slow":  # ``--slow`` runs after ``test`` (CI): the code was checked already
         _check(env)

@@ -3,11 +3,13 @@ views: ``api``; the contract: ``openapi``)."""
 
 from django.urls import path, re_path
 
-from sessions_app.web import api, approvals, branches, export, files, lists, prometheus, search
+from sessions_app.web import api, approvals, branches, export, files, lists, prometheus, search, uimessage_stream
 
 app_name = "june_api"
 
 SESSION = "agents/<str:agent>/sessions/<str:session>/"
+#: the AI SDK's chat transport (``DefaultChatTransport({ api })``; docs/frontends.md): the chat id is the session key
+CHAT = "agents/<str:agent>/chat"
 
 urlpatterns = [
     path("openapi.json", api.openapi_document, name="openapi"),
@@ -32,6 +34,10 @@ urlpatterns = [
     path(SESSION + "export", export.api_export, name="export"),
     path(SESSION + "attachments", files.attachments_collection, name="attachments"),
     path(SESSION + "attachments/<str:attachment_id>", files.attachment_detail, name="attachment"),
+    path(CHAT, uimessage_stream.chat, name="ui-chat"),
+    path(CHAT + "/<str:session>/stream", uimessage_stream.chat_stream, name="ui-chat-stream"),
+    path(CHAT + "/<str:session>/cancel", uimessage_stream.chat_cancel, name="ui-chat-cancel"),
+    path(CHAT + "/<str:session>/messages", uimessage_stream.chat_messages, name="ui-chat-messages"),
     # anything else under a session is a JSON 404, even with DEBUG on (other /api/ paths, e.g.
     # the webhooks included after this module, keep their own routes; see api.handler404)
     re_path(r"^agents/[^/]+/sessions/", api.not_found),

@@ -11,6 +11,7 @@ from typing import Any
 from sessions_app import services
 from sessions_app.web.openapi_branches import branch_paths
 from sessions_app.web.openapi_files import attachment_paths, ids_schema, turn_form_schema
+from sessions_app.web.openapi_frontends import frontend_paths
 from sessions_app.web.openapi_lists import (  # noqa: F401 (SESSION_CURSOR, TURN_CURSOR: lists' patterns)
     SESSION_CURSOR,
     TURN_CURSOR,
@@ -52,7 +53,9 @@ def document() -> dict[str, Any]:
         # the paths below are relative to June's mount: "/" at the root, "/assistant" under a prefix
         "servers": [{"url": mount().rstrip("/") or "/"}],
         "security": [{"bearer": []}, {"session": []}],
-        "paths": merge_paths(paths(), list_paths(), search_paths(), attachment_paths(), branch_paths()),
+        "paths": merge_paths(
+            paths(), list_paths(), search_paths(), attachment_paths(), branch_paths(), frontend_paths()
+        ),
         "components": {**(c := components()), "schemas": {**c["schemas"], **list_schemas()}},
     }
 

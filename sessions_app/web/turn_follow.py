@@ -1,0 +1,91 @@
+"""One turn's events for the front-end protocols (``uimessage_stream``, ``agui_stream``): from the
+durable event log and live, until the turn ends or parks on a question.
+
+Both protocols speak of one run (one assistant message) at a time, where June's own SSE speaks
+of a session's log. A follower of the turn (``sse.SessionFollower``) already yields every
+committed event exactly once in order, with live deltas between them; this adds where a run
+stops: at ``turn.completed``, ``turn.failed`` or ``turn.cancelled``, or once every question
+the turn is *still* parked on has been shown (a replay passes the questions answered since),
+each marked with whether the caller may answer it (the answer path's rule, asked now)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, AsyncIterator
+
+from django.conf import settings
+
+from agents_app.runtime import rules
+from agents_app.runtime.seams import SessionRef, TurnStatus
+from sessions_app import models as m
+from sessions_app import selectors
+from sessions_app.web.approvals import may_answer_here
+from sessions_app.web.db import db
+from sessions_app.web.sse import SessionFollower
+
+ENDS = frozenset({"turn.completed", "turn.failed", "turn.cancelled"})
+#: a turn a front end may still be waiting on: the resume request replays it
+UNSETTLED = frozenset({TurnStatus.QUEUED, TurnStatus.RUNNING, TurnStatus.SUSPENDED})
+
+
+def replay_after(session: m.Session, turn: m.Turn) -> int:
+    """The log position just before the turn's first event (its replay starts there)."""
+    first = (
+        m.Event.objects.filter(session=session, generation=turn.generation, turn_id=turn.pk)
+        .order_by("seq")
+        .values_list("seq", flat=True)[:1]
+    )
+    seq = next(iter(first), None)
+    return seq - 1 if seq is not None else session.event_seq
+
+
+def unsettled_turn(session: m.Session) -> m.Turn | None:
+    """The live branch's last turn if it has not settled (queued, running or parked)."""
+    turn = selectors.last_turn(session)
+    return turn if turn is not None and turn.status in UNSETTLED else None
+
+
+def _owed(turn_id: str, user: Any) -> dict[str, bool]:
+    """The questions the turn is parked on now: input id → whether ``user`` may answer it."""
+    turn = selectors.turn_with_session(turn_id)
+    if turn is None or turn.status != TurnStatus.SUSPENDED:
+        return {}
+    return {str(r.get("id")): may_answer_here(turn, user, request=r) for r in rules.pending_requests(turn.pending)}
+
+
+async def turn_events(
+    ref: SessionRef, *, turn_id: str, after: int, user: Any, follower: SessionFollower | None = None
+) -> AsyncIterator[dict[str, Any] | None]:
+    """The turn's events (JSON) from ``after``; None on an idle tick (send a keep-alive). Ends
+    after its last event, after the questions it is parked on, or at JUNE_API_STREAM_SECONDS
+    (the client then resumes). Closes the follower (pass one opened before the turn started,
+    so not even its first delta is missed)."""
+    follower = follower or await SessionFollower(ref, after=after, turn_id=turn_id).__aenter__()
+    deadline = time.monotonic() + settings.JUNE_API_STREAM_SECONDS
+    shown: set[str] = set()
+    try:
+        async for item in follower.items():
+            if time.monotonic() >= deadline:
+                return
+            data = item.data
+            if data is None:
+                yield None
+                continue
+            if data.get("turn_id") != turn_id:  # a child's: its own run
+                continue
+            kind = data.get("type")
+            if kind == "input.requested":
+                owed = await db(_owed)(turn_id, user)
+                input_id = str((data.get("request") or {}).get("id"))
+                if input_id in owed:
+                    shown.add(input_id)
+                    yield {**data, "may_answer": owed[input_id]}
+                    if set(owed) <= shown:
+                        yield {"type": "turn.parked", "turn_id": turn_id, "owed": owed}
+                        return
+                    continue
+            yield data
+            if kind in ENDS:
+                return
+    finally:
+        await follower.close()

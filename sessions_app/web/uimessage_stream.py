@@ -1,0 +1,286 @@
+"""The AI SDK's chat transport, served by June (routes: ``api_urls``; the guide: docs/frontends.md).
+
+A ``useChat`` front end points ``DefaultChatTransport({ api })`` at ``…/api/agents/<agent>/chat``;
+the chat id is the June session key. ``POST`` takes the hook's body (``id``, ``messages``,
+``trigger``, ``messageId``) and answers with the UI message stream (``uimessage_chunks``) of the
+turn it started, continued or regenerated:
+
+- the last message a person's (``submit-message``): a turn with its text and files;
+- the last message the assistant's, with tool parts in ``approval-responded``: each answer goes
+  through June's answer path (``services.turn_resume``: the same policy, 403/409/422 before any
+  stream), and the stream continues the parked turn;
+- ``regenerate-message``: June's regenerate (a new branch from the turn ``messageId`` names).
+
+``GET …/chat/<id>/stream`` is the hook's resume request: the session's unsettled turn replayed
+from the durable event log (the transport's ``resumeStreamIsReplay``), then live; 204 when
+none. ``POST …/chat/<id>/cancel`` is stop (the hook's ``stop()`` only aborts its fetch, which a
+reload does too: cancelling is said out loud). ``GET …/chat/<id>/messages`` is the history as
+UI messages (``uimessage_history``). Bearer token or session login, as the whole API."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import time
+from typing import Any, AsyncIterator
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+
+from agents_app.runtime import new_turn_id
+from agents_app.runtime.errors import NotFound, TurnNotResumable
+from agents_app.runtime.seams import SessionRef
+from sessions_app import attachments, selectors, services
+from sessions_app import models as m
+from sessions_app.errors import BadRequest
+from sessions_app.web import admission, uploads
+from sessions_app.web.api import SSE_HEADERS, TURN_ID_RE, api_view, read_json, turn_json
+from sessions_app.web.db import db
+from sessions_app.web.sse import SessionFollower, comment
+from sessions_app.web.turn_follow import replay_after, turn_events, unsettled_turn
+from sessions_app.web.uimessage_chunks import DONE, PROTOCOL_HEADER, UIChunks, sse
+from sessions_app.web.uimessage_history import ui_messages
+
+BODY_KEYS = {"id", "messages", "trigger", "messageId"}
+TRIGGERS = ("submit-message", "regenerate-message")
+DATA_URL_RE = re.compile(r"data:([\w.+/-]{1,100})(;[\w=.-]{1,50})*;base64,")
+#: a tool part's type: ``tool-<name>`` (static) or ``dynamic-tool``
+TOOL_PART_RE = re.compile(r"tool-.+|dynamic-tool")
+DENIED = "denied in the chat"
+
+
+# -- the body ----------------------------------------------------------------------------------------
+
+
+def _parse(body: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:
+    """(chat id, trigger, last message, messageId) of the hook's body; BadRequest otherwise."""
+    chat_id, trigger, messages = body.get("id"), body.get("trigger", "submit-message"), body.get("messages")
+    if not isinstance(chat_id, str):
+        raise BadRequest("id (the chat id: a session key) is required")
+    services.validate_session_key(chat_id)
+    if trigger not in TRIGGERS:
+        raise BadRequest(f"trigger must be one of {', '.join(TRIGGERS)}")
+    message_id = body.get("messageId")
+    if message_id is not None and not isinstance(message_id, str):
+        raise BadRequest("messageId must be a string")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        raise BadRequest("messages must be a non-empty list of UI messages")
+    last = messages[-1]
+    if last.get("role") not in ("user", "assistant") or not isinstance(last.get("parts"), list):
+        raise BadRequest("the last message must be a user's or the assistant's, with parts")
+    return chat_id, trigger, last, message_id
+
+
+def _user_input(message: dict[str, Any]) -> tuple[str, list[tuple[str, bytes]]]:
+    """The text and the files (name, bytes) of a person's UI message."""
+    texts, files = [], []
+    for part in message["parts"]:
+        if not isinstance(part, dict):
+            raise BadRequest("each part must be an object")
+        if part.get("type") == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif part.get("type") == "file":
+            url = part.get("url")
+            head = DATA_URL_RE.match(url) if isinstance(url, str) else None
+            if head is None:
+                raise BadRequest("a file part's url must be a base64 data: URL")
+            try:
+                data = base64.b64decode(url[head.end() :], validate=True)
+            except (binascii.Error, ValueError):
+                raise BadRequest("a file part's data: URL is not valid base64") from None
+            files.append((str(part.get("filename") or "upload")[:200], data))
+    attachments.check_count(len(files))
+    return "\n".join(texts), files
+
+
+def _approvals(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(input id, June's answer) for each tool part the person has just approved or denied."""
+    out = []
+    for part in message["parts"]:
+        if not isinstance(part, dict) or not TOOL_PART_RE.fullmatch(str(part.get("type"))):
+            continue
+        approval = part.get("approval")
+        if part.get("state") != "approval-responded" or not isinstance(approval, dict):
+            continue
+        if not isinstance(approval.get("id"), str) or not isinstance(approval.get("approved"), bool):
+            raise BadRequest("an approval response needs an id and approved (true or false)")
+        if approval["approved"]:
+            out.append((approval["id"], {"decision": "approve"}))
+        else:
+            reason = approval.get("reason")
+            out.append((approval["id"], {"decision": "reject", "message": str(reason or DENIED)[:2000]}))
+    return out
+
+
+# -- what a POST does, on the database's thread ----------------------------------------------------
+
+
+def _start(*, agent: str, key: str, user: Any, last: dict[str, Any], turn_id: str) -> None:
+    text, files = _user_input(last)
+    if files:
+        services.session_for_user(agent=agent, key=key, user=user, create=True)
+    ids = []
+    for name, data in files:
+        upload = ContentFile(data, name=name)
+        ids.append(attachments.attachment_upload(agent=agent, key=key, user=user, upload=upload).id)
+    text = text if ids else services.validate_text(text)
+    admission.start_turn(
+        agent=agent, key=key, text=text, user=user, source="http", turn_id=turn_id, attachments=[str(i) for i in ids]
+    )
+
+
+def _answer(
+    *, agent: str, key: str, user: Any, answers: list[tuple[str, dict[str, Any]]], remote: str
+) -> tuple[str, bool]:
+    """Answer the parked turn's approvals: its id, and whether it still waits (a step's other
+    calls not answered yet). 409 when nothing in the session waits on them."""
+    session = services.session_for_user(agent=agent, key=key, user=user)
+    turn = unsettled_turn(session) if session is not None else None
+    if turn is None or turn.status != m.TurnStatus.SUSPENDED:
+        raise TurnNotResumable("nothing in this chat waits for an answer")
+    for input_id, answer in answers:
+        services.turn_resume(
+            turn_id=turn.pk,
+            input_id=input_id,
+            answer=answer,
+            user=user,
+            agent=agent,
+            key=key,
+            via="api",
+            remote_addr=remote,
+        )
+    return str(turn.pk), selectors.turn_with_session(turn.pk).status == m.TurnStatus.SUSPENDED
+
+
+def _regenerate(*, agent: str, key: str, user: Any, message_id: str | None) -> str:
+    session = services.session_for_user(agent=agent, key=key, user=user)
+    if session is None:
+        raise NotFound(f"no chat {key!r}")
+    turn_id = message_id if message_id and TURN_ID_RE.fullmatch(message_id) else None
+    if turn_id is None or selectors.turn_in_session(session, turn_id) is None:
+        last = selectors.last_turn(session)
+        if last is None:
+            raise NotFound("this chat has no reply to regenerate")
+        turn_id = str(last.pk)
+    return services.turn_regenerate(agent=agent, key=key, turn_id=turn_id, user=user, source="http").turn_id
+
+
+def _event_seq(*, agent: str, key: str, user: Any) -> int:
+    row = services.session_for_user(agent=agent, key=key, user=user)
+    return row.event_seq if row is not None else 0
+
+
+# -- the views -----------------------------------------------------------------------------------------
+
+
+@uploads.bounded(lambda request: attachments.max_body_bytes())
+@api_view("POST")
+async def chat(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
+    """The hook's POST: start, continue (approvals) or regenerate; the UI message stream."""
+    chat_id, trigger, last, message_id = _parse(read_json(request, allowed=BODY_KEYS))
+    after = await db(_event_seq)(agent=agent, key=chat_id, user=user)
+    ref = SessionRef(agent, chat_id)
+    if trigger == "regenerate-message":
+        await admission.aenter()
+        turn_id = await db(_regenerate)(agent=agent, key=chat_id, user=user, message_id=message_id)
+        return _response(ref, turn_id=turn_id, after=after, user=user)
+    answers = _approvals(last) if last["role"] == "assistant" else []
+    if last["role"] == "assistant":
+        if not answers:
+            raise BadRequest("the last message is the assistant's, with no approval response to send")
+        remote = str(request.META.get("REMOTE_ADDR") or "")[:64]
+        turn_id, waits = await db(_answer)(agent=agent, key=chat_id, user=user, answers=answers, remote=remote)
+        if waits:  # the rest of the step's approvals are still to answer: nothing runs yet
+            return _response(ref, turn_id=turn_id, after=after, user=user, events=_still_parked(turn_id))
+        return _response(ref, turn_id=turn_id, after=after, user=user)
+    turn_id = new_turn_id()
+    await admission.aenter()
+    # subscribe before the turn exists, so not even its first delta is missed
+    follower = await SessionFollower(ref, after=after, turn_id=turn_id).__aenter__()
+    try:
+        await db(_start)(agent=agent, key=chat_id, user=user, last=last, turn_id=turn_id)
+    except BaseException:
+        await follower.close()
+        raise
+    return _response(ref, turn_id=turn_id, after=after, user=user, follower=follower)
+
+
+@api_view("GET")
+async def chat_stream(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    """The hook's resume request: the unsettled turn, replayed from its start; 204 when none."""
+    found = await db(_unsettled)(agent=agent, key=session, user=user)
+    if found is None:
+        return HttpResponse(status=204)
+    turn_id, after = found
+    return _response(SessionRef(agent, session), turn_id=turn_id, after=after, user=user)
+
+
+def _unsettled(*, agent: str, key: str, user: Any) -> tuple[str, int] | None:
+    row = services.session_for_user(agent=agent, key=key, user=user)
+    turn = unsettled_turn(row) if row is not None else None
+    return (str(turn.pk), replay_after(row, turn)) if turn is not None and row is not None else None
+
+
+@api_view("POST")
+def chat_cancel(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    """Stop: cancel the chat's queued or running turn (200 with it); 204 when none is."""
+    read_json(request, allowed=set())
+    row = services.session_for_user(agent=agent, key=session, user=user)
+    turn = unsettled_turn(row) if row is not None else None
+    if turn is None or turn.status == m.TurnStatus.SUSPENDED:  # a parked turn waits: answer or reset
+        return HttpResponse(status=204)
+    services.turn_cancel(turn_id=turn.pk, agent=agent, key=session, user=user)
+    turn = selectors.turn_with_session(turn.pk) or turn
+    return JsonResponse(turn_json(turn))
+
+
+@api_view("GET")
+def chat_messages(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    """The live branch as UI messages (a chat not started yet: none)."""
+    row = services.session_for_user(agent=agent, key=session, user=user)
+    return JsonResponse({"messages": ui_messages(row) if row is not None else []})
+
+
+async def _still_parked(turn_id: str) -> AsyncIterator[dict[str, Any] | None]:
+    yield {"type": "turn.parked", "turn_id": turn_id}
+
+
+def _response(
+    ref: SessionRef,
+    *,
+    turn_id: str,
+    after: int,
+    user: Any,
+    follower: SessionFollower | None = None,
+    events: AsyncIterator[dict[str, Any] | None] | None = None,
+) -> StreamingHttpResponse:
+    events = events or turn_events(ref, turn_id=turn_id, after=after, user=user, follower=follower)
+    return StreamingHttpResponse(
+        _chunks(events, UIChunks(turn_id)),
+        content_type="text/event-stream",
+        headers={**SSE_HEADERS, PROTOCOL_HEADER[0]: PROTOCOL_HEADER[1], "X-June-Turn-Id": turn_id},
+    )
+
+
+async def _chunks(events: AsyncIterator[dict[str, Any] | None], fold: UIChunks) -> AsyncIterator[bytes]:
+    """SSE bytes: the fold's chunks, keep-alive comments while idle, ``[DONE]`` after the end."""
+    keepalive = settings.JUNE_SSE_KEEPALIVE_SECONDS
+    last_write = time.monotonic()
+    for chunk in fold.open():
+        yield sse(chunk)
+    async for event in events:
+        now = time.monotonic()
+        if event is None:
+            if now - last_write >= keepalive:
+                last_write = now
+                yield comment("keep-alive")
+            continue
+        for chunk in fold.feed(event):
+            last_write = now
+            yield sse(chunk)
+    for chunk in fold.close():
+        yield sse(chunk)
+    if fold.finished:
+        yield DONE
