@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import sys
+from importlib.util import find_spec
 from pathlib import Path
 
 import dj_database_url
@@ -100,6 +101,22 @@ MIDDLEWARE = [
     "sessions_app.web.syncstack.MessageMiddleware",
     "sessions_app.web.syncstack.XFrameOptionsMiddleware",
 ]
+
+# a front end served from another origin (docs/frontends.md): the origins allowed to call the API
+# across origins, by django-cors-headers (the ``cors`` extra); none by default, and then the
+# library is not even loaded. Cross-origin callers should send bearer tokens: a cookie would
+# also need SameSite=None and CSRF_TRUSTED_ORIGINS.
+CORS_ALLOWED_ORIGINS = env_list("JUNE_CORS_ALLOWED_ORIGINS", "")
+if CORS_ALLOWED_ORIGINS:
+    if find_spec("corsheaders") is None:
+        raise ImproperlyConfigured(
+            "JUNE_CORS_ALLOWED_ORIGINS needs django-cors-headers: pip install 'june-django[cors]'"
+        )
+    INSTALLED_APPS.append("corsheaders")
+    MIDDLEWARE.insert(1, "corsheaders.middleware.CorsMiddleware")  # before CommonMiddleware: preflights too
+    CORS_URLS_REGEX = r"^/api/"
+    # what a front end's fetch may read: the UI message stream's header, June's turn id and its links
+    CORS_EXPOSE_HEADERS = ["x-vercel-ai-ui-message-stream", "x-june-turn-id", "location", "retry-after"]
 
 ROOT_URLCONF = "june_project.urls"
 WSGI_APPLICATION = "june_project.wsgi.application"

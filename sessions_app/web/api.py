@@ -133,6 +133,17 @@ def not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     return error_response(404, "not_found", f"no API route {request.path[:300]}")
 
 
+def extra_missing(extra: str, package: str) -> Callable:
+    """A view for a route whose optional dependency is not installed: 501, naming the extra."""
+
+    @csrf_exempt
+    def view(request: HttpRequest, **kwargs: Any) -> JsonResponse:
+        message = f"this endpoint needs the {package} package: pip install 'june-django[{extra}]'"
+        return error_response(501, "not_installed", message)
+
+    return view
+
+
 def _json_path(path: str) -> bool:
     """The paths whose errors are JSON: the API's and the health probes'."""
     return paths.is_api_path(path) or is_probe(path)

@@ -1,9 +1,16 @@
 """HTTP API routes (namespace ``june_api``), under ``<June's prefix>api/`` (``june.urls``; the
 views: ``api``; the contract: ``openapi``)."""
 
+from importlib.util import find_spec
+
 from django.urls import path, re_path
 
 from sessions_app.web import api, approvals, branches, export, files, lists, prometheus, search, uimessage_stream
+
+if find_spec("ag_ui") is not None:
+    from sessions_app.web.agui_stream import agui_run
+else:  # a site without the extra: the route answers which one to install
+    agui_run = api.extra_missing("agui", "ag-ui-protocol")
 
 app_name = "june_api"
 
@@ -38,6 +45,7 @@ urlpatterns = [
     path(CHAT + "/<str:session>/stream", uimessage_stream.chat_stream, name="ui-chat-stream"),
     path(CHAT + "/<str:session>/cancel", uimessage_stream.chat_cancel, name="ui-chat-cancel"),
     path(CHAT + "/<str:session>/messages", uimessage_stream.chat_messages, name="ui-chat-messages"),
+    path("agents/<str:agent>/agui", agui_run, name="agui"),
     # anything else under a session is a JSON 404, even with DEBUG on (other /api/ paths, e.g.
     # the webhooks included after this module, keep their own routes; see api.handler404)
     re_path(r"^agents/[^/]+/sessions/", api.not_found),

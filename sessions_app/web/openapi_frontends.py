@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessions_app import services, wiring
-from sessions_app.web.openapi_parts import COMMON, NO_BODY, _body, _errors, _json, _param, anchored
+from sessions_app.web.openapi_parts import COMMON, ERROR, NO_BODY, _body, _errors, _json, _param, anchored
 
 CHAT_PATH = "/api/agents/{agent}/chat"
 AGUI_PATH = "/api/agents/{agent}/agui"
@@ -93,6 +93,26 @@ AGUI_STREAM = {
 
 def frontend_paths() -> dict[str, Any]:
     return {
+        AGUI_PATH: {
+            "parameters": [_agent()],
+            "post": {
+                "operationId": "aguiRun",
+                "summary": "An AG-UI run: a turn, an answer to its interrupts, or a reattach to it",
+                "description": "AG-UI 1.0's `RunAgentInput`: the last user message starts a turn; `resume` "
+                "answers the interrupts a run ended with (403, 409, 422 as every answer); neither: "
+                "the thread's unsettled turn replayed from the event log (409 when none). 501 when "
+                "the site lacks the `agui` extra.",
+                "requestBody": _body(AGUI_BODY),
+                "responses": {
+                    "200": {"description": "The run's AG-UI events", "content": AGUI_STREAM},
+                    **_errors(*COMMON, "409", "413", "422", "429"),
+                    "501": {
+                        "description": "The ag-ui-protocol package is not installed (the `agui` extra)",
+                        "content": {"application/json": {"schema": ERROR}},
+                    },
+                },
+            },
+        },
         CHAT_PATH: {
             "parameters": [_agent()],
             "post": {

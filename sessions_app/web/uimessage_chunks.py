@@ -89,7 +89,7 @@ class UIChunks:
     # -- one handler per event type (HANDLERS) ---------------------------------------------------
 
     def _reasoning_delta(self, event: dict[str, Any]) -> list[dict[str, Any]]:
-        piece = _piece(self.reasoning_text, event)
+        piece = new_text(self.reasoning_text, event)
         if piece is None:
             return []
         out = self._step()
@@ -102,7 +102,7 @@ class UIChunks:
         return out
 
     def _message_delta(self, event: dict[str, Any]) -> list[dict[str, Any]]:
-        piece = _piece(self.text or "", event)
+        piece = new_text(self.text or "", event)
         if piece is None:
             return []
         out = self._step()
@@ -195,7 +195,7 @@ class UIChunks:
         return self._end_step() + [{"type": "finish", "finishReason": "tool-calls"}]
 
 
-def _piece(streamed: str, event: dict[str, Any]) -> str | None:
+def new_text(streamed: str, event: dict[str, Any]) -> str | None:
     """What a live delta adds to the text streamed so far, or None. A delta's ``offset`` places
     it in its message's text (``outbox.sink``): one past a gap (a stream joined mid-message: a
     resume) waits for the sink's next snapshot (offset 0, the whole text), and text already sent

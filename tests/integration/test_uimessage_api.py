@@ -97,3 +97,28 @@ def test_an_idle_chat_resumes_nothing_stops_nothing_and_has_no_history(bearer):
     response = client.get(f"{API}/new-chat/messages", **auth)
     assert response.status_code == 200 and json.loads(response.content) == {"messages": []}
     assert not m.Session.objects.exists()  # reading a chat creates nothing
+
+
+AGUI = "/api/agents/ops/agui"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"threadId": "t1", "messages": []},  # no runId
+        {"threadId": "../t", "runId": "r", "messages": []},
+        {"threadId": "t1", "runId": "r", "messages": "hi"},
+        {"threadId": "t1", "runId": "r", "messages": [], "resume": [{"interruptId": "x", "status": "maybe"}]},
+    ],
+)
+def test_agui_refuses_a_malformed_run_input(bearer, body):
+    _, auth = bearer("alice")
+    response = Client().post(AGUI, data=json.dumps(body), content_type="application/json", **auth)
+    assert response.status_code == 400 and code(response) == "bad_request", response.content
+
+
+def test_agui_without_a_user_message_reattaches_only_to_a_run_under_way(bearer):
+    _, auth = bearer("alice")
+    body = {"threadId": "t-idle", "runId": "r1", "messages": []}
+    response = Client().post(AGUI, data=json.dumps(body), content_type="application/json", **auth)
+    assert response.status_code == 409 and code(response) == "not_suspended"
