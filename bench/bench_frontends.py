@@ -54,7 +54,9 @@ def turn(deltas: int) -> list[tuple[int | None, dict[str, Any]]]:
         text = ""
         for i in range(deltas):
             piece = " ".join(WORDS[(i + k) % len(WORDS)] for k in range(2)) + " "
-            out.append((None, {"type": "message.delta", "turn_id": tid, "text": piece, "offset": len(text), "base": seq}))
+            out.append(
+                (None, {"type": "message.delta", "turn_id": tid, "text": piece, "offset": len(text), "base": seq})
+            )
             text += piece
         logged({"type": "message.completed", "text": text, "index": seq})
 

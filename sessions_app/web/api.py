@@ -172,8 +172,9 @@ def handler500(request: HttpRequest) -> HttpResponse:
 # -- parsing ------------------------------------------------------------------------------------------
 
 
-def read_json(request: HttpRequest, *, allowed: set[str]) -> dict[str, Any]:
-    """The body as a JSON object with only ``allowed`` keys (an empty body is ``{}``)."""
+def read_json(request: HttpRequest, *, allowed: set[str] | None) -> dict[str, Any]:
+    """The body as a JSON object with only ``allowed`` keys (an empty body is ``{}``); any keys
+    when ``allowed`` is None (a protocol whose clients add fields of their own)."""
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     declared = request.META.get("CONTENT_LENGTH") or "0"
     if not declared.isdigit():
@@ -189,7 +190,7 @@ def read_json(request: HttpRequest, *, allowed: set[str]) -> dict[str, Any]:
     data = safejson.loads(raw)
     if not isinstance(data, dict):
         raise BadRequest("the body must be a JSON object")
-    unknown = sorted(set(data) - allowed)
+    unknown = sorted(set(data) - allowed) if allowed is not None else []
     if unknown:
         raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
     return data

@@ -51,15 +51,17 @@ UI_MESSAGE = {
 }
 CHAT_BODY = {
     "type": "object",
-    "additionalProperties": False,
+    "description": "The hook's body; fields a transport adds besides these (its `body` option, "
+    "assistant-ui's) are ignored",
     "required": ["id", "messages"],
     "properties": {
         "id": {"type": "string", "pattern": anchored(services.SESSION_KEY_RE), "description": "The chat id"},
         "messages": {
             "type": "array",
             "minItems": 1,
-            "items": UI_MESSAGE,
-            "description": "The hook's messages; only the last is read (June keeps the conversation)",
+            "items": {"type": "object"},
+            "description": "The hook's UI messages; only the last is read (June keeps the conversation): "
+            "a person's (text and file parts) or the assistant's (tool parts answering approvals)",
         },
         "trigger": {"type": "string", "enum": ["submit-message", "regenerate-message"]},
         "messageId": {"type": "string"},

@@ -35,7 +35,7 @@ from agents_app.runtime.seams import SessionRef
 from sessions_app import attachments, selectors, services
 from sessions_app import models as m
 from sessions_app.errors import BadRequest
-from sessions_app.web import admission, uploads
+from sessions_app.web import admission
 from sessions_app.web.api import SSE_HEADERS, TURN_ID_RE, api_view, read_json, turn_json
 from sessions_app.web.db import db
 from sessions_app.web.sse import SessionFollower, comment
@@ -43,7 +43,6 @@ from sessions_app.web.turn_follow import replay_after, turn_events, unsettled_tu
 from sessions_app.web.uimessage_chunks import DONE, PROTOCOL_HEADER, UIChunks, sse
 from sessions_app.web.uimessage_history import ui_messages
 
-BODY_KEYS = {"id", "messages", "trigger", "messageId"}
 TRIGGERS = ("submit-message", "regenerate-message")
 DATA_URL_RE = re.compile(r"data:([\w.+/-]{1,100})(;[\w=.-]{1,50})*;base64,")
 #: a tool part's type: ``tool-<name>`` (static) or ``dynamic-tool``
@@ -175,11 +174,10 @@ def _event_seq(*, agent: str, key: str, user: Any) -> int:
 # -- the views -----------------------------------------------------------------------------------------
 
 
-@uploads.bounded(lambda request: attachments.max_body_bytes())
 @api_view("POST")
 async def chat(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     """The hook's POST: start, continue (approvals) or regenerate; the UI message stream."""
-    chat_id, trigger, last, message_id = _parse(read_json(request, allowed=BODY_KEYS))
+    chat_id, trigger, last, message_id = _parse(read_json(request, allowed=None))
     after = await db(_event_seq)(agent=agent, key=chat_id, user=user)
     ref = SessionRef(agent, chat_id)
     if trigger == "regenerate-message":

@@ -44,6 +44,11 @@ ACCEPTED_OR_NOT_A_FORK_POINT = [*ACCEPTED_OR_TOO_LONG, "422"]
 #: and 415 where files go: their type is sniffed from their bytes, which a schema cannot say, so
 #: schema-valid random bytes are refused (README "Attachments")
 ACCEPTED_OR_NOT_A_FILE_WE_TAKE = [*ACCEPTED_OR_TOO_LONG, "415"]
+#: and 400, 415, 422 where a front-end protocol's message goes (AI SDK UI messages, AG-UI's
+#: RunAgentInput): their parts are the protocols' own, which the document outlines and the
+#: server validates (a last message with no text, a part that is not one, a file of a type we
+#: do not take, an answer the question's schema refuses)
+ACCEPTED_OR_NOT_A_MESSAGE = [*ACCEPTED_OR_TOO_LONG, "400", "415", "422"]
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +120,10 @@ expected-statuses = {ACCEPTED_OR_TOO_LONG!r}
 [[operations]]
 include-operation-id = ["uploadAttachment", "startTurn"]
 checks.positive_data_acceptance.expected-statuses = {ACCEPTED_OR_NOT_A_FILE_WE_TAKE!r}
+
+[[operations]]
+include-operation-id = ["uiChat", "aguiRun"]
+checks.positive_data_acceptance.expected-statuses = {ACCEPTED_OR_NOT_A_MESSAGE!r}
 
 [[operations]]
 include-operation-id = ["forkAtMessage"]

@@ -50,7 +50,6 @@ def test_no_credentials_is_a_401():
         {"id": "c1", "messages": []},
         {"id": "c1", "messages": [user_message()], "trigger": "resume-stream"},
         {"id": "c1", "messages": [{"role": "system", "parts": []}]},
-        {"id": "c1", "messages": [user_message()], "extra": 1},
         {"id": "c1", "messages": [{"role": "user", "parts": [{"type": "file", "url": "https://x/y.png"}]}]},
         {"id": "c1", "messages": [{"role": "assistant", "parts": [{"type": "text", "text": "x"}]}]},
     ],
