@@ -146,6 +146,9 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # upload, a multipart start and the webhook do): a larger one is refused (413) before it is
     # read (sessions_app/web/bodylimit.py; docs/operations.md "Request bodies")
     JUNE_MAX_BODY_BYTES = int(env.get("JUNE_MAX_BODY_BYTES", str(1024 * 1024)))
+    # park notifications (docs/operations.md "Notifications"): at most this many requests of one
+    # user's turns are notified per hour (0: no bound); the rest wait in the inbox
+    JUNE_NOTIFY_PARKS_PER_USER_HOUR = int(env.get("JUNE_NOTIFY_PARKS_PER_USER_HOUR", "10"))
     # an upload never sent with a message is deleted (row and file) by the sweeper after this long
     JUNE_UNSENT_ATTACHMENT_HOURS = float(env.get("JUNE_UNSENT_ATTACHMENT_HOURS", "24"))
     # retention (docs/privacy.md): the site's default for agents that declare none, JSON, e.g.

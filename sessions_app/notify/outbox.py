@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.urls import reverse
@@ -17,6 +18,7 @@ from django.utils import timezone
 from agents_app.runtime.notify import destination
 from sessions_app import models as m
 from sessions_app import services, wiring
+from sessions_app.notify import text
 from sessions_app.notify.config import NotifyConfig, config
 
 N = m.Notification
@@ -46,11 +48,14 @@ def _add(key: str, **fields: Any) -> bool:
 def _park_rows(turn: m.Turn, kind: str, cfg: NotifyConfig) -> int:
     request = (turn.pending or {}).get("request") or {}
     input_id = str(request.get("id") or "")
-    prompt = str(request.get("prompt") or request.get("title") or "")[:2000]
+    prompt = str(request.get("prompt") or request.get("title") or "")[:2000]  # the user's words, often
     link = card_link(turn.pk, cfg)
     what = "Reminder: an answer is still needed" if kind == "reminder" else "An answer is needed"
     subject = f"[June] {what}: {turn.session.agent}"[:300]
-    body = f"{prompt}\n\nAnswer it in the inbox: {link}\n"
+
+    def body(channel: str) -> str:
+        return f"The request:\n{text.quoted(prompt, channel)}\n\nAnswer it in the inbox: {link}\n"
+
     ref = f"{kind}:{turn.pk}:{turn.generation}:{input_id}"
     made = 0
     # the agent's ``notify`` (and its answering policy's) over the site's settings
@@ -67,7 +72,7 @@ def _park_rows(turn: m.Turn, kind: str, cfg: NotifyConfig) -> int:
                 input_id=input_id,
                 recipients=to,
                 subject=subject,
-                body=body,
+                body=body("email"),
             )
     if url:
         made += _add(
@@ -77,8 +82,8 @@ def _park_rows(turn: m.Turn, kind: str, cfg: NotifyConfig) -> int:
             turn_id=turn.pk,
             input_id=input_id,
             recipients=[url],
-            subject=subject,
-            body=body,
+            subject=text.for_channel(subject, text.WEBHOOK),
+            body=body(text.WEBHOOK),
         )
     return made
 
@@ -92,16 +97,43 @@ def notify_parks(*, now: dt.datetime | None = None) -> int:
     parked = m.Turn.objects.filter(status=m.TurnStatus.SUSPENDED, waiting=0, pending__isnull=False).select_related(
         "session"
     )
+    cap = settings.JUNE_NOTIFY_PARKS_PER_USER_HOUR
+    sent = _parks_notified_per_owner(now - dt.timedelta(hours=1)) if cap > 0 else {}
     for turn in parked:
         if not ((turn.pending or {}).get("request") or {}).get("id"):
             continue
+        owner = turn.session.owner_id
+        if cap > 0 and owner is not None and sent.get(owner, 0) >= cap:
+            continue  # this user's requests wait in the inbox; notified as the hour frees up
         input_id = str(turn.pending["request"]["id"])
         first = N.objects.filter(kind="park", turn_id=turn.pk, input_id=input_id).order_by("created_at").first()
+        rows = 0
         if first is None:
-            made += _park_rows(turn, "park", cfg)
+            rows = _park_rows(turn, "park", cfg)
         elif cfg.remind_after > 0 and first.created_at <= now - dt.timedelta(seconds=cfg.remind_after):
-            made += _park_rows(turn, "reminder", cfg)
+            rows = _park_rows(turn, "reminder", cfg)
+        if rows and owner is not None:
+            sent[owner] = sent.get(owner, 0) + 1
+        made += rows
     return made
+
+
+def _parks_notified_per_owner(since: dt.datetime) -> dict[Any, int]:
+    """How many parks (and reminders) of each user's turns were notified since ``since``: one
+    per request, whatever the number of channels it went to."""
+    refs = {
+        (turn_id, key.rsplit(":", 1)[0])
+        for key, turn_id in N.objects.filter(kind__in=("park", "reminder"), created_at__gte=since).values_list(
+            "key", "turn_id"
+        )
+    }
+    owners = dict(m.Turn.objects.filter(pk__in={t for t, _ in refs}).values_list("pk", "session__owner_id").iterator())
+    counts: dict[Any, int] = {}
+    for turn_id, _ in refs:
+        owner = owners.get(turn_id)
+        if owner is not None:
+            counts[owner] = counts.get(owner, 0) + 1
+    return counts
 
 
 def notify_failure(what: str, detail: str, *, key: str | None = None) -> bool:
@@ -125,7 +157,7 @@ def fold_digest(*, now: dt.datetime | None = None) -> int:
             return 0
         lines = [f"- {h.created_at:%Y-%m-%d %H:%M:%S} {h.subject}: {h.body[:300]}" for h in held]
         subject = f"[June] {len(held)} failure(s)"
-        body = "\n".join(lines) + "\n"
+        body = "\n".join(lines) + "\n"  # failures quote errors, which can quote anyone's text
         ref = f"digest:{now.timestamp()}:{held[0].pk}"
         admins = sorted(
             set(
@@ -144,7 +176,7 @@ def fold_digest(*, now: dt.datetime | None = None) -> int:
                 channel="webhook",
                 recipients=[cfg.webhook_url],
                 subject=subject,
-                body=body,
+                body=text.for_channel(body, text.WEBHOOK),
             )
         N.objects.filter(pk__in=[h.pk for h in held]).update(state=S.SENT, updated_at=now)
     return len(held)
