@@ -127,7 +127,9 @@ _pruned = {"at": 0.0}
 _prune_lock = threading.Lock()
 
 
-def admit(rate: Rate, subject: str, *, cap: int | None = None, now: float | None = None) -> Admitted:
+def admit(
+    rate: Rate, subject: str, *, cap: int | None = None, now: float | None = None, what: str = "turns"
+) -> Admitted:
     """Count one start of ``subject`` in ``rate``'s current window, or raise ``RateLimited``
     (nothing counted) when the window already holds the limit (``cap``, else the setting)."""
     cap = rate.limit() if cap is None else cap
@@ -142,7 +144,7 @@ def admit(rate: Rate, subject: str, *, cap: int | None = None, now: float | None
         wait = seconds_left(window + rate.seconds, now)
         raise RateLimited(
             # a person reads it: the setting is in `limit`, the wait in retry_after
-            f"too many turns: the limit is {cap} {'an' if rate.per == 'hour' else 'a'} {rate.per}",
+            f"too many {what}: the limit is {cap} {'an' if rate.per == 'hour' else 'a'} {rate.per}",
             retry_after=wait,
             limit=rate.setting,
         )
@@ -318,6 +320,13 @@ def admit_turn(
     if source == "webhook":
         return admit(WEBHOOK, agent, now=now)
     return NOT_COUNTED
+
+
+def admit_reset(*, user_id: Any, now: float | None = None) -> Admitted:
+    """Admit a user's reset (a new generation, and the session if it is new): it counts in the
+    same window as the user's turns, or raises ``RateLimited`` having counted nothing."""
+    own = user_limits(user_id, now=now)
+    return admit(USER, str(user_id), cap=own.turns_per_minute, now=now, what="turns and resets")
 
 
 # -- the dashboard -------------------------------------------------------------------------------------

@@ -187,9 +187,18 @@ def turn_cancel(
 
 
 def session_reset(*, agent: str, key: str, user: Any = None) -> dict[str, Any]:
-    if user is not None:
+    """A user's reset counts in their rate (``quotas.admit_reset``): refused (``RateLimited``)
+    before anything is created, given back when the reset itself is refused."""
+    if user is None:
+        return _host_call(agent, key, lambda host: host.reset(by=None))
+    wiring.agent(agent)  # an unknown agent is a 404, not a counted reset
+    admitted = quotas.admit_reset(user_id=user.pk)
+    try:
         session_for_user(agent=agent, key=key, user=user, create=True)
-    return _host_call(agent, key, lambda host: host.reset(by=_user_row(user)))
+        return _host_call(agent, key, lambda host: host.reset(by=_user_row(user)))
+    except BaseException:
+        admitted.refund()
+        raise
 
 
 # -- branches: edit an earlier message, regenerate the last reply, switch ------------------------------

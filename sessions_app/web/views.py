@@ -47,9 +47,11 @@ def home(request):
 @require_POST
 @login_required
 def session_new(request, agent: str):
+    """A new chat at a fresh key: nothing is created until its first message (a rate-limited
+    start creates the session), so these posts cost no row, whatever their number."""
     key = secrets.token_hex(4)
     try:
-        services.session_for_user(agent=agent, key=key, user=request.user, create=True)
+        wiring.agent(agent)
     except NotFound:
         raise Http404("no such agent") from None
     return redirect(reverse("sessions_app:chat", kwargs={"agent": agent, "key": key}))
