@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from tests.attachment_files import png
 from tests.install.host import OPERATOR, Host
 
 USER = {"username": "alice", "email": "alice@example.com", "password": "alice-pw-3907"}
@@ -29,10 +30,11 @@ def make_user(host: Host, fields: dict[str, str] = USER) -> None:
     )
 
 
-def watch_static(page: Any) -> list[tuple[str, int]]:
-    """Every static file the page asks for, with its status (filled as responses arrive)."""
+def watch_static(page: Any, where: str = "/static/") -> list[tuple[str, int]]:
+    """Every static file the page asks for (URLs holding ``where``), with its status (filled as
+    responses arrive)."""
     seen: list[tuple[str, int]] = []
-    page.on("response", lambda r: seen.append((r.url, r.status)) if "/static/" in r.url else None)
+    page.on("response", lambda r: seen.append((r.url, r.status)) if where in r.url else None)
     return seen
 
 
@@ -76,9 +78,9 @@ def wait_status(client: httpx.Client, path: str, status: str, timeout: float = 6
     return now
 
 
-def approve_in_admin(page: Any, admin: str, turn_id: str) -> None:
+def approve_in_admin(page: Any, admin: str, turn_id: str, login: str = OPERATOR["username"]) -> None:
     """The operator logs in to the host's admin and approves the parked call from the inbox."""
-    log_in(page, admin, f"{admin}login/", OPERATOR["username"], OPERATOR["password"])
+    log_in(page, admin, f"{admin}login/", login, OPERATOR["password"])
     page.goto(f"{admin}sessions_app/approvalrequest/")
     page.click(f"a[href*='{turn_id}']")
     page.click("#june-approve")
@@ -89,3 +91,22 @@ def swagger(page: Any, prefix: str) -> None:
     """The API's docs page renders its operations (Swagger UI's files load)."""
     page.goto(f"{prefix}api/docs/")
     page.wait_for_selector(".swagger-ui .opblock")
+
+
+def features(client: httpx.Client, session: str = "f1") -> None:
+    """What else a host's user reaches over the API: a turn with an attachment, search over
+    their messages, a fork (edit) of a sent message, the session's export."""
+    api = f"api/agents/clerk/sessions/{session}/"
+    up = client.post(api + "attachments", files={"file": ("dot.png", png(), "image/png")})
+    assert up.status_code == 201, up.text
+    turn = client.post(api + "turns", json={"text": "order 3 plates", "attachments": [up.json()["id"]]})
+    assert turn.status_code == 200 and turn.json()["status"] == "completed", turn.text
+    assert client.get(api + f"attachments/{up.json()['id']}").content == png()
+    found = client.get("api/search", params={"q": "plates"})
+    assert found.status_code == 200 and {r["session"] for r in found.json()["results"]} == {session}, found.text
+    fork = client.post(api + "messages/0/fork", json={"text": "order 4 bowls"})
+    assert fork.status_code == 202 and fork.json()["generation"] == 1, fork.text
+    forked = f"{api}turns/{fork.json()['turn_id']}"
+    assert wait_status(client, forked, "completed") == "completed"
+    export = client.get(api + "export", params={"format": "md"})
+    assert export.status_code == 200 and "bowls" in export.text, export.text[:300]
