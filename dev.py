@@ -80,7 +80,7 @@ def ensure_node_modules() -> None:
 
 
 def run() -> None:
-    ensure_venv("")
+    ensure_venv("site")  # this repository's site: every extra, and dj-database-url
     env = {**os.environ, "JUNE_EMBEDDED": "1", "DJANGO_SETTINGS_MODULE": "june_project.settings"}
     for key in ("DATABASE_URL", "REDIS_URL"):
         env.pop(key, None)  # the embedded default: SQLite, no external server

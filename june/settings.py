@@ -19,6 +19,7 @@ from ``june_settings()`` when June's apps load (``install_defaults``), that is f
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -246,6 +247,10 @@ def channel_layers(env: Mapping[str, str] | None = None, *, var_dir: str | Path 
     env = os.environ if env is None else env
     redis_url = env.get("REDIS_URL", "")
     if redis_url:
+        if importlib.util.find_spec("channels_redis") is None:
+            raise ImproperlyConfigured(
+                "REDIS_URL is set, and the Redis channel layer is not installed: pip install 'june-django[redis]'"
+            )
         # socket_timeout above channels_redis's 5 s blocking pop: redis-py 8 defaults to 5 s,
         # which turns every idle websocket's receive into a TimeoutError (a 1011 close)
         # prefix: the keys of one site (several sites, or test runs, may share one Redis)

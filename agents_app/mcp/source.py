@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import time
 import weakref
 from typing import Any
 
+from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.model import ToolSpec
 from agents_app.runtime.tools import Tool
 
@@ -262,5 +264,11 @@ async def status(agents: dict[str, Any]) -> dict[str, str]:
 
 
 def sources_for(agent: str, entries: Any) -> list[McpSource]:
-    """The agent's ``mcp`` declarations as tool sources (checked now: AgentConfigError)."""
-    return [McpSource(config) for config in parse_servers(agent, entries)]
+    """The agent's ``mcp`` declarations as tool sources (checked now: AgentConfigError, also
+    when the ``mcp`` SDK, the ``[mcp]`` extra, is not installed)."""
+    configs = parse_servers(agent, entries)
+    if configs and importlib.util.find_spec("mcp") is None:
+        raise AgentConfigError(
+            f"agent {agent!r} declares MCP servers, and the MCP SDK is not installed: pip install 'june-django[mcp]'"
+        )
+    return [McpSource(config) for config in configs]

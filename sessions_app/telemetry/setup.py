@@ -8,9 +8,12 @@ installed a tracer provider. ``OTEL_SDK_DISABLED=true`` turns it off. Decided on
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import threading
 from typing import Any
+
+from django.core.exceptions import ImproperlyConfigured
 
 _LOCK = threading.Lock()
 _DECIDED = False
@@ -38,6 +41,14 @@ def _installed() -> bool:
 
 
 def _install() -> None:
+    if importlib.util.find_spec("opentelemetry.sdk") is None or (
+        any(os.environ.get(v) for v in ENDPOINT_VARS)
+        and importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None
+    ):
+        raise ImproperlyConfigured(
+            "OTEL_EXPORTER_OTLP_ENDPOINT (or JUNE_OTEL_TEST_FILE) is set, and OpenTelemetry's SDK and "
+            "exporter are not installed: pip install 'june-django[otel]' (or unset it)"
+        )
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import tomllib
 from pathlib import Path
 
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
 import june
+from agents_app.mcp import sources_for
+from agents_app.runtime.errors import AgentConfigError
 from june import settings as june_settings
+from sessions_app.telemetry import setup as telemetry_setup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,3 +57,37 @@ def test_the_version_is_the_wheels_and_the_changelogs():
     assert "version" in project["dynamic"] and "version" not in project
     newest = re.search(r"^## (\d+\.\d+\.\d+)", (ROOT / "CHANGELOG.md").read_text(), re.M)[1]
     assert june.__version__ == newest
+
+
+@pytest.fixture
+def missing(monkeypatch):
+    """Make the named top-level packages look uninstalled to ``importlib.util.find_spec``."""
+    real = importlib.util.find_spec
+    gone: set[str] = set()
+
+    def find_spec(name, *args, **kwargs):
+        return None if name.split(".")[0] in gone or name in gone else real(name, *args, **kwargs)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    return gone
+
+
+def test_redis_without_its_extra_names_the_extra(missing):
+    missing.add("channels_redis")
+    with pytest.raises(ImproperlyConfigured, match=re.escape("pip install 'june-django[redis]'")):
+        june_settings.channel_layers({"REDIS_URL": "redis://127.0.0.1:6379/0"})
+    assert june_settings.channel_layers({}, var_dir="/tmp/x")["default"]["BACKEND"].endswith("UnixSocketChannelLayer")
+
+
+def test_mcp_servers_without_the_extra_name_it(missing):
+    missing.add("mcp")
+    with pytest.raises(AgentConfigError, match=re.escape("pip install 'june-django[mcp]'")):
+        sources_for("ops", [{"name": "inventory", "command": ["true"]}])
+    assert sources_for("ops", None) == []
+
+
+def test_otel_export_without_the_extra_names_it(missing, monkeypatch):
+    missing.add("opentelemetry.sdk")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+    with pytest.raises(ImproperlyConfigured, match=re.escape("pip install 'june-django[otel]'")):
+        telemetry_setup._install()
