@@ -14,6 +14,17 @@ import pytest
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, DEADLINE_MS
 
+#: what the docs test measured (the developer's time to a first answer, the lines pasted), printed
+#: in the run's summary, where CI's log shows it
+FIGURES: list[str] = []
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if FIGURES:
+        terminalreporter.section("docs/install.md: a developer's path")
+        for line in FIGURES:
+            terminalreporter.write_line(line)
+
 
 def on_postgres() -> bool:
     return os.environ.get("DATABASE_URL", "").startswith(("postgres://", "postgresql://"))

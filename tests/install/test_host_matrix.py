@@ -20,6 +20,40 @@ def _tags() -> set[str]:
     return {"postgres"} if on_postgres() else set()
 
 
+def test_a_uuid_email_user_and_static_files_served_elsewhere(host_database, new_context):
+    host, extra = variants.uuid_email_user_own_static(host_database, _tags())
+    try:
+        host.build()
+        variants.serve_static(host, extra["static_port"])
+        host.start()
+        user = {**person.USER}
+        person.make_user(host, user)
+
+        page = new_context(host.base).new_page()
+        static = person.watch_static(page, where=f"127.0.0.1:{extra['static_port']}/")
+        person.log_in(page, "/assistant/", "/assistant/login/", extra["login"], user["password"])
+        reply, _ = person.chat(page, "/assistant/", "clerk", "order 2 mugs")
+        assert "create_order" in reply, reply
+        person.swagger(page, "/assistant/")
+        names = {url.rsplit("/", 1)[-1] for url, _ in static}
+        assert {"june.css", "chat.js", "swagger-ui-bundle.js"} <= names, static
+        assert all(status in (200, 304) for _, status in static), static
+
+        client = person.api(host, "/assistant/", host.manage("june", "token", extra["login"]).strip())
+        person.features(client)
+        parked = client.post("api/agents/clerk/sessions/s2/turns", json={"text": "refund order 1 5"}).json()
+        assert parked["status"] == "suspended", parked
+        operator = new_context(host.base).new_page()
+        person.approve_in_admin(operator, "/admin/", parked["turn_id"], login=extra["operator"])
+        done = person.wait_status(client, f"api/agents/clerk/sessions/s2/turns/{parked['turn_id']}", "completed")
+        assert done == "completed"
+    except BaseException:
+        print(host.logs())
+        raise
+    finally:
+        host.stop()
+
+
 def test_own_auth_urls_and_login_url_with_june_at_the_root(host_database, new_context):
     host, _ = variants.own_auth_at_root(host_database, _tags())
     try:
