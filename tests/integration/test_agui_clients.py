@@ -15,7 +15,8 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def site(django_db_setup, django_db_blocker, tmp_path_factory):
-    with live_site(tmp_path_factory.mktemp("agui")) as url:
+    # a slow demo stream, so a reload lands mid-run
+    with live_site(tmp_path_factory.mktemp("agui"), JUNE_DEMO_DELAY="0.02") as url:
         yield url
 
 
@@ -55,3 +56,11 @@ def test_a_tool_approval_is_an_interrupt_answered_by_a_resume_run(run):
     assert "TOOL_CALL_RESULT" in seen["second"] and seen["secondOutcome"]["type"] == "success"
     assert list(Order.objects.values_list("item", "quantity")) == [("cups", 4)]
     assert m.Answer.objects.get().answer == {"decision": "approve"}
+
+
+def test_a_client_reloaded_mid_run_reattaches_and_gets_the_whole_turn(run):
+    seen = run("t-reload", "essay", reattach=True)
+    assert seen["deltasBeforeReload"] >= 3
+    assert seen["events"][0] == "RUN_STARTED" and seen["outcome"]["type"] == "success"
+    turn = m.Turn.objects.get(session__key="t-reload")
+    assert turn.status == "completed" and seen["text"] == turn.text

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from agents_app.models import Order
+from agents_app.models import Attachment, Order
 from sessions_app import models as m
 from tests.fault.qcluster import wait_for
 from tests.integration.live_site import live_site, node
@@ -61,11 +61,34 @@ def test_a_tool_call_streams_as_ui_chunks_and_the_history_matches(chat):
     assert _text(reply) == turn.text
 
 
+#: the smallest PNG (1x1), as a data: URL
+PNG = (
+    "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "YPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+
+
+def test_a_file_part_reaches_the_model_as_an_attachment(chat):
+    seen = chat("file", "c-file", text="what is this?", dataUrl=PNG)
+    assert seen["types"][-1] == "finish"
+    assert "I received 1 attachment" in _text(seen["message"])
+    turn = m.Turn.objects.get(session__key="c-file")
+    (row,) = Attachment.objects.filter(turn_id=turn.pk)
+    assert row.content_type == "image/png" and row.name == "dot.png"
+    (file_part,) = [p for p in seen["history"][0]["parts"] if p["type"] == "file"]
+    assert file_part["mediaType"] == "image/png" and file_part["url"].endswith(f"/attachments/{row.pk}")
+
+
 def test_an_approval_answered_from_the_client_runs_the_call_once(chat):
     seen = chat("approval", "c-approve", text="bulk order 5 mugs", approve=True)
     assert seen["first"][-2:] == ["tool-approval-request", "finish"]
     (asked,) = _tools(seen["asked"])
     assert asked["state"] == "approval-requested" and asked["approval"]["id"].startswith("approve:")
+    # reloaded while parked: the history and the resume request show the same open approval
+    (stored,) = _tools(seen["parkedHistory"][-1])
+    assert stored["state"] == "approval-requested" and stored["approval"]["id"] == asked["approval"]["id"]
+    assert seen["replay"][-2:] == ["tool-approval-request", "finish"]
+    assert _tools(seen["replayMessage"])[0]["approval"]["id"] == asked["approval"]["id"]
     (done,) = _tools(seen["message"])
     assert done["state"] == "output-available"
     assert "tool-output-available" in seen["second"] and seen["second"][-1] == "finish"

@@ -24,6 +24,20 @@ function recorder() {
   return { events, subscriber, outcome: () => outcome };
 }
 
+if (args.reattach) {
+  // a reload mid-run: the first client goes away after a few deltas; a new one reattaches
+  // (a run with no new user message) and gets the whole turn, replayed from June's log
+  agent.addMessage({ id: `u-${Date.now()}`, role: "user", content: args.text });
+  let deltas = 0;
+  await agent.runAgent({}, { onTextMessageContentEvent: () => (++deltas >= 3 ? agent.abortRun() : undefined) }).catch(() => {});
+  const fresh = new HttpAgent({ url: agent.url, headers: agent.headers, threadId: args.thread });
+  const again = recorder();
+  await fresh.runAgent({}, again.subscriber);
+  const text = fresh.messages.filter((m) => m.role === "assistant").map((m) => m.content).join("");
+  process.stdout.write(`${JSON.stringify({ deltasBeforeReload: deltas, events: again.events, outcome: again.outcome(), text })}\n`);
+  process.exit(0);
+}
+
 agent.addMessage({ id: `u-${Date.now()}`, role: "user", content: args.text });
 const first = recorder();
 await agent.runAgent({}, first.subscriber);

@@ -69,6 +69,9 @@ const scenarios = {
     const user = userMessage(args.text);
     const first = await send([user]);
     const asked = first.message;
+    // a reload while parked: the history and the resume request both show the open approval
+    const parkedHistory = await history();
+    const replay = await read(await transport.reconnectToStream({ chatId: args.chat }), undefined);
     const answered = {
       ...asked,
       parts: asked.parts.map((p) =>
@@ -77,7 +80,14 @@ const scenarios = {
     };
     const second = await send([user, answered], { messageId: asked.id, continueMessage: answered });
     const again = await statusOf(send([user, answered], { messageId: asked.id, continueMessage: answered }));
-    return { first: types(first.chunks), asked, second: types(second.chunks), message: second.message, again };
+    return { first: types(first.chunks), asked, parkedHistory, replay: types(replay.chunks), replayMessage: replay.message, second: types(second.chunks), message: second.message, again };
+  },
+
+  // a person's message with a file part (a data: URL, as sendMessage({ files }) makes it)
+  async file() {
+    const user = { ...userMessage(args.text), parts: [{ type: "text", text: args.text }, { type: "file", mediaType: "image/png", filename: "dot.png", url: args.dataUrl }] };
+    const { chunks, message } = await send([user]);
+    return { types: types(chunks), message, history: await history() };
   },
 
   // a question only an operator may answer: shown as waiting; answering it from the chat is refused
