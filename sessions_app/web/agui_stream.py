@@ -16,7 +16,7 @@ Bearer token or session login, as the whole API."""
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 from ag_ui.core import RunAgentInput
 from django.conf import settings
@@ -72,6 +72,8 @@ def _user_text(run: RunAgentInput) -> str | None:
     content = last.content
     if isinstance(content, str):
         return content
+    if not isinstance(content, list):
+        raise BadRequest("a user message's content must be text or a list of content parts")
     return "\n".join(str(getattr(part, "text", "")) for part in content if getattr(part, "type", None) == "text")
 
 
@@ -157,20 +159,23 @@ async def agui_run(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     )
 
 
-async def _stream(events: AsyncIterator[dict[str, Any] | None], fold: AguiRun) -> AsyncIterator[bytes]:
+async def _stream(events: AsyncGenerator[dict[str, Any] | None, None], fold: AguiRun) -> AsyncIterator[bytes]:
     keepalive = settings.JUNE_SSE_KEEPALIVE_SECONDS
     last_write = time.monotonic()
-    for event in fold.open():
-        yield encode(event)
-    async for item in events:
-        now = time.monotonic()
-        if item is None:
-            if now - last_write >= keepalive:
-                last_write = now
-                yield comment("keep-alive")
-            continue
-        for event in fold.feed(item):
-            last_write = now
+    try:
+        for event in fold.open():
             yield encode(event)
-    for event in fold.close():
-        yield encode(event)
+        async for item in events:
+            now = time.monotonic()
+            if item is None:
+                if now - last_write >= keepalive:
+                    last_write = now
+                    yield comment("keep-alive")
+                continue
+            for event in fold.feed(item):
+                last_write = now
+                yield encode(event)
+        for event in fold.close():
+            yield encode(event)
+    finally:  # a client gone mid-stream: its follower leaves the channel group now, not at GC
+        await events.aclose()

@@ -11,7 +11,7 @@ each marked with whether the caller may answer it (the answer path's rule, asked
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator
 
 from django.conf import settings
 
@@ -55,7 +55,7 @@ def _owed(turn_id: str, user: Any) -> dict[str, bool]:
 
 async def turn_events(
     ref: SessionRef, *, turn_id: str, after: int, user: Any, follower: SessionFollower | None = None
-) -> AsyncIterator[dict[str, Any] | None]:
+) -> AsyncGenerator[dict[str, Any] | None, None]:
     """The turn's events (JSON) from ``after``; None on an idle tick (send a keep-alive). Ends
     after its last event, after the questions it is parked on, or at JUNE_API_STREAM_SECONDS
     (the client then resumes). Closes the follower (pass one opened before the turn started,

@@ -23,7 +23,7 @@ import base64
 import binascii
 import re
 import time
-from typing import Any, AsyncIterator
+from typing import Any, AsyncGenerator, AsyncIterator
 
 from django.conf import settings
 from django.core.files.base import ContentFile
@@ -150,7 +150,8 @@ def _answer(
             via="api",
             remote_addr=remote,
         )
-    return str(turn.pk), selectors.turn_with_session(turn.pk).status == m.TurnStatus.SUSPENDED
+    now = selectors.turn_with_session(turn.pk)
+    return str(turn.pk), now is not None and now.status == m.TurnStatus.SUSPENDED
 
 
 def _regenerate(*, agent: str, key: str, user: Any, message_id: str | None) -> str:
@@ -223,11 +224,13 @@ def _unsettled(*, agent: str, key: str, user: Any) -> tuple[str, int] | None:
 
 @api_view("POST")
 def chat_cancel(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
-    """Stop: cancel the chat's queued or running turn (200 with it); 204 when none is."""
+    """Stop: cancel the chat's unsettled turn (200 with it); 204 when there is none. The rule is
+    every cancel's (``rules.check_cancellable``): a turn parked on a question is a 409 (answer it,
+    or reset), one parked on its subagents is cancelled with them."""
     read_json(request, allowed=set())
     row = services.session_for_user(agent=agent, key=session, user=user)
     turn = unsettled_turn(row) if row is not None else None
-    if turn is None or turn.status == m.TurnStatus.SUSPENDED:  # a parked turn waits: answer or reset
+    if turn is None:
         return HttpResponse(status=204)
     services.turn_cancel(turn_id=turn.pk, agent=agent, key=session, user=user)
     turn = selectors.turn_with_session(turn.pk) or turn
@@ -241,7 +244,7 @@ def chat_messages(request: HttpRequest, user: Any, agent: str, session: str) -> 
     return JsonResponse({"messages": ui_messages(row) if row is not None else []})
 
 
-async def _still_parked(turn_id: str) -> AsyncIterator[dict[str, Any] | None]:
+async def _still_parked(turn_id: str) -> AsyncGenerator[dict[str, Any] | None, None]:
     yield {"type": "turn.parked", "turn_id": turn_id}
 
 
@@ -252,7 +255,7 @@ def _response(
     after: int,
     user: Any,
     follower: SessionFollower | None = None,
-    events: AsyncIterator[dict[str, Any] | None] | None = None,
+    events: AsyncGenerator[dict[str, Any] | None, None] | None = None,
 ) -> StreamingHttpResponse:
     events = events or turn_events(ref, turn_id=turn_id, after=after, user=user, follower=follower)
     return StreamingHttpResponse(
@@ -262,23 +265,26 @@ def _response(
     )
 
 
-async def _chunks(events: AsyncIterator[dict[str, Any] | None], fold: UIChunks) -> AsyncIterator[bytes]:
+async def _chunks(events: AsyncGenerator[dict[str, Any] | None, None], fold: UIChunks) -> AsyncIterator[bytes]:
     """SSE bytes: the fold's chunks, keep-alive comments while idle, ``[DONE]`` after the end."""
     keepalive = settings.JUNE_SSE_KEEPALIVE_SECONDS
     last_write = time.monotonic()
-    for chunk in fold.open():
-        yield sse(chunk)
-    async for event in events:
-        now = time.monotonic()
-        if event is None:
-            if now - last_write >= keepalive:
-                last_write = now
-                yield comment("keep-alive")
-            continue
-        for chunk in fold.feed(event):
-            last_write = now
+    try:
+        for chunk in fold.open():
             yield sse(chunk)
-    for chunk in fold.close():
-        yield sse(chunk)
-    if fold.finished:
-        yield DONE
+        async for event in events:
+            now = time.monotonic()
+            if event is None:
+                if now - last_write >= keepalive:
+                    last_write = now
+                    yield comment("keep-alive")
+                continue
+            for chunk in fold.feed(event):
+                last_write = now
+                yield sse(chunk)
+        for chunk in fold.close():
+            yield sse(chunk)
+        if fold.finished:
+            yield DONE
+    finally:  # a client gone mid-stream: its follower leaves the channel group now, not at GC
+        await events.aclose()

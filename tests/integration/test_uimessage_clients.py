@@ -116,6 +116,8 @@ def test_an_operators_question_shows_as_waiting_and_the_chat_may_not_answer_it(c
     input_id = waiting[0]["data"]["id"]
     refused = chat("waiting", "c-wait2", text="refund order 8 $3", inputId=input_id)
     assert refused["answer"].startswith("403 "), refused["answer"]
+    # stop does not throw the question away: every cancel's rule (answer it, or reset)
+    assert refused["cancel"] == 409 and m.Turn.objects.get(session__key="c-wait2").status == "suspended"
 
 
 def test_stop_cancels_the_turn(chat):

@@ -102,7 +102,8 @@ const scenarios = {
       ],
     };
     const answer = await statusOf(send([user, fake], { messageId: first.message.id, continueMessage: fake }));
-    return { types: types(first.chunks), message: first.message, answer };
+    const cancel = (await fetch(`${api}/${args.chat}/cancel`, { method: "POST", headers })).status;
+    return { types: types(first.chunks), message: first.message, answer, cancel };
   },
 
   // stop: the fetch aborted (what useChat's stop() does) and the cancel said out loud
