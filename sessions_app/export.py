@@ -1,6 +1,7 @@
 """A conversation (one generation of a session) as a download: JSON and Markdown.
 
-The JSON keeps what a message holds that a reader or a program needs: role, text, the tool
+The JSON keeps what a message holds that a reader or a program needs: role, text, the files
+attached to it (name, type, size, pages and the URL its owner downloads it from), the tool
 calls an assistant message made, a tool message's result, the turn that wrote it and when.
 The Markdown is the same read as a transcript. Both are built from the message log only (one
 query, bounded by ``MAX_MESSAGES``; a longer generation says it was cut); who may download is
@@ -13,9 +14,11 @@ import json
 import re
 from typing import Any
 
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
+from django.urls import NoReverseMatch, reverse
 from django.utils import timezone
 
+from agents_app import attachments as files
 from sessions_app import models as m
 
 #: messages exported at most from one generation (``truncated`` says when there were more)
@@ -30,7 +33,23 @@ ROLE_HEADINGS = {
 }
 
 
-def _message(row: m.Message) -> dict[str, Any]:
+def _attachment(session: m.Session, meta: dict[str, Any], request: HttpRequest | None) -> dict[str, Any]:
+    """An attached file as exported: its metadata and the URL its owner (or staff) downloads it
+    from, absolute when the export answers a request."""
+    try:
+        url = reverse(
+            "june_api:attachment",
+            kwargs={"agent": session.agent, "session": session.key, "attachment_id": str(meta.get("id") or "")},
+        )
+    except NoReverseMatch:  # not an id (a damaged row): listed without a link
+        url = ""
+    if url and request is not None:
+        url = request.build_absolute_uri(url)
+    keep = ("id", "name", "type", "size", "pages")
+    return {**{k: meta.get(k) for k in keep}, "url": url}
+
+
+def _message(row: m.Message, session: m.Session, request: HttpRequest | None = None) -> dict[str, Any]:
     data = row.data if isinstance(row.data, dict) else {}
     out: dict[str, Any] = {
         "index": row.index,
@@ -39,6 +58,9 @@ def _message(row: m.Message) -> dict[str, Any]:
         "created_at": row.created_at.isoformat() if row.created_at else None,
         "text": str(data.get("text") or ""),
     }
+    attached = [a for a in data.get("attachments") or () if isinstance(a, dict)]
+    if attached:
+        out["attachments"] = [_attachment(session, a, request) for a in attached]
     if row.role == "assistant":
         out["tool_calls"] = [
             {"id": c.get("id"), "name": c.get("name"), "input": c.get("input")}
@@ -63,8 +85,11 @@ def _first_words(rows: list[m.Message]) -> str:
     return line if len(line) <= 60 else line[:59].rsplit(" ", 1)[0] + "…"
 
 
-def conversation(*, session: m.Session, generation: int, title: str = "") -> dict[str, Any]:
-    """The generation as the JSON export: its session, whether it is live, its messages in order."""
+def conversation(
+    *, session: m.Session, generation: int, title: str = "", request: HttpRequest | None = None
+) -> dict[str, Any]:
+    """The generation as the JSON export: its session, whether it is live, its messages in order
+    (``request``: attachments' links are absolute)."""
     rows = list(
         m.Message.objects.filter(session=session, generation=generation)
         .order_by("index")
@@ -78,7 +103,7 @@ def conversation(*, session: m.Session, generation: int, title: str = "") -> dic
         "live": generation == session.generation,
         "exported_at": timezone.now().isoformat(),
         "truncated": len(rows) > MAX_MESSAGES,
-        "messages": [_message(r) for r in rows[:MAX_MESSAGES]],
+        "messages": [_message(r, session, request) for r in rows[:MAX_MESSAGES]],
     }
 
 
@@ -100,6 +125,13 @@ def _fence(text: str, info: str = "") -> str:
     return f"{ticks}{info}\n{text}\n{ticks}"
 
 
+def _link(meta: dict[str, Any]) -> str:
+    """``[name](<url>)``: brackets and backslashes in a file's name escaped, so a name cannot end
+    the link or start one of its own."""
+    name = re.sub(r"([\\\[\]`*_<>])", r"\\\1", str(meta.get("name") or "file"))
+    return f"[{name}](<{meta['url']}>)" if meta.get("url") else name
+
+
 def as_markdown(doc: dict[str, Any]) -> str:
     """A readable transcript: a heading per message (who, when), the text as written, tool calls
     and results as JSON blocks."""
@@ -118,6 +150,12 @@ def as_markdown(doc: dict[str, Any]) -> str:
         lines += [f"## {heading} · #{msg['index']} · {msg['created_at'] or ''}", ""]
         if msg["text"]:
             lines += [msg["text"], ""]
+        for meta in msg.get("attachments", ()):
+            # "report.pdf (application/pdf, 3 pages, 45,678 bytes)", the name as a link
+            details = files.describe({**meta, "name": ""})
+            lines.append(f"- Attached: {_link(meta)}{details}")
+        if msg.get("attachments"):
+            lines.append("")
         for call in msg.get("tool_calls", ()):
             lines += [
                 f"Calls `{call['name']}`:",
@@ -134,9 +172,11 @@ def render(doc: dict[str, Any], fmt: str) -> str:
     return as_markdown(doc) if fmt == "md" else as_json(doc)
 
 
-def download(session: m.Session, generation: int, fmt: str, *, title: str = "") -> HttpResponse:
+def download(
+    session: m.Session, generation: int, fmt: str, *, title: str = "", request: HttpRequest | None = None
+) -> HttpResponse:
     """The generation as an attachment in ``fmt`` (``md`` or ``json``)."""
-    doc = conversation(session=session, generation=generation, title=title)
+    doc = conversation(session=session, generation=generation, title=title, request=request)
     response = HttpResponse(render(doc, fmt), content_type=FORMATS[fmt])
     response["Content-Disposition"] = f'attachment; filename="{filename(doc, fmt)}"'
     response["X-Content-Type-Options"] = "nosniff"

@@ -73,4 +73,4 @@ def export_view(model_admin: Any, request: HttpRequest, object_id: str, generati
     if not 0 <= generation <= session.generation:
         raise Http404("no such generation")
     audit_staff_read(request=request, action=AuditAction.EXPORT_READ, session=session, generation=generation)
-    return export.download(session, generation, fmt)
+    return export.download(session, generation, fmt, request=request)

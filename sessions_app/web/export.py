@@ -41,7 +41,7 @@ GENERATION_RE = re.compile(r"[0-9]{1,9}")
 @login_required
 def export_live(request: HttpRequest, agent: str, key: str, fmt: str) -> HttpResponse:
     session = _own(request, agent, key)
-    return export.download(session, session.generation, fmt)
+    return export.download(session, session.generation, fmt, request=request)
 
 
 @require_safe
@@ -50,7 +50,7 @@ def export_archived(request: HttpRequest, agent: str, key: str, generation: int,
     session = _own(request, agent, key)
     if not 0 <= generation < session.generation:
         raise Http404("no such archived generation")
-    return export.download(session, generation, fmt)
+    return export.download(session, generation, fmt, request=request)
 
 
 @api.api_view("GET")
@@ -68,4 +68,4 @@ def api_export(request: HttpRequest, user: Any, agent: str, session: str) -> Htt
         if int(raw) > row.generation:
             raise NotFound(f"no generation {raw} in this session")
         generation = int(raw)
-    return export.download(row, generation, fmt)
+    return export.download(row, generation, fmt, request=request)
