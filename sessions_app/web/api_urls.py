@@ -26,6 +26,9 @@ urlpatterns = [
     path("search", search.api_search, name="search"),
     path("attachments/unsent", files.unsent_attachments, name="unsent-attachments"),
     path("agents/<str:agent>/sessions/", lists.session_list, name="sessions"),
+    # without the slash too (the API's other collections, ``…/turns``, ``…/branches``, have none):
+    # an alias of the route above, not a route of the document's
+    re_path(r"^agents/(?P<agent>[^/]+)/sessions$", lists.session_list),
     path(SESSION, lists.session_detail, name="session"),
     path(SESSION + "turns", lists.turns_collection, name="turns"),
     path(SESSION + "turns/<str:turn_id>", api.turn_detail, name="turn"),

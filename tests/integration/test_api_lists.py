@@ -70,6 +70,15 @@ def test_sessions_list_is_the_callers_newest_activity_first_and_paginated(api, a
     assert Api(None).get("/api/agents/ops/sessions/")[0] == 401
 
 
+def test_the_sessions_list_answers_without_its_trailing_slash(api, alice):
+    """``GET /api/agents/ops/sessions`` (no slash, as the API's other collections are spelled)
+    was a 404 "no API route"."""
+    _queue(api, "a", "hello a")
+    status, page, _ = api.get("/api/agents/ops/sessions?limit=5")
+    assert status == 200 and [s["session"] for s in page["sessions"]] == ["a"]
+    assert Api(None).get("/api/agents/ops/sessions")[0] == 401
+
+
 def test_turns_list_is_paginated_newest_first(api):
     ids = [_queue(api, "s1", f"message {n}") for n in range(5)]
     status, page, _ = api.get(f"{BASE}/s1/turns?limit=2")
