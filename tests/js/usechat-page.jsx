@@ -19,8 +19,9 @@ function Part({ part }) {
   return null;
 }
 
-function App() {
-  const { messages, sendMessage, status } = useChat({ id: chat, transport });
+function App({ history }) {
+  // June keeps the conversation: the page starts from its history, and resumes a turn under way
+  const { messages, sendMessage, status } = useChat({ id: chat, transport, messages: history, resume: true });
   const [input, setInput] = useState("");
   return (
     <main>
@@ -48,4 +49,6 @@ function App() {
   );
 }
 
-createRoot(document.getElementById("root")).render(<App />);
+const response = await fetch(`${api}/${chat}/messages`, { headers: { Authorization: `Bearer ${token}` } });
+const { messages: history } = await response.json();
+createRoot(document.getElementById("root")).render(<App history={history} />);
