@@ -110,3 +110,22 @@ def features(client: httpx.Client, session: str = "f1") -> None:
     assert wait_status(client, forked, "completed") == "completed"
     export = client.get(api + "export", params={"format": "md"})
     assert export.status_code == 200 and "bowls" in export.text, export.text[:300]
+
+
+def run_schedule_now(page: Any, admin: str) -> None:
+    """The operator (logged in to the admin) presses the schedule's Run now."""
+    page.goto(f"{admin}agents_app/agentschedule/")
+    page.click(".june-run-now")
+    page.wait_for_load_state()
+
+
+def wait_turns(client: httpx.Client, session_api: str, timeout: float = 90) -> list[dict]:
+    """The session's turns once one has completed (a schedule's run is due within ~30 s)."""
+    deadline, turns = time.monotonic() + timeout, []
+    while time.monotonic() < deadline:
+        r = client.get(session_api + "turns")
+        turns = r.json().get("turns", []) if r.status_code == 200 else []
+        if any(t.get("status") == "completed" for t in turns):
+            break
+        time.sleep(0.5)
+    return turns

@@ -75,6 +75,11 @@ def test_own_auth_urls_and_login_url_with_june_at_the_root(host_database, new_co
         person.approve_in_admin(operator, "/admin/", parked["turn_id"])
         done = person.wait_status(client, f"api/agents/clerk/sessions/s2/turns/{parked['turn_id']}", "completed")
         assert done == "completed"
+
+        # the agent's schedule, run now from the admin: a turn in alice's session
+        person.run_schedule_now(operator, "/admin/")
+        turns = person.wait_turns(client, "api/agents/clerk/sessions/stocktake/")
+        assert [t["status"] for t in turns] == ["completed"], turns
     except BaseException:
         print(host.logs())
         raise

@@ -86,13 +86,25 @@ def serve_static(host: Host, port: int) -> subprocess.Popen:
     return proc
 
 
+#: a schedule of the host's agent (docs/proactive.md): its runs open turns in alice's session
+SCHEDULE = """
+
+schedules = [
+    {"name": "stocktake", "cron": "0 6 * * *", "seed": "order 1 ledger", "session": "stocktake", "owner": "alice"}
+]
+"""
+
+
 def own_auth_at_root(database_url: str, tags: set[str]) -> tuple[Host, dict]:
-    """Its own auth URLs (``django.contrib.auth.urls``, its template) and LOGIN_URL, June at ""."""
+    """Its own auth URLs (``django.contrib.auth.urls``, its template) and LOGIN_URL, June at "";
+    its agent declares a schedule, which an operator runs from the admin."""
 
     def login_template(host: Host) -> None:
         folder = host.cwd / "shop" / "templates" / "registration"
         folder.mkdir(parents=True)
         (folder / "login.html").write_text(LOGIN)
+        with open(host.cwd / "shop" / "agents" / "clerk" / "agent.py", "a") as agent:
+            agent.write(SCHEDULE)
 
     host = Host(
         tags=tags | {"api"},
