@@ -91,3 +91,17 @@ def test_otel_export_without_the_extra_names_it(missing, monkeypatch):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
     with pytest.raises(ImproperlyConfigured, match=re.escape("pip install 'june-django[otel]'")):
         telemetry_setup._install()
+
+
+def test_every_runtime_dependency_and_extra_is_on_the_install_page():
+    """docs/install.md "What it installs" justifies each runtime dependency and names each extra:
+    a dependency added without a reason there fails here."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    page = (ROOT / "docs" / "install.md").read_text()
+    section = page[page.index("## What it installs") :]
+    for requirement in project["dependencies"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement)[0]
+        assert f"`{name}" in section, f'{name} is not in docs/install.md\'s "What it installs"'
+    for extra in project["optional-dependencies"]:
+        if extra not in ("test", "site"):  # this repository's own
+            assert f"`[{extra}]`" in section, f"the [{extra}] extra is not in docs/install.md"
