@@ -13,7 +13,8 @@ import pytest
 from tests.install import person, variants
 from tests.install.conftest import on_postgres
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+# a whole project built and driven: minutes on a loaded machine, not the suite's 300 s default
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
 
 
 def _tags() -> set[str]:

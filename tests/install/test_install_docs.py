@@ -24,7 +24,8 @@ from tests.install import page, person
 from tests.install.conftest import FIGURES, on_postgres
 from tests.install.host import Host
 
-pytestmark = [pytest.mark.slow, pytest.mark.browser]
+# a whole project built and driven: minutes on a loaded machine, not the suite's 300 s default
+pytestmark = [pytest.mark.slow, pytest.mark.browser, pytest.mark.timeout(900)]
 
 
 def purchases(host: Host) -> list[dict]:
@@ -97,6 +98,7 @@ def test_the_install_page_builds_a_working_site(host_database, new_context):
         person.approve_in_admin(operator, "/admin/", parked["turn_id"])
         turn_path = f"api/agents/clerk/sessions/s2/turns/{parked['turn_id']}"
         assert person.wait_status(client, turn_path, "completed") == "completed"
+        person.features(client)  # attachments, search, a fork, export
         assert httpx.get(host.base + "/healthz").status_code == 200
     except BaseException:
         print(host.logs())
