@@ -13,6 +13,8 @@ import pytest
 #: ``@pytest.mark.slow`` themselves.
 SLOW_SUITES = ("browser", "fault", "hostile")
 TESTS = Path(__file__).resolve().parent
+#: a host project with a test suite of its own (run as its team runs it: tests/integration/test_hostproject_suite.py)
+collect_ignore = ["hostproject"]
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,0 +1,58 @@
+"""The host project's own test suite (tests/hostproject: pytest-django, June's ``june`` fixture
+from its pytest11 entry point, the shop's clerk agent and its ``Purchase`` table) run as its team
+runs it, ``pytest`` in its folder, on this suite's backend; and docs/testing.md's example is that
+suite's code, so the page shows what runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import is_postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+HOST = ROOT / "tests" / "hostproject"
+
+
+def _database_url() -> str | None:
+    if not is_postgres():
+        return None  # SQLite: pytest-django's in-memory test database
+    from django.db import connection
+
+    p = connection.settings_dict
+    # a database name of its own: pytest-django creates test_<name> and drops it after
+    name = f"{p['NAME']}_hostsuite_{os.getpid()}"
+    return f"postgres://{p['USER']}@{p['HOST'] or '127.0.0.1'}:{p['PORT'] or 5432}/{name}"
+
+
+@pytest.mark.slow  # a pytest process of its own: 18-30 s on a loaded machine
+def test_the_host_projects_suite_passes_with_the_june_fixture(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST", "JUNE_", "DATABASE_URL"))}
+    url = _database_url()
+    if url:
+        env["DATABASE_URL"] = url
+    env["HOST_VAR_DIR"] = str(tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q"],
+        env=env,
+        cwd=HOST,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
+    assert re.search(r"\b6 passed\b", out.stdout), out.stdout[-2000:]
+
+
+def test_the_testing_pages_example_is_the_host_suites_code():
+    page = (ROOT / "docs" / "testing.md").read_text()
+    suite = (HOST / "shop" / "tests" / "test_clerk_agent.py").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
+    assert blocks
+    for block in blocks:
+        assert block in suite, block[:200]

@@ -1,0 +1,73 @@
+"""``june.testing``'s ``june`` fixture (the pytest11 plugin, loaded by this suite as by any
+project that installs June) on the site's own ``ops`` agent: scripted replies, a ``def`` tool's
+row in the test's transaction or committed, a crash on each side of the tool's unit, a cancel
+of a queued turn, a conversation of two turns."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents_app.models import Order
+from june.testing import ModelRequest, reply
+
+ORDER = [reply("", ("create_order", {"item": "mug", "quantity": 2})), reply("Ordered.")]
+
+
+@pytest.mark.django_db
+def test_the_fixture_comes_from_the_entry_point(request):
+    plugin = request.config.pluginmanager.get_plugin("june")
+    assert plugin is not None and plugin.__name__ == "june.testing.plugin"
+
+
+@pytest.mark.django_db
+def test_a_def_tools_row_is_in_the_tests_transaction(june):
+    turn = june.run("ops", "order 2 mugs", model=ORDER)
+
+    assert (turn.status, turn.text) == ("completed", "Ordered.")
+    order = Order.objects.get()
+    assert turn.calls("create_order")[0].result["order_id"] == order.pk
+    assert turn.units == [] and turn.crashes == 0  # no plan: nothing counted
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transactional_test_sees_the_committed_row(june):
+    turn = june.run("ops", "order 2 mugs", model=ORDER)
+
+    assert turn.status == "completed"
+    assert Order.objects.filter(turn_id=turn.turn_id).count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("where", ["crash_after", "crash_before"])
+@pytest.mark.parametrize("point", ["create_order", 2, 3])
+def test_a_crash_at_any_unit_leaves_one_order(june, where, point):
+    turn = june.run("ops", "order 2 mugs", model=ORDER, **{where: point})
+
+    assert turn.status == "completed" and turn.crashes == 1
+    assert Order.objects.count() == 1
+    assert turn.event_types.count("turn.completed") == 1
+
+
+@pytest.mark.django_db
+def test_a_function_script_sees_the_request(june):
+    seen: list[ModelRequest] = []
+
+    def script(request: ModelRequest):
+        seen.append(request)
+        return reply(f"you said {request.messages[-1].text}")
+
+    first = june.run("ops", "hello", model=script)
+    second = june.run("ops", "again", model=script)
+
+    assert (first.text, second.text) == ("you said hello", "you said again")
+    assert [m.text for m in seen[1].messages if str(m.role) == "user"] == ["hello", "again"]
+    assert second.usage["model_calls"] == 1 and second.session == first.session == "test"
+
+
+@pytest.mark.django_db
+def test_a_queued_turn_is_cancelled(june):
+    turn = june.start("ops", "order 2 mugs", model=ORDER)
+    assert turn.status == "queued"
+
+    turn = turn.cancel()
+    assert turn.status == "cancelled" and not Order.objects.exists()
