@@ -231,6 +231,11 @@ class AnthropicModel:
             platform, api_key=api_key, base_url=base_url, timeout=timeout, place=place, long_lived=loop_lives
         )
 
+    def secrets(self) -> tuple[str, ...]:
+        """The credentials this model sends (what a recording of its replies must never hold)."""
+        found = (self._client.api_key, getattr(self._client, "auth_token", None))
+        return tuple(s for s in found if isinstance(s, str) and s)
+
     def params(self, request: ModelRequest) -> dict[str, Any]:
         """The keyword arguments of ``messages.create`` for ``request`` (without ``stream``)."""
         params: dict[str, Any] = {

@@ -16,6 +16,8 @@ from typing import Any
 
 #: public name -> the module that defines it
 _NAMES = {
+    "Cassette": "june.testing.cassettes",
+    "CassetteMismatch": "june.testing.cassettes",
     "Crash": "june.testing.crashing",
     "JuneTester": "june.testing.tester",
     "ToolCallRun": "june.testing.turnrun",

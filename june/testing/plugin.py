@@ -11,11 +11,27 @@ from typing import Any
 import pytest
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--june-record",
+        action="store_true",
+        default=False,
+        help="june.testing: record cassettes from the agents' real models (else they are replayed)",
+    )
+
+
 @pytest.fixture
 def june(request: pytest.FixtureRequest) -> Any:
     """A ``JuneTester`` on the test database (pytest-django's ``db``, or ``transactional_db``
-    when the test is marked so): ``june.run(agent, text, model=script)``."""
+    when the test is marked so): ``june.run(agent, text, model=script)``; ``june.cassette()``
+    is ``cassettes/<module>/<test>.json`` beside the test's file."""
     request.getfixturevalue("db")
     from june.testing.tester import JuneTester  # Django's apps are ready only now (module docstring)
 
-    return JuneTester()
+    path = request.node.path
+    name = request.node.name.replace("/", "_").replace("[", "-").rstrip("]")
+    return JuneTester(
+        cassettes=path.parent / "cassettes" / path.stem,
+        record=bool(request.config.getoption("june_record")),
+        name=name,
+    )

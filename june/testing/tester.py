@@ -15,7 +15,7 @@ Not the site's transports: no quotas, no session access checks, no django-q2, no
 from __future__ import annotations
 
 import contextvars
-import itertools
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from asgiref.sync import async_to_sync, sync_to_async
@@ -33,6 +33,7 @@ from agents_app.runtime import (
     TurnInput,
 )
 from agents_app.runtime.seams import Model
+from june.testing.cassettes import Cassette
 from june.testing.crashing import Crash, Plan, TestStore
 from june.testing.turnrun import TurnRun, turn_run
 from sessions_app import wiring
@@ -110,14 +111,15 @@ class JuneTester:
     """The ``june`` fixture. ``run`` starts a turn and drives it; a ``TurnRun``'s ``answer``,
     ``approve``, ``deny`` and ``cancel`` go on from where it stopped."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, cassettes: Path | None = None, record: bool = False, name: str = "cassette") -> None:
+        #: where ``cassette()`` keeps its files, whether it records, the default file's name
+        self.cassettes, self.recording, self.name = cassettes, record, name
         self.clock = Clock()
         self.store = TestStore(clock=self.clock)
         self.queue = Queue()
         self.sink = RecordingSink()
         #: agent name -> the model its turns use in this test (else the agent's own provider)
         self.models: dict[str, Model] = {}
-        self._keys = itertools.count(1)
         self.runtime = Runtime(
             store=self.store,
             agents=wiring.agents(),
@@ -134,6 +136,12 @@ class JuneTester:
         return self.models.get(agent.name) or provider_model_for(agent)
 
     # -- the test's calls ------------------------------------------------------------------------
+
+    def cassette(self, name: str | None = None) -> Cassette:
+        """A recorded model (``cassettes.py``): ``<cassettes>/<name>.json`` beside the test module
+        (``name``: the test's name), recorded under ``pytest --june-record``, replayed otherwise."""
+        assert self.cassettes is not None, "JuneTester(cassettes=...) names where cassettes live"
+        return Cassette(self.cassettes / f"{name or self.name}.json", record=self.recording)
 
     def run(
         self,
@@ -175,6 +183,8 @@ class JuneTester:
     ) -> TurnRun:
         """Queue a turn without driving it (``run`` drives it; a queued turn may be cancelled)."""
         scripted = as_model(model)
+        if isinstance(scripted, Cassette):
+            scripted.bind(self.runtime.agent(agent), provider_model_for)
         if scripted is not None:
             self.models[agent] = scripted
         turn_input = TurnInput(text=text, source=source, user=user_identity(user))
@@ -246,6 +256,9 @@ class JuneTester:
                 pending.insert(0, current)
             pending += [t for t in self.queue.turns if t not in pending]
             self.queue.turns.clear()
+        for model in self.models.values():  # a cassette that missed fails the test, with its diff
+            if isinstance(model, Cassette) and model.mismatch is not None:
+                raise AssertionError(str(model.mismatch))
         return await self._read(turn_id)
 
     async def _read(self, turn_id: str) -> TurnRun:

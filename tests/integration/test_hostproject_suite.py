@@ -46,7 +46,7 @@ def test_the_host_projects_suite_passes_with_the_june_fixture(tmp_path):
         timeout=300,
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
-    assert re.search(r"\b6 passed\b", out.stdout), out.stdout[-2000:]
+    assert re.search(r"\b7 passed\b", out.stdout), out.stdout[-2000:]
 
 
 def test_the_testing_pages_example_is_the_host_suites_code():

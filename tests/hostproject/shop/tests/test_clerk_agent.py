@@ -77,3 +77,13 @@ def test_a_cancel_stops_the_turn_before_its_next_step(june):
     assert turn.status == "cancelled"
     assert Purchase.objects.count() == 1  # the step that ran stays done
     assert len(turn.model_requests) == 1  # the model was not asked again
+
+
+def test_the_clerk_answers_as_its_recorded_model_did(june):
+    # recorded once from the clerk's own model (``pytest --june-record``), replayed from
+    # shop/tests/cassettes/test_clerk_agent/ on every run since
+    turn = june.run("clerk", "hello, what can you do?", model=june.cassette())
+
+    assert turn.status == "completed"
+    assert turn.text == "You said: hello, what can you do?"
+    assert turn.usage["input_tokens"] == 20  # what the recorded reply cost
