@@ -83,6 +83,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",  # Swagger UI's files, served by whitenoise at /api/docs/
     "agents_app",
     "sessions_app",
+    "june_evals.evalapp.EvalsConfig",  # evals: datasets, runs, the admin's side by side (docs/evals.md)
 ]
 
 # One synchronous stack (sessions_app/web/syncstack.py): Django's own middleware, declared

@@ -124,6 +124,7 @@ def turn_start(
     speaker: dict[str, Any] | None = None,
     turn_id: str | None = None,
     attachments: list[str] | None = None,
+    instructions: str | None = None,
 ) -> TurnRecord:
     """Queue a turn (after access checks); a worker picks it up after the commit.
 
@@ -131,7 +132,8 @@ def turn_start(
     quotas): a refusal raises ``RateLimited`` before anything is created, the session included;
     a start counted whose creation is then refused (access, a parked session) is given back.
     ``attachments``: ids of the user's unsent uploads to this session (``sessions_app.attachments``);
-    the turn takes them, and a refused start gives them back. With attachments the text may be empty."""
+    the turn takes them, and a refused start gives them back. With attachments the text may be empty.
+    ``instructions``: the turn's system prompt instead of the agent's (an eval's other version)."""
     ids = attach.parse_ids(attachments if attachments is not None else [])
     text = "" if ids and isinstance(text, str) and not text.strip() else validate_text(text)
     turn_id = turn_id or new_turn_id()
@@ -156,7 +158,11 @@ def turn_start(
                 attachments=files,
             )
             return _host_call(
-                agent, key, lambda host: host.start_turn(turn_input, replace=replace, turn_id=turn_id, created_by=row)
+                agent,
+                key,
+                lambda host: host.start_turn(
+                    turn_input, replace=replace, turn_id=turn_id, created_by=row, instructions=instructions
+                ),
             )
     except BaseException:
         admitted.refund()

@@ -22,6 +22,7 @@ Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user 
   ``ask_clearance`` instead: an operator approves it, as a refund)
 - a message with attachments     → says what it received: each file's name, type, pages, size
 - anything else                  → answers in prose, echoing the message
+- instructions that say "ask before ordering" → asks instead of calling ``create_order``
 
 After tool results it answers in prose, describing each result. Text streams in small deltas.
 
@@ -43,6 +44,10 @@ from agents_app.attachments import describe
 from agents_app.runtime.compaction import SUMMARY_PREFIX, view_tokens
 from agents_app.runtime.messages import Message, Role, ToolCall
 from agents_app.runtime.model import ModelChunk, ModelReply, ModelRequest, StopReason, TextDelta
+
+#: a line of instructions the demo model heeds: it asks before it orders (the evals' demo of a
+#: change of instructions that breaks a case, june_evals/demo/)
+ASK_FIRST = "ask before ordering"
 
 #: the demo model's context window, in "tokens" of 4 characters
 CONTEXT_WINDOW = 1_600
@@ -196,6 +201,8 @@ class DemoModel:
             return "Daily summary: all systems nominal; no open incidents.", (), self.delay
         rule = _rules(text)
         wanted = rule if isinstance(rule, list) else [rule] if rule else []
+        if any(name == "create_order" for name, _ in wanted) and ASK_FIRST in request.system.lower():
+            return f"Shall I go ahead: {text}? Say yes and I will place it.", (), self.delay
         if wanted and all(name in available for name, _ in wanted):
             calls = tuple(
                 ToolCall(id=f"call_{index}_{n}", name=name, input=args) for n, (name, args) in enumerate(wanted)

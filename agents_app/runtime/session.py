@@ -135,22 +135,32 @@ class AgentSession:
         return (await self.start_turn(input, replace=replace, turn_id=turn_id)).turn_id
 
     async def start_turn(
-        self, input: str | TurnInput, *, replace: bool = False, turn_id: str | None = None, created_by: Any = None
+        self,
+        input: str | TurnInput,
+        *,
+        replace: bool = False,
+        turn_id: str | None = None,
+        created_by: Any = None,
+        instructions: str | None = None,
     ) -> TurnRecord:
         """``start``, returning the queued turn. ``created_by`` is the host's identity of the
-        caller (kept with the turn, and as a new session's owner)."""
+        caller (kept with the turn, and as a new session's owner). ``instructions``: this turn's
+        system prompt instead of the agent's (an eval's other version; kept in the turn's policy)."""
         if isinstance(input, str):
             input = TurnInput(text=input)
         observer = self.runtime.observer
         if observer is not None:  # the caller's trace, and when it queued, kept with the turn
             input = with_fields(input, trace=input.trace or observer.carrier(), queued_at=self.runtime.clock())
         agent = self.runtime.agent(self.ref.agent)
+        policy = agent.policy_for(input.source)
+        if instructions is not None:
+            policy = {**policy, "system": instructions}
         outcome = await self.store.create_turn(
             self.ref,
             input,
             turn_id=turn_id or new_turn_id(),
             replace=replace,
-            policy=agent.policy_for(input.source),
+            policy=policy,
             created_by=created_by,
         )
         assert outcome.turn is not None

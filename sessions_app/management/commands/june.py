@@ -5,13 +5,16 @@ process and prints its events as they happen; ``june token <username>`` prints a
 ``june health [--json] [--min-workers N] [--mcp]`` prints ``/readyz``'s checks and the workers'
 heartbeats (and, with ``--mcp``, whether each agent's MCP servers answer and their entries name
 tools they offer), and exits 1 when the site is not ready, 2 when fewer than N workers are
-alive, 3 when an MCP server's tools are not offered (docs/operations.md "Health")."""
+alive, 3 when an MCP server's tools are not offered (docs/operations.md "Health"). Installed
+apps add subcommands (``EXTENSIONS``: the evals' ``june eval``, docs/evals.md) without this
+module knowing them."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import sys
+from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
@@ -23,6 +26,22 @@ from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
 from sessions_app import health, privacy, retention, wiring
 from sessions_app.errors import UserBusy
 from sessions_app.models import ApiToken
+
+
+class Extension(Protocol):
+    """A subcommand an installed app adds (registered from its AppConfig.ready)."""
+
+    help: str
+
+    def add_arguments(self, parser: Any) -> None:
+        """Declare the subcommand's arguments on its own parser."""
+
+    def handle(self, command: BaseCommand, opts: dict[str, Any]) -> None:
+        """Run it; raise CommandError (or SystemExit with a code) to fail."""
+
+
+#: subcommand name -> what an installed app registered for it
+EXTENSIONS: dict[str, Extension] = {}
 
 
 class Command(BaseCommand):
@@ -59,8 +78,12 @@ class Command(BaseCommand):
         check.add_argument(
             "--mcp", action="store_true", help="connect to every agent's MCP servers; exit 3 if one is not ok"
         )
+        for name, extension in sorted(EXTENSIONS.items()):
+            extension.add_arguments(sub.add_parser(name, help=extension.help))
 
     def handle(self, *args, **opts):
+        if opts["action"] in EXTENSIONS:
+            return EXTENSIONS[opts["action"]].handle(self, opts)
         if opts["action"] == "token":
             return self.token(opts["username"], opts["name"])
         if opts["action"] == "retention":

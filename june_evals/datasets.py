@@ -1,0 +1,114 @@
+"""Datasets in and out: JSONL files (one case a line), sessions made into cases, runs exported.
+
+A line: ``{"input": "order 2 mugs", "name"?: "...", "attachments"?: [ids], "expect"?: {...}}``
+(``expect``: ``scorers.py``). A file is loaded into the ``Dataset`` named by its stem (its cases
+replaced), so a dataset kept in the repository is the one the admin shows after a run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from django.db import transaction
+
+from june_evals.models import Dataset, EvalCase, EvalRun, Example
+from sessions_app import models as m
+from sessions_app.errors import BadRequest
+
+#: what one line and one file may hold
+MAX_INPUT = 100_000
+MAX_CASES = 10_000
+KEYS = {"input", "name", "attachments", "expect"}
+
+
+def parse_line(line: str, number: int) -> dict[str, Any]:
+    try:
+        case = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"line {number}: not JSON ({exc.msg})") from None
+    if not isinstance(case, dict) or not isinstance(case.get("input"), str) or not case["input"].strip():
+        raise BadRequest(f"line {number}: a case is an object with a non-empty string 'input'")
+    if unknown := set(case) - KEYS:
+        raise BadRequest(f"line {number}: unknown keys {sorted(unknown)}")
+    if len(case["input"]) > MAX_INPUT:
+        raise BadRequest(f"line {number}: input longer than {MAX_INPUT} characters")
+    if not isinstance(case.get("expect", {}), dict) or not isinstance(case.get("attachments", []), list):
+        raise BadRequest(f"line {number}: 'expect' is an object and 'attachments' a list")
+    return case
+
+
+def read_jsonl(lines: Iterable[str]) -> list[dict[str, Any]]:
+    cases = [parse_line(line, n) for n, line in enumerate(lines, 1) if line.strip()]
+    if len(cases) > MAX_CASES:
+        raise BadRequest(f"a dataset holds at most {MAX_CASES} cases")
+    return cases
+
+
+def dataset_load(*, path: Path, name: str | None = None) -> Dataset:
+    """The dataset ``name`` (default: the file's stem), its examples replaced by the file's."""
+    cases = read_jsonl(path.read_text().splitlines())
+    with transaction.atomic():
+        dataset, _ = Dataset.objects.get_or_create(name=name or path.stem)
+        if dataset.runs.exists():  # runs refer to its examples: kept for them, out of later runs
+            dataset.examples.update(retired=True)
+        else:
+            dataset.examples.all().delete()
+        Example.objects.bulk_create(
+            Example(
+                dataset=dataset,
+                name=str(c.get("name") or "")[:200],
+                input=c["input"],
+                attachments=c.get("attachments") or [],
+                expect=c.get("expect") or {},
+            )
+            for c in cases
+        )
+    return dataset
+
+
+def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session]) -> int:
+    """A case per person's message of each session's live generation: "what would the new
+    version answer here?" (its answer then, as ``expect.reference``, for a judge to compare)."""
+    made = 0
+    for session in sessions:
+        turns = m.Turn.objects.filter(session=session, generation=session.generation).order_by("order")
+        for turn in turns:
+            text = str((turn.input or {}).get("text") or "")
+            if not text.strip() or turn.kind != "inbound":
+                continue
+            Example.objects.create(
+                dataset=dataset,
+                name=f"{session.key} #{turn.order}"[:200],
+                input=text,
+                expect={"reference": turn.text or ""},
+                source=f"{session.agent}/{session.key}#g{session.generation}",
+            )
+            made += 1
+    return made
+
+
+def run_rows(run: EvalRun) -> list[dict[str, Any]]:
+    """A run's cases as plain rows (the export: JSON Lines or CSV)."""
+    rows = []
+    for case in EvalCase.objects.filter(run=run).select_related("example"):
+        rows.append(
+            {
+                "run": run.pk,
+                "example": case.example_id,
+                "name": case.example.name,
+                "input": case.example.input,
+                "version": run.versions[case.version]["label"],
+                "status": case.status,
+                "passed": case.passed,
+                "text": case.text,
+                "tool_calls": case.tool_calls,
+                "input_tokens": (case.usage or {}).get("input_tokens"),
+                "output_tokens": (case.usage or {}).get("output_tokens"),
+                "cost": case.cost,
+                "latency": case.latency,
+                "scores": case.scores,
+            }
+        )
+    return rows

@@ -1,0 +1,114 @@
+"""``manage.py june eval DATASET --agent A [--against B]``: a run for CI.
+
+DATASET is a JSONL file (loaded into the dataset named by its stem) or the name of a dataset
+in the database. The cases run as real turns on the site's workers (start ``june_worker``
+first); this process starts them, scores each as it settles, prints a line per case and the
+totals, and exits 1 when a version's pass rate is under ``--threshold`` (2 on a timeout).
+``--instructions FILE`` / ``--against-instructions FILE`` give a version other instructions
+than its agent folder's (an agent against itself with new instructions: ``--against`` the same
+agent). ``--judge`` lets ``judge`` expectations ask the agent's model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agents_app.runtime.errors import JuneError
+from june_evals import driver
+from june_evals.datasets import dataset_load
+from june_evals.judge import judge_for
+from june_evals.models import Dataset, EvalCase, EvalRun
+from sessions_app import models as m
+from sessions_app.management.commands.june import EXTENSIONS
+
+
+def _instructions(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise CommandError(f"cannot read instructions {path}: {exc.strerror}") from None
+
+
+def _dataset(name: str) -> Dataset:
+    path = Path(name)
+    if path.suffix == ".jsonl" or path.is_file():
+        if not path.is_file():
+            raise CommandError(f"no dataset file {name}")
+        return dataset_load(path=path)
+    found = Dataset.objects.filter(name=name).first()
+    if found is None:
+        raise CommandError(f"no dataset named {name!r} (nor a file)")
+    return found
+
+
+def _line(case: EvalCase, run: EvalRun) -> str:
+    mark = "pass" if case.passed else "FAIL"
+    failed = "; ".join(f"{s['name']}: {s['detail']}" for s in case.scores if not s["passed"])
+    label = run.versions[case.version]["label"]
+    return f"{mark} [{label}] {case.example.name or case.example.input[:50]}" + (f" — {failed}" if failed else "")
+
+
+class EvalCommand:
+    help = "run a dataset through an agent (or two versions) on the workers; exit 1 under --threshold"
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("dataset", help="a JSONL file, or the name of a dataset in the admin")
+        parser.add_argument("--agent", required=True)
+        parser.add_argument("--instructions", help="version A's instructions instead of its folder's (a file)")
+        parser.add_argument("--against", help="version B: another agent (or the same, with --against-instructions)")
+        parser.add_argument("--against-instructions", help="version B's instructions (a file)")
+        parser.add_argument("--threshold", type=float, default=1.0, help="the pass rate each version needs (0-1)")
+        parser.add_argument("--concurrency", type=int, default=8, help="turns in flight at once")
+        parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every case")
+        parser.add_argument("--judge", action="store_true", help="let judge expectations ask the agent's model")
+        parser.add_argument("--json", action="store_true", help="print the totals as one JSON object")
+
+    def handle(self, command: BaseCommand, opts: dict[str, Any]) -> None:
+        if not 0.0 <= opts["threshold"] <= 1.0:
+            raise CommandError("--threshold is a pass rate between 0 and 1")
+        try:
+            versions = [driver.version(opts["agent"], instructions=_instructions(opts["instructions"]), label="A")]
+            if opts["against"] or opts["against_instructions"]:
+                versions.append(
+                    driver.version(
+                        opts["against"] or opts["agent"],
+                        instructions=_instructions(opts["against_instructions"]),
+                        label="B",
+                    )
+                )
+            run = driver.run_start(
+                dataset=_dataset(opts["dataset"]), versions=versions, concurrency=opts["concurrency"]
+            )
+        except JuneError as exc:
+            raise CommandError(str(exc)) from None
+        done = driver.drive(run, timeout=opts["timeout"], judge_for=judge_for if opts["judge"] else None)
+        for case in EvalCase.objects.filter(run=run, scored_at__isnull=False).select_related("example"):
+            command.stdout.write(_line(case, run))
+        totals = driver.totals(run)
+        if opts["json"]:
+            command.stdout.write(json.dumps({"run": run.pk, "done": done, "versions": totals}))
+        else:
+            for t in totals:
+                command.stdout.write(
+                    f"[{t['label']}] {t['passed']}/{t['cases']} passed ({t['pass_rate']:.0%}), "
+                    f"{t['input_tokens']}+{t['output_tokens']} tokens, run {run.pk}"
+                )
+        if not done:
+            command.stderr.write(f"eval run {run.pk}: not every case settled within {opts['timeout']} s")
+            for case in EvalCase.objects.filter(run=run, scored_at__isnull=True).select_related("example"):
+                turn = m.Turn.objects.filter(pk=case.turn_id or "").first()
+                state = f"turn {case.turn_id} {turn.status}" if turn else "not started"
+                command.stderr.write(f"  [{run.versions[case.version]['label']}] {case.example}: {state}")
+            raise SystemExit(2)
+        if any(t["pass_rate"] < opts["threshold"] for t in totals):
+            raise SystemExit(1)
+
+
+def register() -> None:
+    EXTENSIONS["eval"] = EvalCommand()

@@ -1,0 +1,86 @@
+"""Datasets (``Dataset``, ``Example``) and runs (``EvalRun``, ``EvalCase``)."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Dataset(models.Model):
+    """Named cases for an agent: imported from JSONL, typed in the admin, or made from sessions."""
+
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Example(models.Model):
+    """One case: the input text, attachments' ids, and what a passing answer looks like
+    (``expect``: the scorers' keys, docs/evals.md)."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="examples")
+    name = models.CharField(max_length=200, blank=True, default="")
+    input = models.TextField()
+    attachments = models.JSONField(default=list, blank=True)
+    expect = models.JSONField(default=dict, blank=True)
+    #: the session it was made from ("agent/key#generation"), when staff made it from one
+    source = models.CharField(max_length=300, blank=True, default="")
+    #: replaced by a reload of its dataset: kept for the runs that used it, left out of new ones
+    retired = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name or self.input[:60]
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running"
+    DONE = "done"
+
+
+class EvalRun(models.Model):
+    """A dataset through one or two versions of an agent (``versions``: ``[{"label", "agent",
+    "instructions"}]``, A first). ``concurrency``: how many of its turns may be in flight."""
+
+    dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="runs")
+    versions = models.JSONField(default=list)
+    concurrency = models.PositiveIntegerField(default=8)
+    status = models.CharField(max_length=16, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"eval run {self.pk} of {self.dataset}"
+
+
+class EvalCase(models.Model):
+    """One example through one version: its turn, what it answered, its scores. ``turn_id`` is
+    set once (a conditional UPDATE claims the case); ``scored_at`` once (the score that wrote it
+    is the one kept: a case is scored exactly once whoever scores it)."""
+
+    run = models.ForeignKey(EvalRun, on_delete=models.CASCADE, related_name="cases")
+    example = models.ForeignKey(Example, on_delete=models.PROTECT, related_name="+")
+    version = models.PositiveSmallIntegerField(default=0)
+    turn_id = models.CharField(max_length=32, null=True, blank=True, unique=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    status = models.CharField(max_length=16, blank=True, default="")
+    text = models.TextField(blank=True, default="")
+    tool_calls = models.JSONField(default=list, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    cost = models.FloatField(null=True, blank=True)
+    latency = models.FloatField(null=True, blank=True)
+    passed = models.BooleanField(null=True)
+    scores = models.JSONField(default=list, blank=True)
+    scored_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["example_id", "version"]
+        constraints = [models.UniqueConstraint(fields=["run", "example", "version"], name="evalcase_once")]
+        indexes = [models.Index(fields=["run", "scored_at"], name="evalcase_run_scored")]

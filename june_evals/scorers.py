@@ -1,0 +1,127 @@
+"""The scorers: pure functions of a case's expectations and what its turn did.
+
+``expect`` keys (any together; a case passes when every one does):
+
+- ``equals`` / ``contains`` (a string or a list, all present) / ``regex`` (``re.search``, with a
+  bounded length): the final text;
+- ``tool_calls``: ``[{"name", "input"?}]``, each called (in this order), its input holding
+  these keys with these values;
+- ``json_schema``: the final text is JSON valid against it;
+- ``max_cost`` (US dollars), ``max_latency`` (seconds), ``max_tokens`` (input + output);
+- ``status``: the turn's end (default ``completed``);
+- ``judge``: ``{"prompt": ...}``: an LLM judge through June's own provider (``judge.py``), whose
+  reply starts with PASS or FAIL.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import jsonschema
+
+#: a regex is the dataset author's, run over a model's answer: bounded, as every input is
+MAX_PATTERN = 500
+
+
+@dataclass(frozen=True)
+class Score:
+    name: str
+    passed: bool
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "passed": self.passed, "detail": self.detail}
+
+
+def _contains(text: str, want: Any) -> Score:
+    wanted = [want] if isinstance(want, str) else list(want)
+    missing = [w for w in wanted if w not in text]
+    return Score("contains", not missing, f"missing {missing!r}" if missing else "")
+
+
+def _regex(text: str, pattern: str) -> Score:
+    if len(pattern) > MAX_PATTERN:
+        return Score("regex", False, f"pattern longer than {MAX_PATTERN} characters")
+    try:
+        found = re.search(pattern, text)
+    except re.error as exc:
+        return Score("regex", False, f"bad pattern: {exc}")
+    return Score("regex", found is not None, "" if found else f"no match for {pattern!r}")
+
+
+def subset(want: Any, got: Any) -> bool:
+    """``want`` is in ``got``: a dict's keys with matching values (recursively), else equal."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and all(k in got and subset(v, got[k]) for k, v in want.items())
+    return bool(want == got)
+
+
+def _tool_calls(calls: list[dict[str, Any]], wanted: list[dict[str, Any]]) -> Score:
+    at = 0
+    for want in wanted:
+        while at < len(calls) and not (
+            calls[at].get("name") == want.get("name") and subset(want.get("input", {}), calls[at].get("input"))
+        ):
+            at += 1
+        if at == len(calls):
+            got = [f"{c.get('name')}({json.dumps(c.get('input'), sort_keys=True)})" for c in calls]
+            return Score("tool_calls", False, f"no call {want.get('name')} matching {want.get('input', {})}; got {got}")
+        at += 1
+    return Score("tool_calls", True)
+
+
+def _json_schema(text: str, schema: dict[str, Any]) -> Score:
+    try:
+        jsonschema.validate(json.loads(text), schema)
+    except json.JSONDecodeError as exc:
+        return Score("json_schema", False, f"not JSON: {exc}")
+    except jsonschema.ValidationError as exc:
+        return Score("json_schema", False, exc.message)
+    except jsonschema.SchemaError as exc:
+        return Score("json_schema", False, f"bad schema: {exc.message}")
+    return Score("json_schema", True)
+
+
+def _bound(name: str, value: float | None, limit: Any) -> Score:
+    if value is None:
+        return Score(name, False, "not known")
+    return Score(name, value <= float(limit), f"{value:.6g} > {limit}" if value > float(limit) else "")
+
+
+def score(
+    expect: dict[str, Any], outcome: dict[str, Any], *, judge: Callable[[str, dict[str, Any]], Score] | None = None
+) -> list[Score]:
+    """Every score ``expect`` asks for, of ``outcome`` (``status``, ``text``, ``tool_calls``,
+    ``usage``, ``cost``, ``latency``). ``judge`` answers a ``judge`` expectation."""
+    text = outcome.get("text") or ""
+    usage = outcome.get("usage") or {}
+    want_status = expect.get("status", "completed")
+    out = [Score("status", outcome.get("status") == want_status, f"{outcome.get('status')}, not {want_status}")]
+    if out[0].passed:
+        out[0] = Score("status", True)
+    if "equals" in expect:
+        out.append(Score("equals", text == expect["equals"], "" if text == expect["equals"] else f"got {text[:200]!r}"))
+    if "contains" in expect:
+        out.append(_contains(text, expect["contains"]))
+    if "regex" in expect:
+        out.append(_regex(text, str(expect["regex"])))
+    if "tool_calls" in expect:
+        out.append(_tool_calls(outcome.get("tool_calls") or [], list(expect["tool_calls"])))
+    if "json_schema" in expect:
+        out.append(_json_schema(text, expect["json_schema"]))
+    if "max_cost" in expect:
+        out.append(_bound("max_cost", outcome.get("cost"), expect["max_cost"]))
+    if "max_latency" in expect:
+        out.append(_bound("max_latency", outcome.get("latency"), expect["max_latency"]))
+    if "max_tokens" in expect:
+        tokens = int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+        out.append(_bound("max_tokens", float(tokens), expect["max_tokens"]))
+    if "judge" in expect:
+        if judge is None:
+            out.append(Score("judge", False, "no judge to ask"))
+        else:
+            out.append(judge(str((expect["judge"] or {}).get("prompt") or ""), outcome))
+    return out

@@ -1,0 +1,135 @@
+"""Evals (june_evals) on the site's services, with the turns driven in this process as a worker
+would (``tasks.run_turn``): the demo dataset passes on the demo model; the same agent with the
+demo's changed instructions fails the one case it breaks; each case is scored once; the admin
+shows the run side by side and exports it; staff make cases of sessions; JSONL is validated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from june_evals import driver
+from june_evals.datasets import dataset_load, read_jsonl
+from june_evals.models import Dataset, EvalCase, Example
+from sessions_app import models as m
+from sessions_app import services
+from sessions_app.errors import BadRequest
+from sessions_app.workers import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+DEMO = Path(driver.__file__).parent / "demo"
+
+
+def drive_here(run, rounds: int = 20) -> None:
+    """``run_step`` until done, the started turns driven in this process between steps."""
+    for _ in range(rounds):
+        if driver.run_step(run=run):
+            return
+        for case in EvalCase.objects.filter(run=run, turn_id__isnull=False, scored_at__isnull=True):
+            if m.Turn.objects.filter(pk=case.turn_id, status="queued").exists():
+                tasks.run_turn(case.turn_id)
+    raise AssertionError("the run did not finish")
+
+
+def test_the_demo_dataset_passes_and_the_changed_instructions_break_one_case():
+    dataset = dataset_load(path=DEMO / "ops.jsonl")
+    changed = (DEMO / "ops_ask_first.md").read_text()
+    run = driver.run_start(
+        dataset=dataset,
+        versions=[driver.version("ops", label="A"), driver.version("ops", instructions=changed, label="B")],
+        concurrency=4,
+    )
+    drive_here(run)
+
+    a, b = driver.totals(run)
+    assert (a["passed"], a["cases"]) == (5, 5), [c.scores for c in EvalCase.objects.filter(run=run, passed=False)]
+    assert (b["passed"], b["cases"]) == (4, 5)
+    [broken] = EvalCase.objects.filter(run=run, passed=False)
+    assert broken.version == 1 and broken.example.name == "order mugs"
+    assert broken.text.startswith("Shall I go ahead")
+    # B's turns ran with B's instructions (kept in the turn's policy), A's with the folder's
+    assert m.Turn.objects.get(pk=broken.turn_id).policy["system"] == changed
+    assert a["input_tokens"] > 0
+
+
+def test_a_case_is_scored_once_whoever_scores_it():
+    dataset = Dataset.objects.create(name="once")
+    Example.objects.create(dataset=dataset, input="hello", expect={"equals": "You said: hello"})
+    run = driver.run_start(dataset=dataset, versions=[driver.version("ops")])
+    driver.run_step(run=run)
+    case = EvalCase.objects.get(run=run)
+    tasks.run_turn(case.turn_id)
+    case.refresh_from_db()
+    turn = m.Turn.objects.get(pk=case.turn_id)
+    outcome = driver.outcome_of(case, turn, "ops")
+    assert driver._write_score(case, outcome, []) is True
+    assert driver._write_score(case, {**outcome, "text": "again"}, []) is False  # the second is dropped
+    assert driver.run_step(run=run) is True
+    case.refresh_from_db()
+    assert case.text == "You said: hello" and case.passed is True
+
+
+def test_the_admin_shows_the_run_side_by_side_and_exports_it(client):
+    dataset = dataset_load(path=DEMO / "ops.jsonl")
+    changed = (DEMO / "ops_ask_first.md").read_text()
+    run = driver.run_start(
+        dataset=dataset, versions=[driver.version("ops"), driver.version("ops", instructions=changed, label="B")]
+    )
+    drive_here(run)
+    staff = get_user_model().objects.create_user("eve", password="pw", is_staff=True)
+    nobody = get_user_model().objects.create_user("mallory", password="pw")
+
+    client.force_login(nobody)
+    assert client.get(f"/admin/june_evals/evalrun/{run.pk}/change/").status_code == 302  # to the login
+    client.force_login(staff)
+    page = client.get(f"/admin/june_evals/evalrun/{run.pk}/change/").content.decode()
+    assert page.count('class="pass"') == 9 and page.count('class="fail"') == 1
+    assert "<del>" in page and "<ins>" in page  # the word diff of the answers A and B gave
+    assert 'class="changed"' in page
+    rows = [json.loads(line) for line in client.get(f"/admin/june_evals/evalrun/{run.pk}/export/").content.splitlines()]
+    assert len(rows) == 10 and {r["version"] for r in rows} == {"ops", "B"}
+    csv = client.get(f"/admin/june_evals/evalrun/{run.pk}/export/?format=csv").content.decode()
+    assert csv.splitlines()[0].startswith("run,example,name,input,version,status,passed")
+
+    # a run started from the dataset's page is queued for the workers' tick
+    start = client.post(f"/admin/june_evals/dataset/{dataset.pk}/run/", {"agent": "ops", "concurrency": 2})
+    assert start.status_code == 302 and "/admin/june_evals/evalrun/" in start["Location"]
+
+
+def test_staff_make_cases_of_chosen_sessions(client):
+    user = get_user_model().objects.create_user("ann", password="pw")
+    services.turn_start(agent="ops", key="chat-1", text="hello there", user=user)
+    session = m.Session.objects.get(key="chat-1")
+    tasks.run_turn(m.Turn.objects.get(session=session).pk)
+    staff = get_user_model().objects.create_user("eve", password="pw", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+
+    reply = client.post("/admin/sessions_app/session/", {"action": "make_eval_cases", "_selected_action": [session.pk]})
+    assert reply.status_code == 302
+    [example] = Example.objects.all()
+    assert example.input == "hello there" and example.expect == {"reference": "You said: hello there"}
+    assert example.source == f"ops/chat-1#g{session.generation}"
+
+
+@pytest.mark.parametrize(
+    "line, error",
+    [
+        ("not json", "line 1: not JSON"),
+        ('{"input": ""}', "non-empty string 'input'"),
+        ('{"input": "x", "extra": 1}', "unknown keys ['extra']"),
+        ('{"input": "x", "expect": []}', "'expect' is an object"),
+    ],
+)
+def test_a_bad_jsonl_line_is_a_clear_error(line, error):
+    with pytest.raises(BadRequest, match=error.replace("[", r"\[").replace("]", r"\]")):
+        read_jsonl([line])
+
+
+def test_the_docs_dataset_lines_are_the_demos():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "evals.md").read_text()
+    shown = page.split("```\n", 2)[1].splitlines()
+    demo = (DEMO / "ops.jsonl").read_text().splitlines()
+    assert shown and all(line in demo for line in shown)

@@ -1,0 +1,75 @@
+"""The evals' scorers (june_evals/scorers.py), by table: pure functions of the expectations and
+what a turn did."""
+
+from __future__ import annotations
+
+import pytest
+
+from june_evals.scorers import Score, score, subset
+
+DONE = {
+    "status": "completed",
+    "text": '{"total": 3}',
+    "tool_calls": [
+        {"name": "lookup_stock", "input": {"item": "tea"}},
+        {"name": "create_order", "input": {"item": "mugs", "quantity": 2, "note": "gift"}},
+    ],
+    "usage": {"input_tokens": 100, "output_tokens": 20},
+    "cost": 0.002,
+    "latency": 1.5,
+}
+
+
+def failed(expect: dict, outcome: dict = DONE) -> list[str]:
+    return [s.name for s in score(expect, outcome) if not s.passed]
+
+
+@pytest.mark.parametrize(
+    "expect, fails",
+    [
+        ({}, []),
+        ({"equals": '{"total": 3}'}, []),
+        ({"equals": "3"}, ["equals"]),
+        ({"contains": "total"}, []),
+        ({"contains": ["total", "missing"]}, ["contains"]),
+        ({"regex": r"\d+\}$"}, []),
+        ({"regex": r"^nope"}, ["regex"]),
+        ({"regex": "("}, ["regex"]),
+        ({"regex": "a" * 501}, ["regex"]),
+        ({"tool_calls": [{"name": "create_order", "input": {"quantity": 2}}]}, []),
+        ({"tool_calls": [{"name": "lookup_stock"}, {"name": "create_order"}]}, []),
+        ({"tool_calls": [{"name": "create_order"}, {"name": "lookup_stock"}]}, ["tool_calls"]),  # order
+        ({"tool_calls": [{"name": "create_order", "input": {"quantity": 3}}]}, ["tool_calls"]),
+        ({"json_schema": {"type": "object", "required": ["total"]}}, []),
+        ({"json_schema": {"type": "object", "required": ["count"]}}, ["json_schema"]),
+        ({"max_cost": 0.01, "max_latency": 2, "max_tokens": 120}, []),
+        ({"max_cost": 0.001, "max_latency": 1, "max_tokens": 119}, ["max_cost", "max_latency", "max_tokens"]),
+        ({"status": "suspended"}, ["status"]),
+        ({"judge": {"prompt": "polite?"}}, ["judge"]),  # no judge given: fails, says so
+    ],
+)
+def test_each_expectation(expect, fails):
+    assert failed(expect) == fails
+
+
+def test_a_failed_turn_fails_its_status_and_a_missing_cost_fails_its_bound():
+    assert failed({"max_cost": 1}, {**DONE, "status": "failed", "cost": None}) == ["status", "max_cost"]
+    assert failed({"json_schema": {"type": "object"}}, {**DONE, "text": "not json"}) == ["json_schema"]
+
+
+def test_the_judge_is_asked_with_the_datasets_prompt():
+    asked = []
+
+    def judge(prompt, outcome):
+        asked.append((prompt, outcome["text"]))
+        return Score("judge", True, "PASS: fine")
+
+    assert failed({"judge": {"prompt": "Is it a total?"}}, DONE) == ["judge"]
+    scores = score({"judge": {"prompt": "Is it a total?"}}, DONE, judge=judge)
+    assert all(s.passed for s in scores) and asked == [("Is it a total?", '{"total": 3}')]
+
+
+def test_subset():
+    assert subset({"a": {"b": 1}}, {"a": {"b": 1, "c": 2}, "d": 3})
+    assert not subset({"a": {"b": 1}}, {"a": {"b": 2}})
+    assert not subset({"a": 1}, None)
