@@ -51,6 +51,7 @@ def canonical(request: ModelRequest, model: dict[str, Any]) -> dict[str, Any]:
         data = m.to_json()
         data.pop("turn_id", None)  # drawn anew by every run
         data.pop("usage", None)  # what an earlier reply cost, not what this request asks
+        data.pop("served_by", None)  # which model answered it: the reply's, not the request's
         messages.append(data)
     return {
         "model": model,
@@ -79,6 +80,7 @@ def chunk_json(chunk: ModelChunk) -> dict[str, Any]:
             "blocks": list(chunk.blocks),
             "stop_reason": str(chunk.stop_reason),
             "usage": dict(chunk.usage),
+            "served_by": chunk.served_by,
         }
     }
 
@@ -95,6 +97,7 @@ def chunk_of(data: dict[str, Any]) -> ModelChunk:
         blocks=tuple(r["blocks"]),
         stop_reason=StopReason(r["stop_reason"]),
         usage=dict(r["usage"]),
+        served_by=str(r.get("served_by") or ""),
     )
 
 

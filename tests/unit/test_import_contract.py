@@ -33,7 +33,7 @@ def _lint(tree: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    for name in ("agents_app", "sessions_app", "june_project", "june"):
+    for name in ("agents_app", "sessions_app", "june_project", "june", "june_evals"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
@@ -47,7 +47,7 @@ def _add_import(tree: Path, module: str, line: str) -> None:
 def test_the_tree_keeps_every_contract(tree: Path):
     out = _lint(tree)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "5 kept, 0 broken" in out.stdout
+    assert "6 kept, 0 broken" in out.stdout
 
 
 @pytest.mark.parametrize(
@@ -58,6 +58,7 @@ def test_the_tree_keeps_every_contract(tree: Path):
         ("agents_app.loader", "from sessions_app import wiring  # noqa", "agents_app (what a turn IS)"),
         ("sessions_app.store.checkpoint", "from sessions_app import services  # noqa", "sessions_app layers"),
         ("sessions_app.workers.tasks", "from sessions_app.web import api  # noqa", "sessions_app layers"),
+        ("sessions_app.services", "import june_evals.driver  # noqa", "sessions_app never imports june_evals"),
         ("june.settings", "import sessions_app.models  # noqa", "june.settings is read by a project's settings"),
         # the engine's old circle: the loop imports subagents, which named the loop for its annotations
         ("agents_app.runtime.subagents", "from agents_app.runtime import loop  # noqa", "no import circle"),
