@@ -133,3 +133,13 @@ def test_the_docs_dataset_lines_are_the_demos():
     shown = page.split("```\n", 2)[1].splitlines()
     demo = (DEMO / "ops.jsonl").read_text().splitlines()
     assert shown and all(line in demo for line in shown)
+
+
+def test_the_judge_asks_the_agents_own_model():
+    """The demo model echoes instead of judging: its reply, not PASS, fails the case, and the
+    reason shown is what the judge said."""
+    from june_evals.judge import judge_for
+
+    verdict = judge_for("ops")("Is the answer polite?", {"input": "hi", "text": "hello", "reference": "hey"})
+    assert verdict.name == "judge" and not verdict.passed
+    assert verdict.detail.startswith("You said: Input:")
