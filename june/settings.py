@@ -150,6 +150,8 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # park notifications (docs/operations.md "Notifications"): at most this many requests of one
     # user's turns are notified per hour (0: no bound); the rest wait in the inbox
     JUNE_NOTIFY_PARKS_PER_USER_HOUR = int(env.get("JUNE_NOTIFY_PARKS_PER_USER_HOUR", "10"))
+    # open chat websockets one user may hold in one web process (0: no bound); more are closed 4429
+    JUNE_WS_MAX_PER_USER = int(env.get("JUNE_WS_MAX_PER_USER", "20"))
     # an upload never sent with a message is deleted (row and file) by the sweeper after this long
     JUNE_UNSENT_ATTACHMENT_HOURS = float(env.get("JUNE_UNSENT_ATTACHMENT_HOURS", "24"))
     # retention (docs/privacy.md): the site's default for agents that declare none, JSON, e.g.

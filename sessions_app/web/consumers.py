@@ -10,6 +10,8 @@ Contract:
   already sent and re-reading the log when one skips ahead (the layer is at-most-once; the log
   is the truth). A periodic check re-reads the log too, so a lost last event still arrives.
 - deltas are forwarded live (no ``seq``; see ``sink.py`` for ``offset``/``base``).
+- at most ``JUNE_WS_MAX_PER_USER`` chat sockets per user in one web process (close 4429: too many;
+  a count per process, so N web processes allow a user N times that).
 - the login is checked again before every client frame (``socketauth``): a login that ended (a
   logout, the session deleted, the account deactivated, the password changed) gets an error
   frame (status 401) and the socket closes with 4401; a logout or a deactivation closes the
@@ -24,6 +26,7 @@ Contract:
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -31,6 +34,7 @@ from urllib.parse import parse_qs
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
@@ -52,6 +56,10 @@ CLOSE_BAD_REQUEST = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
+CLOSE_TOO_MANY = 4429
+
+#: open chat sockets per user in this process (the consumers all run on its one event loop)
+_open_per_user: collections.Counter[Any] = collections.Counter()
 
 
 class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
@@ -59,6 +67,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         self._relay_init()
         self.last_seq = 0
         self.group = self.user_group = ""
+        self.counted: Any = None
         self.sending = asyncio.Lock()  # replay, live events and the periodic check take turns
         self.catchup: asyncio.Task | None = None
         kwargs = self.scope["url_route"]["kwargs"]
@@ -76,6 +85,11 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             return await self._refuse(CLOSE_FORBIDDEN, str(exc))
         except BadRequest as exc:
             return await self._refuse(CLOSE_BAD_REQUEST, str(exc))
+        cap = settings.JUNE_WS_MAX_PER_USER
+        if cap and _open_per_user[self.user.pk] >= cap:
+            return await self._refuse(CLOSE_TOO_MANY, f"too many open chat sockets: at most {cap}; close some")
+        self.counted = self.user.pk
+        _open_per_user[self.counted] += 1
         self.login = getattr(self.scope.get("session"), "session_key", None)
         self.group = group_name(SessionRef(self.agent, self.key))
         await self.channel_layer.group_add(self.group, self.channel_name)  # before the replay: no gap
@@ -101,6 +115,11 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             await super().dispatch(message)
 
     async def disconnect(self, code: int) -> None:
+        if self.counted is not None:
+            _open_per_user[self.counted] -= 1
+            if _open_per_user[self.counted] <= 0:
+                del _open_per_user[self.counted]
+            self.counted = None
         if self.catchup is not None:
             self.catchup.cancel()
         if self.group:

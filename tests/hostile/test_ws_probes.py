@@ -127,3 +127,32 @@ def test_logout_closes_that_logins_sockets_and_keeps_the_others():
 
     async_to_sync(scenario)()
     assert list(m.Turn.objects.values_list("session__key", flat=True)) == ["w2"]
+
+
+def test_sockets_per_user_are_bounded(settings):
+    """400 sockets of one user were all accepted (the database's transactions 45 → 126 a second,
+    the API's median 17 → 81 ms). At most ``JUNE_WS_MAX_PER_USER`` per user and process: the next
+    is told why and closed with 4429; closing one makes room; another user is not affected."""
+    settings.JUNE_WS_MAX_PER_USER = 3
+    user, other = make_user("vera"), make_user("walt")
+    _, cookie = _login(user)
+    _, other_cookie = _login(other)
+
+    async def scenario() -> None:
+        from june_project.asgi import application
+
+        open_ = [await _open(cookie, f"w{n}") for n in range(3)]
+        extra = WebsocketCommunicator(
+            application, "/ws/agents/ops/sessions/w9/", headers=[(b"origin", b"http://testserver"), (b"cookie", cookie)]
+        )
+        assert (await extra.connect(timeout=30))[0]
+        first = await extra.receive_json_from(timeout=30)
+        assert first["type"] == "error" and first["status"] == 429, first
+        assert (await extra.receive_output(timeout=30)) == {"type": "websocket.close", "code": 4429}
+        bystander = await _open(other_cookie, "o1")
+        await open_[0].disconnect()
+        again = await _open(cookie, "w9")
+        for comm in (*open_[1:], bystander, again):
+            await comm.disconnect()
+
+    async_to_sync(scenario)()
