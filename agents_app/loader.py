@@ -4,7 +4,8 @@
                                 authorize_answer, settings, compaction, limits, mcp (MCP
                                 servers whose tools join the agent's: agents_app/mcp),
                                 placeholder and hints (the chat's composer),
-                                retention (docs/privacy.md)
+                                retention (docs/privacy.md), authorize_takeover
+                                (docs/operations.md "Takeover")
     <name>/instructions.md      the base system prompt
     <name>/instructions.<source>.md   per-source overlays
     <name>/tools/*.py           each module's Tool objects (``tool``, ``define_action``)
@@ -91,6 +92,7 @@ def load_agent(folder: Path) -> Agent:
         placeholder=str(getattr(conf, "placeholder", "") or ""),
         hints=[str(hint) for hint in getattr(conf, "hints", ())],
         retention=getattr(conf, "retention", None) or {},
+        authorize_takeover=getattr(conf, "authorize_takeover", None),
     )
 
 

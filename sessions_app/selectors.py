@@ -248,6 +248,9 @@ def transcript(*, session: m.Session, generation: int, limit: int = ARCHIVE_MESS
         if row.role == "user":
             item["attachments"] = [a for a in data.get("attachments", ()) if isinstance(a, dict)]
         if row.role == "assistant":
+            # a person's reply while they had the session (``takeover``): shown with their name
+            by = str(data.get("by") or "")
+            item["person"] = by[len("person:") :] if by.startswith("person:") else ""
             item["tool_calls"] = [
                 {"name": c.get("name"), "input": _compact(c.get("input"))}
                 for c in data.get("tool_calls", ())

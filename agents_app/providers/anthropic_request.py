@@ -12,6 +12,9 @@ from agents_app.providers.anthropic_files import Reader, attachment_blocks
 from agents_app.runtime.compaction import SUMMARY_PREFIX
 from agents_app.runtime.messages import Message, Role
 
+#: the ``by`` of an assistant message a person wrote (the host's takeover)
+PERSON = "person:"
+
 
 def _api_content(message: Message, read: Reader | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The API role and content blocks of one transcript message."""
@@ -25,6 +28,11 @@ def _api_content(message: Message, read: Reader | None = None) -> tuple[str, lis
         # a compaction's summary reads as user text (merged with a user message after it)
         return "user", [{"type": "text", "text": SUMMARY_PREFIX + message.text}]
     if message.role == Role.ASSISTANT:
+        if (message.by or "").startswith(PERSON) and message.text:
+            # a person's reply while they had the session (a takeover): the model reads whose
+            return "assistant", [
+                {"type": "text", "text": f"[{message.by[len(PERSON) :]}, a person, wrote:] {message.text}"}
+            ]
         if message.blocks:
             return "assistant", [dict(b) for b in message.blocks]
         content: list[dict[str, Any]] = [{"type": "text", "text": message.text}] if message.text else []

@@ -69,6 +69,9 @@ class Agent:
     #: <name>…") and what to try (``hints``: short messages, shown after it)
     placeholder: str = ""
     hints: list[str] = field(default_factory=list)
+    #: who may take its sessions over (``authorize_takeover(*, session, principal)`` in agent.py:
+    #: exactly True grants; None: nobody)
+    authorize_takeover: AuthorizeAnswer | None = None
     #: how long its conversations are kept (``retention`` in agent.py, ``runtime.keeping``)
     retention: dict[str, Any] = field(default_factory=dict)
 

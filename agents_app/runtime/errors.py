@@ -53,6 +53,13 @@ class SessionSuspendedError(TurnConflictError):
     code = "session_suspended"
 
 
+class SessionTakenOverError(TurnConflictError):
+    """A person has taken the session over: no turn starts until they hand it back (the user's
+    messages go to them instead)."""
+
+    code = "taken_over"
+
+
 class SessionBusyError(TurnConflictError):
     """A branch is made or switched only while the session is idle (no queued, running or
     parked turn)."""

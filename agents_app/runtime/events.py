@@ -237,6 +237,39 @@ class CompactionFailed(TurnEvent):
     error: str = ""
 
 
+@fast_init
+@dataclass(frozen=True, slots=True)
+class TakeoverStarted(TurnEvent):
+    """A person (``by``: their display name) answers in the agent's place from now on;
+    ``running``: what became of a turn running then (``cancel`` | ``finish``)."""
+
+    type: ClassVar[str] = "takeover.started"
+    by: str = ""
+    running: str = "cancel"
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class TakeoverEnded(TurnEvent):
+    """The person handed the conversation back to the agent."""
+
+    type: ClassVar[str] = "takeover.ended"
+    by: str = ""
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class PersonMessage(TurnEvent):
+    """A message written while a person had the session: the user's (``role`` ``user``) or the
+    person's (``role`` ``person``, ``by`` their display name), at transcript position ``index``."""
+
+    type: ClassVar[str] = "person.message"
+    role: str = "user"
+    text: str = ""
+    by: str = ""
+    index: int = 0
+
+
 EVENT_TYPES: dict[str, type[TurnEvent]] = {
     cls.type: cls
     for cls in (
@@ -257,6 +290,9 @@ EVENT_TYPES: dict[str, type[TurnEvent]] = {
         CompactionStarted,
         CompactionCompleted,
         CompactionFailed,
+        TakeoverStarted,
+        TakeoverEnded,
+        PersonMessage,
     )
 }
 

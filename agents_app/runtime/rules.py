@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .answers import Grant, check_answer_schema, check_answerer
-from .errors import NotFound, SessionSuspendedError, TurnConflictError, TurnNotResumable
+from .errors import NotFound, SessionSuspendedError, SessionTakenOverError, TurnConflictError, TurnNotResumable
 from .seams import CancelReason, SessionRef, TurnRecord, TurnStatus
 
 #: the statuses that keep a session's chain waiting (a later turn starts after them)
@@ -50,6 +50,14 @@ def check_start(*, turn_exists: bool, parked: bool) -> None:
         raise TurnConflictError("this turn id exists")
     if parked:
         raise SessionSuspendedError("the session is waiting for an answer; answer it or reset the session")
+
+
+def check_not_taken_over(*, taken_over: bool) -> None:
+    """While a person has taken a session over, no turn starts in it: a person's message goes
+    to them (the host's takeover), a proactive or programmatic start is refused until the hand
+    back. Every transport and the sweep of schedules apply it before creating a turn."""
+    if taken_over:
+        raise SessionTakenOverError("a person has taken this conversation over: no turn starts until they hand it back")
 
 
 def cancel_now(status: TurnStatus, *, reason: str, waiting: int = 0) -> bool:

@@ -176,6 +176,20 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
             }
             for t in parked[:LIST_ROWS]
         ],
+        # sessions a person answers in (takeover), longest first
+        "taken_over": [
+            {
+                "agent": t.session.agent,
+                "session": t.session.key,
+                "by": t.operator_name,
+                "age": _ago(t.started_at, now),
+                "messages": t.messages,
+                "url": reverse("admin:sessions_app_session_change", args=[t.session_id]),
+            }
+            for t in m.Takeover.objects.filter(ended_at__isnull=True)
+            .select_related("session")
+            .order_by("started_at")[:LIST_ROWS]
+        ],
         "failures": [{**row, "error": ""} for row in _turn_rows(failures, now, when="updated_at")],
         "retried": _turn_rows(retried, now),
         "schedules": schedules,

@@ -21,7 +21,7 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from sessions_app import models as m
-from sessions_app.admin import console, search, tree
+from sessions_app.admin import console, search, takeover_admin, tree
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.privacy_actions import erase_owners, hold_sessions, release_sessions
 from sessions_app.audit import audit_staff_read
@@ -273,6 +273,19 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
                 self.admin_site.admin_view(self.generation_view),
                 name="%s_%s_generation" % info,
             ),
+            # a person answering in the agent's place (admin/takeover_admin.py)
+            *(
+                path(
+                    f"<path:object_id>/takeover/{suffix}",
+                    self.admin_site.admin_view(partial(view, self)),
+                    name=f"{named}_takeover{name}",
+                )
+                for suffix, view, name in (
+                    ("", takeover_admin.begin_view, ""),
+                    ("say/", takeover_admin.say_view, "_say"),
+                    ("handback/", takeover_admin.end_view, "_end"),
+                )
+            ),
             # search by text and downloads (admin/search.py)
             path("search/", self.admin_site.admin_view(partial(search.search_view, self)), name=f"{named}_search"),
             *(
@@ -306,6 +319,7 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
                 generations=page,
                 live_url=self.generation_url(session, session.generation),
                 usage=console.session_usage(session),
+                **takeover_admin.panel(session, request.user),
             )
         return super().change_view(request, object_id, form_url, extra_context=extra)
 

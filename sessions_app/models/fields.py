@@ -136,6 +136,9 @@ EVENT_TYPE_CODES: dict[str, int] = {
     "compaction.completed": 15,
     "compaction.failed": 16,
     "branch.switched": 17,
+    "takeover.started": 18,
+    "takeover.ended": 19,
+    "person.message": 20,
 }
 EVENT_TYPE_NAMES: dict[int, str] = {code: name for name, code in EVENT_TYPE_CODES.items()}
 assert len(EVENT_TYPE_NAMES) == len(EVENT_TYPE_CODES), "two event types share a code"

@@ -16,7 +16,10 @@ Contract:
   logout, the session deleted, the account deactivated, the password changed) gets an error
   frame (status 401) and the socket closes with 4401; a logout or a deactivation closes the
   user's sockets at once, without waiting for a frame.
-- client frames ``{"type": "start"|"cancel"|"resume"|"reset", …, "id"?}`` each go to one
+- the operator who took the session over (``takeover``) may open it too, and write with
+  ``{"type": "say", "text"}``; while it is taken over its owner's ``start`` gives the text to
+  that person (ack ``{"status": "taken_over", "turn_id": null, "index"}``) and starts nothing.
+- client frames ``{"type": "start"|"cancel"|"resume"|"reset"|"say", …, "id"?}`` each go to one
   handler calling a service; the reply is ``{"type": "ack", "for": <type>, "id", …}`` or
   ``{"type": "error", "code", "message", "status", "id"}`` (a start refused by a rate limit or
   quota: status 429, code ``rate_limited``, and ``retry_after`` in seconds). After an error frame
@@ -38,7 +41,7 @@ from django.conf import settings
 
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
-from sessions_app import attachments, listings, safejson, selectors, services
+from sessions_app import attachments, listings, safejson, selectors, services, takeover
 from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
 from sessions_app.outbox.sink import group_name
 from sessions_app.web import admission, socketauth
@@ -82,7 +85,9 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         except NotFound as exc:
             return await self._refuse(CLOSE_NOT_FOUND, str(exc))
         except AccessDenied as exc:
-            return await self._refuse(CLOSE_FORBIDDEN, str(exc))
+            # the operator who took the session over follows it too (docs/operations.md "Takeover")
+            if not await database_sync_to_async(takeover.holds)(agent=self.agent, key=self.key, user=self.user):
+                return await self._refuse(CLOSE_FORBIDDEN, str(exc))
         except BadRequest as exc:
             return await self._refuse(CLOSE_BAD_REQUEST, str(exc))
         cap = settings.JUNE_WS_MAX_PER_USER
@@ -248,6 +253,12 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         replace = frame.get("replace", False)
         if not isinstance(replace, bool):
             raise BadRequest("replace must be true or false")
+        # taken over by a person: the message goes to them, and no turn starts
+        said = await database_sync_to_async(takeover.user_says_in)(
+            agent=self.agent, key=self.key, user=self.user, text=frame.get("text"), attachments=frame.get("attachments")
+        )
+        if said is not None:
+            return {"turn_id": None, "status": "taken_over", "index": said}
         await admission.aenter()  # while the workers are behind, the start waits its turn
         # ``attachments``: ids of uploads (``POST …/attachments``), checked as the API checks them
         rec = await database_sync_to_async(admission.start_turn)(
@@ -282,6 +293,13 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         )
         return {"turn_id": rec.turn_id, "status": str(rec.status)}
 
+    async def frame_say(self, frame: dict[str, Any]) -> dict[str, Any]:
+        """The operator holding the takeover writes to the user (403 for anyone else)."""
+        index = await database_sync_to_async(takeover.person_says_in)(
+            agent=self.agent, key=self.key, user=self.user, text=frame.get("text")
+        )
+        return {"index": index}
+
     async def frame_reset(self, frame: dict[str, Any]) -> dict[str, Any]:
         return await database_sync_to_async(services.session_reset)(agent=self.agent, key=self.key, user=self.user)
 
@@ -304,6 +322,7 @@ FRAME_HANDLERS = {
     "cancel": SessionConsumer.frame_cancel,
     "resume": SessionConsumer.frame_resume,
     "reset": SessionConsumer.frame_reset,
+    "say": SessionConsumer.frame_say,
 }
 
 

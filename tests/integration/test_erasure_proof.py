@@ -26,7 +26,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents_app.models import Attachment, ScheduleRun, WebhookDelivery
-from sessions_app import attachments, privacy, services
+from sessions_app import attachments, privacy, services, takeover
 from sessions_app import models as m
 from sessions_app.audit import audit_staff_read
 from sessions_app.errors import UserBusy
@@ -107,6 +107,11 @@ def fill(user, canary: str, staff) -> None:
     m.QuotaOverride.objects.create(user=user, note=canary, tokens_per_day=10)
     m.RateCounter.objects.get_or_create(scope="user", subject=str(user.pk), window_start=0, defaults={"n": 1})
     session = m.Session.objects.get(key=key)
+    # a person took the conversation over, the user and they talked, it was handed back
+    takeover.takeover_begin(session=session, user=staff)
+    takeover.user_says(session=session, user=user, text=f"a person please {canary}")
+    takeover.person_says(session=session, user=staff, text=f"here I am {canary}")
+    takeover.takeover_end(session=session, user=staff)
     audit_staff_read(request=None, user=staff, action=m.AuditAction.TURN_READ, session=session, turn_id=turn.pk)
 
 
@@ -124,10 +129,23 @@ def june_tables():
                 yield model._meta.db_table, [f.column for f in model._meta.concrete_fields]
 
 
-def mentions(needles: list[str]) -> dict[str, list[str]]:
-    """table -> the columns (and the needle) where any of ``needles`` occurs."""
+def session_columns() -> set[tuple[str, str]]:
+    """(table, column) of every foreign key to a session: a row there is the session's."""
+    return {
+        (model._meta.db_table, f.column)
+        for label in ("sessions_app", "agents_app")
+        for model in apps.get_app_config(label).get_models()
+        for f in model._meta.concrete_fields
+        if f.is_relation and f.related_model is m.Session
+    }
+
+
+def mentions(needles: list[str], sessions: frozenset[int] = frozenset()) -> dict[str, list[str]]:
+    """table -> the columns (and the needle) where any of ``needles`` occurs, or that point
+    at one of ``sessions``."""
     found: dict[str, list[str]] = {}
     q = connection.ops.quote_name
+    keyed = session_columns()
     with connection.cursor() as cursor:
         for table, columns in june_tables():
             cursor.execute(f"SELECT {', '.join(q(c) for c in columns)} FROM {q(table)}")
@@ -135,6 +153,8 @@ def mentions(needles: list[str]) -> dict[str, list[str]]:
                 for column, value in zip(columns, row):
                     if value is None:
                         continue
+                    if (table, column) in keyed and value in sessions:
+                        found.setdefault(table, []).append(f"{column}: session {value}")
                     text = cell_text(value)
                     for needle in needles:
                         if needle in text and (table, column) not in AUDIT_REFERENCES:
@@ -175,9 +195,10 @@ def test_erasing_a_user_leaves_nothing_of_theirs_and_keeps_the_other_users_data(
     erin_attachments = list(Attachment.objects.filter(owner_id=erin.pk).values_list("pk", flat=True))
     assert len(erin_turns) >= 5 and m.Session.objects.filter(owner=erin, key__startswith="sub:").exists()
     needles = ["c4n4ry", erin_id, *erin_turns, *erin_attachments]
+    erin_sessions = frozenset(m.Session.objects.filter(owner=erin).values_list("pk", flat=True))
 
     # the fill reached every table that can hold a user's data (the audit log: by her digest)
-    before = mentions([*needles, m.subject_of(erin.pk)])
+    before = mentions([*needles, m.subject_of(erin.pk)], erin_sessions)
     holding = {table for table, _ in june_tables()} - NOBODYS
     assert holding - set(before) == set(), f"tables the fill did not reach: {sorted(holding - set(before))}"
     kept_before = footprint(kept)
@@ -188,7 +209,7 @@ def test_erasing_a_user_leaves_nothing_of_theirs_and_keeps_the_other_users_data(
     report = privacy.user_erase(user=erin, actor=staff)
 
     assert report["sessions"] >= 3 and report["attachments"] == 2 and report["api_tokens"] == 1, report
-    assert mentions(needles) == {}
+    assert mentions(needles, erin_sessions) == {}
     assert not any(b"c4n4ry" in data for data in stored_files(q2_sync).values())
     # the other user's data: every row and every file still there
     assert footprint(kept) == kept_before

@@ -764,3 +764,19 @@ async def test_a_model_that_keeps_calling_a_tool_stops_at_the_limit_with_an_answ
     assert api.bodies[-1]["tool_choice"] == {"type": "none"} and "limit of 5 model calls" in api.bodies[-1]["system"]
     turn = await store.get_turn(result.turn_id)
     assert turn.usage["limited"] == "model_calls" and turn.usage["model_calls"] == 5
+
+
+def test_a_persons_reply_during_a_takeover_reads_as_theirs():
+    """A reply a person wrote while they had the session (``by = "person:<name>"``) is sent
+    as the assistant's turn, saying who wrote it: the model does not take it for its own."""
+    out = build_messages(
+        [
+            Message(Role.USER, text="a human please"),
+            Message(Role.ASSISTANT, text="Olga here: refunded.", by="person:Olga Ops"),
+            Message(Role.USER, text="thanks"),
+        ]
+    )
+    assert out[1] == {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "[Olga Ops, a person, wrote:] Olga here: refunded."}],
+    }

@@ -43,6 +43,9 @@ SAMPLES = [
     ev.TurnCancelled("t1", reason="replaced"),
     ev.SessionReset("", previous_session="s1#g0", generation=1),
     ev.BranchSwitched("", generation=2, previous=0, at=4),
+    ev.TakeoverStarted("", by="Olga Ops", running="finish"),
+    ev.TakeoverEnded("", by="Olga Ops"),
+    ev.PersonMessage("", role="person", text="Hello, Olga here.", by="Olga Ops", index=7),
     ev.CompactionStarted("t1", reason="reactive", step="compact:9", messages=6, tokens_before=900),
     ev.CompactionCompleted(
         "t1",

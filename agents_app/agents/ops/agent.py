@@ -34,6 +34,12 @@ def authorize_answer(*, policy, scope, by, principal):
     return policy == "operator" and principal is not None and is_operator(principal)
 
 
+def authorize_takeover(*, session, principal):
+    """Operators (the same group as ``authorize_answer``'s) may take a session over and answer
+    its user themselves (docs/operations.md "Takeover")."""
+    return principal is not None and is_operator(principal)
+
+
 # -- proactive turns and per-source policies (docs/proactive.md) -----------------------------------
 
 #: the daily summary lands in the demo user's "Ops inbox" session (the chat UI lists it)

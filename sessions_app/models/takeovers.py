@@ -1,0 +1,42 @@
+"""A person answering in an agent's place (``sessions_app.takeover``, docs/operations.md
+"Takeover"): one row per takeover, open while ``ended_at`` is null. At most one open row per
+session (a partial unique constraint): a second operator's takeover is refused by the database,
+whatever the processes."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class TakeoverRunning(models.TextChoices):
+    """What the takeover did to a turn running when it began."""
+
+    CANCEL = "cancel", "cancelled it"
+    FINISH = "finish", "let it finish"
+
+
+class Takeover(models.Model):
+    session = models.ForeignKey("sessions_app.Session", on_delete=models.CASCADE, related_name="takeovers")
+    generation = models.IntegerField(default=0)
+    operator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    #: what the user's chat calls the person (their full name, else their login name)
+    operator_name = models.CharField(max_length=150)
+    running = models.CharField(max_length=8, choices=TakeoverRunning.choices, default=TakeoverRunning.CANCEL)
+    started_at = models.DateTimeField(auto_now_add=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
+    #: messages written while it lasted (the user's and the person's)
+    messages = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["session"], condition=models.Q(ended_at__isnull=True), name="takeover_one_open"
+            )
+        ]
+        indexes = [models.Index(fields=["started_at"], condition=models.Q(ended_at__isnull=True), name="takeover_open")]
+
+    def __str__(self) -> str:
+        return f"takeover of session {self.session_id} by {self.operator_name}"

@@ -1,0 +1,170 @@
+"""Takeover: an operator the agent allows takes a session over, the user's messages reach them
+live over the websocket and start no turn, the operator writes over the same socket, the user's
+chat gets it as a person's message, a second operator is refused (409), a non-operator too
+(403); hand back resumes the agent, whose next request holds the operator's messages marked as
+a person's. All of it in the database: a fresh process (a restart) sees the same takeover."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.test import Client
+from django.urls import reverse
+
+from agents_app import providers
+from agents_app.runtime.errors import SessionTakenOverError, TurnConflictError
+from agents_app.runtime.fakes import ScriptedModel
+from agents_app.runtime.messages import Role
+from agents_app.runtime.model import ModelReply
+from sessions_app import models as m
+from sessions_app import services, takeover
+from sessions_app.errors import AccessDenied
+
+from .test_consumers import communicator, cookie_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def people(monkeypatch):
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", True)
+    make = get_user_model().objects.create_user
+    operators = Group.objects.create(name="operators")
+    olga = make("olga", password="pw-olga-123", is_staff=True, first_name="Olga", last_name="Ops")
+    oscar = make("oscar", password="pw-oscar-123", is_staff=True)
+    for op in (olga, oscar):
+        op.groups.add(operators)
+    return {
+        "alice": make("alice", password="pw-alice-123"),
+        "olga": olga,
+        "oscar": oscar,
+        "sam": make("sam", password="pw-sam-123", is_staff=True),  # staff, not an operator
+    }
+
+
+def test_takeover_hand_back_and_what_the_model_reads_after(people):
+    alice, olga = people["alice"], people["olga"]
+    seen: list = []
+
+    def reply(request):
+        seen.append(request.messages)
+        return ModelReply(text="the agent again")
+
+    providers.register("demo", lambda agent: ScriptedModel(reply))
+    try:
+        services.turn_start(agent="ops", key="s1", text="hello agent", user=alice)
+        session = m.Session.objects.get(key="s1")
+        row = takeover.takeover_begin(session=session, user=olga, running="cancel")
+        assert row.operator_name == "Olga Ops"
+        # no turn starts while taken over: the rule, as every transport meets it
+        with pytest.raises(SessionTakenOverError):
+            services.turn_start(agent="ops", key="s1", text="anyone?", user=alice)
+        assert takeover.user_says(session=session, user=alice, text="I want a human") is not None
+        takeover.person_says(session=session, user=olga, text="Hi, Olga here. Your refund is on its way.")
+        assert m.Turn.objects.filter(session=session).count() == 1
+        # a second operator: 409; a staff user the agent does not allow: 403
+        with pytest.raises(TurnConflictError) as second:
+            takeover.takeover_begin(session=session, user=people["oscar"])
+        assert second.value.http_status == 409 and "Olga Ops" in str(second.value)
+        with pytest.raises(AccessDenied):
+            takeover.takeover_begin(session=session, user=people["sam"])
+        with pytest.raises(AccessDenied):
+            takeover.person_says(session=session, user=people["oscar"], text="not mine")
+        takeover.takeover_end(session=session, user=olga)
+        calls = len(seen)
+        services.turn_start(agent="ops", key="s1", text="thanks, and one more question", user=alice)
+    finally:
+        providers.unregister("demo")
+    assert len(seen) == calls + 1
+    transcript = seen[-1]
+    person = [x for x in transcript if x.role == Role.ASSISTANT and x.by == "person:Olga Ops"]
+    assert [x.text for x in person] == ["Hi, Olga here. Your refund is on its way."]
+    notes = [x.text for x in transcript if x.role == Role.TRIGGER and x.by == "takeover"]
+    assert len(notes) == 2 and "Olga Ops" in notes[0] and "handed the conversation back" in notes[1]
+    assert any(x.role == Role.USER and x.text == "I want a human" for x in transcript)
+    # the audit log has the takeover and the hand back
+    actions = list(m.AuditEvent.objects.filter(session_id=session.pk).values_list("action", flat=True))
+    assert m.AuditAction.TAKEOVER in actions and m.AuditAction.HAND_BACK in actions
+
+
+def test_the_admin_page_takes_over_and_hands_back_and_a_second_operator_gets_409(people):
+    alice = people["alice"]
+    services.turn_start(agent="ops", key="s2", text="hello", user=alice)
+    session = m.Session.objects.get(key="s2")
+    page = reverse("admin:sessions_app_session_change", args=[session.pk])
+    olga, oscar, sam = Client(), Client(), Client()
+    olga.force_login(people["olga"])
+    oscar.force_login(people["oscar"])
+    sam.force_login(people["sam"])
+    assert 'id="june-take-over"' in olga.get(page).content.decode()
+    assert 'id="june-take-over"' not in sam.get(page).content.decode()
+    begin = reverse("admin:sessions_app_session_takeover", args=[session.pk])
+    assert sam.post(begin, {"running": "finish"}).status_code == 403
+    assert olga.post(begin, {"running": "finish"}).status_code == 302
+    assert oscar.post(begin, {"running": "cancel"}).status_code == 409
+    shown = olga.get(page).content.decode()
+    assert 'id="june-takeover-live"' in shown and "Olga Ops" in shown
+    say = reverse("admin:sessions_app_session_takeover_say", args=[session.pk])
+    assert oscar.post(say, {"text": "hi"}).status_code == 403
+    assert olga.post(say, {"text": "hello from Olga"}).status_code == 302
+    dashboard = olga.get(reverse("admin:sessions_app_approvalrequest_dashboard")).content.decode()
+    assert "june-taken-over" in dashboard and "s2" in dashboard
+    assert olga.post(reverse("admin:sessions_app_session_takeover_end", args=[session.pk])).status_code == 302
+    assert takeover.open_takeover(session) is None
+    (row,) = m.Takeover.objects.all()
+    assert row.messages == 1 and row.ended_at is not None and row.running == "finish"
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_the_user_and_the_operator_talk_live_over_the_websocket(people):
+    alice, olga = people["alice"], people["olga"]
+    await sync_to_async(services.turn_start)(agent="ops", key="s3", text="hello", user=alice)
+    session = await sync_to_async(m.Session.objects.get)(key="s3")
+    await sync_to_async(takeover.takeover_begin)(session=session, user=olga, running="cancel")
+    user = communicator("/ws/agents/ops/sessions/s3/", await cookie_for(alice))
+    operator = communicator("/ws/agents/ops/sessions/s3/", await cookie_for(olga))
+    stranger = communicator("/ws/agents/ops/sessions/s3/", await cookie_for(people["oscar"]))
+    for comm in (user, operator, stranger):
+        assert (await comm.connect())[0]
+
+    async def until(comm, want):
+        while True:
+            frame = await comm.receive_json_from(timeout=10)
+            if want(frame):
+                return frame
+
+    assert (await until(stranger, lambda f: f["type"] == "error"))["status"] == 403
+    started = await until(user, lambda f: f["type"] == "takeover.started")
+    assert started["by"] == "Olga Ops"
+    await until(user, lambda f: f["type"] == "ready")
+    await until(operator, lambda f: f["type"] == "ready")
+    await user.send_json_to({"type": "start", "text": "are you a person?", "id": 1})
+    ack = await until(user, lambda f: f["type"] in ("ack", "error") and f.get("id") == 1)
+    assert ack["type"] == "ack" and ack["status"] == "taken_over" and ack["turn_id"] is None
+    heard = await until(operator, lambda f: f["type"] == "person.message")
+    assert (heard["role"], heard["text"], heard["by"]) == ("user", "are you a person?", "alice")
+    await operator.send_json_to({"type": "say", "text": "Yes, I am Olga.", "id": 7})
+    said = await until(user, lambda f: f["type"] == "person.message" and f["role"] == "person")
+    assert (said["text"], said["by"]) == ("Yes, I am Olga.", "Olga Ops")
+    await user.send_json_to({"type": "say", "text": "I am the operator now", "id": 2})
+    refused = await until(user, lambda f: f["type"] == "error" and f.get("id") == 2)
+    assert refused["status"] == 403
+    assert await sync_to_async(m.Turn.objects.count)() == 1
+    for comm in (user, operator, stranger):
+        await comm.disconnect()
+
+
+def test_the_api_refuses_a_turn_while_taken_over_with_409(people):
+    from .test_api import Api, token_for
+
+    alice, olga = people["alice"], people["olga"]
+    services.turn_start(agent="ops", key="s4", text="hello", user=alice)
+    takeover.takeover_begin(session=m.Session.objects.get(key="s4"), user=olga)
+    status, body, _ = Api(token_for(alice)).post("/api/agents/ops/sessions/s4/turns?wait=false", {"text": "hi"})
+    assert status == 409 and body["error"]["code"] == "taken_over", body
+    assert m.Turn.objects.filter(session__key="s4").count() == 1
