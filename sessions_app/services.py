@@ -32,7 +32,7 @@ from sessions_app.access import (  # noqa: F401 (re-exported: the transports' on
     validate_session_key,
     webhook_session_key,
 )
-from sessions_app.errors import BadRequest, PayloadTooLarge
+from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
 
 INPUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
@@ -361,6 +361,8 @@ def session_rename(*, agent: str, key: str, user: Any, title: Any) -> m.Session:
         raise BadRequest("a title is a string of at most 200 characters")
     safejson.check_string(title)  # NUL, lone surrogates: whatever transport it came from
     session = session_for_user(agent=agent, key=key, user=user, create=True)  # a new chat's too
+    if session is None:  # created when absent: only a user with no login gets none
+        raise AccessDenied("log in to rename a session")
     title = " ".join(title.split())
     m.Session.objects.filter(pk=session.pk).update(title=title)
     session.title = title

@@ -222,10 +222,10 @@ def write_steps(
             raise IntegrityError(str(exc.diag.message_primary)) from None
         raise
     row = results[fence]
-    cancel_reason, session_id, generation = wire.value(row, 0), int(wire.value(row, 1)), int(wire.value(row, 2))
+    cancel_reason, session_id, generation = wire.value(row, 0), wire.number(row, 1), wire.number(row, 2)
     logged: list[LoggedEvent] = []
     if events:
-        last, live = int(wire.value(results[seq], 0)), int(wire.value(results[seq], 1))
+        last, live = wire.number(results[seq], 0), wire.number(results[seq], 1)
         if live == generation:  # archived generations are not watched live
             logged = [LoggedEvent(last - k + 1 + n, e) for n, e in enumerate(events)]
     woken = children.woken_pg(results[report]) if report is not None else []

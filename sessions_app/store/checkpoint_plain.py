@@ -5,7 +5,7 @@ checkpoint is one round trip instead (``checkpoint_pg``); what both share is in 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence, cast
 
 from django.db import connection
 
@@ -51,7 +51,17 @@ MOVE_BOUNDARY_PLAIN = (
 )
 
 
-def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events, boundary=None, result=None) -> Written:
+def write_plain(
+    cur: Any,
+    turn_id: str,
+    attempt_id: str | None,
+    changes: Any,
+    messages: Any,
+    steps: Any,
+    events: Any,
+    boundary: Any = None,
+    result: Any = None,
+) -> Written:
     """The checkpoint as plain statements on ``cur``, inside the unit's transaction: Django's
     cursor (SQLite, on Django's thread), or the store's own SQLite connection (``lite``), whose
     cursor takes the same ``%s`` statements."""
@@ -80,7 +90,7 @@ def write_plain(cur: Any, turn_id, attempt_id, changes, messages, steps, events,
         row = None if answer is None else answer[1:]
         if answer is not None:
             cancel_reason = answer[0]
-            transcripts.remember_facts(turn_id, row)
+            transcripts.remember_facts(turn_id, cast(transcripts.Facts, row))  # the fence's four columns
     if row is None:  # the rest rolls back with the unit
         if held and cur.execute(*still_held(turn_id, attempt_id)).fetchone():
             raise _recorded(turn_id, held)
@@ -155,7 +165,7 @@ def log_events(
     *,
     turn_id: str | None,
     generation: int | None = None,
-    unit: list[tuple[int, Message]] = (),
+    unit: Sequence[tuple[int, Message]] = (),
     cur: Any = None,
     now: Any = None,
 ) -> list[LoggedEvent]:
@@ -197,7 +207,7 @@ def insert_events(
     *,
     turn_id: str | None,
     generation: int | None,
-    unit: list[tuple[int, Message]] = (),
+    unit: Sequence[tuple[int, Message]] = (),
     now: Any = None,
 ) -> list[LoggedEvent]:
     """Insert ``events``, numbered up to ``last`` (the session's ``event_seq`` once bumped by

@@ -55,11 +55,15 @@ def woken_pg(row: Any) -> list[tuple[str, SessionRef]]:
         return []
     if wire.value(row, 1) != TurnStatus.QUEUED:
         return []
-    return [(wire.value(row, 0), SessionRef(wire.value(row, 2), wire.value(row, 3)))]
+    return [(wire.text(row, 0), SessionRef(wire.text(row, 2), wire.text(row, 3)))]
 
 
 def report_txn(
-    turn_id: str, result: dict[str, Any], cur: Any = None, now: Any = None, parent: tuple[str | None, str] | None = None
+    turn_id: str,
+    result: dict[str, Any],
+    cur: Any = None,
+    now: Any = None,
+    parent: tuple[str | None, str | None] | None = None,
 ) -> list[tuple[str, SessionRef]]:
     """The report as plain statements on ``cur`` at ``now`` (the unit's cursor and time on
     SQLite: Django's or the store's own, ``lite``), else on Django's connection (cancels, on
@@ -73,7 +77,8 @@ def report_txn(
         parent = cur.fetchone()
     if parent is None or not parent[0]:
         return []
-    parent_id, step = parent
+    parent_id: str = parent[0]
+    step = parent[1]
     cur.execute(
         "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
         "SELECT id, %s, NULL, %s, %s FROM sessions_app_turn WHERE id = %s "

@@ -50,7 +50,7 @@ def _text(message: Message) -> Any:
     return message.text
 
 
-def _call(message: Message, call_id: str) -> Any:
+def _call(message: Message, call_id: str | None) -> Any:
     return next((c.to_json() for c in message.tool_calls if c.id == call_id), None)
 
 
@@ -150,9 +150,11 @@ Row = tuple[int, int, str, str | None, dict[str, Any] | int]
 def restore(rows: Iterable[Row]) -> list[dict[str, Any]]:
     """Whole event JSON for ``(session_id, generation, type, turn_id, stored data)`` rows (the
     row's columns and its data), in their order."""
-    rows = [(s, g, t, turn, {FROM: data} if _bare(data) else data) for s, g, t, turn, data in rows]
+    whole: list[tuple[int, int, str, str | None, dict[str, Any]]] = [
+        (s, g, t, turn, data if isinstance(data, dict) else {FROM: data}) for s, g, t, turn, data in rows
+    ]
     wanted: dict[tuple[int, int], set[int]] = defaultdict(set)
-    for session_id, generation, _, _, data in rows:
+    for session_id, generation, _, _, data in whole:
         if FROM in data:
             wanted[(session_id, generation)].add(data[FROM])
     messages: dict[tuple[int, int, int], dict[str, Any]] = {}
@@ -161,8 +163,8 @@ def restore(rows: Iterable[Row]) -> list[dict[str, Any]]:
         for index, data in found.values_list("index", "data"):
             messages[(session_id, generation, index)] = data
     out = []
-    for session_id, generation, type_, turn_id, data in rows:
-        data = {"type": type_, "turn_id": turn_id, **data}
+    for session_id, generation, type_, turn_id, stored in whole:
+        data = {"type": type_, "turn_id": turn_id, **stored}
         if FROM in data:
             index = data.pop(FROM)
             msg = messages.get((session_id, generation, index), {})
@@ -186,7 +188,7 @@ def _bare(data: Any) -> bool:
 
 def refers(data: dict[str, Any] | int) -> bool:
     """Whether an event row's stored JSON refers to a message (and so keeps no time)."""
-    return _bare(data) or FROM in data
+    return _bare(data) or (isinstance(data, dict) and FROM in data)
 
 
 class _MessageIndex(Func):

@@ -18,11 +18,15 @@ the engine's data, which the engine checks with ``json.dumps`` before it reaches
 from __future__ import annotations
 
 import json
+import json.encoder
 from json.decoder import JSONDecoder
-from json.encoder import JSONEncoder, c_make_encoder, encode_basestring_ascii
+from json.encoder import JSONEncoder, encode_basestring_ascii
 from typing import Any
 
-_scan = JSONDecoder().scan_once
+# the json module's C scanner and encoder, which its own dumps/loads reach through layers of
+# Python; not in its typed interface, hence getattr
+_scan = getattr(JSONDecoder(), "scan_once")  # noqa: B009
+c_make_encoder = getattr(json.encoder, "c_make_encoder", None)  # noqa: B009
 
 if c_make_encoder is not None:
     _encoder = c_make_encoder(None, JSONEncoder().default, encode_basestring_ascii, None, ":", ",", False, False, True)
@@ -31,7 +35,11 @@ if c_make_encoder is not None:
         """``json.dumps(value, separators=(",", ":"))``."""
         return "".join(_encoder(value, 0))
 else:  # pragma: no cover (a Python without the json module's C part)
-    dumps = JSONEncoder(separators=(",", ":")).encode
+    _plain = JSONEncoder(separators=(",", ":"))
+
+    def dumps(value: Any) -> str:
+        """``json.dumps(value, separators=(",", ":"))``."""
+        return _plain.encode(value)
 
 
 def loads(text: str | bytes) -> Any:

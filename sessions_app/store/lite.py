@@ -49,6 +49,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from django.db import connection as django_connection
+from django.db.models import Model
 from django.db.models.fields import AutoFieldMixin
 
 from agents_app.runtime import rules
@@ -250,7 +251,7 @@ NEXT_IN_CHAIN = (
 
 
 @functools.cache
-def _inserting(model: type) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
+def _inserting(model: type[Model]) -> tuple[str, tuple[str, ...], tuple[Any, ...]]:
     """An INSERT of a whole ``model`` row (its auto id aside): the statement, the fields'
     attnames, and their defaults as the ORM saves them (the model stays their one source)."""
     fields = [f for f in model._meta.concrete_fields if not isinstance(f, AutoFieldMixin)]

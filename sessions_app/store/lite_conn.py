@@ -12,7 +12,7 @@ import re
 import sqlite3
 import threading
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import AsyncToSync
 from django.db import connections
@@ -165,7 +165,8 @@ class _cursor:
             self._failed(error)
             raise
         if conn.total_changes != self.changes:
-            lite_wal.checkpoints.wrote(_local.own.path)  # type: ignore[union-attr] (opened by __enter__)
+            own = cast(_Own, _local.own)  # opened by __enter__
+            lite_wal.checkpoints.wrote(own.path)
 
     def _failed(self, exc: BaseException) -> None:
         """Roll back; a locked database raises Busy (the caller re-raises anything else)."""

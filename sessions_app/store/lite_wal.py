@@ -128,15 +128,15 @@ class _Checkpoints:
         while True:
             item = self.files.get()
             if item is None:
-                for kept in idle.values():
-                    kept.conn.close()
+                for each in idle.values():
+                    each.conn.close()
                 idle.clear()
                 continue
             if isinstance(item, _Kept):
                 self._keep(item)
                 continue
             path, init_command = item
-            kept = idle.pop(path, None)
+            kept: _Kept | None = idle.pop(path, None)
             if kept is None:
                 with self.lock:  # lent for a rest no commit took yet: this checkpoint moves it
                     if self.rest is not None and self.rest.path == path:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 import json
 from types import SimpleNamespace
-from typing import Any, Generator
+from typing import Any, Generator, cast
 
 import psycopg
 from django.conf import settings
@@ -180,15 +180,15 @@ def create_steps(
         raise AssertionError(f"june_start_refused raised on facts check_start allows: {facts}")
     if not results[inserted].ntuples:
         raise NotFound(f"session {session} was deleted while the turn was created")
-    turn.generation = int(wire.value(results[inserted], 0))
-    transcripts.remember(turn_id, int(wire.value(results[inserted], 1)), turn.generation)
+    turn.generation = wire.number(results[inserted], 0)
+    transcripts.remember(turn_id, wire.number(results[inserted], 1), turn.generation)
     return Outcome(turn=record_of(turn, s))
 
 
 def _refused(exc: psycopg.Error) -> dict[str, bool] | None:
     """``check_start``'s facts when the database refused the creation on them."""
     if exc.sqlstate == START_REFUSED:
-        return json.loads(exc.diag.message_detail)
+        return json.loads(cast(str, exc.diag.message_detail))  # the refusal raises its facts as its DETAIL
     if exc.sqlstate == UNIQUE_VIOLATION and exc.diag.constraint_name == "sessions_app_turn_pkey":
         return {"turn_exists": True, "parked": False}  # created meanwhile by a concurrent start
     return None
@@ -244,26 +244,26 @@ def claim_and_load_steps(
     row = results[claimed]
     if not row.ntuples:
         return None
-    columns = json.loads(wire.value(row, 0))
+    columns = json.loads(wire.text(row, 0))
     rec = record_of(SimpleNamespace(**columns), SimpleNamespace(agent=wire.value(row, 1), key=wire.value(row, 2)))
     summary_at = wire.value(row, 5)
     boundary, summary = reads.live_boundary(
         rec.generation,
-        int(wire.value(row, 3)),
-        int(wire.value(row, 4)),
+        wire.number(row, 3),
+        wire.number(row, 4),
         None if summary_at is None else int(summary_at),
     )
-    rows = [(k, data) for k, data in json.loads(wire.value(results[steps], 0))]
+    rows = [(k, data) for k, data in json.loads(wire.text(results[steps], 0))]
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
     session = (columns["session_id"], rec.generation)
     transcripts.remember(turn_id, *session)
     if base != boundary:  # a compaction of this turn cut inside it: read from its opening (rare)
         again = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
         again.add(TRANSCRIPT_FROM, [*session, base])
-        transcript = reads.messages_of(wire.value((yield again)[0], 0))
+        transcript = reads.messages_of(wire.text((yield again)[0], 0))
     else:
-        read_from = int(wire.value(results[messages], 0))
-        unseen = reads.messages_of(wire.value(results[messages], 1))
+        read_from = wire.number(results[messages], 0)
+        unseen = reads.messages_of(wire.text(results[messages], 1))
         transcripts.read(session, read_from, unseen)
         # past the boundary, what this process held (``transcripts``), then what it had not seen
         transcript = stretch.between(base, read_from) + unseen if read_from > base else unseen

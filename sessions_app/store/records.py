@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from types import SimpleNamespace
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -17,7 +18,7 @@ from sessions_app.store import jsontext
 from sessions_app.store.checkpoint import dumps
 
 
-def record_of(turn: m.Turn, session: m.Session | None = None) -> TurnRecord:
+def record_of(turn: m.Turn | SimpleNamespace, session: m.Session | SimpleNamespace | None = None) -> TurnRecord:
     s = session or turn.session
     return TurnRecord(
         turn_id=turn.id,

@@ -27,6 +27,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from agents_app.runtime.messages import Message
 from sessions_app.store import jsontext
@@ -57,7 +58,7 @@ _stretches: OrderedDict[Key, Stretch] = OrderedDict()
 _turns: OrderedDict[str, Key] = OrderedDict()
 
 
-def _bounded(cache: OrderedDict, key, value, limit: int) -> None:
+def _bounded(cache: OrderedDict[Any, Any], key: Any, value: Any, limit: int) -> None:
     cache[key] = value
     cache.move_to_end(key)
     while len(cache) > limit:
@@ -75,7 +76,7 @@ def known(turn_id: str) -> tuple[Key, Stretch] | None:
     with _lock:
         key = _turns.get(turn_id)
         stretch = _stretches.get(key) if key is not None else None
-        if stretch is None:
+        if key is None or stretch is None:
             return None
         _stretches.move_to_end(key)
         return key, Stretch(stretch.start, list(stretch.messages))

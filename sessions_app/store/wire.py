@@ -101,6 +101,11 @@ class Batch:
         self.prepare = prepare
         self.commands: list[tuple[bytes, list[bytes | None]]] = []
 
+    def _conn(self) -> psycopg.Connection:
+        if self.conn is None:  # a unit's batch is given its connection before it runs
+            raise RuntimeError("this batch has no connection yet")
+        return self.conn
+
     def add(self, sql: bytes, params: Sequence[Any] = ()) -> int:
         """Queue a statement (``$n`` placeholders); returns the index of its result."""
         self.commands.append((sql, [_text(p) for p in params]))
@@ -108,8 +113,9 @@ class Batch:
 
     def run(self) -> list[pq.abc.PGresult]:
         """Send, read every result (a deferred batch's first), and raise the first error."""
-        state = _state(self.conn)
-        pg = self.conn.pgconn
+        conn = self._conn()
+        state = _state(conn)
+        pg = conn.pgconn
         expected = self.send(pg, state)
         _wait(_flush(pg), pg.socket)
         _read_deferred(pg, state)
@@ -121,8 +127,9 @@ class Batch:
 
     def defer(self) -> None:
         """Send without waiting: the next ``run()`` (or ``drain()``) on the connection reads it."""
-        state = _state(self.conn)
-        pg = self.conn.pgconn
+        conn = self._conn()
+        state = _state(conn)
+        pg = conn.pgconn
         state.pending.append(self.send(pg, state))
         _wait(_flush(pg), pg.socket)
 
@@ -269,3 +276,16 @@ def _state(conn: Any) -> _State:
 def value(result: Any, column: int, row: int = 0) -> str | None:
     raw = result.get_value(row, column)
     return None if raw is None else raw.decode()
+
+
+def text(result: Any, column: int, row: int = 0) -> str:
+    """A column the statement never leaves NULL, as text."""
+    raw = result.get_value(row, column)
+    if raw is None:
+        raise ValueError(f"column {column} of row {row} is NULL")
+    return str(raw.decode())
+
+
+def number(result: Any, column: int, row: int = 0) -> int:
+    """A column the statement never leaves NULL, as an integer."""
+    return int(text(result, column, row))
