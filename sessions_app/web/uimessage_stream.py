@@ -118,16 +118,20 @@ def _approvals(message: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def _start(*, agent: str, key: str, user: Any, last: dict[str, Any], turn_id: str) -> None:
     text, files = _user_input(last)
-    if files:
-        services.session_for_user(agent=agent, key=key, user=user, create=True)
-    ids = []
-    for name, data in files:
-        upload = ContentFile(data, name=name)
-        ids.append(attachments.attachment_upload(agent=agent, key=key, user=user, upload=upload).id)
-    text = text if ids else services.validate_text(text)
-    admission.start_turn(
-        agent=agent, key=key, text=text, user=user, source="http", turn_id=turn_id, attachments=[str(i) for i in ids]
-    )
+    if files:  # as an upload: the user's session or a key they may create (the start creates it)
+        services.session_to_open(agent=agent, key=key, user=user)
+    ids: list[str] = []
+    try:
+        for name, data in files:
+            upload = ContentFile(data, name=name)
+            ids.append(str(attachments.attachment_upload(agent=agent, key=key, user=user, upload=upload).id))
+        text = text if ids else services.validate_text(text)
+        admission.start_turn(
+            agent=agent, key=key, text=text, user=user, source="http", turn_id=turn_id, attachments=ids
+        )
+    except BaseException:  # a refused start (429, 409, 413…) leaves none of its files
+        attachments.attachments_discard(user=user, ids=ids)
+        raise
 
 
 def _answer(

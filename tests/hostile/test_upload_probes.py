@@ -143,3 +143,19 @@ def test_unsent_uploads_can_be_listed_and_removed(api, alice):
     assert status == 200 and body == {"removed": 1}
     assert set(Attachment.objects.values_list("id", flat=True)) == {sent["id"], theirs["id"]}
     assert Api(None).get("/api/attachments/unsent")[0] == 401
+
+
+def test_a_refused_ui_chat_start_with_files_leaves_nothing(api, settings, media):
+    """The AI SDK's chat endpoint (``POST …/chat``, files as data: URLs) uploads its files before
+    the start: a start refused by the rate limit keeps neither the files nor a session."""
+    import base64
+
+    settings.JUNE_RATE_LIMITS = True
+    settings.JUNE_RATE_TURNS_PER_MINUTE = 1
+    assert api.post(f"{BASE}/first/turns?wait=false", {"text": "hi"})[0] == 202
+    url = "data:image/png;base64," + base64.b64encode(png()).decode()
+    message = {"id": "u1", "role": "user", "parts": [{"type": "file", "url": url, "filename": "a.png"}]}
+    status, body, _ = api.post("/api/agents/ops/chat", {"id": "ui1", "messages": [message]})
+    assert status == 429, body
+    assert not Attachment.objects.exists() and _stored(media) == 0
+    assert not m.Session.objects.filter(key="ui1").exists()
