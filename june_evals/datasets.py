@@ -8,6 +8,7 @@ replaced), so a dataset kept in the repository is the one the admin shows after 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -84,6 +85,7 @@ def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session]) -
                 input=text,
                 expect={"reference": turn.text or ""},
                 source=f"{session.agent}/{session.key}#g{session.generation}",
+                owner_id=session.owner_id,
             )
             made += 1
     return made
@@ -112,3 +114,13 @@ def run_rows(run: EvalRun) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def user_cases_erase(user_pk: Any, counts: Counter) -> None:
+    """``sessions_app.privacy``'s eraser: the cases made from the user's sessions go, with the
+    scored cases of runs that used them (they hold the answers to the user's words)."""
+    examples = Example.objects.filter(owner_id=user_pk)
+    n, _ = EvalCase.objects.filter(example__in=examples).delete()
+    counts["eval_run_cases"] += n
+    n, _ = examples.delete()
+    counts["eval_examples"] += n

@@ -14,3 +14,9 @@ class EvalsConfig(AppConfig):
         from june_evals import evalcli
 
         evalcli.register()
+        # a user's erasure reaches the cases made from their sessions (imported once apps load)
+        from june_evals.datasets import user_cases_erase
+        from sessions_app import privacy
+
+        if user_cases_erase not in privacy.ERASERS:
+            privacy.ERASERS.append(user_cases_erase)

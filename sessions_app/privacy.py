@@ -15,12 +15,16 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Callable
 
 from agents_app.models import Attachment
 from sessions_app import audit, erasure, services
 from sessions_app import models as m
 from sessions_app.errors import UserBusy
+
+#: what other installed apps keep about a user, erased with the rest: ``eraser(user_pk, counts)``
+#: deletes it and counts it (the evals' cases made from the user's sessions: june_evals)
+ERASERS: list[Callable[[Any, Counter], None]] = []
 
 
 def user_erase(
@@ -70,6 +74,8 @@ def user_erase(
     counts["links_cleared"] += m.Turn.objects.filter(created_by_id=pk).update(created_by=None)
     counts["links_cleared"] += m.SessionReset.objects.filter(by_id=pk).update(by=None)
     counts["links_cleared"] += m.Branch.objects.filter(by_id=pk).update(by=None)
+    for eraser in ERASERS:
+        eraser(pk, counts)
     report = {k: v for k, v in sorted(counts.items()) if v}
     audit.audit_record(
         action=m.AuditAction.ERASE,

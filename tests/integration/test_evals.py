@@ -113,6 +113,15 @@ def test_staff_make_cases_of_chosen_sessions(client):
     assert example.input == "hello there" and example.expect == {"reference": "You said: hello there"}
     assert example.source == f"ops/chat-1#g{session.generation}"
 
+    # a run used it; then the user is erased: the case and its scored rows go with their data
+    run = driver.run_start(dataset=example.dataset, versions=[driver.version("ops")])
+    drive_here(run)
+    from sessions_app.privacy import user_erase
+
+    report = user_erase(user=user)
+    assert report["eval_examples"] == 1 and report["eval_run_cases"] == 1
+    assert not Example.objects.exists() and not EvalCase.objects.exists()
+
 
 @pytest.mark.parametrize(
     "line, error",
