@@ -76,7 +76,6 @@ def _start(case: EvalCase, run: EvalRun) -> bool:
                 source=SOURCE,
                 turn_id=turn_id,
                 instructions=v.get("instructions"),
-                attachments=list(case.example.attachments or []) or None,
             )
     except RateLimited:
         return False

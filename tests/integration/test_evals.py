@@ -130,6 +130,7 @@ def test_staff_make_cases_of_chosen_sessions(client):
         ('{"input": ""}', "non-empty string 'input'"),
         ('{"input": "x", "extra": 1}', "unknown keys ['extra']"),
         ('{"input": "x", "expect": []}', "'expect' is an object"),
+        ('{"input": "x", "attachments": ["a1"]}', "attachments are not run by evals yet"),
     ],
 )
 def test_a_bad_jsonl_line_is_a_clear_error(line, error):
