@@ -116,6 +116,8 @@
     },
     "input.answered": (b, e) => {
       if (b.card) {
+        // its buttons go disabled: the cursor goes back to the message box, not <body>
+        if (b.card.contains(document.activeElement)) document.getElementById("text")?.focus();
         b.card.dataset.state = "answered";
         b.card.querySelector(".approval-outcome").textContent = `Answered${e.name || e.by ? " by " + (e.name || e.by) : ""}.`;
         b.card.querySelectorAll("button, input").forEach((x) => { x.disabled = true; });
