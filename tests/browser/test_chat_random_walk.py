@@ -47,13 +47,13 @@ class Tab:
             self.problems.append(f"{self.name}: {response.status} from {response.url}")
 
 
-def _try(click: Callable[[], None]) -> bool:
-    """A control that went away meanwhile (the other tab changed the session): not an error."""
+def _try(click: Callable[[], Any]) -> bool:
+    """A control that went away meanwhile (the other tab changed the session, the page is
+    reloading): not an error. ``click`` returning False: there was nothing to click."""
     from playwright.sync_api import Error
 
     try:
-        click()
-        return True
+        return click() is not False
     except Error:
         return False
 
@@ -75,23 +75,23 @@ def _actions(tab: Tab, rng: random.Random) -> dict[str, Callable[[], bool]]:
         return found.nth(rng.randrange(n)) if n else None
 
     def click(selector: str) -> Callable[[], bool]:
-        def act() -> bool:
+        def act() -> Any:
             target = visible(selector)
-            return target is not None and _try(lambda: target.click(timeout=2000))
+            return target is not None and target.click(timeout=2000) is None
 
-        return act
+        return lambda: _try(act)
 
-    def edit() -> bool:
+    def edit_once() -> Any:
         target = visible(".branch-edit")
         if target is None:
             return False
-        return _try(
-            lambda: (
-                target.click(timeout=2000),
-                page.fill("textarea.branch-text", f"edited {rng.randrange(1000)}", timeout=2000),
-                page.click(".branch-save", timeout=2000),
-            )
-        )
+        target.click(timeout=2000)
+        page.fill("textarea.branch-text", f"edited {rng.randrange(1000)}", timeout=2000)
+        page.click(".branch-save", timeout=2000)
+        return True
+
+    def edit() -> bool:
+        return _try(edit_once)
 
     return {
         "send": send,
