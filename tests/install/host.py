@@ -98,7 +98,7 @@ class Host:
                 if not hooked and self.before_commands and "migrate" in block.text:
                     self.before_commands(self)
                     hooked = True
-                self.run(self.text(block), what=block.text.splitlines()[0])
+                self.run(self.text(block), what=_label(block))
             else:
                 self.write(block)
         assert self.serve_block is not None, "docs/install.md starts no processes"
@@ -182,6 +182,12 @@ class Host:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(5)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _label(block: page.Block) -> str:
+    """A shell block's commands in a few words: ``python manage.py migrate  # …`` -> ``migrate``."""
+    words = [c.split("#")[0].split() for c in page.commands(block)]
+    return ", ".join(" ".join(w[2:4] if w[:2] == ["python", "manage.py"] else w[:2]) for w in words if w)
 
 
 def _quote(arg: str) -> str:
