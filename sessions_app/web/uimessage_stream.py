@@ -134,18 +134,23 @@ def _start(*, agent: str, key: str, user: Any, last: dict[str, Any], turn_id: st
         raise
 
 
-def _answer(
-    *, agent: str, key: str, user: Any, answers: list[tuple[str, dict[str, Any]]], remote: str
-) -> tuple[str, bool]:
-    """Answer the parked turn's approvals: its id, and whether it still waits (a step's other
-    calls not answered yet). 409 when nothing in the session waits on them."""
+def _parked_turn(*, agent: str, key: str, user: Any) -> str:
+    """The chat's turn parked on a question; 409 when nothing in the session waits."""
     session = services.session_for_user(agent=agent, key=key, user=user)
     turn = unsettled_turn(session) if session is not None else None
     if turn is None or turn.status != m.TurnStatus.SUSPENDED:
         raise TurnNotResumable("nothing in this chat waits for an answer")
+    return str(turn.pk)
+
+
+def _answer(
+    *, agent: str, key: str, user: Any, turn_id: str, answers: list[tuple[str, dict[str, Any]]], remote: str
+) -> bool:
+    """Answer the parked turn's approvals (``turn_resume``: 403/409/422 as every answer);
+    whether it still waits (a step's other calls not answered yet)."""
     for input_id, answer in answers:
         services.turn_resume(
-            turn_id=turn.pk,
+            turn_id=turn_id,
             input_id=input_id,
             answer=answer,
             user=user,
@@ -154,8 +159,8 @@ def _answer(
             via="api",
             remote_addr=remote,
         )
-    now = selectors.turn_with_session(turn.pk)
-    return str(turn.pk), now is not None and now.status == m.TurnStatus.SUSPENDED
+    now = selectors.turn_with_session(turn_id)
+    return now is not None and now.status == m.TurnStatus.SUSPENDED
 
 
 def _regenerate(*, agent: str, key: str, user: Any, message_id: str | None) -> str:
@@ -194,10 +199,20 @@ async def chat(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
         if not answers:
             raise BadRequest("the last message is the assistant's, with no approval response to send")
         remote = str(request.META.get("REMOTE_ADDR") or "")[:64]
-        turn_id, waits = await db(_answer)(agent=agent, key=chat_id, user=user, answers=answers, remote=remote)
+        parked = await db(_parked_turn)(agent=agent, key=chat_id, user=user)
+        # subscribed before the answer, so the continued turn's first deltas are not missed
+        follower = await SessionFollower(ref, after=after, turn_id=parked).__aenter__()
+        try:
+            waits = await db(_answer)(
+                agent=agent, key=chat_id, user=user, turn_id=parked, answers=answers, remote=remote
+            )
+        except BaseException:
+            await follower.close()
+            raise
         if waits:  # the rest of the step's approvals are still to answer: nothing runs yet
-            return _response(ref, turn_id=turn_id, after=after, user=user, events=_still_parked(turn_id))
-        return _response(ref, turn_id=turn_id, after=after, user=user)
+            await follower.close()
+            return _response(ref, turn_id=parked, after=after, user=user, events=_still_parked(parked))
+        return _response(ref, turn_id=parked, after=after, user=user, follower=follower)
     turn_id = new_turn_id()
     await admission.aenter()
     # subscribe before the turn exists, so not even its first delta is missed
