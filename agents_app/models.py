@@ -41,6 +41,10 @@ class AgentSchedule(Q2Schedule):
         proxy = True
         verbose_name = "agent schedule"
 
+    def __str__(self) -> str:
+        # django-q2's own says the task's function (every agent schedule's is the same one)
+        return self.name or self.func
+
 
 class ScheduleRun(models.Model):
     """One row per schedule tick: the uniqueness on (schedule, tick) is what makes a tick start

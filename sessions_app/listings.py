@@ -3,6 +3,7 @@ and the queue and inbox reads that go with them: keyword-only reads, no writes."
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.db.models import F, OuterRef, Q, Subquery
@@ -105,3 +106,46 @@ def queued_turns(*, agent: str, key: str) -> list[dict[str, Any]]:
     return [
         {"turn_id": turn_id, "text": str((data or {}).get("text") or ""), "kind": kind} for turn_id, data, kind in rows
     ]
+
+
+# -- answers, as the user's archive shows them ---------------------------------------------------------
+
+VIA_WORDS = {"admin": " in the admin inbox", "api": " over the API", "web": " in the chat"}
+
+
+def answer_text(*, answer: Any, who: str, via: str | None) -> str:
+    """An answer in words, as the chat's approval card says it: "Approved by operator in the
+    admin inbox.", "Rejected by operator: not this month", "Edited and approved by …: {…}"."""
+    how = VIA_WORDS.get(via or "", "")
+    if answer is True:
+        return f"Approved by {who}{how}."
+    if answer is False:
+        return f"Denied by {who}{how}."
+    if answer is None:
+        return f"Answered by {who}{how}."
+    decision = answer.get("decision") if isinstance(answer, dict) else None
+    if decision == "approve":
+        return f"Approved by {who}{how}."
+    if decision == "edit":
+        return f"Edited and approved by {who}{how}: {json.dumps(answer.get('input'), default=str)}"
+    if decision == "reject":
+        note = str(answer.get("message") or "")
+        return f"Rejected by {who}{how}" + (f": {note}" if note else ".")
+    return f"Answered by {who}{how}: {json.dumps(answer, default=str)}"
+
+
+def answers_in(*, session: m.Session, generation: int) -> list[dict[str, Any]]:
+    """The answers given to the generation's parked turns, oldest first, each as a transcript
+    item (``role`` "answer", ``created_at``, ``text``; ``prompt``: what was asked)."""
+    rows = (
+        m.Answer.objects.filter(turn__session=session, turn__generation=generation)
+        .select_related("user")
+        .order_by("created_at", "pk")
+    )
+    out = []
+    for a in rows:
+        who = (a.user.get_username() if a.user is not None else "") or a.by or "someone"
+        out.append(
+            {"role": "answer", "created_at": a.created_at, "text": answer_text(answer=a.answer, who=who, via=a.via)}
+        )
+    return out

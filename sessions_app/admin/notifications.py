@@ -8,12 +8,24 @@ from typing import Any
 
 from django.contrib import admin
 
+from sessions_app.admin.a11y import A11yMedia
 from sessions_app.models import Notification
+from sessions_app.times import time_column
 
 
 @admin.register(Notification)
 class NotificationAdmin(admin.ModelAdmin):
-    list_display = ("created_at", "kind", "channel", "state", "attempts", "next_at", "subject", "last_error")
+    list_display = (
+        time_column("created_at"),
+        "kind",
+        "channel",
+        "state",
+        "attempts",
+        time_column("next_at"),
+        "subject",
+        "last_error",
+    )
+    Media = A11yMedia
     list_filter = ("state", "kind", "channel")
     search_fields = ("turn_id", "subject")
     ordering = ("-created_at",)

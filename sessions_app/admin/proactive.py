@@ -16,9 +16,11 @@ from django.utils.html import format_html
 from agents_app.models import AgentSchedule, ScheduleRun, WebhookDelivery
 from agents_app.schedules import declarations, next_tick
 from sessions_app import wiring
+from sessions_app.admin.a11y import A11yMedia
 from sessions_app.models import Turn
 from sessions_app.outbox.deliveries import delivery_retry
 from sessions_app.outbox.queue import FIRE
+from sessions_app.times import time_column, time_html
 
 
 def _turn_link(turn_id: str) -> str:
@@ -33,7 +35,7 @@ def _turn_link(turn_id: str) -> str:
 class AgentScheduleAdmin(admin.ModelAdmin):
     list_display = (
         "name",
-        "cron",
+        "cron_zone",
         "enabled",
         "next_run_local",
         "last_run_at",
@@ -45,6 +47,7 @@ class AgentScheduleAdmin(admin.ModelAdmin):
     readonly_fields = ("name", "func", "kwargs")
     actions = ("enable", "disable", "run_now")
     search_fields = ("name",)
+    Media = A11yMedia
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(func=FIRE)
@@ -55,7 +58,7 @@ class AgentScheduleAdmin(admin.ModelAdmin):
     def _last(self, obj) -> ScheduleRun | None:
         cache = getattr(self, "_last_cache", None)
         if cache is None or cache[0] is not obj:
-            self._last_cache = (obj, ScheduleRun.objects.filter(schedule=obj.name).order_by("-tick").first())
+            self._last_cache = (obj, ScheduleRun.objects.filter(schedule=obj.name).order_by("-fired_at").first())
         return self._last_cache[1]
 
     def _tz(self, obj) -> ZoneInfo:
@@ -69,14 +72,15 @@ class AgentScheduleAdmin(admin.ModelAdmin):
             decl = None
         return decl.tz() if decl else ZoneInfo(settings.TIME_ZONE)
 
-    def _local(self, obj, at) -> str:
-        tz = self._tz(obj)
-        return f"{timezone.localtime(at, tz):%Y-%m-%d %H:%M} {tz.key}"
+    @admin.display(description="cron", ordering="cron")
+    def cron_zone(self, obj) -> str:
+        """The cron expression in the zone it runs in (the agent's declaration's, else the site's)."""
+        return f"{obj.cron} ({self._tz(obj).key})" if obj.cron else "—"
 
     @admin.display(description="next run", ordering="next_run")
-    def next_run_local(self, obj) -> str:
-        """In the agent's zone, labelled (it showed UTC, unlabelled, for a Europe/Paris agent)."""
-        return self._local(obj, obj.next_run) if obj.next_run else "—"
+    def next_run_local(self, obj):
+        """In the reader's zone, labelled, as every time (``june_time``)."""
+        return time_html(obj.next_run)
 
     @admin.display(description="run now")
     def run_now_button(self, obj):
@@ -114,8 +118,9 @@ class AgentScheduleAdmin(admin.ModelAdmin):
 
     @admin.display(description="last run")
     def last_run_at(self, obj):
+        """When it ran (a Run now runs at once, whatever tick it is filed under)."""
         run = self._last(obj)
-        return self._local(obj, run.tick) if run and run.tick else "—"
+        return time_html(run.fired_at) if run else "—"
 
     @admin.display(description="its turn")
     def last_run_turn(self, obj):
@@ -158,7 +163,16 @@ class AgentScheduleAdmin(admin.ModelAdmin):
 
 @admin.register(ScheduleRun)
 class ScheduleRunAdmin(admin.ModelAdmin):
-    list_display = ("schedule", "tick", "session_key", "turn", "status", "fired_at", "delivered_at")
+    list_display = (
+        "schedule",
+        time_column("tick"),
+        "session_key",
+        "turn",
+        "status",
+        time_column("fired_at", "ran at"),
+        time_column("delivered_at"),
+    )
+    Media = A11yMedia
     list_filter = ("status", "schedule")
     readonly_fields = [f.name for f in ScheduleRun._meta.fields]
 

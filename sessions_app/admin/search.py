@@ -15,7 +15,9 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from agents_app.runtime import subagents
 from sessions_app import export, search
+from sessions_app import models as m
 from sessions_app.audit import audit_record, audit_staff_read
 from sessions_app.errors import BadRequest
 from sessions_app.models import AuditAction
@@ -24,6 +26,18 @@ from sessions_app.models import AuditAction
 def hit_url(site_name: str, hit: search.Hit) -> str:
     url = reverse("admin:sessions_app_session_generation", args=[hit.session.pk, hit.generation], current_app=site_name)
     return f"{url}?at={hit.index}#m{hit.index}"  # the page of the transcript that holds it
+
+
+def hit_label(hit: search.Hit) -> str:
+    """``ops/s1#g0``; a subagent's session (an internal ``sub:…`` key) as the session it works for:
+    ``researcher, a subagent of ops/s1``."""
+    session = hit.session
+    if not session.key.startswith(subagents.SESSION_PREFIX):
+        return f"{session.agent}/{session.key}#g{hit.generation}"
+    child = m.Turn.objects.filter(session=session, parent__isnull=False).select_related("parent__session").first()
+    parent = child.parent.session if child is not None and child.parent is not None else None
+    where = f"{parent.agent}/{parent.key}" if parent is not None else "a session"
+    return f"{session.agent}, a subagent of {where}"
 
 
 def search_view(model_admin: Any, request: HttpRequest) -> HttpResponse:
@@ -57,6 +71,7 @@ def search_view(model_admin: Any, request: HttpRequest) -> HttpResponse:
                     {
                         "hit": h,
                         "url": hit_url(model_admin.admin_site.name, h),
+                        "label": hit_label(h),
                         "snippet_html": search.highlight(h.text, query),
                     }
                     for h in hits

@@ -15,17 +15,20 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.paginator import Paginator
-from django.db.models import Count, F, JSONField, Max, Value
+from django.db.models import Count, F, JSONField, Max, OuterRef, Subquery, Value
+from django.db.models.fields.json import KT
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from sessions_app import models as m
+from sessions_app import selectors
 from sessions_app.admin import console, search, takeover_admin, tree
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.privacy_actions import erase_owners, hold_sessions, release_sessions
 from sessions_app.audit import audit_staff_read
 from sessions_app.store import eventlog
+from sessions_app.times import time_column
 
 USERNAME = m.username_field()
 
@@ -233,7 +236,16 @@ def step_note(key: str, data: Any) -> str:
 
 @admin.register(m.Session)
 class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
-    list_display = ("key", "agent", "owner", "status", "generation", "legal_hold", "updated_at", "created_at")
+    list_display = (
+        "key",
+        "title_shown",
+        "agent",
+        "owner",
+        "status",
+        "generation",
+        "legal_hold",
+        time_column("updated_at", "last active"),
+    )
     list_select_related = ("owner",)
     search_fields = ("key", "agent", f"owner__{USERNAME}")
     list_filter = ("agent", "status", "legal_hold", "created_at", "updated_at")
@@ -243,7 +255,7 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
         "agent",
         "key",
         "owner",
-        "title",
+        "title_shown",
         "status",
         "generation",
         "event_seq",
@@ -259,6 +271,20 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
     list_per_page = 50
     show_full_result_count = False  # a COUNT(*) over every session on each list page is not needed
     actions = [hold_sessions, release_sessions, erase_owners]
+
+    def get_queryset(self, request):
+        # the title the chat shows: the session's own, else its first message's first line
+        first = (
+            m.Turn.objects.filter(session=OuterRef("pk"), kind="inbound")
+            .order_by("order")
+            .annotate(asked=KT("input__text"))
+            .values("asked")[:1]
+        )
+        return super().get_queryset(request).annotate(first_text=Subquery(first))
+
+    @admin.display(description="title", ordering="title")
+    def title_shown(self, obj: m.Session) -> str:
+        return obj.title or selectors.title_from(getattr(obj, "first_text", None) or "") or "—"
 
     def get_actions(self, request):
         # erasure is for superusers; staff browse without actions

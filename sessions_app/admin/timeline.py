@@ -139,7 +139,7 @@ def timeline(turn: m.Turn) -> list[dict[str, Any]]:
             request = d.get("request") or {}
             row = {
                 "kind": "input",
-                "name": "asked for an answer",
+                "name": "question",  # with its state: "question waiting", "question answered"
                 "input": request.get("prompt") or "",
                 "input_full": json.dumps(request, indent=1, default=str),
                 "state": "waiting",

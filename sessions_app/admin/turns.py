@@ -13,27 +13,21 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from agents_app.runtime import short_turn_id
 from sessions_app import models as m
 from sessions_app.admin import console, edits, timeline, tree
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.sessions import USERNAME, StaffReadOnly, archived_name, pretty_json, step_note
 from sessions_app.audit import audit_staff_read
+from sessions_app.times import time_column, time_html
 
 
 @admin.register(m.Turn)
 class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
-    list_display = (
-        "id",
-        "session_link",
-        "order",
-        "generation",
-        "status",
-        "phase",
-        "cancel_reason",
-        "attempts",
-        "lease_owner",
-        "created_at",
-    )
+    #: what an operator scans a list for; the rest is on the turn's page (at 1,400 px the list's
+    #: right-hand columns were cut off)
+    list_display = ("short", "asked", "session_link", "status_words", "phase", "attempts", time_column("created_at"))
+    list_display_links = ("short",)
     list_select_related = ("session",)
     list_filter = ("status", "phase", "cancel_reason", "kind", "session__agent", "created_at")
     search_fields = ("=id", "session__key", "session__agent", f"created_by__{USERNAME}")
@@ -84,6 +78,23 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     )
     #: every field shown is read-only: a turn changes only through the engine
     readonly_fields = tuple(name for _, options in fieldsets for name in options["fields"])
+
+    @admin.display(description="turn", ordering="id")
+    def short(self, obj):
+        return format_html('<code title="{}">{}</code>', obj.pk, short_turn_id(obj.pk))
+
+    @admin.display(description="asked")
+    def asked(self, obj):
+        data = obj.input if isinstance(obj.input, dict) else {}
+        text = " ".join(str(data.get("text") or "").split())
+        files = len(data.get("attachments") or ())
+        if not text:
+            return f"({files} attachment{'s' if files != 1 else ''})" if files else f"({obj.kind})"
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    @admin.display(description="status", ordering="status")
+    def status_words(self, obj):
+        return f"{obj.status} ({obj.cancel_reason})" if obj.cancel_reason else obj.status
 
     @admin.display(description="tree")
     def turn_tree(self, obj):
@@ -204,7 +215,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
                     a.user.get_username() if a.user else (a.by or "-"),
                     a.via,
                     a.remote_addr or "-",
-                    timezone.localtime(a.created_at).strftime("%Y-%m-%d %H:%M:%S"),
+                    time_html(a.created_at),
                     edits.edit_note(a, proposed),
                 )
                 for a in rows
@@ -238,7 +249,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
                     key,
                     "" if idx is None else idx,
                     step_note(key, data),
-                    timezone.localtime(when).strftime("%Y-%m-%d %H:%M:%S"),
+                    time_html(when),
                 )
                 for key, idx, when, data in rows
             ),

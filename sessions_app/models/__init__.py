@@ -306,7 +306,9 @@ class ApprovalRequest(Turn):
     class Meta:
         proxy = True
         verbose_name = "approval request"
-        verbose_name_plural = "approval inbox"
+        #: the changelist counts them ("3 approval requests"; it read "0 approval inbox"); its
+        #: title is "Approval inbox" (``ApprovalRequestAdmin.changelist_view``)
+        verbose_name_plural = "approval requests"
 
 
 class ArchivedSession(Session):

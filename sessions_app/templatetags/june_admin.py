@@ -22,6 +22,15 @@ def june_console_summary(context: Any) -> dict[str, Any]:
 
 
 @register.filter
+def thousands(n: Any) -> str:
+    """``12,345``: a count with its thousands separated (whatever the site's locale settings)."""
+    try:
+        return f"{int(n):,}"
+    except (TypeError, ValueError):
+        return "" if n is None else str(n)
+
+
+@register.filter
 def short_id(turn_id: Any) -> str:
     """``short_turn_id``: a turn's id in short, by its random end."""
     return short_turn_id(str(turn_id))

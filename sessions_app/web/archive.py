@@ -14,7 +14,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_safe
 
 from agents_app.runtime.errors import NotFound
-from sessions_app import selectors, services
+from sessions_app import listings, selectors, services
 from sessions_app.errors import AccessDenied, BadRequest
 
 
@@ -28,6 +28,19 @@ def _session(request, agent: str, key: str):
     if session is None:
         raise Http404("no such session")
     return session
+
+
+def with_answers(items: list[dict], answers: list[dict]) -> list[dict]:
+    """The transcript with each answer after the last item written before it (the tool call it
+    answered; its result comes after)."""
+    out: list[dict] = []
+    pending = list(answers)
+    for item in items:
+        at = item.get("created_at")
+        while pending and at is not None and pending[0]["created_at"] is not None and pending[0]["created_at"] < at:
+            out.append(pending.pop(0))
+        out.append(item)
+    return out + pending
 
 
 @require_safe
@@ -56,7 +69,10 @@ def archive_generation(request, agent: str, key: str, generation: int):
         {
             "session": session,
             "info": listed[at],
-            "messages": selectors.transcript(session=session, generation=generation),
+            "messages": with_answers(
+                selectors.transcript(session=session, generation=generation),
+                listings.answers_in(session=session, generation=generation),
+            ),
             "newer": numbers[at - 1] if at > 0 else None,
             "older": numbers[at + 1] if at + 1 < len(numbers) else None,
         },

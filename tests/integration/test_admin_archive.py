@@ -157,7 +157,7 @@ def test_turn_page_shows_status_journal_lease_and_usage(client, people, archived
     assert "output_tokens" in page  # usage
     assert "Lease expiry" in page and turn.lease_owner in page and "tool:1:call_1_0" in page
     listing = client.get(reverse("admin:sessions_app_turn_changelist"), {"q": "s1"}).content.decode()
-    assert listing.count('class="field-status"') == m.Turn.objects.filter(session=archived).count()
+    assert listing.count('class="field-status_words"') == m.Turn.objects.filter(session=archived).count()
 
 
 def test_non_staff_and_anonymous_are_refused(client, people, archived):

@@ -108,7 +108,9 @@ def test_the_turn_page_reads_as_a_timeline_with_tokens_and_cost(inline_worker, s
     admin.save()
     page = staff_client(admin).get(f"/admin/sessions_app/turn/{turn.pk}/change/").content.decode()
     assert 'id="june-timeline"' in page and "create_order" in page
-    assert re.search(r"\d\d:\d\d:\d\d\.\d{3}</time>", page), "times to the millisecond"
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC</time>", page), (
+        "times to the millisecond, with the zone"
+    )
     assert "its last step is committed" in page  # the journal phase in words
     assert "released (last held by" in page  # the lease in words
     assert "demo: $" in page  # tokens and cost of the turn

@@ -362,7 +362,7 @@ def test_the_dashboard_shows_each_user_against_the_limits(limits):
     assert 'id="june-quotas"' in page
     table = page[page.index('id="june-quotas"') :]
     row = table[table.index("<td>busy") :][:600]
-    assert "3 / 5" in row and "4500 / 10000" in row and "45%" in row, row
+    assert "3 / 5" in row and "4,500 / 10,000" in row and "45%" in row, row
     assert "JUNE_RATE_TURNS_PER_MINUTE" in page
 
 

@@ -539,7 +539,7 @@
     const say = () => {
       const left = Math.ceil((until - Date.now()) / 1000);
       if (left <= 0) { composerMessage(""); return; }
-      const when = left < 120 ? `in ${left} s` : `at ${new Date(until).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}`;
+      const when = left < 120 ? `in ${left} s` : `at ${JuneTime.formatTime(until)}`;
       composerMessage(`Not sent: ${f.message}. Your message is kept in the box: send it again ${when}.`, true);
       $("composer-error").dataset.kind = "limit";
       limitTimer = setTimeout(say, left < 120 ? 1000 : 30000);
@@ -849,8 +849,7 @@
   }
   function stampTime(node) {
     if (node.title) return;
-    const today = frameAt.toDateString() === new Date().toDateString();
-    node.title = `at ${today ? "" : frameAt.toLocaleDateString() + " "}${frameAt.toLocaleTimeString()}`;
+    node.title = `at ${JuneTime.formatTime(frameAt)}`;
   }
 
   connect();

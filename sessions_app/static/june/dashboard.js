@@ -12,6 +12,7 @@
       if (!r.ok) throw new Error(`HTTP ${r.status}`);
       box.innerHTML = await r.text();  // our own template's output
       box.dataset.refreshed = String(Number(box.dataset.refreshed || 0) + 1);
+      box.dispatchEvent(new CustomEvent("june:updated", { bubbles: true }));  // time.js: its times
     } catch (e) {
       const at = document.getElementById("june-dashboard-at");
       if (at) at.textContent = `Could not refresh (${e.message}); showing the last reading.`;

@@ -1,0 +1,60 @@
+"""One format for every time a person reads, with its zone: ``2026-12-06 09:00:05 Europe/Paris``
+(the date, a 24-hour clock, the zone's IANA name).
+
+The server writes it in the active zone (``settings.TIME_ZONE``, or whatever zone the host's
+middleware activates for the request) inside ``<time datetime="…" data-june-time>``; the page's
+``static/june/time.js`` (the same format, in JavaScript) rewrites each into the reader's own zone,
+the browser's. Templates use the ``june_time`` filter (``{{ at|june_time }}``, ``{{ at|june_time:"ms" }}``
+with milliseconds); admin columns ``time_column``, Python code ``time_html`` and ``time_text``.
+June's pages load ``june/time.js`` from ``june/base.html``, the admin's from ``A11yMedia``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Callable
+
+from django.contrib import admin
+from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+#: the browser half of the helper, as a ModelAdmin's ``Media`` lists it
+TIME_JS = "june/time.js"
+NONE = "—"
+
+
+def zone_name(tz: Any) -> str:
+    """``Europe/Paris``; ``UTC`` for UTC however it is spelled."""
+    name = getattr(tz, "key", None) or getattr(tz, "zone", None) or str(tz)
+    return "UTC" if name in ("UTC", "Etc/UTC", "utc") else name
+
+
+def time_text(at: dt.datetime | None, *, ms: bool = False, tz: Any = None) -> str:
+    """``at`` in the active zone (or ``tz``) with the zone's name, as plain text."""
+    if at is None:
+        return NONE
+    tz = tz or timezone.get_current_timezone()
+    local = timezone.localtime(at, tz) if timezone.is_aware(at) else at.replace(tzinfo=tz)
+    fraction = f".{local.microsecond // 1000:03d}" if ms else ""
+    return f"{local:%Y-%m-%d %H:%M:%S}{fraction} {zone_name(tz)}"
+
+
+def time_html(at: dt.datetime | None, *, ms: bool = False) -> SafeString | str:
+    """``time_text`` in a ``<time>`` element that ``time.js`` rewrites into the reader's zone."""
+    if at is None:
+        return NONE
+    iso = (at if timezone.is_aware(at) else timezone.make_aware(at)).astimezone(dt.UTC).isoformat()
+    return format_html(
+        '<time datetime="{}" data-june-time="{}">{}</time>', iso, "ms" if ms else "", time_text(at, ms=ms)
+    )
+
+
+def time_column(field: str, description: str = "") -> Callable[[Any], Any]:
+    """A ``list_display`` column showing the datetime ``field`` (sortable by it) in the format."""
+
+    def show(obj: Any) -> SafeString | str:
+        return time_html(getattr(obj, field, None))
+
+    show.__name__ = field  # its cells' class: ``field-<name>``, as the plain field's were
+    return admin.display(description=description or field.replace("_", " "), ordering=field)(show)
