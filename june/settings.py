@@ -181,6 +181,11 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # JUNE_MODEL_PRICES='{"claude-sonnet-4": {"input": 3, "output": 15}}'
     JUNE_MODEL_PRICES = json.loads(env.get("JUNE_MODEL_PRICES") or "{}")
 
+    # the demo's MCP inventory server (docs/tools.md), and the site's own files (a project's
+    # settings set it to their var directory): the demo inventory's file is there
+    JUNE_DEMO_MCP = _bool(env, "JUNE_DEMO_MCP", False)
+    JUNE_VAR_DIR = env.get("JUNE_VAR_DIR") or "var"
+
     # health (docs/operations.md "Health"): the time /readyz's checks get, and how often each worker
     # process writes its heartbeat (a worker not seen for 3 beats is shown as gone)
     JUNE_HEALTH_TIMEOUT = float(env.get("JUNE_HEALTH_TIMEOUT", "2"))

@@ -20,6 +20,7 @@ from june import settings as june
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("JUNE_VAR_DIR", BASE_DIR / "var"))
+JUNE_VAR_DIR = str(VAR_DIR)
 
 
 def env_bool(name: str, default: bool) -> bool:

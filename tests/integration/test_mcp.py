@@ -225,17 +225,43 @@ async def test_an_http_server_with_headers_gets_the_declared_timeout_not_httpxs_
         await short.aclose()
 
 
-async def test_the_demo_inventory_dedupes_a_retried_reservation():
-    [config] = parse_servers("ops", [{"name": "inventory", "command": [sys.executable, INVENTORY]}])
-    source = McpSource(config)
+def inventory(path: Path) -> McpSource:
+    [config] = parse_servers("ops", [{"name": "inventory", "command": [sys.executable, INVENTORY, str(path)]}])
+    return McpSource(config)
+
+
+async def test_the_demo_inventory_dedupes_a_retried_reservation(tmp_path):
+    source = inventory(tmp_path / "inventory.sqlite3")
     try:
         first = await source.call("reserve", {"item": "tea", "quantity": 3}, "turn-9:call-1")
         retried = await source.call("reserve", {"item": "tea", "quantity": 3}, "turn-9:call-1")
         other = await source.call("reserve", {"item": "tea", "quantity": 3}, "turn-9:call-2")
+        with pytest.raises(McpToolError, match="cannot reserve 300 tea: 34 in stock"):
+            await source.call("reserve", {"item": "tea", "quantity": 300}, "turn-9:call-3")
     finally:
         await source.aclose()
     assert first["result"]["left"] == 37 and retried["result"] == {**first["result"], "deduplicated": True}
     assert other["result"]["left"] == 34
+
+
+async def test_the_demo_inventorys_dedupe_outlives_its_server_process(tmp_path):
+    """The demo deduped in a dict of its process: a call retried after a worker's crash reaches a
+    new server process with empty memory, which reserved again. Its file remembers the key."""
+    path = tmp_path / "inventory.sqlite3"
+    first = inventory(path)
+    try:
+        made = await first.call("reserve", {"item": "mugs", "quantity": 2}, "turn-4:call-1")
+    finally:
+        await first.aclose()
+    second = inventory(path)  # another server process: the first one's memory is gone
+    try:
+        retried = await second.call("reserve", {"item": "mugs", "quantity": 2}, "turn-4:call-1")
+        left = await second.call("count", {"item": "mugs"}, "turn-4:call-2")
+    finally:
+        await second.aclose()
+    assert made["result"] == {"item": "mugs", "reserved": 2, "left": 10}
+    assert retried["result"] == {**made["result"], "deduplicated": True}
+    assert left["result"]["in_stock"] == 10
 
 
 @pytest.mark.parametrize(

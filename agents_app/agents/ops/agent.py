@@ -2,24 +2,31 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
+
+from django.conf import settings
 
 from agents_app.agents.operators import OPERATORS_GROUP, is_operator  # noqa: F401 (the group: tests, docs)
 
 # an MCP server as a tool source (docs/tools.md): the demo inventory, a stdio subprocess of each
-# worker process; its tools are inventory__count and inventory__reserve. On where JUNE_DEMO_MCP=1
-# (`python3 dev.py run` sets it); the test suite leaves it off but for its MCP tests
+# worker process, its stock and reservations in one SQLite file of the site's var directory
+# (shared by those processes; a call retried after a crash is deduped there); its tools are
+# inventory__count and inventory__reserve. On where JUNE_DEMO_MCP is set (`python3 dev.py run`
+# sets it); the test suite leaves it off but for its MCP tests
 mcp = (
     [
         {
             "name": "inventory",
-            "command": [sys.executable, str(Path(__file__).with_name("inventory_server.py"))],
+            "command": [
+                sys.executable,
+                str(Path(__file__).with_name("inventory_server.py")),
+                str(Path(settings.JUNE_VAR_DIR) / "demo-inventory.sqlite3"),
+            ],
             "timeout": 15,
         },
     ]
-    if os.environ.get("JUNE_DEMO_MCP") == "1"
+    if settings.JUNE_DEMO_MCP
     else []
 )
 
