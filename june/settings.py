@@ -60,6 +60,10 @@ def _list(env: Mapping[str, str], name: str, default: str) -> list[str]:
     return [v.strip() for v in env.get(name, default).split(",") if v.strip()]
 
 
+def _prefixed(env: Mapping[str, str], prefix: str) -> dict[str, str]:
+    return {name[len(prefix) :]: value for name, value in env.items() if name.startswith(prefix) and value}
+
+
 def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Every ``JUNE_*`` setting, from ``env`` (the process's environment by default)."""
     env = os.environ if env is None else env
@@ -185,6 +189,43 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # settings set it to their var directory): the demo inventory's file is there
     JUNE_DEMO_MCP = _bool(env, "JUNE_DEMO_MCP", False)
     JUNE_VAR_DIR = env.get("JUNE_VAR_DIR") or "var"
+
+    # MCP servers (docs/tools.md): seconds a call may take (a server entry's ``timeout`` overrides
+    # it), and seconds a server's tool list is kept before it is fetched again
+    JUNE_MCP_TIMEOUT = float(env.get("JUNE_MCP_TIMEOUT", "30"))
+    JUNE_MCP_TOOLS_TTL = float(env.get("JUNE_MCP_TOOLS_TTL", "300"))
+    if not 0 < JUNE_MCP_TIMEOUT <= 3600 or JUNE_MCP_TOOLS_TTL < 0:
+        raise ImproperlyConfigured("JUNE_MCP_TIMEOUT must be in (0, 3600] and JUNE_MCP_TOOLS_TTL >= 0")
+    # the model provider of every agent ("" = each agent's own: ``anthropic`` when
+    # ANTHROPIC_API_KEY is set, else ``demo``; agents_app/providers)
+    JUNE_MODEL = env.get("JUNE_MODEL", "")
+    # the demo model's and demo tools' pace (seconds per streamed piece; None: their defaults),
+    # and the demo logins' password (june_demo; "": a new one on every start)
+    JUNE_DEMO_DELAY = float(env["JUNE_DEMO_DELAY"]) if env.get("JUNE_DEMO_DELAY") else None
+    JUNE_DEMO_PASSWORD = env.get("JUNE_DEMO_PASSWORD", "")
+    # notifications (sessions_app.notify, docs/operations.md "Notifications"): mail the users who
+    # may answer; a Slack/Teams incoming webhook ("" = none); the site's URL, prefixed to links
+    JUNE_NOTIFY_EMAIL = _bool(env, "JUNE_NOTIFY_EMAIL", True)
+    JUNE_NOTIFY_WEBHOOK_URL = env.get("JUNE_NOTIFY_WEBHOOK_URL", "")
+    JUNE_NOTIFY_BASE_URL = env.get("JUNE_NOTIFY_BASE_URL", "").rstrip("/")
+    # seconds: a reminder after (0 = none), failures batched this long, the first retry's delay
+    # (doubled each time, up to the cap), a webhook POST's timeout, the failures' look back
+    JUNE_NOTIFY_REMIND_AFTER = float(env.get("JUNE_NOTIFY_REMIND_AFTER", "3600"))
+    JUNE_NOTIFY_DIGEST_SECONDS = float(env.get("JUNE_NOTIFY_DIGEST_SECONDS", "900"))
+    JUNE_NOTIFY_BACKOFF = float(env.get("JUNE_NOTIFY_BACKOFF", "30"))
+    JUNE_NOTIFY_BACKOFF_CAP = float(env.get("JUNE_NOTIFY_BACKOFF_CAP", "3600"))
+    JUNE_NOTIFY_TIMEOUT = float(env.get("JUNE_NOTIFY_TIMEOUT", "10"))
+    JUNE_NOTIFY_LOOKBACK = float(env.get("JUNE_NOTIFY_LOOKBACK", "900"))
+    # attempts before a notification is given up; failed runs in a row before a schedule is reported
+    JUNE_NOTIFY_MAX_ATTEMPTS = int(env.get("JUNE_NOTIFY_MAX_ATTEMPTS", "8"))
+    JUNE_NOTIFY_SCHEDULE_FAILURES = int(env.get("JUNE_NOTIFY_SCHEDULE_FAILURES", "3"))
+    # webhooks (docs/proactive.md): each agent's signing secret and delivery URL, by agent name,
+    # from JUNE_WEBHOOK_SECRET_<AGENT> / JUNE_WEBHOOK_URL_<AGENT> (<AGENT>: the name in capitals,
+    # other characters as "_")
+    JUNE_WEBHOOK_SECRETS = _prefixed(env, "JUNE_WEBHOOK_SECRET_")
+    JUNE_WEBHOOK_URLS = _prefixed(env, "JUNE_WEBHOOK_URL_")
+    # traces as JSON lines to this file (tests; docs/operations.md "Traces"), beside OTEL_*
+    JUNE_OTEL_TEST_FILE = env.get("JUNE_OTEL_TEST_FILE", "")
 
     # health (docs/operations.md "Health"): the time /readyz's checks get, and how often each worker
     # process writes its heartbeat (a worker not seen for 3 beats is shown as gone)

@@ -1,6 +1,7 @@
 """An agent's ``mcp = [...]`` declarations, checked when the agent loads (a typo fails the load,
 never a turn). Secrets stay in the environment: a value ``"${NAME}"`` in ``env`` or ``headers``
-is read from the process's environment when the server is connected, never stored."""
+is read from the process's environment when the server is connected, never stored. The defaults
+(``JUNE_MCP_TIMEOUT``, ``JUNE_MCP_TOOLS_TTL``) are Django settings, read when the agent loads."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
+
 from agents_app.runtime.errors import AgentConfigError
 
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
@@ -16,10 +19,6 @@ NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 SEPARATOR = "__"
 KEYS = {"name", "command", "url", "env", "headers", "allow", "deny", "timeout", "cwd", "approval"}
 ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-#: seconds a call may take by default (JUNE_MCP_TIMEOUT); a server entry's ``timeout`` overrides
-DEFAULT_TIMEOUT = float(os.environ.get("JUNE_MCP_TIMEOUT", "30"))
-#: seconds a server's tool list is kept before it is fetched again (JUNE_MCP_TOOLS_TTL)
-TOOLS_TTL = float(os.environ.get("JUNE_MCP_TOOLS_TTL", "300"))
 
 
 @dataclass(frozen=True)
@@ -31,10 +30,13 @@ class ServerConfig:
     headers: dict[str, str] = field(default_factory=dict)
     allow: frozenset[str] | None = None
     deny: frozenset[str] = frozenset()
-    timeout: float = DEFAULT_TIMEOUT
+    #: seconds a call may take (the entry's ``timeout``, else JUNE_MCP_TIMEOUT)
+    timeout: float = 30.0
     cwd: str | None = None
     #: tool name (or "*": all) -> its declared approval (agents_app/runtime/approval.py)
     approval: dict[str, Any] = field(default_factory=dict)
+    #: seconds its tool list is kept before it is fetched again (JUNE_MCP_TOOLS_TTL)
+    tools_ttl: float = 300.0
 
     def offers(self, tool: str) -> bool:
         return tool not in self.deny and (self.allow is None or tool in self.allow)
@@ -114,7 +116,7 @@ def _server(agent: str, entry: Any) -> ServerConfig:
         if value is not None and (not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value)):
             raise AgentConfigError(f"{where} {name!r}: {key} must be a list of tool names")
         lists[key] = frozenset(value) if value is not None else None
-    timeout = entry.get("timeout", DEFAULT_TIMEOUT)
+    timeout = entry.get("timeout", settings.JUNE_MCP_TIMEOUT)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
         raise AgentConfigError(f"{where} {name!r}: timeout must be a number of seconds in (0, 3600]")
     approvals = entry.get("approval", {})
@@ -134,4 +136,5 @@ def _server(agent: str, entry: Any) -> ServerConfig:
         timeout=float(timeout),
         cwd=cwd,
         approval=dict(approvals),
+        tools_ttl=float(settings.JUNE_MCP_TOOLS_TTL),
     )

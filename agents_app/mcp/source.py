@@ -1,6 +1,6 @@
 """One MCP server per process: connected lazily on the event loop that first needs it (a worker's
 runner loop drives every turn of its process), shared by every turn on that loop, reconnected
-after a failure. Its tool list is fetched on the first turn and again after ``TOOLS_TTL``; a tool
+after a failure. Its tool list is fetched on the first turn and again after ``tools_ttl``; a tool
 it stops offering stays callable in this process (a turn that replays a call made before the
 change finds it). Every call and listing has a timeout: a server that hangs gives an error
 result, and holds neither the turn nor the worker."""
@@ -19,7 +19,7 @@ from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.model import ToolSpec
 from agents_app.runtime.tools import Tool
 
-from .config import SEPARATOR, TOOLS_TTL, ServerConfig, parse_servers
+from .config import SEPARATOR, ServerConfig, parse_servers
 from .results import McpToolError, tool_result
 
 log = logging.getLogger(__name__)
@@ -158,12 +158,13 @@ class McpSource:
     # -- the ToolSource protocol ---------------------------------------------------------------
 
     async def tools(self) -> tuple[dict[str, Tool], frozenset[str]]:
-        if time.monotonic() - self.listed_at >= TOOLS_TTL or not self.listed_at:
+        ttl = self.config.tools_ttl
+        if time.monotonic() - self.listed_at >= ttl or not self.listed_at:
             try:
                 await asyncio.wait_for(self.refresh(), min(LIST_TIMEOUT, self.config.timeout))
             except Exception as exc:  # noqa: BLE001 (the turn goes on with what it knew)
                 log.warning("MCP server %s: tool list not fetched: %s", self.config.name, exc)
-                self.listed_at = time.monotonic() - TOOLS_TTL + 5.0  # try again in 5 s, not every turn
+                self.listed_at = time.monotonic() - ttl + 5.0  # try again in 5 s, not every turn
         return self.known, self.offered
 
     def tools_changed(self) -> None:

@@ -13,6 +13,8 @@ import sys
 import weakref
 from typing import Any, AsyncIterator, Callable, Iterable
 
+from django.conf import settings
+
 from agents_app.runtime.agent import Agent
 from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.seams import Model
@@ -37,11 +39,12 @@ CLAUDE_PLATFORMS = ("anthropic", "bedrock", "vertex")
 
 
 def _declared(agent: Agent) -> tuple[str, ...]:
-    override = os.environ.get("JUNE_MODEL")
+    override = settings.JUNE_MODEL
     if override:
         return (override,)
     if agent.model:
         return agent.model if isinstance(agent.model, tuple) else (agent.model,)
+    # the anthropic SDK's own variable (it reads it itself): set, the SDK can be used
     return ("anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "demo",)
 
 
@@ -143,5 +146,5 @@ async def long_lived_loop() -> AsyncIterator[None]:
 
 
 def _demo_options(agent: Agent) -> dict[str, Any]:
-    delay = os.environ.get("JUNE_DEMO_DELAY")
-    return {"delay": float(delay)} if delay else {}
+    delay = settings.JUNE_DEMO_DELAY
+    return {"delay": float(delay)} if delay is not None else {}

@@ -1,16 +1,10 @@
-"""``JUNE_NOTIFY_*`` settings, read at call time (tests override them)."""
+"""``JUNE_NOTIFY_*`` settings (declared in june/settings.py), read at call time."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-
-def _f(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
+from django.conf import settings
 
 
 @dataclass(frozen=True)
@@ -28,13 +22,13 @@ class NotifyConfig:
 
 def config() -> NotifyConfig:
     return NotifyConfig(
-        email=os.environ.get("JUNE_NOTIFY_EMAIL", "1").lower() in ("1", "true", "yes", "on"),
-        webhook_url=os.environ.get("JUNE_NOTIFY_WEBHOOK_URL", ""),
-        base_url=os.environ.get("JUNE_NOTIFY_BASE_URL", "").rstrip("/"),
-        remind_after=_f("JUNE_NOTIFY_REMIND_AFTER", 3600),
-        digest_every=_f("JUNE_NOTIFY_DIGEST_SECONDS", 900),
-        max_attempts=int(_f("JUNE_NOTIFY_MAX_ATTEMPTS", 8)),
-        backoff=_f("JUNE_NOTIFY_BACKOFF", 30),
-        backoff_cap=_f("JUNE_NOTIFY_BACKOFF_CAP", 3600),
-        timeout=_f("JUNE_NOTIFY_TIMEOUT", 10),
+        email=bool(settings.JUNE_NOTIFY_EMAIL),
+        webhook_url=settings.JUNE_NOTIFY_WEBHOOK_URL or "",
+        base_url=(settings.JUNE_NOTIFY_BASE_URL or "").rstrip("/"),
+        remind_after=float(settings.JUNE_NOTIFY_REMIND_AFTER),
+        digest_every=float(settings.JUNE_NOTIFY_DIGEST_SECONDS),
+        max_attempts=int(settings.JUNE_NOTIFY_MAX_ATTEMPTS),
+        backoff=float(settings.JUNE_NOTIFY_BACKOFF),
+        backoff_cap=float(settings.JUNE_NOTIFY_BACKOFF_CAP),
+        timeout=float(settings.JUNE_NOTIFY_TIMEOUT),
     )

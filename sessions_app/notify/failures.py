@@ -6,7 +6,6 @@ runs failed. Each is held once (a unique key) and reaches people in the next dig
 from __future__ import annotations
 
 import datetime as dt
-import os
 
 from django.conf import settings
 from django.utils import timezone
@@ -18,7 +17,7 @@ from sessions_app.notify.outbox import notify_failure
 
 
 def _lookback() -> dt.timedelta:
-    return dt.timedelta(seconds=float(os.environ.get("JUNE_NOTIFY_LOOKBACK", "900")))
+    return dt.timedelta(seconds=float(settings.JUNE_NOTIFY_LOOKBACK))
 
 
 def _error_text(error: object) -> str:
@@ -57,7 +56,7 @@ def collect_failures(*, now: dt.datetime | None = None) -> int:
 
 
 def _schedules(since: dt.datetime) -> int:
-    n = int(os.environ.get("JUNE_NOTIFY_SCHEDULE_FAILURES", "3"))
+    n = int(settings.JUNE_NOTIFY_SCHEDULE_FAILURES)
     made = 0
     names = set(ScheduleRun.objects.filter(fired_at__gte=since).values_list("schedule", flat=True)[:200])
     for name in names:

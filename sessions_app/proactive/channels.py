@@ -19,7 +19,6 @@ import hashlib
 import hmac
 import json
 import logging
-import os
 import re
 import time
 import urllib.error
@@ -98,8 +97,14 @@ def _env_name(agent: str) -> str:
     return re.sub(r"[^A-Z0-9]", "_", agent.upper())
 
 
+def _by_agent(values: dict[str, str], agent: str) -> str:
+    """An agent's entry of JUNE_WEBHOOK_SECRETS / JUNE_WEBHOOK_URLS: by its name, or by the name
+    as its environment variable spells it (``JUNE_WEBHOOK_SECRET_<AGENT>``)."""
+    return values.get(agent) or values.get(_env_name(agent)) or ""
+
+
 def webhook_secret(agent: str) -> bytes | None:
-    value = os.environ.get(f"JUNE_WEBHOOK_SECRET_{_env_name(agent)}", "")
+    value = _by_agent(settings.JUNE_WEBHOOK_SECRETS, agent)
     return value.encode() if value else None
 
 
@@ -109,7 +114,7 @@ def webhook_settings(agent: str) -> dict[str, Any]:
     if unsigned not in ("refuse", "unattested"):
         raise ChannelError(f"agent {agent!r}: settings['webhook']['unsigned'] must be 'refuse' or 'unattested'")
     conf["unsigned"] = unsigned
-    conf["deliver_url"] = os.environ.get(f"JUNE_WEBHOOK_URL_{_env_name(agent)}") or conf.get("deliver_url") or None
+    conf["deliver_url"] = _by_agent(settings.JUNE_WEBHOOK_URLS, agent) or conf.get("deliver_url") or None
     return conf
 
 

@@ -4,6 +4,8 @@ On when an ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOIN
 over HTTP, the SDK reads the rest of ``OTEL_*``), when ``JUNE_OTEL_TEST_FILE`` names a JSON-lines
 file (the fault tests read the spans of several processes), or when something (a test) already
 installed a tracer provider. ``OTEL_SDK_DISABLED=true`` turns it off. Decided once per process.
+The ``OTEL_*`` variables are the OpenTelemetry SDK's own (it reads them itself, and so does this
+module, from the environment); ``JUNE_OTEL_TEST_FILE`` is a Django setting.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import os
 import threading
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 _LOCK = threading.Lock()
@@ -25,7 +28,7 @@ ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPO
 def _wanted() -> bool:
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return False
-    return any(os.environ.get(v) for v in ENDPOINT_VARS) or bool(os.environ.get("JUNE_OTEL_TEST_FILE"))
+    return any(os.environ.get(v) for v in ENDPOINT_VARS) or bool(settings.JUNE_OTEL_TEST_FILE)
 
 
 def _installed() -> bool:
@@ -58,7 +61,7 @@ def _install() -> None:
         return
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", "june")})
     provider = TracerProvider(resource=resource)
-    path = os.environ.get("JUNE_OTEL_TEST_FILE")
+    path = settings.JUNE_OTEL_TEST_FILE
     if path:
         from .filexport import JsonLinesExporter
 

@@ -86,9 +86,9 @@ async def test_a_websocket_to_a_newline_key_is_refused():
     "field,value",
     [("session", "whnl\n"), ("user", "bot\n"), ("session", "a\rb"), ("user", "bot\x00"), ("session", "s\u2028")],
 )
-def test_a_signed_webhook_with_a_control_char_in_session_or_user_is_refused(monkeypatch, field, value):
-    monkeypatch.setenv("JUNE_WEBHOOK_SECRET_OPS", SECRET)
-    monkeypatch.delenv("JUNE_WEBHOOK_URL_OPS", raising=False)
+def test_a_signed_webhook_with_a_control_char_in_session_or_user_is_refused(monkeypatch, field, value, settings):
+    settings.JUNE_WEBHOOK_SECRETS = {"OPS": SECRET}
+    settings.JUNE_WEBHOOK_URLS = {}
     payload = {"session": "hook-1", "text": "hello", "user": "bot", field: value}
     body = json.dumps(payload).encode()
     ts = str(int(time.time()))

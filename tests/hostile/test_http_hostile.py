@@ -309,9 +309,9 @@ def test_unknown_routes_and_methods(world, method, tail, body):
         },
     ),
 )
-def test_webhook(world, monkeypatch, signed, content_type, body):
-    monkeypatch.setenv("JUNE_WEBHOOK_SECRET_OPS", SECRET)
-    monkeypatch.delenv("JUNE_WEBHOOK_URL_OPS", raising=False)
+def test_webhook(world, monkeypatch, signed, content_type, body, settings):
+    settings.JUNE_WEBHOOK_SECRETS = {"OPS": SECRET}
+    settings.JUNE_WEBHOOK_URLS = {}
     headers = {}
     if signed != "none":
         ts = str(int(time.time()))

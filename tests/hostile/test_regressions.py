@@ -32,9 +32,9 @@ DEEP = "[" * 50_000 + "]" * 50_000
 
 
 @pytest.fixture(autouse=True)
-def webhook_secret(monkeypatch):
-    monkeypatch.setenv("JUNE_WEBHOOK_SECRET_OPS", SECRET)
-    monkeypatch.delenv("JUNE_WEBHOOK_URL_OPS", raising=False)
+def webhook_secret(monkeypatch, settings):
+    settings.JUNE_WEBHOOK_SECRETS = {"OPS": SECRET}
+    settings.JUNE_WEBHOOK_URLS = {}
 
 
 @pytest.fixture

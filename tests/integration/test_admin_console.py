@@ -209,11 +209,13 @@ def test_the_demo_operator_sees_schedules_runs_and_deliveries_and_runs_a_schedul
     assert schedule.next_run <= timezone.now(), "run now made it due"
 
 
-def test_a_turn_ended_at_its_limit_says_so_in_the_api_the_timeline_and_the_turn_page(inline_worker, monkeypatch):
+def test_a_turn_ended_at_its_limit_says_so_in_the_api_the_timeline_and_the_turn_page(
+    inline_worker, monkeypatch, settings
+):
     """Issue 37: a runaway model (the demo's ``loop forever``) ends at the default limit of 50
     model calls with an answer; the API's turn JSON carries the usage and the mark, the timeline's
     end row and the turn page say which limit it was."""
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     api = Api(token_for(alice))
     status, body, _ = api.post(f"{BASE}/loop1/turns", {"text": "loop forever"})

@@ -41,8 +41,8 @@ def assert_tree_cancelled(parent: str) -> None:
     assert children and all(c.status == TurnStatus.CANCELLED for c in children), [c.status for c in children]
 
 
-def test_http_cancels_a_parent_parked_on_its_children_at_once_with_them(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_http_cancels_a_parent_parked_on_its_children_at_once_with_them(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     parent = async_to_sync(parked)(alice, "sp1", "research secret plans")
     assert m.Turn.objects.get(pk=parent).waiting == 1
@@ -51,8 +51,8 @@ def test_http_cancels_a_parent_parked_on_its_children_at_once_with_them(monkeypa
     assert_tree_cancelled(parent)
 
 
-def test_http_refuses_to_cancel_a_turn_parked_on_an_answer(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_http_refuses_to_cancel_a_turn_parked_on_an_answer(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     turn = async_to_sync(parked)(alice, "rf1", "refund order 42 10")
     status, body, _ = Api(token_for(alice)).post(f"/api/agents/ops/sessions/rf1/turns/{turn}/cancel")
@@ -62,8 +62,8 @@ def test_http_refuses_to_cancel_a_turn_parked_on_an_answer(monkeypatch):
 
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("settled")
-async def test_the_websocket_answers_as_http_does(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+async def test_the_websocket_answers_as_http_does(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = await sync_to_async(make_user)("alice")
     refund = await parked(alice, "ws1", "refund order 42 10")
     comm = communicator("/ws/agents/ops/sessions/ws1/", await cookie_for(alice))

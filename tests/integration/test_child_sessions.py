@@ -54,12 +54,12 @@ async def test_the_websocket_refuses_to_create_a_child_session():
     assert not await sync_to_async(m.Session.objects.filter(key__startswith="sub:").exists)()
 
 
-def test_a_child_session_is_its_parent_owners_and_nobody_elses(monkeypatch):
+def test_a_child_session_is_its_parent_owners_and_nobody_elses(monkeypatch, settings):
     from asgiref.sync import async_to_sync
 
     from .test_subagents_stream import run_tree
 
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+    settings.JUNE_DEMO_DELAY = 0.0
     alice, bob = make_user("alice"), make_user("bob")
     parent = async_to_sync(run_tree)(alice, "r1", "research tides")
     [child] = m.Turn.objects.filter(parent_id=parent)

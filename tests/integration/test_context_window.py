@@ -24,9 +24,9 @@ BASE = "/api/agents/ops/sessions"
 
 
 @pytest.fixture(autouse=True)
-def _demo_model(monkeypatch):
+def _demo_model(monkeypatch, settings):
     """The ops agent on the demo model (its window: CONTEXT_WINDOW tokens), whatever the shell says."""
-    monkeypatch.delenv("JUNE_MODEL", raising=False)
+    settings.JUNE_MODEL = ""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
 
 
@@ -88,8 +88,8 @@ def test_the_chat_page_carries_the_limit_for_the_composer(alice):
     assert config["window_chars"] == window.room("ops").chars and config["window_tokens"] == CONTEXT_WINDOW
 
 
-def test_the_window_is_known_without_building_the_model(monkeypatch):
-    monkeypatch.delenv("JUNE_MODEL", raising=False)
+def test_the_window_is_known_without_building_the_model(monkeypatch, settings):
+    settings.JUNE_MODEL = ""
     assert context_window(Agent("a", "i", model="demo")) == CONTEXT_WINDOW
     assert context_window(Agent("a", "i", model="anthropic")) == ANTHROPIC_CONTEXT_WINDOW
     assert context_window(Agent("a", "i", model="anthropic", model_config={"context_window": 50_000})) == 50_000

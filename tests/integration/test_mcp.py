@@ -136,9 +136,9 @@ async def test_a_server_that_is_down_offers_nothing_and_its_calls_are_errors():
         await source.aclose()
 
 
-async def test_a_changed_list_offers_the_new_tool_and_keeps_a_removed_one_callable(tmp_path, monkeypatch):
+async def test_a_changed_list_offers_the_new_tool_and_keeps_a_removed_one_callable(tmp_path, settings):
     marker = tmp_path / "extra"
-    monkeypatch.setattr(mcp_source, "TOOLS_TTL", 0.0)
+    settings.JUNE_MCP_TOOLS_TTL = 0.0
     source = stdio(env={"PROBE_EXTRA": str(marker)}, deny=[])
     try:
         assert "probe__extra" not in (await names(source))[1]
@@ -319,8 +319,8 @@ async def test_an_mcp_tool_declared_in_the_entry_needs_approval():
         await source.aclose()
 
 
-async def test_the_servers_list_changed_notification_refreshes_the_list_before_the_ttl(monkeypatch):
-    monkeypatch.setattr(mcp_source, "TOOLS_TTL", 3600.0)
+async def test_the_servers_list_changed_notification_refreshes_the_list_before_the_ttl(settings):
+    settings.JUNE_MCP_TOOLS_TTL = 3600.0
     source = stdio()
     try:
         known, offered = await names(source)

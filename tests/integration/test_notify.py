@@ -85,10 +85,10 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver(monkeypatch):
+def receiver(monkeypatch, settings):
     r = Receiver()
-    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", f"http://127.0.0.1:{r.port}/hook")
-    monkeypatch.setenv("JUNE_NOTIFY_BASE_URL", "https://june.example")
+    settings.JUNE_NOTIFY_WEBHOOK_URL = f"http://127.0.0.1:{r.port}/hook"
+    settings.JUNE_NOTIFY_BASE_URL = "https://june.example"
     yield r
     r.down()
 
@@ -143,8 +143,8 @@ def test_one_mail_per_park_to_the_answerers_only_with_a_link(parked, smtp, recei
     assert sorted(rows.values_list("state", flat=True)) == ["sent", "sent"]
 
 
-def test_no_mail_after_the_park_was_answered(parked, smtp, users, monkeypatch):
-    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
+def test_no_mail_after_the_park_was_answered(parked, smtp, users, monkeypatch, settings):
+    settings.JUNE_NOTIFY_WEBHOOK_URL = ""
     from sessions_app.notify.outbox import notify_parks
 
     assert notify_parks() == 1  # the row is written...
@@ -163,9 +163,9 @@ def test_no_mail_after_the_park_was_answered(parked, smtp, users, monkeypatch):
     assert m.Notification.objects.get(turn_id=parked.pk).state == "skipped"
 
 
-def test_a_reminder_after_the_delay(parked, smtp, monkeypatch):
-    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
-    monkeypatch.setenv("JUNE_NOTIFY_REMIND_AFTER", "600")
+def test_a_reminder_after_the_delay(parked, smtp, monkeypatch, settings):
+    settings.JUNE_NOTIFY_WEBHOOK_URL = ""
+    settings.JUNE_NOTIFY_REMIND_AFTER = 600.0
     notify_tick()
     assert len(smtp.mails) == 1
     notify_tick(now=timezone.now() + dt.timedelta(seconds=300))  # not yet
@@ -177,8 +177,8 @@ def test_a_reminder_after_the_delay(parked, smtp, monkeypatch):
     assert len(smtp.mails) == 2
 
 
-def test_ten_failures_make_one_digest(smtp, users, receiver, monkeypatch):
-    monkeypatch.setenv("JUNE_NOTIFY_DIGEST_SECONDS", "900")
+def test_ten_failures_make_one_digest(smtp, users, receiver, monkeypatch, settings):
+    settings.JUNE_NOTIFY_DIGEST_SECONDS = 900.0
     receiver.up()
     for i in range(10):
         notify_failure("turn failed", f"turn t{i} failed: boom {i}")
@@ -194,9 +194,9 @@ def test_ten_failures_make_one_digest(smtp, users, receiver, monkeypatch):
     assert out["folded"] == 1 and len(smtp.mails) == 2 and "w1 missed" in smtp.mails[1][1]
 
 
-def test_webhook_retried_with_backoff_until_the_receiver_comes_back(parked, smtp, receiver, monkeypatch):
-    monkeypatch.setenv("JUNE_NOTIFY_EMAIL", "0")
-    monkeypatch.setenv("JUNE_NOTIFY_BACKOFF", "10")
+def test_webhook_retried_with_backoff_until_the_receiver_comes_back(parked, smtp, receiver, monkeypatch, settings):
+    settings.JUNE_NOTIFY_EMAIL = False
+    settings.JUNE_NOTIFY_BACKOFF = 10.0
     out = notify_tick()  # the receiver is down
     assert out["retry"] == 1 and out["sent"] == 0
     row = m.Notification.objects.get(turn_id=parked.pk)
@@ -212,22 +212,22 @@ def test_webhook_retried_with_backoff_until_the_receiver_comes_back(parked, smtp
     assert row.state == "sent" and len(receiver.bodies) == 1
 
 
-def test_given_up_after_max_attempts(parked, receiver, monkeypatch):
-    monkeypatch.setenv("JUNE_NOTIFY_EMAIL", "0")
-    monkeypatch.setenv("JUNE_NOTIFY_MAX_ATTEMPTS", "2")
-    monkeypatch.setenv("JUNE_NOTIFY_BACKOFF", "1")
+def test_given_up_after_max_attempts(parked, receiver, monkeypatch, settings):
+    settings.JUNE_NOTIFY_EMAIL = False
+    settings.JUNE_NOTIFY_MAX_ATTEMPTS = 2
+    settings.JUNE_NOTIFY_BACKOFF = 1.0
     notify_tick()
     out = notify_tick(now=timezone.now() + dt.timedelta(seconds=5))
     assert out["failed"] == 1
     assert m.Notification.objects.get(turn_id=parked.pk).state == "failed"
 
 
-def test_the_admin_lists_rows_read_only_for_staff(parked, users, monkeypatch):
+def test_the_admin_lists_rows_read_only_for_staff(parked, users, monkeypatch, settings):
     from django.test import Client
     from django.urls import reverse
 
-    monkeypatch.setenv("JUNE_NOTIFY_EMAIL", "0")
-    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "http://127.0.0.1:9/<b>x")  # nothing listens
+    settings.JUNE_NOTIFY_EMAIL = False
+    settings.JUNE_NOTIFY_WEBHOOK_URL = "http://127.0.0.1:9/<b>x"  # nothing listens
     notify_tick()
     url = reverse("admin:sessions_app_notification_changelist")
     staff = Client()
@@ -249,10 +249,12 @@ def test_the_admin_lists_rows_read_only_for_staff(parked, users, monkeypatch):
     assert plain.get(url).status_code == 302
 
 
-def test_failed_turns_a_given_up_delivery_and_a_gone_worker_reach_one_digest(q2_sync, smtp, users, monkeypatch):
+def test_failed_turns_a_given_up_delivery_and_a_gone_worker_reach_one_digest(
+    q2_sync, smtp, users, monkeypatch, settings
+):
     from agents_app.models import DeliveryStatus, WebhookDelivery
 
-    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
+    settings.JUNE_NOTIFY_WEBHOOK_URL = ""
     ids = [services.turn_start(agent="ops", key=f"f{i}", text="hello", user=users["alice"]).turn_id for i in range(10)]
     # the store's own write when a turn fails (a model error, its retries spent)
     m.Turn.objects.filter(pk__in=ids).update(
@@ -283,11 +285,11 @@ def test_failed_turns_a_given_up_delivery_and_a_gone_worker_reach_one_digest(q2_
     assert len(smtp.mails) == 1
 
 
-def test_a_schedule_failing_n_times_in_a_row(smtp, users, monkeypatch):
+def test_a_schedule_failing_n_times_in_a_row(smtp, users, monkeypatch, settings):
     from agents_app.models import ScheduleRun
 
-    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
-    monkeypatch.setenv("JUNE_NOTIFY_SCHEDULE_FAILURES", "3")
+    settings.JUNE_NOTIFY_WEBHOOK_URL = ""
+    settings.JUNE_NOTIFY_SCHEDULE_FAILURES = 3
     t0 = timezone.now() - dt.timedelta(hours=1)
 
     def run(i: int, status: str) -> None:
@@ -310,12 +312,12 @@ def test_a_schedule_failing_n_times_in_a_row(smtp, users, monkeypatch):
     assert "schedule failing" in smtp.mails[0][1] and "june:ops:daily" in smtp.mails[0][1]
 
 
-def test_the_policy_s_own_webhook_over_the_site_s(q2_sync, users, smtp, receiver, monkeypatch):
+def test_the_policy_s_own_webhook_over_the_site_s(q2_sync, users, smtp, receiver, monkeypatch, settings):
     from agents_app.runtime.notify import notify_config
     from sessions_app import wiring
 
     receiver.up()
-    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "http://127.0.0.1:9/site-wide-not-used")
+    settings.JUNE_NOTIFY_WEBHOOK_URL = "http://127.0.0.1:9/site-wide-not-used"
     ops = wiring.agent("ops")
     monkeypatch.setattr(
         ops,
@@ -339,7 +341,7 @@ def test_the_policy_s_own_webhook_over_the_site_s(q2_sync, users, smtp, receiver
 def test_the_sweeper_thread_s_pass_sends_and_is_throttled(parked, smtp, settings, monkeypatch):
     from sessions_app.workers import watchdog
 
-    monkeypatch.setenv("JUNE_NOTIFY_WEBHOOK_URL", "")
+    settings.JUNE_NOTIFY_WEBHOOK_URL = ""
     settings.JUNE_NOTIFY_SECONDS = 3600
     monkeypatch.setattr(watchdog, "_notified_at", None)
     watchdog._notify_pass()

@@ -33,8 +33,8 @@ UTC = UTC
 
 @pytest.fixture(autouse=True)
 def env(monkeypatch, settings):
-    monkeypatch.setenv("JUNE_WEBHOOK_SECRET_OPS", SECRET)
-    monkeypatch.delenv("JUNE_WEBHOOK_URL_OPS", raising=False)
+    settings.JUNE_WEBHOOK_SECRETS = {"OPS": SECRET}
+    settings.JUNE_WEBHOOK_URLS = {}
     settings.JUNE_WEBHOOK_BACKOFF = 0.01
     settings.JUNE_WEBHOOK_RETRIES = 4
 
@@ -277,13 +277,13 @@ class Receiver:
 
 
 @pytest.fixture
-def receiver(monkeypatch):
+def receiver(settings):
     made: list[Receiver] = []
 
     def make(failures: int = 0) -> Receiver:
         rcv = Receiver(failures)
         made.append(rcv)
-        monkeypatch.setenv("JUNE_WEBHOOK_URL_OPS", rcv.url)
+        settings.JUNE_WEBHOOK_URLS = {"OPS": rcv.url}
         return rcv
 
     yield make

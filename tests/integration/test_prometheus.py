@@ -50,8 +50,8 @@ def test_anonymous_and_non_staff_are_refused_in_json():
 
 
 @override_settings(JUNE_MODEL_PRICES={"demo": {"input": 1_000_000.0, "output": 0.0}})  # $1 per token
-def test_staff_scrape_parked_turns_tokens_and_cost(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_staff_scrape_parked_turns_tokens_and_cost(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     parked(alice, "m1")
     parked(alice, "m2")

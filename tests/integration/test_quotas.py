@@ -44,8 +44,8 @@ def limits(settings, monkeypatch):
     """The defaults, read fresh (no cached agent total between tests)."""
     settings.JUNE_RATE_LIMITS = True
     settings.JUNE_QUOTA_CACHE_SECONDS = 0
-    monkeypatch.setenv("JUNE_WEBHOOK_SECRET_OPS", SECRET)
-    monkeypatch.delenv("JUNE_WEBHOOK_URL_OPS", raising=False)
+    settings.JUNE_WEBHOOK_SECRETS = {"OPS": SECRET}
+    settings.JUNE_WEBHOOK_URLS = {}
     return settings
 
 

@@ -44,8 +44,8 @@ def answer(rt, s, turn_id: str, request: dict, value, user) -> None:
     async_to_sync(go)()
 
 
-def test_the_card_shows_the_tool_and_its_input_and_nothing_runs_before_an_answer(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_the_card_shows_the_tool_and_its_input_and_nothing_runs_before_an_answer(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     _, _, turn_id, request = parked(alice, "b1")
     assert request["kind"] == "tool_approval" and request["tool"] == "bulk_order"
@@ -54,8 +54,8 @@ def test_the_card_shows_the_tool_and_its_input_and_nothing_runs_before_an_answer
     assert not Order.objects.exists()
 
 
-def test_approve_runs_the_call_once_with_the_models_input(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_approve_runs_the_call_once_with_the_models_input(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, s, turn_id, request = parked(alice, "b2")
     answer(rt, s, turn_id, request, {"decision": "approve"}, alice)
@@ -63,8 +63,8 @@ def test_approve_runs_the_call_once_with_the_models_input(monkeypatch):
     assert list(Order.objects.values_list("item", "quantity")) == [("mugs", 50)]
 
 
-def test_edit_runs_the_call_with_the_persons_input(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_edit_runs_the_call_with_the_persons_input(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, s, turn_id, request = parked(alice, "b3")
     answer(rt, s, turn_id, request, {"decision": "edit", "input": {"item": "mugs", "quantity": 20}}, alice)
@@ -76,8 +76,8 @@ def test_edit_runs_the_call_with_the_persons_input(monkeypatch):
     assert saved.answer == {"decision": "edit", "input": {"item": "mugs", "quantity": 20}}  # who edited what
 
 
-def test_reject_never_runs_the_call_and_the_model_reads_why(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_reject_never_runs_the_call_and_the_model_reads_why(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, s, turn_id, request = parked(alice, "b4")
     answer(rt, s, turn_id, request, {"decision": "reject", "message": "fifty is too many"}, alice)
@@ -97,8 +97,8 @@ def test_reject_never_runs_the_call_and_the_model_reads_why(monkeypatch):
         {"decision": "edit", "input": {"a": {"b": {"c": {"d": {"e": {"f": [[[[[[1]]]]]]}}}}}}},
     ],
 )
-def test_an_answer_the_schema_refuses_is_a_422_and_applies_nothing(monkeypatch, bad):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_an_answer_the_schema_refuses_is_a_422_and_applies_nothing(monkeypatch, bad, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     _, _, turn_id, request = parked(alice, "b5")
     status, body, _ = Api(token_for(alice)).post(
@@ -108,8 +108,8 @@ def test_an_answer_the_schema_refuses_is_a_422_and_applies_nothing(monkeypatch, 
     assert m.Turn.objects.get(pk=turn_id).status == TurnStatus.SUSPENDED and not Order.objects.exists()
 
 
-def test_answering_twice_or_after_the_turn_ended_is_a_409_and_runs_nothing(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_answering_twice_or_after_the_turn_ended_is_a_409_and_runs_nothing(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, s, turn_id, request = parked(alice, "b6")
     api = Api(token_for(alice))
@@ -122,8 +122,8 @@ def test_answering_twice_or_after_the_turn_ended_is_a_409_and_runs_nothing(monke
     assert not Order.objects.exists()
 
 
-def test_another_user_cannot_answer(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_another_user_cannot_answer(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice, bob = make_user("alice"), make_user("bob")
     _, _, turn_id, request = parked(alice, "b7")
     status, _, _ = Api(token_for(bob)).post(
@@ -145,9 +145,9 @@ def test_a_declaration_is_checked_when_the_tool_is_made():
     assert tool("t", "t", approval=True)(lambda i, c: None).approval == {}
 
 
-def test_an_operator_edits_the_call_in_the_admin_inbox(monkeypatch, client):
+def test_an_operator_edits_the_call_in_the_admin_inbox(monkeypatch, client, settings):
     """The inbox's form for a tool approval: a decision, the input (prefilled, editable), a note."""
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+    settings.JUNE_DEMO_DELAY = 0.0
     from django.contrib.auth import get_user_model
 
     alice = make_user("alice")
@@ -170,8 +170,8 @@ def test_an_operator_edits_the_call_in_the_admin_inbox(monkeypatch, client):
     assert saved.user_id == alice.pk and saved.via == "admin"
 
 
-def test_the_turn_page_shows_an_edit_before_and_after_and_who_made_it(monkeypatch, client):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_the_turn_page_shows_an_edit_before_and_after_and_who_made_it(monkeypatch, client, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     from django.contrib.auth import get_user_model
 
     alice = make_user("alice")
@@ -187,10 +187,10 @@ def test_the_turn_page_shows_an_edit_before_and_after_and_who_made_it(monkeypatc
     assert f"<td>{alice.pk}</td>" in page  # who answered (by id: this answer came through the host API)
 
 
-def test_the_timeline_marks_the_question_answered_and_names_the_end_once(monkeypatch):
+def test_the_timeline_marks_the_question_answered_and_names_the_end_once(monkeypatch, settings):
     """Issue 40: "asked for an answer — waiting" still read waiting after the answer, and the
     end row read "completed completed"."""
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+    settings.JUNE_DEMO_DELAY = 0.0
     from sessions_app.admin import timeline
 
     alice = make_user("alice")

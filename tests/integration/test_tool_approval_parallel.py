@@ -36,8 +36,8 @@ def _orders() -> list[tuple[str, int]]:
     return sorted(Order.objects.values_list("item", "quantity"))
 
 
-def test_three_calls_are_asked_at_once_and_nothing_runs_before_the_last_answer(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_three_calls_are_asked_at_once_and_nothing_runs_before_the_last_answer(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, s, turn_id, asked = _parked(alice, "p1")
     assert sorted(asked) == ["cups", "mugs", "pens"]
@@ -65,8 +65,8 @@ def test_three_calls_are_asked_at_once_and_nothing_runs_before_the_last_answer(m
     assert m.Answer.objects.filter(turn_id=turn_id).count() == 3
 
 
-def test_answering_one_call_twice_or_after_a_reset_is_a_409_and_runs_nothing(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_answering_one_call_twice_or_after_a_reset_is_a_409_and_runs_nothing(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, s, turn_id, asked = _parked(alice, "p2")
     answer(rt, s, turn_id, asked["mugs"], {"decision": "reject", "message": "no"}, alice)
@@ -82,8 +82,8 @@ def test_answering_one_call_twice_or_after_a_reset_is_a_409_and_runs_nothing(mon
     assert m.Turn.objects.get(pk=turn_id).status == TurnStatus.CANCELLED
 
 
-def test_the_approvals_api_lists_each_call_and_answers_them_in_any_order(inline_worker, monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_the_approvals_api_lists_each_call_and_answers_them_in_any_order(inline_worker, monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     _, _, turn_id, asked = _parked(alice, "p3")
     api = Api(token_for(alice))
@@ -122,8 +122,8 @@ def test_the_approvals_api_lists_each_call_and_answers_them_in_any_order(inline_
     assert _orders() == [("mugs", 5), ("pens", 20)]
 
 
-def test_the_admin_inbox_answers_the_call_it_is_asked_about(inline_worker, monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_the_admin_inbox_answers_the_call_it_is_asked_about(inline_worker, monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     alice.is_staff = True
     alice.save()

@@ -21,8 +21,8 @@ def _path(key: str, turn_id: str) -> str:
     return f"/api/agents/ops/sessions/{key}/turns/{turn_id}/resume"
 
 
-def test_approve_after_the_turn_completed_is_a_409_and_runs_nothing_more(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_approve_after_the_turn_completed_is_a_409_and_runs_nothing_more(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, s, turn_id, request = parked(alice, "r1")
     api = Api(token_for(alice))
@@ -34,8 +34,8 @@ def test_approve_after_the_turn_completed_is_a_409_and_runs_nothing_more(monkeyp
     assert Order.objects.count() == 1
 
 
-def test_approve_after_the_session_was_reset_is_a_409_and_runs_nothing(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_approve_after_the_session_was_reset_is_a_409_and_runs_nothing(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, _, turn_id, request = parked(alice, "r2")
     api = Api(token_for(alice))
@@ -48,8 +48,8 @@ def test_approve_after_the_session_was_reset_is_a_409_and_runs_nothing(monkeypat
     assert m.Turn.objects.get(pk=turn_id).status != TurnStatus.COMPLETED
 
 
-def test_an_edit_after_a_reject_is_a_409_and_runs_nothing(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_an_edit_after_a_reject_is_a_409_and_runs_nothing(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, s, turn_id, request = parked(alice, "r3")
     api = Api(token_for(alice))
@@ -72,8 +72,8 @@ def test_an_edit_after_a_reject_is_a_409_and_runs_nothing(monkeypatch):
         {"input_id": None, "answer": None},
     ],
 )
-def test_hostile_answers_are_4xx_and_run_nothing(monkeypatch, body):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+def test_hostile_answers_are_4xx_and_run_nothing(monkeypatch, body, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     alice = make_user("alice")
     rt, _, turn_id, _ = parked(alice, "r4")
     status, reply, _ = Api(token_for(alice)).post(_path("r4", turn_id), body)

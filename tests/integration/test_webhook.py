@@ -20,9 +20,9 @@ URL = "/api/agents/ops/webhook"
 
 
 @pytest.fixture(autouse=True)
-def secret(monkeypatch):
-    monkeypatch.setenv("JUNE_WEBHOOK_SECRET_OPS", SECRET)
-    monkeypatch.delenv("JUNE_WEBHOOK_URL_OPS", raising=False)
+def secret(monkeypatch, settings):
+    settings.JUNE_WEBHOOK_SECRETS = {"OPS": SECRET}
+    settings.JUNE_WEBHOOK_URLS = {}
 
 
 @pytest.fixture
@@ -142,8 +142,8 @@ def test_an_unattested_webhook_cannot_ask_its_speaker_for_input(client, q2_sync,
     }
 
 
-def test_a_signature_without_a_configured_secret_is_refused(client, monkeypatch):
-    monkeypatch.delenv("JUNE_WEBHOOK_SECRET_OPS")
+def test_a_signature_without_a_configured_secret_is_refused(client, monkeypatch, settings):
+    settings.JUNE_WEBHOOK_SECRETS = {}
     r = post(client, {"session": "h", "text": "hi"})
     assert r.status_code == 401 and "secret" in r.json()["error"]["message"]
 

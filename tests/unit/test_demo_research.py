@@ -13,8 +13,8 @@ def runtime() -> Runtime:
     return Runtime(store=InMemorySessionStore(), agents=agents, model_for=lambda a: DemoModel(delay=0))
 
 
-async def test_research_one_topic_delegates_to_one_researcher(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+async def test_research_one_topic_delegates_to_one_researcher(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     rt = runtime()
     s = rt.session("ops", "demo")
     res = await s.result(await s.start(TurnInput("research tides", user={"id": "1", "attested": True})), timeout=5)
@@ -26,8 +26,8 @@ async def test_research_one_topic_delegates_to_one_researcher(monkeypatch):
     assert child_tools == ["search_notes"]
 
 
-async def test_research_two_topics_runs_two_researchers(monkeypatch):
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+async def test_research_two_topics_runs_two_researchers(monkeypatch, settings):
+    settings.JUNE_DEMO_DELAY = 0.0
     rt = runtime()
     s = rt.session("ops", "demo")
     res = await s.result(await s.start("research tides and harbours"), timeout=5)

@@ -24,13 +24,13 @@ def test_the_demo_wait_takes_at_most_120_seconds():
     assert "at most 120" in wait.spec.description
 
 
-async def test_search_notes_waits_no_longer_than_its_maximum(monkeypatch):
+async def test_search_notes_waits_no_longer_than_its_maximum(monkeypatch, settings):
     slept: list[float] = []
 
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "1000")
+    settings.JUNE_DEMO_DELAY = 1000.0
     monkeypatch.setattr(asyncio, "sleep", sleep)
     result = await AGENTS["researcher"].tools["search_notes"].run({"query": "tides"}, None)
     assert result["query"] == "tides" and slept == [5.0]

@@ -12,6 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import json, sys
+import django
+django.setup()  # JUNE_OTEL_TEST_FILE is a Django setting
 from sessions_app import telemetry
 obs = telemetry.observer()
 out = {"on": obs is not None, "same": telemetry.observer() is obs, "otel": "opentelemetry.trace" in sys.modules}

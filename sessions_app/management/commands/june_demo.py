@@ -7,7 +7,6 @@ scripts); it is idempotent otherwise.
 
 from __future__ import annotations
 
-import os
 import secrets
 
 from django.conf import settings
@@ -43,7 +42,7 @@ class Command(BaseCommand):
                 "june_demo runs only under the embedded default (JUNE_EMBEDDED=1); "
                 "it creates logins with printed passwords and must never run in production"
             )
-        fixed = os.environ.get("JUNE_DEMO_PASSWORD", "")
+        fixed = settings.JUNE_DEMO_PASSWORD
         with transaction.atomic():
             demo, demo_pw = _user("demo", fixed or secrets.token_urlsafe(9), staff=False)
             operator, operator_pw = _user("operator", fixed or secrets.token_urlsafe(9), staff=True)

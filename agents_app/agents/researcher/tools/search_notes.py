@@ -1,6 +1,7 @@
 import asyncio
 import hashlib
-import os
+
+from django.conf import settings
 
 from agents_app.runtime import tool
 
@@ -24,7 +25,7 @@ FACTS = [
 )
 async def search_notes(input, ctx):
     """Async and read-only (a stand-in for a search API): safe to run again."""
-    delay = float(os.environ.get("JUNE_DEMO_DELAY", "0.01")) * 20  # a visible lookup
+    delay = (0.01 if settings.JUNE_DEMO_DELAY is None else settings.JUNE_DEMO_DELAY) * 20  # a visible lookup
     await asyncio.sleep(min(max(delay, 0.0), MAX_LOOKUP_SECONDS))
     digest = hashlib.sha256(input["query"].lower().encode()).digest()
     return {"query": input["query"], "notes": [f"{input['query']} {FACTS[b % len(FACTS)]}" for b in digest[:2]]}
