@@ -255,7 +255,8 @@ async def status(agents: dict[str, Any]) -> dict[str, str]:
                 continue
             key = f"{name}/{source.config.name}"
             try:
-                await asyncio.wait_for(source.refresh(), min(LIST_TIMEOUT, source.config.timeout))
+                # the server's whole ``timeout``, not a turn's 10 s: an operator's command can wait
+                await asyncio.wait_for(source.refresh(), source.config.timeout)
                 found[key] = source.problem or "ok"
             except Exception as exc:  # noqa: BLE001 (down or slow: said, not raised)
                 found[key] = f"not reachable: {type(exc).__name__}: {exc}"[:500]

@@ -48,7 +48,7 @@ def q2_sync(monkeypatch, settings, tmp_path):
     from django_q.conf import Conf
 
     monkeypatch.setattr(Conf, "SYNC", True)
-    monkeypatch.setenv("JUNE_DEMO_DELAY", "0")
+    settings.JUNE_DEMO_DELAY = 0.0
     settings.MEDIA_ROOT = str(tmp_path / "media")
     return tmp_path / "media"
 
