@@ -128,3 +128,19 @@ def test_a_host_projects_settings_win_over_the_environment(tmp_path):
         "model": "demo",
         "unset": 4.0,
     }
+
+
+def test_per_agent_webhook_variables_become_one_setting_each():
+    """``JUNE_WEBHOOK_SECRET_<AGENT>`` / ``JUNE_WEBHOOK_URL_<AGENT>`` (docs/proactive.md) fill the
+    dicts the webhook channel reads, keyed by the agent's name as the variable spells it."""
+    from june.settings import june_settings
+
+    found = june_settings(
+        {
+            "JUNE_WEBHOOK_SECRET_OPS": "s3",
+            "JUNE_WEBHOOK_URL_OPS": "https://x.example/r",
+            "JUNE_WEBHOOK_SECRET_EMPTY": "",
+        }
+    )
+    assert found["JUNE_WEBHOOK_SECRETS"] == {"OPS": "s3"}
+    assert found["JUNE_WEBHOOK_URLS"] == {"OPS": "https://x.example/r"}
