@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.conf import settings
 
 from june.testing import Cassette, CassetteMismatch, JuneTester
 from june.testing.cassettes import canonical, explain, key_of
@@ -22,7 +23,7 @@ def record(tmp_path, monkeypatch) -> tuple[JuneTester, list]:
     with FakeMessagesAPI() as api:
         monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.base_url)
-        monkeypatch.delenv("JUNE_MODEL", raising=False)
+        monkeypatch.setattr(settings, "JUNE_MODEL", "")  # whatever the shell says
         api.script(
             StreamBuilder().tool_use("toolu_1", "lookup_stock", ['{"item"', ': "tea"}']).done("tool_use"),
             StreamBuilder().text("We have ", f"tea in stock (my key is {KEY}).").done(),
