@@ -6,7 +6,8 @@ middleware activates for the request) inside ``<time datetime="…" data-june-ti
 ``static/june/time.js`` (the same format, in JavaScript) rewrites each into the reader's own zone,
 the browser's. Templates use the ``june_time`` filter (``{{ at|june_time }}``, ``{{ at|june_time:"ms" }}``
 with milliseconds); admin columns ``time_column``, Python code ``time_html`` and ``time_text``.
-June's pages load ``june/time.js`` from ``june/base.html``, the admin's from ``A11yMedia``.
+June's pages load ``june/time.js`` in their own ``scripts`` block (a host's base template, which
+replaces ``june/base.html``, keeps that block), the admin's through ``A11yMedia``.
 """
 
 from __future__ import annotations
