@@ -206,3 +206,49 @@ def test_the_note_placeholder_shows_whole_and_a_pdf_has_an_icon_of_the_page(june
     link.wait_for()
     assert link.locator("svg.doc-icon").count() == 1
     assert not re.search(r"[\U0001F300-\U0001FAFF]", link.text_content())
+
+
+def test_a_cancel_that_reaches_the_server_after_its_turn_ended_shows_no_error(june_server, make_user, new_page):
+    """The random walk found it: Cancel clicked as the turn ended put "the turn has already
+    completed" in the page's error line, where it stayed. (The cancel frame is held here until
+    the turn has ended, then let through.)"""
+    import json
+    import time
+
+    alice = make_user("alice")
+    page = new_page(alice)
+    held: list = []
+    received: list[dict] = []
+
+    def route(ws) -> None:
+        server = ws.connect_to_server()
+
+        def from_page(message) -> None:
+            if json.loads(message).get("type") == "cancel":
+                held.append((server, message))
+            else:
+                server.send(message)
+
+        def from_server(message) -> None:
+            received.append(json.loads(message))
+            ws.send(message)
+
+        ws.on_message(from_page)
+        server.on_message(from_server)
+
+    page.route_web_socket("**/ws/**", route)
+    open_chat(page, "ops", "latecancel")
+    send_message(page, "wait 2")
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'running'")
+    page.click("#cancel")
+    page.wait_for_function(COMPLETED)
+    assert len(held) == 1
+    server, message = held[0]
+    server.send(message)
+    deadline = time.monotonic() + 30
+    while not any(f.get("type") == "error" for f in received):
+        assert time.monotonic() < deadline, "the server never answered the late cancel"
+        page.wait_for_timeout(50)
+    page.wait_for_timeout(100)  # the page handles the frame
+    assert page.locator("#error").is_hidden(), page.locator("#error").text_content()
+    assert page.evaluate("document.activeElement.id") == "text"

@@ -112,6 +112,7 @@
     },
     "ack": (f) => {
       showError("");
+      cancelFrames.delete(f.id);
       if (composerFrames.has(f.id)) composerAccepted(f);
       const card = pendingFrames.get(f.id);
       pendingFrames.delete(f.id);
@@ -120,6 +121,9 @@
     },
     "error": (f) => {
       if (composerRefused(f)) return;
+      // a Cancel that reached the server just after its turn ended: nothing was left to cancel,
+      // and the turn's own note says how it ended (no error to show)
+      if (cancelFrames.delete(f.id) && f.status === 409) return;
       const card = pendingFrames.get(f.id);
       pendingFrames.delete(f.id);
       if (card) {
@@ -499,7 +503,12 @@
   // the button goes disabled when the turn ends: the cursor goes back to the message box, not <body>
   $("cancel").addEventListener("click", () => { cancelCurrent(); $("text").focus(); });
   function cancelCurrent() {
-    if (currentTurn) send({ type: "cancel", turn_id: currentTurn });
+    if (currentTurn) sendCancel(currentTurn);
+  }
+  const cancelFrames = new Set();  // ids of cancel frames not answered yet
+  function sendCancel(turnId) {
+    const frame = { type: "cancel", turn_id: turnId };
+    if (send(frame)) cancelFrames.add(frame.id);
   }
   // Escape: in the message box, cancels the running turn (as Cancel does); in an approval card,
   // goes back to the message box; in the rename box, closes it (branches.js: closes an edit)
@@ -636,7 +645,7 @@
     const cancel = el("button", "link", "Cancel");
     cancel.type = "button";
     cancel.setAttribute("aria-label", `Cancel the queued message: ${text.slice(0, 60)}`);
-    cancel.addEventListener("click", () => { send({ type: "cancel", turn_id: turnId }); $("text").focus(); });
+    cancel.addEventListener("click", () => { sendCancel(turnId); $("text").focus(); });
     row.appendChild(cancel);
     $("queue").appendChild(row);
     $("queue").hidden = false;
