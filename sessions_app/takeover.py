@@ -2,9 +2,11 @@
 
 While a session is taken over (an open ``Takeover`` row), no turn starts in it
 (``rules.check_not_taken_over``, applied by ``services.turn_start``): what its user writes goes
-to the person (``user_says``), and the person answers (``person_says``). Both are written to
-the transcript and the event log like a turn's messages, so the chat shows them live and after
-a reload, the archive keeps them, and the model reads them after the hand back:
+to the person (``user_says``), and the person answers (``person_says``). Both go to the event
+log at once (``person.message``: the chat shows them live and after a reload) and join the
+transcript at the hand back, in their order between two notes (a reply the operator let finish
+may still be writing the transcript until then; the hand back waits for it), so the archive
+keeps them and the model reads them:
 
 - the user's messages are ``user`` messages;
 - the person's are ``assistant`` messages marked ``by = "person:<name>"``;
@@ -112,13 +114,6 @@ def takeover_begin(*, session: m.Session, user: Any, running: str = "cancel", re
             row = m.Takeover.objects.create(
                 session=s, generation=s.generation, operator=user, operator_name=name, running=running
             )
-            note = Message(
-                Role.TRIGGER,
-                text=f"[A person, {name}, has taken over this conversation from you. Until they hand it "
-                "back, the assistant replies are theirs, not yours.]",
-                by=NOTE_BY,
-            )
-            _append_txn(s, note)
             _publish(s, log_txn(s.pk, [ev.TakeoverStarted("", by=name, running=running)], turn_id=None))
     except IntegrityError:
         holder = open_takeover(session)
@@ -139,37 +134,38 @@ def takeover_begin(*, session: m.Session, user: Any, running: str = "cancel", re
     return row
 
 
-def _say_txn(session_id: int, role: Role, text: str, by: str | None, shown_as: str) -> int:
+def _say_txn(session_id: int, kind: str, text: str, shown_as: str) -> int:
+    """Log one message of the takeover (the event log only: a reply the operator let finish may
+    still be writing the transcript; the messages join it at the hand back); its event's seq."""
     s = _locked(session_id)
     row = m.Takeover.objects.filter(session=s, ended_at__isnull=True).first()
     if row is None:
         raise TurnConflictError("this session is not taken over (any more)")
-    index = _append_txn(s, Message(role, text=text, by=by))
     m.Takeover.objects.filter(pk=row.pk).update(messages=row.messages + 1)
-    kind = "user" if role == Role.USER else "person"
-    _publish(s, log_txn(s.pk, [ev.PersonMessage("", role=kind, text=text, by=shown_as, index=index)], turn_id=None))
-    return index
+    logged = log_txn(s.pk, [ev.PersonMessage("", role=kind, text=text, by=shown_as)], turn_id=None)
+    _publish(s, logged)
+    return logged[0].seq if logged else 0
 
 
 def person_says(*, session: m.Session, user: Any, text: Any) -> int:
-    """The operator holding the takeover writes to the user; the message's position."""
+    """The operator holding the takeover writes to the user; its event's seq."""
     text = services.validate_text(text)
     row = open_takeover(session)
     if row is None or row.operator_id != user.pk:
         raise AccessDenied("only the operator who took this session over writes in it")
     with transaction.atomic():
-        return _say_txn(session.pk, Role.ASSISTANT, text, PERSON_PREFIX + row.operator_name, row.operator_name)
+        return _say_txn(session.pk, "person", text, row.operator_name)
 
 
 def user_says(*, session: m.Session, user: Any, text: Any) -> int | None:
     """The session's owner writes while it is taken over: the message goes to the person (its
-    position); None when it is not taken over (the caller starts a turn as usual)."""
+    event's seq); None when it is not taken over (the caller starts a turn as usual)."""
     if not m.Takeover.objects.filter(session=session, ended_at__isnull=True).exists():
         return None
     text = services.validate_text(text)
     with transaction.atomic():
         try:
-            return _say_txn(session.pk, Role.USER, text, None, user.get_username())
+            return _say_txn(session.pk, "user", text, user.get_username())
         except TurnConflictError:
             return None  # handed back meanwhile: a turn starts
 
@@ -184,21 +180,44 @@ def takeover_end(*, session: m.Session, user: Any, request: Any = None) -> m.Tak
         raise AccessDenied("only the operator who took this session over, or another operator, hands it back")
     with transaction.atomic():
         s = _locked(session.pk)
+        if m.Turn.objects.filter(session=s, status=m.TurnStatus.RUNNING).exists():
+            raise TurnConflictError("the reply you let finish is still running: hand back once it has ended")
         if not m.Takeover.objects.filter(pk=row.pk, ended_at__isnull=True).update(ended_at=timezone.now()):
             raise TurnConflictError("this session was handed back already")
-        note = Message(
-            Role.TRIGGER,
-            text=f"[{row.operator_name}, a person, has handed the conversation back to you. The assistant "
-            f"replies since they took over were written by {row.operator_name}, not by you.]",
-            by=NOTE_BY,
-        )
-        _append_txn(s, note)
+        for message in _transcript_of(row, s):
+            _append_txn(s, message)
         _publish(s, log_txn(s.pk, [ev.TakeoverEnded("", by=row.operator_name)], turn_id=None))
     audit.audit_record(
         action=m.AuditAction.HAND_BACK, user=user, request=request, session=session, detail={"messages": row.messages}
     )
     row.refresh_from_db()
     return row
+
+
+def _transcript_of(row: m.Takeover, s: m.Session) -> list[Message]:
+    """What the takeover adds to the transcript at its hand back: a note, the messages in the
+    order they were written (from the event log), a note."""
+    name = row.operator_name
+    said = []
+    events = m.Event.objects.filter(
+        session_id=s.pk,
+        generation=s.generation,
+        type=ev.PersonMessage.type,
+        created_at__gte=row.started_at,
+    ).order_by("seq")
+    for data in events.values_list("data", flat=True):
+        if not isinstance(data, dict) or not data.get("text"):
+            continue
+        if data.get("role") == "person":
+            said.append(Message(Role.ASSISTANT, text=str(data["text"]), by=PERSON_PREFIX + name))
+        else:
+            said.append(Message(Role.USER, text=str(data["text"])))
+    begin = (
+        f"[A person, {name}, took over this conversation from you. Until they handed it back, the "
+        "assistant replies were theirs, not yours.]"
+    )
+    end = f"[{name}, a person, has handed the conversation back to you.]"
+    return [Message(Role.TRIGGER, text=begin, by=NOTE_BY), *said, Message(Role.TRIGGER, text=end, by=NOTE_BY)]
 
 
 # -- the transports' entry points, by (agent, key) ----------------------------------------------------

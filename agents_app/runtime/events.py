@@ -261,13 +261,13 @@ class TakeoverEnded(TurnEvent):
 @dataclass(frozen=True, slots=True)
 class PersonMessage(TurnEvent):
     """A message written while a person had the session: the user's (``role`` ``user``) or the
-    person's (``role`` ``person``, ``by`` their display name), at transcript position ``index``."""
+    person's (``role`` ``person``, ``by`` their display name). It joins the transcript at the
+    hand back (a reply let finish may still be writing it meanwhile)."""
 
     type: ClassVar[str] = "person.message"
     role: str = "user"
     text: str = ""
     by: str = ""
-    index: int = 0
 
 
 EVENT_TYPES: dict[str, type[TurnEvent]] = {

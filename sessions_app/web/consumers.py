@@ -18,7 +18,7 @@ Contract:
   user's sockets at once, without waiting for a frame.
 - the operator who took the session over (``takeover``) may open it too, and write with
   ``{"type": "say", "text"}``; while it is taken over its owner's ``start`` gives the text to
-  that person (ack ``{"status": "taken_over", "turn_id": null, "index"}``) and starts nothing.
+  that person (ack ``{"status": "taken_over", "turn_id": null, "seq"}``) and starts nothing.
 - client frames ``{"type": "start"|"cancel"|"resume"|"reset"|"say", …, "id"?}`` each go to one
   handler calling a service; the reply is ``{"type": "ack", "for": <type>, "id", …}`` or
   ``{"type": "error", "code", "message", "status", "id"}`` (a start refused by a rate limit or
@@ -258,7 +258,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             agent=self.agent, key=self.key, user=self.user, text=frame.get("text"), attachments=frame.get("attachments")
         )
         if said is not None:
-            return {"turn_id": None, "status": "taken_over", "index": said}
+            return {"turn_id": None, "status": "taken_over", "seq": said}
         await admission.aenter()  # while the workers are behind, the start waits its turn
         # ``attachments``: ids of uploads (``POST …/attachments``), checked as the API checks them
         rec = await database_sync_to_async(admission.start_turn)(
@@ -295,10 +295,10 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
 
     async def frame_say(self, frame: dict[str, Any]) -> dict[str, Any]:
         """The operator holding the takeover writes to the user (403 for anyone else)."""
-        index = await database_sync_to_async(takeover.person_says_in)(
+        seq = await database_sync_to_async(takeover.person_says_in)(
             agent=self.agent, key=self.key, user=self.user, text=frame.get("text")
         )
-        return {"index": index}
+        return {"seq": seq}
 
     async def frame_reset(self, frame: dict[str, Any]) -> dict[str, Any]:
         return await database_sync_to_async(services.session_reset)(agent=self.agent, key=self.key, user=self.user)

@@ -45,7 +45,7 @@ SAMPLES = [
     ev.BranchSwitched("", generation=2, previous=0, at=4),
     ev.TakeoverStarted("", by="Olga Ops", running="finish"),
     ev.TakeoverEnded("", by="Olga Ops"),
-    ev.PersonMessage("", role="person", text="Hello, Olga here.", by="Olga Ops", index=7),
+    ev.PersonMessage("", role="person", text="Hello, Olga here.", by="Olga Ops"),
     ev.CompactionStarted("t1", reason="reactive", step="compact:9", messages=6, tokens_before=900),
     ev.CompactionCompleted(
         "t1",
