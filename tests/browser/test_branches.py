@@ -68,3 +68,20 @@ def test_edit_then_switch_back_to_the_first_branch_after_a_reload(june_server, m
     other.wait_for_selector(".msg.user >> text=second question", timeout=DEADLINE_MS)
     session = m.Session.objects.get(key="edit1")
     assert session.generation == 0 and m.Branch.objects.filter(session=session).count() == 2
+
+
+def test_a_new_chat_asks_for_no_branches_before_its_first_message(june_server, make_user, new_page):
+    """A new chat's session is created by its first message: the branch bar asked
+    ``GET …/branches`` as soon as the page was live, a 404 and a console error on every new chat
+    (seen clicking New session). It asks once a message is shown, and then gets an answer."""
+    alice = make_user("alice")
+    page = new_page(alice)
+    asked: list[int] = []
+    page.on("response", lambda r: asked.append(r.status) if r.url.rstrip("/").endswith("/branches") else None)
+    page = open_chat(page, "ops", "fresh1")
+    wait_live(page)
+    page.wait_for_timeout(1500)  # the bar asks 150 ms after the page is live and idle
+    assert asked == [], asked
+    ask(page, "hello there")
+    page.wait_for_selector(".branch-regenerate", timeout=DEADLINE_MS)
+    assert asked and all(status == 200 for status in asked), asked

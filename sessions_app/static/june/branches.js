@@ -33,6 +33,9 @@
 
   async function refresh() {
     if (!idle()) { clear(); return; }
+    // a new chat's session is created by its first message: until one is shown there is no session
+    // to ask about (the GET would be a 404, a console error on every new chat)
+    if (!log.querySelector(".msg")) { clear(); return; }
     const mine = ++asking;
     try {
       const data = await call("GET", "branches");
