@@ -85,3 +85,18 @@ def test_a_new_chat_asks_for_no_branches_before_its_first_message(june_server, m
     ask(page, "hello there")
     page.wait_for_selector(".branch-regenerate", timeout=DEADLINE_MS)
     assert asked and all(status == 200 for status in asked), asked
+
+
+def test_a_chat_page_requests_nothing_that_is_missing(june_server, make_user, new_page):
+    """Every chat page asked for ``/favicon.ico`` (a 404, and a console error on each load), and a
+    new chat for its branches (a 404 until its first message): a person with DevTools open saw
+    errors on a page that works."""
+    page = new_page(make_user("alice"))
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    open_chat(page, "ops", "fresh2")
+    ask(page, "hello there")
+    page.reload()
+    wait_live(page)
+    page.wait_for_selector(".branch-regenerate", timeout=DEADLINE_MS)
+    assert errors == [], errors
