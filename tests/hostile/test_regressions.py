@@ -301,8 +301,6 @@ def test_unknown_api_routes_are_json_for_every_method_even_with_debug_and_csrf(a
         ("post", f"{BASE}/s1/nothing"),
         ("post", "/api/nope/"),
         ("get", "/api/nope/"),
-        ("get", "/api/agents/ops/sessions"),
-        ("post", "/api/agents/ops/sessions"),
         ("put", f"{BASE}/s1/turns/"),
         ("delete", "/api/"),
         ("get", "/api/agents/ops/webhook/"),
@@ -311,8 +309,17 @@ def test_unknown_api_routes_are_json_for_every_method_even_with_debug_and_csrf(a
         assert response.status_code == 404, (method, path, response.status_code)
         assert response["Content-Type"] == "application/json", (method, path, response.content[:200])
         assert response.json()["error"]["code"] == "not_found"
+    # the sessions list without its trailing slash is the list (an alias), never HTML: JSON for
+    # every method, with the caller's own answer (a list, 401 anonymous, 405 for a POST)
+    answers = {
+        "get": browser.get("/api/agents/ops/sessions"),
+        "post": browser.post("/api/agents/ops/sessions"),
+        "anonymous": Client().get("/api/agents/ops/sessions"),
+    }
+    assert {k: r["Content-Type"] for k, r in answers.items()} == dict.fromkeys(answers, "application/json")
+    assert answers["get"].status_code == 200 and "sessions" in answers["get"].json()
+    assert 400 <= answers["post"].status_code < 500 and 400 <= answers["anonymous"].status_code < 500
     settings.DEBUG = False
-    assert Client().get("/api/agents/ops/sessions").status_code == 404
 
 
 def test_a_form_body_django_cannot_read_is_a_json_4xx(alice):
