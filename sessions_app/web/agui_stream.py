@@ -15,11 +15,9 @@ Bearer token or session login, as the whole API."""
 
 from __future__ import annotations
 
-import time
-from typing import Any, AsyncGenerator, AsyncIterator
+from typing import Any
 
 from ag_ui.core import RunAgentInput
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from pydantic import ValidationError
 
@@ -32,8 +30,8 @@ from sessions_app.web import admission
 from sessions_app.web.agui_events import AguiRun, encode
 from sessions_app.web.api import SSE_HEADERS, api_view, read_json
 from sessions_app.web.db import db
-from sessions_app.web.sse import SessionFollower, comment
-from sessions_app.web.turn_follow import replay_after, turn_events, unsettled_turn
+from sessions_app.web.sse import SessionFollower
+from sessions_app.web.turn_follow import folded, replay_after, turn_events, unsettled_turn
 
 BODY_KEYS = {
     "threadId",
@@ -155,27 +153,7 @@ async def agui_run(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     fold = AguiRun(thread_id=key, run_id=run.run_id, turn_id=turn_id, state=state)
     events = turn_events(ref, turn_id=turn_id, after=after, user=user, follower=follower)
     return StreamingHttpResponse(
-        _stream(events, fold), content_type="text/event-stream", headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id}
+        folded(events, fold, encode),
+        content_type="text/event-stream",
+        headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id},
     )
-
-
-async def _stream(events: AsyncGenerator[dict[str, Any] | None, None], fold: AguiRun) -> AsyncIterator[bytes]:
-    keepalive = settings.JUNE_SSE_KEEPALIVE_SECONDS
-    last_write = time.monotonic()
-    try:
-        for event in fold.open():
-            yield encode(event)
-        async for item in events:
-            now = time.monotonic()
-            if item is None:
-                if now - last_write >= keepalive:
-                    last_write = now
-                    yield comment("keep-alive")
-                continue
-            for event in fold.feed(item):
-                last_write = now
-                yield encode(event)
-        for event in fold.close():
-            yield encode(event)
-    finally:  # a client gone mid-stream: its follower leaves the channel group now, not at GC
-        await events.aclose()

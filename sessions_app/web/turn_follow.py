@@ -11,7 +11,7 @@ each marked with whether the caller may answer it (the answer path's rule, asked
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncGenerator
+from typing import Any, AsyncGenerator, AsyncIterator, Callable, Iterable, Protocol
 
 from django.conf import settings
 
@@ -21,7 +21,7 @@ from sessions_app import models as m
 from sessions_app import selectors
 from sessions_app.web.approvals import may_answer_here
 from sessions_app.web.db import db
-from sessions_app.web.sse import SessionFollower
+from sessions_app.web.sse import SessionFollower, comment
 
 ENDS = frozenset({"turn.completed", "turn.failed", "turn.cancelled"})
 #: a turn a front end may still be waiting on: the resume request replays it
@@ -89,3 +89,45 @@ async def turn_events(
                 return
     finally:
         await follower.close()
+
+
+class Fold(Protocol):
+    """A protocol's mapping of one turn's events (``UIChunks``, ``AguiRun``): what opens the
+    stream, what each event adds, what closes it."""
+
+    def open(self) -> Iterable[Any]: ...
+
+    def feed(self, event: dict[str, Any]) -> Iterable[Any]: ...
+
+    def close(self) -> Iterable[Any]: ...
+
+
+async def folded(
+    events: AsyncGenerator[dict[str, Any] | None, None],
+    fold: Fold,
+    encode: Callable[[Any], bytes],
+    end: Callable[[], Iterable[bytes]] = tuple,
+) -> AsyncIterator[bytes]:
+    """SSE bytes of ``events`` through ``fold``: what it opens with, what each event adds,
+    keep-alive comments while idle (``None`` from ``events``), what it closes with, then ``end()``."""
+    keepalive = settings.JUNE_SSE_KEEPALIVE_SECONDS
+    last_write = time.monotonic()
+    try:
+        for item in fold.open():
+            yield encode(item)
+        async for event in events:
+            now = time.monotonic()
+            if event is None:
+                if now - last_write >= keepalive:
+                    last_write = now
+                    yield comment("keep-alive")
+                continue
+            for item in fold.feed(event):
+                last_write = now
+                yield encode(item)
+        for item in fold.close():
+            yield encode(item)
+        for tail in end():
+            yield tail
+    finally:  # a client gone mid-stream: its follower leaves the channel group now, not at GC
+        await events.aclose()

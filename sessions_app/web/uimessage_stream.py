@@ -22,10 +22,8 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import time
-from typing import Any, AsyncGenerator, AsyncIterator
+from typing import Any, AsyncGenerator
 
-from django.conf import settings
 from django.core.files.base import ContentFile
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 
@@ -38,8 +36,8 @@ from sessions_app.errors import BadRequest
 from sessions_app.web import admission
 from sessions_app.web.api import SSE_HEADERS, TURN_ID_RE, api_view, read_json, turn_json
 from sessions_app.web.db import db
-from sessions_app.web.sse import SessionFollower, comment
-from sessions_app.web.turn_follow import replay_after, turn_events, unsettled_turn
+from sessions_app.web.sse import SessionFollower
+from sessions_app.web.turn_follow import folded, replay_after, turn_events, unsettled_turn
 from sessions_app.web.uimessage_chunks import DONE, PROTOCOL_HEADER, UIChunks, sse
 from sessions_app.web.uimessage_history import ui_messages
 
@@ -277,33 +275,9 @@ def _response(
     events: AsyncGenerator[dict[str, Any] | None, None] | None = None,
 ) -> StreamingHttpResponse:
     events = events or turn_events(ref, turn_id=turn_id, after=after, user=user, follower=follower)
+    fold = UIChunks(turn_id)
     return StreamingHttpResponse(
-        _chunks(events, UIChunks(turn_id)),
+        folded(events, fold, sse, end=lambda: [DONE] if fold.finished else []),
         content_type="text/event-stream",
         headers={**SSE_HEADERS, PROTOCOL_HEADER[0]: PROTOCOL_HEADER[1], "X-June-Turn-Id": turn_id},
     )
-
-
-async def _chunks(events: AsyncGenerator[dict[str, Any] | None, None], fold: UIChunks) -> AsyncIterator[bytes]:
-    """SSE bytes: the fold's chunks, keep-alive comments while idle, ``[DONE]`` after the end."""
-    keepalive = settings.JUNE_SSE_KEEPALIVE_SECONDS
-    last_write = time.monotonic()
-    try:
-        for chunk in fold.open():
-            yield sse(chunk)
-        async for event in events:
-            now = time.monotonic()
-            if event is None:
-                if now - last_write >= keepalive:
-                    last_write = now
-                    yield comment("keep-alive")
-                continue
-            for chunk in fold.feed(event):
-                last_write = now
-                yield sse(chunk)
-        for chunk in fold.close():
-            yield sse(chunk)
-        if fold.finished:
-            yield DONE
-    finally:  # a client gone mid-stream: its follower leaves the channel group now, not at GC
-        await events.aclose()
