@@ -98,8 +98,9 @@ def _env_name(agent: str) -> str:
 
 
 def _by_agent(values: dict[str, str], agent: str) -> str:
-    """An agent's entry of JUNE_WEBHOOK_SECRETS / JUNE_WEBHOOK_URLS: by its name, or by the name
-    as its environment variable spells it (``JUNE_WEBHOOK_SECRET_<AGENT>``)."""
+    """An agent's entry of the settings JUNE_WEBHOOK_SECRETS / JUNE_WEBHOOK_URLS (never the
+    environment: ``june.settings`` fills them): by the agent's name, or by the key the
+    ``<AGENT>`` part of a ``JUNE_WEBHOOK_SECRET_<AGENT>`` variable gives (upper case, ``_``)."""
     return values.get(agent) or values.get(_env_name(agent)) or ""
 
 
