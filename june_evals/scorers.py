@@ -2,8 +2,8 @@
 
 ``expect`` keys (any together; a case passes when every one does):
 
-- ``equals`` / ``contains`` (a string or a list, all present) / ``regex`` (``re.search``, with a
-  bounded length): the final text;
+- ``equals`` / ``contains`` (a string or a list, all present) / ``regex`` (a search, with a
+  bounded length and time): the final text;
 - ``tool_calls``: ``[{"name", "input"?}]``, each called (in this order), its input holding
   these keys with these values;
 - ``json_schema``: the final text is JSON valid against it;
@@ -16,14 +16,17 @@
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import jsonschema
+import regex
 
-#: a regex is the dataset author's, run over a model's answer: bounded, as every input is
+#: a regex is the dataset author's, run over a model's answer: bounded, as every input is —
+#: in length, and in time (``regex``'s matcher gives up after ``REGEX_SECONDS``: Python's ``re``
+#: backtracks for hours on a pattern such as ``(a|aa)+$``, holding the worker or page that scores)
 MAX_PATTERN = 500
+REGEX_SECONDS = 0.5
 
 
 @dataclass(frozen=True)
@@ -46,9 +49,11 @@ def _regex(text: str, pattern: str) -> Score:
     if len(pattern) > MAX_PATTERN:
         return Score("regex", False, f"pattern longer than {MAX_PATTERN} characters")
     try:
-        found = re.search(pattern, text)
-    except re.error as exc:
+        found = regex.search(pattern, text, timeout=REGEX_SECONDS)
+    except regex.error as exc:
         return Score("regex", False, f"bad pattern: {exc}")
+    except TimeoutError:
+        return Score("regex", False, f"the pattern ran longer than {REGEX_SECONDS} s (catastrophic backtracking)")
     return Score("regex", found is not None, "" if found else f"no match for {pattern!r}")
 
 

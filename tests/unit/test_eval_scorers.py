@@ -73,3 +73,18 @@ def test_subset():
     assert subset({"a": {"b": 1}}, {"a": {"b": 1, "c": 2}, "d": 3})
     assert not subset({"a": {"b": 1}}, {"a": {"b": 2}})
     assert not subset({"a": 1}, None)
+
+
+def test_a_catastrophic_pattern_gives_up_in_bounded_time():
+    # Python's ``re`` backtracks for hours on this pattern against 60 a's and a b (2^60 ways to
+    # split the a's); the scorer's matcher stops at its time limit and fails the case, saying why
+    import time
+
+    from june_evals.scorers import REGEX_SECONDS
+
+    started = time.monotonic()
+    [verdict] = [s for s in score({"regex": "(a|aa)+$"}, {**DONE, "text": "a" * 60 + "b"}) if s.name == "regex"]
+    assert not verdict.passed and "longer than" in verdict.detail
+    assert time.monotonic() - started < REGEX_SECONDS + 5  # the limit, not the pattern's hours
+    # a pattern the engine can answer still matches as Python's would
+    assert failed({"regex": r"(?i)^\{\"TOTAL\": (\d)\}$"}) == []
