@@ -16,7 +16,6 @@ from agents_app.runtime import branches, subagents
 from agents_app.runtime.seams import LoggedEvent, SessionRef
 from sessions_app import models as m
 from sessions_app import pricing, wiring
-from sessions_app.store import eventlog
 
 EVENT_BATCH = 500
 PREVIEW_CHARS = 160
@@ -124,21 +123,7 @@ def agents_with_sessions(*, user: Any, agent: str | None = None, page: int = 1) 
 def events_since(*, agent: str, key: str, after: int, limit: int = EVENT_BATCH) -> list[dict[str, Any]]:
     """The live generation's logged events after ``after`` as JSON frames (``seq`` included)."""
     logged: list[LoggedEvent] = wiring.store().events_sync(SessionRef(agent, key), after, limit)
-    frames = [{"seq": e.seq, **e.event.to_json()} for e in logged]
-    if frames:  # when each was committed (the chat shows it on hover): one range read
-        row = m.Session.objects.filter(agent=agent, key=key).values_list("pk", "generation").first()
-        if row is not None:
-            at = dict(
-                eventlog.timed(
-                    m.Event.objects.filter(
-                        session_id=row[0], generation=row[1], seq__gt=after, seq__lte=frames[-1]["seq"]
-                    )
-                ).values_list("seq", "at")
-            )
-            for frame in frames:
-                if frame["seq"] in at:
-                    frame["at"] = at[frame["seq"]].isoformat()
-    return frames
+    return [e.frame() for e in logged]  # each with ``at``, when it was committed (the chat shows it)
 
 
 def session_last_seq(*, agent: str, key: str) -> int:

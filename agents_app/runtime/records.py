@@ -180,6 +180,15 @@ class TurnState:
 class LoggedEvent:
     seq: int
     event: TurnEvent
+    #: when it was committed (ISO 8601, UTC), where the store says: frames carry it as ``at``
+    at: str | None = field(default=None, compare=False)
+
+    def frame(self) -> dict[str, Any]:
+        """The event as a client's frame: ``seq``, the event's JSON, and ``at`` when known."""
+        data: dict[str, Any] = {"seq": self.seq, **self.event.to_json()}
+        if self.at is not None:
+            data["at"] = self.at
+        return data
 
 
 @dataclass(slots=True)

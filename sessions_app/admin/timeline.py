@@ -7,9 +7,13 @@ import datetime as dt
 import json
 from typing import Any
 
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
 from sessions_app import models as m
 from sessions_app.pricing import cost_of
 from sessions_app.store import eventlog
+from sessions_app.times import time_html
 from sessions_app.wiring import agent_model
 
 RESULT_SHOWN = 400
@@ -36,6 +40,26 @@ PHASES = {
     "committed": "its last step is committed",
     "parked": "parked: waiting for an answer",
 }
+
+
+def times_html(turn: m.Turn) -> SafeString:
+    """When the turn was queued, started (its first claim) and ended, with the waits between."""
+    queued, started, ended = turn.created_at, turn.started_at, turn.ended_at
+    parts = [format_html("queued {}", time_html(queued, ms=True))]
+    if started is not None:
+        parts.append(
+            format_html("started {} (waited {})", time_html(started, ms=True), seconds_text(_between(queued, started)))
+        )
+    if ended is not None:
+        ran = f"ran {seconds_text(_between(started, ended))}" if started is not None else "never started"
+        parts.append(format_html("ended {} ({})", time_html(ended, ms=True), ran))
+    elif started is None:
+        parts.append(format_html("{}", "not started yet"))
+    return format_html_join(" · ", "{}", ((p,) for p in parts))
+
+
+def _between(a: dt.datetime, b: dt.datetime) -> float:
+    return (b - a).total_seconds()
 
 
 def phase_text(turn: m.Turn) -> str:

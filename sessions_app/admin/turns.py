@@ -36,7 +36,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     show_full_result_count = False
     Media = A11yMedia
     fieldsets = (
-        ("Timeline", {"fields": ("timeline_table", "phase_words", "lease_words", "usage_cost")}),
+        ("Timeline", {"fields": ("times_words", "timeline_table", "phase_words", "lease_words", "usage_cost")}),
         (
             None,
             {
@@ -105,6 +105,10 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
     @admin.display(description="steps")
     def timeline_table(self, obj):
         return render_to_string("admin/june/_timeline.html", {"steps": timeline.timeline(obj), "turn": obj})
+
+    @admin.display(description="queued, started, ended")
+    def times_words(self, obj):
+        return timeline.times_html(obj)
 
     @admin.display(description="where it is")
     def phase_words(self, obj):

@@ -146,6 +146,11 @@ class Turn(models.Model):
     opening = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    #: when a worker first claimed it (``lease.CLAIM``, in the claim's transaction; a retry or a
+    #: resumed park keeps the first), and when it ended for good (completed, failed, cancelled:
+    #: in the transaction that settled it). NULL while queued / unfinished
+    started_at = models.DateTimeField(null=True, blank=True)
+    ended_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["session", "order"]

@@ -103,9 +103,7 @@ class ChannelsEventSink:
                 self._drop(session)
         elif not any(e.event.type in TERMINAL_TYPES for e in events):
             self._streams[session] = _Stream(base=max(e.seq for e in events))
-        await self._send(
-            session, {"type": "june.events", "events": [{"seq": e.seq, **e.event.to_json()} for e in events]}
-        )
+        await self._send(session, {"type": "june.events", "events": [e.frame() for e in events]})
 
     async def delta(self, session: SessionRef, event: TurnEvent) -> None:
         if self.layer is None:

@@ -32,7 +32,7 @@ LEASE_LOST = "JUNE1"  # SQLSTATE of june_lease_lost()
 STEP_RECORDED = "JUNE3"  # SQLSTATE of june_step_recorded()
 
 #: columns a unit of work may set on its turn (Tx.journal / Tx.settle)
-TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage"})
+TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage", "ended_at"})
 
 
 dumps = jsontext.dumps
@@ -135,6 +135,13 @@ def plain_now() -> Any:
     if _utc_strings():
         return utc_string(time.time_ns() // 1000)
     return connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+def iso_of(now: Any) -> str:
+    """``plain_now``'s value as ISO 8601 with its zone (what an event's frame carries as ``at``)."""
+    if isinstance(now, str):  # SQLite's naive UTC text
+        return now.replace(" ", "T", 1) + "+00:00"
+    return (now if now.tzinfo is not None else now.replace(tzinfo=UTC)).isoformat()
 
 
 #: (the second, its text) that ``utc_string`` made last (one tuple: threads read it whole)

@@ -227,7 +227,8 @@ def write_steps(
     if events:
         last, live = wire.number(results[seq], 0), wire.number(results[seq], 1)
         if live == generation:  # archived generations are not watched live
-            logged = [LoggedEvent(last - k + 1 + n, e) for n, e in enumerate(events)]
+            at = now.isoformat()
+            logged = [LoggedEvent(last - k + 1 + n, e, at) for n, e in enumerate(events)]
     woken = children.woken_pg(results[report]) if report is not None else []
     if nxt is not None and results[nxt].ntuples:
         handed = handed_over([wire.value(results[nxt], c) for c in range(4)])

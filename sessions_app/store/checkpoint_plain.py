@@ -23,6 +23,7 @@ from sessions_app.store.checkpoint import (
     fence_sql,
     folded,
     handed_over,
+    iso_of,
     opening_of,
     plain_now,
     row_json,
@@ -235,4 +236,5 @@ def insert_events(
     )
     if gen != live_generation:
         return []
-    return [LoggedEvent(first + n, e) for n, e in enumerate(events)]
+    at = iso_of(now)
+    return [LoggedEvent(first + n, e, at) for n, e in enumerate(events)]

@@ -125,11 +125,20 @@ def cancel_unfinished_txn(s: m.Session, reason: str) -> tuple[list[ev.TurnEvent]
     waiting = sorted(str(st) for st in rules.CANCEL_AT_ONCE_WAITING)
     with connection.cursor() as cur:
         cur.execute(
-            "UPDATE sessions_app_turn SET status = %s, cancel_reason = %s, error = %s, pending = NULL, waiting = 0 "
+            "UPDATE sessions_app_turn SET status = %s, cancel_reason = %s, error = %s, pending = NULL, waiting = 0, "
+            "ended_at = %s "
             f"WHERE session_id = %s AND (status IN ({', '.join(['%s'] * len(now_cancel))}) "
             f"OR (waiting > 0 AND status IN ({', '.join(['%s'] * len(waiting))}))) "
             'RETURNING id, "order"',
-            [str(TurnStatus.CANCELLED), reason, dumps({"reason": reason}), s.pk, *now_cancel, *waiting],
+            [
+                str(TurnStatus.CANCELLED),
+                reason,
+                dumps({"reason": reason}),
+                checkpoint.plain_now(),
+                s.pk,
+                *now_cancel,
+                *waiting,
+            ],
         )
         cancelled = sorted(cur.fetchall(), key=lambda row: row[1])
         requested = sorted(str(st) for st in rules.CANCEL_REQUESTED)
@@ -161,7 +170,12 @@ def request_cancel(turn_id: str, reason: str) -> Outcome:
             else []
         )
         if m.Turn.objects.filter(at_once, pk=turn_id).update(
-            status=TurnStatus.CANCELLED, cancel_reason=reason, error={"reason": reason}, pending=None, waiting=0
+            status=TurnStatus.CANCELLED,
+            cancel_reason=reason,
+            error={"reason": reason},
+            pending=None,
+            waiting=0,
+            ended_at=timezone.now(),
         ):
             logged = log_txn(turn.session_id, [ev.TurnCancelled(turn_id, reason=reason)], turn_id=turn_id)
             session_status_txn(turn.session_id)

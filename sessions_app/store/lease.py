@@ -11,7 +11,7 @@ from django.db import connection
 from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.seams import SessionStatus, TurnRecord, TurnStatus
 from sessions_app.store import wire
-from sessions_app.store.checkpoint import IN_CHAIN
+from sessions_app.store.checkpoint import IN_CHAIN, plain_now
 from sessions_app.store.records import record_of, turn_row
 
 #: runnable, lease free or expired, and the head of its session's chain. The head is a subquery
@@ -23,7 +23,8 @@ from sessions_app.store.records import record_of, turn_row
 #: session's counter never makes, would claim one, not both.)
 CLAIM = f"""
 UPDATE sessions_app_turn SET status = %s, lease_owner = %s, lease_expires_at = %s,
-       attempt_id = %s, attempts = attempts + 1, revision = revision + 1
+       attempt_id = %s, attempts = attempts + 1, revision = revision + 1,
+       started_at = COALESCE(started_at, %s)
 WHERE id = %s
   AND (status = %s OR (status = %s AND (lease_expires_at IS NULL OR lease_expires_at < %s)))
   AND id = (
@@ -64,6 +65,7 @@ def claim_params(turn_id: str, owner: str, attempt_id: str, now: float, lease_se
         owner,
         now + lease_seconds,
         attempt_id,
+        plain_now(),  # started_at: the first claim's (a retry keeps it)
         turn_id,
         str(TurnStatus.QUEUED),
         str(TurnStatus.RUNNING),

@@ -227,6 +227,7 @@ def claim_and_load_steps(
             owner,
             now + lease_seconds,
             attempt_id,
+            timezone.now(),  # started_at (the first claim's)
             turn_id,
             TurnStatus.QUEUED,
             TurnStatus.RUNNING,

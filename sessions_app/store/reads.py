@@ -159,12 +159,15 @@ def events(session: SessionRef, after: int = 0, limit: int = 1000) -> list[Logge
     if s is None:
         return []
     rows = list(
-        m.Event.objects.filter(session=s, generation=s.generation, seq__gt=after)
+        eventlog.timed(m.Event.objects.filter(session=s, generation=s.generation, seq__gt=after))
         .order_by("seq")
-        .values_list("seq", "type", "turn_id", "data")[:limit]
+        .values_list("seq", "type", "turn_id", "data", "at")[:limit]
     )
-    whole = eventlog.restore((s.pk, s.generation, type_, turn_id, data) for _, type_, turn_id, data in rows)
-    return [LoggedEvent(row[0], ev.event_from_json(data)) for row, data in zip(rows, whole)]
+    whole = eventlog.restore((s.pk, s.generation, type_, turn_id, data) for _, type_, turn_id, data, _ in rows)
+    return [
+        LoggedEvent(row[0], ev.event_from_json(data), None if row[4] is None else row[4].isoformat())
+        for row, data in zip(rows, whole)
+    ]
 
 
 #: the head of a session's chain: the first turn that blocks the ones after it

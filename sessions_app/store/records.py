@@ -15,7 +15,7 @@ from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import FINAL_STATUSES, ChildTurn, Phase, SessionRef, TurnInput, TurnRecord, TurnStatus
 from sessions_app import models as m
 from sessions_app.store import jsontext
-from sessions_app.store.checkpoint import dumps
+from sessions_app.store.checkpoint import dumps, plain_now
 
 
 def record_of(turn: m.Turn | SimpleNamespace, session: m.Session | SimpleNamespace | None = None) -> TurnRecord:
@@ -145,6 +145,7 @@ class UnitWriter:
         if usage is not None:
             self.turn_changes["usage"] = dumps(usage)
         if status in FINAL_STATUSES:
+            self.turn_changes["ended_at"] = plain_now()  # in the transaction that settles it
             self.result = subagents.result_of(self.turn_id, status, text, error, usage)
 
     def spawn(self, child: ChildTurn) -> None:

@@ -84,9 +84,17 @@ def cascade_txn(turn_ids: list[str]) -> list[str]:
         list(m.Session.objects.select_for_update().filter(pk__in=sessions).order_by("pk").values_list("pk"))
         with connection.cursor() as cur:
             cur.execute(
-                "UPDATE sessions_app_turn SET status = %s, cancel_reason = %s, error = %s, pending = NULL, waiting = 0 "
+                "UPDATE sessions_app_turn SET status = %s, cancel_reason = %s, error = %s, pending = NULL, waiting = 0, "
+                "ended_at = %s "
                 f"WHERE id IN ({marks}) AND status IN ({', '.join(['%s'] * len(now_cancel))}) RETURNING id, session_id",
-                [str(TurnStatus.CANCELLED), reason, dumps({"reason": reason}), *level, *now_cancel],
+                [
+                    str(TurnStatus.CANCELLED),
+                    reason,
+                    dumps({"reason": reason}),
+                    checkpoint.plain_now(),
+                    *level,
+                    *now_cancel,
+                ],
             )
             cancelled = cur.fetchall()
             cur.execute(

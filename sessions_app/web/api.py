@@ -258,7 +258,14 @@ def turn_json(turn: m.Turn) -> dict[str, Any]:
         "usage": turn.usage or {},
         "generation": turn.generation,
         "created_at": turn.created_at.isoformat(),
+        # when a worker first claimed it, and when it ended for good (null until then)
+        "started_at": _iso(turn.started_at),
+        "ended_at": _iso(turn.ended_at),
     }
+
+
+def _iso(at: Any) -> str | None:
+    return None if at is None else at.isoformat()
 
 
 def turn_response(turn: m.Turn, request: HttpRequest, *, agent: str, key: str) -> JsonResponse:

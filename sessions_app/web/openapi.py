@@ -341,7 +341,17 @@ def components() -> dict[str, Any]:
                         "additionalProperties": {"type": ["integer", "string", "object", "array"]},
                     },
                     "generation": {"type": "integer"},
-                    "created_at": {"type": "string", "format": "date-time"},
+                    "created_at": {"type": "string", "format": "date-time", "description": "When it was queued"},
+                    "started_at": {
+                        "type": ["string", "null"],
+                        "format": "date-time",
+                        "description": "When a worker first claimed it (null while queued)",
+                    },
+                    "ended_at": {
+                        "type": ["string", "null"],
+                        "format": "date-time",
+                        "description": "When it completed, failed or was cancelled (null until then)",
+                    },
                 },
             },
             "JsonValue": {

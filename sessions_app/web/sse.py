@@ -158,6 +158,8 @@ class SessionFollower:
             for logged in batch:
                 self.last = logged.seq
                 data = logged.event.to_json()
+                if logged.at is not None:
+                    data["at"] = logged.at
                 if self.turn_id is None or data.get("turn_id") == self.turn_id:
                     out.append(Item(logged.seq, data))
                     self.children.found(data)
