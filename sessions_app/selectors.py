@@ -208,6 +208,7 @@ def branches_of(*, session: m.Session) -> dict[str, Any]:
             )
     return {
         "generation": session.generation,
+        "seq": session.event_seq,
         "openings": points,
         "branches": [
             {

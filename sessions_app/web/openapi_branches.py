@@ -41,9 +41,15 @@ QUEUED = _json(
 )
 BRANCHES = {
     "type": "object",
-    "required": ["generation", "openings", "branches"],
+    "required": ["generation", "seq", "openings", "branches"],
     "properties": {
         "generation": {"type": "integer", "description": "The live branch"},
+        "seq": {
+            "type": "integer",
+            "description": "The session's last event number (any branch): it moves with every "
+            "switch, so a page that finds another branch live can tell a new switch from one it "
+            "already followed",
+        },
         "openings": {
             "type": "array",
             "description": "Each message of the live branch a person sent to open a "

@@ -75,3 +75,30 @@ def test_two_regenerates_and_an_edit_then_regenerate_load_each_tab_once(june_ser
     assert len(causes) == len(set(causes)) and all(c.startswith("branch.switched to g") for c in causes), causes
     for tab in (page, other):
         assert tab.evaluate("document.querySelector('#error').hidden")
+
+
+def test_switching_back_and_forth_is_followed_each_time_in_the_other_tab(june_server, make_user, new_page):
+    """Switching g0 → g1 → g0 → g1 within a minute names each generation twice: the other tab
+    follows every switch (a loop guard keyed on the generation alone refused the third, and the
+    tab said "Another branch of this conversation is live")."""
+    alice = make_user("alice")
+    page = open_chat(new_page(alice), "ops", "loop2")
+    other = open_chat(new_page(alice), "ops", "loop2")
+    send_message(page, "hello")
+    page.wait_for_selector(".msg.assistant >> text=You said: hello")
+    wait_idle(page)
+    regenerate(page, 2)
+    count = ".branch-bar[data-index='0'] .branch-count"
+    other.wait_for_selector(f"{count} >> text=2/2", timeout=DEADLINE_MS)
+    for button, shown in (
+        ("Previous branch", "1/2"),
+        ("Next branch", "2/2"),
+        ("Previous branch", "1/2"),
+        ("Next branch", "2/2"),
+    ):
+        page.click(f".branch-bar[data-index='0'] [aria-label='{button}']", timeout=DEADLINE_MS)
+        page.wait_for_selector(f"{count} >> text={shown}", timeout=DEADLINE_MS)
+        other.wait_for_selector(f"{count} >> text={shown}", timeout=DEADLINE_MS)
+    causes = [r["cause"] for r in reloads(other)]
+    assert len(causes) == 5 and len(set(causes)) == 5, causes  # the regenerate, then four switches
+    assert other.evaluate("document.querySelector('#error').hidden")

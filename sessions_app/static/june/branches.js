@@ -46,7 +46,7 @@
         // session.reset frame (which sets config.generation) got here: reload only if no frame
         // explains it within a moment — a reload would drop the reset's notice
         setTimeout(() => {
-          if (data.generation !== config.generation) reloadFor(`g${data.generation} is live, this page shows g${config.generation}`, true);
+          if (data.generation !== config.generation) reloadFor(`g${data.generation} is live at #${data.seq}, this page shows g${config.generation}`, true);
         }, 2000);
         return;
       }
@@ -170,7 +170,9 @@
   // Every reload says why (sessionStorage "june:reloads", newest last: a test reads the causes).
   // One the page decides by itself (not a click here) is refused when the same cause reloaded it
   // in the last minute, or after ten in a minute: a page that kept finding a reason to reload
-  // would otherwise reload forever. (Following real switches names a new generation each time.)
+  // would otherwise reload forever. A cause names the event number of the switch it follows, so
+  // switching back and forth between two branches (g4, g5, g4 again) is followed each time,
+  // while a reload that finds the very same state again is refused.
   const RELOADS = "june:reloads";
   let leaving = false;
   function reloadFor(cause, automatic) {
@@ -200,7 +202,7 @@
     const f = ev.detail;
     if (!f.live) return;
     if (f.type === "session.reset") config.generation = f.generation;  // the page shows the new one
-    if (f.type === "branch.switched" && f.generation !== config.generation) reloadFor(`branch.switched to g${f.generation}`, true);
+    if (f.type === "branch.switched" && f.generation !== config.generation) reloadFor(`branch.switched to g${f.generation} at #${f.seq}`, true);
   });
   let timer = null;
   const soon = () => { clearTimeout(timer); timer = setTimeout(refresh, 150); };
