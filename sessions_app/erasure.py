@@ -8,11 +8,13 @@ whatever else the caller asks, e.g. "still idle since the cutoff"), so no messag
 again (a new message with its old key makes a new session); then what hangs off it is deleted in
 chunks of ``CHUNK`` rows, each chunk its own short transaction: its subagents' sessions, the
 notifications and webhook/schedule rows about its turns, its attachments (files after the
-commit), events, messages, steps, answers, turns, branches, resets, and the session row last.
+commit), events, messages, steps, answers, django-q2's task rows about its turns, turns,
+branches, resets, and the session row last.
 A deletion cut short (a crash) leaves a session under its ``~erasing:`` key, which the next pass
 (``sessions_resume_deleting``) finishes.
 
 Tables of the site's own tools hear of it through ``turns_forgotten`` (``agents_app.forget``).
+``actor_forget`` erases a staff member's name where they acted in other users' sessions.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from django.db.models import Exists, OuterRef, Q
 from agents_app.forget import turns_forgotten
 from agents_app.models import Attachment, ScheduleRun, WebhookDelivery
 from sessions_app import models as m
+from sessions_app.outbox.queue import tasks_forget
 
 log = logging.getLogger(__name__)
 
@@ -170,6 +173,7 @@ def generation_delete(session_id: int, generation: int, *, counts: Counter) -> b
                 break
     _delete_in(lambda part: m.Step.objects.filter(turn_id__in=part), turns, counts, "steps")
     _delete_in(lambda part: m.Answer.objects.filter(turn_id__in=part), turns, counts, "answers")
+    counts["task_rows"] += tasks_forget(turns)
     _turns_delete(agent, turns, counts)
     counts["resets"] += m.SessionReset.objects.filter(session_id=session_id, generation=generation).delete()[0]
     counts["generations"] += 1
@@ -199,6 +203,7 @@ def session_delete(session_id: int, *, counts: Counter, only_if: Q | None = None
     _delete_keyed(m.Message, session_id, "index", counts, "messages")
     _delete_in(lambda part: m.Step.objects.filter(turn_id__in=part), turns, counts, "steps")
     _delete_in(lambda part: m.Answer.objects.filter(turn_id__in=part), turns, counts, "answers")
+    counts["task_rows"] += tasks_forget(turns)
     _turns_delete(agent, turns, counts)
     for model, label in ((m.Branch, "branches"), (m.SessionReset, "resets")):
         n, _ = model.objects.filter(session_id=session_id).delete()
@@ -214,3 +219,91 @@ def sessions_resume_deleting(*, counts: Counter) -> int:
     for session_id in m.Session.objects.filter(key__startswith=DELETING).values_list("pk", flat=True):
         done += session_delete(session_id, counts=counts)
     return done
+
+
+# -- a staff member's name in other users' sessions ----------------------------------------------------
+
+#: the events that name a takeover's operator (``by``: their display name)
+TAKEOVER_EVENTS = ("takeover.started", "takeover.ended", "person.message")
+
+
+def _rewrite(rows: Iterable[tuple[Any, Any]], change: Any, update: Any) -> int:
+    """``update(pk, new)`` for each (pk, data: a dict or a list) whose ``change(data)`` is not
+    None; how many."""
+    n = 0
+    for pk, data in rows:
+        new = change(data) if isinstance(data, dict | list) and data else None
+        if new is not None:
+            update(pk, new)
+            n += 1
+    return n
+
+
+def _renamed(data: dict[str, Any], names: set[str]) -> dict[str, Any] | None:
+    """A takeover's event or transcript entry with the operator's name replaced, or None."""
+    by = str(data.get("by") or "")
+    if by in names:
+        return {**data, "by": m.ERASED_NAME}
+    if by.startswith(m.PERSON_PREFIX) and by.removeprefix(m.PERSON_PREFIX) in names:
+        return {**data, "by": m.PERSON_PREFIX + m.ERASED_NAME}
+    text = str(data.get("text") or "")
+    if by == m.NOTE_BY and any(name in text for name in names):
+        for name in sorted(names, key=len, reverse=True):
+            text = text.replace(name, m.ERASED_NAME)
+        return {**data, "text": text}
+    return None
+
+
+def actor_forget(user_pk: Any, counts: Counter, *, email: str = "") -> None:
+    """Where a (staff) user acted in other users' sessions, their name and id go: a takeover's
+    rows, events and transcript entries name ``m.ERASED_NAME`` instead ("an operator (erased)"),
+    an answer's event and journal no longer say who; notifications no longer list their address.
+    The rows stay: the other users' conversations read the same, by someone unnamed."""
+    uid = str(user_pk)
+    takeovers = m.Takeover.objects.filter(operator_id=user_pk)
+    names = set(takeovers.values_list("operator_name", flat=True)) - {"", m.ERASED_NAME}
+    sessions = sorted(set(takeovers.values_list("session_id", flat=True)))
+    counts["links_cleared"] += takeovers.update(operator=None, operator_name=m.ERASED_NAME)
+    if names:
+        for part in _chunks(sessions):
+            counts["names_erased"] += _rewrite(
+                m.Event.objects.filter(session_id__in=part, type__in=TAKEOVER_EVENTS).values_list("pk", "data"),
+                lambda d: _renamed(d, names),
+                lambda pk, new: m.Event.objects.filter(pk=pk).update(data=new),
+            )
+            counts["names_erased"] += _rewrite(
+                m.Message.objects.filter(session_id__in=part, turn_id__isnull=True).values_list("pk", "data"),
+                lambda d: _renamed(d, names),
+                lambda pk, new: m.Message.objects.filter(pk=pk).update(data=new),
+            )
+    answered = sorted(set(m.Answer.objects.filter(Q(user_id=user_pk) | Q(by=uid)).values_list("turn_id", flat=True)))
+    for part in _chunks(answered):
+        counts["names_erased"] += _rewrite(
+            m.Event.objects.filter(turn_id__in=part, type="input.answered").values_list("pk", "data"),
+            lambda d: {**d, "by": None, "name": m.ERASED_NAME} if str(d.get("by")) == uid else None,
+            lambda pk, new: m.Event.objects.filter(pk=pk).update(data=new),
+        )
+        counts["names_erased"] += _rewrite(
+            m.Turn.objects.filter(pk__in=part).values_list("pk", "journal"),
+            lambda j: (
+                {**j, "answered": {**j["answered"], "by": None}}
+                if str((j.get("answered") or {}).get("by")) == uid
+                else None
+            ),
+            lambda pk, new: m.Turn.objects.filter(pk=pk).update(journal=new),
+        )
+    counts["names_erased"] += _rewrite(
+        m.Turn.objects.filter(created_by_id=user_pk).values_list("pk", "input"),
+        lambda i: (
+            {**i, "user": {**i["user"], "id": "", "name": m.ERASED_NAME}}
+            if isinstance(i.get("user"), dict) and str(i["user"].get("id")) == uid
+            else None
+        ),
+        lambda pk, new: m.Turn.objects.filter(pk=pk).update(input=new),
+    )
+    if email:
+        counts["names_erased"] += _rewrite(
+            m.Notification.objects.filter(recipients__icontains=email).values_list("pk", "recipients"),
+            lambda r: [a for a in r if str(a).lower() != email.lower()] if email.lower() in map(str.lower, r) else None,
+            lambda pk, new: m.Notification.objects.filter(pk=pk).update(recipients=new),
+        )

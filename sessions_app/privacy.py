@@ -5,7 +5,10 @@ goes and what stays.
 Their sessions (and their subagents' sessions) go with everything that hangs off them
 (``erasure.session_delete``); then the rows about the user themselves: API tokens, limits
 overrides, rate counters, unsent uploads; where they acted in someone else's session (an answer,
-a reset, a branch, a turn they started as staff) the link to them is cleared. The account row
+a reset, a branch, a turn they started as staff) the link to them is cleared, and their name
+(a takeover's, an answer's) becomes "an operator (erased)" (``erasure.actor_forget``). The
+audit log's rows of what they did as staff keep their name: the record of who read whose data
+is what the log is for (GDPR Art. 17(3)(b)). The account row
 is the site's: June leaves it (deactivate or delete it as the site does). A session under legal
 hold is kept (GDPR Art. 17(3)(e)), and said so in the report. The audit log keeps the erasure,
 naming the user only by ``subject_of``.
@@ -70,6 +73,7 @@ def user_erase(
     ):
         n, _ = model.objects.filter(**filters).delete()
         counts[label] += n
+    erasure.actor_forget(pk, counts, email=str(getattr(user, "email", "") or ""))
     counts["links_cleared"] += m.Answer.objects.filter(user_id=pk).update(user=None, by="")
     counts["links_cleared"] += m.Turn.objects.filter(created_by_id=pk).update(created_by=None)
     counts["links_cleared"] += m.SessionReset.objects.filter(by_id=pk).update(by=None)

@@ -35,9 +35,7 @@ from sessions_app import models as m
 from sessions_app.errors import AccessDenied, BadRequest
 from sessions_app.store.control import log_txn
 
-#: the trigger notes' ``by``: the model reads them as user text, the chat as a banner
-NOTE_BY = "takeover"
-PERSON_PREFIX = "person:"
+NOTE_BY, PERSON_PREFIX = m.NOTE_BY, m.PERSON_PREFIX
 
 
 def display_name(user: Any) -> str:

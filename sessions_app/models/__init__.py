@@ -40,7 +40,13 @@ from sessions_app.models.fields import (  # noqa: F401 (what migrations and the 
     turn_of_ref,
     turn_ref,
 )
-from sessions_app.models.takeovers import Takeover, TakeoverRunning  # noqa: F401 (a person answering)
+from sessions_app.models.takeovers import (  # noqa: F401 (a person answering)
+    ERASED_NAME,
+    NOTE_BY,
+    PERSON_PREFIX,
+    Takeover,
+    TakeoverRunning,
+)
 from sessions_app.models.totals import UsageTotal  # noqa: F401 (what deleted turns spent)
 
 #: as the store writes them out (``checkpoint.IN_CHAIN``): SQLite takes a partial index for a

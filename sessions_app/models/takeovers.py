@@ -8,6 +8,13 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+#: the trigger notes' ``by``: the model reads them as user text, the chat as a banner
+NOTE_BY = "takeover"
+#: an operator's messages in the transcript: ``by = PERSON_PREFIX + <their display name>``
+PERSON_PREFIX = "person:"
+#: what stays of an operator whose data was erased, where their name was (``erasure.actor_forget``)
+ERASED_NAME = "an operator (erased)"
+
 
 class TakeoverRunning(models.TextChoices):
     """What the takeover did to a turn running when it began."""

@@ -92,3 +92,34 @@ def ring_on_commit(turn_ids: Sequence[str]) -> None:
     ids = list(turn_ids)
     if ids:
         transaction.on_commit(lambda: doorbell.ring(ids))
+
+
+def tasks_forget(turn_ids: Sequence[str]) -> int:
+    """Delete django-q2's rows about ``turn_ids`` (an erasure, a retention sweep): the saved
+    results (``django_q_task``: a turn's or a delivery's, named after the turn; a failure's
+    result may quote its text) and the queued packages (``django_q_ormq``, signed pickles:
+    read to find their turn). A settled turn's queued package is a stale copy (a sweeper's
+    re-enqueue) that would claim nothing. Returns how many rows went."""
+    from django_q.models import OrmQ, Task
+    from django_q.signing import SignedPackage
+
+    ids = set(turn_ids)
+    if not ids:
+        return 0
+    names = [f"{prefix} {turn_id}" for turn_id in sorted(ids) for prefix in ("turn", "deliver")]
+    named, gone = set(names), 0
+    for at in range(0, len(names), 500):
+        gone += Task.objects.using(Conf.ORM).filter(name__in=names[at : at + 500]).delete()[0]
+    queued = []
+    for pk, payload in OrmQ.objects.using(Conf.ORM).values_list("pk", "payload").iterator(chunk_size=500):
+        try:
+            task = SignedPackage.loads(payload)
+        except Exception:  # noqa: BLE001 - not ours to read (another key): not about these turns
+            continue
+        if not isinstance(task, dict):
+            continue
+        if task.get("name") in named or any(isinstance(a, str) and a in ids for a in task.get("args") or ()):
+            queued.append(pk)
+    if queued:
+        gone += OrmQ.objects.using(Conf.ORM).filter(pk__in=queued).delete()[0]
+    return gone

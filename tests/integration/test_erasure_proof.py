@@ -26,7 +26,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agents_app.models import Attachment, ScheduleRun, WebhookDelivery
-from sessions_app import attachments, privacy, services, takeover
+from sessions_app import attachments, erasure, privacy, services, takeover
 from sessions_app import models as m
 from sessions_app.audit import audit_staff_read
 from sessions_app.errors import UserBusy
@@ -68,7 +68,8 @@ def make_person(name: str, number: int):
 
 
 def fill(user, canary: str, staff) -> None:
-    """Every kind of row June keeps about ``user``, each holding ``canary`` where it holds text."""
+    """Every kind of row June keeps about ``user``, each holding ``canary`` where it holds text
+    (``staff``: the operator who answers, takes over, reads)."""
     key = f"{canary}-main"
     services.turn_start(agent="ops", key=key, text=f"order 2 {canary}", user=user)
     rec = services.turn_start(agent="ops", key=key, text="refund order 42 10", user=user)
@@ -129,6 +130,28 @@ def june_tables():
                 yield model._meta.db_table, [f.column for f in model._meta.concrete_fields]
 
 
+def q2_texts() -> dict[str, list[str]]:
+    """django-q2's tables as text (their args, results and queued packages are pickles: read
+    through django-q2's own models)."""
+    from django_q.models import OrmQ, Schedule, Task
+
+    return {
+        "django_q_task": [f"{t.name} {t.func} {t.args!r} {t.kwargs!r} {t.result!r}" for t in Task.objects.all()],
+        "django_q_ormq": [repr(q.task) for q in OrmQ.objects.all()],
+        "django_q_schedule": [f"{s.name} {s.func} {s.args} {s.kwargs}" for s in Schedule.objects.all()],
+    }
+
+
+def queue_turn_task(turn_id: str) -> None:
+    """A queued (not run) django-q2 package for ``turn_id``, as a sweeper's re-enqueue leaves
+    one for a turn that settled meanwhile."""
+    from django_q.tasks import async_task
+
+    from sessions_app.outbox.queue import RUN_TURN
+
+    async_task(RUN_TURN, turn_id, task_name=f"turn {turn_id}", group="june.turns", sync=False)
+
+
 def session_columns() -> set[tuple[str, str]]:
     """(table, column) of every foreign key to a session: a row there is the session's."""
     return {
@@ -159,6 +182,11 @@ def mentions(needles: list[str], sessions: frozenset[int] = frozenset()) -> dict
                     for needle in needles:
                         if needle in text and (table, column) not in AUDIT_REFERENCES:
                             found.setdefault(table, []).append(f"{column}: {needle}")
+    for table, texts in q2_texts().items():
+        for text in texts:
+            found.setdefault(table, []).extend(f"row: {needle}" for needle in needles if needle in text)
+        if not found.get(table):
+            found.pop(table, None)
     return found
 
 
@@ -183,13 +211,23 @@ def footprint(user) -> dict[str, int]:
     }
 
 
-def test_erasing_a_user_leaves_nothing_of_theirs_and_keeps_the_other_users_data(q2_sync):
-    staff = get_user_model().objects.create_user("olga", password="pw-olga", email="olga@example.com", is_staff=True)
+def make_operator(name: str = "olga", number: int = 987654300):
+    staff = make_person(name, number)
+    get_user_model().objects.filter(pk=staff.pk).update(is_staff=True)
+    staff.refresh_from_db()
     staff.groups.add(Group.objects.get_or_create(name="operators")[0])
+    return staff
+
+
+def test_erasing_a_user_leaves_nothing_of_theirs_and_keeps_the_other_users_data(q2_sync, settings):
+    settings.JUNE_Q_SAVE_TURNS = True  # django-q2 keeps a result row per turn task too
+    staff = make_operator()
     erin = make_person("erin-c4n4ry", 987654321)
     kept = make_person("kate-k33pme", 987654322)
     fill(erin, "c4n4ry", staff)
     fill(kept, "k33pme", staff)
+    for user in (erin, kept):
+        queue_turn_task(m.Turn.objects.filter(session__owner=user).first().pk)
     erin_id = str(erin.pk)
     erin_turns = list(m.Turn.objects.filter(session__owner=erin).values_list("pk", flat=True))
     erin_attachments = list(Attachment.objects.filter(owner_id=erin.pk).values_list("pk", flat=True))
@@ -199,7 +237,7 @@ def test_erasing_a_user_leaves_nothing_of_theirs_and_keeps_the_other_users_data(
 
     # the fill reached every table that can hold a user's data (the audit log: by her digest)
     before = mentions([*needles, m.subject_of(erin.pk)], erin_sessions)
-    holding = {table for table, _ in june_tables()} - NOBODYS
+    holding = {table for table, _ in june_tables()} - NOBODYS | {"django_q_task", "django_q_ormq"}
     assert holding - set(before) == set(), f"tables the fill did not reach: {sorted(holding - set(before))}"
     kept_before = footprint(kept)
     kept_mentions = mentions(["k33pme"])
@@ -218,6 +256,35 @@ def test_erasing_a_user_leaves_nothing_of_theirs_and_keeps_the_other_users_data(
     # the erasure itself is in the audit log, naming erin only by her digest
     (row,) = m.AuditEvent.objects.filter(action=m.AuditAction.ERASE)
     assert row.subject == m.subject_of(erin.pk) and row.actor == "olga" and row.detail["deleted"] == report
+
+
+def test_erasing_an_operator_leaves_their_name_in_no_other_users_session(q2_sync):
+    """Olga took two users' sessions over and answered their requests: erased, her name, id and
+    address are in no June table but the audit log (what she read and did stays on record);
+    the users' conversations keep every row, her part said by "an operator (erased)"."""
+    staff = make_operator()
+    erin, kate = make_person("erin-c4n4ry", 987654321), make_person("kate-k33pme", 987654322)
+    fill(erin, "c4n4ry", staff)
+    fill(kate, "k33pme", staff)
+    needles = ["olga", str(staff.pk)]
+    before = mentions(needles)
+    assert {"sessions_app_event", "sessions_app_message", "sessions_app_takeover"} <= set(before), before
+    footprints = footprint(erin), footprint(kate)
+
+    report = privacy.user_erase(user=staff)
+
+    assert report["names_erased"] >= 10 and report["links_cleared"] >= 2, report
+    left = mentions(needles)
+    assert set(left) <= {"sessions_app_auditevent"}, left
+    assert (footprint(erin), footprint(kate)) == footprints
+    session = m.Session.objects.get(key="k33pme-main")
+    said = {e.type: e.data for e in m.Event.objects.filter(session=session, type__in=erasure.TAKEOVER_EVENTS)}
+    assert said["takeover.started"]["by"] == m.ERASED_NAME and said["person.message"]["by"] == m.ERASED_NAME
+    answered = m.Event.objects.filter(session=session, type="input.answered").first().data
+    assert answered["name"] == m.ERASED_NAME and answered["by"] is None
+    notes = m.Message.objects.filter(session=session, role="trigger").values_list("data", flat=True)
+    assert any(f"A person, {m.ERASED_NAME}, took over" in d["text"] for d in notes), list(notes)
+    assert m.Takeover.objects.get(session=session).operator_name == m.ERASED_NAME
 
 
 def test_erasure_refuses_while_a_turn_is_unfinished_or_cancels_it_first(q2_sync):
