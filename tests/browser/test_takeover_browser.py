@@ -43,6 +43,8 @@ def test_an_operator_takes_a_live_chat_over_and_hands_it_back(june_server, make_
     )
     chat.wait_for_selector("#notice[data-takeover]", timeout=DEADLINE_MS)
     assert "Olga Ops" in chat.locator("#notice").text_content()
+    # files go to the assistant, not to the person: the Attach button is off and says why
+    assert chat.locator("#attach").is_disabled() and "handed back" in chat.locator("#attach").get_attribute("title")
 
     # the worker driving the reply dies: the reply is recovered, the takeover is not touched
     owner = m.Turn.objects.get(pk=turn.pk).lease_owner
@@ -74,6 +76,7 @@ def test_an_operator_takes_a_live_chat_over_and_hands_it_back(june_server, make_
     admin.wait_for_selector("#june-take-over", state="attached", timeout=DEADLINE_MS)
     chat.wait_for_selector(".note.takeover >> text=handed the conversation back", timeout=DEADLINE_MS)
     assert chat.locator("#notice[data-takeover]").count() == 0
+    assert chat.locator("#attach").is_enabled()
     send_message(chat, "thanks")
     wait_for(
         lambda: m.Turn.objects.filter(session=session, status="completed").count() == 2,

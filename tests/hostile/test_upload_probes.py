@@ -85,6 +85,28 @@ def test_refused_multipart_starts_leave_no_upload(api, settings, media):
     assert m.Turn.objects.count() == 1
 
 
+def test_a_409_multipart_start_leaves_no_upload(api, alice, media, monkeypatch):
+    """A multipart start into a session whose turn is parked on an answer (409
+    ``session_suspended``), then into one a person has taken over (409 ``taken_over``): each
+    refusal leaves no row and no file, and the user's next upload is not held back by them."""
+    from django_q.conf import Conf
+
+    from sessions_app import services, takeover
+
+    monkeypatch.setattr(Conf, "SYNC", True)
+    rec = services.turn_start(agent="ops", key="s1", text="refund order 42 10", user=alice)
+    assert m.Turn.objects.get(pk=rec.turn_id).status == "suspended"
+    services.turn_start(agent="ops", key="s2", text="hello", user=alice)
+    takeover.takeover_begin(session=m.Session.objects.get(key="s2"), user=make_user("olga", operator=True))
+    for _ in range(4):
+        for session, code in (("s1", "session_suspended"), ("s2", "taken_over")):
+            status, body = _multipart(api, session, 5)
+            assert (status, body["error"]["code"]) == (409, code), body
+    assert (Attachment.objects.count(), _stored(media)) == (0, 0)
+    assert m.Turn.objects.count() == 2
+    assert upload(api, "p.png", png(), session="s3")[0] == 201
+
+
 def test_the_unsent_cap_holds_under_parallel_uploads(alice, settings):
     """40 parallel uploads of one user (each thread its own connection, as two web processes):
     exactly the cap is stored, the rest are 413."""

@@ -172,3 +172,50 @@ def test_the_api_refuses_a_turn_while_taken_over_with_409(people):
     status, body, _ = Api(token_for(alice)).post("/api/agents/ops/sessions/s4/turns?wait=false", {"text": "hi"})
     assert status == 409 and body["error"]["code"] == "taken_over", body
     assert m.Turn.objects.filter(session__key="s4").count() == 1
+
+
+def test_hand_back_answers_409_while_the_reply_let_finish_still_runs(people):
+    """Olga takes over while the agent's reply runs and lets it finish: until it has ended, her
+    hand back is refused (409, in the service and on the admin page) and changes nothing; then
+    it goes through, and the transcript has the reply before her message."""
+    from threading import Thread
+
+    alice, olga = people["alice"], people["olga"]
+    client = Client()
+    client.force_login(olga)
+    tried: dict = {}
+
+    def meanwhile():  # another process's request, while the worker is inside the model call
+        session = m.Session.objects.get(key="s5")
+        tried["status"] = m.Turn.objects.get(session=session).status
+        takeover.takeover_begin(session=session, user=olga, running="finish")
+        takeover.person_says(session=session, user=olga, text="Olga here, one moment")
+        try:
+            takeover.takeover_end(session=session, user=olga)
+        except TurnConflictError as exc:
+            tried["service"] = exc.http_status
+        page = client.post(reverse("admin:sessions_app_session_takeover_end", args=[session.pk]))
+        tried["admin"] = (page.status_code, "still running" in page.content.decode())
+        tried["open"] = takeover.open_takeover(session) is not None
+
+    def reply(request):
+        worker = Thread(target=meanwhile)
+        worker.start()
+        worker.join(30)
+        return ModelReply(text="the agent's reply, let finish")
+
+    providers.register("demo", lambda agent: ScriptedModel(reply))
+    try:
+        rec = services.turn_start(agent="ops", key="s5", text="hello agent", user=alice)
+    finally:
+        providers.unregister("demo")
+    assert tried == {"status": "running", "service": 409, "admin": (409, True), "open": True}, tried
+    assert m.Turn.objects.get(pk=rec.turn_id).status == "completed"
+    session = m.Session.objects.get(key="s5")
+    takeover.takeover_end(session=session, user=olga)
+    texts = [
+        (row["role"], row["data"].get("text"))
+        for row in m.Message.objects.filter(session=session).order_by("index").values("role", "data")
+    ]
+    reply_at = texts.index(("assistant", "the agent's reply, let finish"))
+    assert texts.index(("assistant", "Olga here, one moment")) > reply_at, texts

@@ -7,6 +7,7 @@
   const log = document.getElementById("log");
   if (!log) return;
   const notice = document.getElementById("notice");
+  const FILES_LATER = "Files go to the assistant: attach them once the conversation is handed back.";
 
   function line(cls, text) {
     const node = document.createElement("div");
@@ -17,11 +18,19 @@
     if (atBottom) log.scrollTop = log.scrollHeight;
     return node;
   }
+  // files go to the assistant (the model reads them), not to the person: while a person answers,
+  // the Attach button is off and says why (attachments.js refuses a paste or a drop likewise)
+  const attach = document.getElementById("attach");
+  const attachTitle = attach ? attach.title : "";
   function answering(name) {
     document.body.dataset.takenOver = name ? "yes" : "";
+    if (attach) {
+      attach.disabled = !!name;
+      attach.title = name ? FILES_LATER : attachTitle;
+    }
     if (!notice) return;
     if (name) {
-      notice.textContent = `A person, ${name}, is answering you now.`;
+      notice.textContent = `A person, ${name}, is answering you now. ${FILES_LATER}`;
       notice.dataset.takeover = "yes";
       notice.hidden = false;
     } else if (notice.dataset.takeover) {
