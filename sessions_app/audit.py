@@ -1,7 +1,8 @@
 """Writing the audit log (``models.AuditEvent``) and its own retention.
 
 Entry points call ``audit_staff_read`` when a staff user opens data that is not theirs (a
-session, an archived generation, a turn, an attachment, an export), ``audit_record`` for the
+session, an archived generation, a turn, an attachment, an export), ``audit_staff_list`` when a
+list shows it (the dashboard, the approval inbox), ``audit_record`` for the
 rest (a search, a takeover, an erasure, a sweep); the store writes an answer's row in the
 answer's own transaction. Rows are never changed: on PostgreSQL a trigger refuses an UPDATE,
 and a DELETE unless ``audit_purge`` allowed it for rows older than its cutoff in its own
@@ -22,6 +23,8 @@ from sessions_app.models.auditlog import AuditAction, subject_of
 
 #: rows deleted per statement by ``audit_purge`` (each batch its own short transaction)
 PURGE_BATCH = 1000
+#: a list that re-reads itself (the dashboard) records a session it shows once in this long
+LIST_QUIET_SECONDS = 600
 
 
 def client_addr(request: Any) -> str:
@@ -99,6 +102,47 @@ def audit_staff_read(
         attachment_id=attachment_id,
     )
     return True
+
+
+def audit_staff_list(*, request: Any, action: AuditAction, seen: list[tuple[Any, Any, str]]) -> int:
+    """Record that the request's (staff) user saw other users' sessions in a list that shows
+    their content (the dashboard's turns, the inbox's requests): ``seen`` is (session id, owner
+    id, turn id) per row shown. One row per session not their own, with the turns shown in
+    ``detail``; a session already recorded for this reader and action in the last
+    ``LIST_QUIET_SECONDS`` is not recorded again (the dashboard re-reads itself every few
+    seconds). Returns how many rows were written."""
+    user = getattr(request, "user", None)
+    actor_id, actor = _actor(user)
+    sessions: dict[Any, tuple[Any, list[str]]] = {}
+    for session_id, owner_id, turn_id in seen:
+        if session_id is None or (owner_id is not None and str(owner_id) == actor_id):
+            continue
+        owner, turns = sessions.setdefault(session_id, (owner_id, []))
+        if turn_id and turn_id not in turns:
+            turns.append(str(turn_id))
+    if not sessions:
+        return 0
+    since = timezone.now() - timedelta(seconds=LIST_QUIET_SECONDS)
+    recorded = set(
+        m.AuditEvent.objects.filter(
+            session_id__in=list(sessions), at__gte=since, action=action, actor_id=actor_id
+        ).values_list("session_id", flat=True)
+    )
+    rows = [
+        m.AuditEvent(
+            action=action,
+            actor_id=actor_id,
+            actor=actor,
+            subject=subject_of(owner),
+            session_id=session_id,
+            remote_addr=client_addr(request),
+            detail={"turns": turns[:20]},
+        )
+        for session_id, (owner, turns) in sessions.items()
+        if session_id not in recorded
+    ]
+    m.AuditEvent.objects.bulk_create(rows)
+    return len(rows)
 
 
 def audit_purge(*, now: datetime | None = None, days: float | None = None) -> int:

@@ -26,7 +26,7 @@ from django.utils import timezone
 from django_q.models import Schedule
 
 from agents_app.models import DeliveryStatus, WebhookDelivery
-from sessions_app import health, listings, quotas
+from sessions_app import audit, health, listings, quotas
 from sessions_app import models as m
 from sessions_app.pricing import TOKEN_KEYS, Usage, cost_of, price_for, prices  # noqa: F401 (re-exported)
 from sessions_app.pricing import usage_totals as _usage_totals
@@ -101,6 +101,7 @@ def _turn_rows(qs, now: dt.datetime, *, when: str = "created_at") -> list[dict[s
                 "age": _ago(at, now),
                 "lease": lease_text(t, now.timestamp()),
                 "text": str((t.input or {}).get("text") or "")[:80],
+                "seen": (t.session_id, t.session.owner_id, t.pk),
             }
         )
     return rows
@@ -173,6 +174,7 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
                 "prompt": ((t.pending or {}).get("request") or {}).get("prompt") or "",
                 "by": listings.requested_by(t),
                 "age": _ago(t.parked_at, now),
+                "seen": (t.session_id, t.session.owner_id, t.pk),
             }
             for t in parked[:LIST_ROWS]
         ],
@@ -185,6 +187,7 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
                 "age": _ago(t.started_at, now),
                 "messages": t.messages,
                 "url": reverse("admin:sessions_app_session_change", args=[t.session_id]),
+                "seen": (t.session_id, t.session.owner_id, ""),
             }
             for t in m.Takeover.objects.filter(ended_at__isnull=True)
             .select_related("session")
@@ -220,8 +223,16 @@ def dashboard_data(now: dt.datetime | None = None) -> dict[str, Any]:
     }
 
 
+#: the dashboard's lists that show what users wrote (the audit log records who saw them)
+SHOWN = ("running", "expired", "queued", "parked", "taken_over", "failures", "retried")
+
+
 def dashboard_view(request):
-    context = {**admin.site.each_context(request), "title": "Operator dashboard", **dashboard_data()}
+    data = dashboard_data()
+    audit.audit_staff_list(
+        request=request, action=m.AuditAction.DASHBOARD_READ, seen=[row["seen"] for name in SHOWN for row in data[name]]
+    )
+    context = {**admin.site.each_context(request), "title": "Operator dashboard", **data}
     if request.GET.get("fragment"):
         return TemplateResponse(request, "admin/june/_dashboard_body.html", context)
     return TemplateResponse(request, "admin/june/dashboard.html", context)

@@ -24,7 +24,7 @@ from django.utils.timesince import timesince
 
 from agents_app.runtime import rules
 from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnNotResumable
-from sessions_app import listings, selectors, services
+from sessions_app import audit, listings, selectors, services
 from sessions_app import models as m
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.answer_form import AnswerForm, form_kind  # noqa: F401 (AnswerForm: re-exported)
@@ -96,6 +96,14 @@ def _with_json(answers) -> list[m.Answer]:
 def _remote_addr(request) -> str:
     # the socket peer; behind a proxy, configure the proxy to set REMOTE_ADDR (never trust XFF here)
     return str(request.META.get("REMOTE_ADDR") or "")[:64]
+
+
+def _audit_shown(request, turns) -> None:
+    audit.audit_staff_list(
+        request=request,
+        action=m.AuditAction.INBOX_READ,
+        seen=[(t.session_id, t.session.owner_id, t.pk) for t in turns],
+    )
 
 
 @admin.register(m.ApprovalRequest)
@@ -183,7 +191,11 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
     def changelist_view(self, request, extra_context=None):
         waiting = waiting_count(request.user)
         title = f"Approval inbox ({waiting} waiting)" if waiting else "Approval inbox"
-        return super().changelist_view(request, {"title": title, **(extra_context or {})})
+        response = super().changelist_view(request, {"title": title, **(extra_context or {})})
+        shown = getattr(response, "context_data", None) or {}
+        if "cl" in shown:  # the requests on this page, each quoting what a user wrote or asked
+            _audit_shown(request, shown["cl"].result_list)
+        return response
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
@@ -202,11 +214,13 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
         rows = m.Answer.objects.select_related("turn__session", "user").order_by("-created_at", "-pk")
         if not request.user.has_perm("sessions_app.view_answer"):
             rows = rows.filter(user=request.user)
+        answers = _with_json(rows[:200])
+        _audit_shown(request, [a.turn for a in answers])
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": "Past answers",
-            "answers": _with_json(rows[:200]),
+            "answers": answers,
         }
         return TemplateResponse(request, "admin/june/approval_answers.html", context)
 
@@ -218,6 +232,7 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
             return self._answer(request, turn)
         if not self._may_see(request, turn):
             return self._refused(request, "You may not answer this request.", status=403)
+        audit.audit_staff_read(request=request, action=m.AuditAction.TURN_READ, session=turn.session, turn_id=turn.pk)
         return self._page(request, turn, form=self._form(turn, input_id=request.GET.get("input")))
 
     def _form(self, turn, data=None, input_id: Any = None) -> AnswerForm | None:

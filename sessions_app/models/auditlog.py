@@ -27,6 +27,8 @@ class AuditAction(models.TextChoices):
     ATTACHMENT_READ = "attachment.read", "downloaded an attachment"
     EXPORT_READ = "export.read", "downloaded an export"
     SEARCH = "search", "searched every session"
+    DASHBOARD_READ = "dashboard.read", "saw a session on the operator dashboard"
+    INBOX_READ = "inbox.read", "saw a session's requests in the approval inbox"
     ANSWER = "answer", "answered a request"
     TAKEOVER = "takeover", "took over a session"
     HAND_BACK = "handback", "handed a session back"

@@ -96,6 +96,45 @@ def test_staff_reads_of_another_users_data_are_recorded_with_who_what_and_where(
     assert search.detail["query"] == "mugs" and search.detail["hits"] >= 1 and search.subject == ""
 
 
+def test_the_dashboard_and_the_inbox_record_the_sessions_they_show_a_staff_user(q2_sync, people):
+    """The dashboard lists what users wrote (parked requests, turns), the inbox what they asked,
+    its answer page one request, the past answers page answered ones: each records which of
+    another user's sessions it showed whom. The dashboard re-reads itself every few seconds:
+    a session it shows is recorded once in ``LIST_QUIET_SECONDS`` per reader."""
+    alice, olga = people["alice"], people["olga"]
+    rec = services.turn_start(agent="ops", key="p1", text="refund order 42 10", user=alice)
+    turn = m.Turn.objects.get(pk=rec.turn_id)
+    assert turn.status == "suspended", turn.error
+    services.turn_start(agent="ops", key="mine", text="refund order 43 10", user=olga)  # her own: no row
+    session = turn.session
+    staff = as_user(olga)
+    dashboard = reverse("admin:sessions_app_approvalrequest_dashboard")
+
+    assert staff.get(dashboard).status_code == 200
+    assert staff.get(dashboard + "?fragment=1").status_code == 200
+    (seen,) = rows(AuditAction.DASHBOARD_READ)
+    assert (seen.actor, seen.session_id, seen.subject, seen.remote_addr) == (
+        "olga",
+        session.pk,
+        subject_of(alice.pk),
+        "203.0.113.7",
+    )
+    assert seen.detail["turns"] == [turn.pk]
+
+    inbox = staff.get(reverse("admin:sessions_app_approvalrequest_changelist"))
+    assert inbox.status_code == 200 and "refund" in inbox.content.decode()
+    (listed,) = rows(AuditAction.INBOX_READ)
+    assert (listed.session_id, listed.detail["turns"]) == (session.pk, [turn.pk])
+    answer_page = reverse("admin:sessions_app_approvalrequest_change", args=[turn.pk])
+    assert staff.get(answer_page).status_code == 200
+    (read,) = rows(AuditAction.TURN_READ)
+    assert (read.turn_id, read.session_id, read.subject) == (turn.pk, session.pk, subject_of(alice.pk))
+    # another reader's are theirs (olga's own session is another user's to root)
+    assert as_user(people["root"]).get(dashboard).status_code == 200
+    by_root = {r.session_id: r.subject for r in rows(AuditAction.DASHBOARD_READ) if r.actor == "root"}
+    assert by_root == {session.pk: subject_of(alice.pk), m.Session.objects.get(key="mine").pk: subject_of(olga.pk)}
+
+
 def test_a_staff_members_own_session_is_not_audited(q2_sync, people):
     olga = people["olga"]
     services.turn_start(agent="ops", key="mine", text="hello", user=olga)
