@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('sessions_app', '0007_approval_requests_plural'),
+        ('sessions_app', '0008_turn_times'),
     ]
 
     operations = [
