@@ -56,18 +56,20 @@ def _import(path: Path, module_name: str) -> ModuleType:
         return module
 
 
-def load_agent(folder: Path) -> Agent:
+def load_agent(folder: Path, *, package: str = "june_agents") -> Agent:
+    """The agent of ``folder``; its modules imported as ``<package>.<folder name>`` (another
+    ``package``: the same agent at another revision, beside the site's: ``june_evals.versions``)."""
     name = folder.name
     if not (folder / "instructions.md").exists() and not (folder / "agent.py").exists():
         raise AgentConfigError(f"{folder} is not an agent folder (no agent.py or instructions.md)")
-    conf = _import(folder / "agent.py", f"june_agents.{name}") if (folder / "agent.py").exists() else ModuleType(name)
+    conf = _import(folder / "agent.py", f"{package}.{name}") if (folder / "agent.py").exists() else ModuleType(name)
     instructions = (folder / "instructions.md").read_text() if (folder / "instructions.md").exists() else ""
     overlays = {p.name[len("instructions.") : -len(".md")]: p.read_text() for p in folder.glob("instructions.*.md")}
     tools: dict[str, Tool] = {}
     for path in sorted((folder / "tools").glob("*.py")) if (folder / "tools").is_dir() else []:
         if path.name.startswith("_"):
             continue
-        module = _import(path, f"june_agents.{name}.tools.{path.stem}")
+        module = _import(path, f"{package}.{name}.tools.{path.stem}")
         for value in vars(module).values():
             if isinstance(value, Tool):
                 if value.name in tools and tools[value.name] is not value:

@@ -20,6 +20,7 @@ from django.utils import timezone
 from agents_app.runtime.errors import JuneError
 from agents_app.runtime.ids import new_turn_id
 from agents_app.runtime.records import SETTLED_STATUSES
+from june_evals import versions as agent_versions
 from june_evals.models import Dataset, EvalCase, EvalRun
 from june_evals.models.evalrows import RunStatus
 from june_evals.scorers import Score, score
@@ -35,10 +36,31 @@ Judge = Callable[[str, dict[str, Any]], Score]
 JudgeFor = Callable[[str], Judge]
 
 
-def version(agent: str, *, instructions: str | None = None, label: str | None = None) -> dict[str, Any]:
-    """One side of a comparison: an agent, maybe with other instructions than its folder's."""
-    wiring.agent(agent)  # NotFound for a name the site does not have
-    return {"label": label or agent, "agent": agent, "instructions": instructions}
+def version(
+    agent: str,
+    *,
+    instructions: str | None = None,
+    label: str | None = None,
+    git: str | None = None,
+    model: str | None = None,
+    web: bool = False,
+) -> dict[str, Any]:
+    """One side of a comparison: an agent, maybe with other instructions than its folder's, its
+    folder at a git revision (``git``), a model of the run's (``model``: ``cassette:FILE``,
+    ``script:FILE``, ``script:module:function``); the last two make an ``AgentVersion`` whose
+    name the turns run as (``runs_as``), so the workers run that version. ``web``: asked from the
+    admin (``versions.model_spec``)."""
+    wiring.agent(agent, versions=False)  # NotFound for a name the site does not have
+    made = agent_versions.make(agent, git=git, model=model, web=web)
+    out: dict[str, Any] = {"label": label or agent, "agent": agent, "instructions": instructions}
+    if made is not None:
+        out.update(runs_as=made.name, about=agent_versions.describe(made))
+    return out
+
+
+def runs_as(v: dict[str, Any]) -> str:
+    """The agent name a version's turns run as."""
+    return str(v.get("runs_as") or v["agent"])
 
 
 def run_start(*, dataset: Dataset, versions: list[dict[str, Any]], concurrency: int = 8) -> EvalRun:
@@ -70,7 +92,7 @@ def _start(case: EvalCase, run: EvalRun) -> bool:
             ):
                 return True  # another driver took it
             services.turn_start(
-                agent=v["agent"],
+                agent=runs_as(v),
                 key=session_key(case),
                 text=case.example.input,
                 source=SOURCE,

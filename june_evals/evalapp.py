@@ -14,6 +14,11 @@ class EvalsConfig(AppConfig):
         from june_evals import evalcli
 
         evalcli.register()
+        # an eval's versions of agents (a git revision's folder, a cassette or a script for a
+        # model) resolve by name in every process, the workers' included
+        from june_evals import versions
+
+        versions.install()
         # a user's erasure reaches the cases made from their sessions (imported once apps load)
         from june_evals.datasets import user_cases_erase
         from sessions_app import privacy

@@ -6,7 +6,10 @@ first); this process starts them, scores each as it settles, prints a line per c
 totals, and exits 1 when a version's pass rate is under ``--threshold`` (2 on a timeout).
 ``--instructions FILE`` / ``--against-instructions FILE`` give a version other instructions
 than its agent folder's (an agent against itself with new instructions: ``--against`` the same
-agent). ``--judge`` lets ``judge`` expectations ask the agent's model.
+agent). ``--against git:REV`` is A's agent folder at a git revision (``NAME@git:REV``: another
+agent's). ``--model`` / ``--against-model`` (``cassette:FILE``, ``script:FILE``,
+``script:module:function``) give a version a recorded or scripted model, on the workers too.
+``--judge`` lets ``judge`` expectations ask the agent's model.
 """
 
 from __future__ import annotations
@@ -35,6 +38,16 @@ def _instructions(path: str | None) -> str | None:
         raise CommandError(f"cannot read instructions {path}: {exc.strerror}") from None
 
 
+def against(value: str | None, agent: str) -> tuple[str, str | None]:
+    """``--against``: ``(agent, git revision or None)`` — NAME, ``git:REV`` or ``NAME@git:REV``."""
+    if not value or "git:" not in value:
+        return value or agent, None
+    name, _, rev = value.partition("git:")
+    if not rev or (name and not name.endswith("@")):
+        raise CommandError(f"--against {value}: git:REV or NAME@git:REV")
+    return name.removesuffix("@") or agent, rev
+
+
 def _dataset(name: str) -> Dataset:
     path = Path(name)
     if path.suffix == ".jsonl" or path.is_file():
@@ -61,8 +74,14 @@ class EvalCommand:
         parser.add_argument("dataset", help="a JSONL file, or the name of a dataset in the admin")
         parser.add_argument("--agent", required=True)
         parser.add_argument("--instructions", help="version A's instructions instead of its folder's (a file)")
-        parser.add_argument("--against", help="version B: another agent (or the same, with --against-instructions)")
+        parser.add_argument(
+            "--against",
+            help="version B: another agent (or the same, with --against-instructions), git:REV (A's agent "
+            "folder at a git revision) or NAME@git:REV",
+        )
         parser.add_argument("--against-instructions", help="version B's instructions (a file)")
+        parser.add_argument("--model", help="A's model: cassette:FILE, script:FILE or script:module:function")
+        parser.add_argument("--against-model", help="B's model (as --model)")
         parser.add_argument("--threshold", type=float, default=1.0, help="the pass rate each version needs (0-1)")
         parser.add_argument("--concurrency", type=int, default=8, help="turns in flight at once")
         parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every case")
@@ -73,13 +92,20 @@ class EvalCommand:
         if not 0.0 <= opts["threshold"] <= 1.0:
             raise CommandError("--threshold is a pass rate between 0 and 1")
         try:
-            versions = [driver.version(opts["agent"], instructions=_instructions(opts["instructions"]), label="A")]
-            if opts["against"] or opts["against_instructions"]:
+            versions = [
+                driver.version(
+                    opts["agent"], instructions=_instructions(opts["instructions"]), label="A", model=opts["model"]
+                )
+            ]
+            if opts["against"] or opts["against_instructions"] or opts["against_model"]:
+                agent, git = against(opts["against"], opts["agent"])
                 versions.append(
                     driver.version(
-                        opts["against"] or opts["agent"],
+                        agent,
                         instructions=_instructions(opts["against_instructions"]),
                         label="B",
+                        git=git,
+                        model=opts["against_model"],
                     )
                 )
             run = driver.run_start(

@@ -104,7 +104,9 @@ def score(
     text = outcome.get("text") or ""
     usage = outcome.get("usage") or {}
     want_status = expect.get("status", "completed")
-    out = [Score("status", outcome.get("status") == want_status, f"{outcome.get('status')}, not {want_status}")]
+    error = (outcome.get("error") or {}).get("message") if isinstance(outcome.get("error"), dict) else None
+    said = f"{outcome.get('status')}, not {want_status}" + (f": {str(error)[:2000]}" if error else "")
+    out = [Score("status", outcome.get("status") == want_status, said)]
     if out[0].passed:
         out[0] = Score("status", True)
     if "equals" in expect:

@@ -80,7 +80,7 @@ def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -
     staff see them in the admin, and answer their requests there under the same policies.
     A key that the webhook channel or one of the agent's schedules owns cannot be created by
     anyone else. AccessDenied otherwise."""
-    wiring.agent(agent)  # NotFound for an unknown agent
+    wiring.agent(agent, versions=False)  # NotFound for an unknown agent (and an eval's version)
     validate_session_key(key)
     # (agent, key) is unique: LIMIT 1 with no ORDER BY to compile (first() would add one)
     session = next(iter(m.Session.objects.filter(agent=agent, key=key)[:1]), None)

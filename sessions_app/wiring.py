@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
@@ -27,21 +28,54 @@ from sessions_app.store import DjangoSessionStore
 
 #: the sources the site's mounted channels emit (a policy for any other source logs a warning)
 MOUNTED_SOURCES = ("web", "http", "webhook", "schedule", "cli")
+#: what a version of an agent is called (``<agent>@<id>``): no folder's name has the mark
+VERSION_MARK = "@"
+#: resolvers of versions' names (an eval's agent at a git revision, or with a recorded model:
+#: ``june_evals.versions``), asked in order; each returns the Agent, or None for a name not its
+_RESOLVERS: list[Callable[[str], Agent | None]] = []
+
+
+def resolve_versions_with(resolver: Callable[[str], Agent | None]) -> None:
+    if resolver not in _RESOLVERS:
+        _RESOLVERS.append(resolver)
+
+
+class Agents(dict[str, Agent]):
+    """The site's agents by name (what its folders define: iterated, listed); a version's name
+    is resolved when asked for (``agents()[name]``: the engine's and the workers' lookup), and
+    never listed."""
+
+    def __missing__(self, name: str) -> Agent:
+        if VERSION_MARK in name:
+            for resolve in _RESOLVERS:
+                found = resolve(name)
+                if found is not None:
+                    return found
+        raise KeyError(name)
+
+
+def agent_dirs() -> list[Path]:
+    """Where the site's agent folders are: the installed apps' ``agents/`` folders, then
+    ``JUNE_AGENT_DIRS`` (the demo agents' folder is ``loader.BUILTIN_DIR``)."""
+    from django.apps import apps
+
+    return [*app_dirs(app.path for app in apps.get_app_configs()), *map(Path, settings.JUNE_AGENT_DIRS)]
 
 
 @functools.cache
-def agents() -> dict[str, Agent]:
+def agents() -> Agents:
     limits.set_defaults(settings.JUNE_TURN_LIMITS)  # for the agents that declare none
-    from django.apps import apps
-
-    dirs = [*app_dirs(app.path for app in apps.get_app_configs()), *settings.JUNE_AGENT_DIRS]
-    found = discover(dirs, builtin=settings.JUNE_DEMO_AGENTS)
+    found = discover(agent_dirs(), builtin=settings.JUNE_DEMO_AGENTS)
     for definition in found.values():
         definition.warn_unused_surfaces(MOUNTED_SOURCES)
-    return found
+    return Agents(found)
 
 
-def agent(name: str) -> Agent:
+def agent(name: str, *, versions: bool = True) -> Agent:
+    """The agent ``name`` (NotFound if the site has none). ``versions=False``: a folder's agent
+    only — a version (``<agent>@<id>``, an eval's) is run by its eval, never reached by people."""
+    if not versions and VERSION_MARK in name:
+        raise NotFound(f"no agent named {name!r}")
     try:
         return agents()[name]
     except KeyError:

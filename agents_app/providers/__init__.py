@@ -24,14 +24,20 @@ ANTHROPIC_CONTEXT_WINDOW = 200_000
 
 #: name -> factory(agent) ; tests register scripted models here
 _FACTORIES: dict[str, Callable[[Agent], Model]] = {}
+#: registered providers an agent's ``model`` names even under ``JUNE_MODEL`` (an eval's version
+#: whose model is a cassette or a script: the run's explicit choice, not the site's default)
+_PINNED: set[str] = set()
 
 
-def register(name: str, factory: Callable[[Agent], Model]) -> None:
+def register(name: str, factory: Callable[[Agent], Model], *, pinned: bool = False) -> None:
     _FACTORIES[name] = factory
+    if pinned:
+        _PINNED.add(name)
 
 
 def unregister(name: str) -> None:
     _FACTORIES.pop(name, None)
+    _PINNED.discard(name)
 
 
 #: where a Claude model is reached (``platforms``): Anthropic's API, AWS Bedrock, Google Vertex AI
@@ -39,6 +45,8 @@ CLAUDE_PLATFORMS = ("anthropic", "bedrock", "vertex")
 
 
 def _declared(agent: Agent) -> tuple[str, ...]:
+    if isinstance(agent.model, str) and agent.model.partition(":")[0] in _PINNED:
+        return (agent.model,)
     override = settings.JUNE_MODEL
     if override:
         return (override,)

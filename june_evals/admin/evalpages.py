@@ -53,6 +53,9 @@ class ExampleInline(admin.StackedInline):
     readonly_fields = ("source",)
 
 
+MODEL_HELP = "empty: the agent's own; cassette:FILE, script:FILE or script:module:function (docs/evals.md)"
+
+
 class RunForm(forms.Form):
     agent = forms.ChoiceField(label="Agent (A)")
     instructions = forms.CharField(
@@ -62,6 +65,11 @@ class RunForm(forms.Form):
     against_instructions = forms.CharField(
         label="B's instructions", required=False, widget=forms.Textarea(attrs={"rows": 4}), max_length=100_000
     )
+    against_git = forms.CharField(
+        label="B at git revision", required=False, max_length=200, help_text="B's agent folder at a revision (HEAD~1)"
+    )
+    model = forms.CharField(label="A's model", required=False, max_length=1000, help_text=MODEL_HELP)
+    against_model = forms.CharField(label="B's model", required=False, max_length=1000, help_text=MODEL_HELP)
     concurrency = forms.IntegerField(min_value=1, max_value=64, initial=8)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -90,13 +98,24 @@ class DatasetAdmin(StaffOnly, admin.ModelAdmin):
         if request.method == "POST" and form.is_valid():
             data = form.cleaned_data
             try:
-                versions = [driver.version(data["agent"], instructions=data["instructions"] or None, label="A")]
-                if data["against"] or data["against_instructions"]:
+                versions = [
+                    driver.version(
+                        data["agent"],
+                        instructions=data["instructions"] or None,
+                        label="A",
+                        model=data["model"] or None,
+                        web=True,
+                    )
+                ]
+                if any(data[k] for k in ("against", "against_instructions", "against_git", "against_model")):
                     versions.append(
                         driver.version(
                             data["against"] or data["agent"],
                             instructions=data["against_instructions"] or None,
                             label="B",
+                            git=data["against_git"] or None,
+                            model=data["against_model"] or None,
+                            web=True,
                         )
                     )
                 run = driver.run_start(dataset=dataset, versions=versions, concurrency=data["concurrency"])
@@ -153,7 +172,7 @@ class EvalRunAdmin(StaffOnly, admin.ModelAdmin):
     @admin.display(description="versions")
     def labels(self, run: EvalRun) -> str:
         return " vs ".join(
-            f"{v['label']}: {v['agent']}" + (" (own instructions)" if v.get("instructions") else "")
+            f"{v['label']}: {v.get('about') or v['agent']}" + (" (own instructions)" if v.get("instructions") else "")
             for v in run.versions
         )
 
