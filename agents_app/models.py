@@ -114,7 +114,7 @@ class SeenWebhook(models.Model):
         constraints = [models.UniqueConstraint(fields=["agent", "signature"], name="seen_webhook_signature")]
 
 
-# -- attachments (agents_app.attachments; the services: sessions_app.attachments) ----------------
+# -- attachments (agents_app.attachments; the services: sessions_app.attachment_services) ----------------
 
 
 def _attachment_path(instance: "Attachment", filename: str) -> str:

@@ -102,7 +102,7 @@ def time_resets(session, how: str) -> list[float]:
     from agents_app.runtime.seams import SessionRef
     from sessions_app import models as m
     from sessions_app import services
-    from sessions_app.store import control
+    from sessions_app.store import host_ops
 
     ref = SessionRef(session.agent, session.key)
     samples = []
@@ -112,7 +112,7 @@ def time_resets(session, how: str) -> list[float]:
         t0 = time.perf_counter()
         if how == "store":
             with transaction.atomic():
-                control.reset(ref)
+                host_ops.reset(ref)
         else:
             services.session_reset(agent=session.agent, key=session.key)
         samples.append((time.perf_counter() - t0) * 1000)
@@ -145,7 +145,7 @@ def main() -> None:
         )
         print(
             f"  archive {archived:>7,} msgs (built in {built:5.1f}s, {total:,} rows after): "
-            f"store.control.reset median {rows[-1][1]:6.2f} ms  p90 {rows[-1][2]:6.2f} ms | "
+            f"store.host_ops.reset median {rows[-1][1]:6.2f} ms  p90 {rows[-1][2]:6.2f} ms | "
             f"services.session_reset median {rows[-1][3]:6.2f} ms  p90 {rows[-1][4]:6.2f} ms",
             flush=True,
         )

@@ -14,7 +14,7 @@ URL names are namespaced: ``sessions_app:…`` (pages), ``june_api:…``, ``june
 
 from django.urls import include, path, re_path
 
-from sessions_app.web import api, apidocs, health
+from sessions_app.web import api, apidocs, probes
 
 urlpatterns = [
     path("api/", include("sessions_app.web.api_urls")),
@@ -29,6 +29,6 @@ urlpatterns = [
 
 # JSON, no login, with or without a trailing slash (so APPEND_SLASH never redirects a probe)
 health_urlpatterns = [
-    re_path(r"^healthz/?$", health.healthz, name="healthz"),
-    re_path(r"^readyz/?$", health.readyz, name="readyz"),
+    re_path(r"^healthz/?$", probes.healthz, name="healthz"),
+    re_path(r"^readyz/?$", probes.readyz, name="readyz"),
 ]

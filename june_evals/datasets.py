@@ -16,7 +16,7 @@ from django.db import transaction
 
 from june_evals.models import Dataset, EvalCase, EvalRun, Example
 from sessions_app import models as m
-from sessions_app.errors import BadRequest
+from sessions_app.site_errors import BadRequest
 
 #: what one line and one file may hold
 MAX_INPUT = 100_000

@@ -26,7 +26,7 @@ from june_evals.models.evalrows import RunStatus
 from june_evals.scorers import Score, score
 from sessions_app import models as m
 from sessions_app import pricing, services, wiring
-from sessions_app.errors import RateLimited
+from sessions_app.site_errors import RateLimited
 
 #: the turns' source (their policy: the agent's default surface)
 SOURCE = "eval"

@@ -11,12 +11,12 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from agents_app.cron import declarations
 from agents_app.runtime import subagents
-from agents_app.schedules import declarations
 from sessions_app import models as m
 from sessions_app import wiring
-from sessions_app.errors import AccessDenied, BadRequest
 from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
+from sessions_app.site_errors import AccessDenied, BadRequest
 
 SESSION_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,199}")
 

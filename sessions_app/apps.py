@@ -27,7 +27,7 @@ class SessionsAppConfig(AppConfig):
         from django_q.signals import post_spawn
 
         from agents_app.models import Attachment
-        from sessions_app.attachments import on_attachment_deleted, on_session_deleted
+        from sessions_app.attachment_services import on_attachment_deleted, on_session_deleted
         from sessions_app.models import Session
         from sessions_app.web.socketauth import on_logged_out, on_user_saved
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from agents_app.models import Attachment
 from sessions_app import audit, erasure, services
 from sessions_app import models as m
-from sessions_app.errors import UserBusy
+from sessions_app.site_errors import UserBusy
 
 #: what other installed apps keep about a user, erased with the rest: ``eraser(user_pk, counts)``
 #: deletes it and counts it (the evals' cases made from the user's sessions: june_evals)

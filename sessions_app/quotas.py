@@ -36,7 +36,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Coalesce
 
 from sessions_app import models as m
-from sessions_app.errors import RateLimited
+from sessions_app.site_errors import RateLimited
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ import math
 import re
 from typing import Any
 
-from sessions_app.errors import BadRequest
+from sessions_app.site_errors import BadRequest
 
 MAX_DEPTH = 64
 

@@ -33,7 +33,7 @@ from django.utils.html import conditional_escape, format_html
 from django.utils.safestring import SafeString
 
 from sessions_app import models as m
-from sessions_app.errors import BadRequest
+from sessions_app.site_errors import BadRequest
 
 #: the longest query taken (a longer one is refused with a message, never cut silently)
 MAX_QUERY_CHARS = 200

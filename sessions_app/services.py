@@ -3,7 +3,7 @@ typed): a thin adapter over the runtime's host API (``AgentSession``). A service
 transport's input, resolves identity and ownership (who the Django user is, which sessions
 they may touch: ``access``), and calls the host API, which applies the rules, asks the store, publishes
 and dispatches. Errors are JuneErrors: every transport maps them the same way
-(``sessions_app.errors``)."""
+(``sessions_app.site_errors``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from agents_app.runtime import new_turn_id, rules
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.runtime.session import AgentSession
-from sessions_app import attachments as attach
+from sessions_app import attachment_services as attach
 from sessions_app import models as m
 from sessions_app import quotas, safejson, telemetry, window, wiring
 from sessions_app.access import (  # noqa: F401 (re-exported: the transports' one import)
@@ -32,8 +32,8 @@ from sessions_app.access import (  # noqa: F401 (re-exported: the transports' on
     validate_session_key,
     webhook_session_key,
 )
-from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
+from sessions_app.site_errors import AccessDenied, BadRequest, PayloadTooLarge
 
 INPUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
 
@@ -131,7 +131,7 @@ def turn_start(
     Admitted first (``quotas.admit_turn``: the user's, or the webhook's, rate and the day's token
     quotas): a refusal raises ``RateLimited`` before anything is created, the session included;
     a start counted whose creation is then refused (access, a parked session) is given back.
-    ``attachments``: ids of the user's unsent uploads to this session (``sessions_app.attachments``);
+    ``attachments``: ids of the user's unsent uploads to this session (``sessions_app.attachment_services``);
     the turn takes them, and a refused start gives them back. With attachments the text may be empty.
     ``instructions``: the turn's system prompt instead of the agent's (an eval's other version)."""
     ids = attach.parse_ids(attachments if attachments is not None else [])

@@ -32,8 +32,8 @@ from agents_app.runtime.messages import Message, Role
 from agents_app.runtime.seams import SessionRef
 from sessions_app import audit, services, wiring
 from sessions_app import models as m
-from sessions_app.errors import AccessDenied, BadRequest
-from sessions_app.store.control import log_txn
+from sessions_app.site_errors import AccessDenied, BadRequest
+from sessions_app.store.host_ops import log_txn
 
 NOTE_BY, PERSON_PREFIX = m.NOTE_BY, m.PERSON_PREFIX
 

@@ -31,7 +31,7 @@ from agents_app.providers import CLAUDE_PLATFORMS, context_window, model_for, pr
 from agents_app.runtime.agent import Agent
 from agents_app.runtime.compaction import estimate_tokens
 from sessions_app import wiring
-from sessions_app.errors import PayloadTooLarge
+from sessions_app.site_errors import PayloadTooLarge
 
 log = logging.getLogger(__name__)
 

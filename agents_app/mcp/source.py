@@ -19,8 +19,8 @@ from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.model import ToolSpec
 from agents_app.runtime.tools import Tool
 
-from .config import SEPARATOR, ServerConfig, parse_servers
-from .results import McpToolError, tool_result
+from .declarations import SEPARATOR, ServerConfig, parse_servers
+from .tool_results import McpToolError, tool_result
 
 log = logging.getLogger(__name__)
 MAX_DESCRIPTION = 2_000

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from agents_app.runtime.seams import Commit
-from sessions_app.store import DjangoSessionStore, control
-from sessions_app.store.records import UnitWriter
+from sessions_app.store import DjangoSessionStore, host_ops
+from sessions_app.store.rows import UnitWriter
 
 
 class Crash(BaseException):
@@ -92,7 +92,7 @@ class TestStore(DjangoSessionStore):
             plan.units.append(describe(tx))
             if _matches(plan.cancel, number, tx):  # as if it came while the unit was written:
                 plan.cancel = None  # the unit's commit hands it to the attempt (``Commit.cancel_reason``)
-                control.request_cancel(tx.turn_id, "requested")
+                host_ops.request_cancel(tx.turn_id, "requested")
         return super()._write_sync(tx)
 
     def _after(self, turn_id: str, commit: Commit) -> Commit:

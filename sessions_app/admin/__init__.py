@@ -2,12 +2,12 @@
 schedules, limits); this file only imports them so their registrations run."""
 
 from sessions_app.admin import (  # noqa: F401
-    attachments,
+    attachments_admin,
     audit_log,
     inbox,
-    limits,
+    limits_admin,
     notifications,
-    proactive,
+    proactive_admin,
     sessions,
     tokens,
     turns,

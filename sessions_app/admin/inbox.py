@@ -29,7 +29,7 @@ from sessions_app import models as m
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.answer_form import AnswerForm, form_kind  # noqa: F401 (AnswerForm: re-exported)
 from sessions_app.admin.inbox_row import inline_answer
-from sessions_app.errors import Unprocessable
+from sessions_app.site_errors import Unprocessable
 
 log = logging.getLogger(__name__)
 

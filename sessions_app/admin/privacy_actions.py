@@ -20,7 +20,7 @@ from django.template.response import TemplateResponse
 
 from sessions_app import models as m
 from sessions_app import privacy
-from sessions_app.errors import UserBusy
+from sessions_app.site_errors import UserBusy
 
 
 @admin.action(description="Erase the owners' data (every session, upload, token, …)")

@@ -23,7 +23,7 @@ from django.urls import path, reverse
 
 from sessions_app import models as m
 from sessions_app import selectors
-from sessions_app.admin import console, search, takeover_admin, tree
+from sessions_app.admin import console, search_admin, takeover_admin, tree_admin
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.privacy_actions import erase_owners, hold_sessions, release_sessions
 from sessions_app.audit import audit_staff_read
@@ -215,7 +215,7 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
             for key, turn_id, index, data, at in steps.object_list
         ],
         "turns": turns,
-        "child_turns": tree.archived_children(session, generation),
+        "child_turns": tree_admin.archived_children(session, generation),
     }
 
 
@@ -312,12 +312,14 @@ class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
                     ("handback/", takeover_admin.end_view, "_end"),
                 )
             ),
-            # search by text and downloads (admin/search.py)
-            path("search/", self.admin_site.admin_view(partial(search.search_view, self)), name=f"{named}_search"),
+            # search by text and downloads (admin/search_admin.py)
+            path(
+                "search/", self.admin_site.admin_view(partial(search_admin.search_view, self)), name=f"{named}_search"
+            ),
             *(
                 path(
                     f"<path:object_id>/generation/<int:generation>/export.{fmt}",
-                    self.admin_site.admin_view(partial(search.export_view, self)),
+                    self.admin_site.admin_view(partial(search_admin.export_view, self)),
                     {"fmt": fmt},
                     name=f"{named}_export_{fmt}",
                 )

@@ -1,5 +1,5 @@
 """The turns, read-only for staff: each with its journal, its timeline (``admin.timeline``),
-its tree of parent and child turns (``tree``), what it spent and cost, its answers and steps."""
+its tree of parent and child turns (``tree_admin``), what it spent and cost, its answers and steps."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from django.utils.html import format_html, format_html_join
 
 from agents_app.runtime import short_turn_id
 from sessions_app import models as m
-from sessions_app.admin import console, edits, timeline, tree
+from sessions_app.admin import console, edits, timeline, tree_admin
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.sessions import USERNAME, StaffReadOnly, archived_name, pretty_json, step_note
 from sessions_app.audit import audit_staff_read
@@ -98,7 +98,7 @@ class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
 
     @admin.display(description="tree")
     def turn_tree(self, obj):
-        return tree.tree_html(obj, self.admin_site.name)
+        return tree_admin.tree_html(obj, self.admin_site.name)
 
     # -- the operator console's reading of the turn (sessions_app/admin/timeline.py) ----------------
 

@@ -15,16 +15,6 @@ from django.db import models
 from agents_app.runtime import rules
 from agents_app.runtime.seams import SessionStatus as RtSessionStatus
 from agents_app.runtime.seams import TurnStatus as RtTurnStatus
-from sessions_app.models.access import (  # noqa: F401 (the app's models, exported here)
-    ApiToken,
-    Notification,
-    NotificationState,
-    QuotaOverride,
-    RateCounter,
-    WorkerBeat,
-    user_keys,
-    username_field,
-)
 from sessions_app.models.auditlog import AuditAction, AuditEvent, subject_of  # noqa: F401 (the audit log)
 from sessions_app.models.fields import (  # noqa: F401 (what migrations and the store name)
     EVENT_TYPE_CODES,
@@ -39,6 +29,16 @@ from sessions_app.models.fields import (  # noqa: F401 (what migrations and the 
     event_type_name,
     turn_of_ref,
     turn_ref,
+)
+from sessions_app.models.operations import (  # noqa: F401 (the app's models, exported here)
+    ApiToken,
+    Notification,
+    NotificationState,
+    QuotaOverride,
+    RateCounter,
+    WorkerBeat,
+    user_keys,
+    username_field,
 )
 from sessions_app.models.takeovers import (  # noqa: F401 (a person answering)
     ERASED_NAME,

@@ -19,7 +19,7 @@ from agents_app.runtime.notify import destination
 from sessions_app import models as m
 from sessions_app import services, wiring
 from sessions_app.notify import text
-from sessions_app.notify.config import NotifyConfig, config
+from sessions_app.notify.options import NotifyConfig, config
 
 N = m.Notification
 S = m.NotificationState

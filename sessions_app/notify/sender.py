@@ -15,7 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from sessions_app import models as m
-from sessions_app.notify.config import NotifyConfig, config
+from sessions_app.notify.options import NotifyConfig, config
 
 log = logging.getLogger(__name__)
 N = m.Notification

@@ -39,9 +39,9 @@ from agents_app.runtime.seams import FINAL_STATUSES
 from agents_app.runtime.session import TurnResult
 from sessions_app import models as m
 from sessions_app import services, telemetry, wiring
-from sessions_app.errors import AccessDenied, BadRequest, Unauthenticated
 from sessions_app.outbox.deliveries import deliveries_settled
 from sessions_app.outbox.queue import enqueue_delivery
+from sessions_app.site_errors import AccessDenied, BadRequest, Unauthenticated
 
 log = logging.getLogger(__name__)
 

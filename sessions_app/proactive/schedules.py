@@ -1,6 +1,6 @@
 """Schedules: agents start turns on their own, on a cron, as django-q2 schedules.
 
-An agent declares them in ``agent.py`` (``agents_app.schedules`` validates them and does the
+An agent declares them in ``agent.py`` (``agents_app.cron`` validates them and does the
 tick arithmetic).
 
 ``schedules_sync()`` (``manage.py june_sync_schedules`` on deploy, and after ``migrate``) turns
@@ -27,16 +27,16 @@ from django.db import IntegrityError, connections, transaction
 from django.utils import timezone
 from django_q.models import Schedule
 
+from agents_app.cron import ScheduleDecl, declarations, next_tick, tick_for
 from agents_app.models import ScheduleRun
 from agents_app.runtime.errors import AgentConfigError, SessionSuspendedError, TurnConflictError
 from agents_app.runtime.proactive import ChannelError, receive
 from agents_app.runtime.session import LocalDispatcher, new_turn_id
-from agents_app.schedules import ScheduleDecl, declarations, next_tick, tick_for
 from sessions_app import models as sm
 from sessions_app import quotas, telemetry, wiring
-from sessions_app.errors import RateLimited
 from sessions_app.outbox.queue import DELIVERIES_SCHEDULE, DELIVERIES_SWEEP, FIRE, RENAMED
 from sessions_app.proactive.channels import ScheduleChannel
+from sessions_app.site_errors import RateLimited
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agents_app.runtime.errors import JuneError
 from sessions_app import safejson, wiring
-from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, Unauthenticated, error_body
 from sessions_app.proactive import channels
+from sessions_app.site_errors import BadRequest, PayloadTooLarge, RateLimited, Unauthenticated, error_body
 
 MAX_BODY = 64 * 1024
 

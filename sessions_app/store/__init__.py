@@ -7,13 +7,13 @@ The one package that opens transactions for the engine and knows SQL and the wir
 - ``direct``      PostgreSQL: the store's own connection, for units that run no tool code, and heartbeats
 - ``lite``        SQLite: the store's own connection, for units and reads that run no tool code
 - ``eventlog``    events that repeat a message of their checkpoint store its position
-- ``records``     rows to the runtime's records; the unit's writer (the Tx)
+- ``rows``        rows to the runtime's records; the unit's writer (the Tx)
 - ``reads``       a turn's state in O(1) queries, the event log, pending requests
 - ``transcripts`` the transcripts this process decoded already (a load reads past them only)
 - ``lease``       claim, heartbeat, release (conditional UPDATEs)
 - ``opening``     PostgreSQL: a turn's creation, and its claim with its load, one round trip each
-- ``control``     create, cancel, answer, reset (the host rules, inside their transaction)
-- ``branches``    fork and switch the branches of a conversation (generations sharing history)
+- ``host_ops``    create, cancel, answer, reset (the host rules, inside their transaction)
+- ``forks``       fork and switch the branches of a conversation (generations sharing history)
 - ``toolsql``     what a sync tool's unit sent through Django's connection; SQLite's lock, taken late
 
 How a unit runs is the store's business: ``atomic`` (work that writes through Django's
@@ -30,7 +30,7 @@ Every checkpoint is fenced: it commits only if the attempt still owns the turn, 
 everything — tool writes included — rolls back.
 
 Lock order (every transaction that takes both): the session row, then its turns' rows. The
-host operations (``control``, ``opening.create``: create, replace, cancel, answer, reset) lock
+host operations (``host_ops``, ``opening.create``: create, replace, cancel, answer, reset) lock
 the session with ``SELECT … FOR UPDATE`` before they touch a turn; a checkpoint's batch, and a
 claim with its load (``opening.claim_and_load``), open with ``checkpoint_pg.LOCK_SESSION`` (``FOR NO
 KEY UPDATE`` of its turn's session) before their UPDATE of the turn row, and only then touch the
@@ -61,20 +61,20 @@ from agents_app.runtime.seams import (
     Tx,
 )
 from sessions_app.store import (
-    branches,
     checkpoint_pg,
-    control,
     direct,
+    forks,
+    host_ops,
     lease,
     lite,
     paths,
     reads,
+    spawning,
     toolsql,
     transcripts,
-    tree,
 )
 from sessions_app.store.pipes import Pipes
-from sessions_app.store.records import UnitWriter, journal_changes
+from sessions_app.store.rows import UnitWriter, journal_changes
 from sessions_app.store.threads import Threads, _drop_unusable_connections, _on_pool_thread
 
 
@@ -148,7 +148,7 @@ class DjangoSessionStore:
 
     def _write_sync(self, tx: UnitWriter) -> Commit:
         # a spawn: the parent's session row first (the lock order), its children, then the fence
-        runnable = tree.create_txn(tx.turn_id, tx.children) if tx.children else []
+        runnable = spawning.create_txn(tx.turn_id, tx.children) if tx.children else []
         # the checkpoint also recomputes the session's status when the turn's status changes
         if connection.vendor == "sqlite":
             written = lite.write_inside(tx)
@@ -315,7 +315,7 @@ class DjangoSessionStore:
         policy: dict[str, Any] | None = None,
         created_by: Any = None,
     ) -> TurnRecord:
-        outcome = control.create_turn(
+        outcome = host_ops.create_turn(
             session, input, turn_id=turn_id, replace=replace, policy=policy, created_by=created_by
         )
         assert outcome.turn is not None
@@ -332,19 +332,19 @@ class DjangoSessionStore:
         created_by: Any = None,
     ) -> Outcome:
         if replace:  # it cancels the session's unfinished turns first: Django's connection, its thread
-            return await self._thread(control.create_turn)(
+            return await self._thread(host_ops.create_turn)(
                 session, input, turn_id=turn_id, replace=True, policy=policy, created_by=created_by
             )
         return await self.path.create_turn(session, input, turn_id=turn_id, policy=policy, created_by=created_by)
 
     async def request_cancel(self, turn_id: str, reason: str) -> Outcome:
-        return await self._thread(control.request_cancel)(turn_id, reason)
+        return await self._thread(host_ops.request_cancel)(turn_id, reason)
 
     async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
-        return await self._thread(control.answer)(turn_id, input_id, answer, record)
+        return await self._thread(host_ops.answer)(turn_id, input_id, answer, record)
 
     async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
-        return await self._thread(control.reset)(session, by=by)
+        return await self._thread(host_ops.reset)(session, by=by)
 
     async def fork(
         self,
@@ -357,12 +357,12 @@ class DjangoSessionStore:
         policy: dict[str, Any] | None = None,
         created_by: Any = None,
     ) -> Outcome:
-        return await self._thread(branches.fork)(
+        return await self._thread(forks.fork)(
             session, input, turn_id=turn_id, at=at, regenerate=regenerate, policy=policy, created_by=created_by
         )
 
     async def switch(self, session: SessionRef, generation: int) -> Outcome:
-        return await self._thread(branches.switch)(session, generation)
+        return await self._thread(forks.switch)(session, generation)
 
     # -- connections (a worker keeps them across tasks) ----------------------------------------------
 

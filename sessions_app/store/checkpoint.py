@@ -57,7 +57,7 @@ class Written:
     session_id: int
     generation: int
     events: list[LoggedEvent]
-    #: a parent this unit's child woke (``children``); the next turn of the session's chain, when
+    #: a parent this unit's child woke (``child_reports``); the next turn of the session's chain, when
     #: this unit settled its turn for good (``NEXT_IN_CHAIN``)
     runnable: list[tuple[str, SessionRef]] = field(default_factory=list)
     #: the JSON rows of the unit's messages, as written (``row_json``), in order

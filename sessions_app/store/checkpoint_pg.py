@@ -15,7 +15,7 @@ from agents_app.runtime import events as ev
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent
 from sessions_app import models
-from sessions_app.store import children, eventlog, transcripts, wire
+from sessions_app.store import child_reports, eventlog, transcripts, wire
 from sessions_app.store.checkpoint import (
     IDLE,
     INTRANS,
@@ -208,7 +208,11 @@ def write_steps(
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
     if status and not events:
         batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
-    report = batch.add(children.REPORT_PG, children.report_pg_params(turn_id, result)) if result is not None else None
+    report = (
+        batch.add(child_reports.REPORT_PG, child_reports.report_pg_params(turn_id, result))
+        if result is not None
+        else None
+    )
     final = changes.get("status") in FINAL_STATUSES
     nxt = batch.add(NEXT_IN_CHAIN_PG, [turn_id]) if final else None
     if ends_transaction and transaction_status == INTRANS:  # a sync tool's writes began it
@@ -229,7 +233,7 @@ def write_steps(
         if live == generation:  # archived generations are not watched live
             at = now.isoformat()
             logged = [LoggedEvent(last - k + 1 + n, e, at) for n, e in enumerate(events)]
-    woken = children.woken_pg(results[report]) if report is not None else []
+    woken = child_reports.woken_pg(results[report]) if report is not None else []
     if nxt is not None and results[nxt].ntuples:
         handed = handed_over([wire.value(results[nxt], c) for c in range(4)])
         for next_turn, _ in handed:  # its load will look for this session's transcript

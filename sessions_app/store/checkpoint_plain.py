@@ -13,7 +13,7 @@ from agents_app.runtime import events as ev
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import FINAL_STATUSES, LoggedEvent
 from sessions_app import models
-from sessions_app.store import children, eventlog, transcripts
+from sessions_app.store import child_reports, eventlog, transcripts
 from sessions_app.store.checkpoint import (
     NEXT_IN_CHAIN,
     Written,
@@ -137,7 +137,7 @@ def write_plain(
         if status:
             cur.execute(SESSION_STATUS_PLAIN, session_status_params(session_id, now))
     woken = (
-        children.report_txn(turn_id, result, cur=cur, now=now, parent=(parent_id, spawn_step))
+        child_reports.report_txn(turn_id, result, cur=cur, now=now, parent=(parent_id, spawn_step))
         if result is not None
         else []
     )

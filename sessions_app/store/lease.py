@@ -12,7 +12,7 @@ from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.seams import SessionStatus, TurnRecord, TurnStatus
 from sessions_app.store import wire
 from sessions_app.store.checkpoint import IN_CHAIN, plain_now
-from sessions_app.store.records import record_of, turn_row
+from sessions_app.store.rows import record_of, turn_row
 
 #: runnable, lease free or expired, and the head of its session's chain. The head is a subquery
 #: with its LIMIT, read from the ``turn_chain`` index whatever the planner believes of the table's

@@ -11,7 +11,7 @@ the default database with the same pragmas (``foreign_keys``, then ``OPTIONS["in
 WAL, synchronous=NORMAL).
 
 The statements are the ones Django's connection runs (``checkpoint_plain.write_plain``,
-``reads.state_of``, ``lease``, ``children.report_txn``), written with ``%s``; this connection's
+``reads.state_of``, ``lease``, ``child_reports.report_txn``), written with ``%s``; this connection's
 cursor turns them into ``?`` once (cached), as Django's SQLite cursor does. A write unit opens
 with ``BEGIN IMMEDIATE``, as Django's ``transaction_mode=IMMEDIATE`` does: it takes the database's
 write lock at its start, so two writers never deadlock on a lock upgrade, and a fence that
@@ -36,7 +36,7 @@ unit rolls back and raises ``Busy`` at once, and the store runs it on the thread
 
 What stays on Django's thread and connection: a unit that runs a sync tool (``atomic``: its ORM
 writes share the checkpoint's transaction), a spawn (children created through the ORM), the
-other host operations (``control``: a replace, cancel, answer, reset), an in-memory database
+other host operations (``host_ops``: a replace, cancel, answer, reset), an in-memory database
 (another connection would see another database), and a coroutine a sync caller awaits through
 ``async_to_sync``: that caller's thread may hold a transaction these statements must see, so
 they go there, as before.
@@ -75,7 +75,7 @@ from sessions_app.store.lite_conn import (  # noqa: F401 (Busy, here, close_all,
     drop_unusable,
     here,
 )
-from sessions_app.store.records import UnitWriter, loads, record_of
+from sessions_app.store.rows import UnitWriter, loads, record_of
 
 # -- units and calls ------------------------------------------------------------------------------
 
@@ -186,7 +186,7 @@ def release(turn_id: str, *, attempt_id: str) -> None:
 def create_turn(
     session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None = None, created_by: Any = None
 ) -> Outcome:
-    """``control.create_turn`` without a replace (which cascades through the ORM), as plain
+    """``host_ops.create_turn`` without a replace (which cascades through the ORM), as plain
     statements in one transaction: the session (created, owned by ``created_by``, if new; the
     write lock serializes starts as the session's row lock does on PostgreSQL), its next place
     in the chain with its status and the rules' check in one statement, the queued turn; its
@@ -310,7 +310,7 @@ CLAIMED = f"{lease.CLAIM.rstrip()} RETURNING {', '.join(_TURN)}, " + ", ".join(
 
 def _turn(cur: Cursor, turn_id: str) -> SimpleNamespace:
     """The turn's row with its ``session`` (the attributes of ``models.Turn`` that
-    ``records.record_of`` and ``reads.state_of`` read; JSON columns decoded as Django does)."""
+    ``rows.record_of`` and ``reads.state_of`` read; JSON columns decoded as Django does)."""
     row = cur.execute(TURN, [turn_id]).fetchone()
     if row is None:
         raise NotFound(f"no turn {turn_id}")

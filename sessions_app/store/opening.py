@@ -4,7 +4,7 @@ Django's, inside the caller's transaction):
 
 - ``create``: get-or-create the session (a new one is owned by the creator), lock it, refuse
   under ``rules.check_start``, take the next place in the session's chain, insert the queued
-  turn and recompute the session's status — ``control.create_turn``'s statements, sent at once;
+  turn and recompute the session's status — ``host_ops.create_turn``'s statements, sent at once;
 - ``claim_and_load``: lock the turn's session, claim the lease (``lease.CLAIM``, unchanged), mark
   the session running, and read back the claimed turn, its step memo and its transcript from the
   boundary — ``lease.claim`` and ``reads.load`` in one transaction; of the transcript, only what
@@ -18,7 +18,7 @@ good and hands its chain over (``checkpoint.NEXT_IN_CHAIN``) sees every turn cre
 The rules stay in ``agents_app.runtime.rules``: the SQL computes ``check_start``'s facts and,
 when either holds, raises ``june_start_refused`` (SQLSTATE JUNE2; migration 0008) with the facts
 in its DETAIL, which the store hands to ``rules.check_start`` for the error it raises. A replace
-(it cancels what it replaces) stays on ``control.create_turn``'s statements.
+(it cancels what it replaces) stays on ``host_ops.create_turn``'s statements.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import Outcome, SessionRef, SessionStatus, TurnInput, TurnState, TurnStatus
 from sessions_app import models as m
 from sessions_app.store import checkpoint, checkpoint_pg, lease, reads, transcripts, wire
-from sessions_app.store.records import record_of
+from sessions_app.store.rows import record_of
 
 START_REFUSED = "JUNE2"  # SQLSTATE of june_start_refused()
 UNIQUE_VIOLATION = "23505"

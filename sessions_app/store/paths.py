@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import connections
 
 from agents_app.runtime.seams import Commit, Outcome, SessionRef, TurnInput, TurnRecord, TurnState
-from sessions_app.store import checkpoint_pg, checkpoint_plain, control, direct, lease, lite, lite_conn, opening, reads
-from sessions_app.store.records import UnitWriter
+from sessions_app.store import checkpoint_pg, checkpoint_plain, direct, host_ops, lease, lite, lite_conn, opening, reads
+from sessions_app.store.rows import UnitWriter
 
 if TYPE_CHECKING:
     from sessions_app.store import DjangoSessionStore
@@ -82,7 +82,7 @@ class ThreadPath:
         self, session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None, created_by: Any
     ) -> Outcome:
         """A creation without a replace (a replace cancels turns first: always the thread path)."""
-        return await self.thread(control.create_turn)(
+        return await self.thread(host_ops.create_turn)(
             session, input, turn_id=turn_id, replace=False, policy=policy, created_by=created_by
         )
 

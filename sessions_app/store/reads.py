@@ -14,7 +14,7 @@ from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnSt
 from sessions_app import models as m
 from sessions_app.store import eventlog, jsontext, transcripts, wire
 from sessions_app.store.lease import IN_CHAIN
-from sessions_app.store.records import loads, record_of, turn_row
+from sessions_app.store.rows import loads, record_of, turn_row
 
 #: a message's whole JSON: its row's JSON with the role and turn id its columns hold
 #: (``checkpoint.row_json``; a row written whole keeps its own)

@@ -25,7 +25,7 @@ from agents_app.runtime import new_turn_id
 from agents_app.runtime.errors import TurnNotResumable
 from agents_app.runtime.seams import SessionRef, TurnStatus
 from sessions_app import selectors, services
-from sessions_app.errors import BadRequest
+from sessions_app.site_errors import BadRequest
 from sessions_app.web import admission
 from sessions_app.web.agui_events import AguiRun, encode
 from sessions_app.web.api import SSE_HEADERS, api_view, read_json

@@ -28,12 +28,12 @@ from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 from sessions_app import models as m
 from sessions_app import safejson, selectors, services
-from sessions_app.errors import BadRequest, PayloadTooLarge, RateLimited, error_body
-from sessions_app.web import paths
+from sessions_app.site_errors import BadRequest, PayloadTooLarge, RateLimited, error_body
+from sessions_app.web import links
 from sessions_app.web.auth import authenticate
 from sessions_app.web.db import db
-from sessions_app.web.health import is_probe
 from sessions_app.web.openapi import document
+from sessions_app.web.probes import is_probe
 from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
 
 log = logging.getLogger(__name__)
@@ -146,12 +146,12 @@ def extra_missing(extra: str, package: str) -> Callable:
 
 def _json_path(path: str) -> bool:
     """The paths whose errors are JSON: the API's and the health probes'."""
-    return paths.is_api_path(path) or is_probe(path)
+    return links.is_api_path(path) or is_probe(path)
 
 
 def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
     """The site's 404 handler: JSON under the API, Django's page elsewhere."""
-    if paths.is_api_path(request.path):
+    if links.is_api_path(request.path):
         return not_found(request)
     return defaults.page_not_found(request, exception)
 
@@ -273,7 +273,7 @@ def turn_response(turn: m.Turn, request: HttpRequest, *, agent: str, key: str) -
     ended = turn.status in ENDED
     response = JsonResponse(turn_json(turn), status=200 if ended else 202)
     if not ended:
-        response["Location"] = paths.turn_api(agent, key, turn.pk)
+        response["Location"] = links.turn_api(agent, key, turn.pk)
     return response
 
 

@@ -19,9 +19,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 
 from agents_app.runtime import new_turn_id
 from agents_app.runtime.seams import SessionRef
-from sessions_app import attachments, services
-from sessions_app.errors import BadRequest
-from sessions_app.web import admission, paths, uploads
+from sessions_app import attachment_services, services
+from sessions_app.site_errors import BadRequest
+from sessions_app.web import admission, links, uploads
 from sessions_app.web.api import SSE_HEADERS, api_view, load_turn, query_bool, read_json, turn_response, wants_stream
 from sessions_app.web.db import db, released
 from sessions_app.web.sse import SessionFollower, event_stream
@@ -30,7 +30,7 @@ from sessions_app.web.sse import SessionFollower, event_stream
 NO_WAIT = frozenset({"0", "false", "no", "off"})
 
 
-@uploads.bounded(attachments.max_body_bytes)
+@uploads.bounded(attachment_services.max_body_bytes)
 def turns(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     """Start a turn; stream it (SSE), wait for its end (bounded), or return 202 at once. A JSON
     body may name uploaded ``attachments``; a multipart one carries its files (``uploads``).
@@ -46,7 +46,7 @@ def turns(request: HttpRequest, **kwargs: Any) -> HttpResponse:
 
 def _body(request: HttpRequest, body: dict[str, Any]) -> tuple[str, list[str], bool]:
     """(text, attachment ids, replace) of a start's body."""
-    ids = attachments.parse_ids(body.get("attachments", []))
+    ids = attachment_services.parse_ids(body.get("attachments", []))
     text = body.get("text", "") if ids else body.get("text")
     text = "" if ids and isinstance(text, str) and not text.strip() else services.validate_text(text)
     replace = body.get("replace", False)
@@ -68,7 +68,7 @@ def _turns_queued(request: HttpRequest, user: Any, agent: str, session: str) -> 
     return JsonResponse(
         {"turn_id": turn_id, "status": status},
         status=202,
-        headers={"Location": paths.turn_api(agent, session, turn_id)},
+        headers={"Location": links.turn_api(agent, session, turn_id)},
     )
 
 
@@ -82,7 +82,7 @@ async def _turns(request: HttpRequest, user: Any, agent: str, session: str) -> H
     try:
         return await _start(request, user, agent, session, body)
     except BaseException:  # refused (409, 429, 413, 503…): its uploads go; a started turn keeps them
-        await db(attachments.attachments_discard)(user=user, ids=body["attachments"])
+        await db(attachment_services.attachments_discard)(user=user, ids=body["attachments"])
         raise
 
 
@@ -98,7 +98,7 @@ async def _start(request: HttpRequest, user: Any, agent: str, session: str, body
         return JsonResponse(
             {"turn_id": turn_id, "status": status},
             status=202,
-            headers={"Location": paths.turn_api(agent, session, turn_id)},
+            headers={"Location": links.turn_api(agent, session, turn_id)},
         )
     # the session is created with the turn (``turn_start``), so a refused start creates nothing;
     # a session that does not exist yet has logged nothing: its events start after 0

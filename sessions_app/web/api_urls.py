@@ -5,7 +5,17 @@ from importlib.util import find_spec
 
 from django.urls import path, re_path
 
-from sessions_app.web import api, approvals, branches, export, files, lists, prometheus, search, uimessage_stream
+from sessions_app.web import (
+    api,
+    approvals,
+    branch_api,
+    downloads,
+    files,
+    lists,
+    prometheus,
+    search_views,
+    uimessage_stream,
+)
 
 if find_spec("ag_ui") is not None:
     from sessions_app.web.agui_stream import agui_run
@@ -23,7 +33,7 @@ urlpatterns = [
     path("metrics", prometheus.metrics, name="metrics"),
     path("approvals/", approvals.approval_list, name="approvals"),
     path("approvals/<str:turn_id>/answer", approvals.approval_answer, name="approval-answer"),
-    path("search", search.api_search, name="search"),
+    path("search", search_views.api_search, name="search"),
     path("attachments/unsent", files.unsent_attachments, name="unsent-attachments"),
     path("agents/<str:agent>/sessions/", lists.session_list, name="sessions"),
     # without the slash too (the API's other collections, ``…/turns``, ``…/branches``, have none):
@@ -34,14 +44,14 @@ urlpatterns = [
     path(SESSION + "turns/<str:turn_id>", api.turn_detail, name="turn"),
     path(SESSION + "turns/<str:turn_id>/resume", api.turn_resume, name="turn-resume"),
     path(SESSION + "turns/<str:turn_id>/cancel", api.turn_cancel, name="turn-cancel"),
-    path(SESSION + "turns/<str:turn_id>/regenerate", branches.turn_regenerate, name="turn-regenerate"),
-    path(SESSION + "messages/<str:index>/fork", branches.message_fork, name="message-fork"),
-    path(SESSION + "branches", branches.branch_list, name="branches"),
-    path(SESSION + "branches/<str:generation>/switch", branches.branch_switch, name="branch-switch"),
+    path(SESSION + "turns/<str:turn_id>/regenerate", branch_api.turn_regenerate, name="turn-regenerate"),
+    path(SESSION + "messages/<str:index>/fork", branch_api.message_fork, name="message-fork"),
+    path(SESSION + "branches", branch_api.branch_list, name="branches"),
+    path(SESSION + "branches/<str:generation>/switch", branch_api.branch_switch, name="branch-switch"),
     path(SESSION + "reset", api.reset, name="reset"),
     path(SESSION + "pending", api.pending, name="pending"),
     path(SESSION + "events", api.events, name="events"),
-    path(SESSION + "export", export.api_export, name="export"),
+    path(SESSION + "export", downloads.api_export, name="export"),
     path(SESSION + "attachments", files.attachments_collection, name="attachments"),
     path(SESSION + "attachments/<str:attachment_id>", files.attachment_detail, name="attachment"),
     path(CHAT, uimessage_stream.chat, name="ui-chat"),

@@ -23,8 +23,8 @@ from agents_app.runtime import rules
 from agents_app.runtime.errors import NotFound, ResumeAuthorizationError
 from sessions_app import listings, selectors, services
 from sessions_app import models as m
-from sessions_app.errors import BadRequest
-from sessions_app.web import api, paths
+from sessions_app.site_errors import BadRequest
+from sessions_app.web import api, links
 
 #: the most requests one listing returns (oldest first); a longer queue shows its head
 MAX_LISTED = 500
@@ -69,7 +69,7 @@ def approval_json(turn: m.Turn, request: dict[str, Any]) -> dict[str, Any]:
         "call": {"name": call.get("name"), "input": call.get("input")},
         "requested_by": listings.requested_by(turn),
         "parked_at": turn.parked_at.isoformat() if getattr(turn, "parked_at", None) else None,
-        "turn_url": paths.turn_api(agent, key, turn.pk),
+        "turn_url": links.turn_api(agent, key, turn.pk),
         "answer_url": reverse("june_api:approval-answer", kwargs={"turn_id": turn.pk}),
     }
 

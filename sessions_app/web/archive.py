@@ -15,7 +15,7 @@ from django.views.decorators.http import require_safe
 
 from agents_app.runtime.errors import NotFound
 from sessions_app import listings, selectors, services
-from sessions_app.errors import AccessDenied, BadRequest
+from sessions_app.site_errors import AccessDenied, BadRequest
 
 
 def _session(request, agent: str, key: str):

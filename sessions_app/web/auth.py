@@ -14,8 +14,8 @@ from typing import Any
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
-from sessions_app.errors import AccessDenied, Unauthenticated
 from sessions_app.models import ApiToken
+from sessions_app.site_errors import AccessDenied, Unauthenticated
 
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: last_used_at is refreshed at most this often: not one write per request

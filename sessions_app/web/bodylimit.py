@@ -31,7 +31,7 @@ from urllib.parse import unquote
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
-from sessions_app.attachments import max_body_bytes
+from sessions_app.attachment_services import max_body_bytes
 
 log = logging.getLogger(__name__)
 

@@ -41,11 +41,11 @@ from django.conf import settings
 
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
-from sessions_app import attachments, listings, safejson, selectors, services, takeover
-from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
+from sessions_app import attachment_services, listings, safejson, selectors, services, takeover
 from sessions_app.outbox.sink import group_name
+from sessions_app.site_errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
 from sessions_app.web import admission, socketauth
-from sessions_app.web.children import ChildRelay
+from sessions_app.web.child_streams import ChildRelay
 from sessions_app.web.sse import parse_seq
 
 log = logging.getLogger(__name__)
@@ -268,7 +268,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             user=self.user,
             source="web",
             replace=replace,
-            attachments=attachments.parse_ids(frame.get("attachments", [])),
+            attachments=attachment_services.parse_ids(frame.get("attachments", [])),
         )
         return {"turn_id": rec.turn_id, "status": str(rec.status)}
 

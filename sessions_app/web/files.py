@@ -1,4 +1,4 @@
-"""Attachments over HTTP (the services: ``sessions_app.attachments``; the contract: ``openapi``).
+"""Attachments over HTTP (the services: ``sessions_app.attachment_services``; the contract: ``openapi``).
 
 ``POST …/attachments`` uploads one file (multipart, field ``file``) and answers its metadata;
 ``GET …/attachments/<id>`` downloads it (its uploader only, or staff: a 404 for anyone else);
@@ -15,11 +15,11 @@ from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 
 from agents_app import attachments as files
 from agents_app.runtime.errors import NotFound
-from sessions_app import attachments as attach
+from sessions_app import attachment_services as attach
 from sessions_app import services
 from sessions_app.audit import audit_staff_read
-from sessions_app.errors import BadRequest
 from sessions_app.models import AuditAction
+from sessions_app.site_errors import BadRequest
 from sessions_app.web.api import api_view
 from sessions_app.web.uploads import bounded, uploaded_files
 

@@ -37,9 +37,9 @@ def refusal(request: HttpRequest) -> HttpResponse | None:
             return None
     if not bad:
         return None
-    from sessions_app.web import paths
+    from sessions_app.web import links
 
-    if paths.is_api_path(request.path):
+    if links.is_api_path(request.path):
         from sessions_app.web.api import error_response
 
         return error_response(400, "bad_request", BAD_STRING)

@@ -12,10 +12,10 @@ from urllib.parse import urlencode
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from sessions_app import attachments, listings, selectors, wiring
+from sessions_app import attachment_services, listings, selectors, wiring
 from sessions_app import models as m
-from sessions_app.errors import BadRequest
-from sessions_app.web import api, api_turns, openapi, paths
+from sessions_app.site_errors import BadRequest
+from sessions_app.web import api, api_turns, links, openapi
 from sessions_app.web.bodylimit import max_body
 
 SESSION_CURSOR_RE = re.compile(openapi.SESSION_CURSOR)
@@ -65,7 +65,7 @@ def session_json(session: m.Session, last: m.Turn | None) -> dict[str, Any]:
         "last_turn": None if last is None else {"turn_id": last.pk, "status": last.status},
         "created_at": session.created_at.isoformat(),
         "updated_at": session.updated_at.isoformat(),
-        "url": paths.session_api(session.agent, session.key),
+        "url": links.session_api(session.agent, session.key),
     }
 
 
@@ -121,7 +121,7 @@ def turn_list(request: HttpRequest, user: Any, agent: str, session: str) -> Http
     )
 
 
-@max_body(attachments.max_body_bytes)  # a multipart start (api_turns.turns)
+@max_body(attachment_services.max_body_bytes)  # a multipart start (api_turns.turns)
 def turns_collection(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     """``…/turns``: GET lists the session's turns, POST starts one (``api_turns.turns``); on the
     request's thread, where the site's middleware runs (``syncstack``)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from sessions_app import services
+from sessions_app.web.links import mount
 from sessions_app.web.openapi_branches import branch_paths
 from sessions_app.web.openapi_files import attachment_paths, ids_schema, turn_form_schema
 from sessions_app.web.openapi_frontends import frontend_paths
@@ -38,7 +39,6 @@ from sessions_app.web.openapi_parts import (
     text_schema,
     turn_params,
 )
-from sessions_app.web.paths import mount
 
 
 def document() -> dict[str, Any]:

@@ -232,7 +232,7 @@ def list_schemas() -> dict[str, Any]:
     }
 
 
-# -- search and export (web/search.py, web/export.py) ---------------------------------------------
+# -- search and export (web/search_views.py, web/downloads.py) ---------------------------------------------
 
 
 def search_paths() -> dict[str, Any]:

@@ -27,8 +27,8 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from sessions_app import health, selectors
-from sessions_app.errors import AccessDenied
 from sessions_app.pricing import TOKEN_KEYS
+from sessions_app.site_errors import AccessDenied
 from sessions_app.web import admission, api
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

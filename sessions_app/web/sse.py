@@ -25,7 +25,7 @@ from agents_app.runtime.events import TERMINAL_TYPES
 from agents_app.runtime.seams import SessionRef
 from sessions_app import wiring
 from sessions_app.outbox.sink import group_name
-from sessions_app.web.children import ChildLogs
+from sessions_app.web.child_streams import ChildLogs
 from sessions_app.web.db import db
 
 log = logging.getLogger(__name__)

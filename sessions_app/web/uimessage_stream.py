@@ -30,9 +30,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from agents_app.runtime import new_turn_id
 from agents_app.runtime.errors import NotFound, TurnNotResumable
 from agents_app.runtime.seams import SessionRef
-from sessions_app import attachments, selectors, services
+from sessions_app import attachment_services, selectors, services
 from sessions_app import models as m
-from sessions_app.errors import BadRequest
+from sessions_app.site_errors import BadRequest
 from sessions_app.web import admission
 from sessions_app.web.api import SSE_HEADERS, TURN_ID_RE, api_view, read_json, turn_json
 from sessions_app.web.db import db
@@ -88,7 +88,7 @@ def _user_input(message: dict[str, Any]) -> tuple[str, list[tuple[str, bytes]]]:
             except (binascii.Error, ValueError):
                 raise BadRequest("a file part's data: URL is not valid base64") from None
             files.append((str(part.get("filename") or "upload")[:200], data))
-    attachments.check_count(len(files))
+    attachment_services.check_count(len(files))
     return "\n".join(texts), files
 
 
@@ -122,13 +122,13 @@ def _start(*, agent: str, key: str, user: Any, last: dict[str, Any], turn_id: st
     try:
         for name, data in files:
             upload = ContentFile(data, name=name)
-            ids.append(str(attachments.attachment_upload(agent=agent, key=key, user=user, upload=upload).id))
+            ids.append(str(attachment_services.attachment_upload(agent=agent, key=key, user=user, upload=upload).id))
         text = text if ids else services.validate_text(text)
         admission.start_turn(
             agent=agent, key=key, text=text, user=user, source="http", turn_id=turn_id, attachments=ids
         )
     except BaseException:  # a refused start (429, 409, 413…) leaves none of its files
-        attachments.attachments_discard(user=user, ids=ids)
+        attachment_services.attachments_discard(user=user, ids=ids)
         raise
 
 

@@ -13,9 +13,9 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agents_app.runtime.errors import JuneError
-from sessions_app import attachments as attach
+from sessions_app import attachment_services as attach
 from sessions_app import services
-from sessions_app.errors import BadRequest, PayloadTooLarge, error_body
+from sessions_app.site_errors import BadRequest, PayloadTooLarge, error_body
 from sessions_app.web.bodylimit import max_body
 
 

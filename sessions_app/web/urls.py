@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from sessions_app.web import archive, export, views
+from sessions_app.web import archive, downloads, views
 
 app_name = "sessions_app"
 urlpatterns = [
@@ -24,18 +24,18 @@ urlpatterns = [
         name="archive-generation",
     ),
 ]
-# downloads of a conversation (web/export.py): .md and .json of the live and archived generations
+# downloads of a conversation (web/downloads.py): .md and .json of the live and archived generations
 for fmt in ("md", "json"):
     urlpatterns += [
         path(
             f"agents/<str:agent>/sessions/<str:key>/export.{fmt}",
-            export.export_live,
+            downloads.export_live,
             {"fmt": fmt},
             name=f"export-{fmt}",
         ),
         path(
             f"agents/<str:agent>/sessions/<str:key>/archive/<int:generation>/export.{fmt}",
-            export.export_archived,
+            downloads.export_archived,
             {"fmt": fmt},
             name=f"archive-export-{fmt}",
         ),

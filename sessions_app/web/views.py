@@ -19,19 +19,19 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import SessionRef
 from sessions_app import models as m
 from sessions_app import selectors, services, window, wiring
-from sessions_app.errors import AccessDenied, BadRequest
 from sessions_app.outbox import doorbell
-from sessions_app.web import paths, search
+from sessions_app.site_errors import AccessDenied, BadRequest
+from sessions_app.web import links, search_views
 
 
 @require_GET
 @login_required
 def home(request):
     """The user's sessions, per agent, each with a new-session button; with ``?q=``, the hits of
-    a search in their messages above them (``web/search.py``)."""
+    a search in their messages above them (``web/search_views.py``)."""
     raw = request.GET.get("page", "1")
     page = int(raw) if raw.isdigit() and 0 < len(raw) <= 6 and int(raw) > 0 else 1
-    context = search.page_context(request)
+    context = search_views.page_context(request)
     status = 400 if context.get("search", {}).get("error") else 200
     return render(
         request,
@@ -73,9 +73,9 @@ def chat(request, agent: str, key: str):
     config = {
         "agent": agent,
         "key": key,
-        "ws_path": paths.websocket(agent, key),
-        "api_base": paths.api_base(),
-        "session_api": paths.session_api(agent, key),
+        "ws_path": links.websocket(agent, key),
+        "api_base": links.api_base(),
+        "session_api": links.session_api(agent, key),
         "generation": session.generation,
         "user_id": str(request.user.pk),
         "max_text_chars": settings.JUNE_MAX_TEXT_CHARS,

@@ -12,7 +12,7 @@ import time
 from django.conf import settings
 from django.db import connections
 
-from sessions_app.attachments import attachments_sweep_unsent
+from sessions_app.attachment_services import attachments_sweep_unsent
 from sessions_app.workers.sweeper import sweep_expired, sweep_queued
 
 log = logging.getLogger(__name__)

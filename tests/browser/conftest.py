@@ -176,7 +176,7 @@ def _stop_turns(timeout: float = 30.0) -> None:
     from agents_app.runtime.records import TurnStatus
     from sessions_app import models as m
     from sessions_app import services
-    from sessions_app.errors import JuneError
+    from sessions_app.site_errors import JuneError
 
     going = (TurnStatus.QUEUED, TurnStatus.RUNNING)
 

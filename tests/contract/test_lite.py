@@ -18,7 +18,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from agents_app.runtime import Message, Phase, Role, SessionRef, TurnInput, TurnStatus
 from agents_app.runtime import events as ev
 from sessions_app import models as m
-from sessions_app.store import DjangoSessionStore, control, lite, lite_conn, lite_wal
+from sessions_app.store import DjangoSessionStore, host_ops, lite, lite_conn, lite_wal
 from tests.conftest import is_postgres
 from tests.contract.units import NullSink
 
@@ -281,7 +281,7 @@ def test_a_sync_callers_open_transaction_is_seen():
     store = DjangoSessionStore()
     turn_id = tid()
     with transaction.atomic():
-        control.create_turn(REF, TurnInput(text="uncommitted"), turn_id=turn_id)
+        host_ops.create_turn(REF, TurnInput(text="uncommitted"), turn_id=turn_id)
         assert async_to_sync(store.get_turn)(turn_id).input.text == "uncommitted"
         assert async_to_sync(store.next_queued)(REF) == turn_id
 
@@ -416,7 +416,7 @@ def test_a_forked_child_checkpoints_on_its_own():
 
 def test_a_short_lived_threads_connection_closes_with_it():
     turn_id = tid()
-    control.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
+    host_ops.create_turn(REF, TurnInput(text="1"), turn_id=turn_id)
     opened: list[sqlite3.Connection] = []
 
     def use() -> None:
@@ -432,7 +432,7 @@ def test_a_short_lived_threads_connection_closes_with_it():
 
 
 async def test_a_turn_created_here_is_the_row_the_orm_creates():
-    """``lite.create_turn`` writes the rows ``control.create_turn`` writes (ids and times aside),
+    """``lite.create_turn`` writes the rows ``host_ops.create_turn`` writes (ids and times aside),
     and refuses what the rules refuse."""
     from django.contrib.auth.models import User
 
@@ -446,7 +446,7 @@ async def test_a_turn_created_here_is_the_row_the_orm_creates():
         turn_id, text = tid(), TurnInput(text="hi", source="web", by={"id": "u"})
         ref = SessionRef("ops", f"made-{how}")
         if how == "orm":
-            outcome = await sync_to_async(control.create_turn)(
+            outcome = await sync_to_async(host_ops.create_turn)(
                 ref, text, turn_id=turn_id, policy=policy, created_by=user
             )
         else:

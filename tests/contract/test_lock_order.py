@@ -110,7 +110,7 @@ def test_checkpoints_and_replaces_of_one_session_never_deadlock():
     """The same deadlock under load: a worker checkpointing its running turn (events and a status
     change, the statements that touch the session row) while a client replaces turns of the same
     session over and over. Zero DeadlockDetected."""
-    from sessions_app.store import control
+    from sessions_app.store import host_ops
 
     store, turn_id, attempt = _claimed("storm")
     ref = SessionRef("ops", "storm")
@@ -130,7 +130,7 @@ def test_checkpoints_and_replaces_of_one_session_never_deadlock():
     def replacer():
         count = 0
         while not stop.is_set():
-            control.create_turn(ref, TurnInput(text="again"), turn_id=uuid.uuid4().hex, replace=True)
+            host_ops.create_turn(ref, TurnInput(text="again"), turn_id=uuid.uuid4().hex, replace=True)
             count += 1
         return count
 

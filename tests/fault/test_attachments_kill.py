@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_a_turn_with_an_attachment_survives_a_kill_mid_turn(clusters, fault_agent, settings, tmp_path):
     from django.contrib.auth import get_user_model
 
-    from sessions_app import attachments as attach
+    from sessions_app import attachment_services as attach
     from sessions_app import services
     from sessions_app.models import Message, Turn
 

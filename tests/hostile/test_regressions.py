@@ -227,7 +227,7 @@ async def test_nul_and_lone_surrogates_are_error_frames_on_the_websocket():
 
 def test_validate_text_refuses_nul_for_callers_without_json():
     """Issue 13.4: services.validate_text (also behind the CLI and the admin) let NUL through."""
-    from sessions_app.errors import BadRequest
+    from sessions_app.site_errors import BadRequest
 
     for bad in HOSTILE_STRINGS:
         with pytest.raises(BadRequest):
@@ -448,7 +448,7 @@ async def test_a_socket_from_another_port_is_refused_and_the_same_origin_accepte
 def test_after_and_last_event_id_have_one_parser(api):
     """Issue 13.13: ?after= took 23 digits on the websocket but 18 on SSE, and Last-Event-ID "²"
     (str.isdigit) answered Python's raw "invalid literal for int()" message."""
-    from sessions_app.errors import BadRequest
+    from sessions_app.site_errors import BadRequest
     from sessions_app.web.consumers import _parse_after
     from sessions_app.web.sse import parse_seq
 

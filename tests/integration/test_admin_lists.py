@@ -85,7 +85,7 @@ def test_dashboard_counts_have_thousands_separators(q2_sync, users):
 def test_a_subagents_session_is_named_by_the_session_it_works_for():
     from django.utils import timezone
 
-    from sessions_app.admin.search import hit_label
+    from sessions_app.admin.search_admin import hit_label
     from sessions_app.search import Hit
 
     parent_session = m.Session.objects.create(agent="ops", key="s1")

@@ -29,7 +29,7 @@ def media(settings, tmp_path):
 
 @sync_to_async
 def uploaded(user, key: str) -> str:
-    from sessions_app import attachments as attach
+    from sessions_app import attachment_services as attach
     from sessions_app import services
 
     services.session_for_user(agent="ops", key=key, user=user, create=True)

@@ -11,7 +11,7 @@ from django.test import Client
 from agents_app.runtime.errors import ResumeAuthorizationError
 from sessions_app import models as m
 from sessions_app import services
-from sessions_app.errors import AccessDenied
+from sessions_app.site_errors import AccessDenied
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

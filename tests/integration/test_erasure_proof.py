@@ -26,11 +26,11 @@ from django.db import connection
 from django.utils import timezone
 
 from agents_app.models import Attachment, ScheduleRun, WebhookDelivery
-from sessions_app import attachments, erasure, privacy, services, takeover
+from sessions_app import attachment_services, erasure, privacy, services, takeover
 from sessions_app import models as m
 from sessions_app.audit import audit_staff_read
-from sessions_app.errors import UserBusy
 from sessions_app.notify.outbox import notify_parks
+from sessions_app.site_errors import UserBusy
 from tests.attachment_files import png
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -84,11 +84,11 @@ def fill(user, canary: str, staff) -> None:
         via="admin",
         check_session_access=False,
     )
-    upload = attachments.attachment_upload(
+    upload = attachment_services.attachment_upload(
         agent="ops", key=key, user=user, upload=SimpleUploadedFile(f"{canary}.png", png_with(canary), "image/png")
     )
     services.turn_start(agent="ops", key=key, text=f"look {canary}", user=user, attachments=[upload.id])
-    attachments.attachment_upload(  # an upload never sent
+    attachment_services.attachment_upload(  # an upload never sent
         agent="ops", key=key, user=user, upload=SimpleUploadedFile(f"{canary}-2.png", png_with(canary), "image/png")
     )
     services.session_reset(agent="ops", key=key, user=user)
@@ -321,7 +321,7 @@ def test_a_deletion_cut_short_is_finished_by_the_next_pass(q2_sync):
     from sessions_app import erasure
 
     erin = make_person("erin", 987654351)
-    att = attachments.attachment_upload(
+    att = attachment_services.attachment_upload(
         agent="ops", key="s1", user=erin, upload=SimpleUploadedFile("a.png", png(), "image/png")
     )
     services.turn_start(agent="ops", key="s1", text="look", user=erin, attachments=[att.id])

@@ -16,7 +16,7 @@ from june_evals.datasets import dataset_load, read_jsonl
 from june_evals.models import Dataset, EvalCase, Example
 from sessions_app import models as m
 from sessions_app import services
-from sessions_app.errors import BadRequest
+from sessions_app.site_errors import BadRequest
 from sessions_app.workers import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)

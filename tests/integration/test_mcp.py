@@ -18,7 +18,7 @@ import pytest
 
 from agents_app.mcp import McpSource, parse_servers
 from agents_app.mcp import source as mcp_source
-from agents_app.mcp.results import McpToolError
+from agents_app.mcp.tool_results import McpToolError
 from agents_app.runtime.errors import AgentConfigError
 
 SERVERS = Path(__file__).resolve().parent / "mcp_servers"

@@ -16,11 +16,11 @@ import pytest
 from django.contrib.auth import get_user_model
 from django_q.models import Schedule
 
+from agents_app.cron import prev_tick
 from agents_app.models import DeliveryStatus, ScheduleRun, WebhookDelivery
 from agents_app.runtime.errors import SessionSuspendedError
 from agents_app.runtime.proactive import ChannelError, DeliveryError, receive
 from agents_app.runtime.session import LocalDispatcher
-from agents_app.schedules import prev_tick
 from sessions_app import models as m
 from sessions_app import services, wiring
 from sessions_app.proactive.channels import WebhookChannel, sign
@@ -182,7 +182,7 @@ def test_a_fresh_session_per_run(monkeypatch, demo_user):
     schedules_sync()
     tick = datetime(2026, 3, 4, 8, 0, tzinfo=UTC)  # 09:00 in Paris
     with pytest.MonkeyPatch.context() as mp:  # a tick in the past that is not a catch-up
-        mp.setattr("agents_app.schedules.CATCH_UP_GRACE", timedelta(days=100_000))
+        mp.setattr("agents_app.cron.CATCH_UP_GRACE", timedelta(days=100_000))
         assert fire("ops", "dated", intended=tick.isoformat()) == "fired"
     session = m.Session.objects.get(key="daily-2026-03-04")
     assert session.owner is None and m.Turn.objects.get(session=session).status == "completed"

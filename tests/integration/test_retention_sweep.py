@@ -21,7 +21,7 @@ from agents_app.loader import load_agent
 from agents_app.models import Attachment
 from agents_app.runtime.errors import AgentConfigError
 from agents_app.runtime.keeping import effective_retention, retention_config
-from sessions_app import attachments, services
+from sessions_app import attachment_services, services
 from sessions_app import models as m
 from sessions_app.retention import retention_sweep
 from sessions_app.workers.tasks import PRIVACY_SCHEDULE, PRIVACY_SWEEP, ensure_privacy_schedule
@@ -101,7 +101,7 @@ def test_archived_generations_go_and_the_live_one_stays(alice, settings):
 
 def test_uploads_go_after_their_time_and_their_messages_stay(alice, settings):
     settings.JUNE_RETENTION = {"attachments_days": 30}
-    upload = attachments.attachment_upload(
+    upload = attachment_services.attachment_upload(
         agent="ops", key="f1", user=alice, upload=SimpleUploadedFile("dot.png", png(), "image/png")
     )
     chat_with = services.turn_start(agent="ops", key="f1", text="look", user=alice, attachments=[upload.id])

@@ -13,8 +13,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from agents_app.cron import declarations, prev_tick, tick_for
 from agents_app.runtime.errors import AgentConfigError
-from agents_app.schedules import declarations, prev_tick, tick_for
 from sessions_app.outbox.queue import FIRE
 from tests.fault.qcluster import Clusters, wait_for
 

@@ -9,7 +9,7 @@ from agents_app.models import Order
 from agents_app.runtime.errors import NotFound, SessionSuspendedError
 from sessions_app import models as m
 from sessions_app import services
-from sessions_app.errors import AccessDenied, BadRequest, PayloadTooLarge
+from sessions_app.site_errors import AccessDenied, BadRequest, PayloadTooLarge
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

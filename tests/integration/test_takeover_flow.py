@@ -20,7 +20,7 @@ from agents_app.runtime.messages import Role
 from agents_app.runtime.model import ModelReply
 from sessions_app import models as m
 from sessions_app import services, takeover
-from sessions_app.errors import AccessDenied
+from sessions_app.site_errors import AccessDenied
 
 from .test_consumers import communicator, cookie_for
 

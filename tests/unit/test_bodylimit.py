@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 from twisted.internet.testing import StringTransport
 from twisted.web import http
 
-from sessions_app.attachments import max_body_bytes
+from sessions_app.attachment_services import max_body_bytes
 from sessions_app.web.bodylimit import BodyLimit, limit_for
 
 

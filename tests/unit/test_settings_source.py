@@ -20,7 +20,7 @@ READ = re.compile(r"\bos\.environ\b|\bgetenv\b|\bfrom os import [^\n]*\benviron\
 #: (file, what the line holds, why it may read the environment)
 EXCEPTIONS = [
     (
-        "agents_app/mcp/config.py",
+        "agents_app/mcp/declarations.py",
         "m.group(1)",
         "``${NAME}`` in an MCP server's env or headers: a secret read from the worker's environment "
         "when it connects, never stored, by design not a setting (docs/tools.md)",
@@ -92,7 +92,7 @@ from django.conf import settings
 from agents_app.mcp import parse_servers
 from agents_app.providers import provider_name
 from agents_app.runtime.agent import Agent
-from sessions_app.notify.config import config
+from sessions_app.notify.options import config
 
 [server] = parse_servers("t", [{"name": "a", "command": ["x"]}])
 print(json.dumps({"timeout": server.timeout, "ttl": server.tools_ttl, "webhook": config().webhook_url,

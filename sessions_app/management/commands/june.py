@@ -24,8 +24,8 @@ from agents_app import mcp
 from agents_app.runtime import JuneError, LocalDispatcher, TurnInput
 from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
 from sessions_app import health, privacy, retention, wiring
-from sessions_app.errors import UserBusy
 from sessions_app.models import ApiToken
+from sessions_app.site_errors import UserBusy
 
 
 class Extension(Protocol):

@@ -1,6 +1,6 @@
 """Subagents on the Django database: a child's report to its parent, in the child's final
 checkpoint (``agents_app/runtime/subagents.py``; creating children and the cascade of a cancel
-are in ``tree``).
+are in ``spawning``).
 
 Lock order, added to the store's (a session row before its turns'): a child's session and turn
 before its parent's turn. A child's final checkpoint locks its session, fences its turn, then

@@ -1,5 +1,5 @@
 """Subagents on the Django database: creating a parent's children in the unit that parks it,
-and the cascade of a cancel down the tree (lock order: ``children``)."""
+and the cascade of a cancel down the tree (lock order: ``child_reports``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Branches on the Django database (the rules: ``agents_app/runtime/branches.py``): fork and
-switch, each one transaction under the session's row lock, like ``control``'s operations.
+switch, each one transaction under the session's row lock, like ``host_ops``'s operations.
 
 A fork copies the live generation's messages before the fork point, and the events logged
 before the opening of the turn there, into a new generation with the same positions and
@@ -25,7 +25,7 @@ from agents_app.runtime.messages import Role
 from agents_app.runtime.seams import Outcome, SessionRef, TurnInput
 from sessions_app import models as m
 from sessions_app.models.fields import event_type_code
-from sessions_app.store import control
+from sessions_app.store import host_ops
 
 
 @functools.cache
@@ -131,10 +131,10 @@ def fork(
             summary_index=summary,
             updated_at=timezone.now(),
         )
-        logged = control.log_txn(
+        logged = host_ops.log_txn(
             s.pk, [ev.BranchSwitched("", generation=generation, previous=previous, at=at)], turn_id=None
         )
-        made = control.create_turn(
+        made = host_ops.create_turn(
             session, input or TurnInput.from_json(opener.input), turn_id=turn_id, policy=policy, created_by=created_by
         )
         return Outcome(events=logged + made.events, turn=made.turn, generation=generation)
@@ -154,8 +154,8 @@ def switch(session: SessionRef, generation: int) -> Outcome:
         m.Session.objects.filter(pk=s.pk).update(
             generation=generation, boundary=target.boundary, summary_index=target.summary_index
         )
-        control.session_status_txn(s.pk)
-        logged = control.log_txn(
+        host_ops.session_status_txn(s.pk)
+        logged = host_ops.log_txn(
             s.pk, [ev.BranchSwitched("", generation=generation, previous=s.generation)], turn_id=None
         )
         return Outcome(events=logged, generation=generation)

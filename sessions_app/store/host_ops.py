@@ -23,8 +23,8 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 from sessions_app import models as m
-from sessions_app.store import checkpoint, checkpoint_plain, children, opening, tree
-from sessions_app.store.records import record_of, turn_row
+from sessions_app.store import checkpoint, checkpoint_plain, child_reports, opening, spawning
+from sessions_app.store.rows import record_of, turn_row
 
 dumps = checkpoint.dumps
 
@@ -89,7 +89,7 @@ def create_turn(
         running: list[str] = []
         cascaded: list[str] = []
         if replace:
-            cascaded = tree.cascade_txn(tree.candidates_txn(s.pk, CancelReason.REPLACED))
+            cascaded = spawning.cascade_txn(spawning.candidates_txn(s.pk, CancelReason.REPLACED))
             events, running = cancel_unfinished_txn(s, CancelReason.REPLACED)
         m.Session.objects.filter(pk=s.pk).update(turn_seq=F("turn_seq") + 1)
         turn = m.Turn.objects.create(
@@ -162,7 +162,7 @@ def request_cancel(turn_id: str, reason: str) -> Outcome:
         now_cancel = [st for st in TurnStatus if rules.cancel_now(st, reason=reason)]
         at_once = Q(status__in=now_cancel) | Q(waiting__gt=0, status__in=rules.CANCEL_AT_ONCE_WAITING)
         cascaded = (
-            tree.cascade_txn([turn_id])
+            spawning.cascade_txn([turn_id])
             if (
                 rules.cancel_now(TurnStatus(turn.status), reason=reason, waiting=turn.waiting)
                 or rules.gets_request(record_of(turn))
@@ -252,7 +252,7 @@ def reset(session: SessionRef, *, by: Any = None) -> Outcome:
     number handed out. ``by`` is the user who reset (a ``User`` or None)."""
     with transaction.atomic():
         s = _locked_session_txn(session_row(session).pk)
-        cascaded = tree.cascade_txn(tree.candidates_txn(s.pk, CancelReason.RESET))
+        cascaded = spawning.cascade_txn(spawning.candidates_txn(s.pk, CancelReason.RESET))
         cancelled, running = cancel_unfinished_txn(s, CancelReason.RESET)
         runnable = _report_cancelled(cancelled, CancelReason.RESET)
         logged = log_txn(s.pk, cancelled, turn_id=None)
@@ -283,7 +283,7 @@ def _report_cancelled(cancelled: list[ev.TurnEvent], reason: str) -> list[tuple[
     may now be runnable); ``rules.CASCADE`` never gets here: its parents are cancelled too."""
     woken: list[tuple[str, SessionRef]] = []
     for event in cancelled:
-        woken += children.report_txn(
+        woken += child_reports.report_txn(
             event.turn_id, subagents.result_of(event.turn_id, TurnStatus.CANCELLED, "", {"reason": reason}, None)
         )
     return woken

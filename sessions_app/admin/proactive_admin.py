@@ -13,8 +13,8 @@ from django.urls import NoReverseMatch, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from agents_app.cron import declarations, next_tick
 from agents_app.models import AgentSchedule, ScheduleRun, WebhookDelivery
-from agents_app.schedules import declarations, next_tick
 from sessions_app import wiring
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.models import Turn

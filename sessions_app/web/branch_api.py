@@ -14,8 +14,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import TurnRecord
-from sessions_app import attachments, selectors, services
-from sessions_app.web import paths
+from sessions_app import attachment_services, selectors, services
+from sessions_app.web import links
 from sessions_app.web.api import TURN_ID_RE, api_view, read_json, session_of
 
 #: a position or a generation number: what an int4 column holds
@@ -32,7 +32,7 @@ def _queued(record: TurnRecord, agent: str, key: str) -> JsonResponse:
     return JsonResponse(
         {"turn_id": record.turn_id, "status": str(record.status), "generation": record.generation},
         status=202,
-        headers={"Location": paths.turn_api(agent, key, record.turn_id)},
+        headers={"Location": links.turn_api(agent, key, record.turn_id)},
     )
 
 
@@ -48,7 +48,7 @@ def message_fork(request: HttpRequest, user: Any, agent: str, session: str, inde
     it, live, whose first turn sends ``text``."""
     at = _number(index, "message")
     body = read_json(request, allowed={"text", "attachments"})
-    ids = attachments.parse_ids(body.get("attachments", []))
+    ids = attachment_services.parse_ids(body.get("attachments", []))
     record = services.branch_fork(
         agent=agent,
         key=session,

@@ -4,7 +4,7 @@
 
 Always ``Content-Disposition: attachment``. Someone else's session is a 404 on the pages (a
 download link says nothing about whose a key is) and the API's 403, as every session route of
-the API answers. Staff download any generation from the admin (``admin/search.py``).
+the API answers. Staff download any generation from the admin (``admin/search_admin.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.views.decorators.http import require_safe
 from agents_app.runtime.errors import NotFound
 from sessions_app import export, services
 from sessions_app import models as m
-from sessions_app.errors import AccessDenied, BadRequest
+from sessions_app.site_errors import AccessDenied, BadRequest
 from sessions_app.web import api
 
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 from agents_app import attachments as files
 from agents_app.models import Attachment
 from agents_app.runtime.errors import NotFound, TurnConflictError
-from sessions_app.errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
+from sessions_app.site_errors import BadRequest, PayloadTooLarge, UnsupportedMediaType
 
 log = logging.getLogger(__name__)
 

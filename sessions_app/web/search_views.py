@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 
 from sessions_app import search, selectors
-from sessions_app.errors import BadRequest
+from sessions_app.site_errors import BadRequest
 from sessions_app.web import api
 
 

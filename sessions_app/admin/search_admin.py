@@ -19,8 +19,8 @@ from agents_app.runtime import subagents
 from sessions_app import export, search
 from sessions_app import models as m
 from sessions_app.audit import audit_record, audit_staff_read
-from sessions_app.errors import BadRequest
 from sessions_app.models import AuditAction
+from sessions_app.site_errors import BadRequest
 
 
 def hit_url(site_name: str, hit: search.Hit) -> str:
