@@ -123,18 +123,10 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             "JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS and JUNE_WORKER_DB_CONNECTIONS must be >= 1"
         )
     # a runner whose loop runs late by more than this (seconds, smoothed) takes no new turn until it
-    # catches up (docs/workers.md "Admission"); 0 = off
+    # catches up (docs/workers.md "A burst"); 0 = off
     JUNE_RUNNER_BUSY_LAG = float(env.get("JUNE_RUNNER_BUSY_LAG", "0.02"))
-    # admission (docs/workers.md "Admission"): while more than this many turns wait in the queue
-    # for a worker, and the workers are taking from it, a request that starts a turn waits (in
-    # arrival order, holding no connection) for at most JUNE_ADMISSION_WAIT seconds, then starts
-    # it anyway. 0 = off
-    JUNE_ADMISSION_BACKLOG = int(env.get("JUNE_ADMISSION_BACKLOG", "20"))
-    JUNE_ADMISSION_WAIT = float(env.get("JUNE_ADMISSION_WAIT", "30"))
-    if JUNE_ADMISSION_BACKLOG < 0 or not JUNE_ADMISSION_WAIT > 0 or not JUNE_RUNNER_BUSY_LAG >= 0:
-        raise ImproperlyConfigured(
-            "JUNE_ADMISSION_BACKLOG and JUNE_RUNNER_BUSY_LAG must be >= 0 and JUNE_ADMISSION_WAIT positive"
-        )
+    if not JUNE_RUNNER_BUSY_LAG >= 0:
+        raise ImproperlyConfigured("JUNE_RUNNER_BUSY_LAG must be >= 0")
     # the runner's event loop (docs/workers.md): "uvloop" (libuv's, where the package is
     # installed: it is on Linux and macOS) or "asyncio" (the standard library's)
     JUNE_EVENT_LOOP = (env.get("JUNE_EVENT_LOOP") or "uvloop").strip().lower()

@@ -95,12 +95,10 @@ def _close_thread_connections(request):
 
     from sessions_app import health
     from sessions_app.store import direct, lite
-    from sessions_app.web import admission
 
     async def close() -> None:
         await sync_to_async(connections.close_all)()
 
-    admission.close()  # its reader's thread (started by a request that starts a turn)
     direct.close_all()
     lite.close_all()
     health._thread.submit(connections.close_all).result(timeout=10)

@@ -140,7 +140,6 @@ async def agui_run(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
         after = replay if replay is not None else after  # still parked: the run ends on its questions again
     elif (text := _user_text(run)) is not None:
         turn_id = new_turn_id()
-        await admission.aenter()
         follower = await SessionFollower(ref, after=after, turn_id=turn_id).__aenter__()
         try:
             await db(_start)(agent=agent, key=key, user=user, text=text, turn_id=turn_id)

@@ -16,6 +16,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.utils import timezone
 
 from agents_app.runtime import new_turn_id
 from agents_app.runtime.seams import SessionRef
@@ -61,7 +62,6 @@ def _turns_queued(request: HttpRequest, user: Any, agent: str, session: str) -> 
     """A JSON start answered 202 at once: the whole request on this thread."""
     text, ids, replace = _body(request, read_json(request, allowed={"text", "replace", "attachments"}))
     turn_id = new_turn_id()
-    admission.enter()  # while the workers are behind, wait here (not in the queue after the 202)
     status = _start_queued(
         agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id, attachments=ids
     )
@@ -90,7 +90,6 @@ async def _start(request: HttpRequest, user: Any, agent: str, session: str, body
     text, ids, replace = _body(request, body)
     wait = query_bool(request, "wait", True)
     turn_id = new_turn_id()
-    await admission.aenter()
     if not wait and not wants_stream(request):  # one hop to the database's thread, not three
         status = await db(_start_queued)(
             agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id, attachments=ids
@@ -126,7 +125,11 @@ async def _start(request: HttpRequest, user: Any, agent: str, session: str, body
         await follower.close()
         raise
     if wants_stream(request):
-        stream = event_stream(follower, until_terminal=True, max_seconds=settings.JUNE_API_STREAM_SECONDS)
+        # the turn is durably queued: the stream says so at once, before any worker takes it
+        queued = {"type": "turn.queued", "turn_id": turn_id, "at": timezone.now().isoformat()}
+        stream = event_stream(
+            follower, until_terminal=True, max_seconds=settings.JUNE_API_STREAM_SECONDS, first=[queued]
+        )
         return StreamingHttpResponse(
             stream, content_type="text/event-stream", headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id}
         )

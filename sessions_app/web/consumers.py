@@ -259,7 +259,6 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         )
         if said is not None:
             return {"turn_id": None, "status": "taken_over", "seq": said}
-        await admission.aenter()  # while the workers are behind, the start waits its turn
         # ``attachments``: ids of uploads (``POST …/attachments``), checked as the API checks them
         rec = await database_sync_to_async(admission.start_turn)(
             agent=self.agent,

@@ -10,8 +10,7 @@ exported over OTLP: docs/operations.md). All are gauges:
 - ``june_turns_parked{agent}``: turns waiting for a person's answer (not for their children);
 - ``june_turns_failed_last_hour``, ``june_turns_retried_last_hour``;
 - ``june_workers_alive``: worker processes whose heartbeat is fresh;
-- ``june_queue_depth``: django-q2 tasks not yet acknowledged (turns waiting for a worker); above
-  ``JUNE_ADMISSION_BACKLOG`` new starts wait at the door (docs/workers.md "Admission");
+- ``june_queue_depth``: django-q2 tasks not yet acknowledged (turns waiting for a worker);
 - ``june_tokens_today{agent, type}`` and ``june_cost_usd_today{agent}`` (``JUNE_MODEL_PRICES``);
 - ``june_webhook_deliveries_failing``: deliveries not delivered after a try (retrying, or
   given up).

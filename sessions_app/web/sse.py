@@ -16,7 +16,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 from channels.layers import get_channel_layer
 from django.conf import settings
@@ -241,16 +241,20 @@ async def event_stream(
     until_terminal: bool,
     limit: int | None = None,
     max_seconds: float | None = None,
+    first: Sequence[dict[str, Any]] = (),
 ) -> AsyncIterator[bytes]:
-    """SSE bytes from a follower (which this generator closes): committed events with ``id:``,
-    deltas without, keep-alive comments while idle. Ends after the first terminal event when
-    ``until_terminal``, after ``limit`` committed events, or after ``max_seconds``."""
+    """SSE bytes from a follower (which this generator closes): ``first`` (frames without an id:
+    a started turn's ``turn.queued``), then committed events with ``id:``, deltas without,
+    keep-alive comments while idle. Ends after the first terminal event when ``until_terminal``,
+    after ``limit`` committed events, or after ``max_seconds``."""
     keepalive = settings.JUNE_SSE_KEEPALIVE_SECONDS
     deadline = time.monotonic() + max_seconds if max_seconds else None
     sent = 0
     last_write = time.monotonic()
     try:
         yield opening()
+        for data in first:
+            yield frame(data, event=data["type"])
         async for item in follower.items():
             now = time.monotonic()
             if item.data is not None:

@@ -189,7 +189,6 @@ async def chat(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     after = await db(_event_seq)(agent=agent, key=chat_id, user=user)
     ref = SessionRef(agent, chat_id)
     if trigger == "regenerate-message":
-        await admission.aenter()
         turn_id = await db(_regenerate)(agent=agent, key=chat_id, user=user, message_id=message_id)
         return _response(ref, turn_id=turn_id, after=after, user=user)
     answers = _approvals(last) if last["role"] == "assistant" else []
@@ -212,7 +211,6 @@ async def chat(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
             return _response(ref, turn_id=parked, after=after, user=user, events=_still_parked(parked))
         return _response(ref, turn_id=parked, after=after, user=user, follower=follower)
     turn_id = new_turn_id()
-    await admission.aenter()
     # subscribe before the turn exists, so not even its first delta is missed
     follower = await SessionFollower(ref, after=after, turn_id=turn_id).__aenter__()
     try:

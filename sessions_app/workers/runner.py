@@ -143,7 +143,7 @@ class TurnRunner:
         """While the loop runs late by more than ``JUNE_RUNNER_BUSY_LAG`` (smoothed), the turns
         it drives already want more CPU than it gets: a new one would only slow them all. Wait
         (``BUSY_WAIT`` at most), holding the slot; the queue keeps the rest, for a cluster with
-        room, and the web tier's admission sees it (``sessions_app.web.admission``)."""
+        room."""
         limit = float(getattr(settings, "JUNE_RUNNER_BUSY_LAG", 0.0))
         if limit <= 0 or self.lag <= limit or len(self.running) < BUSY_FLOOR:
             return

@@ -150,7 +150,9 @@ def test_a_turn_streams_in_order_and_ends_at_its_terminal_event(http):
     assert all(e["data"]["turn_id"] == turn_id and e["data"]["type"] == e["event"] for e in events)
     # deltas carry no id (an instant model may commit a message before its deltas get out:
     # those are dropped as stale; the slow essay below proves deltas stream live)
-    assert {e["event"] for e in events if e["id"] is None} <= DELTAS
+    assert events[0]["event"] == "turn.queued" and events[0]["id"] is None  # first, at once, not logged
+    assert all(e["data"]["at"] for e in [events[0], *done])  # when each was committed
+    assert {e["event"] for e in events[1:] if e["id"] is None} <= DELTAS
     assert done[-1]["data"]["text"].startswith("Done. create_order")
     assert m.Turn.objects.get(pk=turn_id).status == "completed"
 
