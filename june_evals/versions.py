@@ -38,7 +38,7 @@ from agents_app.runtime import Agent, ScriptedModel, reply
 from agents_app.runtime.seams import Model
 from june_evals.models import AgentVersion
 from sessions_app import wiring
-from sessions_app.errors import BadRequest
+from sessions_app.site_errors import BadRequest
 
 #: the provider an ``AgentVersion`` with a model of its own names (pinned: ``JUNE_MODEL`` does
 #: not replace an eval's explicit choice)

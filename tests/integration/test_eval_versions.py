@@ -17,7 +17,7 @@ from june_evals import driver, versions
 from june_evals.models import AgentVersion, Dataset, EvalCase, Example
 from sessions_app import access, wiring
 from sessions_app import models as m
-from sessions_app.errors import BadRequest
+from sessions_app.site_errors import BadRequest
 from tests.integration.test_evals import drive_here
 
 pytestmark = pytest.mark.django_db(transaction=True)
