@@ -1,6 +1,7 @@
 """Datasets in and out: JSONL files (one case a line), sessions made into cases, runs exported.
 
-A line: ``{"input": "order 2 mugs", "name"?: "...", "expect"?: {...}}``
+A line: ``{"input": "order 2 mugs", "name"?: "...", "attachments"?: ["receipt.png"], "expect"?: {...}}``
+(attachments: files beside the JSONL file).
 (``expect``: ``scorers.py``). A file is loaded into the ``Dataset`` named by its stem (its cases
 replaced), so a dataset kept in the repository is the one the admin shows after a run.
 """
@@ -12,10 +13,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
+from django.conf import settings
+from django.core.files.base import ContentFile
 from django.db import transaction
 
-from june_evals.models import Dataset, EvalCase, EvalRun, Example
+from agents_app.attachments import clean_name
+from agents_app.models import Attachment
+from agents_app.runtime.errors import JuneError
+from june_evals.models import Dataset, EvalCase, EvalRun, Example, ExampleFile
 from sessions_app import models as m
+from sessions_app.attachment_services import checked_type
 from sessions_app.site_errors import BadRequest
 
 #: what one line and one file may hold
@@ -37,8 +44,11 @@ def parse_line(line: str, number: int) -> dict[str, Any]:
         raise BadRequest(f"line {number}: input longer than {MAX_INPUT} characters")
     if not isinstance(case.get("expect", {}), dict):
         raise BadRequest(f"line {number}: 'expect' is an object")
-    if case.get("attachments"):  # an eval's turn has no user to own an upload (docs/evals.md)
-        raise BadRequest(f"line {number}: cases with attachments are not run by evals yet")
+    attached = case.get("attachments", [])
+    if not isinstance(attached, list) or not all(isinstance(a, str) and a for a in attached):
+        raise BadRequest(f"line {number}: 'attachments' is a list of files (paths beside the dataset's file)")
+    if len(attached) > settings.JUNE_ATTACHMENTS_PER_MESSAGE:
+        raise BadRequest(f"line {number}: at most {settings.JUNE_ATTACHMENTS_PER_MESSAGE} attachments per case")
     return case
 
 
@@ -49,25 +59,54 @@ def read_jsonl(lines: Iterable[str]) -> list[dict[str, Any]]:
     return cases
 
 
+def _attached(path: Path, cases: list[dict[str, Any]]) -> list[list[tuple[str, bytes]]]:
+    """Each case's files, read from beside the dataset's file and checked as uploads are."""
+    out = []
+    for n, case in enumerate(cases, 1):
+        files = []
+        for name in case.get("attachments", []):
+            try:
+                data = (path.parent / name).read_bytes()
+            except OSError as exc:
+                raise BadRequest(f"case {n}: cannot read attachment {name}: {exc.strerror}") from None
+            try:
+                checked_type(data)
+            except JuneError as exc:
+                raise BadRequest(f"case {n}: attachment {name}: {exc}") from None
+            files.append((Path(name).name, data))
+        out.append(files)
+    return out
+
+
+def example_file(example: Example, name: str, data: bytes) -> ExampleFile:
+    """A file attached to ``example`` (a PNG, JPEG, GIF, WebP or PDF within the size limit)."""
+    content_type = checked_type(data)
+    row = ExampleFile(example=example, name=clean_name(name, content_type), content_type=content_type, size=len(data))
+    row.file.save("attachment", ContentFile(data), save=False)
+    row.save()
+    return row
+
+
 def dataset_load(*, path: Path, name: str | None = None) -> Dataset:
-    """The dataset ``name`` (default: the file's stem), its examples replaced by the file's."""
+    """The dataset ``name`` (default: the file's stem), its examples replaced by the file's (with
+    their attachments, paths relative to the file)."""
     cases = read_jsonl(path.read_text().splitlines())
+    attached = _attached(path, cases)
     with transaction.atomic():
         dataset, _ = Dataset.objects.get_or_create(name=name or path.stem)
         if dataset.runs.exists():  # runs refer to its examples: kept for them, out of later runs
             dataset.examples.update(retired=True)
         else:
             dataset.examples.all().delete()
-        Example.objects.bulk_create(
-            Example(
+        for case, files in zip(cases, attached):
+            example = Example.objects.create(
                 dataset=dataset,
-                name=str(c.get("name") or "")[:200],
-                input=c["input"],
-                attachments=c.get("attachments") or [],
-                expect=c.get("expect") or {},
+                name=str(case.get("name") or "")[:200],
+                input=case["input"],
+                expect=case.get("expect") or {},
             )
-            for c in cases
-        )
+            for file_name, data in files:
+                example_file(example, file_name, data)
     return dataset
 
 
@@ -81,7 +120,7 @@ def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session]) -
             text = str((turn.input or {}).get("text") or "")
             if not text.strip() or turn.kind != "inbound":
                 continue
-            Example.objects.create(
+            example = Example.objects.create(
                 dataset=dataset,
                 name=f"{session.key} #{turn.order}"[:200],
                 input=text,
@@ -89,6 +128,10 @@ def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session]) -
                 source=f"{session.agent}/{session.key}#g{session.generation}",
                 owner_id=session.owner_id,
             )
+            ids = [a.get("id") for a in (turn.input or {}).get("attachments") or () if isinstance(a, dict)]
+            for row in Attachment.objects.filter(id__in=ids, turn_id=turn.pk):  # the message's files, copied
+                with row.file.open("rb") as f:
+                    example_file(example, row.name, f.read())
             made += 1
     return made
 
@@ -96,13 +139,14 @@ def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session]) -
 def run_rows(run: EvalRun) -> list[dict[str, Any]]:
     """A run's cases as plain rows (the export: JSON Lines or CSV)."""
     rows = []
-    for case in EvalCase.objects.filter(run=run).select_related("example"):
+    for case in EvalCase.objects.filter(run=run).select_related("example").prefetch_related("example__files"):
         rows.append(
             {
                 "run": run.pk,
                 "example": case.example_id,
                 "name": case.example.name,
                 "input": case.example.input,
+                "attachments": [f.name for f in case.example.files.all()],
                 "version": run.versions[case.version]["label"],
                 "status": case.status,
                 "passed": case.passed,
@@ -126,3 +170,11 @@ def user_cases_erase(user_pk: Any, counts: Counter) -> None:
     counts["eval_run_cases"] += n
     n, _ = examples.delete()
     counts["eval_examples"] += n
+
+
+def on_example_file_deleted(sender: Any, instance: ExampleFile, **kwargs: Any) -> None:
+    """``post_delete`` of ``ExampleFile`` (its case deleted, a user's erasure, the admin): its
+    file goes once the deletion commits."""
+    name = instance.file.name
+    if name:
+        transaction.on_commit(lambda: instance.file.storage.delete(name))

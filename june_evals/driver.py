@@ -24,6 +24,7 @@ from june_evals import versions as agent_versions
 from june_evals.models import Dataset, EvalCase, EvalRun
 from june_evals.models.evalrows import RunStatus
 from june_evals.scorers import Score, score
+from sessions_app import attachment_services as attach
 from sessions_app import models as m
 from sessions_app import pricing, services, wiring
 from sessions_app.site_errors import RateLimited
@@ -85,12 +86,21 @@ def _start(case: EvalCase, run: EvalRun) -> bool:
     """Start ``case``'s turn; False when the site refuses one more now (rate, quota)."""
     v = run.versions[case.version]
     turn_id = new_turn_id()
+    stored: list[str] = []  # the attachments' files, deleted again if their rows roll back
     try:
         with transaction.atomic():
             if not EvalCase.objects.filter(pk=case.pk, turn_id__isnull=True).update(
                 turn_id=turn_id, started_at=timezone.now()
             ):
                 return True  # another driver took it
+            ids = []
+            for f in case.example.files.all():  # a copy of each, sent as a person's message's
+                with f.file.open("rb") as content:
+                    row = attach.attachment_store(
+                        agent=runs_as(v), key=session_key(case), data=content.read(), name=f.name
+                    )
+                stored.append(row.file.name)
+                ids.append(row.id)
             services.turn_start(
                 agent=runs_as(v),
                 key=session_key(case),
@@ -98,12 +108,23 @@ def _start(case: EvalCase, run: EvalRun) -> bool:
                 source=SOURCE,
                 turn_id=turn_id,
                 instructions=v.get("instructions"),
+                attachments=ids,
             )
     except RateLimited:
+        _unstore(stored)
         return False
-    except JuneError as exc:  # the site refused this case for good (its text, its agent)
+    except JuneError as exc:  # the site refused this case for good (its text, its agent, its files)
+        _unstore(stored)
         _write_score(case, {"status": "refused", "text": str(exc)}, [Score("status", False, str(exc))])
+    except BaseException:
+        _unstore(stored)
+        raise
     return True
+
+
+def _unstore(names: list[str]) -> None:
+    for name in names:
+        attach.attachment_file_delete(name)
 
 
 def tool_calls_of(turn_id: str) -> list[dict[str, Any]]:

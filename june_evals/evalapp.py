@@ -19,6 +19,13 @@ class EvalsConfig(AppConfig):
         from june_evals import versions
 
         versions.install()
+        # a case's attached file goes with its row
+        from django.db.models.signals import post_delete
+
+        from june_evals.datasets import on_example_file_deleted
+        from june_evals.models import ExampleFile
+
+        post_delete.connect(on_example_file_deleted, sender=ExampleFile, dispatch_uid="june_evals_example_file")
         # a user's erasure reaches the cases made from their sessions (imported once apps load)
         from june_evals.datasets import user_cases_erase
         from sessions_app import privacy

@@ -71,31 +71,64 @@ def attachment_upload(*, agent: str, key: str, user: Any, upload: Any) -> Attach
         raise PayloadTooLarge(f"an attachment is at most {limit:,} bytes")
     upload.seek(0)
     data = upload.read(limit + 1)
-    if len(data) > limit:
-        raise PayloadTooLarge(f"an attachment is at most {limit:,} bytes")
-    content_type = files.sniff(data[:16])
-    if content_type is None:
-        raise UnsupportedMediaType("attachments must be PNG, JPEG, GIF, WebP or PDF files")
+    content_type = checked_type(data)
     cap = settings.JUNE_ATTACHMENTS_PER_MESSAGE * UNSENT_FACTOR
     if Attachment.objects.filter(owner_id=user.pk, turn_id="").count() >= cap:  # the cheap refusal
         raise PayloadTooLarge(TOO_MANY)
-    row = Attachment(
-        agent=agent,
-        session_key=key,
-        owner_id=user.pk,
-        content_type=content_type,
-        size=len(data),
-        name=files.clean_name(getattr(upload, "name", ""), content_type),
-        sha256=hashlib.sha256(data).hexdigest(),
-        pages=files.pdf_pages(data) if content_type == files.PDF_TYPE else None,
-    )
-    row.file.save(row.id, ContentFile(data), save=False)
+    row = _new_row(agent, key, user.pk, data, getattr(upload, "name", ""), content_type)
     try:
         _insert_within_cap(row, user, cap)
     except BaseException:
         _delete_file(row.file.name)
         raise
     return row
+
+
+def checked_type(data: bytes) -> str:
+    """The type an attachment's bytes are: 413 over the size limit, 415 unless a PNG, JPEG, GIF,
+    WebP or PDF (whatever a name or a declared type says)."""
+    limit = settings.JUNE_ATTACHMENT_MAX_BYTES
+    if len(data) > limit:
+        raise PayloadTooLarge(f"an attachment is at most {limit:,} bytes")
+    content_type = files.sniff(data[:16])
+    if content_type is None:
+        raise UnsupportedMediaType("attachments must be PNG, JPEG, GIF, WebP or PDF files")
+    return content_type
+
+
+def _new_row(agent: str, key: str, owner_id: Any, data: bytes, name: str, content_type: str) -> Attachment:
+    """An unsaved row, its file stored (the caller inserts the row, or deletes the file)."""
+    row = Attachment(
+        agent=agent,
+        session_key=key,
+        owner_id=owner_id,
+        content_type=content_type,
+        size=len(data),
+        name=files.clean_name(name, content_type),
+        sha256=hashlib.sha256(data).hexdigest(),
+        pages=files.pdf_pages(data) if content_type == files.PDF_TYPE else None,
+    )
+    row.file.save(row.id, ContentFile(data), save=False)
+    return row
+
+
+def attachment_store(*, agent: str, key: str, data: bytes, name: str) -> Attachment:
+    """A file no person uploaded (an eval case's), stored for the session as an upload is and
+    owned by nobody: the turn started with no user (``turn_start(attachments=[id])``) takes it.
+    Checked as an upload is (``checked_type``). Its file goes when its row is deleted; a caller
+    whose transaction rolls back deletes it (``attachment_file_delete``)."""
+    row = _new_row(agent, key, None, data, name, checked_type(data))
+    try:
+        row.save(force_insert=True)
+    except BaseException:
+        _delete_file(row.file.name)
+        raise
+    return row
+
+
+def attachment_file_delete(name: str) -> None:
+    """Delete a stored file whose row never committed (a rolled back ``attachment_store``)."""
+    _delete_file(name)
 
 
 def _insert_within_cap(row: Attachment, user: Any, cap: int) -> None:

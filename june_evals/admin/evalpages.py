@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.exceptions import NotRegistered
 from django.http import HttpResponse
@@ -21,12 +22,14 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 
+from agents_app.attachments import clean_name
 from agents_app.runtime.errors import JuneError
 from june_evals import driver, evaltasks
 from june_evals.datasets import examples_from_sessions, run_rows
-from june_evals.models import Dataset, EvalCase, EvalRun, Example
+from june_evals.models import Dataset, EvalCase, EvalRun, Example, ExampleFile
 from sessions_app import models as m
 from sessions_app import wiring
+from sessions_app.attachment_services import checked_type
 
 
 class StaffOnly:
@@ -49,8 +52,57 @@ class StaffOnly:
 class ExampleInline(admin.StackedInline):
     model = Example
     extra = 1
-    fields = ("name", "input", "expect", "attachments", "source", "retired")
+    fields = ("name", "input", "expect", "attached", "source", "retired")
+    readonly_fields = ("attached", "source")
+    show_change_link = True  # a case's own page: its attachments
+
+    @admin.display(description="attachments")
+    def attached(self, example: Example) -> str:
+        names = [f.name for f in example.files.all()] if example.pk else []
+        return ", ".join(names) or "none (add files on the case's own page)"
+
+
+class ExampleFileForm(forms.ModelForm):
+    """An upload, checked as a chat's attachment is (type sniffed from the bytes, size)."""
+
+    class Meta:
+        model = ExampleFile
+        fields = ("file",)
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload and "file" in self.changed_data:
+            upload.seek(0)
+            data = upload.read(settings.JUNE_ATTACHMENT_MAX_BYTES + 1)
+            try:
+                self.instance.content_type = checked_type(data)
+            except JuneError as exc:
+                raise forms.ValidationError(str(exc)) from None
+            self.instance.size = len(data)
+            self.instance.name = clean_name(upload.name, self.instance.content_type)
+            upload.seek(0)
+        return upload
+
+
+class ExampleFileInline(admin.TabularInline):
+    model = ExampleFile
+    form = ExampleFileForm
+    extra = 1
+    fields = ("file", "name", "content_type", "size")
+    readonly_fields = ("name", "content_type", "size")
+
+
+@admin.register(Example)
+class ExampleAdmin(StaffOnly, admin.ModelAdmin):
+    """A case on its own page: its text, expectations and attached files (PNG, JPEG, GIF, WebP,
+    PDF), sent with its turn as a person's message's are."""
+
+    list_display = ("__str__", "dataset", "retired")
+    list_filter = ("dataset",)
+    search_fields = ("name", "input")
+    fields = ("dataset", "name", "input", "expect", "source", "retired")
     readonly_fields = ("source",)
+    inlines = [ExampleFileInline]
 
 
 MODEL_HELP = "empty: the agent's own; cassette:FILE, script:FILE or script:module:function (docs/evals.md)"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.db import models
 
 
@@ -17,13 +19,12 @@ class Dataset(models.Model):
 
 
 class Example(models.Model):
-    """One case: the input text, attachments' ids, and what a passing answer looks like
-    (``expect``: the scorers' keys, docs/evals.md)."""
+    """One case: the input text, its attached files (``files``: ``ExampleFile``), and what a
+    passing answer looks like (``expect``: the scorers' keys, docs/evals.md)."""
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="examples")
     name = models.CharField(max_length=200, blank=True, default="")
     input = models.TextField()
-    attachments = models.JSONField(default=list, blank=True)
     expect = models.JSONField(default=dict, blank=True)
     #: the session it was made from ("agent/key#generation"), when staff made it from one
     source = models.CharField(max_length=300, blank=True, default="")
@@ -37,6 +38,28 @@ class Example(models.Model):
 
     def __str__(self) -> str:
         return self.name or self.input[:60]
+
+
+def _example_file_path(instance: ExampleFile, filename: str) -> str:
+    return f"june-evals/{uuid.uuid4().hex}"
+
+
+class ExampleFile(models.Model):
+    """A file attached to a case, as a person attaches one to a message: each run of the case
+    sends a copy of it with the case's turn (``driver``). A PNG, JPEG, GIF, WebP or PDF within
+    the site's attachment size (checked when it is stored: ``datasets.example_file``)."""
+
+    example = models.ForeignKey(Example, on_delete=models.CASCADE, related_name="files")
+    file = models.FileField(upload_to=_example_file_path, max_length=200)
+    name = models.CharField(max_length=200, blank=True, default="")
+    content_type = models.CharField(max_length=100, blank=True, default="")
+    size = models.BigIntegerField(default=0)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.name or self.file.name
 
 
 class RunStatus(models.TextChoices):

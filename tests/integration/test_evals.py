@@ -92,7 +92,7 @@ def test_the_admin_shows_the_run_side_by_side_and_exports_it(client):
     rows = [json.loads(line) for line in client.get(f"/admin/june_evals/evalrun/{run.pk}/export/").content.splitlines()]
     assert len(rows) == 10 and {r["version"] for r in rows} == {"ops", "B"}
     csv = client.get(f"/admin/june_evals/evalrun/{run.pk}/export/?format=csv").content.decode()
-    assert csv.splitlines()[0].startswith("run,example,name,input,version,status,passed")
+    assert csv.splitlines()[0].startswith("run,example,name,input,attachments,version,status,passed")
 
     # a run started from the dataset's page is queued for the workers' tick
     start = client.post(f"/admin/june_evals/dataset/{dataset.pk}/run/", {"agent": "ops", "concurrency": 2})
@@ -130,7 +130,7 @@ def test_staff_make_cases_of_chosen_sessions(client):
         ('{"input": ""}', "non-empty string 'input'"),
         ('{"input": "x", "extra": 1}', "unknown keys ['extra']"),
         ('{"input": "x", "expect": []}', "'expect' is an object"),
-        ('{"input": "x", "attachments": ["a1"]}', "attachments are not run by evals yet"),
+        ('{"input": "x", "attachments": [1]}', "line 1: 'attachments' is a list of files"),
     ],
 )
 def test_a_bad_jsonl_line_is_a_clear_error(line, error):
