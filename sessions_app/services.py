@@ -15,7 +15,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
 
-from agents_app.runtime import new_turn_id, rules
+from agents_app.runtime import new_turn_id
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.runtime.session import AgentSession
@@ -138,10 +138,8 @@ def turn_start(
     text = "" if ids and isinstance(text, str) and not text.strip() else validate_text(text)
     turn_id = turn_id or new_turn_id()
     wiring.agent(agent)
-    # a person has taken the session over (``takeover``): no turn starts until they hand it back
-    rules.check_not_taken_over(
-        taken_over=m.Takeover.objects.filter(session__agent=agent, session__key=key, ended_at__isnull=True).exists()
-    )
+    # a person has taken the session over (``takeover``): no turn starts until they hand it back;
+    # the store checks it with the start's other rules, in the statement that creates the turn
     window.check_fits(agent, text)  # before admission: a refused message costs no quota
     row = _user_row(user)
     admitted = quotas.admit_turn(agent=agent, user_id=row.pk if row else None, source=source)

@@ -41,13 +41,16 @@ def attempts_after(attempts: int, status: TurnStatus | str | None) -> int:
     return max(attempts - 1, 0) if status in REFUNDS_ATTEMPT else attempts
 
 
-def check_start(*, turn_exists: bool, parked: bool) -> None:
-    """A turn id is used once; one park per session: while the live generation has a suspended
+def check_start(*, turn_exists: bool, parked: bool, taken_over: bool = False) -> None:
+    """A turn id is used once; no turn starts while a person has the session
+    (``check_not_taken_over``); one park per session: while the live generation has a suspended
     turn, other turns are refused (answer it or reset the session). Replace never cancels a
     parked approval, because a parked session starts nothing. A turn parked on its children
-    (``waiting``) is not a park here: a new turn queues behind it, a replace cancels it."""
+    (``waiting``) is not a park here: a new turn queues behind it, a replace cancels it. The
+    store reads the facts under the session's lock, in the statement that creates the turn."""
     if turn_exists:
         raise TurnConflictError("this turn id exists")
+    check_not_taken_over(taken_over=taken_over)
     if parked:
         raise SessionSuspendedError("the session is waiting for an answer; answer it or reset the session")
 
@@ -55,7 +58,8 @@ def check_start(*, turn_exists: bool, parked: bool) -> None:
 def check_not_taken_over(*, taken_over: bool) -> None:
     """While a person has taken a session over, no turn starts in it: a person's message goes
     to them (the host's takeover), a proactive or programmatic start is refused until the hand
-    back. Every transport and the sweep of schedules apply it before creating a turn."""
+    back. The store applies it with ``check_start`` (a start, a fork, a regenerate), under the
+    session's lock: a takeover that begins meanwhile is seen."""
     if taken_over:
         raise SessionTakenOverError("a person has taken this conversation over: no turn starts until they hand it back")
 

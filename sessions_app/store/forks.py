@@ -97,7 +97,7 @@ def fork(
         s = _locked_txn(session)
         at, opener = _fork_point_txn(s, at=at, regenerate=regenerate)
         assert opener is not None
-        rules.check_start(turn_exists=m.Turn.objects.filter(pk=turn_id).exists(), parked=False)
+        rules.check_start(**host_ops.start_facts_txn(s, turn_id, parked=False))
         _root_txn(s)
         previous, generation = s.generation, s.generation_seq + 1
         cut = (

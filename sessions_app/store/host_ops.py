@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, Q
 from django.utils import timezone
 
 from agents_app.runtime import events as ev
@@ -50,6 +50,21 @@ def session_status_txn(session_id: int) -> None:
         cur.execute(checkpoint.session_status_sql(by_turn=False), checkpoint.session_status_params(session_id, now))
 
 
+def start_facts_txn(s: m.Session, turn_id: str, *, parked: bool = True) -> dict[str, bool]:
+    """``rules.check_start``'s facts in one statement (``parked=False``: a fork, which a park
+    does not stop)."""
+    facts = {
+        "turn_exists": Exists(m.Turn.objects.filter(pk=turn_id)),
+        "taken_over": Exists(m.Takeover.objects.filter(session_id=s.pk, ended_at__isnull=True)),
+    }
+    if parked:
+        facts["parked"] = Exists(
+            m.Turn.objects.filter(session_id=s.pk, status=TurnStatus.SUSPENDED, generation=s.generation, waiting=0)
+        )
+    row = m.Session.objects.filter(pk=s.pk).values(**facts).first() or {}
+    return {"parked": False, **{k: bool(v) for k, v in row.items()}}
+
+
 def create_turn(
     session: SessionRef,
     input: TurnInput,
@@ -79,12 +94,7 @@ def create_turn(
     with transaction.atomic():
         s = session_row(session, owner=created_by)
         s = _locked_session_txn(s.pk)  # concurrent starts and replaces of a session serialize
-        rules.check_start(
-            turn_exists=m.Turn.objects.filter(pk=turn_id).exists(),
-            parked=m.Turn.objects.filter(
-                session=s, status=TurnStatus.SUSPENDED, generation=s.generation, waiting=0
-            ).exists(),
-        )
+        rules.check_start(**start_facts_txn(s, turn_id))
         events: list[ev.TurnEvent] = []
         running: list[str] = []
         cascaded: list[str] = []

@@ -205,8 +205,8 @@ def create_turn(
                 cur, m.Session, agent=session.agent, key=session.key, owner_id=owner, created_at=now, updated_at=now
             )
             row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
-        session_id, generation, order, exists, parked = row
-        rules.check_start(turn_exists=bool(exists), parked=bool(parked))
+        session_id, generation, order, exists, parked, taken_over = row
+        rules.check_start(turn_exists=bool(exists), parked=bool(parked), taken_over=bool(taken_over))
         stored_input = checkpoint.dumps(input.to_json())
         stored_policy = None if policy is None else checkpoint.dumps(policy)
         _insert(
@@ -238,15 +238,17 @@ def create_turn(
     )
 
 
-#: the session's next place in the chain, with its status, and rules.check_start's two facts:
-#: the id is taken; the live generation has a parked turn
+#: the session's next place in the chain, with its status, and rules.check_start's three facts:
+#: the id is taken; the live generation has a parked turn; a person has taken the session over
 NEXT_IN_CHAIN = (
     "UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updated_at = %s, status = %s "
     "WHERE agent = %s AND key = %s RETURNING id, generation, turn_seq, "
     "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
     "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
     f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.waiting = 0 "
-    "AND t.generation = sessions_app_session.generation)"
+    "AND t.generation = sessions_app_session.generation), "
+    "EXISTS (SELECT 1 FROM sessions_app_takeover o WHERE o.session_id = sessions_app_session.id "
+    "AND o.ended_at IS NULL)"
 )
 
 

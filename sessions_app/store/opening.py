@@ -16,7 +16,7 @@ same session (which takes ``FOR NO KEY UPDATE`` first): the checkpoint that sett
 good and hands its chain over (``checkpoint.NEXT_IN_CHAIN``) sees every turn created before it.
 
 The rules stay in ``agents_app.runtime.rules``: the SQL computes ``check_start``'s facts and,
-when either holds, raises ``june_start_refused`` (SQLSTATE JUNE2; migration 0008) with the facts
+when one holds, raises ``june_start_refused`` (SQLSTATE JUNE2; migration 0010) with the facts
 in its DETAIL, which the store hands to ``rules.check_start`` for the error it raises. A replace
 (it cancels what it replaces) stays on ``host_ops.create_turn``'s statements.
 """
@@ -44,16 +44,19 @@ from sessions_app.store.rows import record_of
 START_REFUSED = "JUNE2"  # SQLSTATE of june_start_refused()
 UNIQUE_VIOLATION = "23505"
 
-#: ``check_start``'s facts under the session's row lock; raises when either holds
+#: ``check_start``'s facts under the session's row lock; raises when one holds
 LOCK_AND_CHECK = wire.numbered(
-    "SELECT CASE WHEN f.turn_exists OR f.parked THEN june_start_refused(f.turn_exists, f.parked) END "
+    "SELECT CASE WHEN f.turn_exists OR f.parked OR f.taken_over "
+    "THEN june_start_refused(f.turn_exists, f.parked, f.taken_over) END "
     "FROM (SELECT id, generation FROM sessions_app_session WHERE agent = %s::text AND key = %s::text "
     "FOR UPDATE) s CROSS JOIN LATERAL (SELECT "
     "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s::text) AS turn_exists, "
     # the status as a literal, as ``checkpoint.session_status_sql``'s: a parameter's generic plan
     # read every turn the session ever ran (by its foreign key) to find a parked one
     "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = s.id "
-    f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.generation = s.generation AND t.waiting = 0) AS parked) f"
+    f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.generation = s.generation AND t.waiting = 0) AS parked, "
+    # a person has the session (``takeover``): its open row, by the partial unique index
+    "EXISTS (SELECT 1 FROM sessions_app_takeover o WHERE o.session_id = s.id AND o.ended_at IS NULL) AS taken_over) f"
 )
 CLAIM = wire.numbered(
     f"WITH c AS ({lease.CLAIM} RETURNING *) "
@@ -190,7 +193,7 @@ def _refused(exc: psycopg.Error) -> dict[str, bool] | None:
     if exc.sqlstate == START_REFUSED:
         return json.loads(cast(str, exc.diag.message_detail))  # the refusal raises its facts as its DETAIL
     if exc.sqlstate == UNIQUE_VIOLATION and exc.diag.constraint_name == "sessions_app_turn_pkey":
-        return {"turn_exists": True, "parked": False}  # created meanwhile by a concurrent start
+        return {"turn_exists": True, "parked": False, "taken_over": False}  # created meanwhile by a concurrent start
     return None
 
 

@@ -219,3 +219,31 @@ def test_hand_back_answers_409_while_the_reply_let_finish_still_runs(people):
     ]
     reply_at = texts.index(("assistant", "the agent's reply, let finish"))
     assert texts.index(("assistant", "Olga here, one moment")) > reply_at, texts
+
+
+def test_no_path_starts_a_turn_while_taken_over_and_the_check_has_no_query_of_its_own(people):
+    """A start, an edit (fork) and a Regenerate are refused while Olga has the session (the
+    store's ``check_start``, under the session's lock); the takeover fact is read in a statement
+    the start makes anyway (with the turn's id and the park), not in one of its own."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    alice, olga = people["alice"], people["olga"]
+    first = services.turn_start(agent="ops", key="s6", text="hello", user=alice)
+    with CaptureQueriesContext(connection) as free:
+        services.turn_start(agent="ops", key="s6", text="and again", user=alice)
+    reads = [q["sql"] for q in free.captured_queries if "sessions_app_takeover" in q["sql"]]
+    assert all("sessions_app_turn" in sql for sql in reads), reads
+    session = m.Session.objects.get(key="s6")
+    takeover.takeover_begin(session=session, user=olga)
+    opened = m.Message.objects.filter(session=session, turn_id=first.turn_id, role="user").first()
+    last = m.Turn.objects.filter(session=session).order_by("-order").first()
+    for attempt in (
+        lambda: services.turn_start(agent="ops", key="s6", text="anyone?", user=alice),
+        lambda: services.branch_fork(agent="ops", key="s6", at=opened.index, text="edited", user=alice),
+        lambda: services.turn_regenerate(agent="ops", key="s6", turn_id=last.pk, user=alice),
+    ):
+        with pytest.raises(SessionTakenOverError):
+            attempt()
+    assert m.Turn.objects.filter(session=session).count() == 2
+    assert m.Session.objects.get(pk=session.pk).generation == session.generation
