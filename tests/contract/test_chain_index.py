@@ -59,7 +59,10 @@ def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
             checkpoint_pg.STATUS_AND_EVENT_SEQ,
             checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1),
         ),
-        "claim and load": (opening.CLAIM, ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]),
+        "claim and load": (
+            opening.CLAIM,
+            ["running", "w", 31.0, "a", "2026-12-01 00:00:00+00", "queued", "queued", "running", 1.0],
+        ),
         "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "old", "new"]),
     }
@@ -121,7 +124,10 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
     bench/bench_soak.py scanned the turn table twice a turn). The claim's NOT EXISTS and the
     hand-off's join on the head's id did."""
     prepared = {
-        "claim and load": (opening.CLAIM, ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]),
+        "claim and load": (
+            opening.CLAIM,
+            ["running", "w", 31.0, "a", "2026-12-01 00:00:00+00", "queued", "queued", "running", 1.0],
+        ),
         "hand-off": (checkpoint_pg.NEXT_IN_CHAIN_PG, ["first"]),
         "mark running": (opening.MARK_RUNNING, ["running", "queued", "a", "running"]),
         "heartbeat": (lease.HEARTBEAT_PG, [31.0, "queued", "a", "running"]),
@@ -139,14 +145,14 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
     with connection.cursor() as cur:
         cur.execute(_unnumbered(checkpoint_pg.NEXT_IN_CHAIN_PG), ["first"])
         assert cur.fetchone()[:2] == ("queued", "queued")
-        params = ["running", "w", 31.0, "a", "queued", "queued", "running", 1.0]
+        params = ["running", "w", 31.0, "a", "2026-12-01 00:00:00+00", "queued", "queued", "running", 1.0]
         cur.execute(claim, params)
         assert cur.fetchone() is not None
         cur.execute(claim, params)  # held now (its lease runs to 31)
         assert cur.fetchone() is None
     m.Turn.objects.create(id="third", session=young_tables, order=3, status="queued")
     with connection.cursor() as cur:
-        cur.execute(claim, ["running", "w", 31.0, "b", "third", "queued", "running", 1.0])
+        cur.execute(claim, ["running", "w", 31.0, "b", "2026-12-01 00:00:00+00", "third", "queued", "running", 1.0])
         assert cur.fetchone() is None  # "queued" (running) is ahead of it in the chain
 
 
