@@ -1,7 +1,8 @@
 """A person takes a conversation over and hands it back (docs/operations.md "Takeover").
 
 While a session is taken over (an open ``Takeover`` row), no turn starts in it
-(``rules.check_not_taken_over``, applied by ``services.turn_start``): what its user writes goes
+(``rules.check_start``'s ``taken_over``, read by the store under the session's lock in the
+statement that creates a turn: a start, an edit, a Regenerate): what its user writes goes
 to the person (``user_says``), and the person answers (``person_says``). Both go to the event
 log at once (``person.message``: the chat shows them live and after a reload) and join the
 transcript at the hand back, in their order between two notes (a reply the operator let finish
