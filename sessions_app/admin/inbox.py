@@ -24,11 +24,11 @@ from django.utils.timesince import timesince
 
 from agents_app.runtime import rules
 from agents_app.runtime.errors import JuneError, ResumeAuthorizationError, TurnNotResumable
-from sessions_app import audit, listings, selectors, services
+from sessions_app import audit, listings, selectors, services, takeover
 from sessions_app import models as m
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.answer_form import AnswerForm, form_kind  # noqa: F401 (AnswerForm: re-exported)
-from sessions_app.admin.inbox_row import inline_answer
+from sessions_app.admin.inbox_row import inline_answer, take_over_button
 from sessions_app.site_errors import Unprocessable
 
 log = logging.getLogger(__name__)
@@ -139,7 +139,16 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
             spec = (turn.pending or {}).get("request") or {}
             return inline_answer(turn, form_kind(spec.get("schema")))
 
-        return (*self.list_display, answer)
+        holders = dict(
+            m.Takeover.objects.filter(ended_at__isnull=True).values_list("session_id", "operator_name")
+        )  # the sessions a person answers in now: few
+
+        @admin.display(description="person")
+        def person(turn):
+            allowed = turn.session_id not in holders and takeover.may_take_over(session=turn.session, user=request.user)
+            return take_over_button(turn, holder=holders.get(turn.session_id), allowed=allowed)
+
+        return (*self.list_display, answer, person)
 
     def get_queryset(self, request):
         turns = parked_turns()
@@ -321,6 +330,8 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
             "call_json": json.dumps(call.get("input"), indent=1, sort_keys=True, default=str) if pending else "",
             "waited": timesince(parked.parked_at, timezone.now()) if parked else None,
             "turn_url": _turn_admin_url(turn),
+            "takeover_held": takeover.open_takeover(turn.session),
+            "may_take_over": takeover.may_take_over(session=turn.session, user=request.user),
             "answers": _with_json(
                 m.Answer.objects.filter(turn=turn).select_related("user").order_by("created_at", "pk")
             ),

@@ -1,4 +1,4 @@
-"""An approval inbox row's answer column: Approve and Deny in the list itself."""
+"""An approval inbox row's answer column: Approve and Deny in the list itself; and its Take over."""
 
 from __future__ import annotations
 
@@ -10,6 +10,25 @@ from django.utils.html import format_html
 
 APPROVE_STYLE = "background:#2e7d32;color:#fff;border:0;border-radius:4px;padding:4px 12px;cursor:pointer"
 DENY_STYLE = "background:#ba2121;color:#fff;border:0;border-radius:4px;padding:4px 12px;cursor:pointer"
+
+
+TAKE_OVER_STYLE = "background:none;border:1px solid currentColor;border-radius:4px;padding:3px 10px;cursor:pointer"
+
+
+def take_over_button(turn: Any, *, holder: str | None, allowed: bool) -> Any:
+    """The inbox row's Take over (a person answers the user in the agent's place): a button of
+    ``june-takeover-<turn>``, an empty form the inbox template renders after the list, posting
+    to the session's takeover (a reply in progress is cancelled) and on to its live panel; who
+    holds it when someone does; nothing when the agent's ``authorize_takeover`` says no."""
+    if holder is not None:
+        return format_html('<span class="june-taken-over">taken over by {}</span>', holder)
+    if not allowed:
+        return ""
+    return format_html(
+        '<button type="submit" form="june-takeover-{}" class="june-inbox-take-over" style="{}">Take over</button>',
+        turn.pk,
+        TAKE_OVER_STYLE,
+    )
 
 
 def inline_answer(turn: Any, kind: str) -> Any:

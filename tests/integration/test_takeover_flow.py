@@ -247,3 +247,40 @@ def test_no_path_starts_a_turn_while_taken_over_and_the_check_has_no_query_of_it
             attempt()
     assert m.Turn.objects.filter(session=session).count() == 2
     assert m.Session.objects.get(pk=session.pk).generation == session.generation
+
+
+def test_the_inbox_takes_a_parked_conversation_over_with_one_button(people, monkeypatch):
+    """An operator reading a parked request in the inbox (its row, or its answer page) takes its
+    conversation over with a POST from there and lands on the session's live panel; a staff user
+    the agent does not allow sees no button; once taken, the row says by whom."""
+    rec = services.turn_start(agent="ops", key="s7", text="refund order 42 10", user=people["alice"])
+    turn = m.Turn.objects.get(pk=rec.turn_id)
+    assert turn.status == "suspended", turn.error
+    olga, sam = Client(), Client()
+    olga.force_login(people["olga"])
+    sam.force_login(people["sam"])
+    inbox = reverse("admin:sessions_app_approvalrequest_changelist")
+    answer_page = reverse("admin:sessions_app_approvalrequest_change", args=[turn.pk])
+    begin = reverse("admin:sessions_app_session_takeover", args=[turn.session_id])
+    listed = olga.get(inbox).content.decode()
+    assert f'form="june-takeover-{turn.pk}"' in listed and f'action="{begin}"' in listed
+    assert 'id="june-inbox-takeover"' in olga.get(answer_page).content.decode()
+    # sam may answer (an operator), and this agent's authorize_takeover says no to him
+    people["sam"].groups.add(Group.objects.get(name="operators"))
+    allows = takeover.may_take_over
+    monkeypatch.setattr(
+        takeover,
+        "may_take_over",
+        lambda *, session, user: user.username != "sam" and allows(session=session, user=user),
+    )
+    assert "june-inbox-take-over" not in sam.get(inbox).content.decode()
+    assert 'id="june-inbox-takeover"' not in sam.get(answer_page).content.decode()
+
+    taken = olga.post(begin, {"running": "cancel"})
+    assert taken.status_code == 302 and taken["Location"].endswith(
+        reverse("admin:sessions_app_session_change", args=[turn.session_id]) + "#june-takeover"
+    )
+    assert takeover.open_takeover(turn.session).operator_name == "Olga Ops"
+    assert "taken over by Olga Ops" in olga.get(inbox).content.decode()
+    assert "taken over by Olga Ops" in olga.get(answer_page).content.decode()
+    assert m.Turn.objects.get(pk=turn.pk).status == "suspended"  # the request still waits for its answer
