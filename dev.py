@@ -5,7 +5,7 @@ python3 dev.py run    install, migrate, create the demo data and login, and star
                       and a django-q2 cluster on http://127.0.0.1:8000 (Ctrl-C stops both)
 python3 dev.py test   install (with the test tools and Debian's Chromium), check the import
                       contracts (lint-imports), lint and format-check (ruff), type-check the
-                      engine (mypy),
+                      engine (mypy), lint the chat's scripts (Biome, from frontend/'s npm ci),
                       and run the tests not marked ``slow`` in one pytest, or with
                       JUNE_TEST_WORKERS=N in parallel, then the tests marked ``serial``
                       alone. ``--slow``: the slow tests instead (browser, fault, hostile
@@ -62,20 +62,23 @@ def ensure_chromium() -> None:
 
 
 JS = ROOT / "tests" / "js"
+#: the chat's vendored libraries and its linter (frontend/package-lock.json): the fast tier needs them
+FRONTEND = ROOT / "frontend"
 
 
-def ensure_node_modules() -> None:
-    """The npm clients the front-end protocols are tested with (tests/js/package-lock.json):
-    ``npm ci`` when they are missing or the lockfile changed since they were installed."""
-    lock = JS / "package-lock.json"
-    stamp = JS / "node_modules" / ".june-installed"
+def ensure_node_modules(folder: Path = JS) -> None:
+    """``npm ci`` in ``folder`` when its modules are missing or its lockfile changed since they
+    were installed: tests/js holds the npm clients the front-end protocols are tested with,
+    frontend/ the chat's Markdown libraries (vendored from there) and its linter (Biome)."""
+    lock = folder / "package-lock.json"
+    stamp = folder / "node_modules" / ".june-installed"
     digest = hashlib.sha256(lock.read_bytes()).hexdigest()
     if stamp.exists() and stamp.read_text() == digest:
         return
     if not shutil.which("npm"):
-        sys.exit("npm is missing: the front-end client tests need Node.js 20+ and npm")
-    print("· installing the npm clients (npm ci in tests/js)", flush=True)
-    sh("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", cwd=JS)
+        sys.exit(f"npm is missing: {folder.name}'s packages need Node.js 20+ and npm")
+    print(f"· installing the npm packages (npm ci in {folder.relative_to(ROOT)})", flush=True)
+    sh("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", cwd=folder)
     stamp.write_text(digest)
 
 
@@ -133,6 +136,7 @@ def test(args: list[str]) -> None:
         ensure_node_modules()  # and so are the npm clients' (tests/js)
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "june_project.settings", "DJANGO_ALLOW_ASYNC_UNSAFE": "true"}
     if tier != "slow":  # ``--slow`` runs after ``test`` (CI): the code was checked already
+        ensure_node_modules(FRONTEND)
         _check(env)
     # one pytest by default: two parallel runs of the whole suite (CI, this stop) each failed once
     # on a timing-sensitive test under the load (test_runner, test_cancel_workers): parallel is opt-in
@@ -167,6 +171,12 @@ def _check(env: dict[str, str]) -> None:
     cache = ["--cache-dir", str(Path(env["JUNE_VAR_DIR"]) / "mypy-cache")] if env.get("JUNE_VAR_DIR") else []
     if sh(VENV / "bin" / "mypy", *cache, env=env, check=False) != 0:
         sys.exit("mypy: the engine's types do not check (see above)")
+    # the chat's scripts (biome.json: Biome's recommended rules; a warning fails the run too)
+    biome = FRONTEND / "node_modules" / ".bin" / "biome"
+    if sh(biome, "lint", "--error-on-warnings", "--no-errors-on-unmatched", ".", env=env, check=False) != 0:
+        sys.exit(
+            "biome: lint findings in the chat's scripts (see above; `frontend/node_modules/.bin/biome lint --write .`)"
+        )
 
 
 #: which tests a tier runs (pytest's -m): ``fast`` is ``dev.py test``'s default, ``slow`` the

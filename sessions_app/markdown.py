@@ -1,5 +1,6 @@
-"""Assistant text as HTML for the archive and the admin (the chat renders the same subset in the
-browser: static/june/markdown.js). CommonMark with tables; raw HTML in the text is not passed
+"""Assistant text as HTML for the archive and the admin (the chat renders it the same way in the
+browser: static/june/chat/markdown.js, with markdown-it and DOMPurify under this allow-list;
+tests/browser/test_markdown.py compares the two on one corpus). CommonMark with tables; raw HTML in the text is not passed
 through (markdown-it's ``html=False``: it is escaped, shown as text), and what comes out is
 cleaned again by nh3 (Ammonia) with an allow-list of tags, links limited to http, https and
 mailto, each with ``rel="noopener noreferrer"``."""
@@ -48,9 +49,14 @@ def _parser() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
 
 
+def markdown_html(text: str) -> str:
+    """markdown-it's HTML for ``text``, before it is cleaned (what the browser's markdown-it gives)."""
+    return _parser().render(str(text or "")[:MAX_CHARS])
+
+
 def to_html(text: str) -> str:
     """Safe HTML for ``text`` (Markdown); never raises for any string."""
-    html = _parser().render(str(text or "")[:MAX_CHARS])
+    html = markdown_html(text)
     clean = nh3.clean(
         html,
         tags=TAGS,

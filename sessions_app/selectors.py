@@ -49,7 +49,7 @@ def title_from(text: str) -> str:
     return cut + "…"
 
 
-#: a status in the words the chat uses for it (chat.js's TAGS): one vocabulary for a person
+#: a status in the words the chat uses for it (static/june/chat/words.js's TAGS): one vocabulary for a person
 STATUS_WORDS = {"suspended": "waiting for an answer", "new": "new", "idle": "idle"}
 
 

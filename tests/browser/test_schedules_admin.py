@@ -66,9 +66,12 @@ def test_every_time_reads_in_the_readers_zone_in_one_format(june_server, browser
         page.goto("/admin/june/dashboard/")
         due = page.locator("#june-schedules tr", has_text="daily-summary").locator("time").first.text_content()
         assert due == listed
-        page.goto("/")  # a page of June's own: the same helper
-        assert page.evaluate("JuneTime.formatTime('2026-12-06T08:00:05.250Z')") == "2026-12-06 09:00:05 Europe/Paris"
-        assert page.evaluate("JuneTime.formatTime(Date.UTC(2026, 6, 1, 12), {ms: true})") == (
+        page.goto("/")  # a page of June's own: the same helper (an ES module: the page's own instance)
+        helper = "(await import(document.querySelector('script[src*=\"june/time.js\"]').src))"
+        assert page.evaluate(f"async () => {helper}.formatTime('2026-12-06T08:00:05.250Z')") == (
+            "2026-12-06 09:00:05 Europe/Paris"
+        )
+        assert page.evaluate(f"async () => {helper}.formatTime(Date.UTC(2026, 6, 1, 12), {{ms: true}})") == (
             "2026-07-01 14:00:00.000 Europe/Paris"
         )
     finally:

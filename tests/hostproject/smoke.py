@@ -243,8 +243,8 @@ def main() -> None:
         check(page.status_code == 200, f"the chat page under /assistant/ ({page.status_code})")
         check('id="host-layout"' in page.text, "it renders in the host's own base template")
         check(
-            "june/time.js" in page.text and page.text.index("june/time.js") < page.text.index("june/chat.js"),
-            "the chat's scripts, the time helper first, come with it (the host's base has none of June's tags)",
+            'type="module"' in page.text and "june/chat/main.js" in page.text,
+            "the chat's script (an ES module) comes with it (the host's base has none of June's tags)",
         )
         check(
             '"/assistant/ws/agents/clerk/sessions/s1/"' in page.text and '"/assistant/api/"' in page.text,

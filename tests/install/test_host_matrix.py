@@ -37,7 +37,7 @@ def test_a_uuid_email_user_and_static_files_served_elsewhere(host_database, new_
         assert "create_order" in reply, reply
         person.swagger(page, "/assistant/")
         names = {url.rsplit("/", 1)[-1] for url, _ in static}
-        assert {"june.css", "chat.js", "swagger-ui-bundle.js"} <= names, static
+        assert {"june.css", "main.js", "markdown-it.js", "swagger-ui-bundle.js"} <= names, static
         assert all(status in (200, 304) for _, status in static), static
 
         client = person.api(host, "/assistant/", host.manage("june", "token", extra["login"]).strip())

@@ -54,7 +54,7 @@ def test_the_install_page_builds_a_working_site(host_database, new_context):
         host.timings["the first turn, sent to answered"] = answered
         assert browser.locator("#text").get_attribute("placeholder").startswith("Ask the clerk")
         assert static and all(status in (200, 304) for _, status in static), static
-        assert {"june.css", "chat.js"} <= {url.rsplit("/", 1)[-1] for url, _ in static}
+        assert {"june.css", "main.js", "markdown-it.js"} <= {url.rsplit("/", 1)[-1] for url, _ in static}
 
         # the page's API example, as written (its token, its curl)
         out = host.run(host.text(host.api_block), what="the API example")

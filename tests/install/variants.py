@@ -74,10 +74,22 @@ def uuid_email_user_own_static(database_url: str, tags: set[str]) -> tuple[Host,
     return host, {"static_port": static_port, "login": "alice@example.com", "operator": "olga@example.com"}
 
 
+#: a static server that answers cross-origin requests, as a CDN for June must (the chat's scripts
+#: are ES modules, which browsers fetch with CORS: docs/install.md "Static files")
+STATIC_SERVER = """
+import functools, http.server, sys
+class Handler(http.server.SimpleHTTPRequestHandler):
+    def end_headers(self):
+        self.send_header("Access-Control-Allow-Origin", "*")
+        super().end_headers()
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2])), functools.partial(Handler, directory=sys.argv[1])).serve_forever()
+"""
+
+
 def serve_static(host: Host, port: int) -> subprocess.Popen:
-    """The host's own static server: STATIC_ROOT, on its own port."""
+    """The host's own static server: STATIC_ROOT, on its own port (another origin)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", "-b", "127.0.0.1", "-d", str(host.cwd / "staticfiles"), str(port)],
+        [sys.executable, "-c", STATIC_SERVER, str(host.cwd / "staticfiles"), str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

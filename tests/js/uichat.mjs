@@ -110,7 +110,11 @@ const scenarios = {
   async cancel() {
     const user = userMessage(args.text);
     const abort = new AbortController();
-    const seen = await send([user], {}, (c, all) => all.filter((x) => x.type === "text-delta").length >= 3 && (abort.abort(), true), abort).catch((e) => ({ error: String(e) }));
+    const seen = await send([user], {}, (_c, all) => {
+      const enough = all.filter((x) => x.type === "text-delta").length >= 3;
+      if (enough) abort.abort();
+      return enough;
+    }, abort).catch((e) => ({ error: String(e) }));
     const cancelled = await fetch(`${api}/${args.chat}/cancel`, { method: "POST", headers });
     const body = cancelled.status === 200 ? await cancelled.json() : null;
     // a running turn stops at its next checkpoint: June's turn API says when
@@ -126,7 +130,7 @@ const scenarios = {
   // a reload mid-turn: the first request dropped after a few deltas, then the hook's resume request
   async reload() {
     const user = userMessage(args.text);
-    const dropped = await send([user], {}, (c, all) => all.filter((x) => x.type === "text-delta").length >= 3);
+    const dropped = await send([user], {}, (_c, all) => all.filter((x) => x.type === "text-delta").length >= 3);
     const stream = await transport.reconnectToStream({ chatId: args.chat });
     const resumed = await read(stream, undefined);
     return { dropped: types(dropped.chunks), droppedText: textOf(dropped.message), resumed: types(resumed.chunks), message: resumed.message, history: await history() };

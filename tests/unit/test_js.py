@@ -1,5 +1,5 @@
 """The chat scripts' unit tests (``tests/js/*.test.mjs``, node:test) run in the fast tier: Node 20
-runs them with no package installed (``tests/js/fakedom.mjs`` is the DOM they need)."""
+runs them with no package installed (they test the chat's pure modules, which touch no DOM)."""
 
 from __future__ import annotations
 

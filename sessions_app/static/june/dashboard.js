@@ -1,6 +1,6 @@
 // The operator dashboard re-reads its body (?fragment=1, rendered and escaped by Django) every
 // few seconds while the tab is visible; a failed read keeps the last body and says so.
-(function () {
+(() => {
   "use strict";
   const box = document.getElementById("june-dashboard");
   if (!box) return;
