@@ -8,7 +8,7 @@ import { config } from "./config.js";
 import { setConn } from "./connection.js";
 import { $, el } from "./dom.js";
 import { nextSeq, openerTurn } from "./frames.js";
-import { add, focusFound, log, showError, stampTime } from "./log.js";
+import { add, bubbleOf, focusFound, log, showError, stampTime } from "./log.js";
 import { fill } from "./markdown.js";
 import { forgetConversation, state } from "./state.js";
 import { discardPartial, endTurn, onDelta, restoreKept, streamDone } from "./stream.js";
@@ -198,7 +198,7 @@ const HANDLERS = {
     // where it happened: before the first message the model still reads as it was (the
     // exchange at `boundary`), not after the reply the compaction followed
     const turnId = openerTurn(state.firstIndex, f.boundary);
-    const opener = turnId === null ? null : log.querySelector(`.msg:is(.user, .trigger)[data-turn-id="${CSS.escape(turnId)}"]`);
+    const opener = turnId === null ? null : bubbleOf(turnId, ".msg:is(.user, .trigger)");
     if (opener) {
       stampTime(divider);
       opener.before(divider);
