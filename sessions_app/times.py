@@ -59,3 +59,58 @@ def time_column(field: str, description: str = "") -> Callable[[Any], Any]:
 
     show.__name__ = field  # its cells' class: ``field-<name>``, as the plain field's were
     return admin.display(description=description or field.replace("_", " "), ordering=field)(show)
+
+
+#: the name a read-only datetime field takes on a ``ZonedTimes`` admin page (a model field's own
+#: name would be rendered by Django's ``display_for_field``, in Django's format, without a zone)
+ZONED = "{}_zoned"
+
+
+class ZonedTimes:
+    """A ModelAdmin mixin: its read-only datetime fields are shown in the one format, with their
+    zone (``time_html``), on the change page (a turn's ``created_at``, an audit row's ``at``).
+    Each becomes a read-only callable of the same label in the same place of the fieldsets."""
+
+    def _zoned(self, names: Any, readonly: set[str]) -> list[Any]:
+        out: list[Any] = []
+        for name in names:
+            if isinstance(name, list | tuple):  # a row of several fields in a fieldset
+                out.append(tuple(self._zoned(name, readonly)))
+            elif isinstance(name, str) and name in readonly and _is_datetime(self.model, name):  # type: ignore[attr-defined]
+                out.append(_zoned_attr(type(self), self.model, name))  # type: ignore[attr-defined]
+            else:
+                out.append(name)
+        return out
+
+    def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
+        names = list(super().get_readonly_fields(request, obj))  # type: ignore[misc]
+        return self._zoned(names, set(n for n in names if isinstance(n, str)))
+
+    def get_fieldsets(self, request: Any, obj: Any = None) -> Any:
+        readonly = set(super().get_readonly_fields(request, obj))  # type: ignore[misc]
+        return [
+            (title, {**options, "fields": self._zoned(options.get("fields", ()), readonly)})
+            for title, options in super().get_fieldsets(request, obj)  # type: ignore[misc]
+        ]
+
+
+def _is_datetime(model: Any, name: str) -> bool:
+    from django.db import models
+
+    try:
+        return isinstance(model._meta.get_field(name), models.DateTimeField)
+    except Exception:  # noqa: BLE001 - not a field (a callable, a property): left as it is
+        return False
+
+
+def _zoned_attr(admin_class: type, model: Any, name: str) -> str:
+    """The read-only callable showing ``name`` on ``admin_class``'s pages (made once)."""
+    attr = ZONED.format(name)
+    if attr not in admin_class.__dict__:
+        label = str(model._meta.get_field(name).verbose_name)
+
+        def show(self: Any, obj: Any) -> SafeString | str:
+            return time_html(getattr(obj, name, None))
+
+        setattr(admin_class, attr, admin.display(description=label)(show))
+    return attr

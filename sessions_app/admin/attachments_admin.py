@@ -8,11 +8,22 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from agents_app.models import Attachment
+from sessions_app.times import ZonedTimes, time_column
 
 
 @admin.register(Attachment)
-class AttachmentAdmin(admin.ModelAdmin):
-    list_display = ("name", "content_type", "size", "pages", "agent", "session_key", "owner", "sent", "created_at")
+class AttachmentAdmin(ZonedTimes, admin.ModelAdmin):
+    list_display = (
+        "name",
+        "content_type",
+        "size",
+        "pages",
+        "agent",
+        "session_key",
+        "owner",
+        "sent",
+        time_column("created_at"),
+    )
     list_filter = ("content_type", "agent")
     search_fields = ("=id", "name", "session_key", "=turn_id", "=sha256")
     readonly_fields = [f.name for f in Attachment._meta.fields] + ["download"]

@@ -18,6 +18,7 @@ from django.urls import path
 from sessions_app import models as m
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.sessions import StaffReadOnly
+from sessions_app.times import ZonedTimes, time_column
 
 CSV_FIELDS = (
     "id",
@@ -41,8 +42,17 @@ class _Echo:
 
 
 @admin.register(m.AuditEvent)
-class AuditEventAdmin(admin.ModelAdmin):
-    list_display = ("at", "action", "actor", "subject", "session_id", "generation", "turn_id", "remote_addr")
+class AuditEventAdmin(ZonedTimes, admin.ModelAdmin):
+    list_display = (
+        time_column("at", "at"),
+        "action",
+        "actor",
+        "subject",
+        "session_id",
+        "generation",
+        "turn_id",
+        "remote_addr",
+    )
     list_filter = ("action", "at")
     search_fields = ("=actor", "=actor_id", "=subject", "=turn_id", "=attachment_id", "=remote_addr")
     date_hierarchy = "at"

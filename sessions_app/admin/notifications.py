@@ -10,11 +10,11 @@ from django.contrib import admin
 
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.models import Notification
-from sessions_app.times import time_column
+from sessions_app.times import ZonedTimes, time_column
 
 
 @admin.register(Notification)
-class NotificationAdmin(admin.ModelAdmin):
+class NotificationAdmin(ZonedTimes, admin.ModelAdmin):
     list_display = (
         time_column("created_at"),
         "kind",

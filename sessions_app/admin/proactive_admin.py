@@ -20,7 +20,7 @@ from sessions_app.admin.a11y import A11yMedia
 from sessions_app.models import Turn
 from sessions_app.outbox.deliveries import delivery_retry
 from sessions_app.outbox.queue import FIRE
-from sessions_app.times import time_column, time_html
+from sessions_app.times import ZonedTimes, time_column, time_html
 
 
 def _turn_link(turn_id: str) -> str:
@@ -162,7 +162,7 @@ class AgentScheduleAdmin(admin.ModelAdmin):
 
 
 @admin.register(ScheduleRun)
-class ScheduleRunAdmin(admin.ModelAdmin):
+class ScheduleRunAdmin(ZonedTimes, admin.ModelAdmin):
     list_display = (
         "schedule",
         time_column("tick"),
@@ -188,7 +188,7 @@ class ScheduleRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(admin.ModelAdmin):
+class WebhookDeliveryAdmin(ZonedTimes, admin.ModelAdmin):
     list_display = (
         "turn",
         "agent",
@@ -198,7 +198,7 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
         "attempts",
         "response_status",
         "short_error",
-        "updated_at",
+        time_column("updated_at"),
     )
     list_filter = ("status", "agent")
     readonly_fields = [f.name for f in WebhookDelivery._meta.fields]

@@ -28,7 +28,7 @@ from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.privacy_actions import erase_owners, hold_sessions, release_sessions
 from sessions_app.audit import audit_staff_read
 from sessions_app.store import eventlog
-from sessions_app.times import time_column
+from sessions_app.times import ZonedTimes, time_column
 
 USERNAME = m.username_field()
 
@@ -235,7 +235,7 @@ def step_note(key: str, data: Any) -> str:
 
 
 @admin.register(m.Session)
-class SessionAdmin(StaffReadOnly, admin.ModelAdmin):
+class SessionAdmin(ZonedTimes, StaffReadOnly, admin.ModelAdmin):
     list_display = (
         "key",
         "title_shown",

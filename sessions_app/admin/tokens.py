@@ -8,13 +8,14 @@ import secrets
 from django.contrib import admin, messages
 
 from sessions_app.models import ApiToken, username_field
+from sessions_app.times import ZonedTimes, time_column
 
 USERNAME = username_field()
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
-    list_display = ("user", "name", "prefix", "created_at", "last_used_at")
+class ApiTokenAdmin(ZonedTimes, admin.ModelAdmin):
+    list_display = ("user", "name", "prefix", time_column("created_at"), time_column("last_used_at"))
     list_select_related = ("user",)
     search_fields = (f"user__{USERNAME}", "name", "prefix")
     readonly_fields = ("prefix", "created_at", "last_used_at")

@@ -19,11 +19,11 @@ from sessions_app.admin import console, edits, timeline, tree_admin
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.sessions import USERNAME, StaffReadOnly, archived_name, pretty_json, step_note
 from sessions_app.audit import audit_staff_read
-from sessions_app.times import time_column, time_html
+from sessions_app.times import ZonedTimes, time_column, time_html
 
 
 @admin.register(m.Turn)
-class TurnAdmin(StaffReadOnly, admin.ModelAdmin):
+class TurnAdmin(ZonedTimes, StaffReadOnly, admin.ModelAdmin):
     #: what an operator scans a list for; the rest is on the turn's page (at 1,400 px the list's
     #: right-hand columns were cut off)
     list_display = ("short", "asked", "session_link", "status_words", "phase", "attempts", time_column("created_at"))

@@ -49,3 +49,41 @@ def test_admin_lists_show_times_in_the_one_format():
     assert " a.m." not in html and " p.m." not in html
     cells = re.findall(r'<td class="field-(?:tick|fired_at)">(.*?)</td>', html)
     assert cells and all(FORMAT.search(c) for c in cells), cells
+
+
+@override_settings(TIME_ZONE="Europe/Paris")
+def test_change_pages_the_audit_log_and_takeover_lines_show_the_one_format(monkeypatch):
+    """A turn's read-only created_at on its admin page, the audit log's list and its row's page,
+    and the session page's earlier takeovers: each time in the one format, with its zone, not
+    Django's ("Dec. 6, 2026, 9 a.m.")."""
+    from django_q.conf import Conf
+
+    from sessions_app import models as m
+    from sessions_app import services, takeover
+
+    monkeypatch.setattr(Conf, "SYNC", True)
+    root = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    alice = get_user_model().objects.create_user("alice", password="pw-alice-123")
+    rec = services.turn_start(agent="ops", key="t1", text="hello", user=alice)
+    m.Turn.objects.filter(pk=rec.turn_id).update(created_at=AT)
+    session = m.Session.objects.get(key="t1")
+    # root is in no operators group: the agent's grant is stubbed; the takeover is placed at AT
+    monkeypatch.setattr(takeover, "may_take_over", lambda *, session, user: True)
+    takeover.takeover_begin(session=session, user=root)
+    takeover.takeover_end(session=session, user=root)
+    m.Takeover.objects.update(started_at=AT, ended_at=AT + dt.timedelta(minutes=5))
+    web = Client()
+    web.force_login(root)
+
+    turn_page = web.get(f"/admin/sessions_app/turn/{rec.turn_id}/change/").content.decode()
+    assert "2026-12-06 09:00:05 Europe/Paris" in turn_page, "the turn's created_at"
+    audit = web.get("/admin/sessions_app/auditevent/").content.decode()
+    cells = re.findall(r'<(?:td|th) class="field-at">(.*?)</(?:td|th)>', audit, re.S)
+    assert cells and all(FORMAT.search(c) for c in cells), cells
+    row = m.AuditEvent.objects.first()
+    assert FORMAT.search(web.get(f"/admin/sessions_app/auditevent/{row.pk}/change/").content.decode())
+    session_page = web.get(f"/admin/sessions_app/session/{session.pk}/change/").content.decode()
+    earlier = re.search(r'class="june-takeovers-before">(.*?)</p>', session_page, re.S).group(1)
+    assert "2026-12-06 09:00:05 Europe/Paris" in earlier, earlier
+    for page in (turn_page, audit, session_page):
+        assert " a.m." not in page and " p.m." not in page
