@@ -209,12 +209,14 @@ class ApprovalInboxAdmin(admin.ModelAdmin):
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name
         from sessions_app.admin.console import dashboard_view
+        from sessions_app.admin.mcp_admin import mcp_view
 
         mine = [
             path("answers/", self.admin_site.admin_view(self.answers_view), name="%s_%s_answers" % info),
             # the operator console, in whatever admin site registers June's models (a host's
             # own too); this repository's site also serves it at /admin/june/dashboard/
             path("dashboard/", self.admin_site.admin_view(dashboard_view), name="%s_%s_dashboard" % info),
+            path("dashboard/mcp/", self.admin_site.admin_view(mcp_view), name="%s_%s_mcp" % info),
         ]
         return mine + super().get_urls()
 

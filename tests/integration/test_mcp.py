@@ -396,3 +396,41 @@ def test_june_health_mcp_says_why_a_servers_tools_are_withheld(monkeypatch):
     with pytest.raises(SystemExit):
         call_command("june", "health", "--mcp", stdout=out)
     assert "typo/probe" in out.getvalue() and "withheld" in out.getvalue()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_admin_says_why_a_servers_tools_are_withheld(monkeypatch):
+    """The same in the admin: the dashboard links "MCP servers", whose page lists each agent's
+    servers, ok or why not (a misspelled approval: its tools withheld); Check again connects
+    anew; only staff see it."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    from agents_app.runtime.agent import Agent
+    from sessions_app import wiring
+    from sessions_app.admin import mcp_admin
+
+    agents = {
+        "ok": Agent(name="ok", sources=[stdio()]),
+        "typo": Agent(name="typo", sources=[stdio(approval={"ecoh": {"prompt": "?"}})]),
+    }
+    monkeypatch.setattr(wiring, "agents", lambda: agents)
+    monkeypatch.setattr(mcp_admin, "_last", {"at": None, "found": {}})
+    make = get_user_model().objects.create_user
+    staff, user = Client(), Client()
+    staff.force_login(make("sam", password="pw-sam-123", is_staff=True))
+    user.force_login(make("alice", password="pw-alice-123"))
+    page = reverse("admin:sessions_app_approvalrequest_mcp")
+    dashboard = staff.get(reverse("admin:sessions_app_approvalrequest_dashboard")).content.decode()
+    assert f'id="june-mcp-link" href="{page}"' in dashboard
+
+    html = staff.get(page).content.decode()
+    rows = dict(re.findall(r"<tr class=\"(?:ok|bad)\"><td>(.*?)</td><td>(.*?)</td></tr>", html))
+    assert rows["ok/probe"] == "ok", rows
+    assert "tools withheld" in rows["typo/probe"] and "[&#x27;ecoh&#x27;]" in rows["typo/probe"], rows
+    assert "2 servers, 1 not ok." in html
+    agents["typo"] = Agent(name="typo", sources=[stdio(approval={"echo": {"prompt": "?"}})])  # the entry fixed
+    assert "1 not ok" in staff.get(page).content.decode()  # a reload within the minute: as found
+    assert "2 servers, 0 not ok." in staff.post(page).content.decode()  # Check again
+    assert user.get(page).status_code == 302  # to the admin's login
