@@ -4,6 +4,7 @@ SIGTERM or SIGINT, sent to its main process or to its whole process group (see
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -36,6 +37,11 @@ class Command(QclusterCommand):
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         _warm_providers()
+        # everything start-up allocated, out of the collector's reach before the cluster forks:
+        # a child's first collection would otherwise write to every object's header, copying the
+        # pages it shares with this process into its own (docs/workers.md "Memory")
+        gc.collect()
+        gc.freeze()
         cluster = PromptCluster()
         if options.get("run_once"):
             cluster.start()
