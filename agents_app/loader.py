@@ -58,7 +58,7 @@ def _import(path: Path, module_name: str) -> ModuleType:
 
 def load_agent(folder: Path, *, package: str = "june_agents") -> Agent:
     """The agent of ``folder``; its modules imported as ``<package>.<folder name>`` (another
-    ``package``: the same agent at another revision, beside the site's: ``june_evals.versions``)."""
+    ``package``: the same agent at another revision, beside the site's: ``june_evals.agent_versions``)."""
     name = folder.name
     if not (folder / "instructions.md").exists() and not (folder / "agent.py").exists():
         raise AgentConfigError(f"{folder} is not an agent folder (no agent.py or instructions.md)")

@@ -20,7 +20,7 @@ from django.utils import timezone
 from agents_app.runtime.errors import JuneError
 from agents_app.runtime.ids import new_turn_id
 from agents_app.runtime.records import SETTLED_STATUSES
-from june_evals import versions as agent_versions
+from june_evals import agent_versions as agent_versions
 from june_evals.models import Dataset, EvalCase, EvalRun
 from june_evals.models.evalrows import RunStatus
 from june_evals.scorers import Score, score
@@ -50,7 +50,7 @@ def version(
     folder at a git revision (``git``), a model of the run's (``model``: ``cassette:FILE``,
     ``script:FILE``, ``script:module:function``); the last two make an ``AgentVersion`` whose
     name the turns run as (``runs_as``), so the workers run that version. ``web``: asked from the
-    admin (``versions.model_spec``)."""
+    admin (``agent_versions.model_spec``)."""
     wiring.agent(agent, versions=False)  # NotFound for a name the site does not have
     made = agent_versions.make(agent, git=git, model=model, web=web)
     out: dict[str, Any] = {"label": label or agent, "agent": agent, "instructions": instructions}

@@ -16,9 +16,9 @@ class EvalsConfig(AppConfig):
         evalcli.register()
         # an eval's versions of agents (a git revision's folder, a cassette or a script for a
         # model) resolve by name in every process, the workers' included
-        from june_evals import versions
+        from june_evals import agent_versions
 
-        versions.install()
+        agent_versions.install()
         # a case's attached file goes with its row
         from django.db.models.signals import post_delete
 

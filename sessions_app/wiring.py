@@ -31,7 +31,7 @@ MOUNTED_SOURCES = ("web", "http", "webhook", "schedule", "cli")
 #: what a version of an agent is called (``<agent>@<id>``): no folder's name has the mark
 VERSION_MARK = "@"
 #: resolvers of versions' names (an eval's agent at a git revision, or with a recorded model:
-#: ``june_evals.versions``), asked in order; each returns the Agent, or None for a name not its
+#: ``june_evals.agent_versions``), asked in order; each returns the Agent, or None for a name not its
 _RESOLVERS: list[Callable[[str], Agent | None]] = []
 
 

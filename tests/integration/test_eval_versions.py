@@ -1,4 +1,4 @@
-"""Versions of an agent for an eval (june_evals/versions.py): a scripted model named by the run,
+"""Versions of an agent for an eval (june_evals/agent_versions.py): a scripted model named by the run,
 and an agent folder at a git revision of a temporary repository, each run as real turns through
 the site's services and the workers' task (driven in this process here; on django-q2 workers in
 ``test_eval_workers.py``); a version is no agent a person can reach."""
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from agents_app.runtime.errors import NotFound
-from june_evals import driver, versions
+from june_evals import agent_versions, driver
 from june_evals.models import AgentVersion, Dataset, EvalCase, Example
 from sessions_app import access, wiring
 from sessions_app import models as m
@@ -143,14 +143,14 @@ def test_a_scripted_model_from_a_file_and_no_person_reaches_a_version(tmp_path):
 )
 def test_a_bad_model_is_refused_when_the_run_starts(spec, error):
     with pytest.raises(BadRequest, match=error):
-        versions.model_spec(spec)
+        agent_versions.model_spec(spec)
 
 
 def test_the_admin_names_no_function_and_no_file_outside_the_project(tmp_path):
     outside = tmp_path / "replies.json"
     outside.write_text('["hi"]')
-    assert versions.model_spec(f"script:{outside}") == {"script": "replies.json", "replies": ["hi"]}
+    assert agent_versions.model_spec(f"script:{outside}") == {"script": "replies.json", "replies": ["hi"]}
     with pytest.raises(BadRequest, match="project's folder or JUNE_VAR_DIR only"):
-        versions.model_spec(f"script:{outside}", web=True)
+        agent_versions.model_spec(f"script:{outside}", web=True)
     with pytest.raises(BadRequest, match="on the command line"):
-        versions.model_spec("script:tests.integration.eval_scripts:version_then_echo", web=True)
+        agent_versions.model_spec("script:tests.integration.eval_scripts:version_then_echo", web=True)
