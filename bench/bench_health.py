@@ -48,7 +48,7 @@ def in_process() -> None:
         statements[0] += 1
         return execute(sql, params, many, context)
 
-    health._thread.submit(lambda: connections["default"].execute_wrappers.append(count)).result()
+    health.probe_thread.submit(lambda: connections["default"].execute_wrappers.append(count)).result()
 
     async def run() -> list[float]:
         await health.readiness()  # the first: connects, computes the migration plan

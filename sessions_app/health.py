@@ -53,7 +53,7 @@ BEATS_MISSED = 3
 
 # -- the checks ----------------------------------------------------------------------------------
 
-_thread = ThreadPoolExecutor(1, thread_name_prefix="june-health")
+probe_thread = ThreadPoolExecutor(1, thread_name_prefix="june-health")
 _in_flight: Future[dict[str, str]] | None = None
 _in_flight_since = 0.0
 _in_flight_lock = threading.Lock()
@@ -98,7 +98,7 @@ def _submit(timeout: float) -> Future[dict[str, Any]] | None:
             if time.monotonic() - _in_flight_since > timeout:
                 return None
             return _in_flight
-        _in_flight, _in_flight_since = _thread.submit(_database_checks), time.monotonic()
+        _in_flight, _in_flight_since = probe_thread.submit(_database_checks), time.monotonic()
         return _in_flight
 
 

@@ -101,7 +101,7 @@ def _close_thread_connections(request):
 
     direct.close_all()
     lite.close_all()
-    health._thread.submit(connections.close_all).result(timeout=10)
+    health.probe_thread.submit(connections.close_all).result(timeout=10)
     try:
         asyncio.get_running_loop()
     except RuntimeError:  # no loop running here (the usual case): close on the store's thread

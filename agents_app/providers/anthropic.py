@@ -39,8 +39,8 @@ from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW, is_long_lived, platfo
 from agents_app.providers.anthropic_files import Reader
 from agents_app.providers.anthropic_request import build_messages
 from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider's table-tested names)
-    _USAGE_KEYS,
     CACHE_WRITE_1H_KEY,
+    USAGE_KEYS,
     Snapshot,
     fold_event,
     map_stop_reason,

@@ -21,7 +21,7 @@ _STOP_REASONS = {
     "pause_turn": StopReason.PAUSE_TURN,
     "model_context_window_exceeded": StopReason.CONTEXT_OVERFLOW,
 }
-_USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 #: the usage key of the 1-hour part of ``cache_creation_input_tokens`` (priced 2x, not 1.25x)
 CACHE_WRITE_1H_KEY = "cache_creation_1h_input_tokens"
 
@@ -39,7 +39,7 @@ class Snapshot:
 
 def _merge_usage(snapshot: Snapshot, usage: dict[str, Any] | None) -> None:
     # usage on message_delta is cumulative and omits what does not apply: overwrite, keep others
-    for key in _USAGE_KEYS:
+    for key in USAGE_KEYS:
         if (usage or {}).get(key) is not None:
             snapshot.usage[key] = int(usage[key])  # type: ignore[index]
     # the writes by TTL: a 1-hour write costs 2x the input price, a 5-minute one 1.25x
@@ -100,7 +100,7 @@ def map_stop_reason(raw: str | None, has_content: bool) -> StopReason:
 
 def reply_from(snapshot: Snapshot) -> ModelReply:
     """The final reply of a complete stream."""
-    usage = {key: snapshot.usage.get(key, 0) for key in _USAGE_KEYS}
+    usage = {key: snapshot.usage.get(key, 0) for key in USAGE_KEYS}
     if snapshot.usage.get(CACHE_WRITE_1H_KEY):
         usage[CACHE_WRITE_1H_KEY] = snapshot.usage[CACHE_WRITE_1H_KEY]
     # a null field carries nothing and some request schemas refuse it: send back what is set

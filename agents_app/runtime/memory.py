@@ -14,7 +14,7 @@ from . import branches, memory_branches, rules
 from . import events as ev
 from .compaction import transcript_start
 from .errors import StaleAttemptError
-from .memory_rows import _MemoryTx, _Turn
+from .memory_rows import MemoryTx, TurnRow
 from .memory_tables import UNFINISHED, MemoryTables, is_parked
 from .messages import Message, input_step_id
 from .seams import (
@@ -65,7 +65,7 @@ class InMemorySessionStore(MemoryTables):
             generation=s.generation,
             policy=policy,
         )
-        self._add(_Turn(record, self._order))
+        self._add(TurnRow(record, self._order))
         logged = self._log(s, events)
         self._refresh_session_status(s)
         return Outcome(events=logged, running=running, turn=record, runnable=self._woken(), cascaded=self._rung())
@@ -148,7 +148,7 @@ class InMemorySessionStore(MemoryTables):
         turn = self._turn(turn_id)
         if attempt_id is not None and turn.record.attempt_id != attempt_id:
             raise StaleAttemptError(turn_id)
-        tx = _MemoryTx(self._sessions[turn.record.session], turn)
+        tx = MemoryTx(self._sessions[turn.record.session], turn)
         work(tx)
         s = tx.session
         if turn.record.generation == s.generation:

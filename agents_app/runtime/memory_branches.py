@@ -9,18 +9,18 @@ from typing import Callable
 from . import branches
 from . import events as ev
 from .errors import NotFound
-from .memory_rows import _Branch, _Session
+from .memory_rows import BranchRow, SessionRow
 from .messages import Role
 from .seams import LoggedEvent
 
-Log = Callable[[_Session, list[ev.TurnEvent]], list[LoggedEvent]]
+Log = Callable[[SessionRow, list[ev.TurnEvent]], list[LoggedEvent]]
 
 
-def nodes(s: _Session) -> list[branches.BranchNode]:
+def nodes(s: SessionRow) -> list[branches.BranchNode]:
     return [branches.BranchNode(g, b.parent, b.fork_index) for g, b in s.branches.items()]
 
 
-def openings(s: _Session) -> dict[str, int]:
+def openings(s: SessionRow) -> dict[str, int]:
     """turn id -> the position of its first message in the live generation."""
     first: dict[str, int] = {}
     for i, message in enumerate(s.messages):
@@ -29,7 +29,7 @@ def openings(s: _Session) -> dict[str, int]:
     return first
 
 
-def fork_point(s: _Session, *, at: int | None, regenerate: str | None) -> tuple[int, str]:
+def fork_point(s: SessionRow, *, at: int | None, regenerate: str | None) -> tuple[int, str]:
     """(position, the turn opened there) under ``branches.check_fork_point``/``check_regenerable``."""
     opened = openings(s)
     if regenerate is not None:
@@ -47,10 +47,10 @@ def fork_point(s: _Session, *, at: int | None, regenerate: str | None) -> tuple[
     return at, turn
 
 
-def fork(s: _Session, at: int, opener: str, log: Log) -> list[LoggedEvent]:
+def fork(s: SessionRow, at: int, opener: str, log: Log) -> list[LoggedEvent]:
     """The new branch, live; ``branch.switched`` logged in it."""
     previous = s.generation
-    s.branches.setdefault(previous, _Branch(parent=None, fork_index=0))
+    s.branches.setdefault(previous, BranchRow(parent=None, fork_index=0))
     s.branches[previous].boundary, s.branches[previous].summary = s.boundary, s.summary
     s.generations += 1
     generation = s.generations
@@ -65,12 +65,12 @@ def fork(s: _Session, at: int, opener: str, log: Log) -> list[LoggedEvent]:
     s.boundary, s.summary = branches.fork_compaction(
         ((i, m.boundary or 0) for i, m in enumerate(s.messages) if m.role == Role.SUMMARY), at
     )
-    s.branches[generation] = _Branch(parent=previous, fork_index=at)
+    s.branches[generation] = BranchRow(parent=previous, fork_index=at)
     s.generation = generation
     return log(s, [ev.BranchSwitched("", generation=generation, previous=previous, at=at)])
 
 
-def switch(s: _Session, generation: int, log: Log) -> list[LoggedEvent]:
+def switch(s: SessionRow, generation: int, log: Log) -> list[LoggedEvent]:
     """``generation`` live again (a branch of the live one's tree); nothing when it is live."""
     if generation == s.generation:
         return []

@@ -12,7 +12,7 @@ from .seams import ChildTurn, Phase, SessionRef, SessionStatus, TurnRecord, Turn
 
 
 @dataclass
-class _Session:
+class SessionRow:
     ref: SessionRef
     status: SessionStatus = SessionStatus.NEW
     generation: int = 0
@@ -26,11 +26,11 @@ class _Session:
     #: the last generation number handed out (a reset or a branch takes the next)
     generations: int = 0
     #: generation -> its place in a tree of branches (``memory_branches``)
-    branches: dict[int, _Branch] = field(default_factory=dict)
+    branches: dict[int, BranchRow] = field(default_factory=dict)
 
 
 @dataclass
-class _Branch:
+class BranchRow:
     parent: int | None
     fork_index: int
     #: the branch's compaction while another one is live
@@ -39,16 +39,16 @@ class _Branch:
 
 
 @dataclass
-class _Turn:
+class TurnRow:
     record: TurnRecord
     order: int
     steps: dict[str, Any] = field(default_factory=dict)
 
 
-class _MemoryTx:
+class MemoryTx:
     """A unit's writes, staged: the store applies them when the unit returns (all or nothing)."""
 
-    def __init__(self, session: _Session, turn: _Turn) -> None:
+    def __init__(self, session: SessionRow, turn: TurnRow) -> None:
         self.turn = turn
         self.session = session
         self.messages: list[Message] = []

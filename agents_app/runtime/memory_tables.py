@@ -9,7 +9,7 @@ from typing import Any
 from . import events as ev
 from . import rules, subagents
 from .errors import NotFound
-from .memory_rows import _Session, _Turn
+from .memory_rows import SessionRow, TurnRow
 from .seams import FINAL_STATUSES, ChildTurn, LoggedEvent, SessionRef, SessionStatus, TurnRecord, TurnStatus
 
 UNFINISHED = (TurnStatus.QUEUED, TurnStatus.RUNNING)
@@ -17,10 +17,10 @@ UNFINISHED = (TurnStatus.QUEUED, TurnStatus.RUNNING)
 
 class MemoryTables:
     def __init__(self) -> None:
-        self._sessions: dict[SessionRef, _Session] = {}
-        self._turns: dict[str, _Turn] = {}
+        self._sessions: dict[SessionRef, SessionRow] = {}
+        self._turns: dict[str, TurnRow] = {}
         #: each session's turns not settled for good, in order (``_session_turns``)
-        self._unsettled: dict[SessionRef, list[_Turn]] = {}
+        self._unsettled: dict[SessionRef, list[TurnRow]] = {}
         self._order = 0
         self._runnable: list[tuple[str, SessionRef]] = []
         self._cascaded: list[str] = []
@@ -29,18 +29,18 @@ class MemoryTables:
 
     # -- the tables --------------------------------------------------------------------------------
 
-    def _session(self, ref: SessionRef) -> _Session:
+    def _session(self, ref: SessionRef) -> SessionRow:
         if ref not in self._sessions:
-            self._sessions[ref] = _Session(ref)
+            self._sessions[ref] = SessionRow(ref)
         return self._sessions[ref]
 
-    def _turn(self, turn_id: str) -> _Turn:
+    def _turn(self, turn_id: str) -> TurnRow:
         try:
             return self._turns[turn_id]
         except KeyError:
             raise NotFound(f"no turn {turn_id}") from None
 
-    def _log(self, session: _Session, events: list[ev.TurnEvent]) -> list[LoggedEvent]:
+    def _log(self, session: SessionRow, events: list[ev.TurnEvent]) -> list[LoggedEvent]:
         logged = []
         for event in events:
             session.seq += 1
@@ -48,10 +48,10 @@ class MemoryTables:
             logged.append(LoggedEvent(session.seq, event))
         return logged
 
-    def _set(self, turn: _Turn, **changes: Any) -> None:
+    def _set(self, turn: TurnRow, **changes: Any) -> None:
         turn.record = turn.record.evolve(**changes)
 
-    def _session_turns(self, ref: SessionRef) -> list[_Turn]:
+    def _session_turns(self, ref: SessionRef) -> list[TurnRow]:
         """The session's turns in order, less those settled for good (a final status, no
         children owed): no rule looks at them again, so a step costs the same after 10 or
         10,000 turns of the session."""
@@ -59,11 +59,11 @@ class MemoryTables:
         self._unsettled[ref] = turns
         return turns
 
-    def _add(self, turn: _Turn) -> None:
+    def _add(self, turn: TurnRow) -> None:
         self._turns[turn.record.turn_id] = turn
         self._unsettled.setdefault(turn.record.session, []).append(turn)
 
-    def _refresh_session_status(self, session: _Session) -> None:
+    def _refresh_session_status(self, session: SessionRow) -> None:
         turns = self._session_turns(session.ref)
         if any(is_parked(t.record) and t.record.generation == session.generation for t in turns):
             session.status = SessionStatus.SUSPENDED
@@ -74,7 +74,7 @@ class MemoryTables:
         else:
             session.status = SessionStatus.NEW
 
-    def _cancel(self, turns: list[_Turn], reason: str) -> tuple[list[ev.TurnEvent], list[str]]:
+    def _cancel(self, turns: list[TurnRow], reason: str) -> tuple[list[ev.TurnEvent], list[str]]:
         """``rules``: settle what a cancel settles at once, hand running turns the request; the
         unfinished children of both get ``rules.CASCADE`` first (children before parents; the
         running ones are in ``self._cascaded``, to ring)."""
@@ -108,7 +108,7 @@ class MemoryTables:
             t for t in self._turns.values() if t.record.parent == parent and t.record.status not in FINAL_STATUSES
         ]
         running: list[str] = []
-        by_session: dict[SessionRef, list[_Turn]] = {}
+        by_session: dict[SessionRef, list[TurnRow]] = {}
         for child in children:
             by_session.setdefault(child.record.session, []).append(child)
         for ref, group in by_session.items():
@@ -119,7 +119,7 @@ class MemoryTables:
             running += ring
         return running
 
-    def _report(self, child: _Turn) -> None:
+    def _report(self, child: TurnRow) -> None:
         """A child settled: store its result under its parent's step (once) and wake the parent
         when it was the last child owed and the parent still waits."""
         rec = child.record
@@ -153,7 +153,7 @@ class MemoryTables:
         rung, self._cascaded = self._cascaded, []
         return rung
 
-    def _create_child(self, parent: _Turn, child: ChildTurn) -> tuple[str, SessionRef] | None:
+    def _create_child(self, parent: TurnRow, child: ChildTurn) -> tuple[str, SessionRef] | None:
         if child.turn_id in self._turns:
             return None
         s = self._session(child.session)
@@ -168,7 +168,7 @@ class MemoryTables:
             parent=parent.record.turn_id,
             depth=child.depth,
         )
-        self._add(_Turn(record, self._order))
+        self._add(TurnRow(record, self._order))
         self._set(parent, waiting=parent.record.waiting + 1)
         self._refresh_session_status(s)
         return child.turn_id, child.session

@@ -75,7 +75,7 @@ from sessions_app.store import (
 )
 from sessions_app.store.pipes import Pipes
 from sessions_app.store.rows import UnitWriter, journal_changes
-from sessions_app.store.threads import Threads, _drop_unusable_connections, _on_pool_thread
+from sessions_app.store.threads import Threads, drop_unusable_connections, on_pool_thread
 
 
 class DjangoSessionStore:
@@ -119,7 +119,7 @@ class DjangoSessionStore:
             if self.threads is None:
                 hop = sync_to_async(fn)
             else:
-                hop = sync_to_async(_on_pool_thread(fn), thread_sensitive=False, executor=self.threads)
+                hop = sync_to_async(on_pool_thread(fn), thread_sensitive=False, executor=self.threads)
             self._hops[fn] = hop
         return hop
 
@@ -369,7 +369,7 @@ class DjangoSessionStore:
     async def drop_broken_connections(self) -> None:
         """Close the connections the server dropped, keep the rest (a connect costs more than a
         short turn's first step)."""
-        await sync_to_async(_drop_unusable_connections)()
+        await sync_to_async(drop_unusable_connections)()
         direct.drop_unusable()
         lite.drop_unusable()
 

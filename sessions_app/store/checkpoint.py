@@ -64,11 +64,11 @@ class Written:
     rows: list[str] = field(default_factory=list)
 
 
-def _stale(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
+def stale_error(turn_id: str, attempt_id: str | None) -> StaleAttemptError:
     return StaleAttemptError(f"turn {turn_id}: attempt {attempt_id} no longer owns the lease")
 
 
-def _recorded(turn_id: str, steps: tuple[str, ...]) -> IntegrityError:
+def recorded_error(turn_id: str, steps: tuple[str, ...]) -> IntegrityError:
     return IntegrityError(f"turn {turn_id}: a step of {sorted(steps)} is already recorded")
 
 

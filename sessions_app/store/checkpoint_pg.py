@@ -23,7 +23,6 @@ from sessions_app.store.checkpoint import (
     NEXT_IN_CHAIN,
     STEP_RECORDED,
     Written,
-    _stale,
     dumps,
     fence_raising_sql,
     folded,
@@ -32,6 +31,7 @@ from sessions_app.store.checkpoint import (
     row_json,
     session_status_params,
     session_status_sql,
+    stale_error,
     step_guard_sql,
 )
 
@@ -221,7 +221,7 @@ def write_steps(
         results = yield batch
     except psycopg.Error as exc:
         if exc.sqlstate == LEASE_LOST:
-            raise _stale(turn_id, attempt_id) from None
+            raise stale_error(turn_id, attempt_id) from None
         if exc.sqlstate == STEP_RECORDED:
             raise IntegrityError(str(exc.diag.message_primary)) from None
         raise

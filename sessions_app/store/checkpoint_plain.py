@@ -17,8 +17,6 @@ from sessions_app.store import child_reports, eventlog, transcripts
 from sessions_app.store.checkpoint import (
     NEXT_IN_CHAIN,
     Written,
-    _recorded,
-    _stale,
     dumps,
     fence_sql,
     folded,
@@ -26,9 +24,11 @@ from sessions_app.store.checkpoint import (
     iso_of,
     opening_of,
     plain_now,
+    recorded_error,
     row_json,
     session_status_params,
     session_status_sql,
+    stale_error,
     stored_ref,
 )
 
@@ -69,7 +69,7 @@ def write_plain(
     keys, steps = folded(messages, steps)
     held = tuple(keys.values())
     if len(set(held)) != len(held):  # the guard reads the rows written before the unit's
-        raise _recorded(turn_id, held)
+        raise recorded_error(turn_id, held)
     # the fence answers what the rest needs of the turn's row (a child's report reads no more),
     # unless this process knows the row's fixed facts and the unit logs events: then the
     # events' numbering answers the cancel request (a RETURNING costs SQLite a temporary b-tree)
@@ -94,8 +94,8 @@ def write_plain(
             transcripts.remember_facts(turn_id, cast(transcripts.Facts, row))  # the fence's four columns
     if row is None:  # the rest rolls back with the unit
         if held and cur.execute(*still_held(turn_id, attempt_id)).fetchone():
-            raise _recorded(turn_id, held)
-        raise _stale(turn_id, attempt_id)
+            raise recorded_error(turn_id, held)
+        raise stale_error(turn_id, attempt_id)
     session_id, generation, parent_id, spawn_step = row
     rows = [row_json(m, turn_id) for _, m in messages]
     if messages:
@@ -157,7 +157,7 @@ def write_journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any],
     sql, params = fence_sql(turn_id, attempt_id, changes)
     cur.execute(sql, params)
     if cur.rowcount != 1:
-        raise _stale(turn_id, attempt_id)
+        raise stale_error(turn_id, attempt_id)
 
 
 def log_events(

@@ -69,11 +69,11 @@ from sessions_app.store import checkpoint, checkpoint_plain, lease, reads, trans
 from sessions_app.store.lite_conn import (  # noqa: F401 (Busy, here, close_all, drop_unusable: the store's names)
     Busy,
     Cursor,
-    _cursor,
-    _write,
+    LiteCursor,
     close_all,
     drop_unusable,
     here,
+    write_cursor,
 )
 from sessions_app.store.rows import UnitWriter, loads, record_of
 
@@ -82,7 +82,7 @@ from sessions_app.store.rows import UnitWriter, loads, record_of
 
 def commit(tx: UnitWriter) -> Commit:
     """A recorded unit (no children: a spawn goes through the ORM) as one transaction."""
-    with _write() as cur:
+    with write_cursor() as cur:
         written = checkpoint_plain.write_plain(
             cur, tx.turn_id, tx.attempt_id, tx.turn_changes, tx.messages, tx.steps, tx.events, tx.moved, tx.result
         )
@@ -107,28 +107,28 @@ def write_inside(tx: UnitWriter) -> checkpoint.Written:
 
 
 def journal(turn_id: str, attempt_id: str | None, changes: dict[str, Any]) -> None:
-    with _cursor(None) as cur:  # one statement: its own transaction
+    with LiteCursor(None) as cur:  # one statement: its own transaction
         checkpoint_plain.write_journal(turn_id, attempt_id, changes, cur)
 
 
 def load(turn_id: str) -> TurnState:
-    with _cursor("BEGIN") as cur:  # one snapshot for the row, the steps and the transcript
+    with LiteCursor("BEGIN") as cur:  # one snapshot for the row, the steps and the transcript
         return reads.load_on(cur, _turn(cur, turn_id), held=True)
 
 
 def get_turn(turn_id: str) -> TurnRecord:
-    with _cursor(None) as cur:
+    with LiteCursor(None) as cur:
         return record_of(_turn(cur, turn_id))
 
 
 def next_queued(session: SessionRef) -> str | None:
-    with _cursor(None) as cur:
+    with LiteCursor(None) as cur:
         return reads.next_queued(session, cur)
 
 
 def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float) -> TurnRecord | None:
     """``lease.claim`` in one transaction: the claim, the row, the session marked running."""
-    with _write() as cur:
+    with write_cursor() as cur:
         turn = _claimed(cur, turn_id, owner, attempt_id, now, lease_seconds)
         return None if turn is None else record_of(turn)
 
@@ -139,7 +139,7 @@ def claim_and_load(
     """``claim`` and ``load`` in one transaction (``SessionStore.claim_and_load``), and the
     opening's unit when ``opening`` offers one for the loaded state: written as ``commit``
     writes it (``checkpoint_plain.write_plain``, fenced on this attempt), before the same COMMIT."""
-    with _write() as cur:
+    with write_cursor() as cur:
         turn = _claimed(cur, turn_id, owner, attempt_id, now, lease_seconds)
         if turn is None:
             return None
@@ -174,12 +174,12 @@ def _claimed(
 
 
 def heartbeat(turn_id: str, *, attempt_id: str, now: float, lease_seconds: float) -> str | None:
-    with _cursor(None) as cur:
+    with LiteCursor(None) as cur:
         return lease.heartbeat(turn_id, attempt_id=attempt_id, now=now, lease_seconds=lease_seconds, cur=cur)
 
 
 def release(turn_id: str, *, attempt_id: str) -> None:
-    with _cursor(None) as cur:
+    with LiteCursor(None) as cur:
         lease.release(turn_id, attempt_id=attempt_id, cur=cur)
 
 
@@ -198,7 +198,7 @@ def create_turn(
     # nothing parked (check_start) and a queued turn: the status the recompute would give
     # (``checkpoint.session_status_sql``); a start the rules refuse rolls it back with the rest
     facts = [now, str(SessionStatus.RUNNING), session.agent, session.key, turn_id]
-    with _write() as cur:
+    with write_cursor() as cur:
         row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
         if row is None:
             _insert(

@@ -61,7 +61,7 @@ def here() -> bool:
     if own is not None and own.epoch == _epoch:
         return True
     wrapper = connections["default"]
-    return wrapper.vendor == "sqlite" and not _in_memory(wrapper.settings_dict["NAME"])
+    return wrapper.vendor == "sqlite" and not in_memory(wrapper.settings_dict["NAME"])
 
 
 _executors = AsyncToSync.executors
@@ -82,7 +82,7 @@ def _waited_by_sync_caller() -> bool:
     return getattr(_executors, "current", None) is not None
 
 
-def _in_memory(name: Any) -> bool:
+def in_memory(name: Any) -> bool:
     name = str(name)
     return name == ":memory:" or "mode=memory" in name
 
@@ -129,8 +129,8 @@ class Cursor(sqlite3.Cursor):
         return super().executemany(qmark(sql), rows)
 
 
-class _cursor:
-    """``with _cursor(begin) as cur``: a cursor on this thread's connection; ``begin`` opens a
+class LiteCursor:
+    """``with LiteCursor(begin) as cur``: a cursor on this thread's connection; ``begin`` opens a
     transaction that commits when the block ends and rolls back when it raises. A locked
     database raises Busy (rolled back). (A class, not a generator: a generator's context
     manager ends by raising and catching a StopIteration, at every unit and read.)"""
@@ -177,8 +177,8 @@ class _cursor:
             raise Busy(str(exc)) from exc
 
 
-def _write() -> _cursor:
-    return _cursor("BEGIN IMMEDIATE")
+def write_cursor() -> LiteCursor:
+    return LiteCursor("BEGIN IMMEDIATE")
 
 
 def drop_unusable() -> None:

@@ -271,6 +271,6 @@ def choose(store: DjangoSessionStore) -> ThreadPath:
     wrapper = connections["default"]
     if wrapper.vendor == "postgresql":
         return PipedPath(store) if store.pipes is not None else DirectPath(store)
-    if wrapper.vendor == "sqlite" and not lite_conn._in_memory(wrapper.settings_dict["NAME"]):
+    if wrapper.vendor == "sqlite" and not lite_conn.in_memory(wrapper.settings_dict["NAME"]):
         return LitePath(store)
     return ThreadPath(store)

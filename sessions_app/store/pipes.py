@@ -45,7 +45,7 @@ class Pipe:
         self.pg = conn.pgconn
         self.pg.nonblocking = 1
         self.fd = self.pg.socket
-        self.state = wire._State()
+        self.state = wire.PipeState()
         self.loop = asyncio.get_running_loop()
         #: sent units, in order: what each reads back, and who waits for it
         self.sent: deque[tuple[list[tuple[str, Any]], asyncio.Future[list[Any]]]] = deque()
@@ -120,7 +120,7 @@ class Pipe:
         try:
             while self.sent:
                 expected, future = self.sent[0]
-                results, error = await self._wait(wire._read(self.pg, expected, self.state))
+                results, error = await self._wait(wire.read_results(self.pg, expected, self.state))
                 self.sent.popleft()
                 if future.done():  # its caller stopped waiting (a cancelled attempt)
                     continue

@@ -40,7 +40,7 @@ class Threads(ThreadPoolExecutor):
             future.result()
 
 
-def _drop_unusable_connections() -> None:
+def drop_unusable_connections() -> None:
     for conn in connections.all(initialized_only=True):
         if conn.connection is not None and (conn.errors_occurred or not conn.is_usable()):
             conn.close()
@@ -51,7 +51,7 @@ def _psycopg(wrapper: Any) -> Any:
     return wrapper.connection if wrapper.vendor == "postgresql" else None
 
 
-def _on_pool_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
+def on_pool_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` for a thread of a runner's pool, which keeps its Django connection from call to
     call: after a failure, the connection is closed if it is what failed (the next call on the
     thread connects again)."""
@@ -64,7 +64,7 @@ def _on_pool_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args, **kwargs)
         except Exception:
             if not connection.in_atomic_block:
-                _drop_unusable_connections()
+                drop_unusable_connections()
             raise
 
     return call

@@ -52,7 +52,7 @@ def _name(sql: bytes) -> bytes:
     return name
 
 
-class _State:
+class PipeState:
     """What a connection has prepared, and the deferred batches whose results it has not read."""
 
     __slots__ = ("prepared", "pending")
@@ -62,7 +62,7 @@ class _State:
         self.pending: list[list[tuple[str, Any]]] = []
 
 
-_states: weakref.WeakKeyDictionary[Any, _State] = weakref.WeakKeyDictionary()
+_states: weakref.WeakKeyDictionary[Any, PipeState] = weakref.WeakKeyDictionary()
 
 
 @functools.lru_cache(maxsize=256)  # a checkpoint's fence is built per unit from a few shapes
@@ -119,7 +119,7 @@ class Batch:
         expected = self.send(pg, state)
         _wait(_flush(pg), pg.socket)
         _read_deferred(pg, state)
-        results, error = _wait(_read(pg, expected, state), pg.socket)
+        results, error = _wait(read_results(pg, expected, state), pg.socket)
         pg.exit_pipeline_mode()
         if error is not None:
             raise error
@@ -133,7 +133,7 @@ class Batch:
         state.pending.append(self.send(pg, state))
         _wait(_flush(pg), pg.socket)
 
-    def send(self, pg: Any, state: _State) -> list[tuple[str, Any]]:
+    def send(self, pg: Any, state: PipeState) -> list[tuple[str, Any]]:
         """Queue the statements and their Sync on ``pg`` (nothing flushed yet); returns what to
         read back, in order."""
         if pg.pipeline_status == PIPELINE_OFF:
@@ -191,8 +191,8 @@ def _flush(pg: Any) -> Generator[int, None, None]:
         yield WRITE
 
 
-def _read(
-    pg: Any, expected: list[tuple[str, Any]], state: _State
+def read_results(
+    pg: Any, expected: list[tuple[str, Any]], state: PipeState
 ) -> Generator[int, None, tuple[list[Any], Exception | None]]:
     """Read the results of one sent batch; returns (its statements' results, the first error)."""
     error: Exception | None = None
@@ -258,18 +258,18 @@ def drain(conn: psycopg.Connection) -> None:
     conn.pgconn.exit_pipeline_mode()
 
 
-def _read_deferred(pg: Any, state: _State) -> None:
+def _read_deferred(pg: Any, state: PipeState) -> None:
     earlier, state.pending = state.pending, []
     for deferred in earlier:
-        _, error = _wait(_read(pg, deferred, state), pg.socket)
+        _, error = _wait(read_results(pg, deferred, state), pg.socket)
         if error is not None:
             log.info("a deferred write was refused: %s", error)
 
 
-def _state(conn: Any) -> _State:
+def _state(conn: Any) -> PipeState:
     state = _states.get(conn)
     if state is None:
-        state = _states[conn] = _State()
+        state = _states[conn] = PipeState()
     return state
 
 

@@ -144,7 +144,7 @@ def extra_missing(extra: str, package: str) -> Callable:
     return view
 
 
-def _json_path(path: str) -> bool:
+def json_path(path: str) -> bool:
     """The paths whose errors are JSON: the API's and the health probes'."""
     return links.is_api_path(path) or is_probe(path)
 
@@ -158,13 +158,13 @@ def handler404(request: HttpRequest, exception: Exception) -> HttpResponse:
 
 def handler400(request: HttpRequest, exception: Exception) -> HttpResponse:
     """A request Django refused before any view (e.g. a Host not in ALLOWED_HOSTS)."""
-    if _json_path(request.path):
+    if json_path(request.path):
         return error_response(400, "bad_request", "bad request")
     return defaults.bad_request(request, exception)
 
 
 def handler500(request: HttpRequest) -> HttpResponse:
-    if _json_path(request.path):
+    if json_path(request.path):
         return error_response(500, "internal_error", "internal error")
     return defaults.server_error(request)
 

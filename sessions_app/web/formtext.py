@@ -15,6 +15,8 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 
 from sessions_app.safejson import BAD_STRING, has_forbidden
+from sessions_app.web import links
+from sessions_app.web.api import error_response
 
 FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -37,11 +39,7 @@ def refusal(request: HttpRequest) -> HttpResponse | None:
             return None
     if not bad:
         return None
-    from sessions_app.web import links
-
     if links.is_api_path(request.path):
-        from sessions_app.web.api import error_response
-
         return error_response(400, "bad_request", BAD_STRING)
     return HttpResponseBadRequest(f"Bad request: {BAD_STRING}.", content_type="text/plain; charset=utf-8")
 

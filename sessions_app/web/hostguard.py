@@ -10,6 +10,8 @@ from typing import Any
 from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponse
 
+from sessions_app.web.api import error_response, json_path
+
 
 class ApiHostGuard:
     sync_capable = True
@@ -19,9 +21,7 @@ class ApiHostGuard:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        from sessions_app.web.api import _json_path, error_response
-
-        if _json_path(request.path):
+        if json_path(request.path):
             try:
                 request.get_host()
             except DisallowedHost:

@@ -31,10 +31,10 @@ from sessions_app.web.openapi_parts import (
     SESSION_PATH,
     SSE,
     TURN_REF,
-    _body,
-    _errors,
-    _json,
     anchored,
+    body,
+    errors,
+    returns,
     session_params,
     text_schema,
     turn_params,
@@ -67,7 +67,7 @@ def paths() -> dict[str, Any]:
                 "operationId": "openapi",
                 "summary": "This document",
                 "security": [],
-                "responses": {"200": _json("The OpenAPI description", {"type": "object"})},
+                "responses": {"200": returns("The OpenAPI description", {"type": "object"})},
             },
         },
         f"{SESSION_PATH}/turns": {
@@ -117,7 +117,7 @@ def paths() -> dict[str, Any]:
                         "description": "The turn ended (completed, failed, cancelled) or parked (suspended)",
                         "content": {"application/json": {"schema": TURN_REF}, **SSE},
                     },
-                    "202": _json(
+                    "202": returns(
                         "Queued or still running",
                         {
                             "type": "object",
@@ -125,7 +125,7 @@ def paths() -> dict[str, Any]:
                             "properties": {"turn_id": {"type": "string"}, "status": {"type": "string"}},
                         },
                     ),
-                    **_errors(*COMMON, "409", "413", "415", "429"),
+                    **errors(*COMMON, "409", "413", "415", "429"),
                 },
             },
         },
@@ -134,7 +134,7 @@ def paths() -> dict[str, Any]:
             "get": {
                 "operationId": "getTurn",
                 "summary": "A turn: status, result, error, pending request, usage",
-                "responses": {"200": _json("The turn", TURN_REF), **_errors(*COMMON)},
+                "responses": {"200": returns("The turn", TURN_REF), **errors(*COMMON)},
             },
         },
         f"{SESSION_PATH}/turns/{{turn_id}}/resume": {
@@ -142,7 +142,7 @@ def paths() -> dict[str, Any]:
             "post": {
                 "operationId": "resumeTurn",
                 "summary": "Answer the turn's parked request",
-                "requestBody": _body(
+                "requestBody": body(
                     {
                         "type": "object",
                         "additionalProperties": False,
@@ -157,12 +157,12 @@ def paths() -> dict[str, Any]:
                     }
                 ),
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "The turn ran on and ended, or (status suspended) still waits on another call of the same step",
                         TURN_REF,
                     ),
-                    "202": _json("Accepted: the turn is queued again", TURN_REF),
-                    **_errors(*COMMON, "409", "413", "422", "500"),
+                    "202": returns("Accepted: the turn is queued again", TURN_REF),
+                    **errors(*COMMON, "409", "413", "422", "500"),
                 },
             },
         },
@@ -175,9 +175,9 @@ def paths() -> dict[str, Any]:
                 "description": "A queued turn is cancelled at once (200); a running one at its next "
                 "checkpoint (202). A parked or finished turn: 409.",
                 "responses": {
-                    "200": _json("Cancelled", TURN_REF),
-                    "202": _json("Cancel requested", TURN_REF),
-                    **_errors(*COMMON, "409", "413"),
+                    "200": returns("Cancelled", TURN_REF),
+                    "202": returns("Cancel requested", TURN_REF),
+                    **errors(*COMMON, "409", "413"),
                 },
             },
         },
@@ -188,7 +188,7 @@ def paths() -> dict[str, Any]:
                 "summary": "Archive the session and start afresh",
                 "requestBody": NO_BODY,
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "Archived",
                         {
                             "type": "object",
@@ -199,7 +199,7 @@ def paths() -> dict[str, Any]:
                             },
                         },
                     ),
-                    **_errors(*COMMON, "413"),
+                    **errors(*COMMON, "413"),
                 },
             },
         },
@@ -209,7 +209,7 @@ def paths() -> dict[str, Any]:
                 "operationId": "listPending",
                 "summary": "The session's parked requests",
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "Parked requests",
                         {
                             "type": "object",
@@ -228,7 +228,7 @@ def paths() -> dict[str, Any]:
                             },
                         },
                     ),
-                    **_errors(*COMMON),
+                    **errors(*COMMON),
                 },
             },
         },
@@ -262,7 +262,7 @@ def paths() -> dict[str, Any]:
                         "schema": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400},
                     },
                 ],
-                "responses": {"200": {"description": "An event stream", "content": SSE}, **_errors(*COMMON)},
+                "responses": {"200": {"description": "An event stream", "content": SSE}, **errors(*COMMON)},
             },
         },
     }

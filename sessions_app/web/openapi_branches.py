@@ -11,10 +11,10 @@ from sessions_app.web.openapi_parts import (
     ERROR,
     NO_BODY,
     SESSION_PATH,
-    _body,
-    _errors,
-    _json,
-    _param,
+    body,
+    errors,
+    param,
+    returns,
     session_params,
     text_schema,
     turn_params,
@@ -27,7 +27,7 @@ BUSY = {
     "the live branch's last turn a person opened",
     "content": {"application/json": {"schema": ERROR}},
 }
-QUEUED = _json(
+QUEUED = returns(
     "The new branch is live and its first turn is queued (follow it at `Location`)",
     {
         "type": "object",
@@ -93,7 +93,7 @@ def branch_paths() -> dict[str, Any]:
         f"{SESSION_PATH}/messages/{{index}}/fork": {
             "parameters": [
                 *session_params(),
-                _param(
+                param(
                     "index",
                     "The position of the message to edit in the live branch (`openings[].index` of `GET …/branches`)",
                     NUMBER,
@@ -105,7 +105,7 @@ def branch_paths() -> dict[str, Any]:
                 "description": "The new branch shares the messages before `index` and is made live; `text` is "
                 "queued as its first turn, whose model sees this branch only. The branch left "
                 "stays (`GET …/branches`, `POST …/branches/{generation}/switch`).",
-                "requestBody": _body(
+                "requestBody": body(
                     {
                         "type": "object",
                         "additionalProperties": False,
@@ -113,7 +113,12 @@ def branch_paths() -> dict[str, Any]:
                         "properties": {"text": text_schema(), "attachments": ids_schema()},
                     }
                 ),
-                "responses": {"202": QUEUED, **_errors(*COMMON, "413", "429"), "409": BUSY, "422": not_a_fork_point},
+                "responses": {
+                    "202": QUEUED,
+                    **errors(*COMMON, "413", "429"),
+                    "409": BUSY,
+                    "422": not_a_fork_point,
+                },
             },
         },
         f"{SESSION_PATH}/turns/{{turn_id}}/regenerate": {
@@ -125,7 +130,7 @@ def branch_paths() -> dict[str, Any]:
                 "too) as the first turn of a new branch forked just before it; the reply it had "
                 "stays on the branch left.",
                 "requestBody": NO_BODY,
-                "responses": {"202": QUEUED, **_errors(*COMMON, "413", "429"), "409": BUSY},
+                "responses": {"202": QUEUED, **errors(*COMMON, "413", "429"), "409": BUSY},
             },
         },
         f"{SESSION_PATH}/branches": {
@@ -133,17 +138,17 @@ def branch_paths() -> dict[str, Any]:
             "get": {
                 "operationId": "listBranches",
                 "summary": "The live branch, its tree and its switchers",
-                "responses": {"200": _json("Branches", BRANCHES), **_errors(*COMMON)},
+                "responses": {"200": returns("Branches", BRANCHES), **errors(*COMMON)},
             },
         },
         f"{SESSION_PATH}/branches/{{generation}}/switch": {
-            "parameters": [*session_params(), _param("generation", "A branch of the live branch's tree", NUMBER)],
+            "parameters": [*session_params(), param("generation", "A branch of the live branch's tree", NUMBER)],
             "post": {
                 "operationId": "switchBranch",
                 "summary": "Make another branch live",
                 "requestBody": NO_BODY,
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "Live",
                         {
                             "type": "object",
@@ -151,7 +156,7 @@ def branch_paths() -> dict[str, Any]:
                             "properties": {"generation": {"type": "integer"}},
                         },
                     ),
-                    **_errors(*COMMON, "413"),
+                    **errors(*COMMON, "413"),
                     "409": BUSY,
                 },
             },

@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 
 from agents_app import attachments as files
-from sessions_app.web.openapi_parts import ERROR, SESSION_PATH, _errors, session_params
+from sessions_app.web.openapi_parts import ERROR, SESSION_PATH, errors, session_params
 
 ID = {"type": "string", "pattern": f"^{files.ID_RE.pattern}$"}
 TYPES = "PNG, JPEG, GIF, WebP or PDF"
@@ -80,7 +80,7 @@ def turn_form_schema(text: dict[str, Any]) -> dict[str, Any]:
 
 
 def attachment_paths() -> dict[str, Any]:
-    session_path, params, errors = SESSION_PATH, session_params(), _errors
+    session_path, params = SESSION_PATH, session_params()
     too_big = _error("Over the size or count limit: " + _limits())
     unsent = {
         **ATTACHMENT,

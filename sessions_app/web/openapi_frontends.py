@@ -8,18 +8,27 @@ from __future__ import annotations
 from typing import Any
 
 from sessions_app import services, wiring
-from sessions_app.web.openapi_parts import COMMON, ERROR, NO_BODY, _body, _errors, _json, _param, anchored
+from sessions_app.web.openapi_parts import (
+    COMMON,
+    ERROR,
+    NO_BODY,
+    anchored,
+    body,
+    errors,
+    param,
+    returns,
+)
 
 CHAT_PATH = "/api/agents/{agent}/chat"
 AGUI_PATH = "/api/agents/{agent}/agui"
 
 
 def _agent() -> dict[str, Any]:
-    return _param("agent", "A deployed agent (e.g. `ops`)", {"type": "string", "enum": sorted(wiring.agents())})
+    return param("agent", "A deployed agent (e.g. `ops`)", {"type": "string", "enum": sorted(wiring.agents())})
 
 
 def _chat() -> dict[str, Any]:
-    return _param(
+    return param(
         "session",
         "The chat id: a June session key (1-200 of letters, digits and `_ . : @ -`)",
         {"type": "string", "minLength": 1, "maxLength": 200, "pattern": anchored(services.SESSION_KEY_RE)},
@@ -104,10 +113,10 @@ def frontend_paths() -> dict[str, Any]:
                 "answers the interrupts a run ended with (403, 409, 422 as every answer); neither: "
                 "the thread's unsettled turn replayed from the event log (409 when none). 501 when "
                 "the site lacks the `agui` extra.",
-                "requestBody": _body(AGUI_BODY),
+                "requestBody": body(AGUI_BODY),
                 "responses": {
                     "200": {"description": "The run's AG-UI events", "content": AGUI_STREAM},
-                    **_errors(*COMMON, "409", "413", "422", "429"),
+                    **errors(*COMMON, "409", "413", "422", "429"),
                     "501": {
                         "description": "The ag-ui-protocol package is not installed (the `agui` extra)",
                         "content": {"application/json": {"schema": ERROR}},
@@ -124,10 +133,10 @@ def frontend_paths() -> dict[str, Any]:
                 "turn; the assistant's, with tool parts in `approval-responded`, answers the parked "
                 "turn (403, 409, 422 as every answer); `regenerate-message` regenerates (a branch). "
                 "Answers with the UI message stream of that turn.",
-                "requestBody": _body(CHAT_BODY),
+                "requestBody": body(CHAT_BODY),
                 "responses": {
                     "200": {"description": "The turn's UI message stream", "content": UI_STREAM},
-                    **_errors(*COMMON, "409", "413", "415", "422", "429"),
+                    **errors(*COMMON, "409", "413", "415", "422", "429"),
                 },
             },
         },
@@ -139,7 +148,7 @@ def frontend_paths() -> dict[str, Any]:
                 "responses": {
                     "200": {"description": "The turn's UI message stream, from its start", "content": UI_STREAM},
                     "204": {"description": "No turn is queued, running or parked"},
-                    **_errors(*COMMON),
+                    **errors(*COMMON),
                 },
             },
         },
@@ -150,9 +159,9 @@ def frontend_paths() -> dict[str, Any]:
                 "summary": "Stop: cancel the chat's queued or running turn",
                 "requestBody": NO_BODY,
                 "responses": {
-                    "200": _json("The turn, cancelled (or stopping at its next checkpoint)", {"type": "object"}),
+                    "200": returns("The turn, cancelled (or stopping at its next checkpoint)", {"type": "object"}),
                     "204": {"description": "Nothing was running"},
-                    **_errors(*COMMON, "409"),
+                    **errors(*COMMON, "409"),
                 },
             },
         },
@@ -162,7 +171,7 @@ def frontend_paths() -> dict[str, Any]:
                 "operationId": "uiChatMessages",
                 "summary": "The chat's live branch as UI messages",
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "The messages (none for a chat not started)",
                         {
                             "type": "object",
@@ -170,7 +179,7 @@ def frontend_paths() -> dict[str, Any]:
                             "properties": {"messages": {"type": "array", "items": UI_MESSAGE}},
                         },
                     ),
-                    **_errors(*COMMON),
+                    **errors(*COMMON),
                 },
             },
         },

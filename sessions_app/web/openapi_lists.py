@@ -10,11 +10,11 @@ from sessions_app.web.openapi_parts import (
     COMMON,
     SESSION_PATH,
     TURN_REF,
-    _body,
-    _errors,
-    _json,
-    _param,
     anchored,
+    body,
+    errors,
+    param,
+    returns,
     session_params,
 )
 
@@ -66,7 +66,7 @@ def list_paths() -> dict[str, Any]:
                 "summary": "The caller's sessions of the agent, most recent activity first",
                 "parameters": page_params(SESSION_CURSOR),
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "A page of sessions",
                         {
                             "type": "object",
@@ -77,7 +77,7 @@ def list_paths() -> dict[str, Any]:
                             },
                         },
                     ),
-                    **_errors("400", "401", "404", "405"),
+                    **errors("400", "401", "404", "405"),
                 },
             },
         },
@@ -87,8 +87,8 @@ def list_paths() -> dict[str, Any]:
                 "operationId": "getSession",
                 "summary": "One of the caller's sessions (the session list's url)",
                 "responses": {
-                    "200": _json("The session", {"$ref": "#/components/schemas/SessionSummary"}),
-                    **_errors(*COMMON),
+                    "200": returns("The session", {"$ref": "#/components/schemas/SessionSummary"}),
+                    **errors(*COMMON),
                 },
             },
         },
@@ -98,7 +98,7 @@ def list_paths() -> dict[str, Any]:
                 "summary": "The session's turns (its live generation), newest first",
                 "parameters": page_params(TURN_CURSOR),
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "A page of turns",
                         {
                             "type": "object",
@@ -124,7 +124,7 @@ def list_paths() -> dict[str, Any]:
                             },
                         },
                     ),
-                    **_errors(*COMMON),
+                    **errors(*COMMON),
                 },
             },
         },
@@ -140,7 +140,7 @@ def list_paths() -> dict[str, Any]:
                         "description": "Prometheus text exposition",
                         "content": {"text/plain": {"schema": {"type": "string"}}},
                     },
-                    **_errors("401", "403", "405"),
+                    **errors("401", "403", "405"),
                 },
             },
         },
@@ -152,7 +152,7 @@ def list_paths() -> dict[str, Any]:
                 "a policy the agent's `authorize_answer` grants the caller now; a request "
                 "without answerers is listed to its session's owner and to staff.",
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "The waiting requests",
                         {
                             "type": "object",
@@ -160,16 +160,16 @@ def list_paths() -> dict[str, Any]:
                             "properties": {"approvals": {"type": "array", "items": approval}},
                         },
                     ),
-                    **_errors("401", "405"),
+                    **errors("401", "405"),
                 },
             },
         },
         "/api/approvals/{turn_id}/answer": {
-            "parameters": [_param("turn_id", "The parked turn's id (from the listing)")],
+            "parameters": [param("turn_id", "The parked turn's id (from the listing)")],
             "post": {
                 "operationId": "answerApproval",
                 "summary": "Answer a parked request listed by GET /api/approvals/ (recorded with via=api)",
-                "requestBody": _body(
+                "requestBody": body(
                     {
                         "type": "object",
                         "additionalProperties": False,
@@ -181,12 +181,12 @@ def list_paths() -> dict[str, Any]:
                     }
                 ),
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "The turn ran on and ended, or (status suspended) still waits on another call of the same step",
                         TURN_REF,
                     ),
-                    "202": _json("Accepted: the turn is queued again", TURN_REF),
-                    **_errors(*COMMON, "409", "413", "422", "500"),
+                    "202": returns("Accepted: the turn is queued again", TURN_REF),
+                    **errors(*COMMON, "409", "413", "422", "500"),
                 },
             },
         },
@@ -275,7 +275,7 @@ def search_paths() -> dict[str, Any]:
                     }
                 ],
                 "responses": {
-                    "200": _json(
+                    "200": returns(
                         "The hits",
                         {
                             "type": "object",
@@ -287,7 +287,7 @@ def search_paths() -> dict[str, Any]:
                             },
                         },
                     ),
-                    **_errors("400", "401", "405"),
+                    **errors("400", "401", "405"),
                 },
             },
         },
@@ -334,7 +334,7 @@ def search_paths() -> dict[str, Any]:
                             "text/markdown": {"schema": {"type": "string"}},
                         },
                     },
-                    **_errors(*COMMON),
+                    **errors(*COMMON),
                 },
             },
         },

@@ -34,21 +34,21 @@ ERROR_TEXT = {
 }
 
 
-def _errors(*codes: str) -> dict[str, Any]:
+def errors(*codes: str) -> dict[str, Any]:
     return {
         code: {"description": ERROR_TEXT[code], "content": {"application/json": {"schema": ERROR}}} for code in codes
     }
 
 
-def _json(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+def returns(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
-def _body(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
+def body(schema: dict[str, Any], *, required: bool = True) -> dict[str, Any]:
     return {"required": required, "content": {"application/json": {"schema": schema}}}
 
 
-def _param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+def param(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
         "name": name,
         "in": "path",
@@ -82,12 +82,12 @@ TURN_ID = {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,32}$"}  # api.TURN_ID_
 
 def session_params() -> list[dict[str, Any]]:
     return [
-        _param(
+        param(
             "agent",
             "A deployed agent (a folder under the agent directories, e.g. `ops`)",
             {"type": "string", "enum": sorted(wiring.agents())},
         ),
-        _param(
+        param(
             "session",
             "Session key: 1-200 of letters, digits and `_ . : @ -`, starting with a letter or "
             "digit; created on first use",
@@ -97,7 +97,7 @@ def session_params() -> list[dict[str, Any]]:
 
 
 def turn_params() -> list[dict[str, Any]]:
-    return [*session_params(), _param("turn_id", "Turn id, as returned when the turn was started", TURN_ID)]
+    return [*session_params(), param("turn_id", "Turn id, as returned when the turn was started", TURN_ID)]
 
 
 COMMON = ("400", "401", "403", "404", "405")
@@ -105,7 +105,7 @@ COMMON = ("400", "401", "403", "404", "405")
 SSE = {"text/event-stream": {"schema": {"$ref": "#/components/schemas/ServerSentEvent"}}}
 TURN_REF = {"$ref": "#/components/schemas/Turn"}
 EVENT_TYPES = list(RUNTIME_EVENT_TYPES)  # every type the runtime defines, in its order
-NO_BODY = _body({"type": "object", "maxProperties": 0, "description": "Nothing, or `{}`"}, required=False)
+NO_BODY = body({"type": "object", "maxProperties": 0, "description": "Nothing, or `{}`"}, required=False)
 
 
 def text_schema() -> dict[str, Any]:

@@ -2,7 +2,7 @@
 "Health"), on the backends of the run (SQLite, or PostgreSQL + Redis).
 
 "The database is down" is simulated honestly and without touching the server the other tests
-use: on the readiness checks' own thread (``health._thread``), whose connection is its own, that
+use: on the readiness checks' own thread (``health.probe_thread``), whose connection is its own, that
 connection is closed and its settings replaced by the test database's except where it is: on
 PostgreSQL a port on 127.0.0.1 where nothing listens (psycopg really connects, and is refused),
 on SQLite a file in a directory that does not exist (sqlite3 really opens it, and cannot). Every
@@ -44,7 +44,7 @@ class Outage:
             self.settings["NAME"] = "/nonexistent/june-health/db.sqlite3"
 
     def _on_health_thread(self, fn) -> None:
-        health._thread.submit(fn).result(timeout=10)
+        health.probe_thread.submit(fn).result(timeout=10)
 
     def down(self) -> None:
         def swap() -> None:
@@ -261,4 +261,4 @@ def test_a_stuck_check_fails_the_next_probes_at_once(settings, monkeypatch):
         assert time.monotonic() - started < 0.25  # not another timeout's wait
     finally:
         release.set()
-        health._thread.submit(lambda: None).result(timeout=10)
+        health.probe_thread.submit(lambda: None).result(timeout=10)
