@@ -171,7 +171,7 @@ def day_start(now: float) -> int:
     return int(now // DAY) * DAY
 
 
-def _tokens(*paths: str) -> Any:
+def tokens_sum(*paths: str) -> Any:
     total: Any = Value(0)
     for path in paths:
         total = total + Coalesce(Cast(KT(path), BigIntegerField()), Value(0))
@@ -188,7 +188,7 @@ TREE_TOKENS = (
 OWN_TOKENS = TREE_TOKENS[:2]
 
 
-def _since(now: float) -> dt.datetime:
+def day_began(now: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(day_start(now), tz=dt.UTC)
 
 
@@ -214,15 +214,15 @@ def _cached(key: tuple[str, Any], now: float, read: Any) -> Any:
 def user_tokens_today(user_id: Any, *, now: float | None = None) -> int:
     """Input and output tokens of the turns ``user_id`` started today (UTC), subagents included."""
     now = time.time() if now is None else now
-    qs = m.Turn.objects.filter(created_by_id=user_id, created_at__gte=_since(now))
-    return _cached(("user", user_id), now, lambda: int(qs.aggregate(n=_tokens(*TREE_TOKENS))["n"] or 0))
+    qs = m.Turn.objects.filter(created_by_id=user_id, created_at__gte=day_began(now))
+    return _cached(("user", user_id), now, lambda: int(qs.aggregate(n=tokens_sum(*TREE_TOKENS))["n"] or 0))
 
 
 def agent_tokens_today(agent: str, *, now: float | None = None) -> int:
     """Input and output tokens of the agent's own model calls today (UTC), every source."""
     now = time.time() if now is None else now
-    qs = m.Turn.objects.filter(created_at__gte=_since(now), session__agent=agent)
-    return _cached(("agent", agent), now, lambda: int(qs.aggregate(n=_tokens(*OWN_TOKENS))["n"] or 0))
+    qs = m.Turn.objects.filter(created_at__gte=day_began(now), session__agent=agent)
+    return _cached(("agent", agent), now, lambda: int(qs.aggregate(n=tokens_sum(*OWN_TOKENS))["n"] or 0))
 
 
 def check_tokens(*, agent: str, user_id: Any = None, user_cap: int | None = None, now: float | None = None) -> None:
@@ -327,81 +327,3 @@ def admit_reset(*, user_id: Any, now: float | None = None) -> Admitted:
     same window as the user's turns, or raises ``RateLimited`` having counted nothing."""
     own = user_limits(user_id, now=now)
     return admit(USER, str(user_id), cap=own.turns_per_minute, now=now, what="turns and resets")
-
-
-# -- the dashboard -------------------------------------------------------------------------------------
-
-
-def usage_per_user(*, now: float | None = None, rows: int = 20) -> list[dict[str, Any]]:
-    """Users active today with their turns this minute, their busiest minute today and their
-    tokens today, against the limits (the most tokens first)."""
-    now = time.time() if now is None else now
-    minute, since = window_of(USER, now), day_start(now)
-    counts: dict[str, dict[str, int]] = {}
-    for subject, window, n in m.RateCounter.objects.filter(scope=USER.scope, window_start__gte=since).values_list(
-        "subject", "window_start", "n"
-    ):
-        c = counts.setdefault(subject, {"now": 0, "peak": 0, "today": 0})
-        c["peak"] = max(c["peak"], n)
-        c["today"] += n
-        if window == minute:
-            c["now"] = n
-    spent = dict(
-        m.Turn.objects.filter(created_by__isnull=False, created_at__gte=_since(now))
-        .values("created_by_id")
-        .annotate(n=_tokens(*TREE_TOKENS))
-        .values_list("created_by_id", "n")
-    )
-    # a user is the text of their key in a rate counter and the key itself in a turn: both
-    # by the text, whatever type the user model's key has (integer, UUID, string)
-    tokens_of = {str(k): int(n or 0) for k, n in spent.items()}
-    keys = m.user_keys(set(counts) | set(tokens_of))
-    names = {
-        str(pk): name
-        for pk, name in m.Turn._meta.get_field("created_by")
-        .related_model.objects.filter(pk__in=list(keys.values()))
-        .values_list("pk", m.username_field())
-    }
-    own = limits_of_users(list(keys.values()))
-    out = []
-    for uid in set(counts) | set(tokens_of):
-        c = counts.get(uid, {"now": 0, "peak": 0, "today": 0})
-        tokens = tokens_of.get(uid, 0)
-        mine = own.get(keys[uid], Limits()) if uid in keys else Limits()
-        rate_cap = USER.limit() if mine.turns_per_minute is None else mine.turns_per_minute
-        token_cap = limit("JUNE_QUOTA_TOKENS_PER_DAY") if mine.tokens_per_day is None else mine.tokens_per_day
-        out.append(
-            {
-                "user": names.get(uid, uid),
-                "turns_minute": c["now"],
-                "peak_minute": c["peak"],
-                "turns_today": c["today"],
-                "rate_limit": rate_cap,
-                "tokens": tokens,
-                "token_quota": token_cap,
-                "tokens_pct": round(100 * tokens / token_cap) if token_cap else None,
-                "own": mine != Limits(),
-                "limited": bool((rate_cap and c["now"] >= rate_cap) or (token_cap and tokens >= token_cap)),
-            }
-        )
-    out.sort(key=lambda r: (-r["tokens"], -r["turns_today"], str(r["user"])))
-    return out[:rows]
-
-
-def limits_table() -> list[dict[str, Any]]:
-    """Each limit with its setting and value (0: off), for the dashboard."""
-    return [
-        {"what": "turns a minute, per user", "setting": USER.setting, "value": USER.limit()},
-        {
-            "what": "tokens a day, per user",
-            "setting": "JUNE_QUOTA_TOKENS_PER_DAY",
-            "value": limit("JUNE_QUOTA_TOKENS_PER_DAY"),
-        },
-        {
-            "what": "tokens a day, per agent",
-            "setting": "JUNE_QUOTA_AGENT_TOKENS_PER_DAY",
-            "value": limit("JUNE_QUOTA_AGENT_TOKENS_PER_DAY"),
-        },
-        {"what": "webhook turns a minute, per agent", "setting": WEBHOOK.setting, "value": WEBHOOK.limit()},
-        {"what": "runs an hour, per schedule", "setting": SCHEDULE.setting, "value": SCHEDULE.limit()},
-    ]

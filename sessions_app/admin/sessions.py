@@ -14,28 +14,22 @@ from functools import partial
 from typing import Any
 
 from django.contrib import admin
-from django.core.paginator import Paginator
-from django.db.models import Count, F, JSONField, Max, OuterRef, Subquery, Value
+from django.db.models import Max, OuterRef, Subquery
 from django.db.models.fields.json import KT
 from django.http import Http404
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
+from sessions_app import generations, selectors
 from sessions_app import models as m
-from sessions_app import selectors
 from sessions_app.admin import console, search_admin, takeover_admin, tree_admin
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.privacy_actions import erase_owners, hold_sessions, release_sessions
 from sessions_app.audit import audit_staff_read
-from sessions_app.store import eventlog
 from sessions_app.times import ZonedTimes, time_column
 
 USERNAME = m.username_field()
 
-MESSAGES_PER_PAGE = 100
-EVENTS_PER_PAGE = 200
-STEPS_PER_PAGE = 200
-GENERATIONS_PER_PAGE = 50
 #: a JSON value longer than this is cut in the page (the row itself is untouched)
 JSON_SHOWN_CHARS = 20_000
 
@@ -76,35 +70,19 @@ class StaffReadOnly:
 def generation_rows(session: m.Session, page_number: Any) -> Any:
     """A page of the session's generations (the reset archives and the branches), newest first,
     with who reset each, where each branch forked, and counts."""
-    generations = list(range(max(session.generation_seq, session.generation), -1, -1))
-    page = Paginator(generations, GENERATIONS_PER_PAGE).get_page(page_number)
-    shown = list(page.object_list)
-    resets = {
-        r.generation: r
-        for r in m.SessionReset.objects.filter(session=session, generation__in=shown).select_related("by")
-    }
-    forks = {
-        b.generation: b
-        for b in m.Branch.objects.filter(session=session, generation__in=shown, parent_generation__isnull=False)
-    }
-
-    def counts(model: Any) -> dict[int, int]:
-        rows = model.objects.filter(session=session, generation__in=shown).values("generation").annotate(n=Count("*"))
-        return {r["generation"]: r["n"] for r in rows}
-
-    messages, events, turns = counts(m.Message), counts(m.Event), counts(m.Turn)
+    page, of = generations.generation_counts(session, page_number)
     page.rows = [
         {
             "generation": g,
             "name": archived_name(session, g),
             "live": g == session.generation,
-            "reset": resets.get(g),
-            "branch": forks.get(g),
-            "messages": messages.get(g, 0),
-            "events": events.get(g, 0),
-            "turns": turns.get(g, 0),
+            "reset": of["resets"].get(g),
+            "branch": of["forks"].get(g),
+            "messages": of["messages"].get(g, 0),
+            "events": of["events"].get(g, 0),
+            "turns": of["turns"].get(g, 0),
         }
-        for g in shown
+        for g in page.object_list
     ]
     return page
 
@@ -138,70 +116,18 @@ def message_view(row: m.Message, boundaries: dict[int, list[int]] | None = None)
     }
 
 
-def message_page(at: Any) -> int:
-    """The transcript page that holds message ``?at=<index>`` (a search hit; a message's position
-    is its index)."""
-    return int(at) // MESSAGES_PER_PAGE + 1 if isinstance(at, str) and at.isdigit() and len(at) < 10 else 1
-
-
 def generation_page(session: m.Session, generation: int, params: Any) -> dict[str, Any]:
     """Turns, a page of the transcript, a page of steps and a page of events of one generation."""
-    messages = Paginator(
-        m.Message.objects.filter(session=session, generation=generation)
-        .order_by("index")
-        .only("index", "role", "turn_id", "data", "created_at"),
-        MESSAGES_PER_PAGE,
-    ).get_page(params.get("page") or message_page(params.get("at")))
-    events = Paginator(
-        eventlog.timed(
-            m.Event.objects.filter(session=session, generation=generation)
-            .order_by("seq")
-            .only("seq", "type", "turn_id", "data", "created_at")
-        ),
-        EVENTS_PER_PAGE,
-    ).get_page(params.get("events"))
-    # the step memo: Step rows, and the steps folded into the messages (``Message.step``)
-    step_fields = ("key", "turn_id", "message_index", "data", "created_at")
-    folded = (
-        m.Message.objects.filter(session=session, generation=generation, step__isnull=False)
-        .annotate(
-            key=F("step"),
-            turn=m.TurnRefText("turn_id"),
-            message_index=F("index"),
-            no_data=Value(None, output_field=JSONField()),
-        )
-        .values_list("key", "turn", "message_index", "no_data", "created_at")
-        .order_by()
-    )
-    steps = Paginator(
-        m.Step.objects.filter(turn__session=session, turn__generation=generation)
-        .values_list(*step_fields)
-        .order_by()
-        .union(folded, all=True)
-        .order_by("created_at", "message_index"),
-        STEPS_PER_PAGE,
-    ).get_page(params.get("steps"))
-    turns = list(
-        m.Turn.objects.filter(session=session, generation=generation)
-        .order_by("order")
-        .only("id", "order", "status", "kind", "cancel_reason", "attempts", "phase", "input", "created_at")[:500]
-    )
-    boundaries: dict[int, list[int]] = {}
-    for index, data in m.Message.objects.filter(session=session, generation=generation, role="summary").values_list(
-        "index", "data"
-    ):
-        boundaries.setdefault(int((data or {}).get("boundary", 0)), []).append(index)
+    pages = generations.generation_pages(session, generation, params)
+    messages, events, steps = pages["messages"], pages["events"], pages["steps"]
     return {
         # not "messages": the admin's base template shows the messages framework's under that name
         "message_page": messages,
-        "conversation": [message_view(row, boundaries) for row in messages.object_list],
+        "conversation": [message_view(row, pages["boundaries"]) for row in messages.object_list],
         "events": events,
         "event_rows": [
             {"seq": e.seq, "type": e.type, "turn_id": e.turn_id, "created_at": e.at, "data": pretty_json(data)}
-            for e, data in zip(
-                events.object_list,
-                eventlog.restore((session.pk, generation, e.type, e.turn_id, e.data) for e in events.object_list),
-            )
+            for e, data in zip(events.object_list, pages["event_data"])
         ],
         "steps": steps,
         "step_rows": [
@@ -214,7 +140,7 @@ def generation_page(session: m.Session, generation: int, params: Any) -> dict[st
             }
             for key, turn_id, index, data, at in steps.object_list
         ],
-        "turns": turns,
+        "turns": pages["turns"],
         "child_turns": tree_admin.archived_children(session, generation),
     }
 

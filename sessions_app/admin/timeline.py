@@ -10,9 +10,9 @@ from typing import Any
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from sessions_app import generations
 from sessions_app import models as m
 from sessions_app.pricing import cost_of
-from sessions_app.store import eventlog
 from sessions_app.times import time_html
 from sessions_app.wiring import agent_model
 
@@ -100,8 +100,7 @@ def _short(value: Any) -> tuple[str, str]:
 
 def timeline(turn: m.Turn) -> list[dict[str, Any]]:
     """The turn's steps from its events (and its messages' token counts), in time order."""
-    events = list(eventlog.timed(turn.logged().order_by("seq").only("seq", "type", "turn_id", "data", "created_at")))
-    data = eventlog.restore((turn.session_id, turn.generation, e.type, e.turn_id, e.data) for e in events)
+    events, data = generations.turn_events(turn)
     written = turn.written().filter(role="assistant").values_list("index", "data")
     usage_at = {idx: (d or {}).get("usage") or {} for idx, d in written}
     #: who answered each model step, when the provider says (``<provider>:<model>``; a fallback list)

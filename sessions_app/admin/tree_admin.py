@@ -11,14 +11,13 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from agents_app.runtime import short_turn_id, subagents
+from sessions_app import generations
 from sessions_app import models as m
-from sessions_app.store import eventlog
 
 from .console import TOKEN_KEYS
 
 #: the events that end a turn: their commit time is when it ended (``Turn.updated_at`` is not
 #: stamped by a checkpoint's UPDATE, so it read "0.0s" for a turn that took a second)
-ENDED = ("turn.completed", "turn.failed", "turn.cancelled")
 KEY_SHOWN = 24  # a child's session key ("sub:<parent>:<step>…") is cut here; its title has it all
 
 FIELDS = (
@@ -66,18 +65,6 @@ def descendants(root_id: str, limit: int = 500) -> dict[str | None, list[dict[st
         total += len(rows)
         level = [row["id"] for row in rows]
     return by_parent
-
-
-def ended_at(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """When each of ``rows``' turns ended: its ending event's commit time (one query)."""
-    if not rows:
-        return {}
-    events = eventlog.timed(
-        m.Event.objects.filter(
-            session_id__in={r["session_id"] for r in rows}, turn_id__in=[r["id"] for r in rows], type__in=ENDED
-        )
-    )
-    return {e.turn_id: e.at for e in events}
 
 
 def _seconds(row: dict[str, Any]) -> str:
@@ -129,7 +116,7 @@ def tree_html(turn: m.Turn, site: str = "admin") -> Any:
     row = {f: getattr(root, f) if "__" not in f else None for f in FIELDS}
     row.update(session__agent=root.session.agent, session__key=root.session.key)
     every = [row] + [r for kids in by_parent.values() for r in kids]
-    ends = ended_at(every)
+    ends = generations.ended_at(every)
     for r in every:
         r["ended_at"] = ends.get(r["id"])
     note = format_html(

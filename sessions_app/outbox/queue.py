@@ -5,10 +5,12 @@ module names them without importing the workers that define them."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from django.conf import settings
 from django.db import connections, transaction
+from django.db.models import Count, Min, Q
+from django.utils import timezone
 from django_q.brokers import get_broker
 from django_q.conf import Conf
 from django_q.tasks import async_task
@@ -123,3 +125,22 @@ def tasks_forget(turn_ids: Sequence[str]) -> int:
     if queued:
         gone += OrmQ.objects.using(Conf.ORM).filter(pk__in=queued).delete()[0]
     return gone
+
+
+def queue_depth() -> tuple[int, Any]:
+    """The queue's depth, read here only (``june_queue_depth``): django-q2's task rows of this
+    site's queue not yet acknowledged, and when the oldest of those no cluster has taken was
+    queued (None: none waits). A waiting task's ``lock`` is its enqueue time; a taken one's lies
+    ahead (its take + ``retry``)."""
+    from django_q.models import OrmQ
+
+    alias = Conf.ORM or "default"
+    row = (
+        OrmQ.objects.using(alias)
+        .filter(key=Conf.CLUSTER_NAME)
+        .aggregate(depth=Count("id"), head=Min("lock", filter=Q(lock__lte=timezone.now())))
+    )
+    db = connections[alias]
+    if getattr(db, "pool", None) is not None and not db.in_atomic_block:
+        db.close()  # back to the pool between readings
+    return row["depth"], row["head"]

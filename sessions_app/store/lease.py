@@ -111,3 +111,20 @@ def release(turn_id: str, *, attempt_id: str, cur: Any = None) -> None:
         with connection.cursor() as cur:
             return release(turn_id, attempt_id=attempt_id, cur=cur)
     cur.execute(RELEASE, [str(TurnStatus.QUEUED), turn_id, attempt_id, str(TurnStatus.RUNNING)])
+
+
+#: of some turns, the ones first in their session's chain (``CLAIM``'s condition), by the
+#: ``turn_chain`` partial index (its statuses written out, as ``IN_CHAIN`` says why)
+HEADS = (
+    "SELECT t.id FROM sessions_app_turn t WHERE t.id IN ({ids}) AND NOT EXISTS (SELECT 1 FROM "
+    f'sessions_app_turn p WHERE p.session_id = t.session_id AND p."order" < t."order" AND p.status {IN_CHAIN})'
+)
+
+
+def chain_heads(turn_ids: list[str]) -> set[str]:
+    """Of ``turn_ids``, the turns first in their session's chain (a claim would take them)."""
+    if not turn_ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(HEADS.format(ids=", ".join(["%s"] * len(turn_ids))), turn_ids)
+        return {row[0] for row in cursor.fetchall()}

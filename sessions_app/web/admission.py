@@ -19,31 +19,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from django.db import connection, connections
+from django.db import connection
 
 #: on SQLite, the starts of one web process that write at once
 SQLITE_WRITERS = 2
-
-
-def queue_depth() -> tuple[int, Any]:
-    """django-q2's task rows of this site's queue not yet acknowledged, and when the oldest of
-    those no cluster has taken was queued (None: none waits). A waiting task's ``lock`` is its
-    enqueue time; a taken one's lies ahead (its take + ``retry``)."""
-    from django.db.models import Count, Min, Q
-    from django.utils import timezone
-    from django_q.conf import Conf
-    from django_q.models import OrmQ
-
-    alias = Conf.ORM or "default"
-    row = (
-        OrmQ.objects.using(alias)
-        .filter(key=Conf.CLUSTER_NAME)
-        .aggregate(depth=Count("id"), head=Min("lock", filter=Q(lock__lte=timezone.now())))
-    )
-    db = connections[alias]
-    if getattr(db, "pool", None) is not None and not db.in_atomic_block:
-        db.close()  # back to the pool between readings
-    return row["depth"], row["head"]
 
 
 _sqlite_writers = threading.BoundedSemaphore(SQLITE_WRITERS)
@@ -60,4 +39,4 @@ def start_turn(**start: Any) -> Any:
         return services.turn_start(**start)
 
 
-__all__ = ["queue_depth", "start_turn"]
+__all__ = ["start_turn"]

@@ -26,9 +26,10 @@ from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 
 from sessions_app import health, selectors
+from sessions_app.outbox import queue
 from sessions_app.pricing import TOKEN_KEYS
 from sessions_app.site_errors import AccessDenied
-from sessions_app.web import admission, api
+from sessions_app.web import api
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -68,7 +69,7 @@ def exposition(now: dt.datetime | None = None) -> str:
         ),
         *_family("june_workers_alive", "Worker processes whose heartbeat is fresh.", [({}, health.workers_alive())]),
         *_family(
-            "june_queue_depth", "Queued tasks not yet taken by a worker's runner.", [({}, admission.queue_depth()[0])]
+            "june_queue_depth", "Queued tasks not yet taken by a worker's runner.", [({}, queue.queue_depth()[0])]
         ),
         *_family(
             "june_tokens_today",

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connections, transaction
+from django.db import transaction
 from django.utils import timezone
 from django_q.conf import Conf
 from django_q.models import OrmQ
@@ -37,7 +37,7 @@ from sessions_app import models as m
 from sessions_app import wiring
 from sessions_app.outbox.queue import RUN_TURN, enqueue_turn
 from sessions_app.services import publish_on_commit
-from sessions_app.store.checkpoint import IN_CHAIN
+from sessions_app.store.lease import chain_heads
 
 log = logging.getLogger(__name__)
 
@@ -207,22 +207,6 @@ def _unclaimed(now: float, window: float) -> list[tuple[str, int]]:
     return list(unclaimed[:500])
 
 
-#: of some turns, the ones first in their session's chain (``lease.CLAIM``'s condition), by the
-#: ``turn_chain`` partial index (its statuses written out, as ``IN_CHAIN`` says why)
-HEADS = (
-    "SELECT t.id FROM sessions_app_turn t WHERE t.id IN ({ids}) AND NOT EXISTS (SELECT 1 FROM "
-    f'sessions_app_turn p WHERE p.session_id = t.session_id AND p."order" < t."order" AND p.status {IN_CHAIN})'
-)
-
-
-def _heads(turn_ids: list[str]) -> set[str]:
-    if not turn_ids:
-        return set()
-    with connections["default"].cursor() as cursor:
-        cursor.execute(HEADS.format(ids=", ".join(["%s"] * len(turn_ids))), turn_ids)
-        return {row[0] for row in cursor.fetchall()}
-
-
 def requeue_once(turn_id: str, *, now: float, window: float) -> bool:
     """Re-enqueue a queued turn unless a sweeper did within ``window`` seconds: of all the
     watchdogs and schedules of all clusters, one wins per window. The compare-and-set is one
@@ -276,7 +260,7 @@ def sweep_queued(
             if not any(lock <= now_dt or lock > taken_since for lock in tasks.get(turn_id, []))
         ]
         # a turn queued behind another of its session has no task: the chain's hand-off gives it one
-        heads = _heads([turn_id for turn_id, _, _ in stuck])
+        heads = chain_heads([turn_id for turn_id, _, _ in stuck])
         for turn_id, attempts, locks in stuck:
             if turn_id not in heads:
                 continue

@@ -19,6 +19,7 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 
 from sessions_app import models as m
+from sessions_app.outbox import queue
 from sessions_app.web import admission
 from tests.integration.test_api import BASE, Api, make_user, token_for
 
@@ -51,7 +52,7 @@ def tasks(count: int) -> list[int]:
 
 def test_a_start_is_answered_at_once_however_deep_the_queue(held, token):
     tasks(300)
-    assert admission.queue_depth()[0] == 300
+    assert queue.queue_depth()[0] == 300
     api = Api(token)
     began = time.monotonic()
     for n in range(5):
