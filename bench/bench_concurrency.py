@@ -322,11 +322,11 @@ def rss(pids: list[int]) -> int:
     once per process as ``VmRSS`` would; ``VmRSS`` where ``smaps_rollup`` is not readable."""
     total = 0
     for pid in pids:
-        total += _pss(pid)
+        total += pss_of(pid)
     return total
 
 
-def _pss(pid: int) -> int:
+def pss_of(pid: int) -> int:
     for path, key in ((f"/proc/{pid}/smaps_rollup", "Pss:"), (f"/proc/{pid}/status", "VmRSS:")):
         try:
             with open(path) as f:

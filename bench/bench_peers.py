@@ -56,7 +56,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_concurrency import PeerProcess, _pss, cpu, group_pids, http_post, load3, pct  # noqa: E402
+from bench.bench_concurrency import PeerProcess, cpu, group_pids, http_post, load3, pct, pss_of  # noqa: E402
 from bench.peers.systems import ORDERS, SYSTEMS, fresh_db, query  # noqa: E402
 
 ORDERS_DB = "bench_peers_orders"
@@ -137,7 +137,7 @@ class Meter(threading.Thread):
 
     def sample(self) -> None:
         pids = self.pids()
-        self.peak_pss = max(self.peak_pss, sum(_pss(p) for p in pids))
+        self.peak_pss = max(self.peak_pss, sum(pss_of(p) for p in pids))
         self.peak_rss = max(self.peak_rss, sum(_rss(p) for p in pids))
         if self.system.databases:
             rows = query(
@@ -208,8 +208,8 @@ def run_one(name: str, n: int, tag: str, args: argparse.Namespace) -> dict[str, 
         c0 = cpu(pids)
         time.sleep(5)
         idle_cpu = (cpu(meter.pids()) - c0) / 5
-        idle_pss = sum(_pss(p) for p in meter.pids())
-        idle_by = sorted((round(_pss(p) / 2**20), _title(p)) for p in meter.pids())
+        idle_pss = sum(pss_of(p) for p in meter.pids())
+        idle_by = sorted((round(pss_of(p) / 2**20), _title(p)) for p in meter.pids())
         meter = Meter(system)  # its backends' CPU from here
         meter.start()
         load_start = load3()
