@@ -53,7 +53,7 @@ def agent_webhook(request: HttpRequest, agent: str) -> JsonResponse:
     try:
         if request.method != "POST":
             raise MethodNotAllowed("use POST")
-        wiring.agent(agent)  # 404 for an unknown agent
+        wiring.agent(agent, versions=False)  # 404 for an unknown agent (an eval's version too)
         body = _body(request)
         verdict = channels.verify_signature(
             agent=agent,

@@ -72,7 +72,7 @@ def session_json(session: m.Session, last: m.Turn | None) -> dict[str, Any]:
 @api.api_view("GET")
 def session_list(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     """The caller's sessions of ``agent``, most recent activity first."""
-    wiring.agent(agent)  # NotFound for an unknown agent
+    wiring.agent(agent, versions=False)  # NotFound for an unknown agent (an eval's version too)
     limit = page_limit(request)
     rows, last, more = listings.session_page(
         user=user, agent=agent, limit=limit, before=_parse_session_cursor(request.GET.get("cursor"))

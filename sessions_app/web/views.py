@@ -51,7 +51,7 @@ def session_new(request, agent: str):
     start creates the session), so these posts cost no row, whatever their number."""
     key = secrets.token_hex(4)
     try:
-        wiring.agent(agent)
+        wiring.agent(agent, versions=False)
     except NotFound:
         raise Http404("no such agent") from None
     return redirect(reverse("sessions_app:chat", kwargs={"agent": agent, "key": key}))

@@ -132,6 +132,21 @@ def test_a_scripted_model_from_a_file_and_no_person_reaches_a_version(tmp_path):
     assert v["runs_as"] not in wiring.agents()  # nor is it listed
 
 
+def test_no_page_api_or_webhook_reaches_a_version(tmp_path, client):
+    from django.contrib.auth import get_user_model
+    from django.urls import reverse
+
+    script = tmp_path / "hi.json"
+    script.write_text('["hi"]')
+    name = driver.version("ops", model=f"script:{script}")["runs_as"]
+    client.force_login(get_user_model().objects.create_user("ann", password="pw"))
+    assert client.post(reverse("sessions_app:session-new", kwargs={"agent": name})).status_code == 404
+    assert client.get(reverse("june_api:sessions", kwargs={"agent": name})).status_code == 404
+    assert client.post(reverse("june_webhooks:agent-webhook", kwargs={"agent": name}), {}).status_code == 404
+    # the agent itself still answers (the refusals are the version's, not the route's)
+    assert client.get(reverse("june_api:sessions", kwargs={"agent": "ops"})).status_code == 200
+
+
 @pytest.mark.parametrize(
     "spec, error",
     [
