@@ -10,8 +10,9 @@ Contract:
   already sent and re-reading the log when one skips ahead (the layer is at-most-once; the log
   is the truth). A periodic check re-reads the log too, so a lost last event still arrives.
 - deltas are forwarded live (no ``seq``; see ``sink.py`` for ``offset``/``base``).
-- at most ``JUNE_WS_MAX_PER_USER`` chat sockets per user in one web process (close 4429: too many;
-  a count per process, so N web processes allow a user N times that).
+- at most ``JUNE_WS_MAX_PER_USER`` chat sockets per user (close 4429: too many), counted across
+  the web processes in Redis when the channel layer is Redis's, else per process
+  (``socketcount``).
 - the login is checked again before every client frame (``socketauth``): a login that ended (a
   logout, the session deleted, the account deactivated, the password changed) gets an error
   frame (status 401) and the socket closes with 4401; a logout or a deactivation closes the
@@ -29,7 +30,6 @@ Contract:
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -44,7 +44,7 @@ from agents_app.runtime.seams import SessionRef
 from sessions_app import attachment_services, listings, safejson, selectors, services, takeover
 from sessions_app.outbox.sink import group_name
 from sessions_app.site_errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
-from sessions_app.web import admission, socketauth
+from sessions_app.web import admission, socketauth, socketcount
 from sessions_app.web.child_streams import ChildRelay
 from sessions_app.web.sse import parse_seq
 
@@ -60,9 +60,6 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_TOO_MANY = 4429
-
-#: open chat sockets per user in this process (the consumers all run on its one event loop)
-_open_per_user: collections.Counter[Any] = collections.Counter()
 
 
 class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
@@ -91,10 +88,11 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         except BadRequest as exc:
             return await self._refuse(CLOSE_BAD_REQUEST, str(exc))
         cap = settings.JUNE_WS_MAX_PER_USER
-        if cap and _open_per_user[self.user.pk] >= cap:
-            return await self._refuse(CLOSE_TOO_MANY, f"too many open chat sockets: at most {cap}; close some")
-        self.counted = self.user.pk
-        _open_per_user[self.counted] += 1
+        if cap:  # across the web processes with Redis (``socketcount``)
+            place = socketcount.Place(self.user.pk, self.channel_name)
+            if not await place.take(cap):
+                return await self._refuse(CLOSE_TOO_MANY, f"too many open chat sockets: at most {cap}; close some")
+            self.counted = place
         self.login = getattr(self.scope.get("session"), "session_key", None)
         self.group = group_name(SessionRef(self.agent, self.key))
         await self.channel_layer.group_add(self.group, self.channel_name)  # before the replay: no gap
@@ -121,10 +119,8 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if self.counted is not None:
-            _open_per_user[self.counted] -= 1
-            if _open_per_user[self.counted] <= 0:
-                del _open_per_user[self.counted]
-            self.counted = None
+            place, self.counted = self.counted, None
+            await place.give_back()
         if self.catchup is not None:
             self.catchup.cancel()
         if self.group:
@@ -200,6 +196,8 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         while True:
             await asyncio.sleep(CATCHUP_SECONDS)
             try:
+                if self.counted is not None:
+                    await self.counted.renew()  # its place among the user's sockets does not lapse
                 last = await database_sync_to_async(selectors.session_last_seq)(agent=self.agent, key=self.key)
                 if last > self.last_seq:
                     async with self.sending:

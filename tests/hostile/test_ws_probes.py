@@ -156,3 +156,65 @@ def test_sockets_per_user_are_bounded(settings):
             await comm.disconnect()
 
     async_to_sync(scenario)()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("not __import__('os').environ.get('REDIS_URL')", reason="the cross-process count is Redis's")
+def test_sockets_per_user_are_bounded_across_two_web_processes(tmp_path):
+    """Two daphnes sharing one Redis (the deploy behind a load balancer): the bound is the user's,
+    not each process's. With ``JUNE_WS_MAX_PER_USER=3``, two sockets on one daphne and one on the
+    other fill it; a fourth, on either, is closed with 4429; a close on one daphne makes room on
+    the other; another user is not affected."""
+    import asyncio
+    import json
+
+    import websockets
+
+    from tests.hostile.server import start_daphne
+
+    vera, walt = make_user("vera"), make_user("walt")
+    cookies = {name: _login(user)[1].decode() for name, user in (("vera", vera), ("walt", walt))}
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    servers = [start_daphne(tmp_path / name, JUNE_WS_MAX_PER_USER="3") for name in ("a", "b")]
+    a, b = (next(server) for server in servers)
+
+    async def opened(server, who: str, key: str):
+        """A socket of ``who`` on ``server``: (the socket, its first frame's type) — ``ready``
+        after the replay, or ``error`` before a refusal's close."""
+        ws = await websockets.connect(
+            f"ws://127.0.0.1:{server.port}/ws/agents/ops/sessions/{key}/",
+            additional_headers={"Cookie": cookies[who], "Origin": server.url},
+            open_timeout=30,
+        )
+        while True:
+            frame = json.loads(await asyncio.wait_for(ws.recv(), 30))
+            if frame["type"] in ("ready", "error"):
+                return ws, frame
+
+    async def scenario() -> None:
+        held = [
+            (await opened(a, "vera", "v1"))[0],
+            (await opened(a, "vera", "v2"))[0],
+            (await opened(b, "vera", "v3"))[0],
+        ]
+        for server in (b, a):
+            ws, frame = await opened(server, "vera", "v4")
+            assert frame["type"] == "error" and frame["status"] == 429, frame
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 30)
+            assert closed.value.rcvd.code == 4429
+        bystander, frame = await opened(b, "walt", "w1")
+        assert frame["type"] == "ready"
+        await held[0].close()  # on daphne a
+        await asyncio.sleep(0.5)  # its disconnect gives the place back
+        again, frame = await opened(b, "vera", "v4")
+        assert frame["type"] == "ready", frame
+        for ws in (*held[1:], bystander, again):
+            await ws.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        for server in servers:
+            server.close()
