@@ -25,8 +25,9 @@ from django.utils import timezone
 from agents_app.attachments import clean_name
 from agents_app.runtime.errors import JuneError
 from june_evals import driver, evaltasks
+from june_evals.agent_versions import describe
 from june_evals.datasets import examples_from_sessions, run_rows
-from june_evals.models import Dataset, EvalCase, EvalRun, Example, ExampleFile
+from june_evals.models import AgentVersion, Dataset, EvalCase, EvalRun, Example, ExampleFile
 from sessions_app import models as m
 from sessions_app import wiring
 from sessions_app.attachment_services import checked_type
@@ -269,6 +270,31 @@ class EvalRunAdmin(StaffOnly, admin.ModelAdmin):
         response = HttpResponse(body, content_type="application/x-ndjson; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="eval-run-{run.pk}.jsonl"'
         return response
+
+
+@admin.register(AgentVersion)
+class AgentVersionAdmin(StaffOnly, admin.ModelAdmin):
+    """The agent versions runs have made (a git revision's folder, a cassette, a script): read
+    only — a run makes them, and a version's turns keep naming it."""
+
+    list_display = ("name", "about", "created_at")
+    search_fields = ("name", "agent", "sha")
+    fields = ("name", "agent", "rev", "sha", "folder", "model_kind", "created_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="version")
+    def about(self, row: AgentVersion) -> str:
+        return describe(row)
+
+    @admin.display(description="model")
+    def model_kind(self, row: AgentVersion) -> str:
+        return describe(row).partition(", model ")[2] or "the agent's own"
 
 
 @admin.action(description="Make eval cases of the selected sessions")

@@ -145,6 +145,13 @@ def test_no_page_api_or_webhook_reaches_a_version(tmp_path, client):
     assert client.post(reverse("june_webhooks:agent-webhook", kwargs={"agent": name}), {}).status_code == 404
     # the agent itself still answers (the refusals are the version's, not the route's)
     assert client.get(reverse("june_api:sessions", kwargs={"agent": "ops"})).status_code == 200
+    # staff read the versions the runs made; nobody edits one
+    client.force_login(get_user_model().objects.create_user("staff", password="pw", is_staff=True))
+    listing = client.get("/admin/june_evals/agentversion/")
+    assert (
+        listing.status_code == 200 and name.encode() in listing.content and b"model script hi.json" in listing.content
+    )
+    assert client.get("/admin/june_evals/agentversion/add/").status_code == 403
 
 
 @pytest.mark.parametrize(
@@ -169,3 +176,24 @@ def test_the_admin_names_no_function_and_no_file_outside_the_project(tmp_path):
         agent_versions.model_spec(f"script:{outside}", web=True)
     with pytest.raises(BadRequest, match="on the command line"):
         agent_versions.model_spec("script:tests.integration.eval_scripts:version_then_echo", web=True)
+
+
+def test_the_command_reads_against_as_an_agent_a_revision_or_both(clerk_repo):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from june_evals.evalcli import against
+
+    assert against("git:HEAD~1", "clerk") == ("clerk", "HEAD~1")
+    assert against("ops@git:v2", "clerk") == ("ops", "v2")
+    assert against("ops", "clerk") == ("ops", None)
+    assert against(None, "clerk") == ("clerk", None)
+    for bad in ("git:", "ops:git:x"):
+        with pytest.raises(CommandError, match="git:REV or NAME@git:REV"):
+            against(bad, "clerk")
+    dataset = clerk_repo.parent / "cases.jsonl"
+    dataset.write_text('{"input": "which version?"}\n')
+    with pytest.raises(CommandError, match="git rev-parse"):
+        call_command("june", "eval", str(dataset), "--agent", "clerk", "--against", "git:no-such-rev")
+    with pytest.raises(CommandError, match="a model is cassette:FILE"):
+        call_command("june", "eval", str(dataset), "--agent", "clerk", "--model", "gpt-9")
