@@ -57,8 +57,8 @@ def _schedule_owner(agent: str, key: str) -> tuple[bool, str | None]:
 
 
 #: agent name -> (a copy of its ``schedules`` as declared, their (session pattern, owner)):
-#: validating the declarations (each cron parsed, each zone looked up) cost a new session's
-#: first message 0.3 ms
+#: validating the declarations (each cron parsed, each zone looked up) is done once per agent,
+#: not at every new session's first message
 _keys_of: dict[str, tuple[list[Any], list[tuple[re.Pattern[str], str | None]]]] = {}
 
 

@@ -193,8 +193,8 @@ def day_began(now: float) -> dt.datetime:
 
 
 #: (subject) -> (read at, tokens): a day's total is a sum over the day's turns, so a process
-#: reuses it for ``JUNE_QUOTA_CACHE_SECONDS`` (measured: a user's sum cost 3-4 ms per 1,000 turns
-#: of the day on SQLite; a quota of a day does not need the last seconds' spend)
+#: reuses it for ``JUNE_QUOTA_CACHE_SECONDS`` (a sum grows with the day's turns; a quota of a day
+#: does not need the last seconds' spend)
 _read: dict[tuple[str, Any], tuple[float, int]] = {}
 CACHE_ENTRIES = 10_000
 

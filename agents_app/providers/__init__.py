@@ -96,9 +96,9 @@ def model_for(agent: Agent) -> Model:
 
 def context_window(agent: Agent) -> int | None:
     """The agent's model context window in tokens, known without building the model: building
-    it would import the SDK (1.5 s of CPU) in a web process, or call a test's factory. The
-    compaction setting first (what the engine compacts against), else the provider's; None for
-    a provider whose window cannot be known this way (a registered factory)."""
+    it would import the SDK (docs/workers.md says what that costs) in a web process, or call a
+    test's factory. The compaction setting first (what the engine compacts against), else the
+    provider's; None for a provider whose window cannot be known this way (a registered factory)."""
     if agent.compaction.context_window:
         return int(agent.compaction.context_window)
     name = provider_name(agent)
@@ -114,10 +114,9 @@ def context_window(agent: Agent) -> int | None:
 
 def warm(agents: Iterable[Agent]) -> list[str]:
     """Import the SDKs the agents' providers need, now. A worker calls it before its cluster
-    forks: the ``anthropic`` SDK's import costs about 1.5 s of CPU, and paid in each worker on
-    its first turn it held that worker's event loop, with every turn on it, for as long
-    (a burst of 1,000 turns, py-spy). Returns the providers imported; an unknown one is left
-    for ``model_for`` to report."""
+    forks: the ``anthropic`` SDK's import is slow, and paid in each worker on its first turn it
+    held that worker's event loop, with every turn on it, for as long (docs/workers.md). Returns
+    the providers imported; an unknown one is left for ``model_for`` to report."""
     names = sorted({provider_name(agent) for agent in agents})
     if set(names) & set(CLAUDE_PLATFORMS):
         from . import anthropic  # noqa: F401  (the import is the point)
@@ -138,7 +137,7 @@ def is_long_lived(loop: asyncio.AbstractEventLoop) -> bool:
 async def long_lived_loop() -> AsyncIterator[None]:
     """The running loop lives as long as its process (a worker's runner) and says so: the
     ``anthropic`` provider's clients on it use aiohttp's transport (the SDK's ``aiohttp``
-    extra; half the CPU per streamed call of the default one, ``bench/bench_transport.py``),
+    extra; less CPU per streamed call than the default one: ``bench/bench_transport.py``),
     which must be closed on the loop that opened it. They are, when the block ends. A loop
     that runs one turn and ends (``asyncio.run``, a test) keeps the default transport, which
     needs no closing."""

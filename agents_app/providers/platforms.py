@@ -119,8 +119,8 @@ def _sdk_spans() -> dict[str, Any]:
     ``ANTHROPIC_OPEN_TELEMETRY*`` variable asks the SDK for its own spans (then unset: the SDK
     reads them). June's telemetry already has a ``chat`` span per model call
     (``sessions_app.telemetry``); the SDK's would be a second one, and the SDK works out its
-    attributes for every request even when no tracer records them (about 12% of its request
-    path's CPU in a worker: py-spy, a 1,000-turn burst). Empty for an SDK without the option."""
+    attributes for every request even when no tracer records them (a share of a worker's CPU a
+    profile of a burst shows). Empty for an SDK without the option."""
     if any(name.startswith("ANTHROPIC_OPEN_TELEMETRY") for name in os.environ):
         return {}
     if "open_telemetry" not in inspect.signature(anthropic.AsyncAnthropic.__init__).parameters:
@@ -130,8 +130,8 @@ def _sdk_spans() -> dict[str, Any]:
 
 def _aiohttp_client() -> Any:
     """The SDK's aiohttp transport (its ``aiohttp`` extra, a dependency of this project): a
-    streamed call costs a worker about half the CPU of the default httpx transport, most of it
-    in parsing the stream (``bench/bench_transport.py``). None without aiohttp installed."""
+    streamed call costs a worker less CPU than the default httpx transport, most of it in
+    parsing the stream (``bench/bench_transport.py`` prints both). None without aiohttp installed."""
     try:
         return anthropic.DefaultAioHttpClient()
     except RuntimeError:  # the SDK says the extra is missing

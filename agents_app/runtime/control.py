@@ -86,7 +86,7 @@ async def interruptible(work: Coroutine[Any, Any, Any], signals: Signals) -> Any
             woken.set_result(None)
 
     # a done callback and a waker instead of ``asyncio.wait`` on a second task: this runs for
-    # every async tool call, and costs a third of that
+    # every async tool call, and costs less
     task.add_done_callback(wake)
     signals.wakers.append(wake)
     if signals.cancel_reason:

@@ -1,7 +1,7 @@
 """The agents' MCP servers in the admin (``…/dashboard/mcp/``, linked from the dashboard): each
 server's state as ``manage.py june health --mcp`` says it — ``ok``, not reachable, or why its
 tools are withheld (an ``approval`` or ``deny`` entry naming a tool the server does not offer:
-issue 52's fail-closed rule, which the workers otherwise only log). The page connects to every
+the fail-closed rule of docs/tools.md, which the workers otherwise only log). The page connects to every
 server when opened; what it found is kept a minute per process (a reload does not reconnect;
 **Check again** does)."""
 

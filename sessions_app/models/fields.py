@@ -21,7 +21,8 @@ class _NamedInModels:
 
 class TextJSONField(_NamedInModels, models.JSONField):
     """JSON kept as its text on PostgreSQL too (``json``, not ``jsonb``): a small message's
-    JSON costs its length, not jsonb's header per key and value (a third more). Nothing queries
+    JSON costs its length, not jsonb's header per key and value (``BENCH_ONLY=storage
+    bench/bench_engine.py`` prints the bytes per message). Nothing queries
     inside it (``?`` and ``@>`` are jsonb's); the transcript reads cast it where they merge it
     (``reads.WHOLE_PG``)."""
 

@@ -16,8 +16,8 @@ layer pushes messages between processes over unix datagram sockets in one direct
   marked processes only. A session's events and deltas are most of the layer's messages and
   its members are the few browsers watching it: one nobody watches costs its sender one
   ``listdir`` and nobody else anything. Other groups (the cancel doorbell's: every turn joins
-  and leaves its own, a ring is rare) are not marked: a mark is a folder made and removed, about
-  0.1 ms of CPU on ext4, more than the broadcasts it would save them;
+  and leaves its own, a ring is rare) are not marked: a mark is a folder made and removed, which
+  costs more than the broadcasts it would save them;
 - delivery is pushed (no polling): a message reaches a waiting receiver in well under a
   millisecond;
 - bounded and expiring like Channels' layers: ``capacity`` messages per channel (over it a

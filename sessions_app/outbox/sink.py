@@ -50,7 +50,7 @@ def group_name(session: SessionRef) -> str:
     return _group_name(session.agent, session.key)
 
 
-@functools.lru_cache(maxsize=4096)  # every delta of a live session asks again: ~1% of a worker's CPU
+@functools.lru_cache(maxsize=4096)  # every delta of a live session asks again
 def _group_name(agent: str, key: str) -> str:
     digest = hashlib.sha1(f"{agent}\0{key}".encode()).hexdigest()[:24]
     return f"june.session.{digest}"

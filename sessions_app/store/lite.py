@@ -20,7 +20,7 @@ whole database, so the store's lock order (session row, then its turns') holds t
 
 The WAL's checkpoints run off the units (``lite_wal``; the connections themselves: ``lite_conn``). SQLite's automatic checkpoint runs
 on the connection whose COMMIT takes the WAL past 1,000 pages, inside that unit: it copies the
-pages back to the database file and syncs it, and one turn in twenty or so took twice as long.
+pages back to the database file and syncs it, and the turn that paid for it took far longer.
 Every ``CHECKPOINT_EVERY`` commits here, a thread of the process copies them (a PASSIVE
 checkpoint, on a connection of its own: no writer waits for it), and the WAL starts over long
 before the automatic checkpoint, which stays as the backstop. Durability is as before (WAL,

@@ -49,7 +49,7 @@ _STATUSES = {str(status): status for status in TurnStatus}
 _TURN_FIELDS = m.Turn._meta.concrete_fields
 _SESSION_FIELDS = m.Session._meta.concrete_fields
 #: a turn and its session in one statement, written once: the ORM would compile this query
-#: afresh at every claim and load (most of a short turn's CPU time on SQLite)
+#: afresh at every claim and load (``bench/bench_short.py`` measures a short turn's CPU)
 TURN_ROW = (
     "SELECT "
     + ", ".join([f't."{f.column}"' for f in _TURN_FIELDS] + [f's."{f.column}"' for f in _SESSION_FIELDS])

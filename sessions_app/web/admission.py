@@ -2,15 +2,13 @@
 
 A request that starts a turn creates it, durably queued, and is answered (a 202, or the first
 frame of its stream) without waiting for the workers: what waits behind a burst is the turn's
-start, in the queue, never the request. (A door that held requests while the queue was deep,
-``JUNE_ADMISSION_BACKLOG``, kept 1,000 clients of a burst up to 24 s for their 202, past an
-ordinary client's 5 s timeout, and cost a fifth more CPU per turn than accepting them at once:
-issue 59.)
+start, in the queue, never the request. (A door that held requests while the queue was deep
+kept a burst's last clients past an ordinary client's timeout and cost more CPU per turn than
+accepting them at once: docs/workers.md "A burst" has the figures.)
 
 On SQLite one part stays: SQLite has one writer, and a thousand request threads each retrying
 for its lock starve the workers' claims of theirs (django-q2's pusher marks a task taken with an
-UPDATE): under 1,000 starts at once the clusters took 1-9 tasks a second while the starts went
-on, and the burst's last turn settled 8-12 s after the last acceptance. So at most
+UPDATE), so the clusters all but stop taking tasks while the starts go on. So at most
 ``SQLITE_WRITERS`` starts of a web process write at once (``start_turn``); the others wait on a
 semaphore, not on SQLite's lock, and the workers' writes get their turn."""
 

@@ -38,8 +38,8 @@ def user_for_token(raw: str) -> Any:
     """The active user owning the token; Unauthenticated otherwise."""
     if not raw or len(raw) > MAX_TOKEN_CHARS:
         raise Unauthenticated("invalid API token")
-    # key_hash is unique: a plain LIMIT 1, not first()'s ORDER BY, which cost a third of the
-    # query's compiling on every API request
+    # key_hash is unique: a plain LIMIT 1, not first()'s ORDER BY, which the ORM compiles again
+    # on every API request
     row = next(iter(ApiToken.objects.select_related("user").filter(key_hash=ApiToken.hash(raw))[:1]), None)
     if row is None or not row.user.is_active:
         raise Unauthenticated("invalid API token")

@@ -1,13 +1,12 @@
-"""Django's middleware, run as one synchronous stack: one thread hop per request, not sixteen.
+"""Django's middleware, run as one synchronous stack: one thread hop per request, not two a middleware.
 
 Under ASGI, Django runs a ``MiddlewareMixin`` middleware's ``process_request`` and
 ``process_response`` each through ``sync_to_async`` (a hand-off to the request's thread and
 back), and WhiteNoise, sync-only, makes the stack below it hop back to the event loop with
-``async_to_sync``. With the seven middlewares of this site that was about sixteen hand-offs per
-request: profiled under a burst of 1,000 ``POST …/turns`` (py-spy, GIL samples), the
-hand-offs were over half of daphne's CPU. Declared sync-only here, the whole stack runs in the
-request's thread in one go; an async view is entered once, at the bottom (bench_concurrency's
-figures are in the commit that made this)."""
+``async_to_sync``. With the middlewares of this site that was over a dozen hand-offs per
+request, and under a burst of ``POST …/turns`` (``bench/bench_concurrency.py``) a profile of
+daphne showed them as most of its CPU. Declared sync-only here, the whole stack runs in the
+request's thread in one go; an async view is entered once, at the bottom."""
 
 from __future__ import annotations
 

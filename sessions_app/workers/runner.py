@@ -255,7 +255,7 @@ class TurnRunner:
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """The runner's loop: uvloop's unless ``JUNE_EVENT_LOOP`` is ``asyncio`` or uvloop is not
     installed. A model call's streaming is mostly the loop's work (sockets, callbacks): on
-    uvloop a worker spends about a fifth less CPU per call (docs/workers.md)."""
+    uvloop a worker spends less CPU per call (docs/workers.md "The event loop" has the figures)."""
     if getattr(settings, "JUNE_EVENT_LOOP", "uvloop") != "asyncio":
         try:
             import uvloop

@@ -1,7 +1,8 @@
 """The tree reads well to a newcomer: no two modules share a file name (a name says which module it
 is, in a traceback, a search or an editor's tab), no module is longer than ``MAX_LINES``, and no
 module imports another's private name (``_x``: what a module keeps to itself may change without
-notice; a name another module needs is public).
+notice; a name another module needs is public). Figures — what something measured — live in
+docs/ and in what bench/ prints, never in a comment or a docstring, where they go stale unseen.
 
 Outside tests/ and migrations/ (numbered, Django's). Django's conventions keep their names:
 ``apps.py``, ``models.py``, ``admin.py``, ``urls.py``, ``settings.py``, ``asgi.py``, ``wsgi.py``
@@ -12,7 +13,10 @@ the layout an agent's author follows (docs/architecture.md "How to add …")."""
 from __future__ import annotations
 
 import ast
+import io
+import re
 import subprocess
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 
@@ -92,3 +96,42 @@ def test_no_module_imports_another_modules_private_name() -> None:
                 if _private(node.attr):
                     found.append(f"{path}:{node.lineno} reads {node.value.id}.{node.attr}")
     assert not found, f"private names used outside their module (make them public, or keep them home): {found}"
+
+
+#: what a measurement looks like in prose: milliseconds, a share of something, "measured", a
+#: profiler's name, a CPU cost or a speed-up (a heuristic: a timeout or a price is not a figure)
+FIGURE = re.compile(
+    r"\d[\d,.]*\s?(ms|µs)\b|\d+(\.\d+)?\s?% of|\bmeasured\b|\bpy-spy\b|\bs of CPU\b"
+    r"|\b(a third|a fifth|a quarter|half) (the|of|more|less)\b.{0,20}(CPU|ms)|\d+(\.\d+)?x (faster|slower)"
+)
+
+
+def _prose(source: str) -> list[tuple[int, str]]:
+    """The comments and docstrings of a module, with their lines."""
+    found = [
+        (t.start[0], t.string)
+        for t in tokenize.generate_tokens(io.StringIO(source).readline)
+        if t.type == tokenize.COMMENT
+    ]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            doc = ast.get_docstring(node, clean=False)
+            if doc:
+                found.append((node.body[0].lineno, doc))
+    return found
+
+
+def test_figures_live_in_the_docs_not_in_comments() -> None:
+    found = []
+    for path in _modules():
+        if not path.startswith(PACKAGES) or path.startswith("bench/"):
+            continue
+        for line, text in _prose((ROOT / path).read_text()):
+            found += [f"{path}:{line}: …{text[max(0, m.start() - 40) : m.end() + 20]}…" for m in FIGURE.finditer(text)]
+    assert not found, f"figures in comments (move them to docs/ or a bench's output): {found}"
+
+
+def test_the_figure_pattern_finds_figures() -> None:
+    assert FIGURE.search("cost a new session's first message 0.3 ms")
+    assert FIGURE.search("(about 12% of its request path's CPU in a worker: py-spy)")
+    assert not FIGURE.search("waits 30 s for the lock; the template half of sessions_app.times")
