@@ -52,6 +52,12 @@ def test_the_demo_dataset_through_the_command_on_workers(clusters):
     )
     assert code == 0, out  # the dataset by its name now; 4/5 clears 0.8
 
+    # docs/evals.md: the folder on disk against the same folder as last committed (an agent
+    # version the workers load from its row)
+    code, out = june_eval(str(DEMO / "ops.jsonl"), "--agent", "ops", "--against", "git:HEAD", "--timeout", "60")
+    assert code == 0, out
+    assert "[A] 5/5 passed (100%)" in out and "[B] 5/5 passed (100%)" in out
+
 
 def test_bad_arguments_are_command_errors():
     from django.core.management.base import CommandError
