@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -171,12 +172,67 @@ def _check(env: dict[str, str]) -> None:
     cache = ["--cache-dir", str(Path(env["JUNE_VAR_DIR"]) / "mypy-cache")] if env.get("JUNE_VAR_DIR") else []
     if sh(VENV / "bin" / "mypy", *cache, env=env, check=False) != 0:
         sys.exit("mypy: the engine's types do not check (see above)")
+    # no block of ten lines or more written twice outside tests (the library's ``duplicates``
+    # command, where this machine has it; DUPLICATES_ALLOWED names the pairs that may, and why)
+    tool = shutil.which("duplicates")
+    if tool is None:
+        print("duplicates: not on this machine's PATH, so repeated blocks go unchecked here", flush=True)
+    else:
+        report = subprocess.run(
+            [tool, "--min-lines", "10", "--most", "200", "--seconds", "120"], cwd=ROOT, capture_output=True, text=True
+        ).stdout
+        found = duplicates_found(report)
+        if found:
+            print("\n".join(found), flush=True)
+            sys.exit("duplicates: blocks of ten lines or more written twice (see above): one piece of code for both")
     # the chat's scripts (biome.json: Biome's recommended rules; a warning fails the run too)
     biome = FRONTEND / "node_modules" / ".bin" / "biome"
     if sh(biome, "lint", "--error-on-warnings", "--no-errors-on-unmatched", ".", env=env, check=False) != 0:
         sys.exit(
             "biome: lint findings in the chat's scripts (see above; `frontend/node_modules/.bin/biome lint --write .`)"
         )
+
+
+#: pairs of files (in order) that share ten lines or more, and may: why
+DUPLICATES_ALLOWED = {
+    **dict.fromkeys(
+        [
+            ("agents_app/runtime/errors.py", "agents_app/runtime/errors.py"),
+            ("agents_app/runtime/errors.py", "sessions_app/site_errors.py"),
+        ],
+        "one exception class per error, each with its own status and code",
+    ),
+    **dict.fromkeys(
+        [
+            ("agents_app/runtime/memory.py", "agents_app/runtime/seams.py"),
+            ("agents_app/runtime/memory.py", "sessions_app/store/__init__.py"),
+            ("agents_app/runtime/seams.py", "sessions_app/store/__init__.py"),
+            ("agents_app/runtime/memory_rows.py", "sessions_app/store/rows.py"),
+        ],
+        "a seam's Protocol and the stores that implement it share its signatures (mypy holds them to it)",
+    ),
+    ("sessions_app/web/openapi_files.py", "sessions_app/web/openapi_lists.py"): (
+        "the hand-written OpenAPI document, which the API's shapes declared once will generate"
+    ),
+}
+DUPLICATE_ROW = re.compile(r"D\d+ (\S+?):\d+-\d+ ~ (\S+?):\d+-\d+(.*)")
+
+
+def duplicates_found(report: str) -> list[str]:
+    """The rows of a ``duplicates`` report that fail the check: a pair outside tests/ and
+    migrations/, not boilerplate, not allowed by name."""
+    found = []
+    for line in report.splitlines():
+        row = DUPLICATE_ROW.match(line)
+        if row is None:
+            found += [line] if line.startswith("incomplete:") else []
+            continue
+        a, b, rest = row.groups()
+        if "boilerplate" in rest or any(p.startswith("tests/") or "/migrations/" in p for p in (a, b)):
+            continue
+        if (min(a, b), max(a, b)) not in DUPLICATES_ALLOWED:
+            found.append(line)
+    return found
 
 
 #: which tests a tier runs (pytest's -m): ``fast`` is ``dev.py test``'s default, ``slow`` the
