@@ -201,6 +201,20 @@ def _load(row: AgentVersion) -> tuple[Agent, Agent, dict[str, Any]]:
         return _loaded[row.name]
 
 
+def _extract(tar: tarfile.TarFile, into: Path) -> None:
+    """Extract plain files and folders only, inside ``into``: tarfile's "data" filter where this
+    Python has it (3.11.4 and later), the same rules by hand before."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(into, filter="data")
+        return
+    root = into.resolve()
+    for member in tar.getmembers():
+        path = (root / member.name).resolve()
+        if not (member.isfile() or member.isdir()) or not path.is_relative_to(root):
+            raise ValueError(f"refused archive member {member.name!r}")
+    tar.extractall(into)  # noqa: S202 (members checked above)
+
+
 def _unpacked(row: AgentVersion) -> Agent:
     """The version's folder, unpacked once per machine, loaded as a package of its own (the
     site's agent of the same name keeps its modules)."""
@@ -210,7 +224,7 @@ def _unpacked(row: AgentVersion) -> Agent:
         target.parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{ident}-", dir=target.parent))
         with tarfile.open(fileobj=io.BytesIO(bytes(row.files)), mode="r:") as tar:
-            tar.extractall(scratch, filter="data")
+            _extract(tar, scratch)
         try:
             os.rename(scratch, target)
         except OSError:  # another process unpacked it first: theirs is the same
