@@ -31,6 +31,7 @@ from june_evals.models import AgentVersion, Dataset, EvalCase, EvalRun, Example,
 from sessions_app import models as m
 from sessions_app import wiring
 from sessions_app.attachment_services import checked_type
+from sessions_app.times import time_column
 
 
 class StaffOnly:
@@ -134,7 +135,7 @@ class RunForm(forms.Form):
 
 @admin.register(Dataset)
 class DatasetAdmin(StaffOnly, admin.ModelAdmin):
-    list_display = ("name", "description", "created_at")
+    list_display = ("name", "description", time_column("created_at"))
     search_fields = ("name",)
     inlines = [ExampleInline]
     change_form_template = "admin/june_evals/dataset_change_form.html"
@@ -212,7 +213,7 @@ def compare_rows(run: EvalRun) -> list[dict[str, Any]]:
 
 @admin.register(EvalRun)
 class EvalRunAdmin(StaffOnly, admin.ModelAdmin):
-    list_display = ("__str__", "labels", "status", "created_at", "finished_at")
+    list_display = ("__str__", "labels", "status", time_column("created_at"), time_column("finished_at"))
     list_filter = ("status",)
     change_form_template = "admin/june_evals/run_compare.html"
 

@@ -87,3 +87,20 @@ def test_change_pages_the_audit_log_and_takeover_lines_show_the_one_format(monke
     assert "2026-12-06 09:00:05 Europe/Paris" in earlier, earlier
     for page in (turn_page, audit, session_page):
         assert " a.m." not in page and " p.m." not in page
+
+
+@override_settings(TIME_ZONE="Europe/Paris")
+def test_the_evals_lists_show_the_one_format():
+    from june_evals.models import Dataset, EvalRun
+
+    root = get_user_model().objects.create_superuser("root", password="pw-root-123")
+    dataset = Dataset.objects.create(name="refunds")
+    run = EvalRun.objects.create(dataset=dataset, finished_at=AT)
+    Dataset.objects.filter(pk=dataset.pk).update(created_at=AT)
+    EvalRun.objects.filter(pk=run.pk).update(created_at=AT)
+    web = Client()
+    web.force_login(root)
+    for page in ("/admin/june_evals/dataset/", "/admin/june_evals/evalrun/"):
+        html = web.get(page).content.decode()
+        cells = re.findall(r'<td class="field-(?:created_at|finished_at)">(.*?)</td>', html)
+        assert cells and all("2026-12-06 09:00:05 Europe/Paris" in c for c in cells), (page, cells)
