@@ -71,25 +71,27 @@ class ZonedTimes:
     zone (``time_html``), on the change page (a turn's ``created_at``, an audit row's ``at``).
     Each becomes a read-only callable of the same label in the same place of the fieldsets."""
 
-    def _zoned(self, names: Any, readonly: set[str]) -> list[Any]:
-        out: list[Any] = []
-        for name in names:
-            if isinstance(name, list | tuple):  # a row of several fields in a fieldset
-                out.append(tuple(self._zoned(name, readonly)))
-            elif isinstance(name, str) and name in readonly and _is_datetime(self.model, name):  # type: ignore[attr-defined]
-                out.append(_zoned_attr(type(self), self.model, name))  # type: ignore[attr-defined]
-            else:
-                out.append(name)
-        return out
-
     def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
-        names = list(super().get_readonly_fields(request, obj))  # type: ignore[misc]
-        return self._zoned(names, set(n for n in names if isinstance(n, str)))
+        return [
+            _zoned_attr(type(self), self.model, name)  # type: ignore[attr-defined]
+            if isinstance(name, str) and _is_datetime(self.model, name)  # type: ignore[attr-defined]
+            else name
+            for name in super().get_readonly_fields(request, obj)  # type: ignore[misc]
+        ]
 
     def get_fieldsets(self, request: Any, obj: Any = None) -> Any:
-        readonly = set(super().get_readonly_fields(request, obj))  # type: ignore[misc]
+        """The fieldsets with each field ``get_readonly_fields`` zoned under its zoned name (a
+        subclass whose ``get_readonly_fields`` does not call this one's keeps Django's)."""
+        zoned = {n for n in self.get_readonly_fields(request, obj) if isinstance(n, str)}
+
+        def place(names: Any) -> list[Any]:
+            return [
+                tuple(place(n)) if isinstance(n, list | tuple) else ZONED.format(n) if ZONED.format(n) in zoned else n
+                for n in names
+            ]
+
         return [
-            (title, {**options, "fields": self._zoned(options.get("fields", ()), readonly)})
+            (title, {**options, "fields": place(options.get("fields", ()))})
             for title, options in super().get_fieldsets(request, obj)  # type: ignore[misc]
         ]
 

@@ -27,7 +27,7 @@ class ApiTokenAdmin(ZonedTimes, admin.ModelAdmin):
         return ("user", "name", "prefix", "created_at", "last_used_at")
 
     def get_readonly_fields(self, request, obj=None):
-        return self.readonly_fields + (("user",) if obj is not None else ())
+        return (*super().get_readonly_fields(request, obj), *(("user",) if obj is not None else ()))
 
     def save_model(self, request, obj, form, change):
         if change:

@@ -85,7 +85,11 @@ def test_change_pages_the_audit_log_and_takeover_lines_show_the_one_format(monke
     session_page = web.get(f"/admin/sessions_app/session/{session.pk}/change/").content.decode()
     earlier = re.search(r'class="june-takeovers-before">(.*?)</p>', session_page, re.S).group(1)
     assert "2026-12-06 09:00:05 Europe/Paris" in earlier, earlier
-    for page in (turn_page, audit, session_page):
+    token_row, _ = m.ApiToken.issue(alice, name="ci")
+    m.ApiToken.objects.filter(pk=token_row.pk).update(created_at=AT)
+    token_page = web.get(f"/admin/sessions_app/apitoken/{token_row.pk}/change/").content.decode()
+    assert "2026-12-06 09:00:05 Europe/Paris" in token_page, "a token's created_at (its admin overrides the fields)"
+    for page in (turn_page, audit, session_page, token_page):
         assert " a.m." not in page and " p.m." not in page
 
 
