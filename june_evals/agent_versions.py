@@ -84,9 +84,15 @@ def folder_at(agent: str, rev: str) -> tuple[str, str, bytes]:
     if not rev or rev.startswith("-"):
         raise BadRequest(f"{rev!r} is not a git revision")
     folder = folder_of(agent)
-    top = Path(_git(folder, "rev-parse", "--show-toplevel").decode().strip()).resolve()
+    try:
+        top = Path(_git(folder, "rev-parse", "--show-toplevel").decode().strip()).resolve()
+    except BadRequest as exc:
+        raise BadRequest(f"{agent}'s folder {folder} is in no git repository ({exc})") from None
     path = folder.relative_to(top).as_posix()
-    sha = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
+    try:
+        sha = _git(top, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").decode().strip()
+    except BadRequest:  # --quiet: git says nothing of a revision it does not have
+        raise BadRequest(f"no git revision {rev!r} in {top} (the repository of {agent}'s folder)") from None
     if not _git(top, "ls-tree", "--name-only", sha, "--", path).strip():
         raise BadRequest(f"the agent folder {path} is not in revision {rev} ({sha[:12]})")
     files = _git(top, "archive", "--format=tar", sha, "--", path)

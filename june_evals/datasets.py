@@ -21,6 +21,7 @@ from agents_app.attachments import clean_name
 from agents_app.models import Attachment
 from agents_app.runtime.errors import JuneError
 from june_evals.models import Dataset, EvalCase, EvalRun, Example, ExampleFile
+from june_evals.scorers import expect_problems
 from sessions_app import models as m
 from sessions_app.attachment_services import checked_type
 from sessions_app.site_errors import BadRequest
@@ -44,6 +45,8 @@ def parse_line(line: str, number: int) -> dict[str, Any]:
         raise BadRequest(f"line {number}: input longer than {MAX_INPUT} characters")
     if not isinstance(case.get("expect", {}), dict):
         raise BadRequest(f"line {number}: 'expect' is an object")
+    if problems := expect_problems(case.get("expect", {})):
+        raise BadRequest(f"line {number}: " + "; ".join(problems))
     attached = case.get("attachments", [])
     if not isinstance(attached, list) or not all(isinstance(a, str) and a for a in attached):
         raise BadRequest(f"line {number}: 'attachments' is a list of files (paths beside the dataset's file)")

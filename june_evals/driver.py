@@ -27,7 +27,7 @@ from june_evals.scorers import Score, score
 from sessions_app import attachment_services as attach
 from sessions_app import models as m
 from sessions_app import pricing, services, wiring
-from sessions_app.site_errors import RateLimited
+from sessions_app.site_errors import BadRequest, RateLimited
 
 #: the turns' source (their policy: the agent's default surface)
 SOURCE = "eval"
@@ -69,11 +69,12 @@ def run_start(*, dataset: Dataset, versions: list[dict[str, Any]], concurrency: 
     if not 1 <= len(versions) <= 2:
         raise ValueError("an eval run compares one or two versions")
     with transaction.atomic():
+        examples = list(dataset.examples.filter(retired=False))
+        if not examples:  # a run of nothing would "pass" 0 of 0 and say nothing of why
+            raise BadRequest(f"the dataset {dataset.name!r} has no cases to run")
         run = EvalRun.objects.create(dataset=dataset, versions=versions, concurrency=max(1, concurrency))
         EvalCase.objects.bulk_create(
-            EvalCase(run=run, example=example, version=v)
-            for example in dataset.examples.filter(retired=False)
-            for v in range(len(versions))
+            EvalCase(run=run, example=example, version=v) for example in examples for v in range(len(versions))
         )
     return run
 

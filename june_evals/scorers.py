@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -96,11 +97,86 @@ def _bound(name: str, value: float | None, limit: Any) -> Score:
     return Score(name, value <= float(limit), f"{value:.6g} > {limit}" if value > float(limit) else "")
 
 
+#: the statuses a turn may end in (``status``: what a case expects)
+STATUSES = ("completed", "suspended", "failed", "cancelled")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def _calls(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(c, dict) and isinstance(c.get("name"), str) and set(c) <= {"name", "input"} for c in value
+    )
+
+
+def _pattern(value: Any) -> str:
+    if not isinstance(value, str) or len(value) > MAX_PATTERN:
+        return f"a pattern of at most {MAX_PATTERN} characters"
+    try:
+        regex.compile(value)
+    except regex.error as exc:
+        return f"bad pattern: {exc}"
+    return ""
+
+
+def _schema(value: Any) -> str:
+    if not isinstance(value, dict):
+        return "a JSON schema (an object)"
+    try:
+        jsonschema.validators.validator_for(value).check_schema(value)
+    except jsonschema.SchemaError as exc:
+        return f"bad schema: {exc.message}"
+    return ""
+
+
+#: each key of ``expect`` -> what is wrong with its value ("" when nothing is)
+CHECKS: dict[str, Callable[[Any], str]] = {
+    "status": lambda v: "" if v in STATUSES else f"one of {', '.join(STATUSES)}",
+    "equals": lambda v: "" if isinstance(v, str) else "a string",
+    "contains": lambda v: "" if _strings(v) else "a string or a list of strings",
+    "regex": _pattern,
+    "tool_calls": lambda v: "" if _calls(v) else 'a list of {"name": "...", "input"?: {...}}',
+    "json_schema": _schema,
+    "max_cost": lambda v: "" if _number(v) else "a number (US dollars)",
+    "max_latency": lambda v: "" if _number(v) else "a number (seconds)",
+    "max_tokens": lambda v: "" if _number(v) else "a number (input + output tokens)",
+    "judge": lambda v: "" if isinstance(v, dict) and isinstance(v.get("prompt"), str) else '{"prompt": "..."}',
+    "reference": lambda v: "" if isinstance(v, str) else "a string (the answer a judge compares with)",
+}
+
+
+def expect_problems(expect: Any) -> list[str]:
+    """What is wrong with a case's ``expect``, one line each (none: every key is known and well
+    formed). A key misspelt would otherwise be no expectation at all, and the case pass."""
+    if not isinstance(expect, dict):
+        return ["'expect' is an object"]
+    out = []
+    for key, value in expect.items():
+        check = CHECKS.get(key)
+        if check is None:
+            close = difflib.get_close_matches(key, CHECKS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(CHECKS)})"
+            out.append(f"unknown expectation {key!r}{hint}")
+        elif problem := check(value):
+            out.append(f"{key}: {problem}")
+    return out
+
+
 def score(
     expect: dict[str, Any], outcome: dict[str, Any], *, judge: Callable[[str, dict[str, Any]], Score] | None = None
 ) -> list[Score]:
     """Every score ``expect`` asks for, of ``outcome`` (``status``, ``text``, ``tool_calls``,
-    ``usage``, ``cost``, ``latency``). ``judge`` answers a ``judge`` expectation."""
+    ``usage``, ``cost``, ``latency``). ``judge`` answers a ``judge`` expectation. An ``expect``
+    that is not well formed (a row stored before it was checked) fails its case, saying why,
+    rather than raise in the process that scores it (a run would never finish)."""
+    if problems := expect_problems(expect):
+        return [Score("expect", False, "; ".join(problems))]
     text = outcome.get("text") or ""
     usage = outcome.get("usage") or {}
     want_status = expect.get("status", "completed")

@@ -10,13 +10,14 @@ import csv
 import difflib
 import io
 import json
+import re
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.exceptions import NotRegistered
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
@@ -237,6 +238,8 @@ class EvalRunAdmin(StaffOnly, admin.ModelAdmin):
     def change_view(self, request, object_id, form_url="", extra_context=None):
         if not self.has_view_permission(request):
             return HttpResponse(status=403)
+        if not re.fullmatch(r"[0-9]{1,18}", str(object_id)):  # /evalrun/abc/change/: a 404, not a 500
+            raise Http404("no such eval run")
         run = get_object_or_404(EvalRun, pk=object_id)
         if run.status == "running" and "step" in request.GET:
             driver.run_step(run=run)  # a look also moves a run whose ticks were lost

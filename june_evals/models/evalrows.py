@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import uuid
 
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from june_evals.scorers import expect_problems
 
 
 class Dataset(models.Model):
@@ -38,6 +41,12 @@ class Example(models.Model):
 
     def __str__(self) -> str:
         return self.name or self.input[:60]
+
+    def clean(self) -> None:
+        """An expectation the scorers do not know (a misspelt key would pass every answer) or
+        cannot read is refused where it is typed (the admin's forms)."""
+        if problems := expect_problems(self.expect):
+            raise ValidationError({"expect": problems})
 
 
 def _example_file_path(instance: ExampleFile, filename: str) -> str:

@@ -101,7 +101,9 @@ def test_b_is_the_agent_folder_at_a_git_revision(clerk_repo):
 
 
 def test_a_revision_without_the_folder_or_a_bad_revision_is_refused(clerk_repo):
-    with pytest.raises(BadRequest, match="git rev-parse"):
+    with pytest.raises(
+        BadRequest, match=r"^no git revision 'no-such-branch' in .*repo \(the repository of clerk's folder\)$"
+    ):
         driver.version("clerk", git="no-such-branch")
     with pytest.raises(BadRequest, match="not a git revision"):
         driver.version("clerk", git="--output=/tmp/x")
@@ -111,6 +113,14 @@ def test_a_revision_without_the_folder_or_a_bad_revision_is_refused(clerk_repo):
     git(clerk_repo, "commit", "-qm", "back")
     with pytest.raises(BadRequest, match="not in revision HEAD~1"):
         driver.version("clerk", git="HEAD~1")
+
+
+def test_an_agent_folder_outside_any_repository_says_so(clerk_repo):
+    import shutil
+
+    shutil.rmtree(clerk_repo / ".git")
+    with pytest.raises(BadRequest, match=r"^clerk's folder .* is in no git repository \(git rev-parse: fatal"):
+        driver.version("clerk", git="HEAD")
 
 
 def test_a_scripted_model_from_a_file_and_no_person_reaches_a_version(tmp_path):
@@ -193,7 +203,7 @@ def test_the_command_reads_against_as_an_agent_a_revision_or_both(clerk_repo):
             against(bad, "clerk")
     dataset = clerk_repo.parent / "cases.jsonl"
     dataset.write_text('{"input": "which version?"}\n')
-    with pytest.raises(CommandError, match="git rev-parse"):
+    with pytest.raises(CommandError, match="no git revision .no-such-rev. in"):
         call_command("june", "eval", str(dataset), "--agent", "clerk", "--against", "git:no-such-rev")
     with pytest.raises(CommandError, match="a model is cassette:FILE"):
         call_command("june", "eval", str(dataset), "--agent", "clerk", "--model", "gpt-9")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from june_evals.scorers import Score, score, subset
+from june_evals.scorers import Score, expect_problems, score, subset
 
 DONE = {
     "status": "completed",
@@ -34,8 +34,8 @@ def failed(expect: dict, outcome: dict = DONE) -> list[str]:
         ({"contains": ["total", "missing"]}, ["contains"]),
         ({"regex": r"\d+\}$"}, []),
         ({"regex": r"^nope"}, ["regex"]),
-        ({"regex": "("}, ["regex"]),
-        ({"regex": "a" * 501}, ["regex"]),
+        ({"regex": "("}, ["expect"]),  # refused where it is typed; a stored one fails its case
+        ({"regex": "a" * 501}, ["expect"]),
         ({"tool_calls": [{"name": "create_order", "input": {"quantity": 2}}]}, []),
         ({"tool_calls": [{"name": "lookup_stock"}, {"name": "create_order"}]}, []),
         ({"tool_calls": [{"name": "create_order"}, {"name": "lookup_stock"}]}, ["tool_calls"]),  # order
@@ -88,3 +88,58 @@ def test_a_catastrophic_pattern_gives_up_in_bounded_time():
     assert time.monotonic() - started < REGEX_SECONDS + 5  # the limit, not the pattern's hours
     # a pattern the engine can answer still matches as Python's would
     assert failed({"regex": r"(?i)^\{\"TOTAL\": (\d)\}$"}) == []
+
+
+@pytest.mark.parametrize(
+    "expect, problem",
+    [
+        ({"contain": "hello"}, "unknown expectation 'contain' (did you mean 'contains'?)"),
+        ({"tool_call": []}, "unknown expectation 'tool_call' (did you mean 'tool_calls'?)"),
+        ({"zzz": 1}, "unknown expectation 'zzz' (known: status, equals"),
+        ({"tool_calls": "create_order"}, 'tool_calls: a list of {"name": "...", "input"?: {...}}'),
+        ({"tool_calls": [{"name": "a", "inputs": {}}]}, "tool_calls: a list of"),
+        ({"max_cost": "cheap"}, "max_cost: a number (US dollars)"),
+        ({"max_tokens": -1}, "max_tokens: a number"),
+        ({"max_latency": True}, "max_latency: a number (seconds)"),
+        ({"regex": "(unclosed"}, "regex: bad pattern: missing )"),
+        ({"json_schema": {"type": "nonsense"}}, "json_schema: bad schema: 'nonsense' is not valid"),
+        ({"json_schema": "object"}, "json_schema: a JSON schema (an object)"),
+        ({"status": "done"}, "status: one of completed, suspended, failed, cancelled"),
+        ({"contains": ["a", 1]}, "contains: a string or a list of strings"),
+        ({"equals": 3}, "equals: a string"),
+        ({"judge": "polite?"}, 'judge: {"prompt": "..."}'),
+        (["contains"], "'expect' is an object"),
+    ],
+)
+def test_an_expectation_misspelt_or_malformed_is_named(expect, problem):
+    [said] = expect_problems(expect)
+    assert said.startswith(problem), said
+
+
+def test_a_stored_malformed_expectation_fails_its_case_instead_of_raising():
+    # rows typed before they were checked: the process that scores them must not raise, or
+    # the run never finishes (the workers' tick dies on it each time)
+    for expect in ({"tool_calls": "create_order"}, {"max_cost": "cheap"}, ["contains"], {"contain": "x"}):
+        [verdict] = score(expect, DONE)  # type: ignore[arg-type]
+        assert verdict.name == "expect" and not verdict.passed and verdict.detail
+
+
+def test_every_documented_expectation_is_well_formed():
+    assert (
+        expect_problems(
+            {
+                "status": "suspended",
+                "equals": "x",
+                "contains": ["x", "y"],
+                "regex": "^x",
+                "tool_calls": [{"name": "create_order", "input": {"quantity": 2}}, {"name": "lookup_stock"}],
+                "json_schema": {"type": "object"},
+                "max_cost": 0.01,
+                "max_latency": 2,
+                "max_tokens": 120,
+                "judge": {"prompt": "polite?"},
+                "reference": "what was said then",
+            }
+        )
+        == []
+    )

@@ -1,0 +1,76 @@
+"""The evals off the documented path, as an agent author new to June walks it: a misspelt or
+malformed expectation (in a file, in the admin, or stored before it was checked), a dataset of no
+cases, a run's page at an address that is no run. Each is a clear refusal or a failed case that
+says why, never a traceback, a 500, or a run that never finishes."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from june_evals import driver
+from june_evals.models import Dataset, EvalCase, EvalRun, Example
+from tests.integration.test_evals import drive_here
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def staff_client(client):
+    client.force_login(get_user_model().objects.create_user("stella", password="pw", is_staff=True))
+    return client
+
+
+def test_a_misspelt_expectation_is_refused_where_it_is_typed(staff_client):
+    dataset = Dataset.objects.create(name="typed")
+    form = {"dataset": dataset.pk, "name": "t", "input": "hi", "files-TOTAL_FORMS": 0, "files-INITIAL_FORMS": 0}
+    page = staff_client.post("/admin/june_evals/example/add/", {**form, "expect": '{"contain": "hi"}'})
+    assert page.status_code == 200
+    assert "unknown expectation &#x27;contain&#x27; (did you mean &#x27;contains&#x27;?)" in page.content.decode()
+    page = staff_client.post("/admin/june_evals/example/add/", {**form, "expect": '["contains"]'})
+    assert page.status_code == 200 and "&#x27;expect&#x27; is an object" in page.content.decode()
+    assert not Example.objects.exists()
+    assert (
+        staff_client.post("/admin/june_evals/example/add/", {**form, "expect": '{"contains": "hi"}'}).status_code == 302
+    )
+
+
+def test_a_malformed_expectation_stored_before_it_was_checked_fails_its_case_and_the_run_ends():
+    dataset = Dataset.objects.create(name="stored")
+    Example.objects.create(dataset=dataset, input="hello", expect={"tool_calls": "create_order"})
+    Example.objects.create(dataset=dataset, input="hello", expect={"equals": "You said: hello"})
+    run = driver.run_start(dataset=dataset, versions=[driver.version("ops")])
+    drive_here(run)
+    bad, good = EvalCase.objects.filter(run=run).order_by("example_id")
+    assert (bad.passed, good.passed) == (False, True)
+    assert bad.scores == [{"name": "expect", "passed": False, "detail": bad.scores[0]["detail"]}]
+    assert bad.scores[0]["detail"].startswith("tool_calls: a list of")
+    assert EvalRun.objects.get().status == "done"
+
+
+def test_a_dataset_of_no_cases_is_refused_in_the_admin_and_on_the_command_line(staff_client, tmp_path):
+    empty = Dataset.objects.create(name="empty")
+    page = staff_client.post(f"/admin/june_evals/dataset/{empty.pk}/run/", {"agent": "ops", "concurrency": 8})
+    assert page.status_code == 200 and "the dataset &#x27;empty&#x27; has no cases to run" in page.content.decode()
+    (tmp_path / "nothing.jsonl").write_text("\n")
+    with pytest.raises(CommandError, match="the dataset 'nothing' has no cases to run"):
+        call_command("june", "eval", str(tmp_path / "nothing.jsonl"), "--agent", "ops", stdout=io.StringIO())
+    assert not EvalRun.objects.exists()
+
+
+def test_a_typo_in_a_dataset_file_names_its_line(tmp_path):
+    (tmp_path / "cases.jsonl").write_text(
+        '{"input": "hello", "expect": {"equals": "You said: hello"}}\n{"input": "hi", "expect": {"contain": "hi"}}\n'
+    )
+    with pytest.raises(CommandError, match=r"^line 2: unknown expectation 'contain' \(did you mean 'contains'\?\)$"):
+        call_command("june", "eval", str(tmp_path / "cases.jsonl"), "--agent", "ops", stdout=io.StringIO())
+    assert not EvalRun.objects.exists()
+
+
+@pytest.mark.parametrize("address", ["abc", "1x", "²", "99999999999999999999999"])
+def test_a_run_page_at_an_address_that_is_no_run_is_a_404(staff_client, address):
+    assert staff_client.get(f"/admin/june_evals/evalrun/{address}/change/").status_code == 404
