@@ -12,6 +12,7 @@ An agent declares them in ``agent.py``::
         "session": "ops-inbox",           # a fixed session, or per run: "daily-{date}"
         "owner": "demo",                  # username owning the session (None: staff only)
         "title": "Ops inbox",             # optional session title
+        "batch": True,                    # its model calls through the Message Batches API
     }]
 """
 
@@ -43,6 +44,8 @@ class ScheduleDecl:
     owner: str | None = None
     title: str = ""
     enabled: bool = True
+    #: its turns' model calls go through the Message Batches API (docs/providers.md)
+    batch: bool = False
 
     @property
     def q2_name(self) -> str:
@@ -73,7 +76,7 @@ def declarations(agent: Any, *, default_tz: str = "UTC") -> list[ScheduleDecl]:
         where = f"agent {agent.name!r}: schedules[{i}]"
         if not isinstance(raw, dict):
             raise AgentConfigError(f"{where} must be a dict")
-        unknown = set(raw) - {"name", "cron", "timezone", "seed", "session", "owner", "title", "enabled"}
+        unknown = set(raw) - {"name", "cron", "timezone", "seed", "session", "owner", "title", "enabled", "batch"}
         if unknown:
             raise AgentConfigError(f"{where} has unknown keys {sorted(unknown)}")
         name = raw.get("name")
@@ -105,6 +108,7 @@ def declarations(agent: Any, *, default_tz: str = "UTC") -> list[ScheduleDecl]:
             owner=raw.get("owner"),
             title=str(raw.get("title") or ""),
             enabled=bool(raw.get("enabled", True)),
+            batch=raw.get("batch", False) is True,
         )
         if any(d.name == name for d in out):
             raise AgentConfigError(f"{where}: two schedules named {name!r}")

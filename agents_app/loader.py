@@ -95,7 +95,14 @@ def load_agent(folder: Path, *, package: str = "june_agents") -> Agent:
         hints=[str(hint) for hint in getattr(conf, "hints", ())],
         retention=getattr(conf, "retention", None) or {},
         authorize_takeover=getattr(conf, "authorize_takeover", None),
+        batch=_batch(name, getattr(conf, "batch", False)),
     )
+
+
+def _batch(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise AgentConfigError(f"agent {name!r}: batch must be True or False, not {value!r}")
+    return value
 
 
 def app_dirs(app_paths: Iterable[str | Path]) -> list[Path]:

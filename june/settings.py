@@ -176,6 +176,18 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # sessions_app/admin/console.py (Anthropic list prices, zero for demo): e.g.
     # JUNE_MODEL_PRICES='{"claude-sonnet-4": {"input": 3, "output": 15}}'
     JUNE_MODEL_PRICES = json.loads(env.get("JUNE_MODEL_PRICES") or "{}")
+    # Message Batches (agents with ``batch = True``, docs/providers.md): the share of the list
+    # price a batched call costs, seconds between the poller's passes in each worker's sweeper
+    # thread, the most requests one pass sends or reads, and how long a pass that took rows to
+    # send may take before another looks for the batch it may have created
+    JUNE_BATCH_PRICE_FACTOR = float(env.get("JUNE_BATCH_PRICE_FACTOR", "0.5"))
+    JUNE_BATCH_POLL_SECONDS = float(env.get("JUNE_BATCH_POLL_SECONDS", "30"))
+    JUNE_BATCH_POLL_LIMIT = int(env.get("JUNE_BATCH_POLL_LIMIT", "1000"))
+    JUNE_BATCH_SUBMIT_GRACE = float(env.get("JUNE_BATCH_SUBMIT_GRACE", "120"))
+    if not 0 <= JUNE_BATCH_PRICE_FACTOR <= 1 or JUNE_BATCH_POLL_LIMIT < 1 or JUNE_BATCH_SUBMIT_GRACE <= 0:
+        raise ImproperlyConfigured(
+            "JUNE_BATCH_PRICE_FACTOR must be in [0, 1], JUNE_BATCH_POLL_LIMIT >= 1, JUNE_BATCH_SUBMIT_GRACE > 0"
+        )
 
     # the demo's MCP inventory server (docs/tools.md), and the site's own files (a project's
     # settings set it to their var directory): the demo inventory's file is there

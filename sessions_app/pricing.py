@@ -34,6 +34,10 @@ CACHE_WRITE, CACHE_WRITE_1H, CACHE_READ = 1.25, 2.0, 0.1
 #: the part of ``cache_creation_input_tokens`` written with the 1-hour TTL (the provider's usage)
 CACHE_WRITE_1H_KEY = "cache_creation_1h_input_tokens"
 TOKEN_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+#: a call answered through the Message Batches API (``agents_app.providers.anthropic_batches``): its
+#: ``served_by`` platform, and the prefix of the usage keys that count its tokens a second time,
+#: the part of the usage priced at ``JUNE_BATCH_PRICE_FACTOR`` times the price
+BATCH_PLATFORM, BATCH_PREFIX = "anthropic-batch", "batch_"
 
 
 def prices() -> dict[str, dict[str, float]]:
@@ -57,7 +61,7 @@ def price_for(model: str) -> dict[str, float] | None:
     if found is not None or ":" not in model:
         return found
     platform, _, bare = model.partition(":")
-    if platform in ("anthropic", "bedrock", "vertex"):
+    if platform in ("anthropic", "bedrock", "vertex", BATCH_PLATFORM):
         return _lookup(table, _BEDROCK_ID.sub("", bare))
     return None
 
@@ -70,10 +74,20 @@ def _lookup(table: dict[str, dict[str, float]], model: str) -> dict[str, float] 
 
 
 def cost_of(usage: dict[str, Any] | None, model: str) -> float | None:
-    """US dollars for ``usage`` on ``model`` (None when the model has no price)."""
+    """US dollars for ``usage`` on ``model`` (None when the model has no price). The tokens of
+    batched calls (``batch_…`` keys, also counted in the plain keys) cost
+    ``JUNE_BATCH_PRICE_FACTOR`` times the price."""
     price = price_for(model)
     if price is None:
         return None
+    full = _cost(usage, price)
+    batched = {k[len(BATCH_PREFIX) :]: v for k, v in (usage or {}).items() if k.startswith(BATCH_PREFIX)}
+    if not batched:
+        return full
+    return full - (1.0 - float(settings.JUNE_BATCH_PRICE_FACTOR)) * _cost(batched, price)
+
+
+def _cost(usage: dict[str, Any] | None, price: dict[str, float]) -> float:
     u = {k: int((usage or {}).get(k) or 0) for k in TOKEN_KEYS}
     inp = float(price.get("input", 0.0))
     # cache_creation_input_tokens counts every write; the 1-hour part of it is priced apart

@@ -34,6 +34,8 @@ from sessions_app.access import (  # noqa: F401 (re-exported: the transports' on
 )
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
 from sessions_app.site_errors import AccessDenied, BadRequest, PayloadTooLarge
+from sessions_app.store import host_ops
+from sessions_app.store.batch_model import REASON as BATCH_REASON
 
 INPUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
 
@@ -365,3 +367,18 @@ def session_rename(*, agent: str, key: str, user: Any, title: Any) -> m.Session:
     m.Session.objects.filter(pk=session.pk).update(title=title)
     session.title = title
     return session
+
+
+# -- Message Batches (``workers.batch_poller``) ------------------------------------------------------
+
+
+def batch_answered(turn_id: str, key: str) -> bool:
+    """Queue again a turn parked on its batch's answer ``key`` (``store.batch_model``), its
+    events published and its task enqueued after the commit. False, nothing written, when the
+    turn is not parked on it."""
+    outcome = host_ops.resume_parked(turn_id, BATCH_REASON, key)
+    if outcome is None or outcome.turn is None:
+        return False
+    publish_on_commit(outcome.turn.session, outcome.events)
+    enqueue_head(turn_id)
+    return True

@@ -25,6 +25,7 @@ from sessions_app.outbox.deliveries import DeliverySink
 from sessions_app.outbox.queue import enqueue_turn
 from sessions_app.outbox.sink import ChannelsEventSink
 from sessions_app.store import DjangoSessionStore
+from sessions_app.store.batch_model import batching
 
 #: the sources the site's mounted channels emit (a policy for any other source logs a warning)
 MOUNTED_SOURCES = ("web", "http", "webhook", "schedule", "cli")
@@ -98,7 +99,7 @@ def executor(*, extra_sinks: tuple[EventSink, ...] = (), store: DjangoSessionSto
         store=store if store is not None else DjangoSessionStore(),
         sink=FanoutSink(sink(background=True), DeliverySink(), *extra_sinks),
         agent_for=agent,
-        model_for=model_for,
+        model_for=batching(model_for, max_attempts=settings.JUNE_MAX_ATTEMPTS),
         clock=time.time,
         lease_seconds=settings.JUNE_LEASE_SECONDS,
         max_attempts=settings.JUNE_MAX_ATTEMPTS,
@@ -123,7 +124,7 @@ def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = (), 
     return Runtime(
         store=store(own_connection=own_connection),
         agents=agents(),
-        model_for=model_for,
+        model_for=batching(model_for, max_attempts=settings.JUNE_MAX_ATTEMPTS),
         sink=FanoutSink(sink(), DeliverySink(), *extra_sinks),
         dispatcher=dispatcher,
         observer=telemetry.observer(model_of=agent_model),

@@ -22,6 +22,10 @@ log = logging.getLogger(__name__)
 
 AuthorizeAnswer = Callable[..., Awaitable[bool] | bool]
 
+#: the sources whose turns may batch their model calls (``batch = True``): nobody waits on them
+#: live. A chat turn (web, http, cli) and a subagent's (spawn) never batch
+BATCH_SOURCES = ("schedule", "webhook")
+
 
 class ToolSource(Protocol):
     """Tools from outside the agent's folder (an MCP server: ``agents_app.mcp``), asked at the
@@ -74,6 +78,9 @@ class Agent:
     authorize_takeover: AuthorizeAnswer | None = None
     #: how long its conversations are kept (``retention`` in agent.py, ``runtime.keeping``)
     retention: dict[str, Any] = field(default_factory=dict)
+    #: its schedule and webhook turns send their model calls through the Message Batches API,
+    #: at the batch price, parked while the batch runs (``batch`` in agent.py; docs/providers.md)
+    batch: bool = False
 
     def __post_init__(self) -> None:
         self.notify = notify_config(self.name, self.notify)
@@ -105,7 +112,15 @@ class Agent:
             system = "\n\n".join(p for p in (self.instructions.strip(), overlay.strip()) if p)
         else:
             system = self.instructions
-        return {"source": source, "mode": policy.mode, "system": system, "deny_tools": list(policy.deny_tools)}
+        found: dict[str, Any] = {
+            "source": source,
+            "mode": policy.mode,
+            "system": system,
+            "deny_tools": list(policy.deny_tools),
+        }
+        if self.batch and source in BATCH_SOURCES:
+            found["batch"] = True
+        return found
 
     def tools_for(self, policy: dict[str, Any] | None) -> dict[str, Tool]:
         denied = set((policy or {}).get("deny_tools", ()))

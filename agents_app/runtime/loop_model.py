@@ -18,6 +18,7 @@ from .model import (
     ABNORMAL_STOPS,
     ContextOverflowError,
     ModelError,
+    ModelParked,
     ModelReply,
     ModelRequest,
     ReasoningDelta,
@@ -86,6 +87,7 @@ class ModelStep:
             tools=a.specs,
             stream_key=stream_key,
             tools_allowed=not last,
+            batch_key=a.batch_key(step_id),
         )
         reply: ModelReply | None = None
         overflow: str | None = None
@@ -109,6 +111,8 @@ class ModelStep:
                     await aclose()
                 if journal is not None:
                     await journal  # a lost lease (StaleAttemptError) surfaces here, before any commit
+        except ModelParked as parked:
+            return await self.park(step_id, parked)
         except ContextOverflowError as exc:
             if not a.compaction.enabled:
                 return await self.owner.fail(str(exc), phase="model", step=step_id)
@@ -166,3 +170,30 @@ class ModelStep:
 
         await self.owner.commit(work)
         return TurnStatus.COMPLETED if not message.tool_calls and not compact_next else None
+
+    async def park(self, step_id: str, parked: ModelParked) -> TurnStatus:
+        """One checkpoint: the turn parks on the model's answer to come (``pending[reason]``:
+        the model's ``detail``). Resumed, the step runs again: the model yields the answer."""
+        a = self.attempt
+        turn = a.turn
+        pending = {
+            "reason": parked.reason,
+            parked.reason: parked.detail,
+            "step": step_id,
+            "opening_text": turn.input.text,
+            "policy": a.policy,
+            "inbound": turn.input.to_json(),
+        }
+        usage = a.usage_with({})
+
+        def work(tx: RecordingTx) -> None:
+            tx.journal(Phase.PARKED, reason=parked.reason, step=step_id)
+            tx.settle(TurnStatus.SUSPENDED, pending=pending, usage=usage)
+
+        commit = await self.owner.commit(work)
+        if commit.cancel_reason:  # a cancel that came meanwhile: a parked turn is cancelled at once
+            outcome = await self.store.request_cancel(turn.turn_id, commit.cancel_reason)
+            if outcome.events:
+                await self.sink.publish(turn.session, outcome.events)
+            return TurnStatus.CANCELLED
+        return TurnStatus.SUSPENDED

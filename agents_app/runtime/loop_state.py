@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Protocol
 
 from . import limits, subagents, view
+from .agent import BATCH_SOURCES
 from .compaction import Compaction
 from .limits import Limits
 from .messages import Message, Role, ToolCall, model_step_id
@@ -123,6 +124,18 @@ class Attempt:
         key = self.stream_key(model_step_id(index))
         tx.journal(Phase.PROVIDER_STARTED, stream_key=key)
         self.announced = key
+
+    def batch_key(self, step_id: str) -> str:
+        """The model step's ``ModelRequest.batch_key``: set when the turn batches its calls (its
+        policy says ``batch``, or its schedule does through the turn's target), only for the
+        sources nobody waits on live (``agent.BATCH_SOURCES``); empty otherwise."""
+        source = self.turn.input.source
+        if source not in BATCH_SOURCES:
+            return ""
+        wants = self.policy.get("batch") is True or (
+            source == "schedule" and (self.turn.input.target or {}).get("batch") is True
+        )
+        return f"{self.turn.turn_id}:{step_id}" if wants else ""
 
     # -- what the turn spent --------------------------------------------------------------------
 

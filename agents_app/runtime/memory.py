@@ -214,6 +214,17 @@ class InMemorySessionStore(MemoryTables):
         self._refresh_session_status(s)
         return Outcome(events=logged, turn=turn.record)
 
+    async def resume_parked(self, turn_id: str, reason: str, key: str) -> Outcome | None:
+        turn = self._turn(turn_id)
+        rec = turn.record
+        if not rules.parked_on(rec, reason, key):
+            return None
+        s = self._session(rec.session)
+        self._set(turn, status=TurnStatus.QUEUED, pending=None, journal={**rec.journal, "resumed": {reason: key}})
+        logged = self._log(s, [ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
+        self._refresh_session_status(s)
+        return Outcome(events=logged, turn=turn.record)
+
     async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
         s = self._session(session)
         events, running = self._cancel(self._session_turns(session), CancelReason.RESET)

@@ -58,6 +58,10 @@ class ModelRequest:
     #: False: the model may not call a tool in this reply (a turn's last call at its limit). The
     #: tools stay in the request: the transcript's earlier calls refer to them
     tools_allowed: bool = True
+    #: set: the call may be answered later at the batch price (``<turn id>:<step id>``, the same
+    #: for every attempt of the step); a model that batches raises ``ModelParked`` until it has
+    #: the answer. Empty: answer now (a chat turn, a compaction's call)
+    batch_key: str = ""
 
 
 @fast_init
@@ -100,6 +104,19 @@ class ModelError(Exception):
     def __init__(self, message: str, *, retryable: bool = True) -> None:
         super().__init__(message)
         self.retryable = retryable
+
+
+class ModelParked(Exception):
+    """Raised by a model's ``stream`` before it yields anything, for a request it sent to be
+    answered later (a Message Batch, ``request.batch_key``): the loop parks the turn (suspended,
+    ``pending[reason]`` = ``detail``) and no worker waits. Whoever collects the answer resumes
+    the turn through a store operation; the step then runs again and the model, holding the
+    answer, yields it. Not a ``ModelError``: nothing failed."""
+
+    def __init__(self, reason: str, detail: dict[str, Any]) -> None:
+        super().__init__(f"parked on {reason}")
+        self.reason = reason
+        self.detail = detail
 
 
 class ContextOverflowError(ModelError):

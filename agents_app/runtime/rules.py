@@ -140,3 +140,14 @@ def check_answer(request: dict[str, Any], answer: Any, *, by: str | None, grante
     """403 unless ``by``/``granted`` is an allowed answerer; 422 unless the answer fits the schema."""
     check_answerer(request, by=by, granted=granted)
     check_answer_schema(request, answer)
+
+
+def parked_on(turn: TurnRecord, reason: str, key: str) -> bool:
+    """Is ``turn`` parked on its model's answer ``key`` (``loop_model.ModelStep.park``: a
+    batch's request)? Only then may ``SessionStore.resume_parked`` queue it again."""
+    pending = turn.pending or {}
+    return (
+        turn.status == TurnStatus.SUSPENDED
+        and pending.get("reason") == reason
+        and (pending.get(reason) or {}).get("key") == key
+    )

@@ -157,6 +157,11 @@ class SessionStore(Protocol):
         under ``input:<turn_id>:<id>`` with ``record`` (who, via, …) and queue the parked turn
         again, logging ``input.answered`` and ``turn.started(trigger=resume)``."""
 
+    async def resume_parked(self, turn_id: str, reason: str, key: str) -> Outcome | None:
+        """Queue again a turn parked on its model's answer ``key`` (``rules.parked_on``: the
+        ``ModelParked`` of a batch), logging ``turn.started(trigger=resume)``; None (nothing
+        written) when the turn is not parked on it (cancelled meanwhile, or not parked yet)."""
+
     async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
         """Cancel unfinished turns (reason reset, ``rules.cancel_now``), archive the live
         generation (recording ``by``) and go on in a generation number never used before,

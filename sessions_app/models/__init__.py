@@ -16,6 +16,7 @@ from agents_app.runtime import rules
 from agents_app.runtime.seams import SessionStatus as RtSessionStatus
 from agents_app.runtime.seams import TurnStatus as RtTurnStatus
 from sessions_app.models.auditlog import AuditAction, AuditEvent, subject_of  # noqa: F401 (the audit log)
+from sessions_app.models.batch_ledger import BatchCall, BatchStatus  # noqa: F401 (Message Batches' ledger)
 from sessions_app.models.fields import (  # noqa: F401 (what migrations and the store name)
     EVENT_TYPE_CODES,
     EVENT_TYPE_NAMES,

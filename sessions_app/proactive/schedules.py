@@ -177,7 +177,7 @@ async def _receive(decl: ScheduleDecl, run: Any) -> None:
         await receive(
             ScheduleChannel(),
             seed=decl.seed,
-            target={"agent": decl.agent, "session": run.session_key},
+            target={"agent": decl.agent, "session": run.session_key, **({"batch": True} if decl.batch else {})},
             trigger={"kind": "proactive", "by": f"cron:{decl.name}"},
             session=rt.session(decl.agent, run.session_key),
             turn_id=run.turn_id,

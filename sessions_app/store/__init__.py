@@ -343,6 +343,9 @@ class DjangoSessionStore:
     async def answer(self, turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> Outcome:
         return await self._thread(host_ops.answer)(turn_id, input_id, answer, record)
 
+    async def resume_parked(self, turn_id: str, reason: str, key: str) -> Outcome | None:
+        return await self._thread(host_ops.resume_parked)(turn_id, reason, key)
+
     async def reset(self, session: SessionRef, *, by: Any = None) -> Outcome:
         return await self._thread(host_ops.reset)(session, by=by)
 

@@ -257,6 +257,26 @@ def answer(turn_id: str, input_id: str, answer: Any, record: dict[str, Any]) -> 
         return Outcome(events=logged, turn=record_of(turn_row(turn_id)))
 
 
+def resume_parked(turn_id: str, reason: str, key: str) -> Outcome | None:
+    """Queue again a turn parked on its model's answer ``key`` (a batch's request,
+    ``rules.parked_on``), under its session's lock; None, nothing written, when it is not."""
+    with transaction.atomic():
+        turn = turn_row(turn_id)
+        s = _locked_session_txn(turn.session_id)
+        turn.refresh_from_db()
+        if not rules.parked_on(record_of(turn, s), reason, key):
+            return None
+        journal = {**(turn.journal or {}), "resumed": {reason: key}}
+        m.Turn.objects.filter(pk=turn_id, status=TurnStatus.SUSPENDED).update(
+            status=TurnStatus.QUEUED, pending=None, journal=journal, lease_owner=None, lease_expires_at=None
+        )
+        logged = log_txn(
+            s.pk, [ev.TurnStarted(turn_id, trigger="resume", text=turn.input.get("text", ""))], turn_id=turn_id
+        )
+        session_status_txn(s.pk)
+        return Outcome(events=logged, turn=record_of(turn_row(turn_id)))
+
+
 def reset(session: SessionRef, *, by: Any = None) -> Outcome:
     """O(1) in the archive: the live generation is archived by moving to the next generation
     number handed out. ``by`` is the user who reset (a ``User`` or None)."""

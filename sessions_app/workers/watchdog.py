@@ -1,6 +1,7 @@
 """The watchdog: a daemon thread in every worker process that runs the sweeper
 (``workers.sweeper``) every ``JUNE_SWEEP_SECONDS``, and rides it with the site's housekeeping:
-notifications (``sessions_app.notify``) and the sweep of uploads nobody sent."""
+notifications (``sessions_app.notify``), the sweep of uploads nobody sent, and the Message
+Batches poller (``workers.batch_poller``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.conf import settings
 from django.db import connections
 
 from sessions_app.attachment_services import attachments_sweep_unsent
+from sessions_app.workers.batch_poller import batch_pass
 from sessions_app.workers.sweeper import sweep_expired, sweep_queued
 
 log = logging.getLogger(__name__)
@@ -98,4 +100,5 @@ def _watch(period: float) -> None:
             connections.close_all()
         _notify_pass()
         _unsent_pass()
+        batch_pass()  # Message Batches: send, collect, resume (``workers.batch_poller``)
         time.sleep(period * random.uniform(0.8, 1.2))

@@ -104,6 +104,15 @@ def fill(user, canary: str, staff) -> None:
         schedule=f"june:ops:{canary}", agent="ops", tick=timezone.now(), session_key=key, turn_id=turn.pk[:31] + "s"
     )
     WebhookDelivery.objects.create(agent="ops", session_key=key, turn_id=turn.pk, url=f"https://example.com/{canary}")
+    # a model call of a turn that batches (docs/providers.md): the request holds the conversation
+    m.BatchCall.objects.create(
+        custom_id=f"{turn.pk}-1",
+        key=f"{turn.pk}:model:1",
+        turn=turn,
+        agent="ops",
+        params={"messages": [{"role": "user", "content": f"order 2 {canary}"}]},
+        created_at=0.0,
+    )
     m.ApiToken.issue(user, name=canary)
     m.QuotaOverride.objects.create(user=user, note=canary, tokens_per_day=10)
     m.RateCounter.objects.get_or_create(scope="user", subject=str(user.pk), window_start=0, defaults={"n": 1})
