@@ -332,7 +332,9 @@ def components() -> dict[str, Any]:
                         "type": "object",
                         "description": "What the turn's own model calls spent (token counts, "
                         "model_calls); `limited`: the limit its answer was given at; `children`: its subagents' "
-                        "trees, summed; `served_by`: who answered its model calls (`<provider>:<model>`, each once)",
+                        "trees, summed; `served_by`: who answered its model calls (`<provider>:<model>`, each once); "
+                        "`batch_input_tokens`, `batch_output_tokens`, …: the part of the counts answered through "
+                        "the Message Batches API, priced at the batch price (`anthropic-batch:<model>`)",
                         "properties": {
                             "limited": {"type": "string"},
                             "served_by": {"type": "array", "items": {"type": "string"}},
