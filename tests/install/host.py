@@ -116,7 +116,7 @@ class Host:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text + "\n")
 
-    def run(self, script: str, *, what: str = "", timed: bool = True) -> str:
+    def run(self, script: str, *, what: str = "", timed: bool = True, status: int = 0) -> str:
         """A shell block in the project's folder; ``cd`` in it moves the folder for the next."""
         marker = self.folder / ".cwd"
         started = time.monotonic()
@@ -130,7 +130,9 @@ class Host:
         )
         if timed:
             self.timings[what or script.splitlines()[0]] = time.monotonic() - started
-        assert out.returncode == 0, f"`{script}` failed ({out.returncode}):\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
+        assert out.returncode == status, (
+            f"`{script}` exited {out.returncode}, not {status}:\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
+        )
         self.cwd = Path(marker.read_text().strip())
         return out.stdout
 

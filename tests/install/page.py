@@ -18,8 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "install.md"
-MARK = re.compile(r"^<!-- june-install: (\w+)(?: ([^\s(]+))?(?: \((\w+)\))? -->\n```[\w-]*\n(.*?)\n```", re.S | re.M)
 ACTIONS = {"run", "serve", "append", "create", "replace"}
+
+
+def _mark(marker: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"^<!-- {marker}: (\w+)(?: ([^\s(]+))?(?: \(([\w ]+)\))? -->\n```[\w-]*\n(.*?)\n```", re.S | re.M
+    )
 
 
 @dataclass(frozen=True)
@@ -35,16 +40,18 @@ class Block:
         return [line for line in self.text.splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-def blocks(text: str | None = None) -> list[Block]:
-    """The page's marked blocks, in order; a marker this parser does not know fails loudly."""
+def blocks(text: str | None = None, *, marker: str = "june-install") -> list[Block]:
+    """The page's marked blocks, in order; a marker this parser does not know fails loudly.
+    ``marker``: ``june-host`` marks the blocks of docs/testing.md and docs/evals.md, applied to
+    the project this page builds (``(TAG)`` there: ``exits N``, a command's expected status)."""
     text = PAGE.read_text() if text is None else text
-    found = [Block(m[1], m[2] or "", m[3] or "", m[4]) for m in MARK.finditer(text)]
+    found = [Block(m[1], m[2] or "", m[3] or "", m[4]) for m in _mark(marker).finditer(text)]
     unknown = [b.action for b in found if b.action not in ACTIONS]
     if unknown:
-        raise ValueError(f"docs/install.md: unknown block actions {unknown}")
-    markers = len(re.findall(r"^<!-- june-install:", text, re.M))
+        raise ValueError(f"{marker}: unknown block actions {unknown}")
+    markers = len(re.findall(rf"^<!-- {marker}:", text, re.M))
     if markers != len(found):
-        raise ValueError(f"docs/install.md: {markers} markers but {len(found)} marked code blocks")
+        raise ValueError(f"{marker}: {markers} markers but {len(found)} marked code blocks")
     return found
 
 

@@ -147,7 +147,7 @@ def test_a_bad_jsonl_line_is_a_clear_error(line, error):
 
 def test_the_docs_dataset_lines_are_the_demos():
     page = (Path(__file__).resolve().parents[2] / "docs" / "evals.md").read_text()
-    shown = page.split("```\n", 2)[1].splitlines()
+    shown = page.split("The demo's, `june_evals/demo/ops.jsonl`:\n\n```\n", 1)[1].split("```", 1)[0].splitlines()
     demo = (DEMO / "ops.jsonl").read_text().splitlines()
     assert shown and all(line in demo for line in shown)
 

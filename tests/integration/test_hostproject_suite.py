@@ -1,7 +1,7 @@
 """The host project's own test suite (tests/hostproject: pytest-django, June's ``june`` fixture
 from its pytest11 entry point, the shop's clerk agent and its ``Purchase`` table) run as its team
-runs it, ``pytest`` in its folder, on this suite's backend; and docs/testing.md's example is that
-suite's code, so the page shows what runs."""
+runs it, ``pytest`` in its folder, on this suite's backend. (docs/testing.md's example runs in
+docs/install.md's project: tests/install/test_kit_docs.py.)"""
 
 from __future__ import annotations
 
@@ -47,12 +47,3 @@ def test_the_host_projects_suite_passes_with_the_june_fixture(tmp_path):
     )
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-4000:]
     assert re.search(r"\b7 passed\b", out.stdout), out.stdout[-2000:]
-
-
-def test_the_testing_pages_example_is_the_host_suites_code():
-    page = (ROOT / "docs" / "testing.md").read_text()
-    suite = (HOST / "shop" / "tests" / "test_clerk_agent.py").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", page, flags=re.S)
-    assert blocks
-    for block in blocks:
-        assert block in suite, block[:200]
