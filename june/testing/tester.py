@@ -31,6 +31,7 @@ from agents_app.runtime import (
     ScriptedModel,
     SessionRef,
     TurnInput,
+    reply,
 )
 from agents_app.runtime.seams import Model
 from june.testing.cassettes import Cassette
@@ -74,9 +75,23 @@ def as_model(model: ScriptLike) -> Model | None:
     """A list of replies or a function of the request: a ``ScriptedModel``; a Model as it is."""
     if model is None or hasattr(model, "stream"):
         return model  # type: ignore[return-value]
-    if callable(model):
-        return ScriptedModel(model)
-    return ScriptedModel(by_step(list(model)))
+    if isinstance(model, (str, bytes)) or not (callable(model) or isinstance(model, Sequence)):
+        raise TypeError(f"model= is a list of replies, a function of the request or a model, not {model!r}")
+    script = model if callable(model) else by_step([_reply(r, f"reply {n}") for n, r in enumerate(model, 1)])
+    return ScriptedModel(lambda request: _reply(script(request), "the script's reply", raises=False))
+
+
+def _reply(value: Any, what: str, *, raises: bool = True) -> Any:
+    """A script's reply: a ``reply(...)`` or an Exception as it is, a string as ``reply(text)``;
+    anything else refused with what it is (raised at ``june.run``, or the turn's model error)."""
+    if isinstance(value, (ModelReply, Exception)):
+        return value
+    if isinstance(value, str):
+        return reply(value)
+    error = f"{what} is {value!r}: a script's reply is reply(text, (tool, input), ...), a string or an Exception"
+    if raises:
+        raise TypeError(error)
+    return ModelError(error, retryable=False)
 
 
 def by_step(replies: list[Any]) -> Callable[[ModelRequest], Any]:
@@ -97,6 +112,18 @@ def by_step(replies: list[Any]) -> Callable[[ModelRequest], Any]:
         return replies[step]
 
     return script
+
+
+def _check_point(agent: Agent, point: int | str | None) -> None:
+    """A crash or cancel plan's unit: a number from 1, or a tool the agent has (a misspelt name
+    would be a plan that never strikes, and a test of nothing)."""
+    if point is None:
+        return
+    if isinstance(point, bool) or not isinstance(point, (int, str)) or (isinstance(point, int) and point < 1):
+        raise ValueError(f"a crash or cancel is planned at a unit number from 1 or a tool's name, not {point!r}")
+    if isinstance(point, str) and point not in agent.tools and not agent.sources:  # a source's: known later
+        known = ", ".join(sorted(agent.tools)) or "none"
+        raise ValueError(f"{agent.name} has no tool named {point!r} to crash or cancel at (its tools: {known})")
 
 
 def _answerer(user: Any) -> tuple[str | None, dict[str, Any] | None, dict[str, Any]]:
@@ -165,6 +192,8 @@ class JuneTester:
         commit (a unit number, 1 being the opening, or a tool's name: the unit of its result),
         and the turn is redelivered. ``cancel_after``: a cancel is requested right after that
         unit; the turn stops at its next boundary."""
+        for point in (crash_after, crash_before, cancel_after):
+            _check_point(self.runtime.agent(agent), point)
         turn = self.start(agent, text, model=model, session=session, user=user, source=source)
         plan = Plan(turn.turn_id, after=crash_after, before=crash_before, cancel=cancel_after)
         if crash_after is not None or crash_before is not None or cancel_after is not None:

@@ -5,6 +5,8 @@ of a queued turn, a conversation of two turns."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from agents_app.models import Order
@@ -71,3 +73,35 @@ def test_a_queued_turn_is_cancelled(june):
 
     turn = turn.cancel()
     assert turn.status == "cancelled" and not Order.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_string_is_a_reply_and_anything_else_is_named(june):
+    # a plain string, as the evals' script files take them (it failed the turn with "retry
+    # budget exhausted after 5 attempts")
+    turn = june.run("ops", "hello", model=["Hello there."])
+    assert (turn.status, turn.text) == ("completed", "Hello there.")
+    turn = june.run("ops", "hello", model=lambda request: "From a function.", session="fn")
+    assert (turn.status, turn.text) == ("completed", "From a function.")
+
+    with pytest.raises(TypeError, match=r"^reply 2 is 42: a script's reply is reply\(text"):
+        june.run("ops", "hello", model=["one", 42])
+    with pytest.raises(TypeError, match="model= is a list of replies, a function of the request or a model"):
+        june.run("ops", "hello", model="Hello there.")
+    turn = june.run("ops", "hello", model=lambda request: {"text": "x"}, session="bad")
+    assert turn.status == "failed" and "the script's reply is {'text': 'x'}" in turn.error["message"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "plan, error",
+    [
+        ({"crash_after": "create_ordr"}, "ops has no tool named 'create_ordr' to crash or cancel at (its tools: "),
+        ({"crash_before": 0}, "a unit number from 1 or a tool's name, not 0"),
+        ({"cancel_after": True}, "a unit number from 1 or a tool's name, not True"),
+    ],
+)
+def test_a_plan_that_could_never_strike_is_refused(june, plan, error):
+    with pytest.raises(ValueError, match=re.escape(error)):
+        june.run("ops", "order 2 mugs", model=ORDER, **plan)
+    assert not Order.objects.exists()  # refused before the turn started
