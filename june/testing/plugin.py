@@ -25,7 +25,14 @@ def june(request: pytest.FixtureRequest) -> Any:
     """A ``JuneTester`` on the test database (pytest-django's ``db``, or ``transactional_db``
     when the test is marked so): ``june.run(agent, text, model=script)``; ``june.cassette()``
     is ``cassettes/<module>/<test>.json`` beside the test's file."""
-    request.getfixturevalue("db")
+    try:
+        request.getfixturevalue("db")
+    except pytest.FixtureLookupError:
+        pytest.fail(
+            "the june fixture runs turns on pytest-django's test database: install pytest-django and "
+            "name the project's settings (DJANGO_SETTINGS_MODULE in pytest.ini: docs/testing.md)",
+            pytrace=False,
+        )
     from june.testing.tester import JuneTester  # Django's apps are ready only now (module docstring)
 
     path = request.node.path

@@ -5,6 +5,7 @@ of a queued turn, a conversation of two turns."""
 
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -105,3 +106,24 @@ def test_a_plan_that_could_never_strike_is_refused(june, plan, error):
     with pytest.raises(ValueError, match=re.escape(error)):
         june.run("ops", "order 2 mugs", model=ORDER, **plan)
     assert not Order.objects.exists()  # refused before the turn started
+
+
+def test_without_pytest_django_the_fixture_says_what_it_needs(tmp_path):
+    """A project whose pytest has no pytest-django (here: turned off) gets what to install, not
+    pytest's "fixture 'db' not found" below a listing of every fixture."""
+    import subprocess
+    import sys
+
+    (tmp_path / "test_clerk.py").write_text("def test_it(june):\n    june.run('clerk', 'hi')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DJANGO_", "PYTEST"))}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:django", "-p", "no:cacheprovider", "test_clerk.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stdout[-2000:]
+    assert "the june fixture runs turns on pytest-django's test database: install pytest-django" in out.stdout
+    assert "fixture 'db' not found" not in out.stdout
