@@ -197,6 +197,17 @@ def diff_segments(a: str, b: str) -> list[dict[str, str]]:
     return out
 
 
+#: what a spreadsheet takes for a formula at a cell's start (OWASP's "CSV injection")
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A text cell of the CSV export, made inert for a spreadsheet: a person's words or a model's
+    answer that starts like a formula (``=HYPERLINK(…)``) gets a leading ``'`` (the JSON Lines
+    export keeps every value as it is)."""
+    return "'" + value if isinstance(value, str) and value.startswith(FORMULA_START) else value
+
+
 def compare_rows(run: EvalRun) -> list[dict[str, Any]]:
     by_example: dict[int, dict[str, Any]] = {}
     for case in EvalCase.objects.filter(run=run).select_related("example"):
@@ -266,7 +277,9 @@ class EvalRunAdmin(StaffOnly, admin.ModelAdmin):
             writer = csv.DictWriter(buffer, fieldnames=list(rows[0]) if rows else ["run"])
             writer.writeheader()
             for row in rows:
-                writer.writerow({k: json.dumps(v) if isinstance(v, (list, dict)) else v for k, v in row.items()})
+                writer.writerow(
+                    {k: csv_cell(json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in row.items()}
+                )
             response = HttpResponse(buffer.getvalue(), content_type="text/csv; charset=utf-8")
             response["Content-Disposition"] = f'attachment; filename="eval-run-{run.pk}.csv"'
             return response

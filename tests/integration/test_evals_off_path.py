@@ -74,3 +74,13 @@ def test_a_typo_in_a_dataset_file_names_its_line(tmp_path):
 @pytest.mark.parametrize("address", ["abc", "1x", "²", "99999999999999999999999"])
 def test_a_run_page_at_an_address_that_is_no_run_is_a_404(staff_client, address):
     assert staff_client.get(f"/admin/june_evals/evalrun/{address}/change/").status_code == 404
+
+
+def test_the_csv_export_leaves_no_formula_for_a_spreadsheet(staff_client):
+    dataset = Dataset.objects.create(name="formulas")
+    Example.objects.create(dataset=dataset, name="@SUM(A1)", input='=HYPERLINK("http://evil.example","x")')
+    run = driver.run_start(dataset=dataset, versions=[driver.version("ops")])
+    csv_text = staff_client.get(f"/admin/june_evals/evalrun/{run.pk}/export/?format=csv").content.decode()
+    assert "'@SUM(A1)" in csv_text and '"\'=HYPERLINK(""http://evil.example"",""x"")"' in csv_text
+    jsonl = staff_client.get(f"/admin/june_evals/evalrun/{run.pk}/export/").content.decode()
+    assert '"input": "=HYPERLINK(\\"http://evil.example\\",\\"x\\")"' in jsonl  # as it is
