@@ -1,6 +1,6 @@
 """The Anthropic Messages API as a :class:`~agents_app.runtime.seams.Model`.
 
-This is the only module that imports the ``anthropic`` SDK. One ``stream()`` call is one
+The ``anthropic`` SDK is imported by this module and its parts (``anthropic_*``, ``platforms``). One ``stream()`` call is one
 streamed Messages API request (retried here, never by the SDK): text and thinking deltas are
 yielded as they arrive, then exactly one :class:`ModelReply` whose ``blocks`` are the
 assistant's content blocks as the API returned them (thinking signatures, redacted thinking
@@ -9,7 +9,8 @@ data, tool_use inputs), so the engine can store them and send them back unchange
 The pieces are pure functions over plain data so they can be tested by table (the folding in
 ``anthropic_stream``):
 ``build_messages`` (transcript → API messages, in ``anthropic_request``), ``fold_event`` (one raw stream event into a
-snapshot), ``reply_from`` (snapshot → ModelReply) and ``classify_error`` (SDK error → what to do).
+snapshot), ``reply_from`` (snapshot → ModelReply) and ``classify_error`` (SDK error → what to do, in
+``anthropic_errors``).
 
 Context overflow (the stop reason ``model_context_window_exceeded``, a 400 "prompt is too long",
 a 413 ``request_too_large``) ends the stream with an empty ``CONTEXT_OVERFLOW`` reply: the engine
@@ -27,15 +28,18 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import re
-from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anthropic
-import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
 from agents_app import attachments
 from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW, is_long_lived, platforms
+from agents_app.providers.anthropic_errors import (  # noqa: F401 (classify_error: table-tested here)
+    CAUGHT,
+    Failure,
+    classify_error,
+    stream_error,
+)
 from agents_app.providers.anthropic_files import Reader
 from agents_app.providers.anthropic_request import build_messages
 from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider's table-tested names)
@@ -68,21 +72,6 @@ MAX_RETRY_AFTER = 60.0
 BACKOFF_INITIAL = 0.5
 BACKOFF_MAX = 8.0
 
-#: error types the API reports (in a status body or an ``error`` stream event) that pass
-_TRANSIENT_TYPES = frozenset(
-    {
-        "overloaded_error",
-        "api_error",
-        "rate_limit_error",
-        "timeout_error",
-        # the exception frames of Bedrock's response stream that pass (its docs: "retry your request")
-        "serviceUnavailableException",
-        "throttlingException",
-        "internalServerException",
-        "modelStreamErrorException",
-    }
-)
-_OVERFLOW = re.compile(r"prompt is too long|context window|context limit|exceeds? .*context", re.I)
 _SETTINGS_KEYS = frozenset(
     {
         "model",
@@ -98,66 +87,6 @@ _SETTINGS_KEYS = frozenset(
     }
 )
 _SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
-
-
-# --- errors ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Failure:
-    """What to do about a failed call: ``overflow`` (report it), retry, or give up."""
-
-    message: str
-    retryable: bool
-    overflow: bool = False
-    retry_after: float | None = None
-
-
-def _retry_after(headers: Any) -> float | None:
-    try:
-        if (ms := headers.get("retry-after-ms")) is not None:
-            return float(ms) / 1000
-        if (seconds := headers.get("retry-after")) is not None:
-            return float(seconds)
-    except (TypeError, ValueError):  # an HTTP date: fall back to our own backoff
-        pass
-    return None
-
-
-def classify_error(exc: BaseException) -> Failure:
-    """An SDK or transport error → overflow / transient (retryable) / fatal, with a message
-    that carries the API's own words."""
-    if isinstance(exc, ModelError):
-        return Failure(str(exc), retryable=exc.retryable)
-    if isinstance(exc, anthropic.APIStatusError):
-        status, etype = exc.status_code, exc.type or "error"
-        detail = exc.api_message or exc.message
-        if status == 200:  # an ``error`` event inside a stream that had started
-            return Failure(f"Anthropic API {etype} mid-stream: {detail}", etype in _TRANSIENT_TYPES)
-        message = f"Anthropic API {etype} ({status}): {detail}"
-        if (status == 400 and _OVERFLOW.search(detail or "")) or status == 413:
-            return Failure(message, retryable=False, overflow=True)
-        transient = status in (408, 409, 429) or status >= 500
-        return Failure(message, transient, retry_after=_retry_after(exc.response.headers) if transient else None)
-    if isinstance(exc, anthropic.APIConnectionError):
-        return Failure(f"Anthropic API unreachable: {exc.message}", retryable=True)
-    if isinstance(exc, httpx2.TransportError):
-        return Failure(f"Anthropic API connection lost: {type(exc).__name__}: {exc}", retryable=True)
-    return Failure(f"Anthropic API call failed: {type(exc).__name__}: {exc}", retryable=False)
-
-
-_CAUGHT = (anthropic.APIError, httpx2.TransportError, ModelError)
-
-
-def _stream_error(sse: Any, response: httpx2.Response) -> anthropic.APIStatusError:
-    """An ``error`` event inside a stream that had started, as the SDK's typed stream raises it
-    (a status error with the stream's 200 status and the event's body)."""
-    try:
-        body: Any = sse.json()
-        message = f"{body}"
-    except ValueError:
-        body, message = sse.data, sse.data or f"Error code: {response.status_code}"
-    return anthropic.APIStatusError(message, response=response, body=body)
 
 
 # --- the model -------------------------------------------------------------------------------
@@ -299,7 +228,7 @@ class AnthropicModel:
                         yield chunk
                 if not snapshot.stopped:
                     raise ModelError("Anthropic API stream ended before message_stop", retryable=True)
-            except _CAUGHT as exc:
+            except CAUGHT as exc:
                 failure = classify_error(exc)
                 if failure.overflow and not yielded:
                     yield ModelReply(stop_reason=StopReason.CONTEXT_OVERFLOW)
@@ -333,7 +262,7 @@ class AnthropicModel:
                 if not sse.data or sse.event is None or sse.event == "ping":
                     continue
                 if sse.event == "error":
-                    raise _stream_error(sse, response.http_response)
+                    raise stream_error(sse, response.http_response)
                 yield sse.json()
 
     async def count_tokens(self, system: str, text: str) -> int:
