@@ -37,7 +37,7 @@ class Snapshot:
     stopped: bool = False  # ``message_stop`` seen: the stream is complete
 
 
-def _merge_usage(snapshot: Snapshot, usage: dict[str, Any] | None) -> None:
+def merge_usage(snapshot: Snapshot, usage: dict[str, Any] | None) -> None:
     # usage on message_delta is cumulative and omits what does not apply: overwrite, keep others
     for key in USAGE_KEYS:
         if (usage or {}).get(key) is not None:
@@ -52,7 +52,7 @@ def fold_event(snapshot: Snapshot, event: dict[str, Any]) -> TextDelta | Reasoni
     """Fold one raw stream event into ``snapshot``; return the delta to show live, if any."""
     kind = event.get("type")
     if kind == "message_start":
-        _merge_usage(snapshot, event["message"].get("usage"))
+        merge_usage(snapshot, event["message"].get("usage"))
     elif kind == "content_block_start":
         snapshot.content.append(dict(event["content_block"]))
     elif kind == "content_block_delta":
@@ -85,7 +85,7 @@ def fold_event(snapshot: Snapshot, event: dict[str, Any]) -> TextDelta | Reasoni
                 raise ModelError(f"Anthropic API sent invalid tool input JSON: {exc}: {raw[:200]!r}") from exc
     elif kind == "message_delta":
         snapshot.stop_reason = (event.get("delta") or {}).get("stop_reason")
-        _merge_usage(snapshot, event.get("usage"))
+        merge_usage(snapshot, event.get("usage"))
     elif kind == "message_stop":
         snapshot.stopped = True
     return None

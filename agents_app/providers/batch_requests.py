@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from agents_app.providers.anthropic_stream import Snapshot, _merge_usage, reply_from
+from agents_app.providers.anthropic_stream import Snapshot, merge_usage, reply_from
 from agents_app.runtime.model import ModelReply
 
 #: the ``served_by`` platform of a batched call: ``anthropic-batch:<model>`` (priced at the batch
@@ -37,7 +37,7 @@ def reply_of(message: dict[str, Any], model: str) -> ModelReply:
     """A batch's answer (the API's message) as the reply the streamed call would have ended with;
     its usage also counted under ``USAGE_PREFIX``, and ``served_by`` saying it was a batch."""
     snapshot = Snapshot(content=[dict(b) for b in message.get("content") or ()], stop_reason=message.get("stop_reason"))
-    _merge_usage(snapshot, message.get("usage"))
+    merge_usage(snapshot, message.get("usage"))
     snapshot.stopped = True
     reply = reply_from(snapshot)
     usage = dict(reply.usage)
