@@ -52,7 +52,7 @@ class StaffOnly:
         return request.user.is_active and request.user.is_superuser
 
 
-class ExampleInline(admin.StackedInline):
+class ExampleInline(StaffOnly, admin.StackedInline):
     model = Example
     extra = 1
     fields = ("name", "input", "expect", "attached", "source", "retired")
@@ -87,7 +87,7 @@ class ExampleFileForm(forms.ModelForm):
         return upload
 
 
-class ExampleFileInline(admin.TabularInline):
+class ExampleFileInline(StaffOnly, admin.TabularInline):
     model = ExampleFile
     form = ExampleFileForm
     extra = 1

@@ -84,3 +84,32 @@ def test_the_csv_export_leaves_no_formula_for_a_spreadsheet(staff_client):
     assert "'@SUM(A1)" in csv_text and '"\'=HYPERLINK(""http://evil.example"",""x"")"' in csv_text
     jsonl = staff_client.get(f"/admin/june_evals/evalrun/{run.pk}/export/").content.decode()
     assert '"input": "=HYPERLINK(\\"http://evil.example\\",\\"x\\")"' in jsonl  # as it is
+
+
+def test_a_staff_member_without_model_permissions_sees_and_edits_the_cases(staff_client):
+    """Staff only, as every page of June's admin: a staff member given no model permissions (not a
+    superuser) saw a dataset's page without its cases, and a case's without its files."""
+    dataset = Dataset.objects.create(name="shared")
+    example = Example.objects.create(dataset=dataset, input="order 2 mugs", expect={"contains": "mugs"})
+    page = staff_client.get(f"/admin/june_evals/dataset/{dataset.pk}/change/").content.decode()
+    assert "examples-TOTAL_FORMS" in page and "order 2 mugs" in page
+    page = staff_client.get(f"/admin/june_evals/example/{example.pk}/change/").content.decode()
+    assert "files-TOTAL_FORMS" in page
+    form = {
+        "name": "shared",
+        "description": "",
+        "examples-TOTAL_FORMS": 2,
+        "examples-INITIAL_FORMS": 1,
+        "examples-0-id": example.pk,
+        "examples-0-dataset": dataset.pk,
+        "examples-0-input": "order 3 mugs",
+        "examples-0-expect": '{"contains": "mugs"}',
+        "examples-1-dataset": dataset.pk,
+        "examples-1-input": "hello",
+        "examples-1-expect": '{"contians": "hello"}',
+    }
+    page = staff_client.post(f"/admin/june_evals/dataset/{dataset.pk}/change/", form)
+    assert page.status_code == 200 and "did you mean &#x27;contains&#x27;?" in page.content.decode()
+    form["examples-1-expect"] = '{"contains": "hello"}'
+    assert staff_client.post(f"/admin/june_evals/dataset/{dataset.pk}/change/", form).status_code == 302
+    assert sorted(Example.objects.values_list("input", flat=True)) == ["hello", "order 3 mugs"]
