@@ -60,11 +60,19 @@ def _dataset(name: str) -> Dataset:
     return found
 
 
-def _line(case: EvalCase, run: EvalRun) -> str:
-    mark = "pass" if case.passed else "FAIL"
-    failed = "; ".join(f"{s['name']}: {s['detail']}" for s in case.scores if not s["passed"])
-    label = run.versions[case.version]["label"]
-    return f"{mark} [{label}] {case.example.name or case.example.input[:50]}" + (f" — {failed}" if failed else "")
+def _case(case: EvalCase, run: EvalRun) -> dict[str, Any]:
+    """A scored case as the command reports it (``--json``: as it is; else ``_line``)."""
+    return {
+        "version": run.versions[case.version]["label"],
+        "name": case.example.name or case.example.input[:50],
+        "passed": bool(case.passed),
+        "failed": "; ".join(f"{s['name']}: {s['detail']}" for s in case.scores if not s["passed"]),
+    }
+
+
+def _line(case: dict[str, Any]) -> str:
+    mark = "pass" if case["passed"] else "FAIL"
+    return f"{mark} [{case['version']}] {case['name']}" + (f" — {case['failed']}" if case["failed"] else "")
 
 
 class EvalCommand:
@@ -114,12 +122,14 @@ class EvalCommand:
         except JuneError as exc:
             raise CommandError(str(exc)) from None
         done = driver.drive(run, timeout=opts["timeout"], judge_for=judge_for if opts["judge"] else None)
-        for case in EvalCase.objects.filter(run=run, scored_at__isnull=False).select_related("example"):
-            command.stdout.write(_line(case, run))
+        scored = EvalCase.objects.filter(run=run, scored_at__isnull=False).select_related("example")
+        cases = [_case(case, run) for case in scored]
         totals = driver.totals(run)
-        if opts["json"]:
-            command.stdout.write(json.dumps({"run": run.pk, "done": done, "versions": totals}))
+        if opts["json"]:  # one JSON object on stdout, nothing else (CI pipes it to jq)
+            command.stdout.write(json.dumps({"run": run.pk, "done": done, "versions": totals, "cases": cases}))
         else:
+            for case in cases:
+                command.stdout.write(_line(case))
             for t in totals:
                 command.stdout.write(
                     f"[{t['label']}] {t['passed']}/{t['cases']} passed ({t['pass_rate']:.0%}), "

@@ -43,9 +43,11 @@ def test_the_demo_dataset_through_the_command_on_workers(clusters):
         "--json",
     )
     assert code == 1, out
-    assert "FAIL [B] order mugs — contains: missing ['create_order']; tool_calls: no call create_order" in out
-    totals = json.loads(out.splitlines()[-1])["versions"]
-    assert [(t["label"], t["passed"]) for t in totals] == [("A", 5), ("B", 4)]
+    report = json.loads(out)  # the whole output: one object, for CI's jq
+    assert [(t["label"], t["passed"]) for t in report["versions"]] == [("A", 5), ("B", 4)]
+    [failed] = [c for c in report["cases"] if not c["passed"]]
+    assert (failed["version"], failed["name"]) == ("B", "order mugs")
+    assert failed["failed"].startswith("contains: missing ['create_order']; tool_calls: no call create_order")
 
     code, out = june_eval(
         "ops", "--agent", "ops", "--against-instructions", str(DEMO / "ops_ask_first.md"), "--threshold", "0.8"
