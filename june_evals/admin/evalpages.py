@@ -314,7 +314,7 @@ class AgentVersionAdmin(StaffOnly, admin.ModelAdmin):
         return describe(row).partition(", model ")[2] or "the agent's own"
 
 
-@admin.action(description="Make eval cases of the selected sessions")
+@admin.action(description="Make eval cases of the selected sessions", permissions=["view"])  # staff's too
 def make_eval_cases(model_admin, request, queryset):
     """Each person's message of the chosen sessions becomes a case of the dataset
     "sessions <date>", with the answer given then kept as its ``reference``."""

@@ -213,8 +213,12 @@ class SessionAdmin(ZonedTimes, StaffReadOnly, admin.ModelAdmin):
         return obj.title or selectors.title_from(getattr(obj, "first_text", None) or "") or "—"
 
     def get_actions(self, request):
-        # erasure is for superusers; staff browse without actions
-        return super().get_actions(request) if request.user.is_superuser else {}
+        # erasure and legal holds are for superusers; staff get only the actions that change no
+        # session (declared ``@admin.action(permissions=["view"])``: the evals' "Make eval cases")
+        actions = super().get_actions(request)
+        if request.user.is_superuser:
+            return actions
+        return {k: a for k, a in actions.items() if tuple(getattr(a[0], "allowed_permissions", ())) == ("view",)}
 
     def get_urls(self):
         info = self.opts.app_label, self.opts.model_name

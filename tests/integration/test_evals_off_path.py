@@ -113,3 +113,31 @@ def test_a_staff_member_without_model_permissions_sees_and_edits_the_cases(staff
     form["examples-1-expect"] = '{"contains": "hello"}'
     assert staff_client.post(f"/admin/june_evals/dataset/{dataset.pk}/change/", form).status_code == 302
     assert sorted(Example.objects.values_list("input", flat=True)) == ["hello", "order 3 mugs"]
+
+
+def test_a_staff_member_who_is_no_superuser_makes_cases_of_sessions_and_nothing_more(staff_client):
+    """The issue's "a staff user turns chosen sessions into cases": the sessions' list gave staff
+    no actions at all (erasure and holds are a superuser's), so only a superuser could."""
+    from sessions_app import models as m
+    from sessions_app import services
+    from sessions_app.workers import tasks
+
+    user = get_user_model().objects.create_user("ann", password="pw")
+    services.turn_start(agent="ops", key="chat-1", text="hello there", user=user)
+    session = m.Session.objects.get(key="chat-1")
+    tasks.run_turn(m.Turn.objects.get(session=session).pk)
+
+    page = staff_client.get("/admin/sessions_app/session/").content.decode()
+    assert "make_eval_cases" in page
+    assert not any(a in page for a in ("erase_owners", "hold_sessions", "release_sessions"))
+    for refused in ("erase_owners", "hold_sessions"):  # not offered, and not taken when posted
+        staff_client.post("/admin/sessions_app/session/", {"action": refused, "_selected_action": [session.pk]})
+    session.refresh_from_db()
+    assert not session.legal_hold  # still there (refresh_from_db found it), and not held
+
+    made = staff_client.post(
+        "/admin/sessions_app/session/", {"action": "make_eval_cases", "_selected_action": [session.pk]}
+    )
+    assert made.status_code == 302
+    [example] = Example.objects.all()
+    assert example.input == "hello there" and example.owner_id == user.pk
