@@ -25,8 +25,15 @@ from june_evals import driver
 from june_evals.datasets import dataset_load
 from june_evals.judge import judge_for
 from june_evals.models import Dataset, EvalCase, EvalRun
+from sessions_app import health
 from sessions_app import models as m
 from sessions_app.management.commands.june import EXTENSIONS
+
+#: said when no worker has beaten lately: the cases' turns run on the workers, not here
+NO_WORKER = (
+    "no worker is running (none has beaten lately): the cases' turns wait in the queue until one "
+    "starts — `python manage.py june_worker` (docs/workers.md)"
+)
 
 
 def _instructions(path: str | None) -> str | None:
@@ -121,6 +128,8 @@ class EvalCommand:
             )
         except JuneError as exc:
             raise CommandError(str(exc)) from None
+        if not health.workers_alive():  # the turns would wait in the queue for the whole --timeout
+            command.stderr.write(NO_WORKER)
         done = driver.drive(run, timeout=opts["timeout"], judge_for=judge_for if opts["judge"] else None)
         scored = EvalCase.objects.filter(run=run, scored_at__isnull=False).select_related("example")
         cases = [_case(case, run) for case in scored]

@@ -29,8 +29,8 @@ from june_evals import driver, evaltasks
 from june_evals.agent_versions import describe
 from june_evals.datasets import examples_from_sessions, run_rows
 from june_evals.models import AgentVersion, Dataset, EvalCase, EvalRun, Example, ExampleFile
+from sessions_app import health, wiring
 from sessions_app import models as m
-from sessions_app import wiring
 from sessions_app.attachment_services import checked_type
 from sessions_app.times import time_column
 
@@ -264,6 +264,7 @@ class EvalRunAdmin(StaffOnly, admin.ModelAdmin):
             "rows": compare_rows(run),
             "totals": driver.totals(run),
             "now": timezone.now(),
+            "no_worker": run.status == "running" and not health.workers_alive(),
         }
         return TemplateResponse(request, self.change_form_template, context)
 

@@ -141,3 +141,45 @@ def test_a_staff_member_who_is_no_superuser_makes_cases_of_sessions_and_nothing_
     assert made.status_code == 302
     [example] = Example.objects.all()
     assert example.input == "hello there" and example.owner_id == user.pk
+
+
+def test_no_worker_running_is_said_on_the_command_line_and_the_runs_page(staff_client, tmp_path):
+    """An author who had not started ``june_worker`` waited the whole ``--timeout`` (600 s) in
+    silence, and watched the run's page refresh for good."""
+    from django.utils import timezone
+
+    from june_evals.evalcli import NO_WORKER
+    from sessions_app import models as m
+
+    (tmp_path / "hello.jsonl").write_text('{"input": "hello"}\n')
+
+    def june_eval() -> str:
+        err = io.StringIO()
+        with pytest.raises(SystemExit) as exited:
+            call_command(
+                "june",
+                "eval",
+                str(tmp_path / "hello.jsonl"),
+                "--agent",
+                "ops",
+                "--timeout",
+                "0.3",
+                stdout=io.StringIO(),
+                stderr=err,
+            )
+        assert exited.value.code == 2  # nothing ran the turn: not every case settled
+        return err.getvalue()
+
+    assert NO_WORKER in june_eval()
+    run = EvalRun.objects.get()
+    assert (
+        'id="june-eval-no-worker"' in staff_client.get(f"/admin/june_evals/evalrun/{run.pk}/change/").content.decode()
+    )
+
+    now = timezone.now()
+    m.WorkerBeat.objects.create(id="host:1", started_at=now, seen_at=now, slots=8)
+    assert NO_WORKER not in june_eval()
+    assert (
+        'id="june-eval-no-worker"'
+        not in staff_client.get(f"/admin/june_evals/evalrun/{run.pk}/change/").content.decode()
+    )
