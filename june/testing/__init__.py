@@ -29,6 +29,8 @@ _NAMES = {
     # what a refused answer raises (the site's 403 and 422)
     "ResumeAuthorizationError": "agents_app.runtime.errors",
     "InvalidAnswerError": "agents_app.runtime.errors",
+    # what a cancel of a turn parked on an answer raises (the site's 409)
+    "TurnConflictError": "agents_app.runtime.errors",
 }
 
 __all__ = sorted(_NAMES)

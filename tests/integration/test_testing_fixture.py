@@ -127,3 +127,17 @@ def test_without_pytest_django_the_fixture_says_what_it_needs(tmp_path):
     assert out.returncode == 1, out.stdout[-2000:]
     assert "the june fixture runs turns on pytest-django's test database: install pytest-django" in out.stdout
     assert "fixture 'db' not found" not in out.stdout
+
+
+@pytest.mark.django_db
+def test_a_turn_parked_on_an_answer_is_answered_not_cancelled(june):
+    """docs/testing.md said ``turn.cancel()`` cancels "a queued or parked turn"; the site's rule
+    (the same in the tester) keeps a question from being thrown away: its cancel is a 409."""
+    from june.testing import TurnConflictError
+
+    refund = [reply("", ("issue_refund", {"order_id": "A1", "amount": 5})), reply("Refunded.")]
+    turn = june.run("ops", "refund A1", model=refund)
+    assert turn.status == "suspended"
+    with pytest.raises(TurnConflictError, match="waiting for an answer"):
+        turn.cancel()
+    assert turn.refresh().status == "suspended"
