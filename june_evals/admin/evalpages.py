@@ -179,7 +179,14 @@ class DatasetAdmin(StaffOnly, admin.ModelAdmin):
             else:
                 evaltasks.schedule(run)
                 return redirect(reverse("admin:june_evals_evalrun_change", args=[run.pk]))
-        context = {**self.admin_site.each_context(request), "title": f"Run {dataset}", "form": form, "dataset": dataset}
+        cases = dataset.examples.filter(retired=False).count()  # a reloaded file's old cases are kept, not run
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Run {dataset}",
+            "form": form,
+            "dataset": dataset,
+            "cases": cases,
+        }
         return TemplateResponse(request, "admin/june_evals/run_start.html", context)
 
 

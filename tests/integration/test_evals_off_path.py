@@ -183,3 +183,15 @@ def test_no_worker_running_is_said_on_the_command_line_and_the_runs_page(staff_c
         'id="june-eval-no-worker"'
         not in staff_client.get(f"/admin/june_evals/evalrun/{run.pk}/change/").content.decode()
     )
+
+
+def test_the_run_form_counts_the_cases_a_run_would_take(staff_client, tmp_path):
+    from june_evals.datasets import dataset_load
+
+    (tmp_path / "reloaded.jsonl").write_text('{"input": "a"}\n{"input": "b"}\n{"input": "c"}\n')
+    dataset = dataset_load(path=tmp_path / "reloaded.jsonl")
+    driver.run_start(dataset=dataset, versions=[driver.version("ops")])
+    (tmp_path / "reloaded.jsonl").write_text('{"input": "a"}\n')
+    dataset_load(path=tmp_path / "reloaded.jsonl")  # the first three kept for the run, retired
+    page = staff_client.get(f"/admin/june_evals/dataset/{dataset.pk}/run/").content.decode()
+    assert "1 case of <strong>reloaded</strong>" in page  # it said 4
