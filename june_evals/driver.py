@@ -21,6 +21,7 @@ from agents_app.runtime.errors import JuneError
 from agents_app.runtime.ids import new_turn_id
 from agents_app.runtime.records import SETTLED_STATUSES
 from june_evals import agent_versions as agent_versions
+from june_evals.judge import judge_for as judge_of_agent
 from june_evals.models import Dataset, EvalCase, EvalRun
 from june_evals.models.evalrows import RunStatus
 from june_evals.scorers import Score, score
@@ -45,15 +46,19 @@ def version(
     git: str | None = None,
     model: str | None = None,
     web: bool = False,
+    judge: bool = False,
 ) -> dict[str, Any]:
     """One side of a comparison: an agent, maybe with other instructions than its folder's, its
     folder at a git revision (``git``), a model of the run's (``model``: ``cassette:FILE``,
     ``script:FILE``, ``script:module:function``); the last two make an ``AgentVersion`` whose
     name the turns run as (``runs_as``), so the workers run that version. ``web``: asked from the
-    admin (``agent_versions.model_spec``)."""
+    admin (``agent_versions.model_spec``). ``judge``: its cases' ``judge`` expectations ask its
+    agent's model, whoever scores them (the command line, the workers' ticks, the run's page)."""
     wiring.agent(agent, versions=False)  # NotFound for a name the site does not have
     made = agent_versions.make(agent, git=git, model=model, web=web)
     out: dict[str, Any] = {"label": label or agent, "agent": agent, "instructions": instructions}
+    if judge:
+        out["judge"] = True
     if made is not None:
         out.update(runs_as=made.name, about=agent_versions.describe(made))
     return out
@@ -206,8 +211,9 @@ def run_step(*, run: EvalRun, judge_for: JudgeFor | None = None) -> bool:
         outcome = outcome_of(case, turn, agent)
         expect = case.example.expect or {}
         judge = None
-        if "judge" in expect and judge_for is not None:
-            judge = judges.get(agent) or judges.setdefault(agent, judge_for(agent))
+        asks = judge_for or (judge_of_agent if run.versions[case.version].get("judge") else None)
+        if "judge" in expect and asks is not None:
+            judge = judges.get(agent) or judges.setdefault(agent, asks(agent))
         _write_score(case, outcome, score(expect, outcome, judge=judge))
     for case in (c for c in open_cases if not c.turn_id):
         if in_flight >= run.concurrency:

@@ -109,7 +109,11 @@ class EvalCommand:
         try:
             versions = [
                 driver.version(
-                    opts["agent"], instructions=_instructions(opts["instructions"]), label="A", model=opts["model"]
+                    opts["agent"],
+                    instructions=_instructions(opts["instructions"]),
+                    label="A",
+                    model=opts["model"],
+                    judge=opts["judge"],
                 )
             ]
             if opts["against"] or opts["against_instructions"] or opts["against_model"]:
@@ -121,6 +125,7 @@ class EvalCommand:
                         label="B",
                         git=git,
                         model=opts["against_model"],
+                        judge=opts["judge"],
                     )
                 )
             run = driver.run_start(

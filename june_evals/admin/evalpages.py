@@ -126,6 +126,12 @@ class RunForm(forms.Form):
     model = forms.CharField(label="A's model", required=False, max_length=1000, help_text=MODEL_HELP)
     against_model = forms.CharField(label="B's model", required=False, max_length=1000, help_text=MODEL_HELP)
     concurrency = forms.IntegerField(min_value=1, max_value=64, initial=8)
+    judge = forms.BooleanField(
+        label="Judge",
+        required=False,
+        help_text="the cases' judge expectations ask the agent's own model (its tokens are spent); "
+        'unticked, they fail with "no judge to ask"',
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -160,6 +166,7 @@ class DatasetAdmin(StaffOnly, admin.ModelAdmin):
                         label="A",
                         model=data["model"] or None,
                         web=True,
+                        judge=data["judge"],
                     )
                 ]
                 if any(data[k] for k in ("against", "against_instructions", "against_git", "against_model")):
@@ -171,6 +178,7 @@ class DatasetAdmin(StaffOnly, admin.ModelAdmin):
                             git=data["against_git"] or None,
                             model=data["against_model"] or None,
                             web=True,
+                            judge=data["judge"],
                         )
                     )
                 run = driver.run_start(dataset=dataset, versions=versions, concurrency=data["concurrency"])

@@ -195,3 +195,18 @@ def test_the_run_form_counts_the_cases_a_run_would_take(staff_client, tmp_path):
     dataset_load(path=tmp_path / "reloaded.jsonl")  # the first three kept for the run, retired
     page = staff_client.get(f"/admin/june_evals/dataset/{dataset.pk}/run/").content.decode()
     assert "1 case of <strong>reloaded</strong>" in page  # it said 4
+
+
+@pytest.mark.parametrize("ticked, said", [(True, "You said: Input:"), (False, "no judge to ask")])
+def test_a_run_started_in_the_admin_can_ask_the_judge(staff_client, ticked, said):
+    """The command line's ``--judge`` had no counterpart in the admin: the workers' ticks and the
+    run's page score without a judge, so every ``judge`` case of a run started there failed."""
+    dataset = Dataset.objects.create(name="judged")
+    Example.objects.create(dataset=dataset, input="hello", expect={"judge": {"prompt": "Is it polite?"}})
+    form = {"agent": "ops", "concurrency": 2, **({"judge": "on"} if ticked else {})}
+    assert staff_client.post(f"/admin/june_evals/dataset/{dataset.pk}/run/", form).status_code == 302
+    run = EvalRun.objects.get()
+    drive_here(run)  # run_step as the workers' tick calls it: no judge of its own
+    [case] = EvalCase.objects.filter(run=run)
+    [verdict] = [s for s in case.scores if s["name"] == "judge"]
+    assert verdict["detail"].startswith(said)  # the demo model echoes rather than judging
