@@ -72,8 +72,6 @@ def parked_requests():
         .filter(
             status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"), waiting=0
         )  # a parent parked on its children waits for no person
-        # nor does a turn parked on its model's batch (a missing key is SQL's NULL: kept explicitly)
-        .filter(Q(pending__reason__isnull=True) | ~Q(pending__reason="batch"))
         .annotate(parked_at=Coalesce(Subquery(parked_at), F("updated_at")))
         .order_by("parked_at", "pk")
     )

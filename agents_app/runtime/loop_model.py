@@ -188,7 +188,8 @@ class ModelStep:
 
         def work(tx: RecordingTx) -> None:
             tx.journal(Phase.PARKED, reason=parked.reason, step=step_id)
-            tx.settle(TurnStatus.SUSPENDED, pending=pending, usage=usage)
+            # waiting: no person answers it (a cancel settles it at once; a new turn queues behind)
+            tx.settle(TurnStatus.SUSPENDED, pending=pending, usage=usage, waiting=1)
 
         commit = await self.owner.commit(work)
         if commit.cancel_reason:  # a cancel that came meanwhile: a parked turn is cancelled at once

@@ -220,7 +220,9 @@ class InMemorySessionStore(MemoryTables):
         if not rules.parked_on(rec, reason, key):
             return None
         s = self._session(rec.session)
-        self._set(turn, status=TurnStatus.QUEUED, pending=None, journal={**rec.journal, "resumed": {reason: key}})
+        self._set(
+            turn, status=TurnStatus.QUEUED, pending=None, waiting=0, journal={**rec.journal, "resumed": {reason: key}}
+        )
         logged = self._log(s, [ev.TurnStarted(turn_id, trigger="resume", text=rec.input.text)])
         self._refresh_session_status(s)
         return Outcome(events=logged, turn=turn.record)

@@ -89,10 +89,13 @@ class MemoryTx:
         error: dict[str, Any] | None = None,
         pending: dict[str, Any] | None = None,
         usage: dict[str, int] | None = None,
+        waiting: int | None = None,
     ) -> None:
         self.changes.update(status=status, text=text, error=error, pending=pending)
         if usage is not None:
             self.changes["usage"] = usage
+        if waiting is not None:
+            self.changes["waiting"] = waiting
 
     def spawn(self, child: ChildTurn) -> None:
         self.children.append(child)

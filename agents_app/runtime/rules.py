@@ -142,6 +142,13 @@ def check_answer(request: dict[str, Any], answer: Any, *, by: str | None, grante
     check_answer_schema(request, answer)
 
 
+def parked_on_model(turn: TurnRecord) -> bool:
+    """Is ``turn`` parked on its model's answer to come (any ``ModelParked`` reason)? It holds
+    no worker and waits for no person (``waiting``), yet it has settled for now: a caller of
+    ``result()`` hears it suspended (a schedule's firing worker does not wait a day)."""
+    return turn.status == TurnStatus.SUSPENDED and bool((turn.pending or {}).get("reason"))
+
+
 def parked_on(turn: TurnRecord, reason: str, key: str) -> bool:
     """Is ``turn`` parked on its model's answer ``key`` (``loop_model.ModelStep.park``: a
     batch's request)? Only then may ``SessionStore.resume_parked`` queue it again."""

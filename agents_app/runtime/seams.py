@@ -59,8 +59,12 @@ class Tx(Protocol):
         error: dict[str, Any] | None = None,
         pending: dict[str, Any] | None = None,
         usage: dict[str, int] | None = None,
+        waiting: int | None = None,
     ) -> None:
-        """Set the turn's status (and the session's). A child turn settling in a final status
+        """Set the turn's status (and the session's). ``waiting`` (a park on what comes back by
+        itself: a model's batch, ``loop_model.ModelStep.park``): the turn counts as waiting, as a
+        parent on its children does — nobody is asked to answer it, a new turn queues behind it,
+        a cancel settles it at once. A child turn settling in a final status
         also, in the same transaction, stores its result under its parent's step (once) and,
         when it was the last child owed, queues the parent again — only while that parent still
         waits on its children (a cancelled or reset parent is never woken); the woken parent is

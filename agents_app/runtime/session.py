@@ -218,7 +218,8 @@ class AgentSession:
         try:
             while True:
                 rec = await self.store.get_turn(turn_id)
-                if rec.status in SETTLED_STATUSES and not rec.waiting:  # parked on children: not yet
+                # parked on children: not yet; parked on its model's batch: settled for now
+                if rec.status in SETTLED_STATUSES and (not rec.waiting or rules.parked_on_model(rec)):
                     return TurnResult.of(rec)
                 if deadline is not None and time.monotonic() > deadline:
                     raise TimeoutError(f"turn {turn_id} still {rec.status}")

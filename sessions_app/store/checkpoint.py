@@ -32,7 +32,7 @@ LEASE_LOST = "JUNE1"  # SQLSTATE of june_lease_lost()
 STEP_RECORDED = "JUNE3"  # SQLSTATE of june_step_recorded()
 
 #: columns a unit of work may set on its turn (Tx.journal / Tx.settle)
-TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage", "ended_at"})
+TURN_COLUMNS = frozenset({"phase", "journal", "status", "text", "error", "pending", "usage", "ended_at", "waiting"})
 
 
 dumps = jsontext.dumps

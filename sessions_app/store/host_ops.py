@@ -268,7 +268,7 @@ def resume_parked(turn_id: str, reason: str, key: str) -> Outcome | None:
             return None
         journal = {**(turn.journal or {}), "resumed": {reason: key}}
         m.Turn.objects.filter(pk=turn_id, status=TurnStatus.SUSPENDED).update(
-            status=TurnStatus.QUEUED, pending=None, journal=journal, lease_owner=None, lease_expires_at=None
+            status=TurnStatus.QUEUED, pending=None, waiting=0, journal=journal, lease_owner=None, lease_expires_at=None
         )
         logged = log_txn(
             s.pk, [ev.TurnStarted(turn_id, trigger="resume", text=turn.input.get("text", ""))], turn_id=turn_id

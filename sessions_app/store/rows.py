@@ -137,6 +137,7 @@ class UnitWriter:
         error: dict[str, Any] | None = None,
         pending: dict[str, Any] | None = None,
         usage: dict[str, int] | None = None,
+        waiting: int | None = None,
     ) -> None:
         self.turn_changes["status"] = str(status)
         self.turn_changes["text"] = text
@@ -144,6 +145,8 @@ class UnitWriter:
         self.turn_changes["pending"] = dumps(pending) if pending is not None else None
         if usage is not None:
             self.turn_changes["usage"] = dumps(usage)
+        if waiting is not None:
+            self.turn_changes["waiting"] = waiting
         if status in FINAL_STATUSES:
             self.turn_changes["ended_at"] = plain_now()  # in the transaction that settles it
             self.result = subagents.result_of(self.turn_id, status, text, error, usage)

@@ -218,3 +218,24 @@ def test_a_turn_reset_before_its_request_went_sends_nothing(peer, batcher):
     row = m.BatchCall.objects.get(turn_id=turn_id)
     assert row.status == "failed" and row.delivered and "ended before" in row.error
     assert not batches.open_rows()
+
+
+def test_a_parked_turn_lets_the_next_webhook_queue_and_can_be_cancelled(peer, batcher):
+    from agents_app.runtime import rules
+    from sessions_app.store import host_ops
+    from sessions_app.store.rows import record_of
+
+    first = start("first")
+    drive(first)
+    assert turn(first).waiting == 1 and not parked_requests().filter(pk=first).exists()
+    second = services.turn_start(
+        agent="batcher", key="k-first", text="second", source="webhook", kind="proactive", by="hook:orders"
+    ).turn_id
+    assert turn(second).status == TurnStatus.QUEUED  # behind the parked one, not refused
+    rules.check_cancellable(record_of(turn(first)))
+    host_ops.request_cancel(first, "requested")
+    assert turn(first).status == TurnStatus.CANCELLED and turn(first).waiting == 0
+    assert drive(second) == TurnStatus.SUSPENDED  # its own batch now
+    api = BatchApi()
+    assert batches.poll(api=api)["sent"] == 1  # the cancelled turn's request is never sent
+    assert peer.custom_ids() == [m.BatchCall.objects.get(turn_id=second).custom_id]

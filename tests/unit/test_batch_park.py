@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agents_app.runtime import Agent, TurnStatus
+from agents_app.runtime import Agent, TurnStatus, rules
 from agents_app.runtime.model import ModelParked, ModelReply, ModelRequest, TextDelta
 from agents_app.runtime.seams import TurnInput
 
@@ -83,13 +83,23 @@ def test_a_parked_turn_resumes_through_the_store_and_takes_its_answer():
     assert model.requests[1].batch_key == model.requests[0].batch_key
 
 
-def test_a_parked_turn_cancelled_by_a_reset_is_not_resumed():
-    """A batch park is a park: the session's reset cancels it (docs/providers.md)."""
+def test_a_parked_turn_waits_for_no_person_a_cancel_settles_it_and_a_new_turn_queues_behind():
     rt, store, model, turn_id, _ = run(Agent("ops", "You are ops.", batch=True), "webhook")
     rec = asyncio.run(store.get_turn(turn_id))
-    asyncio.run(store.reset(rec.session))
-    assert asyncio.run(store.resume_parked(turn_id, "batch", f"{turn_id}:model:1")) is None
+    assert rec.waiting == 1  # like a parent on its children: no one is asked to answer
+    assert asyncio.run(store.pending(rec.session)) == []
+
+    async def second():
+        return await store.create_turn(
+            rec.session, TurnInput(text="again", kind="proactive", by="x", source="webhook"), turn_id="t2" * 16
+        )
+
+    assert asyncio.run(second()).turn.status == TurnStatus.QUEUED  # not refused: queued behind
+    rules.check_cancellable(rec)  # a person may cancel it
+    outcome = asyncio.run(store.request_cancel(turn_id, "requested"))
+    assert [type(e.event).__name__ for e in outcome.events] == ["TurnCancelled"]
     assert asyncio.run(store.get_turn(turn_id)).status == TurnStatus.CANCELLED
+    assert asyncio.run(store.resume_parked(turn_id, "batch", f"{turn_id}:model:1")) is None
 
 
 def test_a_schedule_declares_batch():
