@@ -1,12 +1,17 @@
 """What the models cannot say, on a new database (the project's migrations were reset in 0.3.0:
-no deployment held data; CHANGELOG.md).
+no deployment held data; CHANGELOG.md; the migrations 0.3.0 grew before its release were folded
+back into ``0001_initial`` and this one).
 
 PostgreSQL:
 - the functions the store's statements call: ``june_lease_lost`` (SQLSTATE JUNE1, a fenced unit
   whose attempt lost its lease), ``june_start_refused`` (JUNE2, a refused creation, with its facts
   in the DETAIL), ``june_step_recorded`` (JUNE3, a step recorded twice), ``june_tid`` /
   ``june_tid_text`` (a turn id to its 16-byte ``bytea`` and back: ``models.TurnRefField``);
-- no ``…_like`` index on the turn's primary key (ids are looked up by equality only).
+- no ``…_like`` index on the turn's primary key (ids are looked up by equality only);
+- the audit log append-only (``june_audit_append_only``: a trigger refuses every UPDATE, and
+  every DELETE but ``audit.audit_purge``'s, which sets ``june.audit_purge_before`` for its own
+  transaction and deletes only rows older than that; TRUNCATE, an owner's tool, is left alone).
+  SQLite has no such guard: the admin refuses there.
 
 SQLite:
 - the event log ``WITHOUT ROWID`` (its rows live in the key's b-tree: one b-tree, not two);
@@ -31,14 +36,27 @@ BEGIN
         USING ERRCODE = 'JUNE1';
 END
 $$;
-CREATE OR REPLACE FUNCTION june_start_refused(turn_exists boolean, parked boolean) RETURNS integer
-LANGUAGE plpgsql VOLATILE AS $$
+CREATE OR REPLACE FUNCTION june_start_refused(turn_exists boolean, parked boolean, taken_over boolean)
+RETURNS integer LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     RAISE EXCEPTION 'the turn may not start'
         USING ERRCODE = 'JUNE2',
-              DETAIL = json_build_object('turn_exists', turn_exists, 'parked', parked)::text;
+              DETAIL = json_build_object('turn_exists', turn_exists, 'parked', parked,
+                                         'taken_over', taken_over)::text;
 END
 $$;
+CREATE OR REPLACE FUNCTION june_audit_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  before_ts timestamptz := NULLIF(current_setting('june.audit_purge_before', true), '')::timestamptz;
+BEGIN
+  IF TG_OP = 'DELETE' AND before_ts IS NOT NULL AND OLD.at < before_ts THEN
+    RETURN OLD;
+  END IF;
+  RAISE EXCEPTION 'the audit log is append-only: % of row % refused', TG_OP, OLD.id USING ERRCODE = 'JUNE4';
+END
+$$;
+CREATE TRIGGER june_audit_append_only BEFORE UPDATE OR DELETE ON sessions_app_auditevent
+  FOR EACH ROW EXECUTE FUNCTION june_audit_append_only();
 CREATE OR REPLACE FUNCTION june_tid(t text) RETURNS bytea LANGUAGE sql STABLE PARALLEL SAFE AS $$
   SELECT CASE WHEN t ~ '^[0-9a-f]{32}$' THEN decode(t, 'hex')
               WHEN octet_length(t) = 15 THEN '\xffff'::bytea || convert_to(t, 'UTF8')
@@ -53,8 +71,11 @@ BEGIN
 END
 $$;
 """
-PG_DROP = ("DROP FUNCTION IF EXISTS june_step_recorded(text, text); DROP FUNCTION IF EXISTS june_tid_text(bytea); "
-           "DROP FUNCTION IF EXISTS june_tid(text); DROP FUNCTION IF EXISTS june_start_refused(boolean, boolean); "
+PG_DROP = ("DROP TRIGGER IF EXISTS june_audit_append_only ON sessions_app_auditevent; "
+           "DROP FUNCTION IF EXISTS june_audit_append_only(); "
+           "DROP FUNCTION IF EXISTS june_step_recorded(text, text); DROP FUNCTION IF EXISTS june_tid_text(bytea); "
+           "DROP FUNCTION IF EXISTS june_tid(text); "
+           "DROP FUNCTION IF EXISTS june_start_refused(boolean, boolean, boolean); "
            "DROP FUNCTION IF EXISTS june_lease_lost(text, text)")
 PG_NO_LIKE = ("DO $$ DECLARE i text; BEGIN FOR i IN SELECT indexname FROM pg_indexes WHERE tablename = "
               "'sessions_app_turn' AND indexname LIKE 'sessions_app_turn_id_%_like' LOOP "
@@ -62,7 +83,7 @@ PG_NO_LIKE = ("DO $$ DECLARE i text; BEGIN FOR i IN SELECT indexname FROM pg_ind
 
 #: SQLite: the tables made anew (empty: this runs on a new database), then the turn's indexes
 SQLITE_TABLES = [
-    'CREATE TABLE "sessions_app_turn" ("id" varchar(32) NOT NULL PRIMARY KEY, "order" bigint NOT NULL, "generation" integer NOT NULL, "status" varchar(16) NOT NULL, "kind" varchar(16) NOT NULL, "source" varchar(32) NOT NULL, "input" text NOT NULL CHECK ((JSON_VALID("input") OR "input" IS NULL)), "policy" text NULL CHECK ((JSON_VALID("policy") OR "policy" IS NULL)), "cancel_reason" varchar(16) NULL, "lease_owner" varchar(200) NULL, "lease_expires_at" real NULL, "attempt_id" varchar(32) NULL, "revision" integer NOT NULL, "attempts" integer NOT NULL, "phase" varchar(32) NULL, "journal" text NOT NULL CHECK ((JSON_VALID("journal") OR "journal" IS NULL)), "pending" text NULL CHECK ((JSON_VALID("pending") OR "pending" IS NULL)), "text" text NOT NULL, "error" text NULL CHECK ((JSON_VALID("error") OR "error" IS NULL)), "usage" text NOT NULL CHECK ((JSON_VALID("usage") OR "usage" IS NULL)), "created_at" datetime NOT NULL, "updated_at" datetime NOT NULL, "created_by_id" {user_fk} NULL REFERENCES "{user_table}" ("{user_pk}") DEFERRABLE INITIALLY DEFERRED, "session_id" bigint NOT NULL REFERENCES "sessions_app_session" ("id") DEFERRABLE INITIALLY DEFERRED, "spawn_step" varchar(300) NOT NULL, "depth" integer NOT NULL, "waiting" integer NOT NULL, "parent_id" varchar(32) NULL, "opening" integer NULL);',
+    'CREATE TABLE "sessions_app_turn" ("id" varchar(32) NOT NULL PRIMARY KEY, "order" bigint NOT NULL, "generation" integer NOT NULL, "status" varchar(16) NOT NULL, "kind" varchar(16) NOT NULL, "source" varchar(32) NOT NULL, "input" text NOT NULL CHECK ((JSON_VALID("input") OR "input" IS NULL)), "policy" text NULL CHECK ((JSON_VALID("policy") OR "policy" IS NULL)), "cancel_reason" varchar(16) NULL, "lease_owner" varchar(200) NULL, "lease_expires_at" real NULL, "attempt_id" varchar(32) NULL, "revision" integer NOT NULL, "attempts" integer NOT NULL, "phase" varchar(32) NULL, "journal" text NOT NULL CHECK ((JSON_VALID("journal") OR "journal" IS NULL)), "pending" text NULL CHECK ((JSON_VALID("pending") OR "pending" IS NULL)), "text" text NOT NULL, "error" text NULL CHECK ((JSON_VALID("error") OR "error" IS NULL)), "usage" text NOT NULL CHECK ((JSON_VALID("usage") OR "usage" IS NULL)), "created_at" datetime NOT NULL, "updated_at" datetime NOT NULL, "created_by_id" {user_fk} NULL REFERENCES "{user_table}" ("{user_pk}") DEFERRABLE INITIALLY DEFERRED, "session_id" bigint NOT NULL REFERENCES "sessions_app_session" ("id") DEFERRABLE INITIALLY DEFERRED, "spawn_step" varchar(300) NOT NULL, "depth" integer NOT NULL, "waiting" integer NOT NULL, "parent_id" varchar(32) NULL, "opening" integer NULL, "started_at" datetime NULL, "ended_at" datetime NULL);',
     'CREATE TABLE "sessions_app_message" ("session_id" bigint NOT NULL REFERENCES "sessions_app_session" ("id") DEFERRABLE INITIALLY DEFERRED, "generation" integer NOT NULL, "index" integer NOT NULL, "turn_id" varchar(32) NULL, "role" varchar(16) NOT NULL, "data" text NOT NULL CHECK ((JSON_VALID("data") OR "data" IS NULL)), "step" varchar(300) NULL, "created_at" datetime NOT NULL, PRIMARY KEY ("session_id", "generation", "index"));',
     'CREATE TABLE "sessions_app_event" ("generation" integer NOT NULL, "seq" bigint NOT NULL, "data" text NOT NULL CHECK ((JSON_VALID("data") OR "data" IS NULL)), "created_at" datetime NULL, "session_id" bigint NOT NULL REFERENCES "sessions_app_session" ("id") DEFERRABLE INITIALLY DEFERRED, "turn_id" varchar(32) NULL, "type" smallint NOT NULL, PRIMARY KEY ("session_id", "generation", "seq")) WITHOUT ROWID;',
 ]

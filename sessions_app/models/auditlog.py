@@ -4,7 +4,7 @@ docs/privacy.md says what they hold).
 
 Nothing here points at another row with a foreign key: a row outlives the session, the turn and
 the users it names (a deletion cascading into it would be an UPDATE or a DELETE, which the
-database refuses on PostgreSQL: migration ``0004_auditevent``). The person whose data was
+database refuses on PostgreSQL: migration ``0002_database``). The person whose data was
 touched is kept as a keyed digest of their user id (``subject_of``), never the id itself, so
 erasing a user leaves no identifier of theirs here while an auditor holding the site's key can
 still ask "who read this user's data"."""

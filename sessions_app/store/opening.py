@@ -16,7 +16,7 @@ same session (which takes ``FOR NO KEY UPDATE`` first): the checkpoint that sett
 good and hands its chain over (``checkpoint.NEXT_IN_CHAIN``) sees every turn created before it.
 
 The rules stay in ``agents_app.runtime.rules``: the SQL computes ``check_start``'s facts and,
-when one holds, raises ``june_start_refused`` (SQLSTATE JUNE2; migration 0010) with the facts
+when one holds, raises ``june_start_refused`` (SQLSTATE JUNE2; migration 0002_database) with the facts
 in its DETAIL, which the store hands to ``rules.check_start`` for the error it raises. A replace
 (it cancels what it replaces) stays on ``host_ops.create_turn``'s statements.
 """

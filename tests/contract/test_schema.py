@@ -1,9 +1,12 @@
 """The schema the migrations make (the test database's) is the snapshot in
-``schema/sessions_app.json``, written from databases built by the 24 migrations of before the
-reset (0.3.0): the fresh ``0001_initial`` and ``0002_database`` make the same tables, columns in
-the same order, indexes, constraints and PostgreSQL functions (and ``0003_branches`` adds the
-branches' table and counter). A migration that changes the
-schema on purpose writes the snapshot again (``schema_dump.py`` says how)."""
+``schema/sessions_app.json``. It was first written from databases built by the 24 migrations of
+before the reset (0.3.0), to prove the fresh ``0001_initial`` and ``0002_database`` made the same
+tables, columns in the same order, indexes, constraints and PostgreSQL functions. The migrations
+0.3.0 grew before its release were folded back into those two: the fold made the same schema
+but for the order of the columns those migrations had added at a table's end, and the
+two-argument ``june_start_refused`` (a fresh database has only the three-argument one). A
+migration that changes the schema on purpose writes the snapshot again (``schema_dump.py`` says
+how)."""
 
 from __future__ import annotations
 
