@@ -96,7 +96,11 @@ def dataset_load(*, path: Path, name: str | None = None) -> Dataset:
     cases = read_jsonl(path.read_text().splitlines())
     attached = _attached(path, cases)
     with transaction.atomic():
-        dataset, _ = Dataset.objects.get_or_create(name=name or path.stem)
+        made, _ = Dataset.objects.get_or_create(name=name or path.stem)
+        # the dataset's row locked, as a run's start locks it: a run starting meanwhile (another
+        # `june eval` of the same file) is seen committed, and its cases' examples retired, not
+        # deleted from under it (a foreign key violation at this commit)
+        dataset = Dataset.objects.select_for_update().get(pk=made.pk)
         if dataset.runs.exists():  # runs refer to its examples: kept for them, out of later runs
             dataset.examples.update(retired=True)
         else:

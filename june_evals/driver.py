@@ -74,6 +74,7 @@ def run_start(*, dataset: Dataset, versions: list[dict[str, Any]], concurrency: 
     if not 1 <= len(versions) <= 2:
         raise ValueError("an eval run compares one or two versions")
     with transaction.atomic():
+        Dataset.objects.select_for_update().filter(pk=dataset.pk).first()  # a reload waits (datasets.py)
         examples = list(dataset.examples.filter(retired=False))
         if not examples:  # a run of nothing would "pass" 0 of 0 and say nothing of why
             raise BadRequest(f"the dataset {dataset.name!r} has no cases to run")

@@ -210,3 +210,53 @@ def test_a_run_started_in_the_admin_can_ask_the_judge(staff_client, ticked, said
     [case] = EvalCase.objects.filter(run=run)
     [verdict] = [s for s in case.scores if s["name"] == "judge"]
     assert verdict["detail"].startswith(said)  # the demo model echoes rather than judging
+
+
+def test_a_file_reloaded_while_a_run_of_it_starts_retires_the_runs_cases(tmp_path):
+    """Two ``june eval`` of one file at once (two CI jobs): the second's load deleted the examples
+    the first's run was inserting cases for — a foreign key violation at its commit on
+    PostgreSQL. The dataset's row is locked by both: the load waits, sees the run, retires."""
+    import threading
+    import time
+
+    from django.db import connection, transaction
+
+    from june_evals.datasets import dataset_load
+
+    (tmp_path / "twice.jsonl").write_text('{"input": "hello"}\n')
+    dataset = dataset_load(path=tmp_path / "twice.jsonl")
+    started, loading = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    def first_run() -> None:
+        try:
+            with transaction.atomic():  # the run's transaction stays open while the reload begins
+                driver.run_start(dataset=dataset, versions=[driver.version("ops")])
+                started.set()
+                loading.wait(10)
+                time.sleep(0.5)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def reload() -> None:
+        try:
+            started.wait(10)
+            loading.set()
+            dataset_load(path=tmp_path / "twice.jsonl")
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=first_run), threading.Thread(target=reload)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    run = EvalRun.objects.get()
+    assert Example.objects.filter(dataset=dataset, retired=True).count() == 1  # the run's, kept
+    assert EvalCase.objects.filter(run=run, example__retired=True).count() == 1
+    assert Example.objects.filter(dataset=dataset, retired=False).count() == 1  # the reload's
