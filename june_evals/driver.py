@@ -194,10 +194,12 @@ def _write_score(case: EvalCase, outcome: dict[str, Any], scores: list[Score]) -
     )
 
 
-def run_step(*, run: EvalRun, judge_for: JudgeFor | None = None) -> bool:
+def run_step(*, run: EvalRun, judge_for: JudgeFor | None = None, judging: bool = True) -> bool:
     """Score the cases whose turns settled (a parked one as it stands: an eval has nobody to
     answer it), start cases up to the run's concurrency; True when every case is scored (the
-    run is then marked done). ``judge_for``: the judge of a version's agent."""
+    run is then marked done). ``judge_for``: the judge of a version's agent. ``judging=False``
+    (a web request: a judge is a model call, seconds long) leaves a case its judge must score
+    to the next step that judges."""
     judges: dict[str, Judge] = {}
     open_cases = list(EvalCase.objects.filter(run=run, scored_at__isnull=True).select_related("example").order_by("pk"))
     started = [c for c in open_cases if c.turn_id]
@@ -214,6 +216,8 @@ def run_step(*, run: EvalRun, judge_for: JudgeFor | None = None) -> bool:
         judge = None
         asks = judge_for or (judge_of_agent if run.versions[case.version].get("judge") else None)
         if "judge" in expect and asks is not None:
+            if not judging:
+                continue
             judge = judges.get(agent) or judges.setdefault(agent, asks(agent))
         _write_score(case, outcome, score(expect, outcome, judge=judge))
     for case in (c for c in open_cases if not c.turn_id):

@@ -268,7 +268,7 @@ class EvalRunAdmin(StaffOnly, admin.ModelAdmin):
             raise Http404("no such eval run")
         run = get_object_or_404(EvalRun, pk=object_id)
         if run.status == "running" and "step" in request.GET:
-            driver.run_step(run=run)  # a look also moves a run whose ticks were lost
+            driver.run_step(run=run, judging=False)  # a look also moves a run whose ticks were lost (no judge here)
             run.refresh_from_db()
         context = {
             **self.admin_site.each_context(request),

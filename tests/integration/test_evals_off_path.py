@@ -260,3 +260,24 @@ def test_a_file_reloaded_while_a_run_of_it_starts_retires_the_runs_cases(tmp_pat
     assert Example.objects.filter(dataset=dataset, retired=True).count() == 1  # the run's, kept
     assert EvalCase.objects.filter(run=run, example__retired=True).count() == 1
     assert Example.objects.filter(dataset=dataset, retired=False).count() == 1  # the reload's
+
+
+def test_the_runs_page_leaves_a_judged_case_to_the_workers(staff_client):
+    """A look at a running run moves it (``?step``), in the web process: a judge there would be a
+    model call of seconds inside a request, so a judged case is left for the next tick."""
+    from sessions_app import models as mm
+    from sessions_app.workers import tasks
+
+    dataset = Dataset.objects.create(name="judged on the page")
+    Example.objects.create(dataset=dataset, input="hello", expect={"judge": {"prompt": "Is it polite?"}})
+    run = driver.run_start(dataset=dataset, versions=[driver.version("ops", judge=True)])
+    driver.run_step(run=run, judging=False)  # starts it
+    [case] = EvalCase.objects.filter(run=run)
+    tasks.run_turn(case.turn_id)
+    assert mm.Turn.objects.get(pk=case.turn_id).status == "completed"
+    staff_client.get(f"/admin/june_evals/evalrun/{run.pk}/change/?step=1")
+    case.refresh_from_db()
+    assert case.scored_at is None  # settled, but its judge is not asked in a request
+    drive_here(run)  # a worker's tick judges it
+    case.refresh_from_db()
+    assert [s["detail"][:15] for s in case.scores if s["name"] == "judge"] == ["You said: Input"]
