@@ -95,7 +95,8 @@ def test_b_is_the_agent_folder_at_a_git_revision(clerk_repo):
     assert m.Turn.objects.get(pk=cases[1].turn_id).session.agent == b["runs_as"]
     # the site's clerk kept its own modules: the revision's were loaded beside them
     site = Path(sys.modules["june_agents.clerk.tools.version"].__file__)
-    [revision] = [mod for name, mod in sys.modules.items() if name.startswith("june_version_") and "tools" in name]
+    package = f"june_version_{b['runs_as'].rpartition('@')[2]}"  # B's own (another test's may be loaded too)
+    [revision] = [mod for name, mod in sys.modules.items() if name.startswith(package) and "tools" in name]
     assert site.parent.parent == clerk_repo / "agents" / "clerk"
     assert Path(revision.__file__).is_relative_to(Path(clerk_repo.parent / "var" / "eval-agents"))
 
