@@ -133,7 +133,7 @@ def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session]) -
                 input=text,
                 expect={"reference": turn.text or ""},
                 source=f"{session.agent}/{session.key}#g{session.generation}",
-                owner_id=session.owner_id,
+                owner_id=None if session.owner_id is None else str(session.owner_id),
             )
             ids = [a.get("id") for a in (turn.input or {}).get("attachments") or () if isinstance(a, dict)]
             for row in Attachment.objects.filter(id__in=ids, turn_id=turn.pk):  # the message's files, copied
@@ -172,7 +172,7 @@ def run_rows(run: EvalRun) -> list[dict[str, Any]]:
 def user_cases_erase(user_pk: Any, counts: Counter) -> None:
     """``sessions_app.privacy``'s eraser: the cases made from the user's sessions go, with the
     scored cases of runs that used them (they hold the answers to the user's words)."""
-    examples = Example.objects.filter(owner_id=user_pk)
+    examples = Example.objects.filter(owner_id=str(user_pk))
     n, _ = EvalCase.objects.filter(example__in=examples).delete()
     counts["eval_run_cases"] += n
     n, _ = examples.delete()

@@ -31,8 +31,9 @@ class Example(models.Model):
     expect = models.JSONField(default=dict, blank=True)
     #: the session it was made from ("agent/key#generation"), when staff made it from one
     source = models.CharField(max_length=300, blank=True, default="")
-    #: the pk of the user whose session it was made from: their erasure deletes it
-    owner_id = models.BigIntegerField(null=True, blank=True, db_index=True)
+    #: the text of the pk of the user whose session it was made from (an integer, a UUID or a
+    #: string key alike): their erasure deletes it
+    owner_id = models.CharField(max_length=200, null=True, blank=True, db_index=True)
     #: replaced by a reload of its dataset: kept for the runs that used it, left out of new ones
     retired = models.BooleanField(default=False)
 

@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "django_q",
     "agents_app",
     "sessions_app",
+    "june_evals.evalapp.EvalsConfig",  # evals (docs/evals.md): cases made of its members' sessions
 ]
 
 MIDDLEWARE = [

@@ -140,7 +140,7 @@ def test_a_staff_member_who_is_no_superuser_makes_cases_of_sessions_and_nothing_
     )
     assert made.status_code == 302
     [example] = Example.objects.all()
-    assert example.input == "hello there" and example.owner_id == user.pk
+    assert example.input == "hello there" and example.owner_id == str(user.pk)
 
 
 def test_no_worker_running_is_said_on_the_command_line_and_the_runs_page(staff_client, tmp_path):
