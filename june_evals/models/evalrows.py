@@ -45,7 +45,10 @@ class Example(models.Model):
 
     def clean(self) -> None:
         """An expectation the scorers do not know (a misspelt key would pass every answer) or
-        cannot read is refused where it is typed (the admin's forms)."""
+        cannot read is refused where it is typed (the admin's forms). Left empty: no
+        expectation but the default status."""
+        if self.expect is None:
+            self.expect = {}
         if problems := expect_problems(self.expect):
             raise ValidationError({"expect": problems})
 

@@ -37,6 +37,9 @@ def test_a_misspelt_expectation_is_refused_where_it_is_typed(staff_client):
     assert (
         staff_client.post("/admin/june_evals/example/add/", {**form, "expect": '{"contains": "hi"}'}).status_code == 302
     )
+    # left empty: no expectation but the default status (it said "'expect' is an object")
+    assert staff_client.post("/admin/june_evals/example/add/", {**form, "expect": ""}).status_code == 302
+    assert sorted(map(str, Example.objects.values_list("expect", flat=True))) == ["{'contains': 'hi'}", "{}"]
 
 
 def test_a_malformed_expectation_stored_before_it_was_checked_fails_its_case_and_the_run_ends():
