@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 #: read the environment by design: the settings modules, the developer's and the benches' scripts
 OWN = {"june/settings.py", "dev.py", "manage.py", "conftest.py"}
-NOT_JUNE = {".venv", ".git", "node_modules", "var", "tests", "bench", "june_project"}
+NOT_JUNE = {".venv", ".git", "node_modules", "var", "build", "dist", "tests", "bench", "june_project"}
 READ = re.compile(r"\bos\.environ\b|\bgetenv\b|\bfrom os import [^\n]*\benviron\b")
 #: (file, what the line holds, why it may read the environment)
 EXCEPTIONS = [
