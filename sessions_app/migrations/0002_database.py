@@ -19,8 +19,9 @@ SQLite:
   (SQLite keeps no alignment padding, so the order is only for an identical schema), and the
   turn's indexes again (its table is made anew).
 
-The schema this makes equals the one the old chain of 24 migrations made, on both backends
-(``tests/contract/test_schema.py`` compares it with ``tests/contract/schema/``). The statements
+The schema this makes is the snapshot ``tests/contract/test_schema.py`` compares it with
+(``tests/contract/schema/``), on both backends: the old chain's of 24 migrations, and after the
+fold the folded migrations' but for the order of the columns they had appended. The statements
 are written out here, never read from ``sessions_app.models``: editing a model does not change
 this migration.
 """
