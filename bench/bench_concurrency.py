@@ -504,15 +504,9 @@ def start_web(env: dict[str, str], workdir: Path) -> tuple[subprocess.Popen, str
 
 
 def stop_web(proc: subprocess.Popen) -> None:
-    import signal
+    from bench.common import stop_group
 
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
+    stop_group(proc, timeout=15)
 
 
 # -- one burst ---------------------------------------------------------------------------------

@@ -5,7 +5,9 @@ figure is compared with, measured in the same run."""
 from __future__ import annotations
 
 import os
+import signal
 import statistics
+import subprocess
 import tempfile
 import time
 
@@ -205,3 +207,14 @@ def settle() -> None:
     direct.close_all()
     SyncToAsync.single_thread_executor.submit(connections.close_all).result()
     time.sleep(1.5)
+
+
+def stop_group(proc: subprocess.Popen, timeout: float = 20) -> None:
+    """Stop a server started in its own process group: SIGTERM to the group, then SIGKILL."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=timeout)

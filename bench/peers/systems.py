@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,8 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+from bench.common import stop_group
 
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = ROOT / "var" / "peers"
@@ -85,16 +86,6 @@ def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 120)
         if time.monotonic() > deadline or proc.poll() is not None:
             raise SystemExit(f"{url} did not come up:\n{log.read_text()[-3000:]}")
         time.sleep(0.3)  # polling for the server to listen
-
-
-def stop_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=20)
 
 
 def spawn(cmd: list[str], env: dict[str, str], log: Path, cwd: Path = ROOT) -> subprocess.Popen:
