@@ -28,7 +28,9 @@ ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPO
 def _wanted() -> bool:
     if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
         return False
-    return any(os.environ.get(v) for v in ENDPOINT_VARS) or bool(settings.JUNE_OTEL_TEST_FILE)
+    if settings.JUNE_OTEL_TEST_FILE:  # a Django setting (june.settings), as every JUNE_*
+        return True
+    return any(os.environ.get(v) for v in ENDPOINT_VARS)  # the OpenTelemetry SDK's own variables
 
 
 def _installed() -> bool:
