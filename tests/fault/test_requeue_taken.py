@@ -33,6 +33,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 #: the lease is 2 s in these tests and JUNE_REQUEUE_AFTER defaults to it; the bound leaves room
 #: for a loaded machine to start a cluster, far below the scheduled sweep's 60-120 s
 BOUND = 20.0
+WINDOW = 2.0
 
 
 def no_scheduled_sweep() -> None:
@@ -77,6 +78,14 @@ def requeues(clusters, turn_id: str) -> int:
     return sum(len(pattern.findall(cluster.log_path.read_text(errors="replace"))) for cluster in clusters.started)
 
 
+def assert_requeued_once_per_window(clusters, turn_ids: list[str], waited: float) -> None:
+    """Each turn was re-enqueued, and at most once per window it waited: a cluster that takes the
+    new task but holds it past the window (its worker still starting, on a loaded machine: CI once
+    saw [1, 1, 2] after 7 s) has it re-enqueued in the next window, by design."""
+    counts = [requeues(clusters, turn_id) for turn_id in turn_ids]
+    assert all(1 <= n <= 1 + int(waited // WINDOW) for n in counts), (counts, waited)
+
+
 def assert_ran_once(turn_ids: list[str]) -> None:
     from agents_app.models import Order
     from sessions_app.models import Event, Turn
@@ -102,13 +111,13 @@ def test_turns_taken_by_a_killed_cluster_start_elsewhere_within_the_window(clust
     first.kill()
     killed = time.monotonic()
     clusters.disarm("charge:during")
-    second = clusters.start(JUNE_Q_WORKERS="2")
+    clusters.start(JUNE_Q_WORKERS="2")
     wait_for(lambda: not queued(taken), timeout=BOUND, what="the taken turns to be claimed by the new cluster")
     started = time.monotonic() - killed
     assert all(wait_final(turn_id) == "completed" for turn_id in [busy, *taken])
     print(f"\nthe taken turns started within {started:.1f} s of their cluster's SIGKILL")
     assert_ran_once(taken)
-    assert [requeues(clusters, turn_id) for turn_id in taken] == [1, 1, 1], second.output()[-3000:]
+    assert_requeued_once_per_window(clusters, taken, started)
 
 
 def test_a_busy_clusters_taken_turns_run_on_a_free_cluster(clusters, fault_agent):
@@ -126,7 +135,8 @@ def test_a_busy_clusters_taken_turns_run_on_a_free_cluster(clusters, fault_agent
         timeout=BOUND,
         what="the taken turns to complete on the free cluster",
     )
-    print(f"\nthe taken turns completed {time.monotonic() - began:.1f} s after a free cluster started")
+    completed = time.monotonic() - began
+    print(f"\nthe taken turns completed {completed:.1f} s after a free cluster started")
     assert Turn.objects.get(pk=busy).status == "running", "the busy turn was held all along"
     clusters.disarm("charge:during")
     assert wait_final(busy) == "completed"
@@ -134,4 +144,4 @@ def test_a_busy_clusters_taken_turns_run_on_a_free_cluster(clusters, fault_agent
     wait_for(lambda: not set(taken) & set(queued_tasks()), timeout=30, what="the busy cluster's tasks to finish")
     assert first.alive()
     assert_ran_once(taken)
-    assert [requeues(clusters, turn_id) for turn_id in taken] == [1, 1, 1]
+    assert_requeued_once_per_window(clusters, taken, completed)
