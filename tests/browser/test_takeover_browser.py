@@ -83,3 +83,40 @@ def test_an_operator_takes_a_live_chat_over_and_hands_it_back(june_server, make_
         timeout=120,
         what="the agent answering again after the hand back",
     )
+
+
+def test_each_side_sees_its_own_message_at_once_while_a_person_answers(june_server, make_user, new_page):
+    """The server acks a message written during a takeover with the seq of the event it wrote;
+    both pages took that seq as the last event shown and dropped the event itself: the user's
+    message vanished from their chat (the box emptied, nothing above) until a reload, and the
+    header read the raw status `taken_over`; the operator's panel likewise lost the operator's
+    own message."""
+    from sessions_app import models as m
+
+    alice = make_user("alice")
+    olga = make_user("olga", staff=True, groups=("operators",))
+    chat = open_chat(new_page(alice), "ops", "take-2")
+    send_message(chat, "order mugs")
+    chat.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
+    session = m.Session.objects.get(key="take-2")
+
+    admin = new_page(olga)
+    admin.goto(f"/admin/sessions_app/session/{session.pk}/change/")
+    admin.click("#june-take-over", force=True)
+    admin.wait_for_function(
+        "document.getElementById('june-takeover-state')?.textContent === 'live'", timeout=DEADLINE_MS
+    )
+    chat.wait_for_selector("#notice[data-takeover]", timeout=DEADLINE_MS)
+
+    send_message(chat, "is anyone there?")
+    chat.wait_for_selector(".msg.user >> text=is anyone there?", timeout=10_000)
+    assert "taken_over" not in chat.locator("#turn-status").text_content()
+    admin.fill("#june-takeover-text", "Olga here.", force=True)
+    admin.click("#june-takeover-say input[type=submit]", force=True)
+    chat.wait_for_selector(".msg.person >> text=Olga here.", timeout=DEADLINE_MS)
+    admin.wait_for_selector(".june-takeover-msg.person >> text=Olga here.", state="attached", timeout=10_000)
+    # each message once, in both
+    assert chat.locator(".msg.user >> text=is anyone there?").count() == 1
+    assert admin.locator(".june-takeover-msg >> text=is anyone there?").count() == 1
+    admin.click("#june-hand-back", force=True)
+    admin.wait_for_selector("#june-take-over", state="attached", timeout=DEADLINE_MS)

@@ -14,6 +14,9 @@ test("a committed frame at or before the last one shown is dropped; an uncommitt
   assert.equal(nextSeq(5, { seq: 3 }), null);
   assert.equal(nextSeq(5, { type: "message.delta" }), 5);
   assert.equal(nextSeq(5, { seq: "6" }), 5); // only a number is a seq
+  // an ack names the event its frame wrote, which is still to come: it moves nothing
+  assert.equal(nextSeq(5, { type: "ack", for: "start", seq: 6 }), 5);
+  assert.equal(nextSeq(5, { type: "person.message", seq: 6 }), 6);
 });
 
 test("deltas: appended at their offset, a snapshot repairs, a gap waits, a stale one is dropped", () => {

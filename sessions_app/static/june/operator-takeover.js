@@ -26,7 +26,8 @@
   }
 
   function onFrame(f) {
-    if (typeof f.seq === "number") {
+    // an ack's seq names the event its "say" wrote, which comes after it: only events count
+    if (typeof f.seq === "number" && f.type !== "ack" && f.type !== "error") {
       if (f.seq <= lastSeq) return;
       lastSeq = f.seq;
     }

@@ -2,9 +2,11 @@
 // and where a streamed delta goes.
 
 // a committed frame at or before the last one shown is old (the server dedupes; this guards a
-// reconnect race): the new last seq, or null for a frame to drop
+// reconnect race): the new last seq, or null for a frame to drop. An ack's or an error's seq
+// names the event its frame wrote (a message written while a person answers): that event comes
+// after it, and is news.
 export function nextSeq(lastSeq, frame) {
-  if (typeof frame.seq !== "number") return lastSeq;
+  if (typeof frame.seq !== "number" || frame.type === "ack" || frame.type === "error") return lastSeq;
   return frame.seq <= lastSeq ? null : frame.seq;
 }
 

@@ -93,7 +93,8 @@ const HANDLERS = {
     const card = state.pendingFrames.get(f.id);
     state.pendingFrames.delete(f.id);
     if (card) card.dataset.state = "sent";
-    if (f.for === "start" && !state.turnStatus.has(f.turn_id)) setTurn(f.turn_id, f.status);
+    // a start while a person answers starts no turn (turn_id null): the banner says so
+    if (f.for === "start" && f.turn_id && !state.turnStatus.has(f.turn_id)) setTurn(f.turn_id, f.status);
   },
   error: (f) => {
     if (composer.refused(f)) return;
