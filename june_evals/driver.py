@@ -177,6 +177,15 @@ def outcome_of(case: EvalCase, turn: m.Turn, agent: str) -> dict[str, Any]:
     }
 
 
+def _withdraw(case: EvalCase, run: EvalRun) -> None:
+    """A parked case, scored: its request must not wait in the operators' inbox (where an Approve
+    would run a test case's tool) nor be notified. A reset of the case's own session ends it."""
+    try:
+        services.session_reset(agent=runs_as(run.versions[case.version]), key=session_key(case))
+    except JuneError:
+        pass  # ended meanwhile (a reset or an answer elsewhere): nothing waits
+
+
 def _write_score(case: EvalCase, outcome: dict[str, Any], scores: list[Score]) -> bool:
     """Exactly once: only the first writer of a case's score writes it."""
     return bool(
@@ -219,7 +228,8 @@ def run_step(*, run: EvalRun, judge_for: JudgeFor | None = None, judging: bool =
             if not judging:
                 continue
             judge = judges.get(agent) or judges.setdefault(agent, asks(agent))
-        _write_score(case, outcome, score(expect, outcome, judge=judge))
+        if _write_score(case, outcome, score(expect, outcome, judge=judge)) and turn.status == "suspended":
+            _withdraw(case, run)
     for case in (c for c in open_cases if not c.turn_id):
         if in_flight >= run.concurrency:
             break

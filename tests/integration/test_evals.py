@@ -160,3 +160,24 @@ def test_the_judge_asks_the_agents_own_model():
     verdict = judge_for("ops")("Is the answer polite?", {"input": "hi", "text": "hello", "reference": "hey"})
     assert verdict.name == "judge" and not verdict.passed
     assert verdict.detail.startswith("You said: Input:")
+
+
+def test_a_case_that_parked_leaves_no_request_waiting_once_scored():
+    """An eval has nobody to answer a parked request: its case is scored as it stands. The turn
+    stayed parked for ever, an actionable "Approve a $12.50 refund?" in the operators' approval
+    inbox (requested by "inbound"), counted on the admin index and the dashboard, and notified:
+    an operator's Approve would have run the refund of a test case."""
+    from sessions_app.admin.inbox import parked_turns
+    from sessions_app.notify.outbox import notify_parks
+
+    dataset = Dataset.objects.create(name="parks")
+    Example.objects.create(dataset=dataset, input="refund order 7 12.50", expect={"status": "suspended"})
+    run = driver.run_start(dataset=dataset, versions=[driver.version("ops")])
+    drive_here(run)
+
+    case = EvalCase.objects.get(run=run)
+    assert case.passed is True and case.status == "suspended"
+    turn = m.Turn.objects.get(pk=case.turn_id)
+    assert turn.status == "cancelled", turn.status
+    assert not parked_turns().filter(pk=turn.pk).exists()
+    assert notify_parks() == 0
