@@ -50,10 +50,50 @@ def tune_sqlite(databases: Mapping[str, dict[str, Any]]) -> None:
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    value = env.get(name)
-    if value is None or value == "":
+    """A yes or a no; anything else is a typo (``JUNE_RATE_LIMITS=ture`` turned the limits off)."""
+    value = (env.get(name) or "").strip().lower()
+    if not value:
         return default
-    return value.strip().lower() in ("1", "true", "yes", "on")
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name} must be one of 1/0, true/false, yes/no, on/off, not {env[name]!r}")
+
+
+def _number(env: Mapping[str, str], name: str, default: Any, kind: type) -> Any:
+    """``name``'s value as ``kind`` (int or float); unset or empty: ``default`` (None stays None).
+    A value that is no number names its variable (not a bare ValueError from the settings)."""
+    value = (env.get(name) or "").strip()
+    if not value:
+        return default if default is None else kind(default)
+    try:
+        return kind(value)
+    except ValueError:
+        what = "a whole number" if kind is int else "a number"
+        raise ImproperlyConfigured(f"{name} must be {what}, not {env[name]!r}") from None
+
+
+def _int(env: Mapping[str, str], name: str, default: Any) -> int:
+    return _number(env, name, default, int)
+
+
+def _float(env: Mapping[str, str], name: str, default: Any) -> Any:
+    return _number(env, name, default, float)
+
+
+def _json(env: Mapping[str, str], name: str, default: dict[str, Any]) -> dict[str, Any]:
+    """A JSON object (``JUNE_MODEL_PRICES='{"…": {…}}'``); unset or empty: ``default``."""
+    value = (env.get(name) or "").strip()
+    if not value:
+        return default
+    try:
+        parsed = json.loads(value)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{name} is not valid JSON ({exc}): {value[:80]!r}") from None
+    if not isinstance(parsed, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object ({{…}}), not {value[:80]!r}")
+    return parsed
 
 
 def _list(env: Mapping[str, str], name: str, default: str) -> list[str]:
@@ -73,38 +113,38 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # task in the cluster's monitor); the turn's own row is its record: not kept unless asked
     JUNE_Q_SAVE_TURNS = _bool(env, "JUNE_Q_SAVE_TURNS", False)
     JUNE_AGENT_DIRS = _list(env, "JUNE_AGENT_DIRS", "")
-    JUNE_LEASE_SECONDS = float(env.get("JUNE_LEASE_SECONDS", "10"))
-    JUNE_MAX_ATTEMPTS = int(env.get("JUNE_MAX_ATTEMPTS", "5"))
+    JUNE_LEASE_SECONDS = _float(env, "JUNE_LEASE_SECONDS", "10")
+    JUNE_MAX_ATTEMPTS = _int(env, "JUNE_MAX_ATTEMPTS", "5")
     # subagents (docs/subagents.md): how deep a tree of turns may grow, how many children one tool call may spawn
-    JUNE_SUBAGENT_MAX_DEPTH = int(env.get("JUNE_SUBAGENT_MAX_DEPTH", "3"))
-    JUNE_SUBAGENT_MAX_FANOUT = int(env.get("JUNE_SUBAGENT_MAX_FANOUT", "8"))
+    JUNE_SUBAGENT_MAX_DEPTH = _int(env, "JUNE_SUBAGENT_MAX_DEPTH", "3")
+    JUNE_SUBAGENT_MAX_FANOUT = _int(env, "JUNE_SUBAGENT_MAX_FANOUT", "8")
     # what one turn may spend, for agents that declare no ``limits`` (agents_app/runtime/limits.py):
     # JSON, e.g. {"model_calls": 50, "tokens": 200000}; a turn at a limit answers without tools
-    JUNE_TURN_LIMITS = json.loads(env.get("JUNE_TURN_LIMITS") or '{"model_calls": 50}')
+    JUNE_TURN_LIMITS = _json(env, "JUNE_TURN_LIMITS", {"model_calls": 50})
     # per-user rate limits and quotas (sessions_app/quotas.py), checked before a turn is created;
     # 0 turns one off, JUNE_RATE_LIMITS=0 all of them (benches and load tests)
     JUNE_RATE_LIMITS = _bool(env, "JUNE_RATE_LIMITS", True)
-    JUNE_RATE_TURNS_PER_MINUTE = int(env.get("JUNE_RATE_TURNS_PER_MINUTE", "30"))
-    JUNE_QUOTA_TOKENS_PER_DAY = int(env.get("JUNE_QUOTA_TOKENS_PER_DAY", "5000000"))
-    JUNE_QUOTA_AGENT_TOKENS_PER_DAY = int(env.get("JUNE_QUOTA_AGENT_TOKENS_PER_DAY", "50000000"))
-    JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE = int(env.get("JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE", "60"))
-    JUNE_RATE_SCHEDULE_TURNS_PER_HOUR = int(env.get("JUNE_RATE_SCHEDULE_TURNS_PER_HOUR", "60"))
+    JUNE_RATE_TURNS_PER_MINUTE = _int(env, "JUNE_RATE_TURNS_PER_MINUTE", "30")
+    JUNE_QUOTA_TOKENS_PER_DAY = _int(env, "JUNE_QUOTA_TOKENS_PER_DAY", "5000000")
+    JUNE_QUOTA_AGENT_TOKENS_PER_DAY = _int(env, "JUNE_QUOTA_AGENT_TOKENS_PER_DAY", "50000000")
+    JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE = _int(env, "JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE", "60")
+    JUNE_RATE_SCHEDULE_TURNS_PER_HOUR = _int(env, "JUNE_RATE_SCHEDULE_TURNS_PER_HOUR", "60")
     # how long a process reuses a user's or an agent's tokens of today (every turn of the day is summed)
-    JUNE_QUOTA_CACHE_SECONDS = float(env.get("JUNE_QUOTA_CACHE_SECONDS", "10"))
+    JUNE_QUOTA_CACHE_SECONDS = _float(env, "JUNE_QUOTA_CACHE_SECONDS", "10")
     # the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)
-    JUNE_SWEEP_SECONDS = float(env.get("JUNE_SWEEP_SECONDS", "1"))
+    JUNE_SWEEP_SECONDS = _float(env, "JUNE_SWEEP_SECONDS", "1")
     # notifications (sessions_app.notify, docs/operations.md): on/off, and seconds between their
     # passes in each worker's sweeper thread (the other JUNE_NOTIFY_* are read by notify.config)
     JUNE_NOTIFY_ENABLED = _bool(env, "JUNE_NOTIFY_ENABLED", True)
-    JUNE_NOTIFY_SECONDS = float(env.get("JUNE_NOTIFY_SECONDS", "15"))
+    JUNE_NOTIFY_SECONDS = _float(env, "JUNE_NOTIFY_SECONDS", "15")
     # the scheduled sweeper (django-q2 schedule, created by migrate): minutes between runs
-    JUNE_SWEEP_MINUTES = int(env.get("JUNE_SWEEP_MINUTES", "1"))
+    JUNE_SWEEP_MINUTES = _int(env, "JUNE_SWEEP_MINUTES", "1")
     # a re-enqueued turn not claimed within this many seconds is re-enqueued again
-    JUNE_REDELIVER_AFTER = float(env.get("JUNE_REDELIVER_AFTER", "30"))
+    JUNE_REDELIVER_AFTER = _float(env, "JUNE_REDELIVER_AFTER", "30")
     # a queued turn, first of its chain, whose task a cluster took this many seconds ago without
     # claiming the turn (or that has no task) is re-enqueued by the watchdog; at most once per this
     # window. By default the lease: a taken task is a lease nobody renews (docs/workers.md)
-    JUNE_REQUEUE_AFTER = float(env.get("JUNE_REQUEUE_AFTER") or JUNE_LEASE_SECONDS)
+    JUNE_REQUEUE_AFTER = _float(env, "JUNE_REQUEUE_AFTER", JUNE_LEASE_SECONDS)
     if JUNE_REQUEUE_AFTER <= 0:
         raise ImproperlyConfigured(
             "JUNE_REQUEUE_AFTER must be positive (else every watchdog pass re-enqueues every taken task)"
@@ -115,16 +155,16 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # many turns per worker process (docs/workers.md): how many turns one worker process's runner
     # drives at once, the threads its sync tools and Django-connection calls run on (each keeps a
     # connection), and its own PostgreSQL connections for the units that run no tool code
-    JUNE_TURNS_PER_WORKER = int(env.get("JUNE_TURNS_PER_WORKER", "200"))
-    JUNE_WORKER_THREADS = int(env.get("JUNE_WORKER_THREADS", "8"))
-    JUNE_WORKER_DB_CONNECTIONS = int(env.get("JUNE_WORKER_DB_CONNECTIONS", "2"))
+    JUNE_TURNS_PER_WORKER = _int(env, "JUNE_TURNS_PER_WORKER", "200")
+    JUNE_WORKER_THREADS = _int(env, "JUNE_WORKER_THREADS", "8")
+    JUNE_WORKER_DB_CONNECTIONS = _int(env, "JUNE_WORKER_DB_CONNECTIONS", "2")
     if min(JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS, JUNE_WORKER_DB_CONNECTIONS) < 1:
         raise ImproperlyConfigured(
             "JUNE_TURNS_PER_WORKER, JUNE_WORKER_THREADS and JUNE_WORKER_DB_CONNECTIONS must be >= 1"
         )
     # a runner whose loop runs late by more than this (seconds, smoothed) takes no new turn until it
     # catches up (docs/workers.md "A burst"); 0 = off
-    JUNE_RUNNER_BUSY_LAG = float(env.get("JUNE_RUNNER_BUSY_LAG", "0.02"))
+    JUNE_RUNNER_BUSY_LAG = _float(env, "JUNE_RUNNER_BUSY_LAG", "0.02")
     if not JUNE_RUNNER_BUSY_LAG >= 0:
         raise ImproperlyConfigured("JUNE_RUNNER_BUSY_LAG must be >= 0")
     # the runner's event loop (docs/workers.md): "uvloop" (libuv's, where the package is
@@ -135,55 +175,55 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # checkpoints as prepared statements on PostgreSQL (turn off behind a transaction-mode pooler
     # that cannot keep prepared statements)
     JUNE_PREPARED_CHECKPOINTS = _bool(env, "JUNE_PREPARED_CHECKPOINTS", True)
-    JUNE_MAX_TEXT_CHARS = int(env.get("JUNE_MAX_TEXT_CHARS", "32000"))
+    JUNE_MAX_TEXT_CHARS = _int(env, "JUNE_MAX_TEXT_CHARS", "32000")
     # attachments (README "Attachments"): the largest file, and how many files one message carries
-    JUNE_ATTACHMENT_MAX_BYTES = int(env.get("JUNE_ATTACHMENT_MAX_BYTES", str(5 * 1024 * 1024)))
-    JUNE_ATTACHMENTS_PER_MESSAGE = int(env.get("JUNE_ATTACHMENTS_PER_MESSAGE", "5"))
+    JUNE_ATTACHMENT_MAX_BYTES = _int(env, "JUNE_ATTACHMENT_MAX_BYTES", str(5 * 1024 * 1024))
+    JUNE_ATTACHMENTS_PER_MESSAGE = _int(env, "JUNE_ATTACHMENTS_PER_MESSAGE", "5")
     # the largest request body on a path whose view declares none of its own (an attachment's
     # upload, a multipart start and the webhook do): a larger one is refused (413) before it is
     # read (sessions_app/web/bodylimit.py; docs/operations.md "Request bodies")
-    JUNE_MAX_BODY_BYTES = int(env.get("JUNE_MAX_BODY_BYTES", str(1024 * 1024)))
+    JUNE_MAX_BODY_BYTES = _int(env, "JUNE_MAX_BODY_BYTES", str(1024 * 1024))
     # park notifications (docs/operations.md "Notifications"): at most this many requests of one
     # user's turns are notified per hour (0: no bound); the rest wait in the inbox
-    JUNE_NOTIFY_PARKS_PER_USER_HOUR = int(env.get("JUNE_NOTIFY_PARKS_PER_USER_HOUR", "10"))
+    JUNE_NOTIFY_PARKS_PER_USER_HOUR = _int(env, "JUNE_NOTIFY_PARKS_PER_USER_HOUR", "10")
     # open chat websockets one user may hold in one web process (0: no bound); more are closed 4429
-    JUNE_WS_MAX_PER_USER = int(env.get("JUNE_WS_MAX_PER_USER", "20"))
+    JUNE_WS_MAX_PER_USER = _int(env, "JUNE_WS_MAX_PER_USER", "20")
     # an upload never sent with a message is deleted (row and file) by the sweeper after this long
-    JUNE_UNSENT_ATTACHMENT_HOURS = float(env.get("JUNE_UNSENT_ATTACHMENT_HOURS", "24"))
+    JUNE_UNSENT_ATTACHMENT_HOURS = _float(env, "JUNE_UNSENT_ATTACHMENT_HOURS", "24")
     # retention (docs/privacy.md): the site's default for agents that declare none, JSON, e.g.
     # {"sessions_days": 365, "archived_days": 90, "attachments_days": 30}; {} keeps everything.
     # The privacy sweep runs every JUNE_RETENTION_MINUTES and deletes at most
     # JUNE_RETENTION_BATCH sessions (and as many archived generations) per agent per pass
-    JUNE_RETENTION = json.loads(env.get("JUNE_RETENTION") or "{}")
-    JUNE_RETENTION_MINUTES = int(env.get("JUNE_RETENTION_MINUTES", "60"))
-    JUNE_RETENTION_BATCH = int(env.get("JUNE_RETENTION_BATCH", "100"))
+    JUNE_RETENTION = _json(env, "JUNE_RETENTION", {})
+    JUNE_RETENTION_MINUTES = _int(env, "JUNE_RETENTION_MINUTES", "60")
+    JUNE_RETENTION_BATCH = _int(env, "JUNE_RETENTION_BATCH", "100")
     # the audit log (docs/privacy.md): its rows older than this many days are deleted by the
     # privacy sweep; 0 keeps every row
-    JUNE_AUDIT_RETENTION_DAYS = float(env.get("JUNE_AUDIT_RETENTION_DAYS", "0"))
+    JUNE_AUDIT_RETENTION_DAYS = _float(env, "JUNE_AUDIT_RETENTION_DAYS", "0")
     # the HTTP API and SSE (docs/api.md)
-    JUNE_API_WAIT_SECONDS = float(env.get("JUNE_API_WAIT_SECONDS", "120"))
-    JUNE_API_STREAM_SECONDS = float(env.get("JUNE_API_STREAM_SECONDS", "3600"))
-    JUNE_SSE_KEEPALIVE_SECONDS = float(env.get("JUNE_SSE_KEEPALIVE_SECONDS", "15"))
+    JUNE_API_WAIT_SECONDS = _float(env, "JUNE_API_WAIT_SECONDS", "120")
+    JUNE_API_STREAM_SECONDS = _float(env, "JUNE_API_STREAM_SECONDS", "3600")
+    JUNE_SSE_KEEPALIVE_SECONDS = _float(env, "JUNE_SSE_KEEPALIVE_SECONDS", "15")
     #: how often a stream re-reads the log when the live channel is silent (default: 0.25 s on a
     #: layer inside this process, else 2 s)
-    JUNE_SSE_POLL_SECONDS = float(env["JUNE_SSE_POLL_SECONDS"]) if env.get("JUNE_SSE_POLL_SECONDS") else None
+    JUNE_SSE_POLL_SECONDS = _float(env, "JUNE_SSE_POLL_SECONDS", None)
     # webhook deliveries (docs/proactive.md)
-    JUNE_WEBHOOK_RETRIES = int(env.get("JUNE_WEBHOOK_RETRIES", "5"))
-    JUNE_WEBHOOK_BACKOFF = float(env.get("JUNE_WEBHOOK_BACKOFF", "1.0"))
+    JUNE_WEBHOOK_RETRIES = _int(env, "JUNE_WEBHOOK_RETRIES", "5")
+    JUNE_WEBHOOK_BACKOFF = _float(env, "JUNE_WEBHOOK_BACKOFF", "1.0")
     #: how long a schedule's firing worker waits for its turn to settle
-    JUNE_SCHEDULE_TURN_TIMEOUT = float(env.get("JUNE_SCHEDULE_TURN_TIMEOUT", "900"))
+    JUNE_SCHEDULE_TURN_TIMEOUT = _float(env, "JUNE_SCHEDULE_TURN_TIMEOUT", "900")
     # US dollars per million tokens by model id (or id prefix), merged over the defaults in
     # sessions_app/admin/console.py (Anthropic list prices, zero for demo): e.g.
     # JUNE_MODEL_PRICES='{"claude-sonnet-4": {"input": 3, "output": 15}}'
-    JUNE_MODEL_PRICES = json.loads(env.get("JUNE_MODEL_PRICES") or "{}")
+    JUNE_MODEL_PRICES = _json(env, "JUNE_MODEL_PRICES", {})
     # Message Batches (agents with ``batch = True``, docs/providers.md): the share of the list
     # price a batched call costs, seconds between the poller's passes in each worker's sweeper
     # thread, the most requests one pass sends or reads, and how long a pass that took rows to
     # send may take before another looks for the batch it may have created
-    JUNE_BATCH_PRICE_FACTOR = float(env.get("JUNE_BATCH_PRICE_FACTOR", "0.5"))
-    JUNE_BATCH_POLL_SECONDS = float(env.get("JUNE_BATCH_POLL_SECONDS", "30"))
-    JUNE_BATCH_POLL_LIMIT = int(env.get("JUNE_BATCH_POLL_LIMIT", "1000"))
-    JUNE_BATCH_SUBMIT_GRACE = float(env.get("JUNE_BATCH_SUBMIT_GRACE", "120"))
+    JUNE_BATCH_PRICE_FACTOR = _float(env, "JUNE_BATCH_PRICE_FACTOR", "0.5")
+    JUNE_BATCH_POLL_SECONDS = _float(env, "JUNE_BATCH_POLL_SECONDS", "30")
+    JUNE_BATCH_POLL_LIMIT = _int(env, "JUNE_BATCH_POLL_LIMIT", "1000")
+    JUNE_BATCH_SUBMIT_GRACE = _float(env, "JUNE_BATCH_SUBMIT_GRACE", "120")
     if not 0 <= JUNE_BATCH_PRICE_FACTOR <= 1 or JUNE_BATCH_POLL_LIMIT < 1 or JUNE_BATCH_SUBMIT_GRACE <= 0:
         raise ImproperlyConfigured(
             "JUNE_BATCH_PRICE_FACTOR must be in [0, 1], JUNE_BATCH_POLL_LIMIT >= 1, JUNE_BATCH_SUBMIT_GRACE > 0"
@@ -196,8 +236,8 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
 
     # MCP servers (docs/tools.md): seconds a call may take (a server entry's ``timeout`` overrides
     # it), and seconds a server's tool list is kept before it is fetched again
-    JUNE_MCP_TIMEOUT = float(env.get("JUNE_MCP_TIMEOUT", "30"))
-    JUNE_MCP_TOOLS_TTL = float(env.get("JUNE_MCP_TOOLS_TTL", "300"))
+    JUNE_MCP_TIMEOUT = _float(env, "JUNE_MCP_TIMEOUT", "30")
+    JUNE_MCP_TOOLS_TTL = _float(env, "JUNE_MCP_TOOLS_TTL", "300")
     if not 0 < JUNE_MCP_TIMEOUT <= 3600 or JUNE_MCP_TOOLS_TTL < 0:
         raise ImproperlyConfigured("JUNE_MCP_TIMEOUT must be in (0, 3600] and JUNE_MCP_TOOLS_TTL >= 0")
     # the model provider of every agent ("" = each agent's own: ``anthropic`` when
@@ -205,7 +245,7 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     JUNE_MODEL = env.get("JUNE_MODEL", "")
     # the demo model's and demo tools' pace (seconds per streamed piece; None: their defaults),
     # and the demo logins' password (june_demo; "": a new one on every start)
-    JUNE_DEMO_DELAY = float(env["JUNE_DEMO_DELAY"]) if env.get("JUNE_DEMO_DELAY") else None
+    JUNE_DEMO_DELAY = _float(env, "JUNE_DEMO_DELAY", None)
     JUNE_DEMO_PASSWORD = env.get("JUNE_DEMO_PASSWORD", "")
     # notifications (sessions_app.notify, docs/operations.md "Notifications"): mail the users who
     # may answer; a Slack/Teams incoming webhook ("" = none); the site's URL, prefixed to links
@@ -214,15 +254,15 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     JUNE_NOTIFY_BASE_URL = env.get("JUNE_NOTIFY_BASE_URL", "").rstrip("/")
     # seconds: a reminder after (0 = none), failures batched this long, the first retry's delay
     # (doubled each time, up to the cap), a webhook POST's timeout, the failures' look back
-    JUNE_NOTIFY_REMIND_AFTER = float(env.get("JUNE_NOTIFY_REMIND_AFTER", "3600"))
-    JUNE_NOTIFY_DIGEST_SECONDS = float(env.get("JUNE_NOTIFY_DIGEST_SECONDS", "900"))
-    JUNE_NOTIFY_BACKOFF = float(env.get("JUNE_NOTIFY_BACKOFF", "30"))
-    JUNE_NOTIFY_BACKOFF_CAP = float(env.get("JUNE_NOTIFY_BACKOFF_CAP", "3600"))
-    JUNE_NOTIFY_TIMEOUT = float(env.get("JUNE_NOTIFY_TIMEOUT", "10"))
-    JUNE_NOTIFY_LOOKBACK = float(env.get("JUNE_NOTIFY_LOOKBACK", "900"))
+    JUNE_NOTIFY_REMIND_AFTER = _float(env, "JUNE_NOTIFY_REMIND_AFTER", "3600")
+    JUNE_NOTIFY_DIGEST_SECONDS = _float(env, "JUNE_NOTIFY_DIGEST_SECONDS", "900")
+    JUNE_NOTIFY_BACKOFF = _float(env, "JUNE_NOTIFY_BACKOFF", "30")
+    JUNE_NOTIFY_BACKOFF_CAP = _float(env, "JUNE_NOTIFY_BACKOFF_CAP", "3600")
+    JUNE_NOTIFY_TIMEOUT = _float(env, "JUNE_NOTIFY_TIMEOUT", "10")
+    JUNE_NOTIFY_LOOKBACK = _float(env, "JUNE_NOTIFY_LOOKBACK", "900")
     # attempts before a notification is given up; failed runs in a row before a schedule is reported
-    JUNE_NOTIFY_MAX_ATTEMPTS = int(env.get("JUNE_NOTIFY_MAX_ATTEMPTS", "8"))
-    JUNE_NOTIFY_SCHEDULE_FAILURES = int(env.get("JUNE_NOTIFY_SCHEDULE_FAILURES", "3"))
+    JUNE_NOTIFY_MAX_ATTEMPTS = _int(env, "JUNE_NOTIFY_MAX_ATTEMPTS", "8")
+    JUNE_NOTIFY_SCHEDULE_FAILURES = _int(env, "JUNE_NOTIFY_SCHEDULE_FAILURES", "3")
     # webhooks (docs/proactive.md): each agent's signing secret and delivery URL, by agent name,
     # from JUNE_WEBHOOK_SECRET_<AGENT> / JUNE_WEBHOOK_URL_<AGENT> (<AGENT>: the name in capitals,
     # other characters as "_")
@@ -233,10 +273,23 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
 
     # health (docs/operations.md "Health"): the time /readyz's checks get, and how often each worker
     # process writes its heartbeat (a worker not seen for 3 beats is shown as gone)
-    JUNE_HEALTH_TIMEOUT = float(env.get("JUNE_HEALTH_TIMEOUT", "2"))
-    JUNE_WORKER_BEAT_SECONDS = float(env.get("JUNE_WORKER_BEAT_SECONDS", "5"))
+    JUNE_HEALTH_TIMEOUT = _float(env, "JUNE_HEALTH_TIMEOUT", "2")
+    JUNE_WORKER_BEAT_SECONDS = _float(env, "JUNE_WORKER_BEAT_SECONDS", "5")
     if JUNE_HEALTH_TIMEOUT <= 0 or JUNE_WORKER_BEAT_SECONDS <= 0:
         raise ImproperlyConfigured("JUNE_HEALTH_TIMEOUT and JUNE_WORKER_BEAT_SECONDS must be positive")
+    # a negative limit or quota would read as 0, which turns it off: a typo must not open the gates
+    limits = {
+        "JUNE_RATE_TURNS_PER_MINUTE": JUNE_RATE_TURNS_PER_MINUTE,
+        "JUNE_QUOTA_TOKENS_PER_DAY": JUNE_QUOTA_TOKENS_PER_DAY,
+        "JUNE_QUOTA_AGENT_TOKENS_PER_DAY": JUNE_QUOTA_AGENT_TOKENS_PER_DAY,
+        "JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE": JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE,
+        "JUNE_RATE_SCHEDULE_TURNS_PER_HOUR": JUNE_RATE_SCHEDULE_TURNS_PER_HOUR,
+        "JUNE_WS_MAX_PER_USER": JUNE_WS_MAX_PER_USER,
+        "JUNE_NOTIFY_PARKS_PER_USER_HOUR": JUNE_NOTIFY_PARKS_PER_USER_HOUR,
+    }
+    for limit_name, limit in limits.items():
+        if limit < 0:
+            raise ImproperlyConfigured(f"{limit_name} must be 0 (off) or more, not {limit}")
     return {name: value for name, value in locals().items() if name.startswith("JUNE_")}
 
 
@@ -260,23 +313,23 @@ def q_cluster(
     is June's, which looks at the connection's vendor when it runs and is django-q2's own ORM
     broker elsewhere; with it, June's broker only for PostgreSQL."""
     env = os.environ if env is None else env
-    workers = int(env.get("JUNE_Q_WORKERS", "2"))
+    workers = _int(env, "JUNE_Q_WORKERS", "2")
     cluster: dict[str, Any] = {
         "name": env.get("JUNE_Q_NAME", "june"),
         "orm": "default",
         "workers": workers,
-        "timeout": int(env.get("JUNE_Q_TIMEOUT", "1800")),
-        "retry": int(env.get("JUNE_Q_RETRY", "1860")),
-        "max_attempts": int(env.get("JUNE_Q_MAX_ATTEMPTS", "3")),
+        "timeout": _int(env, "JUNE_Q_TIMEOUT", "1800"),
+        "retry": _int(env, "JUNE_Q_RETRY", "1860"),
+        "max_attempts": _int(env, "JUNE_Q_MAX_ATTEMPTS", "3"),
         "ack_failures": True,
-        "poll": float(env.get("JUNE_Q_POLL", "0.05")),
+        "poll": _float(env, "JUNE_Q_POLL", "0.05"),
         # a cluster holds at most this many fetched-but-unstarted tasks (locked for ``retry``)
-        "queue_limit": int(env.get("JUNE_Q_QUEUE_LIMIT", str(workers))),
+        "queue_limit": _int(env, "JUNE_Q_QUEUE_LIMIT", str(workers)),
         "catch_up": False,
         "save_limit": 1000,
         # a worker process is retired after this many tasks (0: never); it exits once the turns
         # its runner drives have ended
-        "recycle": int(env.get("JUNE_Q_RECYCLE", "0")),
+        "recycle": _int(env, "JUNE_Q_RECYCLE", "0"),
         "label": "Django Q2",
         "sync": _bool(env, "JUNE_Q_SYNC", False),
     }

@@ -23,14 +23,18 @@ class SessionsAppConfig(AppConfig):
         # imported here: these modules use models, which cannot load before the app registry
         from django.contrib.auth import get_user_model
         from django.contrib.auth.signals import user_logged_out
+        from django.core import checks
         from django.db.models.signals import post_delete, post_migrate, post_save
         from django_q.signals import post_spawn
 
         from agents_app.models import Attachment
+        from june.checks import unknown_june_settings
         from sessions_app.attachment_services import on_attachment_deleted, on_session_deleted
         from sessions_app.models import Session
         from sessions_app.web.socketauth import on_logged_out, on_user_saved
 
+        # a JUNE_* setting June does not read (a misspelt name) is a warning of `manage.py check`
+        checks.register(unknown_june_settings)
         # `manage.py migrate` creates the sweeper's django-q2 schedule (docs/workers.md) and the
         # agents' declared schedules (deploys also run ``manage.py june_sync_schedules``)
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="june.schedules")

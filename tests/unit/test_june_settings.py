@@ -27,3 +27,58 @@ def test_the_runners_busy_lag_has_a_default_and_refuses_nonsense():
     assert june_settings({"JUNE_RUNNER_BUSY_LAG": "0"})["JUNE_RUNNER_BUSY_LAG"] == 0
     with pytest.raises(ImproperlyConfigured, match="JUNE_RUNNER_BUSY_LAG must be >= 0"):
         june_settings({"JUNE_RUNNER_BUSY_LAG": "-0.5"})
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "said"),
+    [
+        ("JUNE_RATE_TURNS_PER_MINUTE", "abc", "JUNE_RATE_TURNS_PER_MINUTE must be a whole number, not 'abc'"),
+        ("JUNE_MAX_BODY_BYTES", "1MB", "JUNE_MAX_BODY_BYTES must be a whole number, not '1MB'"),
+        ("JUNE_LEASE_SECONDS", "ten", "JUNE_LEASE_SECONDS must be a number, not 'ten'"),
+        ("JUNE_MODEL_PRICES", "{bad", "JUNE_MODEL_PRICES is not valid JSON"),
+        ("JUNE_RETENTION", "[30]", r"JUNE_RETENTION must be a JSON object"),
+        ("JUNE_RATE_LIMITS", "ture", "JUNE_RATE_LIMITS must be one of 1/0, true/false, yes/no, on/off, not 'ture'"),
+        ("JUNE_SQLITE_OPTIONS", "maybe", "JUNE_SQLITE_OPTIONS must be one of"),
+        ("JUNE_Q_WORKERS", "two", "JUNE_Q_WORKERS must be a whole number"),
+    ],
+)
+def test_a_mistyped_value_names_its_variable(name, value, said):
+    """A typo in a value was a bare ``ValueError: invalid literal for int()`` (or a JSON decoder's
+    traceback) from the settings, naming no variable; a boolean's typo was silently false
+    (``JUNE_RATE_LIMITS=ture`` turned every rate limit off)."""
+    from june.settings import q_cluster
+
+    with pytest.raises(ImproperlyConfigured, match=said):
+        q_cluster({name: value}) if name.startswith("JUNE_Q_") else june_settings({name: value})
+
+
+def test_values_that_parse_still_do():
+    got = june_settings({"JUNE_RATE_LIMITS": " Off ", "JUNE_MAX_BODY_BYTES": " 2048 ", "JUNE_DEMO_DELAY": ""})
+    assert got["JUNE_RATE_LIMITS"] is False and got["JUNE_MAX_BODY_BYTES"] == 2048 and got["JUNE_DEMO_DELAY"] is None
+    assert june_settings({"JUNE_MODEL_PRICES": '{"m": {"input": 1}}'})["JUNE_MODEL_PRICES"] == {"m": {"input": 1}}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "JUNE_RATE_TURNS_PER_MINUTE",
+        "JUNE_QUOTA_TOKENS_PER_DAY",
+        "JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE",
+        "JUNE_WS_MAX_PER_USER",
+    ],
+)
+def test_a_negative_limit_is_refused_not_taken_as_off(name):
+    """``JUNE_RATE_TURNS_PER_MINUTE=-5`` was read as 0, which turns the limit off."""
+    with pytest.raises(ImproperlyConfigured, match=f"{name} must be 0 .off. or more, not -5"):
+        june_settings({name: "-5"})
+
+
+def test_a_misspelt_setting_name_is_a_warning_that_names_the_right_one(settings):
+    from june.checks import unknown_june_settings
+
+    settings.JUNE_RATE_TURN_PER_MINUTE = 5
+    [warning] = unknown_june_settings(None)
+    assert warning.id == "june.W001"
+    assert "JUNE_RATE_TURN_PER_MINUTE" in warning.msg and "JUNE_RATE_TURNS_PER_MINUTE" in warning.hint
+    del settings.JUNE_RATE_TURN_PER_MINUTE
+    assert unknown_june_settings(None) == []
