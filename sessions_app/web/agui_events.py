@@ -58,11 +58,15 @@ def encode(event: BaseEvent) -> bytes:
 class AguiRun:
     """Fold one turn's events (JSON, in log order, deltas among them) into one AG-UI run."""
 
-    def __init__(self, *, thread_id: str, run_id: str, turn_id: str, state: dict[str, Any]) -> None:
+    def __init__(
+        self, *, thread_id: str, run_id: str, turn_id: str, state: dict[str, Any], messages_before: int = 0
+    ) -> None:
+        """``messages_before``: the turn's replies an earlier run sent (a run that continues the turn
+        after an answer numbers its messages on, so a client keeps them apart)."""
         self.thread_id, self.run_id, self.turn_id, self.state = thread_id, run_id, turn_id, state
         self.text: str | None = None
         self.reasoning: str | None = None
-        self.messages = 0
+        self.messages = messages_before
         self.interrupts: list[Interrupt] = []
         self.finished = False
 

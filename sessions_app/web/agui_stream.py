@@ -31,7 +31,7 @@ from sessions_app.web.agui_events import AguiRun, encode
 from sessions_app.web.api import SSE_HEADERS, api_view, read_json
 from sessions_app.web.db import db
 from sessions_app.web.sse import SessionFollower
-from sessions_app.web.turn_follow import folded, replay_after, turn_events, unsettled_turn
+from sessions_app.web.turn_follow import folded, replay_after, replies_before, turn_events, unsettled_turn
 
 BODY_KEYS = {
     "threadId",
@@ -149,7 +149,8 @@ async def agui_run(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     else:
         turn_id, after = await db(_reattach)(agent=agent, key=key, user=user)
     state = await db(_state)(agent=agent, key=key, user=user, turn_id=turn_id)
-    fold = AguiRun(thread_id=key, run_id=run.run_id, turn_id=turn_id, state=state)
+    before = await db(replies_before)(agent=agent, key=key, turn_id=turn_id, after=after) if run.resume else 0
+    fold = AguiRun(thread_id=key, run_id=run.run_id, turn_id=turn_id, state=state, messages_before=before)
     events = turn_events(ref, turn_id=turn_id, after=after, user=user, follower=follower)
     return StreamingHttpResponse(
         folded(events, fold, encode),

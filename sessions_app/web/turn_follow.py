@@ -39,6 +39,15 @@ def replay_after(session: m.Session, turn: m.Turn) -> int:
     return seq - 1 if seq is not None else session.event_seq
 
 
+def replies_before(*, agent: str, key: str, turn_id: str, after: int) -> int:
+    """The turn's replies committed at or before ``after``: a resume run starts after them, and
+    its first reply is the next message (numbered from 1 again, it took the id of the turn's
+    first reply, and a client appended the answer after the tool to the text before it)."""
+    return m.Event.objects.filter(
+        session__agent=agent, session__key=key, turn_id=turn_id, seq__lte=after, type="message.completed"
+    ).count()
+
+
 def unsettled_turn(session: m.Session) -> m.Turn | None:
     """The live branch's last turn if it has not settled (queued, running or parked)."""
     turn = selectors.last_turn(session)

@@ -56,6 +56,11 @@ def test_a_tool_approval_is_an_interrupt_answered_by_a_resume_run(run):
     assert "TOOL_CALL_RESULT" in seen["second"] and seen["secondOutcome"]["type"] == "success"
     assert list(Order.objects.values_list("item", "quantity")) == [("cups", 4)]
     assert m.Answer.objects.get().answer == {"decision": "approve"}
+    # the reply after the tool is a message of its own, after the tool's result: the resume run
+    # numbered its messages from 1 again, reused the first run's id, and the client appended the
+    # answer to "Calling bulk_order." (before the result)
+    assert [msg["role"] for msg in seen["messages"]] == ["user", "assistant", "tool", "assistant"], seen["messages"]
+    assert seen["messages"][-1]["content"] == m.Turn.objects.get(session__key="t-approve").text
 
 
 def test_a_client_reloaded_mid_run_reattaches_and_gets_the_whole_turn(run):
