@@ -163,3 +163,25 @@ def test_parallel_calls_show_every_card_at_once_answered_in_any_order(june_serve
     _completed(page)
     assert sorted(Order.objects.values_list("item", "quantity")) == [("cups", 4), ("pens", 20)]
     assert "no mugs" in page.locator(".msg.assistant").last.text_content()
+
+
+def test_the_same_approval_in_two_tabs_ends_answered_in_both_without_an_error(june_server, make_user, new_page):
+    """Approve pressed in two tabs at once: one answer wins, the other is a 409. The losing tab's
+    card went back to "open" (or kept the error under the outcome): "turn 01a2… is not waiting for
+    an answer" beside "Approved by alice."."""
+    alice = make_user("alice")
+    first = open_chat(new_page(alice), "ops", "bulk-twice")
+    second = open_chat(new_page(alice), "ops", "bulk-twice")
+    send_message(first, "bulk order 50 mugs")
+    for page in (first, second):
+        _card(page)
+    for page in (first, second):  # both sent before either answer comes back
+        page.evaluate("document.querySelector('.approval.card[data-state=open] button.primary').click()")
+    for page in (first, second):
+        page.wait_for_selector(".approval.card[data-outcome=approved]")
+        _completed(page)
+        page.wait_for_timeout(500)  # the losing answer's error frame has come by now
+        card = page.locator(".approval.card").last
+        assert card.get_attribute("data-state") == "answered"
+        assert card.locator(".card-error").text_content() == "", card.text_content()
+    assert Order.objects.filter(item="mugs", quantity=50).count() == 1

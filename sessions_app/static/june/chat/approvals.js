@@ -217,6 +217,7 @@ export function answered(f) {
     card.querySelector(".approval-outcome").textContent = outcomeText(f);
     card.dataset.outcome = outcome(f.answer);
     card.querySelector(".approval-waiting").textContent = "";
+    card.querySelector(".card-error").textContent = ""; // a refusal of this tab's late answer, say
     for (const b of card.querySelectorAll("button, input, select, textarea")) b.disabled = true;
   }
   return [...state.cards.entries()].some(([k, c]) => k.startsWith(`${f.turn_id}:`) && c.dataset.state !== "answered");

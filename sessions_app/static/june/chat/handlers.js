@@ -103,6 +103,8 @@ const HANDLERS = {
     if (state.cancelFrames.delete(f.id) && f.status === 409) return;
     const card = state.pendingFrames.get(f.id);
     state.pendingFrames.delete(f.id);
+    // answered meanwhile (another tab, the inbox): its outcome says who; no error, and no reopening
+    if (card?.dataset.state === "answered") return;
     if (card) {
       card.dataset.state = "open";
       card.querySelector(".card-error").textContent = f.message;
