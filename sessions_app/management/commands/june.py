@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 from agents_app import mcp
 from agents_app.runtime import JuneError, LocalDispatcher, TurnInput
 from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
-from sessions_app import health, privacy, retention, wiring
+from sessions_app import health, privacy, retention, services, wiring
 from sessions_app.models import ApiToken
 from sessions_app.site_errors import UserBusy
 
@@ -174,6 +174,7 @@ class Command(BaseCommand):
             raise CommandError("text is longer than 32,000 characters")
         try:
             wiring.agent(opts["agent"])
+            services.validate_session_key(opts["session"])  # as the URLs and the API: else no page opens it
         except JuneError as exc:
             raise CommandError(str(exc)) from None
         as_json = opts["json"]
