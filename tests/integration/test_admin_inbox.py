@@ -283,3 +283,11 @@ def test_a_superuser_without_the_grant_sees_the_request_read_only_and_cannot_ans
     assert 'id="june-read-only"' in page.content.decode() and 'id="june-approve"' not in page.content.decode()
     assert c.post(detail_url(parked.pk), {"input_id": "approve-refund", "decision": "approve"}).status_code == 403
     assert_still_parked(parked)
+
+
+def test_the_inbox_links_the_operator_dashboard_in_any_admin_site(users):
+    """In a host project (docs/install.md) the dashboard was linked from nowhere: the repository's
+    admin index links it (its own templates/admin/index.html), a host's index has no such link,
+    and the inbox had none either — an operator had to know the URL."""
+    r = client_for(users["olga"]).get(reverse(INBOX))
+    assert f'href="{reverse("admin:sessions_app_approvalrequest_dashboard")}"' in r.content.decode()
