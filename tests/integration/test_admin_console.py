@@ -116,6 +116,7 @@ def test_the_turn_page_reads_as_a_timeline_with_tokens_and_cost(inline_worker, s
     assert "demo: $" in page  # tokens and cost of the turn
     session_page = staff_client(admin).get(f"/admin/sessions_app/session/{turn.session_id}/change/").content.decode()
     assert 'id="june-session-usage"' in session_page and "Model <code>demo</code>" in session_page
+    assert "Live generation: 1 turn," in session_page  # not "1 turns"
 
 
 def test_the_dashboard_shows_running_expired_queued_parked_failed_and_cost(inline_worker):
