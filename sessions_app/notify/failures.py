@@ -31,7 +31,7 @@ def collect_failures(*, now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     since = now - _lookback()
     made = 0
-    for tid, agent, error in m.Turn.objects.filter(status=m.TurnStatus.FAILED, updated_at__gte=since).values_list(
+    for tid, agent, error in m.Turn.objects.filter(status=m.TurnStatus.FAILED, ended_at__gte=since).values_list(
         "pk", "session__agent", "error"
     )[:500]:
         made += notify_failure("turn failed", f"{agent}: turn {tid}: {_error_text(error)}", key=f"failure:turn:{tid}")

@@ -256,10 +256,18 @@ def test_failed_turns_a_given_up_delivery_and_a_gone_worker_reach_one_digest(
 
     settings.JUNE_NOTIFY_WEBHOOK_URL = ""
     ids = [services.turn_start(agent="ops", key=f"f{i}", text="hello", user=users["alice"]).turn_id for i in range(10)]
-    # the store's own write when a turn fails (a model error, its retries spent)
+    # the store's own write when a turn fails (a model error, its retries spent): it sets the
+    # turn's end, and leaves ``updated_at`` where the turn's creation put it
+    long_ago = timezone.now() - dt.timedelta(days=2)
     m.Turn.objects.filter(pk__in=ids).update(
-        status="failed", error={"type": "ModelError", "message": "overloaded"}, updated_at=timezone.now()
+        status="failed",
+        error={"type": "ModelError", "message": "overloaded"},
+        updated_at=long_ago,
+        ended_at=timezone.now(),
     )
+    stale = services.turn_start(agent="ops", key="f-old", text="hello", user=users["alice"]).turn_id
+    # a failure that ended before the look back was notified then (or not at all): not again
+    m.Turn.objects.filter(pk=stale).update(status="failed", updated_at=timezone.now(), ended_at=long_ago)
     WebhookDelivery.objects.create(
         agent="ops",
         session_key="webhook:x",
