@@ -7,7 +7,8 @@ version), a ``STATE_SNAPSHOT`` of what June has as state (the session, the turn,
 it whole), ``REASONING_*`` from live thinking, ``TOOL_CALL_START/ARGS/END`` for each call (its
 whole input as one ARGS: June does not stream a call's input), ``TOOL_CALL_RESULT``; it ends with
 ``RUN_FINISHED`` (outcome ``success``; ``interrupt`` listing the questions the turn is parked
-on; ``cancelled``) or ``RUN_ERROR``. Needs the ``agui`` extra (``pip install june-django[agui]``).
+on; ``cancelled``) or ``RUN_ERROR``. A run that started its turn says first, before any worker
+takes it, that the turn is queued: a ``CUSTOM`` event ``june.turn.queued`` (``{"turnId", "at"}``). Needs the ``agui`` extra (``pip install june-django[agui]``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ try:
     from ag_ui.core import (
         PROTOCOL_VERSION,
         BaseEvent,
+        CustomEvent,
         Interrupt,
         ReasoningEndEvent,
         ReasoningMessageContentEvent,
@@ -169,6 +171,9 @@ class AguiRun:
         )
         return self._end_text()
 
+    def _queued(self, event: dict[str, Any]) -> list[BaseEvent]:
+        return [CustomEvent(name="june.turn.queued", value={"turnId": self.turn_id, "at": event.get("at")})]
+
     def _parked(self, event: dict[str, Any]) -> list[BaseEvent]:
         self.finished = True
         outcome = RunFinishedInterruptOutcome(interrupts=self.interrupts)
@@ -196,6 +201,7 @@ class AguiRun:
 
 
 HANDLERS = {
+    "turn.queued": AguiRun._queued,
     "reasoning.delta": AguiRun._reasoning_delta,
     "message.delta": AguiRun._message_delta,
     "message.completed": AguiRun._message_completed,

@@ -151,7 +151,7 @@ async def agui_run(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     state = await db(_state)(agent=agent, key=key, user=user, turn_id=turn_id)
     before = await db(replies_before)(agent=agent, key=key, turn_id=turn_id, after=after) if run.resume else 0
     fold = AguiRun(thread_id=key, run_id=run.run_id, turn_id=turn_id, state=state, messages_before=before)
-    events = turn_events(ref, turn_id=turn_id, after=after, user=user, follower=follower)
+    events = turn_events(ref, turn_id=turn_id, after=after, user=user, follower=follower, queued=follower is not None)
     return StreamingHttpResponse(
         folded(events, fold, encode),
         content_type="text/event-stream",

@@ -16,7 +16,6 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
-from django.utils import timezone
 
 from agents_app.runtime import new_turn_id
 from agents_app.runtime.seams import SessionRef
@@ -26,6 +25,7 @@ from sessions_app.web import admission, links, uploads
 from sessions_app.web.api import SSE_HEADERS, api_view, load_turn, query_bool, read_json, turn_response, wants_stream
 from sessions_app.web.db import db, released
 from sessions_app.web.sse import SessionFollower, event_stream
+from sessions_app.web.turn_follow import queued_event
 
 #: ``?wait=`` values that ask for a 202 at once (``api.query_bool``'s false words)
 NO_WAIT = frozenset({"0", "false", "no", "off"})
@@ -126,9 +126,8 @@ async def _start(request: HttpRequest, user: Any, agent: str, session: str, body
         raise
     if wants_stream(request):
         # the turn is durably queued: the stream says so at once, before any worker takes it
-        queued = {"type": "turn.queued", "turn_id": turn_id, "at": timezone.now().isoformat()}
         stream = event_stream(
-            follower, until_terminal=True, max_seconds=settings.JUNE_API_STREAM_SECONDS, first=[queued]
+            follower, until_terminal=True, max_seconds=settings.JUNE_API_STREAM_SECONDS, first=[queued_event(turn_id)]
         )
         return StreamingHttpResponse(
             stream, content_type="text/event-stream", headers={**SSE_HEADERS, "X-June-Turn-Id": turn_id}

@@ -42,8 +42,8 @@ UI_STREAM = {
             "type": "object",
             "description": "One server-sent event: `data` is a UI message chunk (JSON with its `type`: start, "
             "start-step, text-start/delta/end, reasoning-start/delta/end, tool-input-start/delta/available, "
-            "tool-output-available/error, tool-approval-request/response, data-june-input, finish-step, "
-            "finish, error, abort), or `[DONE]` last. Header `x-vercel-ai-ui-message-stream: v1`.",
+            "tool-output-available/error, tool-approval-request/response, data-june-input, data-june-turn, "
+            "finish-step, finish, error, abort), or `[DONE]` last. Header `x-vercel-ai-ui-message-stream: v1`.",
             "required": ["data"],
             "properties": {"data": {"type": "string"}},
         }

@@ -14,6 +14,7 @@ import time
 from typing import Any, AsyncGenerator, AsyncIterator, Callable, Iterable, Protocol
 
 from django.conf import settings
+from django.utils import timezone
 
 from agents_app.runtime import rules
 from agents_app.runtime.seams import SessionRef, TurnStatus
@@ -62,17 +63,32 @@ def _owed(turn_id: str, user: Any) -> dict[str, bool]:
     return {str(r.get("id")): may_answer_here(turn, user, request=r) for r in rules.pending_requests(turn.pending)}
 
 
+def queued_event(turn_id: str) -> dict[str, Any]:
+    """``turn.queued``: what a stream that started its turn says first, as soon as the turn is
+    durably queued (before any worker takes it). Not in the event log: the stream's own."""
+    return {"type": "turn.queued", "turn_id": turn_id, "at": timezone.now().isoformat()}
+
+
 async def turn_events(
-    ref: SessionRef, *, turn_id: str, after: int, user: Any, follower: SessionFollower | None = None
+    ref: SessionRef,
+    *,
+    turn_id: str,
+    after: int,
+    user: Any,
+    follower: SessionFollower | None = None,
+    queued: bool = False,
 ) -> AsyncGenerator[dict[str, Any] | None, None]:
     """The turn's events (JSON) from ``after``; None on an idle tick (send a keep-alive). Ends
     after its last event, after the questions it is parked on, or at JUNE_API_STREAM_SECONDS
     (the client then resumes). Closes the follower (pass one opened before the turn started,
-    so not even its first delta is missed)."""
+    so not even its first delta is missed). ``queued``: the caller has just queued the turn,
+    and the stream says so first (``queued_event``)."""
     follower = follower or await SessionFollower(ref, after=after, turn_id=turn_id).__aenter__()
     deadline = time.monotonic() + settings.JUNE_API_STREAM_SECONDS
     shown: set[str] = set()
     try:
+        if queued:
+            yield queued_event(turn_id)
         async for item in follower.items():
             if time.monotonic() >= deadline:
                 return

@@ -13,7 +13,9 @@ once: one delta); ``action.completed`` → ``tool-output-available`` or ``tool-o
 ``input.requested`` of a tool approval the caller may answer → ``tool-approval-request``
 (any other request: a ``data-june-input`` part, the turn shown as waiting); ``input.answered``
 → ``tool-approval-response``; ``turn.completed`` → ``finish``; ``turn.failed`` → ``error``;
-``turn.cancelled`` → ``abort``. A model step is ``start-step`` … ``finish-step``.
+``turn.cancelled`` → ``abort``; ``turn.queued`` (a stream that started its turn: first, before
+any worker takes it) → a transient ``data-june-turn`` part ``{"status": "queued", "turnId",
+"at"}``. A model step is ``start-step`` … ``finish-step``.
 """
 
 from __future__ import annotations
@@ -189,6 +191,10 @@ class UIChunks:
         self.finished = True
         return self._end_step() + [{"type": "abort", "reason": str(event.get("reason") or "requested")}]
 
+    def _queued(self, event: dict[str, Any]) -> list[dict[str, Any]]:
+        data = {"status": "queued", "turnId": self.turn_id, "at": event.get("at")}
+        return [{"type": "data-june-turn", "id": f"{self.turn_id}-queued", "data": data, "transient": True}]
+
     def _parked(self, event: dict[str, Any]) -> list[dict[str, Any]]:
         """The stream ends on a parked turn (``turn_follow``): the message waits for an answer."""
         self.finished = True
@@ -212,6 +218,7 @@ def new_text(streamed: str, event: dict[str, Any]) -> str | None:
 
 
 HANDLERS = {
+    "turn.queued": UIChunks._queued,
     "reasoning.delta": UIChunks._reasoning_delta,
     "message.delta": UIChunks._message_delta,
     "message.completed": UIChunks._message_completed,

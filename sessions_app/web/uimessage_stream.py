@@ -190,7 +190,7 @@ async def chat(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     ref = SessionRef(agent, chat_id)
     if trigger == "regenerate-message":
         turn_id = await db(_regenerate)(agent=agent, key=chat_id, user=user, message_id=message_id)
-        return _response(ref, turn_id=turn_id, after=after, user=user)
+        return _response(ref, turn_id=turn_id, after=after, user=user, queued=True)
     answers = _approvals(last) if last["role"] == "assistant" else []
     if last["role"] == "assistant":
         if not answers:
@@ -218,7 +218,7 @@ async def chat(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     except BaseException:
         await follower.close()
         raise
-    return _response(ref, turn_id=turn_id, after=after, user=user, follower=follower)
+    return _response(ref, turn_id=turn_id, after=after, user=user, follower=follower, queued=True)
 
 
 @api_view("GET")
@@ -271,8 +271,9 @@ def _response(
     user: Any,
     follower: SessionFollower | None = None,
     events: AsyncGenerator[dict[str, Any] | None, None] | None = None,
+    queued: bool = False,
 ) -> StreamingHttpResponse:
-    events = events or turn_events(ref, turn_id=turn_id, after=after, user=user, follower=follower)
+    events = events or turn_events(ref, turn_id=turn_id, after=after, user=user, follower=follower, queued=queued)
     fold = UIChunks(turn_id)
     return StreamingHttpResponse(
         folded(events, fold, sse, end=lambda: [DONE] if fold.finished else []),

@@ -35,6 +35,7 @@ def test_a_turn_with_a_tool_call_is_one_run(run):
     seen = run("t-tool", "stock mugs")
     events = seen["first"]
     assert events[0] == "RUN_STARTED" and events[1] == "STATE_SNAPSHOT" and events[-1] == "RUN_FINISHED"
+    assert events[2] == "CUSTOM"  # june.turn.queued: the run started its turn
     for kind in ("TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END", "TOOL_CALL_RESULT", "TEXT_MESSAGE_CONTENT"):
         assert kind in events
     assert seen["firstOutcome"]["type"] == "success"
@@ -67,5 +68,6 @@ def test_a_client_reloaded_mid_run_reattaches_and_gets_the_whole_turn(run):
     seen = run("t-reload", "essay", reattach=True)
     assert seen["deltasBeforeReload"] >= 3
     assert seen["events"][0] == "RUN_STARTED" and seen["outcome"]["type"] == "success"
+    assert "CUSTOM" not in seen["events"]  # a reattach queued nothing
     turn = m.Turn.objects.get(session__key="t-reload")
     assert turn.status == "completed" and seen["text"] == turn.text

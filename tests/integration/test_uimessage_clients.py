@@ -47,7 +47,8 @@ def _text(message: dict) -> str:
 def test_a_tool_call_streams_as_ui_chunks_and_the_history_matches(chat):
     seen = chat("tool", "c-tool", text="stock mugs")
     types = seen["types"]
-    assert types[0] == "start" and types[-1] == "finish"
+    assert types[0] == "start" and types[1] == "data-june-turn" and types[-1] == "finish"  # queued, at once
+    assert not [p for p in seen["message"]["parts"] if p["type"] == "data-june-turn"]  # transient
     for kind in ("tool-input-start", "tool-input-delta", "tool-input-available", "tool-output-available", "text-delta"):
         assert kind in types
     (tool,) = _tools(seen["message"])
@@ -131,6 +132,7 @@ def test_a_reload_mid_turn_resumes_from_the_log_and_loses_nothing(chat):
     seen = chat("reload", "c-reload", text="essay")
     assert "finish" not in seen["dropped"] and seen["droppedText"]
     assert seen["resumed"][0] == "start" and seen["resumed"][-1] == "finish"
+    assert "data-june-turn" not in seen["resumed"]  # a resume queued nothing
     turn = m.Turn.objects.get(session__key="c-reload")
     assert turn.status == "completed"
     assert _text(seen["message"]) == turn.text and turn.text.startswith(seen["droppedText"])

@@ -47,6 +47,17 @@ def test_a_turn_with_a_tool_call_is_one_well_formed_run():
     assert wire == {"type": "TOOL_CALL_ARGS", "toolCallId": "c1", "delta": '{"item": "mugs"}'}
 
 
+def test_a_run_that_queued_its_turn_says_so_first_in_a_custom_event():
+    out = run([{"type": "turn.queued", "at": "2026-12-07T02:00:00+00:00"}, {"type": "turn.completed", "text": "ok"}])
+    assert kinds(out) == [EventType.RUN_STARTED, EventType.STATE_SNAPSHOT, EventType.CUSTOM, EventType.RUN_FINISHED]
+    wire = json.loads(encode(out[2])[len(b"data: ") :])
+    assert wire == {
+        "type": "CUSTOM",
+        "name": "june.turn.queued",
+        "value": {"turnId": "t1", "at": "2026-12-07T02:00:00+00:00"},
+    }
+
+
 def test_a_parked_turn_ends_the_run_on_its_interrupts():
     request = {"id": "approve:c1", "kind": "tool_approval", "prompt": "Run it?", "schema": {"type": "object"}}
     out = run(

@@ -37,6 +37,17 @@ def test_live_deltas_then_the_committed_text_send_each_character_once():
     assert text(out) == "Hello!"
 
 
+def test_a_stream_that_queued_its_turn_says_so_first_in_a_transient_part():
+    out = fold([{"type": "turn.queued", "at": "2026-12-07T02:00:00+00:00"}, {"type": "turn.completed", "text": ""}])
+    assert types(out) == ["start", "data-june-turn", "finish"]
+    assert out[1] == {
+        "type": "data-june-turn",
+        "id": "t1-queued",
+        "data": {"status": "queued", "turnId": "t1", "at": "2026-12-07T02:00:00+00:00"},
+        "transient": True,
+    }
+
+
 def test_a_stream_joined_mid_message_waits_for_the_snapshot_and_repeats_nothing():
     """A resume joins the live deltas past the part it missed: a delta past the gap is held back
     until the sink's snapshot (offset 0) brings the beginning."""
