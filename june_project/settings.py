@@ -71,7 +71,6 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -86,6 +85,11 @@ INSTALLED_APPS = [
     "sessions_app",
     "june_evals.evalapp.EvalsConfig",  # evals: datasets, runs, the admin's side by side (docs/evals.md)
 ]
+# daphne's app only makes ``runserver`` daphne's; importing it loads Twisted, Autobahn and
+# cryptography (about 44 MB) into every process, the workers' too, which never serve HTTP. The
+# web process is ``daphne june_project.asgi:application`` (Procfile, dev.py run) and needs no app
+if sys.argv[1:2] == ["runserver"]:
+    INSTALLED_APPS.insert(0, "daphne")
 
 # One synchronous stack (sessions_app/web/syncstack.py): Django's own middleware, declared
 # sync-only, so a request hands off to its thread once, not at every middleware

@@ -2,7 +2,9 @@
 views: ``api``; the contract: ``openapi``)."""
 
 from importlib.util import find_spec
+from typing import Any
 
+from django.http import HttpRequest, HttpResponse
 from django.urls import path, re_path
 
 from sessions_app.web import (
@@ -18,7 +20,16 @@ from sessions_app.web import (
 )
 
 if find_spec("ag_ui") is not None:
-    from sessions_app.web.agui_stream import agui_run
+
+    async def agui_run(request: HttpRequest, **kwargs: Any) -> HttpResponse:
+        """``agui_stream.agui_run``, imported at its first request: ag-ui-protocol's models (about
+        20 MB of pydantic classes) stay out of a web process that never serves AG-UI."""
+        from sessions_app.web.agui_stream import agui_run as run
+
+        return await run(request, **kwargs)
+
+    # as ``api.api_view``'s views: the view checks CSRF itself (cookie callers only)
+    agui_run.csrf_exempt = True  # type: ignore[attr-defined]
 else:  # a site without the extra: the route answers which one to install
     agui_run = api.extra_missing("agui", "ag-ui-protocol")
 
