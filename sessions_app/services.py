@@ -36,6 +36,7 @@ from sessions_app.outbox.queue import enqueue_head, ring_on_commit
 from sessions_app.site_errors import AccessDenied, BadRequest, PayloadTooLarge
 from sessions_app.store import host_ops
 from sessions_app.store.batch_model import REASON as BATCH_REASON
+from sessions_app.store.threads import run_here
 
 INPUT_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,199}")
 
@@ -86,17 +87,24 @@ class AfterCall:
 T = TypeVar("T")
 
 
-def _host_call(agent: str, key: str, operation: Callable[[AgentSession], Awaitable[T]]) -> T:
+def _host_call(agent: str, key: str, operation: Callable[[AgentSession], Awaitable[T]], *, inline: bool = False) -> T:
     """Call the runtime's host API (``operation`` of the session's ``AgentSession``; the rules
     live there), on Django's connection of this thread: inside the caller's transaction, if one
-    is open."""
+    is open.
+
+    ``inline``: the call awaits nothing but the store's database calls (a start without a
+    replace logs no event to publish), so it runs here, with no event loop (``run_here``).
+    Otherwise ``async_to_sync`` runs it on an event loop (under daphne the server's own, which
+    every connection's I/O waits for), and each database call hops back to this thread."""
     dispatcher = AfterCall()
-    host = wiring.runtime(dispatcher=dispatcher, own_connection=False).session(agent, key)
+    host = wiring.runtime(dispatcher=dispatcher, own_connection=False, inline=inline).session(agent, key)
 
     async def call() -> T:
         return await operation(host)
 
     try:
+        if inline:
+            return contextvars.copy_context().run(run_here, call())
         # in a copy of the caller's context: asgiref copies the call's context variables back
         # into the caller's, and a call from a thread with no event loop (a django-q2 task, a
         # WSGI server) runs on a new thread each time, whose Django connection handle adds a
@@ -167,6 +175,7 @@ def turn_start(
                 lambda host: host.start_turn(
                     turn_input, replace=replace, turn_id=turn_id, created_by=row, instructions=instructions
                 ),
+                inline=not replace,  # a replace publishes the cancels it logged: the event loop's
             )
     except BaseException:
         admitted.refund()

@@ -83,8 +83,8 @@ def agent(name: str, *, versions: bool = True) -> Agent:
         raise NotFound(f"no agent named {name!r}") from None
 
 
-def store(*, own_connection: bool = True) -> DjangoSessionStore:
-    return DjangoSessionStore(own_connection=own_connection)
+def store(*, own_connection: bool = True, inline: bool = False) -> DjangoSessionStore:
+    return DjangoSessionStore(own_connection=own_connection, inline=inline)
 
 
 def sink(*, background: bool = False) -> ChannelsEventSink:
@@ -117,12 +117,19 @@ async def enqueue_runnable(runnable: list[tuple[str, Any]]) -> None:
         await sync_to_async(enqueue_turn)(turn_id)
 
 
-def runtime(*, dispatcher: Dispatcher, extra_sinks: tuple[EventSink, ...] = (), own_connection: bool = True) -> Runtime:
+def runtime(
+    *,
+    dispatcher: Dispatcher,
+    extra_sinks: tuple[EventSink, ...] = (),
+    own_connection: bool = True,
+    inline: bool = False,
+) -> Runtime:
     """A Runtime over the Django store. ``dispatcher``: who drives its turns (the services' hands
     them to django-q2 after the call; the CLI and schedules drive them in-process).
-    ``own_connection``: as ``DjangoSessionStore``'s (the services pass False)."""
+    ``own_connection``, ``inline``: as ``DjangoSessionStore``'s (the services pass False, and
+    ``inline`` for the calls they drive on their own thread)."""
     return Runtime(
-        store=store(own_connection=own_connection),
+        store=store(own_connection=own_connection, inline=inline),
         agents=agents(),
         model_for=batching(model_for, max_attempts=settings.JUNE_MAX_ATTEMPTS),
         sink=FanoutSink(sink(), DeliverySink(), *extra_sinks),

@@ -75,7 +75,7 @@ from sessions_app.store import (
 )
 from sessions_app.store.pipes import Pipes
 from sessions_app.store.rows import UnitWriter, journal_changes
-from sessions_app.store.threads import Threads, drop_unusable_connections, on_pool_thread
+from sessions_app.store.threads import Threads, drop_unusable_connections, inline, on_pool_thread
 
 
 class DjangoSessionStore:
@@ -87,12 +87,14 @@ class DjangoSessionStore:
         pipes: Pipes | None = None,
         threads: Threads | None = None,
         path: str | None = None,
+        inline: bool = False,
     ) -> None:
-        """``own_connection``: on PostgreSQL, a turn's creation and its claim with its load run on
+        """``inline``: the thread path calls each function on the awaiting thread, which owns
+        Django's connection and drives the coroutine with no event loop (``services._host_call``).
+        ``own_connection``: on PostgreSQL, a turn's creation and its claim with its load run on
         the store's own connection (``direct``), on the caller's thread. False keeps them on
-        Django's connection, where the services' host calls belong: each runs in a thread of its
-        own (``async_to_sync``), maybe inside the caller's transaction (a webhook's replay row
-        commits with its turn).
+        Django's connection, where the services' host calls belong (maybe inside the caller's
+        transaction: a webhook's replay row commits with its turn).
 
         A worker's runner, which drives many turns on one event loop, passes ``pipes`` (on
         PostgreSQL: the store's own connections, never blocking the loop; they take the place of
@@ -102,6 +104,7 @@ class DjangoSessionStore:
         path is asgiref's one thread that owns Django's connection."""
         self.clock = clock
         self.own_connection = own_connection
+        self.inline = inline
         self.pipes = pipes
         self.threads = threads
         #: how it reaches the database (``paths``): chosen at its first call; ``path`` forces one
@@ -116,7 +119,9 @@ class DjangoSessionStore:
         """``fn`` as a coroutine function that runs it on the thread path."""
         hop = self._hops.get(fn)
         if hop is None:
-            if self.threads is None:
+            if self.inline:
+                hop = inline(fn)
+            elif self.threads is None:
                 hop = sync_to_async(fn)
             else:
                 hop = sync_to_async(on_pool_thread(fn), thread_sensitive=False, executor=self.threads)

@@ -8,11 +8,13 @@ import functools
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine, TypeVar
 
 from django.db import connection, connections
 
 from sessions_app.store import direct
+
+T = TypeVar("T")
 
 
 class Threads(ThreadPoolExecutor):
@@ -68,3 +70,25 @@ def on_pool_thread(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise
 
     return call
+
+
+def inline(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` as a coroutine function that calls it at once, on the awaiting thread (a store's
+    ``inline`` thread path: the caller owns Django's connection and drives the coroutine itself)."""
+
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def run_here(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends to its end on this thread, with no event loop (a host
+    call whose store runs ``inline``). One that suspends is a bug of the caller's choice: it is
+    closed and raises, before it could go on without what it awaited."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return done.value
+    coro.close()
+    raise RuntimeError("a host call run inline awaited something that suspends")

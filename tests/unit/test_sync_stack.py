@@ -53,3 +53,71 @@ def test_a_bad_host_under_the_api_is_json_with_debug_on_too(client, settings):
     assert response.json()["error"]["code"] == "bad_request"
     page = client.get("/accounts/login/", HTTP_HOST="evil.example")  # elsewhere: Django's own answer
     assert page.status_code == 400
+
+
+async def test_a_sync_view_runs_on_the_thread_of_the_stack_with_no_hop_back(monkeypatch):
+    """``june.asgi.one_hop``: the whole chain is synchronous, entered once; a sync view under it
+    goes back to no event loop (Django's own chain has an async bottom: two more trips through
+    the server's loop per request)."""
+    from asgiref.sync import AsyncToSync
+    from asgiref.testing import ApplicationCommunicator
+    from django.core.handlers.asgi import ASGIHandler
+
+    from june.asgi import one_hop
+
+    app = one_hop(ASGIHandler())
+    assert app.june_one_hop and one_hop(app) is app
+    hops = []
+    real = AsyncToSync.__call__
+    monkeypatch.setattr(AsyncToSync, "__call__", lambda self, *a, **k: hops.append(self) or real(self, *a, **k))
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/api/openapi.json",
+        "query_string": b"",
+        "headers": [(b"host", b"testserver")],
+        "server": ("testserver", 80),
+    }
+    comm = ApplicationCommunicator(app, scope)
+    await comm.send_input({"type": "http.request", "body": b"", "more_body": False})
+    start = await comm.receive_output(30)
+    assert start["status"] == 200
+    assert hops == []
+
+
+def test_a_coroutine_that_never_suspends_runs_here_and_one_that_does_is_refused():
+    import asyncio
+
+    import pytest
+
+    from sessions_app.store.threads import inline, run_here
+
+    async def plain():
+        return await inline(lambda x: x + 1)(1)
+
+    assert run_here(plain()) == 2
+
+    async def sleeps():
+        await asyncio.sleep(0)
+        await asyncio.sleep(0.01)  # a real wait: a future the loop would resolve
+
+    with pytest.raises(RuntimeError, match="suspends"):
+        run_here(sleeps())
+
+
+def test_a_start_runs_the_host_call_on_its_own_thread_and_a_replace_on_a_loop(monkeypatch, django_user_model, db):
+    """``services._host_call(inline=True)``: a start (no replace) awaits only the store's
+    database calls, made where they are awaited; a replace publishes the cancels it logged, on
+    an event loop (``async_to_sync``) as every other host call."""
+    from sessions_app import models as m
+    from sessions_app import services
+
+    hops = []
+    real = services.async_to_sync
+    monkeypatch.setattr(services, "async_to_sync", lambda fn: hops.append(fn) or real(fn))
+    user = django_user_model.objects.create_user("ann")
+    first = services.turn_start(agent="ops", key="s-inline", text="hello", user=user)
+    assert hops == [] and m.Turn.objects.get(pk=first.turn_id).status == "queued"
+    services.turn_start(agent="ops", key="s-inline", text="again", user=user, replace=True)
+    assert len(hops) == 1
+    assert m.Turn.objects.get(pk=first.turn_id).status == "cancelled"
