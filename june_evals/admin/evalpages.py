@@ -31,6 +31,7 @@ from june_evals.datasets import examples_from_sessions, run_rows
 from june_evals.models import AgentVersion, Dataset, EvalCase, EvalRun, Example, ExampleFile
 from sessions_app import health, wiring
 from sessions_app import models as m
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.attachment_services import checked_type
 from sessions_app.times import time_column
 
@@ -96,7 +97,7 @@ class ExampleFileInline(StaffOnly, admin.TabularInline):
 
 
 @admin.register(Example)
-class ExampleAdmin(StaffOnly, admin.ModelAdmin):
+class ExampleAdmin(StaffOnly, CheckedModelAdmin):
     """A case on its own page: its text, expectations and attached files (PNG, JPEG, GIF, WebP,
     PDF), sent with its turn as a person's message's are."""
 
@@ -141,7 +142,7 @@ class RunForm(forms.Form):
 
 
 @admin.register(Dataset)
-class DatasetAdmin(StaffOnly, admin.ModelAdmin):
+class DatasetAdmin(StaffOnly, CheckedModelAdmin):
     list_display = ("name", "description", time_column("created_at"))
     search_fields = ("name",)
     inlines = [ExampleInline]
@@ -239,7 +240,7 @@ def compare_rows(run: EvalRun) -> list[dict[str, Any]]:
 
 
 @admin.register(EvalRun)
-class EvalRunAdmin(StaffOnly, admin.ModelAdmin):
+class EvalRunAdmin(StaffOnly, CheckedModelAdmin):
     list_display = ("__str__", "labels", "status", time_column("created_at"), time_column("finished_at"))
     list_filter = ("status",)
     change_form_template = "admin/june_evals/run_compare.html"
@@ -306,7 +307,7 @@ class EvalRunAdmin(StaffOnly, admin.ModelAdmin):
 
 
 @admin.register(AgentVersion)
-class AgentVersionAdmin(StaffOnly, admin.ModelAdmin):
+class AgentVersionAdmin(StaffOnly, CheckedModelAdmin):
     """The agent versions runs have made (a git revision's folder, a cassette, a script): read
     only — a run makes them, and a version's turns keep naming it."""
 

@@ -8,11 +8,12 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from agents_app.models import Attachment
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.times import ZonedTimes, time_column
 
 
 @admin.register(Attachment)
-class AttachmentAdmin(ZonedTimes, admin.ModelAdmin):
+class AttachmentAdmin(ZonedTimes, CheckedModelAdmin):
     list_display = (
         "name",
         "content_type",

@@ -17,6 +17,7 @@ from django.urls import path
 
 from sessions_app import models as m
 from sessions_app.admin.a11y import A11yMedia
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.admin.sessions import StaffReadOnly
 from sessions_app.times import ZonedTimes, time_column
 
@@ -42,7 +43,7 @@ class _Echo:
 
 
 @admin.register(m.AuditEvent)
-class AuditEventAdmin(ZonedTimes, admin.ModelAdmin):
+class AuditEventAdmin(ZonedTimes, CheckedModelAdmin):
     list_display = (
         time_column("at", "at"),
         "action",
@@ -126,7 +127,7 @@ def _cell(value: Any) -> str:
 
 
 @admin.register(m.UsageTotal)
-class UsageTotalAdmin(StaffReadOnly, admin.ModelAdmin):
+class UsageTotalAdmin(StaffReadOnly, CheckedModelAdmin):
     """What turns deleted by retention or an erasure spent, per agent and day (read-only)."""
 
     list_display = ("day", "agent", "turns", "usage")

@@ -28,6 +28,7 @@ from sessions_app import audit, listings, selectors, services, takeover
 from sessions_app import models as m
 from sessions_app.admin.a11y import A11yMedia
 from sessions_app.admin.answer_form import AnswerForm, form_kind  # noqa: F401 (AnswerForm: re-exported)
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.admin.inbox_row import inline_answer, take_over_button
 from sessions_app.site_errors import Unprocessable
 
@@ -107,7 +108,7 @@ def _audit_shown(request, turns) -> None:
 
 
 @admin.register(m.ApprovalRequest)
-class ApprovalInboxAdmin(admin.ModelAdmin):
+class ApprovalInboxAdmin(CheckedModelAdmin):
     list_display = ("prompt", "agent", "session_key", "requested_by", "tool_call", "waited", "turn_link")
     list_display_links = ("prompt",)
     list_per_page = 50

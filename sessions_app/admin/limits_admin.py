@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.models import QuotaOverride, username_field
 
 USERNAME = username_field()
 
 
 @admin.register(QuotaOverride)
-class QuotaOverrideAdmin(admin.ModelAdmin):
+class QuotaOverrideAdmin(CheckedModelAdmin):
     list_display = ("__str__", "turns_per_minute", "tokens_per_day", "note")
     list_select_related = ("user", "group")
     search_fields = (f"user__{USERNAME}", "group__name", "note")

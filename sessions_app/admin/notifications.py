@@ -9,12 +9,13 @@ from typing import Any
 from django.contrib import admin
 
 from sessions_app.admin.a11y import A11yMedia
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.models import Notification
 from sessions_app.times import ZonedTimes, time_column
 
 
 @admin.register(Notification)
-class NotificationAdmin(ZonedTimes, admin.ModelAdmin):
+class NotificationAdmin(ZonedTimes, CheckedModelAdmin):
     list_display = (
         time_column("created_at"),
         "kind",

@@ -17,6 +17,7 @@ from agents_app.cron import declarations, next_tick
 from agents_app.models import AgentSchedule, ScheduleRun, WebhookDelivery
 from sessions_app import wiring
 from sessions_app.admin.a11y import A11yMedia
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.models import Turn
 from sessions_app.outbox.deliveries import delivery_retry
 from sessions_app.outbox.queue import FIRE
@@ -32,7 +33,7 @@ def _turn_link(turn_id: str) -> str:
 
 
 @admin.register(AgentSchedule)
-class AgentScheduleAdmin(admin.ModelAdmin):
+class AgentScheduleAdmin(CheckedModelAdmin):
     list_display = (
         "name",
         "cron_zone",
@@ -162,7 +163,7 @@ class AgentScheduleAdmin(admin.ModelAdmin):
 
 
 @admin.register(ScheduleRun)
-class ScheduleRunAdmin(ZonedTimes, admin.ModelAdmin):
+class ScheduleRunAdmin(ZonedTimes, CheckedModelAdmin):
     list_display = (
         "schedule",
         time_column("tick"),
@@ -188,7 +189,7 @@ class ScheduleRunAdmin(ZonedTimes, admin.ModelAdmin):
 
 
 @admin.register(WebhookDelivery)
-class WebhookDeliveryAdmin(ZonedTimes, admin.ModelAdmin):
+class WebhookDeliveryAdmin(ZonedTimes, CheckedModelAdmin):
     list_display = (
         "turn",
         "agent",

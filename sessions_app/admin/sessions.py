@@ -24,6 +24,7 @@ from sessions_app import generations, selectors
 from sessions_app import models as m
 from sessions_app.admin import console, search_admin, takeover_admin, tree_admin
 from sessions_app.admin.a11y import A11yMedia
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.admin.privacy_actions import erase_owners, hold_sessions, release_sessions
 from sessions_app.audit import audit_staff_read
 from sessions_app.times import ZonedTimes, time_column
@@ -161,7 +162,7 @@ def step_note(key: str, data: Any) -> str:
 
 
 @admin.register(m.Session)
-class SessionAdmin(ZonedTimes, StaffReadOnly, admin.ModelAdmin):
+class SessionAdmin(ZonedTimes, StaffReadOnly, CheckedModelAdmin):
     list_display = (
         "key",
         "title_shown",

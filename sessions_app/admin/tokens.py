@@ -7,6 +7,7 @@ import secrets
 
 from django.contrib import admin, messages
 
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.models import ApiToken, username_field
 from sessions_app.times import ZonedTimes, time_column
 
@@ -14,7 +15,7 @@ USERNAME = username_field()
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(ZonedTimes, admin.ModelAdmin):
+class ApiTokenAdmin(ZonedTimes, CheckedModelAdmin):
     list_display = ("user", "name", "prefix", time_column("created_at"), time_column("last_used_at"))
     list_select_related = ("user",)
     search_fields = (f"user__{USERNAME}", "name", "prefix")

@@ -17,13 +17,14 @@ from agents_app.runtime import short_turn_id
 from sessions_app import models as m
 from sessions_app.admin import console, edits, timeline, tree_admin
 from sessions_app.admin.a11y import A11yMedia
+from sessions_app.admin.checked import CheckedModelAdmin
 from sessions_app.admin.sessions import USERNAME, StaffReadOnly, archived_name, pretty_json, step_note
 from sessions_app.audit import audit_staff_read
 from sessions_app.times import ZonedTimes, time_column, time_html
 
 
 @admin.register(m.Turn)
-class TurnAdmin(ZonedTimes, StaffReadOnly, admin.ModelAdmin):
+class TurnAdmin(ZonedTimes, StaffReadOnly, CheckedModelAdmin):
     #: what an operator scans a list for; the rest is on the turn's page (at 1,400 px the list's
     #: right-hand columns were cut off)
     list_display = ("short", "asked", "session_link", "status_words", "phase", "attempts", time_column("created_at"))
