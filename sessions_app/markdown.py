@@ -8,9 +8,12 @@ mailto, each with ``rel="noopener noreferrer"``."""
 from __future__ import annotations
 
 import functools
+import re
+from typing import Any
 
 import nh3
 from markdown_it import MarkdownIt
+from markdown_it.common.utils import escapeHtml
 
 TAGS = {
     "p",
@@ -42,16 +45,48 @@ TAGS = {
 #: a table column's alignment comes as ``style="text-align:…"`` (nothing else of a style survives)
 ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "ol": {"start"}, "th": {"style"}, "td": {"style"}}
 MAX_CHARS = 200_000
+#: what one text's parse may cost, in calls of markdown-it's rules: one per block (and per line a
+#: paragraph, list or quote reads on) and one per inline position a mark could start at. Past it
+#: the text is shown as written (``plain_html``): markdown-it's work per call is about constant,
+#: so this bounds the time of a render whatever the text (docs/ui.md, "Formatted replies").
+BUDGET = 10_000
+PARAGRAPHS = re.compile(r"\n[ \t]*\n")
+
+
+class OverBudget(Exception):
+    pass
+
+
+def _meter(state: Any, *_: Any) -> bool:
+    """A rule that matches nothing and counts its calls (it runs first, on every chain)."""
+    state.env["june_cost"] = cost = state.env.get("june_cost", 0) + 1
+    if cost > BUDGET:
+        raise OverBudget
+    return False
 
 
 @functools.cache
 def _parser() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
+    parser = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable("table")
+    parser.block.ruler.before("table", "june_meter", _meter, {"alt": ["paragraph", "reference", "blockquote", "list"]})
+    parser.inline.ruler.before("text", "june_meter", _meter)
+    return parser
+
+
+def plain_html(text: str) -> str:
+    """``text`` as written: its paragraphs (split at blank lines), line breaks kept, escaped."""
+    paragraphs = (p.strip(" \t\n") for p in PARAGRAPHS.split(re.sub(r"\r\n?", "\n", text)))
+    return "".join("<p>" + escapeHtml(p).replace("\n", "<br>\n") + "</p>\n" for p in paragraphs if p)
 
 
 def markdown_html(text: str) -> str:
-    """markdown-it's HTML for ``text``, before it is cleaned (what the browser's markdown-it gives)."""
-    return _parser().render(str(text or "")[:MAX_CHARS])
+    """markdown-it's HTML for ``text``, before it is cleaned (what the browser's markdown-it gives);
+    the text as written when its parse would cost more than ``BUDGET``."""
+    text = str(text or "")[:MAX_CHARS]
+    try:
+        return _parser().render(text, {})
+    except OverBudget:
+        return plain_html(text)
 
 
 def to_html(text: str) -> str:

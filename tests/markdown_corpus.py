@@ -40,5 +40,7 @@ CORPUS: dict[str, str] = {
     "brackets": "[" * 2000 + "x" + "](" * 500,
     "long": "A paragraph with **bold**, *em* and `code`, and a [link](https://example.com/n).\n\n" * 400,
     "unicode": "caf\u00e9 \u2014 \u00a0 \U0001f600 \u202e rtl",
+    "over_budget": "*a* _b_ " * 1300 + '\n\n<i>as</i> written\r\n& "kept"\n\n\n  last  ',
+    "within_budget": "*a* _b_ " * 1000,
     "headings": "Title\n=====\n\nSub\n---\n\n####### seven\n\n### closed ###",
 }

@@ -89,3 +89,32 @@ def test_a_tables_column_alignment_is_kept_and_no_other_style():
     assert "color" not in html.replace("&lt;span style=&quot;color:red&quot;&gt;", "").replace(
         '&lt;span style="color:red"&gt;', ""
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["_*" * 100_000, "[" * 200_000, "![" * 100_000, "- a\n" * 50_000, "a\n\n" * 66_000, "|x|[y](z)|\n" * 16_000],
+    ids=["emphasis", "brackets", "images", "list", "paragraphs", "table"],
+)
+def test_a_reply_at_the_size_limit_renders_in_bounded_time_whatever_its_marks(text):
+    """A 200,000-character reply of ``_*`` took markdown-it-py 3.6 s, on every view of a page
+    showing it (markdown-it-py's work per inline mark or block is about constant, and large):
+    past ``BUDGET`` rule calls the reply is shown as written, escaped, its paragraphs kept."""
+    import time
+
+    started = time.process_time()
+    html = to_html(text)
+    spent = time.process_time() - started
+    assert spent < 1.5, f"{spent:.2f} s of CPU"  # about 0.2 s on an idle machine: a generous bound
+    assert html.startswith("<p>") and "<em>" not in html and "<li>" not in html and "<a " not in html
+    assert_safe(html)
+
+
+def test_a_long_reply_within_the_budget_keeps_its_marks_and_one_over_it_is_shown_as_written():
+    from sessions_app.markdown import BUDGET, markdown_html
+
+    ordinary = "A paragraph with **bold**, *em* and `code`, and a [link](https://example.com/n).\n\n" * 600
+    assert markdown_html(ordinary).count("<strong>") == 600  # 50,000 characters of dense Markdown
+    assert markdown_html("*a* " * (BUDGET // 5)).count("<em>") == BUDGET // 5  # four calls each
+    over = markdown_html("*a* " * BUDGET + "\n\n<b>x</b> & y\nz")
+    assert "<em>" not in over and over.endswith("<p>&lt;b&gt;x&lt;/b&gt; &amp; y<br>\nz</p>\n")

@@ -24,11 +24,43 @@ const ATTRIBUTES = { A: ["href", "title"], CODE: ["class"], OL: ["start"], TH: [
 const ALIGN = /^text-align:\s*(left|right|center)\s*;?$/;
 const SCHEME = /^([a-z][a-z0-9+.-]*):/i;
 
-const parser = new MarkdownIt("commonmark", { html: false, linkify: false, typographer: false }).enable("table");
+export const BUDGET = 10000; // markdown.py's BUDGET: rule calls one text's parse may cost
+const PARAGRAPHS = /\n[ \t]*\n/;
 
-// markdown-it's HTML for `text`, before it is cleaned (what markdown-it-py's render gives)
+class OverBudget extends Error {}
+
+// markdown.py's _meter: a rule that matches nothing and counts its calls
+function meter(state) {
+  state.env.juneCost = (state.env.juneCost || 0) + 1;
+  if (state.env.juneCost > BUDGET) throw new OverBudget();
+  return false;
+}
+
+const parser = new MarkdownIt("commonmark", { html: false, linkify: false, typographer: false }).enable("table");
+parser.block.ruler.before("table", "june_meter", meter, { alt: ["paragraph", "reference", "blockquote", "list"] });
+parser.inline.ruler.before("text", "june_meter", meter);
+
+// markdown.py's plain_html: the text as written, its paragraphs and line breaks kept, escaped
+export function plainHtml(text) {
+  return text
+    .replace(/\r\n?/g, "\n")
+    .split(PARAGRAPHS)
+    .map((p) => p.replace(/^[ \t\n]+|[ \t\n]+$/g, ""))
+    .filter((p) => p)
+    .map((p) => `<p>${parser.utils.escapeHtml(p).replace(/\n/g, "<br>\n")}</p>\n`)
+    .join("");
+}
+
+// markdown-it's HTML for `text`, before it is cleaned (what markdown-it-py's render gives); the
+// text as written when its parse would cost more than BUDGET
 export function markdownHtml(text) {
-  return parser.render(String(text || "").slice(0, MAX_CHARS));
+  const source = String(text || "").slice(0, MAX_CHARS);
+  try {
+    return parser.render(source, {});
+  } catch (error) {
+    if (error instanceof OverBudget) return plainHtml(source);
+    throw error;
+  }
 }
 
 let purifier = null;
