@@ -14,7 +14,10 @@ agent's). ``--model`` / ``--against-model`` (``cassette:FILE``, ``script:FILE``,
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +85,23 @@ def _line(case: dict[str, Any]) -> str:
     return f"{mark} [{case['version']}] {case['name']}" + (f" — {case['failed']}" if case["failed"] else "")
 
 
+@contextlib.contextmanager
+def queue_quiet(verbosity: int) -> Iterator[None]:
+    """django-q2 logs ``Enqueued [june] 7`` at INFO for each task a case's turn queues, on a
+    handler of its own at INFO when the host's logging names none (a ``startproject`` site's):
+    a line of the queue's between the command's, per case. The command hears only its warnings
+    (``-v 2``: everything), and gives the logger its level back when it ends."""
+    from django_q.conf import logger
+
+    level = logger.level
+    if verbosity < 2:
+        logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 class EvalCommand:
     help = "run a dataset through an agent (or two versions) on the workers; exit 1 under --threshold"
 
@@ -104,6 +124,10 @@ class EvalCommand:
         parser.add_argument("--json", action="store_true", help="print the totals as one JSON object")
 
     def handle(self, command: BaseCommand, opts: dict[str, Any]) -> None:
+        with queue_quiet(opts.get("verbosity", 1)):
+            self.run(command, opts)
+
+    def run(self, command: BaseCommand, opts: dict[str, Any]) -> None:
         if not 0.0 <= opts["threshold"] <= 1.0:
             raise CommandError("--threshold is a pass rate between 0 and 1")
         try:

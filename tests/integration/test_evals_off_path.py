@@ -284,3 +284,32 @@ def test_the_runs_page_leaves_a_judged_case_to_the_workers(staff_client):
     drive_here(run)  # a worker's tick judges it
     case.refresh_from_db()
     assert [s["detail"][:15] for s in case.scores if s["name"] == "judge"] == ["You said: Input"]
+
+
+def test_the_command_prints_no_line_of_the_queue_s_own(tmp_path):
+    """In a host whose logging names no handler (a ``startproject`` site's), django-q2 gives its
+    logger one of its own at INFO: ``june eval`` printed ``12:00:01 [Q] INFO Enqueued [default] 7``
+    between its lines, once per case. The command hears the queue's warnings only (``-v 2``: all)."""
+    import logging
+
+    from django_q.conf import logger
+
+    (tmp_path / "two.jsonl").write_text('{"input": "hello"}\n{"input": "hi"}\n')
+    heard: list[str] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: heard.append(record.getMessage())  # type: ignore[method-assign]
+    level, logger.level = logger.level, logging.INFO  # as django-q2 sets it up in such a host
+    logger.addHandler(handler)
+    try:
+        for verbosity in (1, 2):
+            with pytest.raises(SystemExit):
+                call_command(
+                    "june", "eval", str(tmp_path / "two.jsonl"), "--agent", "ops", "--timeout", "0.2",
+                    verbosity=verbosity, stdout=io.StringIO(), stderr=io.StringIO(),
+                )  # fmt: skip
+            assert logger.level == logging.INFO  # as it was
+            enqueued = [line for line in heard if line.startswith("Enqueued")]
+            assert enqueued == [] if verbosity == 1 else len(enqueued) >= 2, heard
+    finally:
+        logger.removeHandler(handler)
+        logger.level = level
