@@ -69,20 +69,46 @@ def runs_as(v: dict[str, Any]) -> str:
     return str(v.get("runs_as") or v["agent"])
 
 
+#: seconds within which the admin's "Start the run" with the same settings is the same run
+START_ONCE_SECONDS = 60
+
+
 def run_start(*, dataset: Dataset, versions: list[dict[str, Any]], concurrency: int = 8) -> EvalRun:
     """An EvalRun and one EvalCase per (example, version), none started yet."""
+    return run_start_once(dataset=dataset, versions=versions, concurrency=concurrency, within=0)[0]
+
+
+def run_start_once(
+    *, dataset: Dataset, versions: list[dict[str, Any]], concurrency: int = 8, within: float = START_ONCE_SECONDS
+) -> tuple[EvalRun, bool]:
+    """``run_start``, unless a run of the dataset with the same versions and concurrency started
+    less than ``within`` seconds ago and still runs: then that run, and False (not made now). A
+    double click, or the same form sent from two tabs, makes one run. The check and the insert
+    are one transaction behind the dataset's row lock (on SQLite, the write lock IMMEDIATE takes
+    at the transaction's start), so two requests at once cannot both find none."""
     if not 1 <= len(versions) <= 2:
         raise ValueError("an eval run compares one or two versions")
+    concurrency = max(1, concurrency)
     with transaction.atomic():
         Dataset.objects.select_for_update().filter(pk=dataset.pk).first()  # a reload waits (datasets.py)
+        if within > 0:
+            recent = EvalRun.objects.filter(
+                dataset=dataset,
+                status=RunStatus.RUNNING,
+                concurrency=concurrency,
+                created_at__gte=timezone.now() - timezone.timedelta(seconds=within),
+            )
+            same = next((run for run in recent.order_by("-id")[:20] if run.versions == versions), None)
+            if same is not None:
+                return same, False
         examples = list(dataset.examples.filter(retired=False))
         if not examples:  # a run of nothing would "pass" 0 of 0 and say nothing of why
             raise BadRequest(f"the dataset {dataset.name!r} has no cases to run")
-        run = EvalRun.objects.create(dataset=dataset, versions=versions, concurrency=max(1, concurrency))
+        run = EvalRun.objects.create(dataset=dataset, versions=versions, concurrency=concurrency)
         EvalCase.objects.bulk_create(
             EvalCase(run=run, example=example, version=v) for example in examples for v in range(len(versions))
         )
-    return run
+    return run, True
 
 
 def session_key(case: EvalCase) -> str:

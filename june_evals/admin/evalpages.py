@@ -182,11 +182,14 @@ class DatasetAdmin(StaffOnly, CheckedModelAdmin):
                             judge=data["judge"],
                         )
                     )
-                run = driver.run_start(dataset=dataset, versions=versions, concurrency=data["concurrency"])
+                run, made = driver.run_start_once(dataset=dataset, versions=versions, concurrency=data["concurrency"])
             except JuneError as exc:
                 form.add_error(None, str(exc))
             else:
-                evaltasks.schedule(run)
+                if made:
+                    evaltasks.schedule(run)
+                else:  # a double click, or the same form sent from another tab
+                    messages.info(request, f"{run} with these settings started moments ago: this is it.")
                 return redirect(reverse("admin:june_evals_evalrun_change", args=[run.pk]))
         cases = dataset.examples.filter(retired=False).count()  # a reloaded file's old cases are kept, not run
         context = {

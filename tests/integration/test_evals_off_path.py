@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.utils import timezone
 
 from june_evals import driver
 from june_evals.models import Dataset, EvalCase, EvalRun, Example
@@ -313,3 +314,49 @@ def test_the_command_prints_no_line_of_the_queue_s_own(tmp_path):
     finally:
         logger.removeHandler(handler)
         logger.level = level
+
+
+def test_a_run_started_twice_at_once_in_the_admin_is_one_run(tmp_path):
+    """A double click on "Start the run", or the same form sent from two tabs, made two runs (each
+    case's turn twice: twice the tokens). Two requests at once, on two connections: one run, and
+    both land on its page; the same form a minute later is a new run."""
+    import threading
+
+    from django.db import connection
+    from django.test import Client
+
+    dataset = Dataset.objects.create(name="twice")
+    Example.objects.create(dataset=dataset, input="hello")
+    staff = get_user_model().objects.create_user("tab", password="pw", is_staff=True)
+    form = {"agent": "ops", "concurrency": 2}
+    url = f"/admin/june_evals/dataset/{dataset.pk}/run/"
+    clients = [Client(), Client()]
+    for c in clients:
+        c.force_login(staff)
+    ready, answers = threading.Barrier(2), []
+
+    def click(c: Client) -> None:
+        try:
+            ready.wait()
+            answers.append(c.post(url, form))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=click, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    run = EvalRun.objects.get()
+    assert [a.status_code for a in answers] == [302, 302]
+    assert {a["Location"] for a in answers} == {f"/admin/june_evals/evalrun/{run.pk}/change/"}
+    assert EvalCase.objects.filter(run=run).count() == 1
+    said = (
+        clients[0].get(answers[0]["Location"]).content.decode()
+        + clients[1].get(answers[1]["Location"]).content.decode()
+    )
+    assert "with these settings started moments ago" in said
+
+    EvalRun.objects.filter(pk=run.pk).update(created_at=run.created_at - timezone.timedelta(minutes=2))
+    assert clients[0].post(url, form).status_code == 302
+    assert EvalRun.objects.count() == 2  # a minute later: a run of its own
