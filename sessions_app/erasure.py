@@ -158,7 +158,11 @@ def generation_delete(session_id: int, generation: int, *, counts: Counter) -> b
     turns = list(m.Turn.objects.filter(session_id=session_id, generation=generation).values_list("pk", flat=True))
     turns_forgotten.send(sender=m.Session, agent=agent, session_key=key, turn_ids=turns)
     _delete_in(lambda part: m.Notification.objects.filter(turn_id__in=part), turns, counts, "notifications")
-    _delete_in(lambda part: Attachment.objects.filter(turn_id__in=part), turns, counts, "attachments")
+    sent = turns + [  # and the files its user sent while a person answered
+        m.takeover_files_mark(pk)
+        for pk in m.Takeover.objects.filter(session_id=session_id, generation=generation).values_list("pk", flat=True)
+    ]
+    _delete_in(lambda part: Attachment.objects.filter(turn_id__in=part), sent, counts, "attachments")
     for model, column, label in ((m.Event, "seq", "events"), (m.Message, "index", "messages")):
         while True:
             last = list(

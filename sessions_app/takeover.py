@@ -31,6 +31,7 @@ from agents_app.runtime import events as ev
 from agents_app.runtime.errors import TurnConflictError
 from agents_app.runtime.messages import Message, Role
 from agents_app.runtime.seams import SessionRef
+from sessions_app import attachment_services as attach
 from sessions_app import audit, services, wiring
 from sessions_app import models as m
 from sessions_app.site_errors import AccessDenied, BadRequest
@@ -133,15 +134,20 @@ def takeover_begin(*, session: m.Session, user: Any, running: str = "cancel", re
     return row
 
 
-def _say_txn(session_id: int, kind: str, text: str, shown_as: str) -> int:
+def _say_txn(session_id: int, kind: str, text: str, shown_as: str, *, user: Any = None, ids: Any = ()) -> int:
     """Log one message of the takeover (the event log only: a reply the operator let finish may
-    still be writing the transcript; the messages join it at the hand back); its event's seq."""
+    still be writing the transcript; the messages join it at the hand back); its event's seq.
+    ``ids``: the user's unsent uploads to the session the message carries (marked sent)."""
     s = _locked(session_id)
     row = m.Takeover.objects.filter(session=s, ended_at__isnull=True).first()
     if row is None:
         raise TurnConflictError("this session is not taken over (any more)")
+    files = attach.attachments_take(
+        agent=s.agent, key=s.key, user=user, ids=list(ids), turn_id=m.takeover_files_mark(row.pk)
+    )
     m.Takeover.objects.filter(pk=row.pk).update(messages=row.messages + 1)
-    logged = log_txn(s.pk, [ev.PersonMessage("", role=kind, text=text, by=shown_as)], turn_id=None)
+    said = ev.PersonMessage("", role=kind, text=text, by=shown_as, attachments=files)
+    logged = log_txn(s.pk, [said], turn_id=None)
     _publish(s, logged)
     return logged[0].seq if logged else 0
 
@@ -156,17 +162,21 @@ def person_says(*, session: m.Session, user: Any, text: Any) -> int:
         return _say_txn(session.pk, "person", text, row.operator_name)
 
 
-def user_says(*, session: m.Session, user: Any, text: Any) -> int | None:
-    """The session's owner writes while it is taken over: the message goes to the person (its
+def user_says(*, session: m.Session, user: Any, text: Any, attachments: Any = None) -> int | None:
+    """The session's owner writes while it is taken over: the message, and the files it carries
+    (``attachments``: ids of their unsent uploads, as a start takes them), go to the person (its
     event's seq); None when it is not taken over (the caller starts a turn as usual)."""
     if not m.Takeover.objects.filter(session=session, ended_at__isnull=True).exists():
         return None
-    text = services.validate_text(text)
-    with transaction.atomic():
-        try:
-            return _say_txn(session.pk, "user", text, user.get_username())
-        except TurnConflictError:
-            return None  # handed back meanwhile: a turn starts
+    ids = attach.parse_ids(attachments if attachments is not None else [])
+    text = "" if ids and isinstance(text, str) and not text.strip() else services.validate_text(text)
+    try:
+        with transaction.atomic():
+            return _say_txn(session.pk, "user", text, user.get_username(), user=user, ids=ids)
+    except TurnConflictError:
+        if m.Takeover.objects.filter(session=session, ended_at__isnull=True).exists():
+            raise  # an attachment sent already (with another message)
+        return None  # handed back meanwhile: a turn starts
 
 
 def takeover_end(*, session: m.Session, user: Any, request: Any = None) -> m.Takeover:
@@ -205,12 +215,13 @@ def _transcript_of(row: m.Takeover, s: m.Session) -> list[Message]:
         created_at__gte=row.started_at,
     ).order_by("seq")
     for data in events.values_list("data", flat=True):
-        if not isinstance(data, dict) or not data.get("text"):
+        if not isinstance(data, dict) or not (data.get("text") or data.get("attachments")):
             continue
         if data.get("role") == "person":
             said.append(Message(Role.ASSISTANT, text=str(data["text"]), by=PERSON_PREFIX + name))
         else:
-            said.append(Message(Role.USER, text=str(data["text"])))
+            files = tuple(a for a in data.get("attachments") or () if isinstance(a, dict))
+            said.append(Message(Role.USER, text=str(data.get("text") or ""), attachments=files))
     begin = (
         f"[A person, {name}, took over this conversation from you. Until they handed it back, the "
         "assistant replies were theirs, not yours.]"
@@ -243,9 +254,7 @@ def user_says_in(*, agent: str, key: str, user: Any, text: Any, attachments: Any
     session = services.session_for_user(agent=agent, key=key, user=user)
     if session is None or not m.Takeover.objects.filter(session=session, ended_at__isnull=True).exists():
         return None
-    if attachments:
-        raise TurnConflictError("a person is answering now: send the files again once they hand back")
-    return user_says(session=session, user=user, text=text)
+    return user_says(session=session, user=user, text=text, attachments=attachments)
 
 
 def person_says_in(*, agent: str, key: str, user: Any, text: Any) -> int:

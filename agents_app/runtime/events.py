@@ -268,6 +268,16 @@ class PersonMessage(TurnEvent):
     role: str = "user"
     text: str = ""
     by: str = ""
+    #: the user's message's attachments (metadata), as ``turn.started`` carries an opening's
+    attachments: tuple[dict[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        data = TurnEvent.to_json(self)
+        if self.attachments:
+            data["attachments"] = [dict(a) for a in self.attachments]
+        else:
+            del data["attachments"]  # most messages attach nothing: no empty key in every row
+        return data
 
 
 EVENT_TYPES: dict[str, type[TurnEvent]] = {

@@ -27,6 +27,8 @@ def panel(session: m.Session, user: Any) -> dict[str, Any]:
         "takeover_mine": row is not None and row.operator_id == user.pk,
         "may_take_over": row is None and takeover.may_take_over(session=session, user=user),
         "takeover_ws": f"/ws/agents/{session.agent}/sessions/{session.key}/",
+        # the files the user sends come as ids: the panel links each under this path
+        "takeover_files": reverse("june_api:attachments", kwargs={"agent": session.agent, "session": session.key}),
         "takeovers_before": list(
             m.Takeover.objects.filter(session=session, ended_at__isnull=False).order_by("-started_at")[:5]
         ),

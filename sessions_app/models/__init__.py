@@ -47,6 +47,7 @@ from sessions_app.models.takeovers import (  # noqa: F401 (a person answering)
     PERSON_PREFIX,
     Takeover,
     TakeoverRunning,
+    takeover_files_mark,
 )
 from sessions_app.models.totals import UsageTotal  # noqa: F401 (what deleted turns spent)
 

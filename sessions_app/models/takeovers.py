@@ -23,6 +23,12 @@ class TakeoverRunning(models.TextChoices):
     FINISH = "finish", "let it finish"
 
 
+def takeover_files_mark(takeover_id: int) -> str:
+    """An ``Attachment.turn_id`` for the files a user sent during takeover ``takeover_id``: sent,
+    and by no turn (they join the transcript at the hand back)."""
+    return f"takeover-{takeover_id}"
+
+
 class Takeover(models.Model):
     session = models.ForeignKey("sessions_app.Session", on_delete=models.CASCADE, related_name="takeovers")
     generation = models.IntegerField(default=0)

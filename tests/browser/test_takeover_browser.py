@@ -2,7 +2,7 @@
 takes over from the admin session page while the agent's reply is still running (let it
 finish), the worker driving that reply is SIGKILLed while the session is taken over (the reply
 is recovered by another worker; the takeover stays), the user's message reaches the operator's
-panel live, the operator's answer shows in the user's chat as a person's with their name and a
+panel live (a file too), the operator's answer shows in the user's chat as a person's with their name and a
 banner (after a reload too), and the hand back lets the next message start a turn (see
 conftest.py for the daphne + qcluster harness; the model's view after a hand back is pinned in
 tests/integration/test_takeover_flow.py with a scripted model)."""
@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import signal
 
+from tests.attachment_files import png
 from tests.browser.conftest import DEADLINE_MS, chat_url, open_chat, send_message
 from tests.fault.qcluster import wait_for
 
@@ -43,8 +44,7 @@ def test_an_operator_takes_a_live_chat_over_and_hands_it_back(june_server, make_
     )
     chat.wait_for_selector("#notice[data-takeover]", timeout=DEADLINE_MS)
     assert "Olga Ops" in chat.locator("#notice").text_content()
-    # files go to the assistant, not to the person: the Attach button is off and says why
-    assert chat.locator("#attach").is_disabled() and "handed back" in chat.locator("#attach").get_attribute("title")
+    assert chat.locator("#attach").is_enabled()  # files go to the person as text does
 
     # the worker driving the reply dies: the reply is recovered, the takeover is not touched
     owner = m.Turn.objects.get(pk=turn.pk).lease_owner
@@ -54,6 +54,12 @@ def test_an_operator_takes_a_live_chat_over_and_hands_it_back(june_server, make_
     # (the panel's nodes: "attached", and forced input: Playwright reports the admin page's panel
     # hidden although its computed style is displayed and visible, with a height)
     admin.wait_for_selector(".june-takeover-msg.user >> text=are you a person?", state="attached", timeout=DEADLINE_MS)
+    # a screenshot of the problem: in the user's chat, and linked on the operator's panel
+    chat.set_input_files("#attach-input", files=[{"name": "broken.png", "mimeType": "image/png", "buffer": png()}])
+    chat.wait_for_selector(".attach-chip[data-state=ready]", timeout=DEADLINE_MS)
+    send_message(chat, "this is what I see")
+    chat.wait_for_selector(".msg.user .attachments img[alt='broken.png']", timeout=DEADLINE_MS)
+    admin.wait_for_selector(".june-takeover-file >> text=broken.png", state="attached", timeout=DEADLINE_MS)
     admin.fill("#june-takeover-text", "Yes, I am Olga. I will sort it out.", force=True)
     admin.click("#june-takeover-say input[type=submit]", force=True)
     said = chat.wait_for_selector(".msg.person >> text=Yes, I am Olga.", timeout=DEADLINE_MS)

@@ -284,3 +284,67 @@ def test_the_inbox_takes_a_parked_conversation_over_with_one_button(people, monk
     assert "taken over by Olga Ops" in olga.get(inbox).content.decode()
     assert "taken over by Olga Ops" in olga.get(answer_page).content.decode()
     assert m.Turn.objects.get(pk=turn.pk).status == "suspended"  # the request still waits for its answer
+
+
+@pytest.mark.asyncio
+@pytest.mark.usefixtures("settled")
+async def test_files_the_user_sends_while_taken_over_reach_the_operator_and_the_transcript(people):
+    """Files were refused while a person answered (409 "send the files again once they hand
+    back"; the chat's Attach button off): a user showing the operator a screenshot of the problem
+    could not. Now a message's files go with it as its text does: to the operator live (with its
+    link to the file), and into the transcript at the hand back, where the model reads them."""
+    from agents_app.models import Attachment
+    from tests.attachment_files import png
+    from tests.integration.test_api import Api, token_for
+    from tests.integration.test_attachments import upload
+
+    alice, olga = people["alice"], people["olga"]
+    await sync_to_async(services.turn_start)(agent="ops", key="s9", text="hello", user=alice)
+    session = await sync_to_async(m.Session.objects.get)(key="s9")
+    await sync_to_async(takeover.takeover_begin)(session=session, user=olga, running="cancel")
+    api = Api(await sync_to_async(token_for)(alice))
+    status, shot = await sync_to_async(upload)(api, "broken.png", png(), session="s9")
+    assert status == 201, shot
+    user = communicator("/ws/agents/ops/sessions/s9/", await cookie_for(alice))
+    operator = communicator("/ws/agents/ops/sessions/s9/", await cookie_for(olga))
+    for comm in (user, operator):
+        assert (await comm.connect())[0]
+
+    async def until(comm, want):
+        while True:
+            frame = await comm.receive_json_from(timeout=10)
+            if want(frame):
+                return frame
+
+    await until(user, lambda f: f["type"] == "ready")
+    await until(operator, lambda f: f["type"] == "ready")
+    await user.send_json_to({"type": "start", "text": "", "attachments": [shot["id"]], "id": 1})
+    ack = await until(user, lambda f: f["type"] in ("ack", "error") and f.get("id") == 1)
+    assert ack["type"] == "ack" and ack["status"] == "taken_over", ack
+    heard = await until(operator, lambda f: f["type"] == "person.message")
+    assert heard["role"] == "user" and [a["id"] for a in heard["attachments"]] == [shot["id"]]
+    assert heard["attachments"][0]["name"] == "broken.png"
+    # sent: not the user's to send again, nor swept as an unsent upload
+    row = await sync_to_async(Attachment.objects.get)(pk=shot["id"])
+    assert row.turn_id == m.takeover_files_mark((await sync_to_async(takeover.open_takeover)(session)).pk)
+    await user.send_json_to({"type": "start", "text": "again", "attachments": [shot["id"]], "id": 2})
+    again = await until(user, lambda f: f["type"] in ("ack", "error") and f.get("id") == 2)
+    assert again["type"] == "error" and again["status"] == 409
+    for comm in (user, operator):
+        await comm.disconnect()
+
+    seen: list = []
+    providers.register("demo", lambda agent: ScriptedModel(lambda request: seen.append(request.messages) or "ok"))
+    try:
+        await sync_to_async(takeover.takeover_end)(session=session, user=olga)
+        await sync_to_async(services.turn_start)(agent="ops", key="s9", text="did you see it?", user=alice)
+    finally:
+        providers.unregister("demo")
+    [shown] = [x for x in seen[-1] if x.role == Role.USER and x.attachments]
+    assert [a["id"] for a in shown.attachments] == [shot["id"]]
+    # the operator's panel links each file under the session's (staff-checked) download path
+    page = Client()
+    await sync_to_async(page.force_login)(olga)
+    await sync_to_async(takeover.takeover_begin)(session=session, user=olga)
+    shown = await sync_to_async(page.get)(reverse("admin:sessions_app_session_change", args=[session.pk]))
+    assert 'data-attachments="/api/agents/ops/sessions/s9/attachments"' in shown.content.decode()

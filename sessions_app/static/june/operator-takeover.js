@@ -14,13 +14,32 @@
   let lastSeq = 0;
   let nextId = 1;
 
-  function show(cls, who, body) {
+  // a message's files: a link each to the staff-checked download (a new tab), name and size
+  function files(row, list) {
+    if (!Array.isArray(list) || !list.length) return;
+    const box = document.createElement("div");
+    box.className = "june-takeover-files";
+    for (const a of list) {
+      const link = document.createElement("a");
+      link.href = `${panel.dataset.attachments}/${encodeURIComponent(a.id)}`;
+      link.target = "_blank";
+      link.rel = "noopener noreferrer";
+      link.className = "june-takeover-file";
+      link.textContent = `${a.name} (${a.type}, ${a.size} bytes${a.pages ? `, ${a.pages} pages` : ""})`;
+      box.appendChild(link);
+      box.appendChild(document.createTextNode(" "));
+    }
+    row.appendChild(box);
+  }
+
+  function show(cls, who, body, attachments) {
     const row = document.createElement("div");
     row.className = `june-takeover-msg ${cls}`;
     const name = document.createElement("b");
     name.textContent = `${who}: `;
     row.appendChild(name);
     row.appendChild(document.createTextNode(body));
+    files(row, attachments);
     out.appendChild(row);
     out.scrollTop = out.scrollHeight;
   }
@@ -31,8 +50,8 @@
       if (f.seq <= lastSeq) return;
       lastSeq = f.seq;
     }
-    if (f.type === "person.message") show(f.role, f.role === "person" ? `${f.by} (you)` : f.by, f.text);
-    else if (f.type === "turn.started" && f.text) show("user", "user", f.text);
+    if (f.type === "person.message") show(f.role, f.role === "person" ? `${f.by} (you)` : f.by, f.text, f.attachments);
+    else if (f.type === "turn.started" && (f.text || f.attachments)) show("user", "user", f.text, f.attachments);
     else if (f.type === "message.completed" && f.text) show("assistant", "assistant", f.text);
     else if (f.type === "takeover.ended") { state.textContent = "handed back"; form.hidden = true; }
     else if (f.type === "ready") state.textContent = "live";

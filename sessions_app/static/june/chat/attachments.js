@@ -59,10 +59,6 @@ function ready(node, meta) {
 }
 
 async function upload(file) {
-  if (document.body.dataset.takenOver) {  // takeover.js: a person answers now, not the assistant
-    say("Not attached: a person is answering now. Files go to the assistant: attach them once the conversation is handed back.");
-    return;
-  }
   if (chips.size + uploading >= maxCount) { say(`Not attached: at most ${maxCount} files per message.`); return; }
   if (file.size > maxBytes) { say(`Not attached: ${file.name} is ${size(file.size)}; the limit is ${size(maxBytes)}.`); return; }
   say("");

@@ -2,6 +2,7 @@
 // chat itself does not draw reach this module as "june:frame" events on the log.
 // takeover.started / takeover.ended say a person is (no longer) answering; person.message is a
 // message written meanwhile: the user's own, or the person's (shown with their name).
+import { render as renderAttachments } from "./attachments.js";
 import { $ } from "./dom.js";
 import { log } from "./log.js";
 
@@ -14,21 +15,12 @@ function line(cls, text) {
   if (atBottom) log.scrollTop = log.scrollHeight;
   return node;
 }
-// files go to the assistant (the model reads them), not to the person: while a person answers,
-// the Attach button is off and says why (attachments.js refuses a paste or a drop likewise)
-const FILES_LATER = "Files go to the assistant: attach them once the conversation is handed back.";
-const attach = $("attach");
-const attachTitle = attach ? attach.title : "";
 function answering(name) {
   const notice = $("notice");
   document.body.dataset.takenOver = name ? "yes" : "";
-  if (attach) {
-    attach.disabled = !!name;
-    attach.title = name ? FILES_LATER : attachTitle;
-  }
   if (!notice) return;
   if (name) {
-    notice.textContent = `A person, ${name}, is answering you now. ${FILES_LATER}`;
+    notice.textContent = `A person, ${name}, is answering you now: your messages and files go to them.`;
     notice.dataset.takeover = "yes";
     notice.hidden = false;
   } else if (notice.dataset.takeover) {
@@ -53,7 +45,7 @@ const FRAMES = {
       bubble.dataset.by = f.by;
       bubble.setAttribute("aria-label", `${f.by} (a person) wrote`);
     } else {
-      line("msg user", f.text);
+      renderAttachments(line("msg user", f.text), f.attachments); // files go to the person as text does
     }
   },
   "session.reset": () => answering(""),
