@@ -17,6 +17,8 @@ import anthropic
 
 #: seconds a create, retrieve or list may take (a lost create is found by the next pass)
 TIMEOUT = 60.0
+#: the most batches a recovery lists (pages of 100, newest first)
+MOST_LISTED = 10_000
 
 
 @dataclass(frozen=True)
@@ -59,15 +61,23 @@ class BatchApi:
         b = self._client.messages.batches.retrieve(batch_id)
         return BatchState(b.id, b.processing_status == "ended", b.created_at.timestamp())
 
-    def created_since(self, since: float, *, limit: int = 100) -> list[BatchState]:
-        """The batches created at ``since`` or after (the newest first page: a lost create is
-        among the latest)."""
-        page = self._client.messages.batches.list(limit=limit)
-        return [
-            BatchState(b.id, b.processing_status == "ended", b.created_at.timestamp())
-            for b in page.data
-            if b.created_at.timestamp() >= since
-        ]
+    def created_since(self, since: float, *, limit: int = 100, most: int = MOST_LISTED) -> list[BatchState]:
+        """The batches created at ``since`` or after. The API lists the newest first, a page of
+        ``limit`` at a time: the pages are read (the SDK asks for each next one) until a batch
+        older than ``since``, or ``most`` batches (a site sending more than that in a grace period
+        has its lost create found among the latest, or sends again: at worst twice). Oldest first:
+        a lost create came right after ``since``, and a pass retrieves the first candidates."""
+        found: list[BatchState] = []
+        for n, b in enumerate(self._client.messages.batches.list(limit=limit)):
+            at = b.created_at.timestamp()
+            if at < since or n >= most:
+                break
+            found.append(BatchState(b.id, b.processing_status == "ended", at))
+        return found[::-1]
+
+    def cancel(self, batch_id: str) -> None:
+        """Ask the API to stop processing the batch (its requests not yet answered are not)."""
+        self._client.messages.batches.cancel(batch_id)
 
     def results(self, batch_id: str, wanted: set[str]) -> Iterator[Outcome]:
         """The results of an ended batch for the custom ids in ``wanted`` (the rest are skipped:

@@ -5,13 +5,13 @@ a stream that had started, raised as the SDK's typed stream would."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import anthropic
 import httpx2  # the SDK's transport: a connection dropped mid-stream surfaces as its error
 
+from agents_app.providers.anthropic_stream import OVERFLOW_WORDS
 from agents_app.runtime.model import ModelError
 
 #: error types the API reports (in a status body or an ``error`` stream event) that pass
@@ -28,7 +28,7 @@ _TRANSIENT_TYPES = frozenset(
         "modelStreamErrorException",
     }
 )
-_OVERFLOW = re.compile(r"prompt is too long|context window|context limit|exceeds? .*context", re.I)
+_OVERFLOW = OVERFLOW_WORDS
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,16 @@ show live) and ``reply_from`` (the complete snapshot as a ``ModelReply``). No SD
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from agents_app.runtime.messages import ToolCall
 from agents_app.runtime.model import ModelError, ModelReply, ReasoningDelta, StopReason, TextDelta
+
+#: the API's words for a request longer than the model's context window (a 400's message, a
+#: batch's errored result): the call overflowed, the loop compacts and asks again
+OVERFLOW_WORDS = re.compile(r"prompt is too long|context window|context limit|exceeds? .*context", re.I)
 
 _STOP_REASONS = {
     "end_turn": StopReason.END_TURN,

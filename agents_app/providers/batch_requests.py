@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from agents_app.providers.anthropic_stream import Snapshot, merge_usage, reply_from
+from agents_app.providers.anthropic_stream import OVERFLOW_WORDS, Snapshot, merge_usage, reply_from
 from agents_app.runtime.model import ModelReply
 
 #: the ``served_by`` platform of a batched call: ``anthropic-batch:<model>`` (priced at the batch
@@ -44,3 +44,8 @@ def reply_of(message: dict[str, Any], model: str) -> ModelReply:
     usage.update({f"{USAGE_PREFIX}{k}": v for k, v in reply.usage.items() if v})
     served = f"{PLATFORM}:{message.get('model') or model}"
     return ModelReply(reply.text, reply.tool_calls, reply.blocks, reply.stop_reason, usage, served)
+
+
+def overflowed(error: str) -> bool:
+    """A batch's errored request says its prompt did not fit the model's context window."""
+    return bool(OVERFLOW_WORDS.search(error or ""))

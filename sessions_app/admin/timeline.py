@@ -66,6 +66,9 @@ def phase_text(turn: m.Turn) -> str:
     if not turn.phase:
         return "not started" if turn.status == m.TurnStatus.QUEUED else "—"
     words = PHASES.get(turn.phase, turn.phase)
+    reason = (turn.journal or {}).get("reason") or (turn.pending or {}).get("reason")
+    if turn.phase == "parked" and reason == "batch":
+        words = "parked: waiting on a message batch (no person answers it; the batch poller resumes it)"
     tool = ((turn.journal or {}).get("tool_request") or {}).get("name")
     return f"{words} ({tool})" if tool and turn.phase == "tool_request_recorded" else words
 

@@ -4,6 +4,7 @@ the archive (a reset parent's generation lists its children, whose sessions are 
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from django.urls import reverse
@@ -13,6 +14,7 @@ from django.utils.html import format_html, format_html_join
 from agents_app.runtime import short_turn_id, subagents
 from sessions_app import generations
 from sessions_app import models as m
+from sessions_app.times import time_text
 
 from .console import TOKEN_KEYS
 
@@ -34,6 +36,7 @@ FIELDS = (
     "usage",
     "spawn_step",
     "session_id",
+    "pending",
 )
 
 
@@ -75,6 +78,44 @@ def _seconds(row: dict[str, Any]) -> str:
     return f"{seconds:.1f} s" if seconds < 60 else f"{int(seconds // 60)} min {int(seconds % 60)} s"
 
 
+def _waiting(row: dict[str, Any]) -> str:
+    """What a suspended turn that no person answers waits on: its children (subagents), or the
+    message batch its model call went in (``batches``: its ledger row, read with the tree)."""
+    if not row["waiting"]:
+        return ""
+    pending = row.get("pending") or {}
+    if pending.get("reason") == "batch":
+        call = row.get("batch_call")
+        if call is None:
+            return ", waiting on a message batch"
+        if not call["batch_id"]:
+            return f", waiting on a message batch (request written {time_text(_at(call['created_at']))}, not sent yet)"
+        since = time_text(_at(call["submitted_at"] or call["created_at"]))
+        return f", waiting on message batch {call['batch_id']} (sent {since}, {call['status']})"
+    n = row["waiting"]
+    return f", waiting on {n} subagent{'s' if n != 1 else ''}"
+
+
+def _at(epoch: float | None) -> Any:
+    return None if epoch is None else dt.datetime.fromtimestamp(epoch, dt.UTC)
+
+
+def with_batch_calls(rows: list[dict[str, Any]]) -> None:
+    """Each batch-parked row gets its ledger row (``batch_call``): one query for the tree."""
+    wanted = {
+        ((r.get("pending") or {}).get("batch") or {}).get("custom_id"): r
+        for r in rows
+        if r["waiting"] and (r.get("pending") or {}).get("reason") == "batch"
+    }
+    wanted.pop(None, None)
+    if not wanted:
+        return
+    for call in m.BatchCall.objects.filter(pk__in=list(wanted)).values(
+        "custom_id", "batch_id", "status", "created_at", "submitted_at"
+    ):
+        wanted[call["custom_id"]]["batch_call"] = call
+
+
 def _key(key: str) -> Any:
     if len(key) <= KEY_SHOWN:
         return key
@@ -84,7 +125,7 @@ def _key(key: str) -> Any:
 def _node(row: dict[str, Any], current: str, by_parent: dict, site: str) -> Any:
     url = reverse("admin:sessions_app_turn_change", args=[row["id"]], current_app=site)
     goal = ((row.get("input") or {}).get("target") or {}).get("goal") or (row.get("input") or {}).get("text", "")
-    waiting = f", waiting on {row['waiting']}" if row["waiting"] else ""
+    waiting = _waiting(row)
     tokens = sum(int((row.get("usage") or {}).get(k) or 0) for k in TOKEN_KEYS)  # its own calls
     label = format_html(
         '<a href="{}"{}><code>{}</code></a> {}/{} — <span class="june-tree-status" data-status="{}">{}</span>{}'
@@ -111,14 +152,15 @@ def tree_html(turn: m.Turn, site: str = "admin") -> Any:
     """The whole tree of ``turn`` (nested lists), or "-" when it has no parent and no children."""
     root = root_of(turn)
     by_parent = descendants(root.pk)
-    if root.pk == turn.pk and not by_parent:
-        return "-"
+    if root.pk == turn.pk and not by_parent and not (turn.waiting and (turn.pending or {}).get("reason") == "batch"):
+        return "-"  # (a turn alone that waits on a batch shows itself: what it waits on, since when)
     row = {f: getattr(root, f) if "__" not in f else None for f in FIELDS}
     row.update(session__agent=root.session.agent, session__key=root.session.key)
     every = [row] + [r for kids in by_parent.values() for r in kids]
     ends = generations.ended_at(every)
     for r in every:
         r["ended_at"] = ends.get(r["id"])
+    with_batch_calls(every)
     note = format_html(
         "<p>depth limit {}, fan-out limit {} per tool call</p>", subagents.MAX_DEPTH, subagents.MAX_FANOUT
     )

@@ -9,7 +9,9 @@ The write comes before anything is sent, and its key is the step's (the same for
 so a crash at any point sends the request at most once and keeps the answer: a redelivered step
 finds its row, whatever the row's state. A failed request (errored, expired) fails the step
 with a retryable error, once (``reported``): the turn's next attempt writes a new request
-(``attempt`` + 1). A park gives the turn's attempt back, so the step's requests are its retry
+(``attempt`` + 1). One that did not fit the model's context window (an errored "prompt is too
+long", or the stop reason ``model_context_window_exceeded``) is reported too, as an overflow: the
+loop compacts the transcript and the step's next request, the compacted one, is a new row. A park gives the turn's attempt back, so the step's requests are its retry
 budget: the ``JUNE_MAX_ATTEMPTS``-th failed one fails the turn."""
 
 from __future__ import annotations
@@ -20,9 +22,16 @@ from typing import Any, AsyncIterator
 
 from asgiref.sync import sync_to_async
 
-from agents_app.providers.batch_requests import batch_params, custom_id, reply_of
+from agents_app.providers.batch_requests import batch_params, custom_id, overflowed, reply_of
 from agents_app.runtime.agent import Agent
-from agents_app.runtime.model import ModelChunk, ModelError, ModelParked, ModelRequest
+from agents_app.runtime.model import (
+    ContextOverflowError,
+    ModelChunk,
+    ModelError,
+    ModelParked,
+    ModelRequest,
+    StopReason,
+)
 from agents_app.runtime.seams import Model
 from sessions_app import models as m
 
@@ -89,17 +98,23 @@ class BatchModel:
             )
         key = request.batch_key
         row = await sync_to_async(latest)(key)
-        if row is None or (row.status == m.BatchStatus.FAILED and row.reported):
+        if row is None or row.reported:  # (a failed request, or an overflowed answer: the next is new)
             # the attachments' bytes are read from storage: off the loop
             params = batch_params(await asyncio.to_thread(direct.params, request))
             attempt = 1 if row is None else row.attempt + 1
             row = await sync_to_async(write_intent)(key, attempt, self.agent.name, params)
         if row.status == m.BatchStatus.DONE:
-            yield reply_of(row.result or {}, direct.model)
+            reply = reply_of(row.result or {}, direct.model)
+            if reply.stop_reason == StopReason.CONTEXT_OVERFLOW:
+                # the loop compacts and asks again: the compacted request is a new one (attempt + 1)
+                await sync_to_async(mark_reported)(row.pk)
+            yield reply
             return
         if row.status == m.BatchStatus.FAILED:
             await sync_to_async(mark_reported)(row.pk)
             message = f"message batch {row.batch_id or '(none)'}: {row.error}"
+            if overflowed(row.error):  # compacted and asked again (the loop's bound: twice a step)
+                raise ContextOverflowError(message)
             if row.attempt >= self.max_attempts:  # a park refunds the turn's attempt: counted here
                 raise ModelError(f"{message}; retry budget exhausted after {row.attempt} requests", retryable=False)
             raise ModelError(message, retryable=True)

@@ -16,6 +16,10 @@ answers a pass collects are delivered by the next):
   written to its rows (``done`` with the message, or ``failed``: errored, expired, canceled, or
   absent) in one transaction. A recovering row found in an ended candidate is done; one that no
   ended candidate holds, once all have ended, is sent again (``intent``): never twice, never lost.
+- **cancel**: a sent batch whose every request's turn has ended meanwhile (cancelled, reset) is
+  cancelled at the API (``messages.batches.cancel``), so nothing is processed (nor billed) for a
+  turn nobody waits on; its rows are closed (``failed``, delivered). A batch that also holds a
+  request of a turn still waiting runs on: the ended turn's answer is collected and dropped.
 - **deliver**: each answered row's turn is queued again if it is parked on it; a row whose turn
   is still running (it parks in a moment) waits for the next pass; one whose turn is gone or
   moved on is delivered.
@@ -56,7 +60,7 @@ def open_rows() -> bool:
 
 def poll(*, api: BatchApi | None = None, now: Callable[[], float] = time.time) -> dict[str, int]:
     """One pass; counts by part (for logs and tests)."""
-    counts = {"sent": 0, "recovering": 0, "answered": 0, "resumed": 0}
+    counts = {"sent": 0, "recovering": 0, "answered": 0, "resumed": 0, "cancelled": 0}
     if not open_rows():
         return counts
     own = api is None
@@ -69,6 +73,7 @@ def poll(*, api: BatchApi | None = None, now: Callable[[], float] = time.time) -
         # always a committed state (a kill there is what tests/fault/test_batches_kill.py does)
         counts["resumed"] = deliver()
         counts["sent"] = send(api, now())
+        counts["cancelled"] = cancel(api)
         counts["recovering"] = recover(api, now())
         counts["answered"] = collect(api)
     finally:
@@ -109,6 +114,31 @@ def send(api: BatchApi, now: float) -> int:
     m.BatchCall.objects.filter(token=token, status=S.SUBMITTING).update(status=S.SUBMITTED, batch_id=batch_id)
     log.info("batches: sent %d request(s) as %s", len(taken), batch_id)
     return len(taken)
+
+
+CANCELLED = "cancelled at the API: its turn ended before the answer came"
+
+
+def cancel(api: BatchApi) -> int:
+    """Cancel the sent batches no waiting turn has a request in; their rows closed. Counts rows."""
+    ended = m.BatchCall.objects.filter(status=S.SUBMITTED, delivered=False, turn__status__in=FINAL_STATUSES)
+    batch_ids = list(ended.values_list("batch_id", flat=True).distinct()[:MAX_BATCHES])
+    n = 0
+    for batch_id in batch_ids:
+        rows = m.BatchCall.objects.filter(batch_id=batch_id, status=S.SUBMITTED)
+        if rows.exclude(turn__status__in=FINAL_STATUSES).exists():
+            continue  # another turn waits on an answer of this batch: it runs on
+        try:
+            api.cancel(batch_id)
+        except Exception as exc:
+            status = getattr(exc, "status_code", None)
+            if not (isinstance(status, int) and 400 <= status < 500):
+                raise  # unknown whether it was cancelled: the next pass asks again
+            # refused (it ended meanwhile, or is gone): nothing to stop; the rows close as well
+        n += rows.update(status=S.FAILED, error=CANCELLED, delivered=True)
+    if n:
+        log.info("batches: cancelled %d request(s) of ended turns", n)
+    return n
 
 
 def recover(api: BatchApi, now: float) -> int:

@@ -1,5 +1,5 @@
 """A local HTTP server that speaks Anthropic's Message Batches API, for the real SDK's
-``client.messages.batches`` (``create``, ``retrieve``, ``list``, ``results``).
+``client.messages.batches`` (``create``, ``retrieve``, ``list`` by pages, ``results``, ``cancel``).
 
 A real socket server (stdlib ``ThreadingHTTPServer`` on 127.0.0.1, port 0, a daemon thread): the
 site's poller, in the test process or in a django-q2 worker, reaches it through
@@ -65,6 +65,7 @@ class Batch:
     created_at: float
     requests: list[dict[str, Any]]
     ended_at: float | None = None
+    canceled: bool = False
 
 
 def _iso(t: float | None) -> str | None:
@@ -80,6 +81,8 @@ class FakeBatchesAPI:
     listed: int = 0
     #: results files served (a kept answer is not read twice)
     results_read: int = 0
+    #: the batches a client cancelled (``POST …/cancel``)
+    cancelled: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -146,11 +149,14 @@ class FakeBatchesAPI:
             b.ended_at = b.created_at + self.ends_after
         return b.ended_at is not None
 
+    def _outcome(self, b: Batch, r: dict[str, Any]) -> Outcome:
+        return ("canceled", None) if b.canceled else self.outcome(r["custom_id"], r["params"])
+
     def _json(self, b: Batch) -> dict[str, Any]:
         ended = self._ended(b)
         counts = dict.fromkeys(("processing", "succeeded", "errored", "canceled", "expired"), 0)
         for r in b.requests:
-            kind = self.outcome(r["custom_id"], r["params"])[0] if ended else "processing"
+            kind = self._outcome(b, r)[0] if ended else "processing"
             counts[kind] += 1
         return {
             "id": b.id,
@@ -187,6 +193,9 @@ class FakeBatchesAPI:
 
     def _post(self, handler: BaseHTTPRequestHandler) -> None:
         raw = handler.rfile.read(int(handler.headers.get("content-length") or 0))
+        cancel = re.fullmatch(r"/v1/messages/batches/([^/]+)/cancel", handler.path.split("?")[0])
+        if cancel:
+            return self._cancel(handler, cancel.group(1))
         if handler.path.split("?")[0] != "/v1/messages/batches":
             return self._error(handler, 404, f"no route {handler.path}")
         requests = json.loads(raw)["requests"]
@@ -197,14 +206,31 @@ class FakeBatchesAPI:
         self._wait("create")
         self._send(handler, 200, json.dumps(body).encode())
 
+    def _cancel(self, handler: BaseHTTPRequestHandler, batch_id: str) -> None:
+        """``POST …/{id}/cancel``: the batch ends at once, each request ``canceled``."""
+        with self._lock:
+            b = next((x for x in self.created if x.id == batch_id), None)
+            if b is None:
+                return self._error(handler, 404, f"no batch {batch_id}")
+            if not self._ended(b):
+                b.ended_at, b.canceled = time.time(), True
+            self.cancelled.append(batch_id)
+            body = self._json(b)
+        self._send(handler, 200, json.dumps(body).encode())
+
     def _get(self, handler: BaseHTTPRequestHandler) -> None:
         path, _, query = handler.path.partition("?")
-        if path == "/v1/messages/batches":
+        if path == "/v1/messages/batches":  # newest first, a page of ``limit`` after ``after_id``
             limit = int((re.search(r"limit=(\d+)", query) or [0, "20"])[1])
+            after = (re.search(r"after_id=([^&]+)", query) or [0, ""])[1]
             with self._lock:
                 self.listed += 1
-                page = [self._json(b) for b in reversed(self.created)][:limit]
-            body = {"data": page, "has_more": False, "first_id": None, "last_id": None}
+                newest = list(reversed(self.created))
+                start = next((i + 1 for i, b in enumerate(newest) if b.id == after), 0) if after else 0
+                page = [self._json(b) for b in newest[start : start + limit]]
+                more = start + limit < len(newest)
+            first, last = (page[0]["id"], page[-1]["id"]) if page else (None, None)
+            body = {"data": page, "has_more": more, "first_id": first, "last_id": last}
             return self._send(handler, 200, json.dumps(body).encode())
         found = re.fullmatch(r"/v1/messages/batches/([^/]+)(/results)?", path)
         b = next((x for x in self.created if found and x.id == found.group(1)), None)
@@ -219,7 +245,7 @@ class FakeBatchesAPI:
             return self._error(handler, 404, "the batch has not ended")
         lines = []
         for r in b.requests:
-            kind, value = self.outcome(r["custom_id"], r["params"])
+            kind, value = self._outcome(b, r)
             if kind == "succeeded":
                 result: dict[str, Any] = {"type": kind, "message": value}
             elif kind == "errored":
@@ -230,4 +256,4 @@ class FakeBatchesAPI:
         self._wait("results")
         with self._lock:
             self.results_read += 1
-        self._send(handler, 200, ("\n".join(lines) + "\n").encode(), "application/binary")
+        self._send(handler, 200, "".join(line + "\n" for line in lines).encode(), "application/binary")

@@ -70,7 +70,13 @@ def test_a_webhook_turn_parks_then_settles_with_the_batch_answer_at_half_price(p
 
     api = BatchApi()
     assert batches.poll(api=api)["sent"] == 1
-    assert batches.poll(api=api) == {"sent": 0, "recovering": 0, "answered": 0, "resumed": 0}  # still running
+    assert batches.poll(api=api) == {
+        "sent": 0,
+        "recovering": 0,
+        "answered": 0,
+        "resumed": 0,
+        "cancelled": 0,
+    }  # still running
     assert turn(turn_id).status == TurnStatus.SUSPENDED
     peer.end()
     assert batches.poll(api=api)["answered"] == 1
@@ -87,7 +93,7 @@ def test_a_webhook_turn_parks_then_settles_with_the_batch_answer_at_half_price(p
     assert pricing.cost_of(done.usage, "claude-sonnet-4-6") == pytest.approx(full * 0.5)
     assert len(peer.created) == 1 and peer.custom_ids() == [row.custom_id]
     assert m.BatchCall.objects.get(pk=row.pk).delivered
-    assert batches.poll(api=api) == {"sent": 0, "recovering": 0, "answered": 0, "resumed": 0}
+    assert batches.poll(api=api) == {"sent": 0, "recovering": 0, "answered": 0, "resumed": 0, "cancelled": 0}
 
 
 def test_many_parked_turns_go_in_one_batch(peer, batcher):
