@@ -334,10 +334,17 @@ async def test_files_the_user_sends_while_taken_over_reach_the_operator_and_the_
         await comm.disconnect()
 
     seen: list = []
-    providers.register("demo", lambda agent: ScriptedModel(lambda request: seen.append(request.messages) or "ok"))
+    def reply(request):
+        seen.append(request.messages)
+        return ModelReply(text="I see it")
+
+    providers.register("demo", lambda agent: ScriptedModel(reply))
     try:
         await sync_to_async(takeover.takeover_end)(session=session, user=olga)
-        await sync_to_async(services.turn_start)(agent="ops", key="s9", text="did you see it?", user=alice)
+        # (its own thread: the inline worker runs the turn with async_to_sync of its own)
+        await sync_to_async(services.turn_start, thread_sensitive=False)(
+            agent="ops", key="s9", text="did you see it?", user=alice
+        )
     finally:
         providers.unregister("demo")
     [shown] = [x for x in seen[-1] if x.role == Role.USER and x.attachments]
