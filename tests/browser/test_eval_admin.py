@@ -47,7 +47,7 @@ def test_a_staff_user_compares_two_versions_in_the_admin(june_server, new_page, 
     assert a_total.startswith(f"A 5 / 5 100 % 5 {a['input_tokens']} + {a['output_tokens']} ") and a["input_tokens"] > 0
 
     cases = page.locator("#june-eval-cases tbody tr")
-    assert cases.count() == 5
+    assert cases.count() == 6
     broken = page.locator("#june-eval-cases tbody tr.changed")
     assert broken.count() == 1  # the one case whose verdict differs, highlighted
     assert "order mugs" in broken.locator("td").nth(0).text_content()

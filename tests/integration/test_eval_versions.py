@@ -208,3 +208,20 @@ def test_the_command_reads_against_as_an_agent_a_revision_or_both(clerk_repo):
         call_command("june", "eval", str(dataset), "--agent", "clerk", "--against", "git:no-such-rev")
     with pytest.raises(CommandError, match="a model is cassette:FILE"):
         call_command("june", "eval", str(dataset), "--agent", "clerk", "--model", "gpt-9")
+
+
+def test_a_recorded_or_scripted_version_is_judged_by_its_agent_s_model(tmp_path):
+    """docs/evals.md: the judge is the agent's model as the site configures it, never the
+    version's cassette or script (which replays the agent's answers, not a judge's: a question
+    it never recorded). Here the agent's model is the demo one, which echoes; the script, asked,
+    would have said PASS."""
+    script = tmp_path / "says_pass.json"
+    script.write_text(json.dumps(["PASS, surely.", "PASS, surely."]))
+    v = driver.version("ops", model=f"script:{script}", judge=True)
+    dataset = one_case("hello", judge={"prompt": "Is it polite?"})
+    run = driver.run_start(dataset=dataset, versions=[v])
+    drive_here(run)
+    [case] = EvalCase.objects.filter(run=run)
+    [verdict] = [s for s in case.scores if s["name"] == "judge"]
+    assert case.text == "PASS, surely."  # the version's answer: the script's
+    assert verdict["detail"].startswith("You said: Input:")  # the judge's: the ops agent's demo model

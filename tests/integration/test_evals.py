@@ -46,8 +46,8 @@ def test_the_demo_dataset_passes_and_the_changed_instructions_break_one_case():
     drive_here(run)
 
     a, b = driver.totals(run)
-    assert (a["passed"], a["cases"]) == (5, 5), [c.scores for c in EvalCase.objects.filter(run=run, passed=False)]
-    assert (b["passed"], b["cases"]) == (4, 5)
+    assert (a["passed"], a["cases"]) == (6, 6), [c.scores for c in EvalCase.objects.filter(run=run, passed=False)]
+    assert (b["passed"], b["cases"]) == (5, 6)
     [broken] = EvalCase.objects.filter(run=run, passed=False)
     assert broken.version == 1 and broken.example.name == "order mugs"
     assert broken.text.startswith("Shall I go ahead")
@@ -87,11 +87,11 @@ def test_the_admin_shows_the_run_side_by_side_and_exports_it(client):
     assert client.get(f"/admin/june_evals/evalrun/{run.pk}/change/").status_code == 302  # to the login
     client.force_login(staff)
     page = client.get(f"/admin/june_evals/evalrun/{run.pk}/change/").content.decode()
-    assert page.count('class="pass"') == 9 and page.count('class="fail"') == 1
+    assert page.count('class="pass"') == 11 and page.count('class="fail"') == 1
     assert "<del>" in page and "<ins>" in page  # the word diff of the answers A and B gave
     assert 'class="changed"' in page
     rows = [json.loads(line) for line in client.get(f"/admin/june_evals/evalrun/{run.pk}/export/").content.splitlines()]
-    assert len(rows) == 10 and {r["version"] for r in rows} == {"ops", "B"}
+    assert len(rows) == 12 and {r["version"] for r in rows} == {"ops", "B"}
     csv = client.get(f"/admin/june_evals/evalrun/{run.pk}/export/?format=csv").content.decode()
     assert csv.splitlines()[0].startswith("run,example,name,input,attachments,version,status,passed")
 

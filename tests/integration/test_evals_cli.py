@@ -30,7 +30,7 @@ def test_the_demo_dataset_through_the_command_on_workers(clusters):
     clusters.start()
     code, out = june_eval(str(DEMO / "ops.jsonl"), "--agent", "ops", "--timeout", "60")
     assert code == 0, out
-    assert "[A] 5/5 passed (100%)" in out
+    assert "[A] 6/6 passed (100%)" in out
 
     code, out = june_eval(
         str(DEMO / "ops.jsonl"),
@@ -58,7 +58,7 @@ def test_the_demo_dataset_through_the_command_on_workers(clusters):
     # version the workers load from its row)
     code, out = june_eval(str(DEMO / "ops.jsonl"), "--agent", "ops", "--against", "git:HEAD", "--timeout", "60")
     assert code == 0, out
-    assert "[A] 5/5 passed (100%)" in out and "[B] 5/5 passed (100%)" in out
+    assert "[A] 6/6 passed (100%)" in out and "[B] 6/6 passed (100%)" in out
 
 
 def test_bad_arguments_are_command_errors():
