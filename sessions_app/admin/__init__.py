@@ -8,6 +8,7 @@ from sessions_app.admin import (  # noqa: F401
     limits_admin,
     notifications,
     proactive_admin,
+    queue_admin,
     sessions,
     tokens,
     turns,

@@ -334,6 +334,7 @@ async def test_files_the_user_sends_while_taken_over_reach_the_operator_and_the_
         await comm.disconnect()
 
     seen: list = []
+
     def reply(request):
         seen.append(request.messages)
         return ModelReply(text="I see it")

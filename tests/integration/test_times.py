@@ -108,3 +108,31 @@ def test_the_evals_lists_show_the_one_format():
         html = web.get(page).content.decode()
         cells = re.findall(r'<td class="field-(?:created_at|finished_at)">(.*?)</td>', html)
         assert cells and all("2026-12-06 09:00:05 Europe/Paris" in c for c in cells), (page, cells)
+
+
+@override_settings(TIME_ZONE="Europe/Paris")
+def test_the_queue_s_own_admin_pages_show_the_one_format():
+    """django-q2's pages (Scheduled tasks, Successful and Failed tasks, Queued tasks) showed
+    "Dec. 6, 2026, 9 a.m." without a zone where the rest of the console shows its one format:
+    June's admin takes them over with the same columns, the times in the format."""
+    from django_q.models import Failure, OrmQ, Schedule, Success
+
+    staff = get_user_model().objects.create_user("sam", password="pw-sam-123", is_staff=True, is_superuser=True)
+    done = dict(func="math.floor", args=None, kwargs=None, result=None, group="g", started=AT, stopped=AT)
+    Success.objects.create(id="a" * 32, name="done", success=True, **done)
+    Failure.objects.create(id="b" * 32, name="failed", success=False, **done)
+    Schedule.objects.create(name="tick", func="math.floor", schedule_type=Schedule.HOURLY, next_run=AT)
+    OrmQ.objects.create(key="june", payload="x", lock=AT)
+    web = Client()
+    web.force_login(staff)
+    for url in (
+        "/admin/django_q/success/",
+        "/admin/django_q/failure/",
+        "/admin/django_q/schedule/",
+        "/admin/django_q/ormq/",
+        f"/admin/django_q/success/{'a' * 32}/change/",
+        f"/admin/django_q/failure/{'b' * 32}/change/",
+    ):
+        html = web.get(url).content.decode()
+        assert "2026-12-06 09:00:05 Europe/Paris" in html, url
+        assert " a.m." not in html and " p.m." not in html, url
