@@ -41,10 +41,10 @@ def test_a_staff_user_compares_two_versions_in_the_admin(june_server, new_page, 
     page.wait_for_selector("#content-main p:has-text('— done')", timeout=120_000)
     a_total, b_total = (" ".join(" ".join(totals.nth(i).locator("td").all_text_contents()).split()) for i in range(2))
     tokens = r"\d+ \+ \d+ \$\d+\.\d{4} \d+\.\d\d s"  # tokens in + out, cost, mean latency
-    assert re.fullmatch(rf"A 5 / 5 100 % 5 {tokens}", a_total), a_total
-    assert re.fullmatch(rf"B 4 / 5 80 % 5 {tokens}", b_total), b_total
+    assert re.fullmatch(rf"A 6 / 6 100 % 6 {tokens}", a_total), a_total
+    assert re.fullmatch(rf"B 5 / 6 83 % 6 {tokens}", b_total), b_total
     a = driver.totals(run)[0]
-    assert a_total.startswith(f"A 5 / 5 100 % 5 {a['input_tokens']} + {a['output_tokens']} ") and a["input_tokens"] > 0
+    assert a_total.startswith(f"A 6 / 6 100 % 6 {a['input_tokens']} + {a['output_tokens']} ") and a["input_tokens"] > 0
 
     cases = page.locator("#june-eval-cases tbody tr")
     assert cases.count() == 6
@@ -61,8 +61,8 @@ def test_a_staff_user_compares_two_versions_in_the_admin(june_server, new_page, 
     assert b_cell.locator(".answer").text_content().startswith("Shall I go ahead")
     assert diff.locator("del").count() >= 1 and diff.locator("ins").count() >= 1
     # the rows that agree show no highlight, and every verdict is on the page
-    assert page.locator("#june-eval-cases span.pass").count() == 9
+    assert page.locator("#june-eval-cases span.pass").count() == 11
     assert page.locator("#june-eval-cases span.fail").count() == 1
     # and the export is one click away
     export = page.request.get(f"/admin/june_evals/evalrun/{run.pk}/export/?format=csv")
-    assert export.status == 200 and export.text().count("\n") == 11
+    assert export.status == 200 and export.text().count("\n") == 13
