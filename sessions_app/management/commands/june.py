@@ -45,7 +45,10 @@ EXTENSIONS: dict[str, Extension] = {}
 
 
 class Command(BaseCommand):
-    help = "June: chat with an agent from the terminal, print an API token, or check the site's health"
+    help = (
+        "June: chat with an agent from the terminal, print an API token, erase a user's data, run the "
+        "privacy sweep, check the site's health (and what installed apps add: run an eval)"
+    )
 
     def add_arguments(self, parser):
         sub = parser.add_subparsers(dest="action", required=True)
