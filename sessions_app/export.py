@@ -58,6 +58,9 @@ def _message(row: m.Message, session: m.Session, request: HttpRequest | None = N
         "created_at": row.created_at.isoformat() if row.created_at else None,
         "text": str(data.get("text") or ""),
     }
+    by = str(data.get("by") or "")
+    if by and row.role in ("trigger", "assistant"):  # a schedule's, a takeover's note, a person's reply
+        out["by"] = by
     attached = [a for a in data.get("attachments") or () if isinstance(a, dict)]
     if attached:
         out["attachments"] = [_attachment(session, a, request) for a in attached]
@@ -145,11 +148,16 @@ def as_markdown(doc: dict[str, Any]) -> str:
         lines += [f"*Only the first {MAX_MESSAGES} messages are exported.*", ""]
     for msg in doc["messages"]:
         heading = ROLE_HEADINGS.get(msg["role"], msg["role"])
+        by, text = str(msg.get("by") or ""), msg["text"]
+        if by == m.NOTE_BY:  # a takeover's note: the chat's words, not the model's
+            heading, text = "Takeover", m.note_for_people(text)
+        elif by.startswith(m.PERSON_PREFIX):
+            heading = f"{by.removeprefix(m.PERSON_PREFIX)} (a person)"
         if msg["role"] == "tool":
             heading += f" · {msg.get('name') or ''}" + (" (error)" if msg.get("is_error") else "")
         lines += [f"## {heading} · #{msg['index']} · {msg['created_at'] or ''}", ""]
-        if msg["text"]:
-            lines += [msg["text"], ""]
+        if text:
+            lines += [text, ""]
         for meta in msg.get("attachments", ()):
             # "report.pdf (application/pdf, 3 pages, 45,678 bytes)", the name as a link
             details = files.describe({**meta, "name": ""})

@@ -233,6 +233,8 @@ def transcript(*, session: m.Session, generation: int, limit: int = ARCHIVE_MESS
         item = {"role": row.role, "created_at": row.created_at, "text": str(data.get("text") or "")}
         if row.role == "user":
             item["attachments"] = [a for a in data.get("attachments", ()) if isinstance(a, dict)]
+        if row.role == "trigger" and data.get("by") == m.NOTE_BY:  # a takeover's, in the chat's words
+            item.update(role="takeover", text=m.note_for_people(item["text"]))
         if row.role == "assistant":
             # a person's reply while they had the session (``takeover``): shown with their name
             by = str(data.get("by") or "")

@@ -222,11 +222,7 @@ def _transcript_of(row: m.Takeover, s: m.Session) -> list[Message]:
         else:
             files = tuple(a for a in data.get("attachments") or () if isinstance(a, dict))
             said.append(Message(Role.USER, text=str(data.get("text") or ""), attachments=files))
-    begin = (
-        f"[A person, {name}, took over this conversation from you. Until they handed it back, the "
-        "assistant replies were theirs, not yours.]"
-    )
-    end = f"[{name}, a person, has handed the conversation back to you.]"
+    begin, end = m.BEGIN_NOTE.format(name=name), m.END_NOTE.format(name=name)
     return [Message(Role.TRIGGER, text=begin, by=NOTE_BY), *said, Message(Role.TRIGGER, text=end, by=NOTE_BY)]
 
 

@@ -42,11 +42,14 @@ from sessions_app.models.operations import (  # noqa: F401 (the app's models, ex
     username_field,
 )
 from sessions_app.models.takeovers import (  # noqa: F401 (a person answering)
+    BEGIN_NOTE,
+    END_NOTE,
     ERASED_NAME,
     NOTE_BY,
     PERSON_PREFIX,
     Takeover,
     TakeoverRunning,
+    note_for_people,
     takeover_files_mark,
 )
 from sessions_app.models.totals import UsageTotal  # noqa: F401 (what deleted turns spent)

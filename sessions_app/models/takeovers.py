@@ -5,6 +5,8 @@ whatever the processes."""
 
 from __future__ import annotations
 
+import re
+
 from django.conf import settings
 from django.db import models
 
@@ -14,6 +16,24 @@ NOTE_BY = "takeover"
 PERSON_PREFIX = "person:"
 #: what stays of an operator whose data was erased, where their name was (``erasure.actor_forget``)
 ERASED_NAME = "an operator (erased)"
+#: the notes around a takeover's messages in the transcript, as the model reads them (user text)
+BEGIN_NOTE = (
+    "[A person, {name}, took over this conversation from you. Until they handed it back, the "
+    "assistant replies were theirs, not yours.]"
+)
+END_NOTE = "[{name}, a person, has handed the conversation back to you.]"
+_BEGUN = re.compile(r"\[A person, (.+), took over this conversation from you\.")
+_ENDED = re.compile(r"\[(.+), a person, has handed the conversation back to you\.\]")
+
+
+def note_for_people(text: str) -> str:
+    """A takeover note as the chat words it for its user (the archive shows these words, not the
+    model's "… took over this conversation from you")."""
+    if found := _BEGUN.match(text):
+        return f"{found[1]} (a person) has joined the conversation."
+    if found := _ENDED.match(text):
+        return f"{found[1]} handed the conversation back to the assistant."
+    return text
 
 
 class TakeoverRunning(models.TextChoices):

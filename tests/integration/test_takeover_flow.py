@@ -356,3 +356,28 @@ async def test_files_the_user_sends_while_taken_over_reach_the_operator_and_the_
     await sync_to_async(takeover.takeover_begin)(session=session, user=olga)
     shown = await sync_to_async(page.get)(reverse("admin:sessions_app_session_change", args=[session.pk]))
     assert 'data-attachments="/api/agents/ops/sessions/s9/attachments"' in shown.content.decode()
+
+
+def test_the_users_archive_words_the_takeover_as_the_chat_does(people):
+    """The user's archive showed the notes written for the model, with their role:
+    "trigger: [A person, Olga Ops, took over this conversation from you. Until they handed it
+    back, the assistant replies were theirs, not yours.]". It shows the chat's words."""
+    alice, olga = people["alice"], people["olga"]
+    services.turn_start(agent="ops", key="s10", text="hello", user=alice)
+    session = m.Session.objects.get(key="s10")
+    takeover.takeover_begin(session=session, user=olga, running="cancel")
+    takeover.user_says(session=session, user=alice, text="is anyone there?")
+    takeover.person_says(session=session, user=olga, text="Olga here.")
+    takeover.takeover_end(session=session, user=olga)
+    services.session_reset(agent="ops", key="s10", user=alice)  # the generation, archived
+    web = Client()
+    web.force_login(alice)
+    page = web.get(f"/agents/ops/sessions/s10/archive/{session.generation}/").content.decode()
+    assert '<div class="note takeover">Olga Ops (a person) has joined the conversation.</div>' in page
+    assert '<div class="note takeover">Olga Ops handed the conversation back to the assistant.</div>' in page
+    assert "trigger:" not in page and "from you" not in page
+    assert "is anyone there?" in page and 'data-by="Olga Ops"' in page
+    # and its export: the note in the same words, the person's reply under their name
+    md = web.get(f"/agents/ops/sessions/s10/archive/{session.generation}/export.md").content.decode()
+    assert "## Takeover · " in md and "Olga Ops (a person) has joined the conversation." in md
+    assert "## Olga Ops (a person) · " in md and "from you" not in md
