@@ -24,7 +24,9 @@ Its rules (also in ``agents_app/agents/ops/README.md``), read off the last user 
 - anything else                  → answers in prose, echoing the message
 - instructions that say "ask before ordering" → asks instead of calling ``create_order``
 
-After tool results it answers in prose, describing each result. Text streams in small deltas.
+After tool results it answers in prose, describing each result. Text streams in small deltas, a
+long reply in at most ``PIECES`` of them (a pasted page comes back in seconds); the essay streams in
+small ones throughout, slowly, to be cancelled or reloaded mid-stream.
 
 Its context window is small on purpose (``CONTEXT_WINDOW`` "tokens", counted as characters / 4),
 so compaction shows within a dozen messages (``essay`` fills it fast) and the daily summary
@@ -51,6 +53,9 @@ ASK_FIRST = "ask before ordering"
 
 #: the demo model's context window, in "tokens" of 4 characters
 CONTEXT_WINDOW = 1_600
+
+#: the most deltas a reply other than the essay streams in: longer replies come in longer pieces
+PIECES = 40
 
 ESSAY = (
     "Durable execution means a turn is a process, not a request. Every step commits as it "
@@ -220,10 +225,11 @@ class DemoModel:
             yield ModelReply(text=summary, usage={"input_tokens": tokens, "output_tokens": len(summary) // 4})
             return
         text, calls, delay = self._decide(request)
-        for i in range(0, len(text), self.chunk):
+        size = self.chunk if text == ESSAY * 3 else max(self.chunk, -(-len(text) // PIECES))
+        for i in range(0, len(text), size):
             if delay:
                 await asyncio.sleep(delay)
-            yield TextDelta(text[i : i + self.chunk])
+            yield TextDelta(text[i : i + size])
         yield ModelReply(
             text=text,
             tool_calls=calls,
