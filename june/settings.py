@@ -244,8 +244,10 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # ANTHROPIC_API_KEY is set, else ``demo``; agents_app/providers)
     JUNE_MODEL = env.get("JUNE_MODEL", "")
     # the demo model's and demo tools' pace (seconds per streamed piece; None: their defaults),
-    # and the demo logins' password (june_demo; "": a new one on every start)
+    # the essay's (slower, to be cancelled mid-stream), and the demo logins' password (june_demo;
+    # "": a new one on every start)
     JUNE_DEMO_DELAY = _float(env, "JUNE_DEMO_DELAY", None)
+    JUNE_DEMO_ESSAY_DELAY = _float(env, "JUNE_DEMO_ESSAY_DELAY", None)
     JUNE_DEMO_PASSWORD = env.get("JUNE_DEMO_PASSWORD", "")
     # notifications (sessions_app.notify, docs/operations.md "Notifications"): mail the users who
     # may answer; a Slack/Teams incoming webhook ("" = none); the site's URL, prefixed to links

@@ -153,5 +153,5 @@ async def long_lived_loop() -> AsyncIterator[None]:
 
 
 def _demo_options(agent: Agent) -> dict[str, Any]:
-    delay = settings.JUNE_DEMO_DELAY
-    return {"delay": float(delay)} if delay is not None else {}
+    paces = {"delay": settings.JUNE_DEMO_DELAY, "essay_delay": settings.JUNE_DEMO_ESSAY_DELAY}
+    return {name: float(pace) for name, pace in paces.items() if pace is not None}

@@ -17,8 +17,9 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def site(django_db_setup, django_db_blocker, tmp_path_factory):
-    # a slow demo stream, so a stop and a reload land mid-turn
-    with live_site(tmp_path_factory.mktemp("uichat"), JUNE_DEMO_DELAY="0.02") as url:
+    # a slow demo stream, so a stop and a reload land mid-turn; the essay
+    # faster than the demo's: the clients go after 3 deltas, the reload test waits for its end
+    with live_site(tmp_path_factory.mktemp("uichat"), JUNE_DEMO_DELAY="0.02", JUNE_DEMO_ESSAY_DELAY="0.05") as url:
         yield url
 
 
