@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -25,8 +26,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from agents_app.models import ScheduleRun, SeenWebhook
+from sessions_app import dashboard, quotas
 from sessions_app import models as m
-from sessions_app import quotas
 from sessions_app.proactive.channels import sign
 from sessions_app.proactive.schedules import fire, schedules_sync
 from tests.fault.qcluster import database_url, free_port
@@ -81,18 +82,31 @@ def nothing_of(key: str) -> None:
 
 def roomy_window(seconds: int = 60, room: float = 40.0) -> None:
     """Start a window-counting test with ``room`` seconds left in the current window (a burst
-    that straddled two windows would count in both)."""
+    that straddled two windows would count in both): for servers of their own (their clocks are
+    the machine's); a test in this process sets the clock back instead (``window_begun``)."""
     left = seconds - time.time() % seconds
     if left < room:
         time.sleep(left + 0.05)  # aligning to the clock's next window, not waiting on a condition
 
 
+@pytest.fixture
+def window_begun(monkeypatch):
+    """The clock the quotas count by (and the dashboard reads them by) set back to the start of
+    the current minute's window, running on from there: the test's starts all fall in one window
+    with the whole of it left, as after ``roomy_window``'s wait, without the wait. Set back, not
+    on: a day's start (the token quota's) is a window's start, so the day is the machine's."""
+    offset = 0.001 - time.time() % 60
+    clock = SimpleNamespace(**{name: getattr(time, name) for name in dir(time) if not name.startswith("_")})
+    clock.time = lambda: time.time() + offset
+    monkeypatch.setattr(quotas, "time", clock)
+    monkeypatch.setattr(dashboard, "time", clock)
+
+
 # -- the API ---------------------------------------------------------------------------------------
 
 
-def test_over_the_turn_rate_the_api_answers_429_json_with_retry_after_and_creates_nothing(limits):
+def test_over_the_turn_rate_the_api_answers_429_json_with_retry_after_and_creates_nothing(limits, window_begun):
     limits.JUNE_RATE_TURNS_PER_MINUTE = 2
-    roomy_window()
     client, _ = api_client("rater")
     assert post(client, "r1").status_code == 202
     assert post(client, "r2").status_code == 202
@@ -116,10 +130,9 @@ def test_over_the_turn_rate_the_api_answers_429_json_with_retry_after_and_create
     assert post(other, "o1").status_code == 202
 
 
-def test_a_start_refused_for_another_reason_does_not_spend_the_rate(limits):
+def test_a_start_refused_for_another_reason_does_not_spend_the_rate(limits, window_begun):
     """A start counted, then refused (another user's session: 403), is given back."""
     limits.JUNE_RATE_TURNS_PER_MINUTE = 1
-    roomy_window()
     alice, _ = api_client("alice")
     bob, _ = api_client("bob")
     assert post(bob, "bobs").status_code == 202
@@ -265,11 +278,10 @@ def test_twenty_concurrent_posts_against_a_limit_of_ten_start_exactly_ten_and_a_
 
 @pytest.mark.asyncio
 @pytest.mark.usefixtures("settled")
-async def test_over_the_rate_a_websocket_start_gets_an_error_frame_with_retry_after(limits):
+async def test_over_the_rate_a_websocket_start_gets_an_error_frame_with_retry_after(limits, window_begun):
     from .test_consumers import communicator, cookie_for, make_user, receive_until_ready
 
     limits.JUNE_RATE_TURNS_PER_MINUTE = 1
-    await sync_to_async(roomy_window)()
     alice = await make_user("wsalice")
     comm = communicator("/ws/agents/ops/sessions/ws1/", await cookie_for(alice))
     assert (await comm.connect(timeout=30))[0]
@@ -312,10 +324,9 @@ def signed_post(client: Client, payload: dict):
     )
 
 
-def test_an_agents_webhook_has_a_rate_of_its_own_and_answers_429(limits, client):
+def test_an_agents_webhook_has_a_rate_of_its_own_and_answers_429(limits, client, window_begun):
     limits.JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE = 1
     limits.JUNE_RATE_TURNS_PER_MINUTE = 1  # a user's limit is not the webhook's
-    roomy_window()
     assert signed_post(client, {"session": "hook-1", "text": "stock tea"}).status_code == 202
     refused = signed_post(client, {"session": "hook-2", "text": "stock mugs"})
     body = assert_429(refused, "JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE")
@@ -347,10 +358,9 @@ def test_a_schedule_over_its_rate_skips_the_run_and_records_why(limits):
 # -- the dashboard ------------------------------------------------------------------------------------
 
 
-def test_the_dashboard_shows_each_user_against_the_limits(limits):
+def test_the_dashboard_shows_each_user_against_the_limits(limits, window_begun):
     limits.JUNE_RATE_TURNS_PER_MINUTE = 5
     limits.JUNE_QUOTA_TOKENS_PER_DAY = 10_000
-    roomy_window()
     client, user = api_client("busy")
     for n in range(3):
         assert post(client, f"d{n}").status_code == 202
@@ -397,11 +407,10 @@ def test_a_users_limits_resolve_from_their_own_row_then_their_groups(own, groups
     assert quotas.resolve(own, groups) == expected
 
 
-def test_the_admins_overrides_raise_and_lower_a_users_limits(limits):
+def test_the_admins_overrides_raise_and_lower_a_users_limits(limits, window_begun):
     from django.contrib.auth.models import Group
 
     limits.JUNE_RATE_TURNS_PER_MINUTE = 1
-    roomy_window()
     power, power_user = api_client("power")
     slow, slow_user = api_client("slow")
     team = Group.objects.create(name="power-users")
