@@ -84,6 +84,7 @@ def main() -> None:
         Path(tempfile.mkdtemp(prefix="bench-batches-")),
         ANTHROPIC_API_KEY="sk-bench",
         ANTHROPIC_BASE_URL=peer.url,
+        JUNE_AGENT_DIRS=os.environ["JUNE_AGENT_DIRS"],  # the fault agents and batchagent (use_cluster_database)
         JUNE_BATCH_POLL_SECONDS=str(args.poll),
         JUNE_LEASE_SECONDS="10",
     )

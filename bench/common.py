@@ -37,7 +37,8 @@ def use_cluster_database(name: str) -> None:
     from pathlib import Path
 
     use_database(name, postgres_by_default=True)
-    os.environ["JUNE_AGENT_DIRS"] = str(Path(__file__).resolve().parent.parent / "tests" / "fault" / "agents")
+    fault = Path(__file__).resolve().parent.parent / "tests" / "fault"
+    os.environ["JUNE_AGENT_DIRS"] = f"{fault / 'agents'},{fault / 'batch_agents'}"
     os.environ.setdefault("JUNE_FAULT_DIR", tempfile.mkdtemp(prefix="june-bench-fault-"))
 
 

@@ -22,6 +22,9 @@ from tests.processes import database_url, free_port  # noqa: F401 (the fault tes
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENTS = ROOT / "tests" / "fault" / "agents"
+#: the Batches agent, apart: its model is Anthropic's, so a cluster that loads it imports the
+#: anthropic SDK before it starts (providers.warm), which only test_batches_kill's clusters need
+BATCH_AGENTS = ROOT / "tests" / "fault" / "batch_agents"
 
 
 def wait_for(cond: Callable[[], Any], *, timeout: float = 60.0, interval: float = 0.05, what: str = "condition") -> Any:

@@ -10,7 +10,7 @@ import pytest
 from agents_app.runtime.seams import TurnStatus
 from tests.provider.fake_batches_api import FakeBatchesAPI
 
-from .qcluster import Clusters, wait_for
+from .qcluster import AGENTS, BATCH_AGENTS, Clusters, wait_for
 from .test_kill import wait_final
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
@@ -25,9 +25,21 @@ def peer():
 
 
 @pytest.fixture
+def batch_agent(settings):
+    """``batchagent`` (tests/fault/batch_agents) beside the fault agents, in this process too."""
+    from sessions_app import wiring
+
+    settings.JUNE_AGENT_DIRS = [str(AGENTS), str(BATCH_AGENTS)]
+    wiring.agents.cache_clear()
+    yield "batchagent"
+    wiring.agents.cache_clear()
+
+
+@pytest.fixture
 def batch_clusters(tmp_path, peer, django_db_setup, django_db_blocker):
     manager = Clusters(
         tmp_path,
+        JUNE_AGENT_DIRS=f"{AGENTS},{BATCH_AGENTS}",
         ANTHROPIC_API_KEY="sk-test",
         ANTHROPIC_BASE_URL=peer.url,
         JUNE_BATCH_POLL_SECONDS="1",
@@ -39,14 +51,14 @@ def batch_clusters(tmp_path, peer, django_db_setup, django_db_blocker):
         manager.stop_all()
 
 
-def test_kills_between_create_and_checkpoint_and_between_results_and_resume(batch_clusters, peer, fault_agent):
+def test_kills_between_create_and_checkpoint_and_between_results_and_resume(batch_clusters, peer, batch_agent):
     from sessions_app import models as m
     from sessions_app import services
 
     peer.hold("create")
     first = batch_clusters.start()
     turn_id = services.turn_start(
-        agent="batchagent", key="kill", text="ping", source="webhook", kind="proactive", by="hook:kill"
+        agent=batch_agent, key="kill", text="ping", source="webhook", kind="proactive", by="hook:kill"
     ).turn_id
     # the turn parked (its request written first), and the poller's create reached the API
     assert peer.reached("create", timeout=90)
