@@ -136,9 +136,15 @@ def test_the_sweep_is_scheduled_and_runs_from_the_command(alice, settings):
     (row,) = Schedule.objects.filter(name=PRIVACY_SCHEDULE)
     assert row.func == PRIVACY_SWEEP and row.repeats == -1
     chat(alice, "s1")
-    out = StringIO()
-    call_command("june", "retention", "--dry-run", stdout=out)
+    out, err = StringIO(), StringIO()
+    call_command("june", "retention", "--dry-run", stdout=out, stderr=err)
     assert json.loads(out.getvalue()) == {"dry_run": True, "would_delete": {}, "agents": {}}
+    # a newcomer reading "agents": {} is told why nothing would go (stdout stays one JSON object)
+    assert "retention is off for every agent" in err.getvalue()
+    settings.JUNE_RETENTION = {"sessions_days": 30}
+    err = StringIO()
+    call_command("june", "retention", "--dry-run", stdout=StringIO(), stderr=err)
+    assert err.getvalue() == ""
 
 
 def test_superusers_place_and_release_a_legal_hold_in_the_admin(alice, settings):

@@ -44,6 +44,13 @@ class Extension(Protocol):
 EXTENSIONS: dict[str, Extension] = {}
 
 
+#: ``june retention`` when no agent has a retention time (nothing but the audit log's ages out)
+RETENTION_OFF = (
+    "retention is off for every agent: neither JUNE_RETENTION nor an agent's `retention` sets a "
+    "time, so no session, generation or upload expires (docs/privacy.md)"
+)
+
+
 class Command(BaseCommand):
     help = (
         "June: chat with an agent from the terminal, print an API token, erase a user's data, run the "
@@ -90,7 +97,10 @@ class Command(BaseCommand):
         if opts["action"] == "token":
             return self.token(opts["username"], opts["name"])
         if opts["action"] == "retention":
-            self.stdout.write(json.dumps(retention.retention_sweep(dry_run=opts["dry_run"])))
+            report = retention.retention_sweep(dry_run=opts["dry_run"])
+            self.stdout.write(json.dumps(report))
+            if not retention.policies():  # (the agents with a retention time)
+                self.stderr.write(RETENTION_OFF)  # beside the JSON: why it reads "agents": {}
             return None
         if opts["action"] == "erase-user":
             return self.erase_user(opts)
