@@ -117,13 +117,21 @@ def dataset_load(*, path: Path, name: str | None = None) -> Dataset:
     return dataset
 
 
+def _opened_turns(session: m.Session) -> list[m.Turn]:
+    """The turns the live generation's user messages opened, in their order: a branch's copies of
+    the messages before its fork point name the parent branch's turns, its own messages its own."""
+    ids = m.Message.objects.filter(session=session, generation=session.generation, role="user")
+    ordered = list(dict.fromkeys(ids.order_by("index").values_list("turn_id", flat=True)))
+    turns = m.Turn.objects.in_bulk([t for t in ordered if t])
+    return [turns[t] for t in ordered if t in turns]
+
+
 def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session]) -> int:
     """A case per person's message of each session's live generation: "what would the new
     version answer here?" (its answer then, as ``expect.reference``, for a judge to compare)."""
     made = 0
     for session in sessions:
-        turns = m.Turn.objects.filter(session=session, generation=session.generation).order_by("order")
-        for turn in turns:
+        for turn in _opened_turns(session):
             text = str((turn.input or {}).get("text") or "")
             if not text.strip() or turn.kind != "inbound":
                 continue
@@ -136,7 +144,8 @@ def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session]) -
                 owner_id=None if session.owner_id is None else str(session.owner_id),
             )
             ids = [a.get("id") for a in (turn.input or {}).get("attachments") or () if isinstance(a, dict)]
-            for row in Attachment.objects.filter(id__in=ids, turn_id=turn.pk):  # the message's files, copied
+            # the message's files, copied (a regenerated message's are the upload its first turn took)
+            for row in Attachment.objects.filter(id__in=ids, agent=session.agent, session_key=session.key):
                 with row.file.open("rb") as f:
                     example_file(example, row.name, f.read())
             made += 1

@@ -181,3 +181,35 @@ def test_a_case_that_parked_leaves_no_request_waiting_once_scored():
     assert turn.status == "cancelled", turn.status
     assert not parked_turns().filter(pk=turn.pk).exists()
     assert notify_parks() == 0
+
+
+def test_cases_made_of_a_branched_session_keep_every_message_and_its_files():
+    """A session whose last reply was regenerated: its live branch holds a copy of the messages
+    before the fork, whose turns are the parent branch's. Only the branch's own turns became cases
+    (the messages before the fork were lost), and the regenerated message's file was not copied
+    (the upload belongs to the turn that first sent it)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from june_evals.datasets import examples_from_sessions
+    from sessions_app import attachment_services
+    from tests.attachment_files import png
+
+    user = get_user_model().objects.create_user("ann", password="pw")
+    services.turn_start(agent="ops", key="b-1", text="hello there", user=user)
+    upload = attachment_services.attachment_upload(
+        agent="ops", key="b-1", user=user, upload=SimpleUploadedFile("red.png", png(), "image/png")
+    )
+    services.turn_start(agent="ops", key="b-1", text="see this", user=user, attachments=[upload.id])
+    for turn in m.Turn.objects.filter(session__key="b-1", status="queued").order_by("order"):
+        tasks.run_turn(turn.pk)
+    second = m.Turn.objects.get(session__key="b-1", input__text="see this")
+    again = services.turn_regenerate(agent="ops", key="b-1", turn_id=second.pk, user=user)
+    tasks.run_turn(again.turn_id)
+
+    dataset = Dataset.objects.create(name="from sessions")
+    session = m.Session.objects.get(key="b-1")
+    assert session.generation != 0  # the regenerated branch is live
+    assert examples_from_sessions(dataset=dataset, sessions=[session]) == 2
+    hello, see = Example.objects.filter(dataset=dataset).order_by("pk")
+    assert (hello.input, see.input) == ("hello there", "see this")
+    assert [f.name for f in see.files.all()] == ["red.png"] and not hello.files.exists()
