@@ -1,5 +1,6 @@
 """The template half of ``sessions_app.times``: ``{{ at|june_time }}`` (``"ms"``: with
-milliseconds), ``june_time_text`` for an attribute, ``june_iso`` for ``data-june-title-at``."""
+milliseconds), ``june_time_text`` for an attribute, ``june_iso`` for ``data-june-title-at``,
+``june_ago`` for how long ago ("just now" under a minute, where ``timesince`` said "0 minutes")."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 from django.utils.safestring import SafeString
+from django.utils.timesince import timesince
 
 from sessions_app.times import NONE, time_html, time_text
 
@@ -35,3 +37,13 @@ def june_iso(at: Any) -> str:
     if not isinstance(at, dt.datetime):
         return ""
     return (at if timezone.is_aware(at) else timezone.make_aware(at)).astimezone(dt.UTC).isoformat()
+
+
+@register.filter(name="june_ago")
+def june_ago(at: Any) -> str:
+    """``"3 minutes ago"``; ``"just now"`` under a minute (``timesince`` alone read "0 minutes ago")."""
+    if not isinstance(at, dt.datetime):
+        return ""
+    if (timezone.now() - at).total_seconds() < 60:
+        return "just now"
+    return f"{timesince(at)} ago"

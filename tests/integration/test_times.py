@@ -136,3 +136,17 @@ def test_the_queue_s_own_admin_pages_show_the_one_format():
         html = web.get(url).content.decode()
         assert "2026-12-06 09:00:05 Europe/Paris" in html, url
         assert " a.m." not in html and " p.m." not in html, url
+
+
+def test_a_session_active_under_a_minute_ago_reads_just_now():
+    """The sessions list said "0 minutes ago" for a session just used."""
+    from sessions_app import services
+
+    alice = get_user_model().objects.create_user("alice", password="pw-alice-123")
+    services.session_for_user(agent="ops", key="fresh", user=alice, create=True)
+    client = Client()
+    client.force_login(alice)
+    page = client.get("/").content.decode()
+    assert "just now" in page and "0\xa0minutes ago" not in page and "0 minutes ago" not in page
+    render = Template("{% load june_time %}{{ at|june_ago }}").render
+    assert render(Context({"at": timezone.now() - dt.timedelta(minutes=3)})) == "3\xa0minutes ago"
