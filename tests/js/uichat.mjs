@@ -1,7 +1,7 @@
 // The AI SDK's own client against June: DefaultChatTransport sends and reconnects, and
 // readUIMessageStream folds the chunks into UI messages, exactly as useChat does.
 // Usage: node uichat.mjs '<json: {base, token, agent, chat, scenario, ...}>'; prints one JSON
-// line of what it saw (tests/integration/test_frontend_clients.py asserts on it).
+// line of what it saw (tests/integration/test_uimessage_clients.py asserts on it).
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 
 const args = JSON.parse(process.argv[2]);
