@@ -118,11 +118,15 @@ def dataset_load(*, path: Path, name: str | None = None) -> Dataset:
 
 
 def _opened_turns(session: m.Session) -> list[m.Turn]:
-    """The turns the live generation's user messages opened, in their order: a branch's copies of
-    the messages before its fork point name the parent branch's turns, its own messages its own."""
-    ids = m.Message.objects.filter(session=session, generation=session.generation, role="user")
-    ordered = list(dict.fromkeys(ids.order_by("index").values_list("turn_id", flat=True)))
-    turns = m.Turn.objects.in_bulk([t for t in ordered if t])
+    """The turns the live generation's user messages opened, in their order (a branch's copies of
+    the messages before its fork point name the parent branch's turns), then its own turns whose
+    message is not written yet (queued)."""
+    users = m.Message.objects.filter(session=session, generation=session.generation, role="user")
+    ordered = list(dict.fromkeys(t for t in users.order_by("index").values_list("turn_id", flat=True) if t))
+    own = m.Turn.objects.filter(session=session, generation=session.generation).order_by("order")
+    seen = set(ordered)
+    ordered += [t for t in own.values_list("pk", flat=True) if t not in seen]
+    turns = m.Turn.objects.in_bulk(ordered)
     return [turns[t] for t in ordered if t in turns]
 
 
