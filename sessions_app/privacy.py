@@ -49,7 +49,10 @@ def user_erase(
     sessions = [s for s in erasure.session_tree(owned.values_list("pk", flat=True)) if s not in held]
     busy = list(erasure.unfinished_turns(sessions).values_list("pk", flat=True))
     if busy and not cancel:
-        raise UserBusy(f"{len(busy)} turn(s) of this user are unfinished: cancel them first, or erase with cancel")
+        raise UserBusy(
+            f"{len(busy)} turn(s) of this user are unfinished: cancel them first, or erase and cancel them "
+            '(manage.py june erase-user --cancel; in the admin, "Cancel their unfinished turns first")'
+        )
     # a reset settles a parked or queued turn at once and asks a running one to stop (the way
     # an operator ends a session's work; a cancel would refuse a turn waiting for an answer)
     for agent, key in m.Session.objects.filter(turns__pk__in=busy).values_list("agent", "key").distinct():
