@@ -77,3 +77,37 @@ def test_reset_then_open_the_archived_generation_in_the_admin(june_server, make_
     assert "You said: hello <b>archive</b>" in admin.locator(".june-msg.assistant .text").text_content()
     assert admin.locator("tr.june-event[data-type='turn.completed']").count() == 1
     assert admin.locator("tr.june-step").count() >= 1
+
+
+def test_a_late_delta_of_the_reset_conversation_is_not_drawn_after_the_divider(june_server, make_user, new_page):
+    """A reset while another tab's reply streams: under load the old turn streamed on until its
+    worker saw the cancel, and the chat drew its late deltas after the "New conversation"
+    divider, as a reply of the new conversation, with the header stuck at "running" (the
+    turn's end is logged in the archived generation, which the page no longer follows). The
+    late delta is injected here as the server would send it."""
+    import json
+
+    alice = make_user("alice")
+    page = new_page(alice)
+    sockets = []
+
+    def through(ws):  # every frame passes as it is; the test can add one from the server's side
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r".*/ws/agents/ops/sessions/late-1/.*"), through)
+    open_chat(page, "ops", "late-1")
+    send_message(page, "hello")
+    page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
+    old = m.Turn.objects.get(session__key="late-1")
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.click("#reset")
+    page.wait_for_selector(".note.reset-divider")
+    late = {"type": "message.delta", "turn_id": old.pk, "text": "late words", "offset": 0, "base": 1, "snapshot": True}
+    sockets[-1].send(json.dumps(late))
+    page.wait_for_timeout(1000)
+    assert page.locator(".msg.assistant").count() == 0, page.locator("#log").inner_text()
+    assert page.locator("#turn-status").get_attribute("data-status") == "idle"
+    # the new conversation streams as ever
+    send_message(page, "hello again")
+    page.wait_for_selector(".msg.assistant >> text=You said: hello again")

@@ -3,7 +3,7 @@
 // and the reload guard that keeps a page from reloading forever.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { keptToShow, nextSeq, openerTurn, planDelta } from "../../sessions_app/static/june/chat/frames.js";
+import { beforeReset, keptToShow, nextSeq, openerTurn, planDelta } from "../../sessions_app/static/june/chat/frames.js";
 import { decide } from "../../sessions_app/static/june/chat/reloads.js";
 import { busy, sessionStatus } from "../../sessions_app/static/june/chat/state.js";
 import { cancelledText, outcome, outcomeText, titleOf } from "../../sessions_app/static/june/chat/words.js";
@@ -129,4 +129,11 @@ test("a compaction's divider goes before the message whose reply comes next", ()
   assert.equal(openerTurn(first, 0), "t1");
   assert.equal(openerTurn(first, 9), null);
   assert.equal(openerTurn(first, undefined), null);
+});
+
+test("a delta of a stream begun before the last reset is the archive's", () => {
+  assert.equal(beforeReset(4, { base: 1 }), true);
+  assert.equal(beforeReset(4, { base: 4 }), false); // the first turn after the reset
+  assert.equal(beforeReset(0, { base: 0 }), false); // never reset
+  assert.equal(beforeReset(4, { base: null }), false);
 });

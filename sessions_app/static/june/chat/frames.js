@@ -10,6 +10,14 @@ export function nextSeq(lastSeq, frame) {
   return frame.seq <= lastSeq ? null : frame.seq;
 }
 
+// a delta of a stream that began before the session's last reset (`resetSeq`): a turn of the
+// archived conversation, still streaming until its worker sees the cancel. Dropped: drawn, it
+// read as a reply of the new conversation, and kept the header at "running" for good (its end is
+// logged in the archived generation, which the page no longer follows).
+export function beforeReset(resetSeq, d) {
+  return typeof d.base === "number" && d.base < resetSeq;
+}
+
 // A delta belongs to the stream after commit `base`; `offset` places it in that stream's text.
 // A snapshot (offset 0, whole text) repairs a page that joined mid-stream. A page reloaded
 // mid-stream starts from the text it held before the reload (`held()`, kept in sessionStorage):

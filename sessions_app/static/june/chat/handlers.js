@@ -212,6 +212,7 @@ const HANDLERS = {
     add(el("div", "note error", `Could not summarize earlier messages: ${f.error}`));
   },
   "session.reset": (f) => {
+    state.resetSeq = typeof f.seq === "number" ? f.seq : state.lastSeq;
     log.replaceChildren();
     forgetConversation(state);
     approvals.showToRequest();

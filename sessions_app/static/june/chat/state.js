@@ -4,6 +4,7 @@
 // frames.js, unit-tested in tests/js/chat.test.mjs.
 export const state = {
   lastSeq: 0, // the last committed event shown: a reconnect resumes after it
+  resetSeq: 0, // the last session.reset shown: a stream older than it is the archive's
   ready: false, // the replay is over: events from now on are live
   openedAtEnd: false, // the first replay is in (the page scrolled to its newest message)
   following: true, // the log follows what grows at its end (log.js)

@@ -3,7 +3,7 @@
 // this tab only).
 import { config } from "./config.js";
 import { el } from "./dom.js";
-import { keptToShow, planDelta } from "./frames.js";
+import { beforeReset, keptToShow, planDelta } from "./frames.js";
 import { add, log } from "./log.js";
 import { fill } from "./markdown.js";
 import { state } from "./state.js";
@@ -42,6 +42,7 @@ export function streamDone(s) {
 }
 
 export function onDelta(d) {
+  if (beforeReset(state.resetSeq, d)) return;
   let s = state.streams.get(d.turn_id);
   const plan = planDelta(s, state.finalized.get(d.turn_id), d, () => keptText(d.turn_id, d.base));
   if (plan.kind !== "draw") return;
