@@ -112,6 +112,10 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # django-q2's result row for each run_turn task (a write and a prune of the result table per
     # task in the cluster's monitor); the turn's own row is its record: not kept unless asked
     JUNE_Q_SAVE_TURNS = _bool(env, "JUNE_Q_SAVE_TURNS", False)
+    # on PostgreSQL, while the queue's LISTEN connection is up, an idle cluster looks at the
+    # queue this often (a NOTIFY ends the wait at once): JUNE_Q_POLL's looks were most of an
+    # idle site's CPU
+    JUNE_Q_LISTEN_POLL = _float(env, "JUNE_Q_LISTEN_POLL", "1")
     JUNE_AGENT_DIRS = _list(env, "JUNE_AGENT_DIRS", "")
     JUNE_LEASE_SECONDS = _float(env, "JUNE_LEASE_SECONDS", "10")
     JUNE_MAX_ATTEMPTS = _int(env, "JUNE_MAX_ATTEMPTS", "5")
