@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
 from django.conf import settings
-from django.urls import Resolver404, resolve
+from django.urls import Resolver404, get_urlconf, resolve
 
 from sessions_app.attachment_services import max_body_bytes
 
@@ -54,12 +55,27 @@ def max_body(limit: int | Callable[[], int]) -> Callable[[Callable], Callable]:
     return declare
 
 
+#: what the view of each recently asked path declares: under daphne a request asks twice (its
+#: headers, ``guard_daphne``; the application, ``BodyLimit``), and resolving the path was about
+#: a tenth of daphne's CPU under a burst of ``POST …/turns``. Keyed by the URLconf and the path
+#: (a path names its view for good); bounded
+_declared: OrderedDict[tuple[str, str], Any] = OrderedDict()
+DECLARED_KEPT = 2048
+
+
 def limit_for(path_info: str) -> int:
     """The largest body a request to ``path_info`` may carry (its view's, else the default)."""
+    key = (str(get_urlconf() or settings.ROOT_URLCONF), path_info)
     try:
-        declared = getattr(resolve(path_info).func, ATTR, None)
-    except Resolver404:
-        declared = None
+        declared = _declared[key]
+    except KeyError:
+        try:
+            declared = getattr(resolve(path_info).func, ATTR, None)
+        except Resolver404:
+            declared = None
+        _declared[key] = declared
+        if len(_declared) > DECLARED_KEPT:
+            _declared.popitem(last=False)
     if declared is None:
         return int(settings.JUNE_MAX_BODY_BYTES)
     return int(declared() if callable(declared) else declared)

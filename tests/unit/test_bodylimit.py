@@ -83,3 +83,21 @@ def test_the_twisted_internals_the_daphne_hook_reads_are_there():
     channel.dataReceived(b"POST /a/b?c=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
     assert seen == [(b"/a/b?c=1", b"(no uri yet)")]
     assert callable(channel._send100Continue) and callable(http.Request.gotLength)
+
+
+def test_a_path_is_resolved_once_for_its_two_checks(monkeypatch, settings):
+    """Under daphne a request's limit is asked at its headers and again by ``BodyLimit``: the
+    path is resolved once; a limit declared as a callable is still read at each ask."""
+    from sessions_app.web import bodylimit
+
+    calls = []
+    real = bodylimit.resolve
+    monkeypatch.setattr(bodylimit, "resolve", lambda path: calls.append(path) or real(path))
+    path = "/api/agents/ops/sessions/s-once/turns"
+    first = limit_for(path)
+    assert limit_for(path) == first and calls == [path]
+    settings.JUNE_ATTACHMENT_MAX_BYTES = 1  # the turns view's limit follows the settings, cached or not
+    assert limit_for(path) != first and calls == [path]
+    for i in range(bodylimit.DECLARED_KEPT + 1):  # bounded
+        limit_for(f"/api/agents/ops/sessions/s{i}/turns")
+    assert len(bodylimit._declared) == bodylimit.DECLARED_KEPT
