@@ -40,12 +40,14 @@ def websocket_urlpatterns(prefix: str = "", routes: Sequence[Any] = ()) -> list:
 
 
 def http_application(app: Any) -> Any:
-    """The HTTP side of the router: ``app`` (Django's) behind the body limits, its middleware run
-    as one synchronous chain when it starts with a sync-only middleware (``one_hop``)."""
+    """The HTTP side of the router: ``app`` (Django's) behind the body limits, the API's burst
+    path entered by a bounded number of requests at once (``StartGate``), its middleware run as
+    one synchronous chain when it starts with a sync-only middleware (``one_hop``)."""
     from sessions_app.web.bodylimit import BodyLimit, guard_daphne
+    from sessions_app.web.startgate import StartGate
 
     guard_daphne()
-    return BodyLimit(one_hop(app))
+    return BodyLimit(StartGate(one_hop(app)))
 
 
 def one_hop(app: Any) -> Any:
@@ -55,11 +57,11 @@ def one_hop(app: Any) -> Any:
     chain whose first middleware is sync-only hands the request to its thread there, and the
     last middleware hands it back to the event loop for the bottom, which hands a sync view
     to the thread again — two trips through the server's event loop per request, where every
-    connection's I/O waits its turn (under a burst of 1,000 POSTs, daphne's loop spent about a
-    third of its time on them). When the chain starts with a sync-only middleware the whole
-    chain is built synchronous instead, and entered once: a sync view runs on that thread
-    (no hop), an async view is entered from it, as Django enters one below sync middleware.
-    A chain whose first middleware is async-capable is left as Django builds it."""
+    connection's I/O waits its turn (a large share of daphne's loop under a burst of POSTs).
+    When the chain starts with a sync-only middleware the whole chain is built synchronous
+    instead, and entered once: a sync view runs on that thread (no hop), an async view is
+    entered from it, as Django enters one below sync middleware. A chain whose first
+    middleware is async-capable is left as Django builds it."""
     from asgiref.sync import sync_to_async
     from django.conf import settings
     from django.core.handlers.asgi import ASGIHandler

@@ -116,6 +116,9 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # queue this often (a NOTIFY ends the wait at once): JUNE_Q_POLL's looks were most of an
     # idle site's CPU
     JUNE_Q_LISTEN_POLL = _float(env, "JUNE_Q_LISTEN_POLL", "1")
+    # ``POST …/turns?wait=false`` requests a web process lets into Django at once (the others
+    # wait in order on its event loop; sessions_app/web/startgate.py)
+    JUNE_WEB_STARTS = _int(env, "JUNE_WEB_STARTS", "100")
     JUNE_AGENT_DIRS = _list(env, "JUNE_AGENT_DIRS", "")
     JUNE_LEASE_SECONDS = _float(env, "JUNE_LEASE_SECONDS", "10")
     JUNE_MAX_ATTEMPTS = _int(env, "JUNE_MAX_ATTEMPTS", "5")
