@@ -86,7 +86,7 @@ INSTALLED_APPS = [
     "june_evals.evalapp.EvalsConfig",  # evals: datasets, runs, the admin's side by side (docs/evals.md)
 ]
 # daphne's app only makes ``runserver`` daphne's; importing it loads Twisted, Autobahn and
-# cryptography (about 44 MB) into every process, the workers' too, which never serve HTTP. The
+# cryptography into every process, the workers' too, which never serve HTTP. The
 # web process is ``daphne june_project.asgi:application`` (Procfile, dev.py run) and needs no app
 if sys.argv[1:2] == ["runserver"]:
     INSTALLED_APPS.insert(0, "daphne")

@@ -22,8 +22,8 @@ from sessions_app.web import (
 if find_spec("ag_ui") is not None:
 
     async def agui_run(request: HttpRequest, **kwargs: Any) -> HttpResponse:
-        """``agui_stream.agui_run``, imported at its first request: ag-ui-protocol's models (about
-        20 MB of pydantic classes) stay out of a web process that never serves AG-UI."""
+        """``agui_stream.agui_run``, imported at its first request: ag-ui-protocol's models (pydantic
+        classes, a large import) stay out of a web process that never serves AG-UI."""
         from sessions_app.web.agui_stream import agui_run as run
 
         return await run(request, **kwargs)

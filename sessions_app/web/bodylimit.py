@@ -56,9 +56,9 @@ def max_body(limit: int | Callable[[], int]) -> Callable[[Callable], Callable]:
 
 
 #: what the view of each recently asked path declares: under daphne a request asks twice (its
-#: headers, ``guard_daphne``; the application, ``BodyLimit``), and resolving the path was about
-#: a tenth of daphne's CPU under a burst of ``POST …/turns``. Keyed by the URLconf and the path
-#: (a path names its view for good); bounded
+#: headers, ``guard_daphne``; the application, ``BodyLimit``), and resolving the path was a
+#: visible share of daphne's CPU under a burst of ``POST …/turns``. Keyed by the URLconf and the
+#: path (a path names its view for good); bounded
 _declared: OrderedDict[tuple[str, str], Any] = OrderedDict()
 DECLARED_KEPT = 2048
 

@@ -11,9 +11,8 @@ the claim and the acknowledgement as django-q2 has them (a task row claimed by l
 - ``dequeue`` on an empty queue waits on a dedicated ``LISTEN`` connection for at most
   ``JUNE_Q_LISTEN_POLL`` (1 s; never less than ``Conf.POLL``) instead of sleeping ``Conf.POLL``,
   then looks again: a notification ends the wait at once, so the poll is only the fallback for
-  a lost one, and an idle cluster looks 20 times less often than at ``Conf.POLL``'s 0.05 s
-  (those looks, each a statement on the pusher's connection, were two thirds of an idle
-  cluster's CPU and most of its backend's). Its queue queries keep the pusher's connection open
+  a lost one (those looks, each a statement on the pusher's connection, were most of an idle
+  cluster's CPU at ``Conf.POLL``: docs/workers.md). Its queue queries keep the pusher's connection open
   (the ORM broker reconnects for every look and every claim when ``CONN_MAX_AGE`` is 0), and so
   does ``acknowledge``, the monitor's delete of a finished task's row (two connects per task
   otherwise: its ``close_old_connections`` closes the connection it has just opened).
