@@ -155,3 +155,33 @@ def test_opening_a_session_url_creates_nothing_until_the_first_message(june_serv
     send_message(page, "stock tea")
     page.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
     assert m.Session.objects.get(key="doesnotexist").owner == alice
+
+
+def test_a_send_refused_while_offline_is_not_said_again_once_live(june_server, make_user, new_page):
+    """A send while the socket was down said "Not sent: not connected (reconnecting…)"; once
+    the chat was live again the words stayed under the box (the badge said live)."""
+    import re
+
+    alice = make_user("alice")
+    page = new_page(alice)
+    down = {"now": False}
+    sockets = []
+
+    def route(ws):
+        if down["now"]:  # the server is away: every reconnect is refused
+            ws.close()
+            return
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r".*/ws/agents/ops/sessions/offline-1/.*"), route)
+    open_chat(page, "ops", "offline-1")
+    down["now"] = True
+    sockets[-1].close()
+    page.wait_for_selector("#conn:not([data-state=live])")
+    send_message(page, "hello")
+    page.wait_for_selector("#composer-error >> text=not connected")
+    down["now"] = False
+    wait_live(page)
+    page.wait_for_selector("#composer-error", state="hidden", timeout=10_000)
+    assert page.input_value("#text") == "hello"  # the message is still the person's to send

@@ -70,6 +70,7 @@ function submit() {
   }
   if (!connected()) {
     composerMessage("Not sent: not connected (reconnecting…). Your message is kept; send it again in a moment.");
+    $("composer-error").dataset.kind = "offline";
     return;
   }
   const frame = { type: "start", text: text.trim() ? text : "", replace: $("replace").checked };
@@ -122,6 +123,11 @@ export function refused(f) {
   }
   composerMessage(`Not sent: ${f.message || f.code}. Your message is kept in the box.`);
   return true;
+}
+
+// live again: a refusal for being offline no longer holds (the message is still in the box)
+export function reconnected() {
+  if ($("composer-error").dataset.kind === "offline") composerMessage("");
 }
 
 export function dropped() {

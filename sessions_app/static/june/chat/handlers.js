@@ -75,6 +75,7 @@ function resetNotice(f) {
 const HANDLERS = {
   ready: (f) => {
     setConn("live");
+    composer.reconnected();
     state.ready = true;
     showQueued(f.queued || []);
     approvals.refreshAnswerable();
