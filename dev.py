@@ -213,13 +213,6 @@ DUPLICATES_ALLOWED = {
         ],
         "a seam's Protocol and the stores that implement it share its signatures (mypy holds them to it)",
     ),
-    **dict.fromkeys(
-        [
-            ("sessions_app/web/openapi_files.py", "sessions_app/web/openapi_lists.py"),
-            ("sessions_app/web/openapi.py", "sessions_app/web/openapi_lists.py"),
-        ],
-        "the hand-written OpenAPI document, which the API's shapes declared once will generate",
-    ),
     ("june/settings.py", "june/settings.py"): "one line per setting: its name, its typed reader and its default",
 }
 #: folders ``repeated_blocks`` leaves out: tests, migrations, what others wrote or a build made

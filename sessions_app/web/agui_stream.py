@@ -28,28 +28,19 @@ from sessions_app import selectors, services
 from sessions_app.site_errors import BadRequest
 from sessions_app.web import admission
 from sessions_app.web.agui_events import AguiRun, encode
-from sessions_app.web.api import SSE_HEADERS, api_view, read_json
+from sessions_app.web.api import SSE_HEADERS, api_view
 from sessions_app.web.db import db
+from sessions_app.web.inputs import read_json, validated
+from sessions_app.web.shapes_frontends import AguiRunInput
 from sessions_app.web.sse import SessionFollower
 from sessions_app.web.turn_follow import folded, replay_after, replies_before, turn_events, unsettled_turn
 
-BODY_KEYS = {
-    "threadId",
-    "runId",
-    "protocolVersion",
-    "parentRunId",
-    "state",
-    "messages",
-    "tools",
-    "context",
-    "forwardedProps",
-    "resume",
-}
 REJECTED = {"decision": "reject", "message": "cancelled by the person"}
 
 
 def _parse(request: HttpRequest) -> RunAgentInput:
-    body = read_json(request, allowed=BODY_KEYS)
+    body = read_json(request)
+    validated(AguiRunInput, body)  # the outline (keys, types); the protocol's own model reads the rest
     try:
         run = RunAgentInput.model_validate(body)
     except ValidationError as exc:

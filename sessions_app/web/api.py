@@ -27,20 +27,21 @@ from agents_app.runtime import rules
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SETTLED_STATUSES, SessionRef, TurnStatus
 from sessions_app import models as m
-from sessions_app import safejson, selectors, services
+from sessions_app import selectors, services
 from sessions_app.site_errors import BadRequest, PayloadTooLarge, RateLimited, error_body
 from sessions_app.web import links
 from sessions_app.web.auth import authenticate
 from sessions_app.web.db import db
+from sessions_app.web.inputs import read_body, read_headers, read_query
 from sessions_app.web.openapi import document
 from sessions_app.web.probes import is_probe
+from sessions_app.web.shapes_common import Turn
+from sessions_app.web.shapes_turns import Answer, EventsHeaders, EventsQuery, Nothing
 from sessions_app.web.sse import SessionFollower, event_stream, parse_seq
 
 log = logging.getLogger(__name__)
 
 TURN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,32}")
-INTEGER_RE = re.compile(r"[0-9]{1,20}")
-NUMBER_RE = re.compile(r"[0-9]{1,20}(\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?")
 ENDED = SETTLED_STATUSES
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
@@ -169,56 +170,7 @@ def handler500(request: HttpRequest) -> HttpResponse:
     return defaults.server_error(request)
 
 
-# -- parsing ------------------------------------------------------------------------------------------
-
-
-def read_json(request: HttpRequest, *, allowed: set[str] | None) -> dict[str, Any]:
-    """The body as a JSON object with only ``allowed`` keys (an empty body is ``{}``); any keys
-    when ``allowed`` is None (a protocol whose clients add fields of their own)."""
-    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
-    declared = request.META.get("CONTENT_LENGTH") or "0"
-    if not declared.isdigit():
-        raise BadRequest("malformed Content-Length")
-    if limit is not None and int(declared) > limit:
-        raise PayloadTooLarge(f"the body is larger than {limit} bytes")
-    try:
-        raw = request.body
-    except RequestDataTooBig:
-        raise PayloadTooLarge(f"the body is larger than {limit} bytes") from None
-    if not raw.strip():
-        return {}
-    data = safejson.loads(raw)
-    if not isinstance(data, dict):
-        raise BadRequest("the body must be a JSON object")
-    unknown = sorted(set(data) - allowed) if allowed is not None else []
-    if unknown:
-        raise BadRequest(f"unknown field(s): {', '.join(unknown)}")
-    return data
-
-
-def query_bool(request: HttpRequest, name: str, default: bool) -> bool:
-    value = request.GET.get(name)
-    if value is None:
-        return default
-    lowered = value.strip().lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise BadRequest(f"?{name}= must be true or false")
-
-
-def query_number(request: HttpRequest, name: str, *, maximum: float, integer: bool = False) -> float | None:
-    """ASCII digits only (``int``/``float`` also take "٣", "1_0", "inf"): what the document says."""
-    value = request.GET.get(name)
-    if value is None or value == "":
-        return None
-    if not (INTEGER_RE if integer else NUMBER_RE).fullmatch(value):
-        raise BadRequest(f"?{name}= must be {'an integer' if integer else 'a number'}")
-    number = int(value) if integer else float(value)
-    if not 0 < number <= maximum:
-        raise BadRequest(f"?{name}= must be greater than 0 and at most {maximum:g}")
-    return number
+# -- parsing (the bodies, queries and headers: ``inputs``, through the shapes) ---------------------------
 
 
 def wants_stream(request: HttpRequest) -> bool:
@@ -243,7 +195,7 @@ def turn_of(*, agent: str, key: str, turn_id: str, user: Any) -> m.Turn:
     return turn
 
 
-def turn_json(turn: m.Turn) -> dict[str, Any]:
+def turn_json(turn: m.Turn) -> Turn:
     owed = rules.pending_requests(turn.pending) if turn.status == TurnStatus.SUSPENDED else []
     return {
         "turn_id": turn.pk,
@@ -295,14 +247,12 @@ def turn_detail(request: HttpRequest, user: Any, agent: str, session: str, turn_
 @api_view("POST")
 def turn_resume(request: HttpRequest, user: Any, agent: str, session: str, turn_id: str) -> HttpResponse:
     """Answer the turn's parked request; the turn queues again (403/409/422 leave it parked)."""
-    body = read_json(request, allowed={"input_id", "answer"})
-    if "input_id" not in body or "answer" not in body:
-        raise BadRequest("input_id and answer are required")
+    body = read_body(request, Answer)
     turn_of(agent=agent, key=session, turn_id=turn_id, user=user)
     services.turn_resume(
         turn_id=turn_id,
-        input_id=body["input_id"],
-        answer=body["answer"],
+        input_id=body.input_id,
+        answer=body.answer,
         user=user,
         agent=agent,
         key=session,
@@ -315,7 +265,7 @@ def turn_resume(request: HttpRequest, user: Any, agent: str, session: str, turn_
 @api_view("POST")
 def turn_cancel(request: HttpRequest, user: Any, agent: str, session: str, turn_id: str) -> HttpResponse:
     """Cancel a queued turn now, a running one at its next checkpoint (202 until it stops)."""
-    read_json(request, allowed=set())
+    read_body(request, Nothing)
     turn_of(agent=agent, key=session, turn_id=turn_id, user=user)
     services.turn_cancel(turn_id=turn_id, agent=agent, key=session, user=user)  # rules.check_cancellable
     return turn_response(load_turn(turn_id), request, agent=agent, key=session)
@@ -326,7 +276,7 @@ def turn_cancel(request: HttpRequest, user: Any, agent: str, session: str, turn_
 
 @api_view("POST")
 def reset(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
-    read_json(request, allowed=set())
+    read_body(request, Nothing)
     return JsonResponse(services.session_reset(agent=agent, key=session, user=user))
 
 
@@ -349,23 +299,23 @@ def pending(request: HttpRequest, user: Any, agent: str, session: str) -> HttpRe
 @api_view("GET")
 async def events(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     """The session's event log as SSE after ``Last-Event-ID`` (or ``?after=``), then live."""
+    query = read_query(request, EventsQuery)
     try:
-        header = parse_seq(request.META.get("HTTP_LAST_EVENT_ID"), name="Last-Event-ID")
-        after = header if header is not None else parse_seq(request.GET.get("after"), name="?after=")
+        header = parse_seq(read_headers(request, EventsHeaders).last_event_id, name="Last-Event-ID")
+        after = header if header is not None else parse_seq(query.after, name="?after=")
     except ValueError as exc:
         raise BadRequest(str(exc)) from None
-    until = request.GET.get("until", "")
-    if until not in ("", "terminal"):
-        raise BadRequest("?until= must be 'terminal'")
-    limit = query_number(request, "limit", maximum=1_000_000, integer=True)
-    timeout = query_number(request, "timeout", maximum=86_400)
+    limit, timeout = query.limit, query.timeout
     await db(session_of)(agent=agent, key=session, user=user)
     follower = SessionFollower(SessionRef(agent, session), after=after or 0)
     await follower.__aenter__()
     # bounded like a turn's stream: an EventSource reconnects with Last-Event-ID by itself
     cap = settings.JUNE_API_STREAM_SECONDS
     stream = event_stream(
-        follower, until_terminal=until == "terminal", limit=limit and int(limit), max_seconds=min(timeout or cap, cap)
+        follower,
+        until_terminal=query.until == "terminal",
+        limit=limit and int(limit),
+        max_seconds=min(timeout or cap, cap),
     )
     return StreamingHttpResponse(stream, content_type="text/event-stream", headers=SSE_HEADERS)
 

@@ -20,15 +20,17 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from agents_app.runtime import new_turn_id
 from agents_app.runtime.seams import SessionRef
 from sessions_app import attachment_services, services
-from sessions_app.site_errors import BadRequest
 from sessions_app.web import admission, links, uploads
-from sessions_app.web.api import SSE_HEADERS, api_view, load_turn, query_bool, read_json, turn_response, wants_stream
+from sessions_app.web.api import SSE_HEADERS, api_view, load_turn, turn_response, wants_stream
 from sessions_app.web.db import db, released
+from sessions_app.web.inputs import read_body, read_query
+from sessions_app.web.shapes_common import FALSE_WORDS
+from sessions_app.web.shapes_turns import Queued, StartTurn, StartTurnQuery
 from sessions_app.web.sse import SessionFollower, event_stream
 from sessions_app.web.turn_follow import queued_event
 
-#: ``?wait=`` values that ask for a 202 at once (``api.query_bool``'s false words)
-NO_WAIT = frozenset({"0", "false", "no", "off"})
+#: ``?wait=`` values that ask for a 202 at once (the query's false words)
+NO_WAIT = frozenset(FALSE_WORDS)
 
 
 @uploads.bounded(attachment_services.max_body_bytes)
@@ -45,60 +47,54 @@ def turns(request: HttpRequest, **kwargs: Any) -> HttpResponse:
     return async_to_sync(_turns)(request, **kwargs)
 
 
-def _body(request: HttpRequest, body: dict[str, Any]) -> tuple[str, list[str], bool]:
-    """(text, attachment ids, replace) of a start's body."""
-    ids = attachment_services.parse_ids(body.get("attachments", []))
-    text = body.get("text", "") if ids else body.get("text")
-    text = "" if ids and isinstance(text, str) and not text.strip() else services.validate_text(text)
-    replace = body.get("replace", False)
-    if not isinstance(replace, bool):
-        raise BadRequest("replace must be true or false")
-    return text, ids, replace or query_bool(request, "replace", False)
+def _body(body: StartTurn, query: StartTurnQuery) -> tuple[str, list[str], bool]:
+    """(text, attachment ids, replace) of a start: the rules of each (length, ids) are the services'."""
+    ids = attachment_services.parse_ids(body.attachments)
+    text = body.text if body.text is not None or not ids else ""
+    text = "" if ids and not text.strip() else services.validate_text(text)
+    return text, ids, body.replace or query.replace
+
+
+def _queued(turn_id: str, status: str, agent: str, session: str) -> JsonResponse:
+    queued: Queued = {"turn_id": turn_id, "status": status}
+    return JsonResponse(queued, status=202, headers={"Location": links.turn_api(agent, session, turn_id)})
 
 
 @released
 @api_view("POST")
 def _turns_queued(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     """A JSON start answered 202 at once: the whole request on this thread."""
-    text, ids, replace = _body(request, read_json(request, allowed={"text", "replace", "attachments"}))
+    text, ids, replace = _body(read_body(request, StartTurn), read_query(request, StartTurnQuery))
     turn_id = new_turn_id()
     status = _start_queued(
         agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id, attachments=ids
     )
-    return JsonResponse(
-        {"turn_id": turn_id, "status": status},
-        status=202,
-        headers={"Location": links.turn_api(agent, session, turn_id)},
-    )
+    return _queued(turn_id, status, agent, session)
 
 
 @api_view("POST")
 async def _turns(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
+    query = read_query(request, StartTurnQuery)
     if not uploads.is_multipart(request):
-        return await _start(
-            request, user, agent, session, read_json(request, allowed={"text", "replace", "attachments"})
-        )
+        return await _start(request, user, agent, session, read_body(request, StartTurn), query)
     body = await db(uploads.turn_form)(request, agent=agent, key=session, user=user)
     try:
-        return await _start(request, user, agent, session, body)
+        return await _start(request, user, agent, session, body, query)
     except BaseException:  # refused (409, 429, 413, 503…): its uploads go; a started turn keeps them
-        await db(attachment_services.attachments_discard)(user=user, ids=body["attachments"])
+        await db(attachment_services.attachments_discard)(user=user, ids=body.attachments)
         raise
 
 
-async def _start(request: HttpRequest, user: Any, agent: str, session: str, body: dict[str, Any]) -> HttpResponse:
-    text, ids, replace = _body(request, body)
-    wait = query_bool(request, "wait", True)
+async def _start(
+    request: HttpRequest, user: Any, agent: str, session: str, body: StartTurn, query: StartTurnQuery
+) -> HttpResponse:
+    text, ids, replace = _body(body, query)
     turn_id = new_turn_id()
-    if not wait and not wants_stream(request):  # one hop to the database's thread, not three
+    if not query.wait and not wants_stream(request):  # one hop to the database's thread, not three
         status = await db(_start_queued)(
             agent=agent, key=session, text=text, user=user, replace=replace, turn_id=turn_id, attachments=ids
         )
-        return JsonResponse(
-            {"turn_id": turn_id, "status": status},
-            status=202,
-            headers={"Location": links.turn_api(agent, session, turn_id)},
-        )
+        return _queued(turn_id, status, agent, session)
     # the session is created with the turn (``turn_start``), so a refused start creates nothing;
     # a session that does not exist yet has logged nothing: its events start after 0
     row = await db(services.session_for_user)(agent=agent, key=session, user=user)

@@ -23,8 +23,10 @@ from agents_app.runtime import rules
 from agents_app.runtime.errors import NotFound, ResumeAuthorizationError
 from sessions_app import listings, selectors, services
 from sessions_app import models as m
-from sessions_app.site_errors import BadRequest
 from sessions_app.web import api, links
+from sessions_app.web.inputs import read_body
+from sessions_app.web.shapes_lists import Approval, ApprovalList
+from sessions_app.web.shapes_turns import Answer
 
 #: the most requests one listing returns (oldest first); a longer queue shows its head
 MAX_LISTED = 500
@@ -55,7 +57,7 @@ def may_answer_here(
     return verdict
 
 
-def approval_json(turn: m.Turn, request: dict[str, Any]) -> dict[str, Any]:
+def approval_json(turn: m.Turn, request: dict[str, Any]) -> Approval:
     pending = turn.pending or {}
     call = pending.get("call") or {}
     if request.get("kind") == "tool_approval":  # its own call, of the step's several
@@ -77,27 +79,26 @@ def approval_json(turn: m.Turn, request: dict[str, Any]) -> dict[str, Any]:
 @api.api_view("GET")
 def approval_list(request: HttpRequest, user: Any) -> HttpResponse:
     verdicts: dict[tuple[str, str], bool] = {}
-    items = []
+    items: list[Approval] = []
     for turn in listings.parked_requests().iterator(chunk_size=200):
         for request in rules.pending_requests(turn.pending):
             if may_answer_here(turn, user, verdicts, request):
                 items.append(approval_json(turn, request))
         if len(items) >= MAX_LISTED:
             break
-    return JsonResponse({"approvals": items[:MAX_LISTED]})
+    listed: ApprovalList = {"approvals": items[:MAX_LISTED]}
+    return JsonResponse(listed)
 
 
 @api.api_view("POST")
 def approval_answer(request: HttpRequest, user: Any, turn_id: str) -> HttpResponse:
-    body = api.read_json(request, allowed={"input_id", "answer"})
-    if "input_id" not in body or "answer" not in body:
-        raise BadRequest("input_id and answer are required")
+    body = read_body(request, Answer)
     turn = selectors.turn_with_session(turn_id) if api.TURN_ID_RE.fullmatch(turn_id) else None
     if turn is None:
         raise NotFound(f"no turn {turn_id}")
     # a request without answerers is not listed to everyone, so it is not answerable by everyone
     # either; a named user or a policy is decided by turn_resume (a raising authorize_answer: 500)
-    asked = _request(turn, body["input_id"])
+    asked = _request(turn, body.input_id)
     if (
         turn.status == m.TurnStatus.SUSPENDED
         and turn.pending
@@ -107,8 +108,8 @@ def approval_answer(request: HttpRequest, user: Any, turn_id: str) -> HttpRespon
         raise ResumeAuthorizationError("you may not answer this request")
     services.turn_resume(
         turn_id=turn_id,
-        input_id=body["input_id"],
-        answer=body["answer"],
+        input_id=body.input_id,
+        answer=body.answer,
         user=user,
         via="api",
         remote_addr=str(request.META.get("REMOTE_ADDR") or "")[:64],

@@ -7,7 +7,6 @@ each refuses with 409 while the session has a turn queued, running or parked."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -16,10 +15,10 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import TurnRecord
 from sessions_app import attachment_services, selectors, services
 from sessions_app.web import links
-from sessions_app.web.api import TURN_ID_RE, api_view, read_json, session_of
-
-#: a position or a generation number: what an int4 column holds
-NUMBER_RE = re.compile(r"[0-9]{1,9}")
+from sessions_app.web.api import TURN_ID_RE, api_view, session_of
+from sessions_app.web.inputs import read_body
+from sessions_app.web.shapes_branches import NUMBER_RE, Branches, BranchQueued, Fork, Switched
+from sessions_app.web.shapes_turns import Nothing
 
 
 def _number(raw: str, what: str) -> int:
@@ -29,8 +28,9 @@ def _number(raw: str, what: str) -> int:
 
 
 def _queued(record: TurnRecord, agent: str, key: str) -> JsonResponse:
+    queued: BranchQueued = {"turn_id": record.turn_id, "status": str(record.status), "generation": record.generation}
     return JsonResponse(
-        {"turn_id": record.turn_id, "status": str(record.status), "generation": record.generation},
+        queued,
         status=202,
         headers={"Location": links.turn_api(agent, key, record.turn_id)},
     )
@@ -39,7 +39,8 @@ def _queued(record: TurnRecord, agent: str, key: str) -> JsonResponse:
 @api_view("GET")
 def branch_list(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     """The live branch, its tree, and the switchers of its messages (``selectors.branches_of``)."""
-    return JsonResponse(selectors.branches_of(session=session_of(agent=agent, key=session, user=user)))
+    branches: Branches = selectors.branches_of(session=session_of(agent=agent, key=session, user=user))
+    return JsonResponse(branches)
 
 
 @api_view("POST")
@@ -47,13 +48,13 @@ def message_fork(request: HttpRequest, user: Any, agent: str, session: str, inde
     """Edit message ``index`` (a person's, that opened a turn): a new branch from just before
     it, live, whose first turn sends ``text``."""
     at = _number(index, "message")
-    body = read_json(request, allowed={"text", "attachments"})
-    ids = attachment_services.parse_ids(body.get("attachments", []))
+    body = read_body(request, Fork)
+    ids = attachment_services.parse_ids(body.attachments)
     record = services.branch_fork(
         agent=agent,
         key=session,
         at=at,
-        text=body.get("text", "" if ids else None),
+        text=body.text if body.text is not None or not ids else "",
         user=user,
         source="http",
         attachments=ids,
@@ -64,7 +65,7 @@ def message_fork(request: HttpRequest, user: Any, agent: str, session: str, inde
 @api_view("POST")
 def turn_regenerate(request: HttpRequest, user: Any, agent: str, session: str, turn_id: str) -> HttpResponse:
     """Send the live branch's last turn again, as the first turn of a new branch."""
-    read_json(request, allowed=set())
+    read_body(request, Nothing)
     if not TURN_ID_RE.fullmatch(turn_id):
         raise NotFound(f"no turn {turn_id[:40]!r} in this session")
     record = services.turn_regenerate(agent=agent, key=session, turn_id=turn_id, user=user, source="http")
@@ -74,7 +75,7 @@ def turn_regenerate(request: HttpRequest, user: Any, agent: str, session: str, t
 @api_view("POST")
 def branch_switch(request: HttpRequest, user: Any, agent: str, session: str, generation: str) -> HttpResponse:
     """Make branch ``generation`` live (one of the live branch's tree)."""
-    read_json(request, allowed=set())
+    read_body(request, Nothing)
     number = _number(generation, "branch")
-    live = services.branch_switch(agent=agent, key=session, generation=number, user=user)
-    return JsonResponse({"generation": live})
+    switched: Switched = {"generation": services.branch_switch(agent=agent, key=session, generation=number, user=user)}
+    return JsonResponse(switched)

@@ -9,7 +9,6 @@ the API answers. Staff download any generation from the admin (``admin/search_ad
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -21,6 +20,8 @@ from sessions_app import export, services
 from sessions_app import models as m
 from sessions_app.site_errors import AccessDenied, BadRequest
 from sessions_app.web import api
+from sessions_app.web.inputs import read_query
+from sessions_app.web.shapes_lists import GENERATION_RE, ExportQuery
 
 
 def _own(request: HttpRequest, agent: str, key: str) -> m.Session:
@@ -31,10 +32,6 @@ def _own(request: HttpRequest, agent: str, key: str) -> m.Session:
     if session is None:
         raise Http404("no such session")
     return session
-
-
-#: ``?generation=`` (the OpenAPI document's pattern)
-GENERATION_RE = re.compile(r"[0-9]{1,9}")
 
 
 @require_safe
@@ -57,10 +54,8 @@ def export_archived(request: HttpRequest, agent: str, key: str, generation: int,
 def api_export(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     """The live generation, or ``?generation=`` an archived one, as ``?format=json`` (default) or ``md``."""
     row = api.session_of(agent=agent, key=session, user=user)
-    fmt = request.GET.get("format", "json")
-    if fmt not in export.FORMATS:
-        raise BadRequest("?format= must be md or json")
-    raw = request.GET.get("generation")
+    query = read_query(request, ExportQuery)
+    fmt, raw = query.format, query.generation
     generation = row.generation
     if raw is not None:
         if not GENERATION_RE.fullmatch(raw):

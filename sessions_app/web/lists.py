@@ -5,7 +5,6 @@ paginated by an opaque cursor (``?cursor=`` from the previous page's ``next``) a
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -15,16 +14,23 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from sessions_app import attachment_services, listings, selectors, wiring
 from sessions_app import models as m
 from sessions_app.site_errors import BadRequest
-from sessions_app.web import api, api_turns, links, openapi
+from sessions_app.web import api, api_turns, links
 from sessions_app.web.bodylimit import max_body
+from sessions_app.web.inputs import read_query
+from sessions_app.web.shapes_lists import (
+    SESSION_CURSOR_RE,
+    TURN_CURSOR_RE,
+    ListedTurn,
+    SessionPage,
+    SessionPageQuery,
+    SessionSummary,
+    TurnPage,
+    TurnPageQuery,
+)
 
-SESSION_CURSOR_RE = re.compile(openapi.SESSION_CURSOR)
-TURN_CURSOR_RE = re.compile(openapi.TURN_CURSOR)
 
-
-def page_limit(request: HttpRequest) -> int:
-    limit = api.query_number(request, "limit", maximum=listings.PAGE_MAX, integer=True)
-    return int(limit) if limit else listings.PAGE_DEFAULT
+def page_limit(query: SessionPageQuery) -> int:
+    return int(query.limit) if query.limit else listings.PAGE_DEFAULT
 
 
 def _next_url(request: HttpRequest, cursor: str, limit: int) -> str:
@@ -53,7 +59,7 @@ def _parse_session_cursor(raw: str | None) -> tuple[datetime, int] | None:
     return at, pk
 
 
-def session_json(session: m.Session, last: m.Turn | None) -> dict[str, Any]:
+def session_json(session: m.Session, last: m.Turn | None) -> SessionSummary:
     return {
         "agent": session.agent,
         "session": session.key,
@@ -73,17 +79,17 @@ def session_json(session: m.Session, last: m.Turn | None) -> dict[str, Any]:
 def session_list(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     """The caller's sessions of ``agent``, most recent activity first."""
     wiring.agent(agent, versions=False)  # NotFound for an unknown agent (an eval's version too)
-    limit = page_limit(request)
+    query = read_query(request, SessionPageQuery)
+    limit = page_limit(query)
     rows, last, more = listings.session_page(
-        user=user, agent=agent, limit=limit, before=_parse_session_cursor(request.GET.get("cursor"))
+        user=user, agent=agent, limit=limit, before=_parse_session_cursor(query.cursor)
     )
     selectors.with_titles(rows)
-    return JsonResponse(
-        {
-            "sessions": [session_json(s, last.get(s.pk)) for s in rows],
-            "next": _next_url(request, _session_cursor(rows[-1]), limit) if more and rows else None,
-        }
-    )
+    page: SessionPage = {
+        "sessions": [session_json(s, last.get(s.pk)) for s in rows],
+        "next": _next_url(request, _session_cursor(rows[-1]), limit) if more and rows else None,
+    }
+    return JsonResponse(page)
 
 
 @api.api_view("GET")
@@ -95,7 +101,7 @@ def session_detail(request: HttpRequest, user: Any, agent: str, session: str) ->
     return JsonResponse(session_json(row, last))
 
 
-def turn_list_json(turn: m.Turn) -> dict[str, Any]:
+def turn_list_json(turn: m.Turn) -> ListedTurn:
     return {
         **api.turn_json(turn),
         "input_text": str((turn.input or {}).get("text") or ""),
@@ -108,17 +114,16 @@ def turn_list_json(turn: m.Turn) -> dict[str, Any]:
 def turn_list(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     """The session's turns of its live generation, newest first."""
     row = api.session_of(agent=agent, key=session, user=user)
-    limit = page_limit(request)
-    raw = request.GET.get("cursor")
+    query = read_query(request, TurnPageQuery)
+    limit, raw = page_limit(query), query.cursor
     if raw is not None and not TURN_CURSOR_RE.fullmatch(raw):
         raise BadRequest("?cursor= is not a cursor this API handed out")
     rows, more = listings.turn_page(session=row, limit=limit, before=int(raw) if raw is not None else None)
-    return JsonResponse(
-        {
-            "turns": [turn_list_json(t) for t in rows],
-            "next": _next_url(request, str(rows[-1].order), limit) if more and rows else None,
-        }
-    )
+    page: TurnPage = {
+        "turns": [turn_list_json(t) for t in rows],
+        "next": _next_url(request, str(rows[-1].order), limit) if more and rows else None,
+    }
+    return JsonResponse(page)
 
 
 @max_body(attachment_services.max_body_bytes)  # a multipart start (api_turns.turns)

@@ -14,6 +14,8 @@ from django.urls import reverse
 from sessions_app import search, selectors
 from sessions_app.site_errors import BadRequest
 from sessions_app.web import api
+from sessions_app.web.inputs import read_query
+from sessions_app.web.shapes_lists import Hit, SearchQuery, SearchResults
 
 
 def hit_url(hit: search.Hit) -> str:
@@ -55,7 +57,7 @@ def page_context(request: HttpRequest) -> dict[str, Any]:
         return {"search": {"query": raw[: search.MAX_QUERY_CHARS], "error": str(exc), "rows": [], "more": False}}
 
 
-def hit_json(row: dict[str, Any]) -> dict[str, Any]:
+def hit_json(row: dict[str, Any]) -> Hit:
     hit: search.Hit = row["hit"]
     return {
         "agent": hit.session.agent,
@@ -74,7 +76,10 @@ def hit_json(row: dict[str, Any]) -> dict[str, Any]:
 @api.api_view("GET")
 def api_search(request: HttpRequest, user: Any) -> HttpResponse:
     """``GET /api/search?q=``: the caller's own sessions' messages that match, newest first."""
-    found = results(user=user, raw_query=request.GET.get("q", ""))
-    return JsonResponse(
-        {"query": found["query"], "results": [hit_json(r) for r in found["rows"]], "more": found["more"]}
-    )
+    found = results(user=user, raw_query=read_query(request, SearchQuery).q)
+    shown: SearchResults = {
+        "query": found["query"],
+        "results": [hit_json(r) for r in found["rows"]],
+        "more": found["more"],
+    }
+    return JsonResponse(shown)

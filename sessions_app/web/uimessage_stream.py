@@ -34,14 +34,16 @@ from sessions_app import attachment_services, selectors, services
 from sessions_app import models as m
 from sessions_app.site_errors import BadRequest
 from sessions_app.web import admission
-from sessions_app.web.api import SSE_HEADERS, TURN_ID_RE, api_view, read_json, turn_json
+from sessions_app.web.api import SSE_HEADERS, TURN_ID_RE, api_view, turn_json
 from sessions_app.web.db import db
+from sessions_app.web.inputs import read_body
+from sessions_app.web.shapes_frontends import Chat, UIMessages
+from sessions_app.web.shapes_turns import Nothing
 from sessions_app.web.sse import SessionFollower
 from sessions_app.web.turn_follow import folded, replay_after, turn_events, unsettled_turn
 from sessions_app.web.uimessage_chunks import DONE, PROTOCOL_HEADER, UIChunks, sse
 from sessions_app.web.uimessage_history import ui_messages
 
-TRIGGERS = ("submit-message", "regenerate-message")
 DATA_URL_RE = re.compile(r"data:([\w.+/-]{1,100})(;[\w=.-]{1,50})*;base64,")
 #: a tool part's type: ``tool-<name>`` (static) or ``dynamic-tool``
 TOOL_PART_RE = re.compile(r"tool-.+|dynamic-tool")
@@ -51,23 +53,13 @@ DENIED = "denied in the chat"
 # -- the body ----------------------------------------------------------------------------------------
 
 
-def _parse(body: dict[str, Any]) -> tuple[str, str, dict[str, Any], str | None]:
+def _parse(body: Chat) -> tuple[str, str, dict[str, Any], str | None]:
     """(chat id, trigger, last message, messageId) of the hook's body; BadRequest otherwise."""
-    chat_id, trigger, messages = body.get("id"), body.get("trigger", "submit-message"), body.get("messages")
-    if not isinstance(chat_id, str):
-        raise BadRequest("id (the chat id: a session key) is required")
-    services.validate_session_key(chat_id)
-    if trigger not in TRIGGERS:
-        raise BadRequest(f"trigger must be one of {', '.join(TRIGGERS)}")
-    message_id = body.get("messageId")
-    if message_id is not None and not isinstance(message_id, str):
-        raise BadRequest("messageId must be a string")
-    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
-        raise BadRequest("messages must be a non-empty list of UI messages")
-    last = messages[-1]
+    services.validate_session_key(body.id)
+    last = body.messages[-1]
     if last.get("role") not in ("user", "assistant") or not isinstance(last.get("parts"), list):
         raise BadRequest("the last message must be a user's or the assistant's, with parts")
-    return chat_id, trigger, last, message_id
+    return body.id, body.trigger, last, body.messageId
 
 
 def _user_input(message: dict[str, Any]) -> tuple[str, list[tuple[str, bytes]]]:
@@ -185,7 +177,7 @@ def _event_seq(*, agent: str, key: str, user: Any) -> int:
 @api_view("POST")
 async def chat(request: HttpRequest, user: Any, agent: str) -> HttpResponse:
     """The hook's POST: start, continue (approvals) or regenerate; the UI message stream."""
-    chat_id, trigger, last, message_id = _parse(read_json(request, allowed=None))
+    chat_id, trigger, last, message_id = _parse(read_body(request, Chat))
     after = await db(_event_seq)(agent=agent, key=chat_id, user=user)
     ref = SessionRef(agent, chat_id)
     if trigger == "regenerate-message":
@@ -242,7 +234,7 @@ def chat_cancel(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
     """Stop: cancel the chat's unsettled turn (200 with it); 204 when there is none. The rule is
     every cancel's (``rules.check_cancellable``): a turn parked on a question is a 409 (answer it,
     or reset), one parked on its subagents is cancelled with them."""
-    read_json(request, allowed=set())
+    read_body(request, Nothing)
     row = services.session_for_user(agent=agent, key=session, user=user)
     turn = unsettled_turn(row) if row is not None else None
     if turn is None:
@@ -256,7 +248,8 @@ def chat_cancel(request: HttpRequest, user: Any, agent: str, session: str) -> Ht
 def chat_messages(request: HttpRequest, user: Any, agent: str, session: str) -> HttpResponse:
     """The live branch as UI messages (a chat not started yet: none)."""
     row = services.session_for_user(agent=agent, key=session, user=user)
-    return JsonResponse({"messages": ui_messages(row) if row is not None else []})
+    history: UIMessages = {"messages": ui_messages(row) if row is not None else []}
+    return JsonResponse(history)
 
 
 async def _still_parked(turn_id: str) -> AsyncGenerator[dict[str, Any] | None, None]:

@@ -17,6 +17,8 @@ from sessions_app import attachment_services as attach
 from sessions_app import services
 from sessions_app.site_errors import BadRequest, PayloadTooLarge, error_body
 from sessions_app.web.bodylimit import max_body
+from sessions_app.web.inputs import validated
+from sessions_app.web.shapes_turns import StartTurn, TurnForm
 
 
 def is_multipart(request: HttpRequest) -> bool:
@@ -82,17 +84,12 @@ def uploaded_files(request: HttpRequest) -> list[Any]:
     return found
 
 
-def turn_form(request: HttpRequest, *, agent: str, key: str, user: Any) -> dict[str, Any]:
-    """A multipart ``POST …/turns`` (fields ``text``, ``replace``, files ``file``) as the JSON
-    start it stands for: the files uploaded to the session, their ids in ``attachments``. The
-    caller discards them (``attachments_discard``) if the start is refused."""
-    unknown = sorted(set(request.POST) - {"text", "replace"})
-    if unknown:
-        raise BadRequest(f"unknown field(s): {', '.join(unknown)[:200]}")
+def turn_form(request: HttpRequest, *, agent: str, key: str, user: Any) -> StartTurn:
+    """A multipart ``POST …/turns`` (fields ``text``, ``replace``, files ``file``: ``TurnForm``)
+    as the JSON start it stands for: the files uploaded to the session, their ids in
+    ``attachments``. The caller discards them (``attachments_discard``) if the start is refused."""
+    form = validated(TurnForm, {**request.POST.dict(), "file": request.FILES.getlist("file")})
     found = uploaded_files(request)
-    replace = request.POST.get("replace", "false").strip().lower()
-    if replace not in ("true", "false", "1", "0", ""):
-        raise BadRequest("replace must be true or false")
     if not found:
         raise BadRequest("a multipart start carries files (field 'file'); send text alone as JSON")
     # 403 for another's, or a key a channel owns (as the start itself); the start creates it
@@ -104,4 +101,4 @@ def turn_form(request: HttpRequest, *, agent: str, key: str, user: Any) -> dict[
     except BaseException:
         attach.attachments_discard(user=user, ids=ids)  # a refused request leaves nothing
         raise
-    return {"text": request.POST.get("text", ""), "replace": replace in ("true", "1"), "attachments": ids}
+    return StartTurn(text=form.text, replace=form.replace in ("true", "1"), attachments=ids)

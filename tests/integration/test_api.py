@@ -524,7 +524,9 @@ def test_openapi_describes_every_route():
         routes[path] = view
     assert set(doc["paths"]) == set(routes)
     error_ref = "#/components/schemas/Error"
-    assert "code" in doc["components"]["schemas"]["Error"]["properties"]["error"]["properties"]
+    schemas = doc["components"]["schemas"]
+    detail = schemas["Error"]["properties"]["error"]["$ref"].rsplit("/", 1)[-1]
+    assert {"code", "message"} <= set(schemas[detail]["required"])
     for path, item in doc["paths"].items():
         for method, op in item.items():
             if method == "parameters":
