@@ -34,6 +34,16 @@ def _names(cls: Any) -> tuple[str, ...]:
     return tuple(f.name for f in fields(cls))
 
 
+def _with_attachments(data: dict[str, Any], attachments: tuple[dict[str, Any], ...]) -> dict[str, Any]:
+    """An event's JSON with its attachments' metadata, or without the key when it has none: most
+    messages attach nothing, and no row should carry an empty list."""
+    if attachments:
+        data["attachments"] = [dict(a) for a in attachments]
+    else:
+        del data["attachments"]
+    return data
+
+
 @fast_init
 @dataclass(frozen=True, slots=True)
 class TurnStarted(TurnEvent):
@@ -44,12 +54,7 @@ class TurnStarted(TurnEvent):
     attachments: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        data = TurnEvent.to_json(self)
-        if self.attachments:
-            data["attachments"] = [dict(a) for a in self.attachments]
-        else:
-            del data["attachments"]  # most turns attach nothing: no empty key in every row
-        return data
+        return _with_attachments(TurnEvent.to_json(self), self.attachments)
 
 
 @fast_init
@@ -272,12 +277,7 @@ class PersonMessage(TurnEvent):
     attachments: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        data = TurnEvent.to_json(self)
-        if self.attachments:
-            data["attachments"] = [dict(a) for a in self.attachments]
-        else:
-            del data["attachments"]  # most messages attach nothing: no empty key in every row
-        return data
+        return _with_attachments(TurnEvent.to_json(self), self.attachments)
 
 
 EVENT_TYPES: dict[str, type[TurnEvent]] = {
