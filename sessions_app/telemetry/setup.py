@@ -4,8 +4,8 @@ On when an ``OTEL_EXPORTER_OTLP_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_TRACES_ENDPOIN
 over HTTP, the SDK reads the rest of ``OTEL_*``), when ``JUNE_OTEL_TEST_FILE`` names a JSON-lines
 file (the fault tests read the spans of several processes), or when something (a test) already
 installed a tracer provider. ``OTEL_SDK_DISABLED=true`` turns it off. Decided once per process.
-The ``OTEL_*`` variables are the OpenTelemetry SDK's own (it reads them itself, and so does this
-module, from the environment); ``JUNE_OTEL_TEST_FILE`` is a Django setting.
+The ``OTEL_*`` variables are the OpenTelemetry SDK's own: it reads them itself, and so does
+this module. ``JUNE_OTEL_TEST_FILE`` is a Django setting, as every June setting is.
 """
 
 from __future__ import annotations
