@@ -57,9 +57,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_concurrency import PeerProcess, cpu, group_pids, http_post, load3, pct, pss_of  # noqa: E402
-from bench.peers.systems import ORDERS, SYSTEMS, fresh_db, query  # noqa: E402
+from bench.peers.systems import DB_PREFIX, ORDERS, SYSTEMS, fresh_db, query  # noqa: E402
 
-ORDERS_DB = "bench_peers_orders"
+ORDERS_DB = f"{DB_PREFIX}_orders"
 WARM = 10
 
 
@@ -311,8 +311,8 @@ def main() -> None:
     os.environ.setdefault("REDIS_URL", "")
     from bench.common import fresh_database, use_database
 
-    use_database("bench_peers_june", postgres_by_default=True)
-    fresh_database("bench_peers_june")
+    use_database(SYSTEMS["june"].databases[0], postgres_by_default=True)
+    fresh_database(SYSTEMS["june"].databases[0])
     fresh_db(ORDERS_DB)
     query(ORDERS_DB, ORDERS)
     runs: list[dict[str, Any]] = []

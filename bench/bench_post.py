@@ -37,8 +37,9 @@ def _measure() -> dict[str, float]:
     from bench.common import fresh_database, use_database
 
     os.environ["JUNE_Q_SYNC"] = "0"
-    use_database("june_bench_post")
-    fresh_database("june_bench_post")
+    name = os.environ.get("BENCH_POST_DB", "june_bench_post")  # one of its own beside another's run
+    use_database(name)
+    fresh_database(name)
     from django.contrib.auth import get_user_model
     from django.test import Client
     from django.test.utils import setup_test_environment

@@ -93,8 +93,8 @@ def main() -> None:
     os.environ.setdefault("REDIS_URL", "")
     from bench.common import fresh_database, use_database
 
-    use_database("bench_peers_june", postgres_by_default=True)
-    fresh_database("bench_peers_june")
+    use_database(SYSTEMS["june"].databases[0], postgres_by_default=True)
+    fresh_database(SYSTEMS["june"].databases[0])
     fresh_db(ORDERS_DB)
     query(ORDERS_DB, ORDERS)
     peer = PeerProcess(args.latency)

@@ -44,6 +44,10 @@ def ensure_venv(name: str) -> Path:
     return venv
 
 
+#: the databases' names start with this (``BENCH_PEERS_DB``): two sittings on one server keep apart
+DB_PREFIX = os.environ.get("BENCH_PEERS_DB", "bench_peers")
+
+
 def server_url(db: str) -> str:
     base = os.environ.get("BENCH_PG", "postgres://postgres@127.0.0.1:5432")
     return f"{base}/{db}"
@@ -127,7 +131,7 @@ class June(System):
     REDIS_URL is set), the demo ``ops`` agent on the ``anthropic`` provider."""
 
     name = "june"
-    databases = ("bench_peers_june",)
+    databases = (f"{DB_PREFIX}_june",)
 
     def start(self) -> str:
         from django.conf import settings
@@ -278,7 +282,7 @@ class Dbos(System):
     (``peers/dbos_app.py``), its system database on PostgreSQL."""
 
     name = "dbos"
-    databases = ("bench_peers_dbos",)
+    databases = (f"{DB_PREFIX}_dbos",)
 
     def start(self) -> str:
         venv = ensure_venv("dbos")
