@@ -136,6 +136,9 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     JUNE_QUOTA_AGENT_TOKENS_PER_DAY = _int(env, "JUNE_QUOTA_AGENT_TOKENS_PER_DAY", "50000000")
     JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE = _int(env, "JUNE_RATE_WEBHOOK_TURNS_PER_MINUTE", "60")
     JUNE_RATE_SCHEDULE_TURNS_PER_HOUR = _int(env, "JUNE_RATE_SCHEDULE_TURNS_PER_HOUR", "60")
+    # how long a process takes an API token (and its user) as it read them: a token revoked or a
+    # user deactivated elsewhere is refused within this time (0: read at every request)
+    JUNE_TOKEN_CACHE_SECONDS = _float(env, "JUNE_TOKEN_CACHE_SECONDS", "5")
     # how long a process reuses a user's or an agent's tokens of today (every turn of the day is summed)
     JUNE_QUOTA_CACHE_SECONDS = _float(env, "JUNE_QUOTA_CACHE_SECONDS", "10")
     # the lease watchdog in every worker process: seconds between sweeps of expired leases (0 = off)

@@ -8,9 +8,13 @@ any form post. A present but wrong ``Authorization`` header never falls back to 
 
 from __future__ import annotations
 
-from datetime import timedelta
-from typing import Any
+import copy
+import time
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
+from django.conf import settings
+from django.db.models.signals import post_delete, post_save
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 
@@ -34,19 +38,65 @@ class _CsrfCheck(CsrfViewMiddleware):
         return reason
 
 
+class Known(NamedTuple):
+    """A token read from the database: its row's key, its active user, its last use, and until
+    when (``clock``) this process takes it without reading it again."""
+
+    pk: int
+    user: Any
+    last_used_at: datetime | None
+    good_until: float
+
+
+#: token hash -> Known: a bearer client's requests read their token (and its user) once per
+#: ``JUNE_TOKEN_CACHE_SECONDS`` per process, not once each. A token deleted, or its user
+#: deactivated or deleted, is refused within that time by every process, at once by the one
+#: that made the change (``_forget``)
+_known: dict[str, Known] = {}
+CACHE_ENTRIES = 10_000
+clock = time.monotonic
+
+
 def user_for_token(raw: str) -> Any:
-    """The active user owning the token; Unauthenticated otherwise."""
+    """The active user owning the token (a copy of the process's: a request's changes to it
+    stay its own); Unauthenticated otherwise."""
     if not raw or len(raw) > MAX_TOKEN_CHARS:
         raise Unauthenticated("invalid API token")
-    # key_hash is unique: a plain LIMIT 1, not first()'s ORDER BY, which the ORM compiles again
-    # on every API request
-    row = next(iter(ApiToken.objects.select_related("user").filter(key_hash=ApiToken.hash(raw))[:1]), None)
-    if row is None or not row.user.is_active:
-        raise Unauthenticated("invalid API token")
+    key_hash = ApiToken.hash(raw)
+    known = _known.get(key_hash)
+    if known is None or known.good_until <= clock():
+        known = _read(key_hash)
     now = timezone.now()
-    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_GRANULARITY:
-        ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
-    return row.user
+    if known.last_used_at is None or now - known.last_used_at >= LAST_USED_GRANULARITY:
+        ApiToken.objects.filter(pk=known.pk).update(last_used_at=now)
+        if _known.get(key_hash) is known:
+            _known[key_hash] = known._replace(last_used_at=now)
+    return copy.copy(known.user)
+
+
+def _read(key_hash: str) -> Known:
+    # key_hash is unique: a plain LIMIT 1, not first()'s ORDER BY, which the ORM compiles again
+    row = next(iter(ApiToken.objects.select_related("user").filter(key_hash=key_hash)[:1]), None)
+    if row is None or not row.user.is_active:
+        _known.pop(key_hash, None)
+        raise Unauthenticated("invalid API token")
+    known = Known(row.pk, row.user, row.last_used_at, clock() + float(settings.JUNE_TOKEN_CACHE_SECONDS))
+    if settings.JUNE_TOKEN_CACHE_SECONDS > 0:
+        if len(_known) >= CACHE_ENTRIES:
+            _known.clear()
+        _known[key_hash] = known
+    return known
+
+
+def _forget(**_: Any) -> None:
+    """A token deleted, a user saved (deactivated) or deleted in this process: its requests read
+    their tokens again."""
+    _known.clear()
+
+
+post_delete.connect(_forget, sender=ApiToken, dispatch_uid="june-token-deleted")
+post_save.connect(_forget, sender=settings.AUTH_USER_MODEL, dispatch_uid="june-user-saved")
+post_delete.connect(_forget, sender=settings.AUTH_USER_MODEL, dispatch_uid="june-user-deleted")
 
 
 def check_csrf(request: Any) -> None:
