@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 
 from agents_app.cron import declarations
 from agents_app.runtime import subagents
+from agents_app.runtime.errors import NotFound
 from sessions_app import models as m
 from sessions_app import wiring
 from sessions_app.outbox.deliveries import WEBHOOK_SESSIONS
@@ -94,6 +95,28 @@ def session_for_user(*, agent: str, key: str, user: Any, create: bool = False) -
     if session.owner_id != getattr(user, "pk", None):
         raise AccessDenied("this session belongs to another user")
     return session
+
+
+def start_checked_by_store(*, agent: str, key: str, user: Any) -> bool:
+    """Before ``user`` starts a turn in the session ``key``: True when the creation itself may
+    apply ``session_for_user(create=True)``'s rule (the store creates a user's turn only in a
+    session that user owns or creates, raising ``NotSessionOwner`` otherwise, which
+    ``refused_start`` turns into this module's refusal), so the start reads nothing first. False
+    for a key a channel owns (webhooks', subagents', one of the agent's schedules'), or a caller
+    that is not a saved user: ``session_for_user(create=True)`` then checks it before the start.
+    NotFound, BadRequest as ``session_for_user``."""
+    wiring.agent(agent, versions=False)  # NotFound for an unknown agent (and an eval's version)
+    validate_session_key(key)
+    if getattr(user, "pk", None) is None or key.startswith((WEBHOOK_PREFIX, CHILD_PREFIX)):
+        return False
+    return not _schedule_owner(agent, key)[0]
+
+
+def refused_start(*, agent: str, key: str, user: Any) -> Exception:
+    """Why the store refused ``user``'s start in ``key`` (``NotSessionOwner``): the refusal
+    ``session_for_user`` raises for that session (raised here), else NotFound (it went meanwhile)."""
+    session_for_user(agent=agent, key=key, user=user)
+    return NotFound(f"no session {key!r} of agent {agent!r}")
 
 
 def _create_session(agent: str, key: str, owner: Any) -> m.Session:

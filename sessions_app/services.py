@@ -19,9 +19,9 @@ from agents_app.runtime import new_turn_id
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import CancelReason, LoggedEvent, SessionRef, TurnInput, TurnRecord
 from agents_app.runtime.session import AgentSession
+from sessions_app import access, quotas, safejson, telemetry, window, wiring
 from sessions_app import attachment_services as attach
 from sessions_app import models as m
-from sessions_app import quotas, safejson, telemetry, window, wiring
 from sessions_app.access import (  # noqa: F401 (re-exported: the transports' one import)
     CHILD_PREFIX,
     SESSION_KEY_RE,
@@ -33,7 +33,7 @@ from sessions_app.access import (  # noqa: F401 (re-exported: the transports' on
     webhook_session_key,
 )
 from sessions_app.outbox.queue import enqueue_head, ring_on_commit
-from sessions_app.site_errors import AccessDenied, BadRequest, PayloadTooLarge
+from sessions_app.site_errors import AccessDenied, BadRequest, NotSessionOwner, PayloadTooLarge
 from sessions_app.store import host_ops
 from sessions_app.store.batch_model import REASON as BATCH_REASON
 from sessions_app.store.threads import run_here
@@ -154,7 +154,9 @@ def turn_start(
     row = _user_row(user)
     admitted = quotas.admit_turn(agent=agent, user_id=row.pk if row else None, source=source)
     try:
-        if user is not None:
+        # a user's own session: checked by the creation itself (no read before it), except for
+        # keys a channel owns, and a start with attachments (the session's refusal comes first)
+        if user is not None and (ids or not access.start_checked_by_store(agent=agent, key=key, user=user)):
             session_for_user(agent=agent, key=key, user=user, create=True)
         files = attach.attachments_take(agent=agent, key=key, user=user, ids=ids, turn_id=turn_id)
         # the request's span (traces on): the turn's spans, in the worker, continue its trace
@@ -169,14 +171,17 @@ def turn_start(
                 trace=telemetry.traceparent(),  # carried durably with the turn
                 attachments=files,
             )
-            return _host_call(
-                agent,
-                key,
-                lambda host: host.start_turn(
-                    turn_input, replace=replace, turn_id=turn_id, created_by=row, instructions=instructions
-                ),
-                inline=not replace,  # a replace publishes the cancels it logged: the event loop's
-            )
+            try:
+                return _host_call(
+                    agent,
+                    key,
+                    lambda host: host.start_turn(
+                        turn_input, replace=replace, turn_id=turn_id, created_by=row, instructions=instructions
+                    ),
+                    inline=not replace,  # a replace publishes the cancels it logged: the event loop's
+                )
+            except NotSessionOwner:
+                raise access.refused_start(agent=agent, key=key, user=user) from None
     except BaseException:
         admitted.refund()
         if ids:

@@ -13,6 +13,11 @@ class AccessDenied(JuneError):
     code = "forbidden"
 
 
+class NotSessionOwner(AccessDenied):
+    """A user's start met a session that user does not own (another's, or one with no owner):
+    the store created nothing. ``access.refused_start`` says which refusal it is."""
+
+
 class Unauthenticated(JuneError):
     http_status = 401
     code = "unauthenticated"

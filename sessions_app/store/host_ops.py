@@ -23,6 +23,7 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 from sessions_app import models as m
+from sessions_app.site_errors import NotSessionOwner
 from sessions_app.store import checkpoint, checkpoint_plain, child_reports, opening, spawning
 from sessions_app.store.rows import record_of, turn_row
 
@@ -74,7 +75,8 @@ def create_turn(
     policy: dict[str, Any] | None = None,
     created_by: Any = None,
 ) -> Outcome:
-    """Create the queued turn (a new session is owned by ``created_by``). On PostgreSQL a plain
+    """Create the queued turn (a new session is owned by ``created_by``; a user creates turns in
+    their own sessions only: ``NotSessionOwner`` otherwise, nothing written). On PostgreSQL a plain
     creation is one round trip on Django's connection (``opening.create``), in the caller's
     transaction if one is open; a refusal rolls back to this block's savepoint. A broken
     connection raises Django's ``OperationalError`` (and Django drops the connection), as
@@ -94,6 +96,8 @@ def create_turn(
     with transaction.atomic():
         s = session_row(session, owner=created_by)
         s = _locked_session_txn(s.pk)  # concurrent starts and replaces of a session serialize
+        if getattr(created_by, "pk", None) is not None and s.owner_id != created_by.pk:
+            raise NotSessionOwner(f"session {session} is not the creator's")
         rules.check_start(**start_facts_txn(s, turn_id))
         events: list[ev.TurnEvent] = []
         running: list[str] = []

@@ -65,6 +65,7 @@ from agents_app.runtime.seams import (
     TurnStatus,
 )
 from sessions_app import models as m
+from sessions_app.site_errors import NotSessionOwner
 from sessions_app.store import checkpoint, checkpoint_plain, lease, reads, transcripts
 from sessions_app.store.lite_conn import (  # noqa: F401 (Busy, here, close_all, drop_unusable: the store's names)
     Busy,
@@ -187,10 +188,11 @@ def create_turn(
     session: SessionRef, input: TurnInput, *, turn_id: str, policy: dict[str, Any] | None = None, created_by: Any = None
 ) -> Outcome:
     """``host_ops.create_turn`` without a replace (which cascades through the ORM), as plain
-    statements in one transaction: the session (created, owned by ``created_by``, if new; the
-    write lock serializes starts as the session's row lock does on PostgreSQL), its next place
-    in the chain with its status and the rules' check in one statement, the queued turn; its
-    record is built from what was written, not read back."""
+    statements in one transaction: the session (created, owned by ``created_by``, if new; a
+    user's own only, else ``NotSessionOwner``; the write lock serializes starts as the session's
+    row lock does on PostgreSQL), its next place in the chain with its status and the rules'
+    check in one statement, the queued turn; its record is built from what was written, not
+    read back."""
     now = checkpoint.plain_now()
     owner = None if created_by is None else getattr(created_by, "pk", None)
     # as the ORM stores the user model's key (a UUID is 32 hex digits on SQLite)
@@ -205,7 +207,9 @@ def create_turn(
                 cur, m.Session, agent=session.agent, key=session.key, owner_id=owner, created_at=now, updated_at=now
             )
             row = cur.execute(NEXT_IN_CHAIN, facts).fetchone()
-        session_id, generation, order, exists, parked, taken_over = row
+        session_id, generation, order, session_owner, exists, parked, taken_over = row
+        if owner is not None and session_owner != owner:  # rolled back with the chain's place
+            raise NotSessionOwner(f"session {session} is not the creator's")
         rules.check_start(turn_exists=bool(exists), parked=bool(parked), taken_over=bool(taken_over))
         stored_input = checkpoint.dumps(input.to_json())
         stored_policy = None if policy is None else checkpoint.dumps(policy)
@@ -238,11 +242,11 @@ def create_turn(
     )
 
 
-#: the session's next place in the chain, with its status, and rules.check_start's three facts:
+#: the session's next place in the chain, with its status, its owner, and rules.check_start's three facts:
 #: the id is taken; the live generation has a parked turn; a person has taken the session over
 NEXT_IN_CHAIN = (
     "UPDATE sessions_app_session SET turn_seq = turn_seq + 1, updated_at = %s, status = %s "
-    "WHERE agent = %s AND key = %s RETURNING id, generation, turn_seq, "
+    "WHERE agent = %s AND key = %s RETURNING id, generation, turn_seq, owner_id, "
     "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s), "
     "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = sessions_app_session.id "
     f"AND t.status = '{TurnStatus.SUSPENDED.value}' AND t.waiting = 0 "

@@ -2,8 +2,8 @@
 checkpoint), on whichever psycopg connection the store hands it (its own, ``direct``; or
 Django's, inside the caller's transaction):
 
-- ``create``: get-or-create the session (a new one is owned by the creator), lock it, refuse
-  under ``rules.check_start``, take the next place in the session's chain, insert the queued
+- ``create``: get-or-create the session (a new one is owned by the creator; one that exists
+  must be the creator's when the creator is a user), lock it, refuse under ``rules.check_start``, take the next place in the session's chain, insert the queued
   turn and recompute the session's status — ``host_ops.create_turn``'s statements, sent at once;
 - ``claim_and_load``: lock the turn's session, claim the lease (``lease.CLAIM``, unchanged), mark
   the session running, and read back the claimed turn, its step memo and its transcript from the
@@ -38,17 +38,23 @@ from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import Outcome, SessionRef, SessionStatus, TurnInput, TurnState, TurnStatus
 from sessions_app import models as m
+from sessions_app.site_errors import NotSessionOwner
 from sessions_app.store import checkpoint, checkpoint_pg, lease, reads, transcripts, wire
 from sessions_app.store.rows import record_of
 
 START_REFUSED = "JUNE2"  # SQLSTATE of june_start_refused()
 UNIQUE_VIOLATION = "23505"
 
-#: ``check_start``'s facts under the session's row lock; raises when one holds
+#: the session is the creator's (its owner, compared as text: any user key), or no creator is
+#: named; two parameters, the creator's key twice. A session of another owner matches nothing: it
+#: is not locked, no fact is checked on it, no turn is created in it (``NotSessionOwner``)
+OWNED = "(%s::text IS NULL OR owner_id::text = %s::text)"
+#: ``check_start``'s facts under the session's row lock (the creator's session only: ``OWNED``);
+#: raises when one holds
 LOCK_AND_CHECK = wire.numbered(
     "SELECT CASE WHEN f.turn_exists OR f.parked OR f.taken_over "
     "THEN june_start_refused(f.turn_exists, f.parked, f.taken_over) END "
-    "FROM (SELECT id, generation FROM sessions_app_session WHERE agent = %s::text AND key = %s::text "
+    f"FROM (SELECT id, generation FROM sessions_app_session WHERE agent = %s::text AND key = %s::text AND {OWNED} "
     "FOR UPDATE) s CROSS JOIN LATERAL (SELECT "
     "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s::text) AS turn_exists, "
     # the status as a literal, as ``checkpoint.session_status_sql``'s: a parameter's generic plan
@@ -104,7 +110,7 @@ def _insert_turn() -> tuple[bytes, tuple[models.Field, ...]]:
     casts = ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
     return wire.numbered(
         "WITH s AS (UPDATE sessions_app_session SET turn_seq = turn_seq + 1 "
-        "WHERE agent = %s::text AND key = %s::text RETURNING id, turn_seq, generation) "
+        f"WHERE agent = %s::text AND key = %s::text AND {OWNED} RETURNING id, turn_seq, generation) "
         f'INSERT INTO sessions_app_turn (session_id, "order", generation, {names}) '
         f"SELECT s.id, s.turn_seq, s.generation, {casts} FROM s RETURNING generation, session_id"
     ), fields
@@ -146,7 +152,8 @@ def create_steps(
     ends_transaction: bool = True,
 ) -> Generator[wire.Batch, Any, Outcome]:
     """Create the queued turn in one round trip (``status``, ``ends_transaction``: as
-    ``checkpoint_pg.write_steps``'s). Raises what ``rules.check_start`` raises, and nothing is written."""
+    ``checkpoint_pg.write_steps``'s). Raises what ``rules.check_start`` raises, or ``NotSessionOwner``
+    when ``created_by`` (a user) does not own the session that exists; nothing is written then."""
     owner = created_by if getattr(created_by, "pk", None) else None
     s = m.Session(agent=session.agent, key=session.key, owner=owner)
     turn = m.Turn(
@@ -165,8 +172,9 @@ def create_steps(
     if not ends_transaction and status == checkpoint.IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
     batch.add(insert_session, _values(s, session_fields))
-    batch.add(LOCK_AND_CHECK, [session.agent, session.key, turn_id])
-    inserted = batch.add(insert_turn, [session.agent, session.key, *_values(turn, turn_fields)])
+    creator = None if owner is None else str(owner.pk)
+    batch.add(LOCK_AND_CHECK, [session.agent, session.key, creator, creator, turn_id])
+    inserted = batch.add(insert_turn, [session.agent, session.key, creator, creator, *_values(turn, turn_fields)])
     batch.add(checkpoint_pg.SESSION_STATUS_BY_TURN, checkpoint.session_status_params(turn_id, timezone.now()))
     if ends_transaction and status == checkpoint.INTRANS:
         batch.add(b"COMMIT")
@@ -182,6 +190,8 @@ def create_steps(
         rules.check_start(**facts)
         raise AssertionError(f"june_start_refused raised on facts check_start allows: {facts}")
     if not results[inserted].ntuples:
+        if creator is not None:  # another's session, or none (deleted meanwhile): ``access`` says which
+            raise NotSessionOwner(f"session {session} is not the creator's")
         raise NotFound(f"session {session} was deleted while the turn was created")
     turn.generation = wire.number(results[inserted], 0)
     transcripts.remember(turn_id, wire.number(results[inserted], 1), turn.generation)

@@ -64,7 +64,7 @@ def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
             ["running", "w", 31.0, "a", "2026-12-01 00:00:00+00", "queued", "queued", "running", 1.0],
         ),
         "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
-        "creation's check": (opening.LOCK_AND_CHECK, ["ops", "old", "new"]),
+        "creation's check": (opening.LOCK_AND_CHECK, ["ops", "old", None, None, "new"]),
     }
     for name, plan in _generic_plans(prepared).items():
         # a creation's "nothing parked" may also take the (status, lease) index: the parked
@@ -136,7 +136,7 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
             checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1),
         ),
         "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
-        "creation's check": (opening.LOCK_AND_CHECK, ["ops", "young", "new"]),
+        "creation's check": (opening.LOCK_AND_CHECK, ["ops", "young", None, None, "new"]),
     }
     for name, plan in _generic_plans(prepared).items():
         assert "Seq Scan on sessions_app_turn" not in plan, f"{name}:\n{plan}"
