@@ -41,13 +41,16 @@ def websocket_urlpatterns(prefix: str = "", routes: Sequence[Any] = ()) -> list:
 
 def http_application(app: Any) -> Any:
     """The HTTP side of the router: ``app`` (Django's) behind the body limits, the API's burst
-    path entered by a bounded number of requests at once (``StartGate``), its middleware run as
-    one synchronous chain when it starts with a sync-only middleware (``one_hop``)."""
+    path served whole on a bounded pool of threads (``StartGate``), the rest with its middleware
+    run as one synchronous chain when it starts with a sync-only middleware (``one_hop``)."""
+    from django.core.handlers.asgi import ASGIHandler
+
     from sessions_app.web.bodylimit import BodyLimit, guard_daphne
-    from sessions_app.web.startgate import StartGate
+    from sessions_app.web.startgate import DjangoStart, StartGate
 
     guard_daphne()
-    return BodyLimit(StartGate(one_hop(app)))
+    serve = DjangoStart(app) if isinstance(app, ASGIHandler) else None
+    return BodyLimit(StartGate(one_hop(app), serve))
 
 
 def one_hop(app: Any) -> Any:

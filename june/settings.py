@@ -116,8 +116,8 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     # queue this often (a NOTIFY ends the wait at once): JUNE_Q_POLL's looks were most of an
     # idle site's CPU
     JUNE_Q_LISTEN_POLL = _float(env, "JUNE_Q_LISTEN_POLL", "1")
-    # ``POST …/turns?wait=false`` requests a web process lets into Django at once (the others
-    # wait in order on its event loop; sessions_app/web/startgate.py)
+    # ``POST …/turns?wait=false`` requests a web process serves at once, each on a thread of a
+    # pool of this size (the others wait in order; sessions_app/web/startgate.py)
     JUNE_WEB_STARTS = _int(env, "JUNE_WEB_STARTS", "100")
     JUNE_AGENT_DIRS = _list(env, "JUNE_AGENT_DIRS", "")
     JUNE_LEASE_SECONDS = _float(env, "JUNE_LEASE_SECONDS", "10")

@@ -1,77 +1,134 @@
-"""The API's burst path, entered by a bounded number of requests at once.
+"""The API's burst path, served whole on a bounded pool of threads.
 
-Django under ASGI runs each request's synchronous part on a thread of its own, made for the
-request (asgiref's ``ThreadSensitiveContext``) and ended with it. A burst of starts therefore
-ran as many threads at once in one web process, each holding its request's objects, contending
-for the GIL and, past the pool's size, waiting in its thread for a database connection; the
-memory they took stayed with the process after the burst (docs/workers.md "A burst" has the
-figures).
+Django under ASGI serves a request in three hand-offs between the server's event loop and a
+thread made for the request (asgiref's ``ThreadSensitiveContext``) and ended with it: the
+``request_started`` signal's receivers, the middleware and the view (``june.asgi.one_hop``), and
+the response's ``close`` (``request_finished``); two tasks watch each request meanwhile (the view,
+a disconnect). For a JSON ``POST …/turns?wait=false`` (a start answered 202 at once, a burst's
+request) that machinery was a large share of a web process's CPU, while the start itself is a
+few milliseconds of work on one thread and one database connection.
 
-``StartGate`` lets at most ``JUNE_WEB_STARTS`` of these requests (default 100) into Django at
-once; the others wait on the event loop, in the order they came, until one of those has begun
-its answer (its 202). Nothing else is gated: a stream, a start that waits for its turn's end,
-any other request enters at once. This is not the door that was removed (docs/workers.md "A
-burst"): nothing waits for the queue or the workers, and every start is answered as soon as its
-turn is durably queued. As few as the connection pool's size answered a burst later: a
-request's round trips to the database no longer overlapped enough others' Python.
+``StartGate`` serves these requests as a WSGI server serves any request: the body read on the
+event loop, then the whole of Django's handling — ``request_started``, the middleware, the view,
+the response and its ``close`` — in one hand-off to a thread of a pool of ``JUNE_WEB_STARTS``
+threads (default 100), kept for the next request. At most that many starts are inside Django at
+once; the others wait in the pool's queue, in the order they came. Nothing else goes through
+the pool: a stream, a start that waits for its turn's end, a multipart start, any other request
+is Django's ASGI handling, entered at once. Nothing waits for the queue or the workers
+(docs/workers.md "A burst"). With as few threads as the connection pool's size, a burst was
+answered later: a request's round trips to the database no longer overlapped enough others'
+Python.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable
+
+from django.conf import settings
+from django.core import signals
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.base import BaseHandler
+from django.urls import set_script_prefix
 
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
+#: (status, headers, body) of an answer, as ASGI sends them
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
 #: ``?wait=`` values that ask for a 202 at once (as ``api_turns.NO_WAIT``)
 NO_WAIT = frozenset({b"0", b"false", b"no", b"off"})
 
 
 def starts_allowed() -> int:
-    from django.conf import settings
-
     return max(int(settings.JUNE_WEB_STARTS), 1)
 
 
 def is_start(scope: dict[str, Any]) -> bool:
-    """``POST …/turns?wait=false`` that is not a stream: the API's burst path."""
+    """``POST …/turns?wait=false`` with a JSON body, not a stream: the API's burst path."""
     if scope.get("type") != "http" or scope.get("method") != "POST" or not scope.get("path", "").endswith("/turns"):
         return False
     query = scope.get("query_string") or b""
     wait = [v.strip().lower() for k, _, v in (p.partition(b"=") for p in query.split(b"&")) if k == b"wait"]
     if not wait or wait[-1] not in NO_WAIT:
         return False
-    accept = b" ".join(v for k, v in scope.get("headers") or () if k.lower() == b"accept")
-    return b"text/event-stream" not in accept
+    headers = scope.get("headers") or ()
+    accept = b" ".join(v for k, v in headers if k.lower() == b"accept")
+    kind = b" ".join(v for k, v in headers if k.lower() == b"content-type")
+    return b"text/event-stream" not in accept and not kind.lstrip().lower().startswith(b"multipart/")
+
+
+class DjangoStart:
+    """One request served as Django's WSGI handler serves one, on the calling thread, from an
+    ASGI scope and its whole body: ``request_started``, the request (``ASGIRequest``, as
+    Django's ASGI handler makes it), the synchronous middleware chain and the view, the
+    response's headers as Django's ASGI handler sends them, and its ``close``
+    (``request_finished``: the thread's database connection goes back, or is closed)."""
+
+    def __init__(self, asgi: ASGIHandler) -> None:
+        self.asgi = asgi  # its request class and checks (``create_request``)
+        self.handler = BaseHandler()
+        self.handler.load_middleware(is_async=False)
+
+    def __call__(self, scope: dict[str, Any], body: Any) -> Answer:
+        set_script_prefix(get_script_prefix(scope))
+        signals.request_started.send(sender=ASGIHandler, scope=scope)
+        request, response = self.asgi.create_request(scope, body)
+        if request is not None:
+            response = self.handler.get_response(request)
+        try:
+            headers = [(_latin1(k, "ascii"), _latin1(v, "latin1")) for k, v in response.items()]
+            headers += [(b"Set-Cookie", c.output(header="").encode("ascii").strip()) for c in response.cookies.values()]
+            content = b"".join(response) if response.streaming else response.content
+            return response.status_code, headers, content
+        finally:
+            response.close()
+            body.close()
+
+
+def _latin1(value: str | bytes, encoding: str) -> bytes:
+    return value.encode(encoding) if isinstance(value, str) else bytes(value)
 
 
 class StartGate:
-    def __init__(self, app: Callable, limit: int | None = None) -> None:
+    """ASGI middleware: starts (``is_start``) served by ``serve`` on a pool of ``limit`` threads
+    (``JUNE_WEB_STARTS``), the rest by ``app``. Without ``serve`` (an application that is not
+    Django's) every request goes to ``app``."""
+
+    def __init__(self, app: Callable, serve: Callable[[dict[str, Any], Any], Answer] | None = None, limit: int = 0):
         self.app = app
+        self.serve = serve
         self.limit = limit
-        self._slots: asyncio.Semaphore | None = None
+        self._pool: ThreadPoolExecutor | None = None
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
-        if not is_start(scope):
+        if self.serve is None or not is_start(scope):
             return await self.app(scope, receive, send)
-        if self._slots is None:  # at the first start: the settings are read by then
-            self._slots = asyncio.Semaphore(self.limit or starts_allowed())
-        slots = self._slots
-        await slots.acquire()
-        held = True
+        body = await _read_body(receive)
+        if body is None:
+            return  # the client went away before its body came
+        if self._pool is None:  # at the first start: the settings are read by then
+            self._pool = ThreadPoolExecutor(self.limit or starts_allowed(), thread_name_prefix="june-start")
+        # each request in a context of its own, as a thread made for it would have
+        done = self._pool.submit(contextvars.Context().run, self.serve, scope, body)
+        status, headers, content = await asyncio.wrap_future(done)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": content})
 
-        def release() -> None:
-            nonlocal held
-            if held:
-                held = False
-                slots.release()
 
-        async def answering(message: dict[str, Any]) -> None:
-            if message.get("type") == "http.response.start":
-                release()
-            await send(message)
-
-        try:
-            await self.app(scope, receive, answering)
-        finally:
-            release()
+async def _read_body(receive: Receive) -> Any:
+    """The request's body, as Django's ASGI handler reads it (memory, then a temporary file past
+    ``FILE_UPLOAD_MAX_MEMORY_SIZE``); None if the client disconnected first."""
+    body = tempfile.SpooledTemporaryFile(max_size=settings.FILE_UPLOAD_MAX_MEMORY_SIZE, mode="w+b")
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            body.close()
+            return None
+        body.write(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    body.seek(0)
+    return body
