@@ -160,21 +160,33 @@ def _user(name: str):
     return get_user_model().objects.create_user(username=name, password="x")
 
 
-def test_a_new_session_is_owned_by_its_first_creator():
+def test_a_new_session_is_owned_by_its_first_creator_and_only_its_owner_creates_in_it():
+    """A user's creation applies the ownership itself (``access.start_checked_by_store``): in
+    another user's session it writes nothing and raises NotSessionOwner; a creation that names
+    no user (a webhook's, an eval's) is not held to an owner."""
+    from sessions_app.site_errors import NotSessionOwner
     from sessions_app.store import DjangoSessionStore
 
     alice, bob = _user("alice"), _user("bob")
     for store in (DjangoSessionStore(), DjangoSessionStore(own_connection=False)):
-        first, second = uuid.uuid4().hex, uuid.uuid4().hex
+        first, second, third = uuid.uuid4().hex, uuid.uuid4().hex, uuid.uuid4().hex
         ref = SessionRef("ops", f"owned-{store.own_connection}")
         asyncio.run(store.create_turn(ref, TurnInput(text="1"), turn_id=first, created_by=alice))
-        asyncio.run(store.create_turn(ref, TurnInput(text="2"), turn_id=second, created_by=bob))
+        with pytest.raises(NotSessionOwner):
+            asyncio.run(store.create_turn(ref, TurnInput(text="2"), turn_id=second, created_by=bob))
+        asyncio.run(store.create_turn(ref, TurnInput(text="3"), turn_id=third))
         session = m.Session.objects.get(agent=ref.agent, key=ref.key)
         assert session.owner_id == alice.pk and session.status == "running"
         turns = {t.id: t for t in m.Turn.objects.filter(session=session)}
-        assert (turns[first].created_by_id, turns[second].created_by_id) == (alice.pk, bob.pk)
-        assert (turns[first].order, turns[second].order) == (1, 2)
+        assert set(turns) == {first, third} and turns[first].created_by_id == alice.pk
+        assert (turns[first].order, turns[third].order) == (1, 2)
         assert m.Session.objects.get(pk=session.pk).turn_seq == 2
+        nobodys = m.Session.objects.create(agent="ops", key=f"nobody-{store.own_connection}")
+        with pytest.raises(NotSessionOwner):  # a session with no owner: no user creates in it
+            asyncio.run(
+                store.create_turn(SessionRef("ops", nobodys.key), TurnInput(text="x"), turn_id=second, created_by=bob)
+            )
+        assert not m.Turn.objects.filter(pk=second).exists()
 
 
 def test_a_refused_creation_writes_nothing():
