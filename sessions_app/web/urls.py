@@ -14,6 +14,10 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(next_page="sessions_app:login"), name="logout"),
+    # an agent's address, or its sessions', trimmed from a chat's: the home page's part for the
+    # agent (with these, APPEND_SLASH also has a page to send "/agents/ops" to)
+    path("agents/<str:agent>/", views.agent_sessions, name="agent"),
+    path("agents/<str:agent>/sessions/", views.agent_sessions),
     path("agents/<str:agent>/sessions/new", views.session_new, name="session-new"),
     path("agents/<str:agent>/sessions/<str:key>/", views.chat, name="chat"),
     path("agents/<str:agent>/sessions/<str:key>/title", views.session_title, name="session-title"),

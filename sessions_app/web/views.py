@@ -6,6 +6,7 @@ data the script needs, never model or user text into HTML without Django's escap
 from __future__ import annotations
 
 import secrets
+from urllib.parse import quote
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -42,6 +43,19 @@ def home(request):
         },
         status=status,
     )
+
+
+@require_GET
+@login_required
+def agent_sessions(request, agent: str):
+    """``/agents/<agent>/`` and ``…/sessions/``: the home page, at the agent's sessions.
+    Neither had a page, and APPEND_SLASH redirects only to a path that resolves, so an address
+    trimmed from a chat's (``/agents/ops``, ``/agents/ops/sessions/``) was a 404."""
+    try:
+        wiring.agent(agent, versions=False)
+    except NotFound:
+        raise Http404("no such agent") from None
+    return redirect(f"{reverse('sessions_app:home')}#agent-{quote(agent)}")
 
 
 @require_POST
