@@ -76,11 +76,12 @@ def uploaded_files(request: HttpRequest) -> list[Any]:
     """The files of a multipart body (field ``file``, repeated), at most a message's worth."""
     if not is_multipart(request):
         raise BadRequest("send files as multipart/form-data (field 'file')")
+    unknown = sorted(set(request.FILES) - {"file"})
+    if unknown:  # the field the API reads named, not only the ones it does not
+        named = ", ".join(repr(name[:40]) for name in unknown[:5])
+        raise BadRequest(f"files go in the field 'file' (repeat it for several), not {named}")
     found = request.FILES.getlist("file")
     attach.check_count(len(found))
-    unknown = sorted(set(request.FILES) - {"file"})
-    if unknown:
-        raise BadRequest(f"unknown file field(s): {', '.join(unknown)[:200]}")
     return found
 
 

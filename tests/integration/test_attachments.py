@@ -312,3 +312,19 @@ def test_a_regenerated_turn_sends_its_attachments_again(api):
     turn = m.Turn.objects.get(pk=edited["turn_id"])
     assert turn.text.startswith("I received 1 attachment: other.png") and turn.generation == 2
     assert Attachment.objects.get(pk=other["id"]).turn_id == turn.pk
+
+
+@pytest.mark.parametrize("path", ["attachments", "turns?wait=false"])
+def test_a_file_under_another_field_name_is_told_the_field_is_file(api, path):
+    """A multipart body whose file is under another name (``-F upload=@a.png``, a form's
+    ``files``) was refused without naming the field the API reads: the answer says ``file``."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    response = api.client.post(
+        f"{BASE}/s1/{path}", {"text": "look", "upload": SimpleUploadedFile("a.png", png())}, **api.headers
+    )
+    body = json.loads(response.content)
+    assert response.status_code == 400, body
+    message = body["error"]["message"]
+    assert "'upload'" in message and "'file'" in message, message
+    assert not Attachment.objects.exists()
