@@ -78,14 +78,46 @@ def parked_requests():
 
 
 def requested_by(turn: m.Turn) -> str:
-    """Who started the turn that asks: the speaker's name, the account, or the trigger."""
+    """Who started the turn that asks, in plain words: the speaker's name, the account, or what
+    started it when nobody did (``started_by``)."""
     speaker = (turn.input or {}).get("user") or {}
-    if isinstance(speaker, dict) and speaker.get("name"):
-        return str(speaker["name"])
-    if turn.created_by_id and turn.created_by is not None:
-        return turn.created_by.get_username()
-    by = (turn.input or {}).get("by")
-    return str(by) if by else (turn.kind or turn.source or "")
+    username = turn.created_by.get_username() if turn.created_by_id and turn.created_by is not None else ""
+    return started_by(
+        speaker=speaker if isinstance(speaker, dict) else {},
+        username=username,
+        by=str((turn.input or {}).get("by") or ""),
+        source=turn.source or "",
+    )
+
+
+#: what started a turn no person started by name, by its ``source``
+SOURCES = {
+    "webhook": "a webhook call",
+    "schedule": "a schedule",
+    "eval": "an eval run (no person)",
+    "spawn": "its parent agent (a subagent's turn)",
+    "cli": "the command line (manage.py june)",
+    "http": "an API call with no user",
+    "web": "the chat, with no user",
+}
+
+
+def started_by(*, speaker: dict[str, Any], username: str, by: str, source: str) -> str:
+    """A turn's starter as the inbox and the dashboard say it: a person's name (a webhook's
+    named user says so), the account, the schedule (``by``: ``cron:<name>``), else what its
+    ``source`` says, never a bare internal word such as "inbound"."""
+    name = str(speaker.get("name") or "")
+    if str(speaker.get("id") or "").startswith("webhook:"):
+        return "a webhook call (no user named)" if speaker["id"] == "webhook:anonymous" else f"{name} (by webhook)"
+    if name:
+        return name
+    if username:
+        return username
+    if by.startswith("cron:"):
+        return f"the schedule {by.removeprefix('cron:')}"
+    if by:
+        return f"the trigger {by}"
+    return SOURCES.get(source, f"{source} (no person)" if source else "nobody (no user, webhook or schedule)")
 
 
 def queued_turns(*, agent: str, key: str) -> list[dict[str, Any]]:

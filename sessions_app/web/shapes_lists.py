@@ -106,7 +106,12 @@ class Approval(TypedDict):
     session: str
     request: InputRequest
     call: Call
-    requested_by: Annotated[str, Field(description="Who started the turn that asks")]
+    requested_by: Annotated[
+        str,
+        Field(
+            description="Who started the turn that asks, in words: a name, an account, or what started it (a webhook call, a schedule, an eval run)"
+        ),
+    ]
     parked_at: MaybeDateTime
     turn_url: str
     answer_url: str

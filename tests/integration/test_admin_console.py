@@ -281,3 +281,17 @@ def test_cost_per_user_counts_each_call_once_at_the_cache_prices(settings):
 
     html = render_to_string("admin/june/_dashboard_body.html", console.dashboard_data())
     assert 'id="june-usage-users"' in html and "<td>alice</td>" in html and "<td>bob</td>" in html
+
+
+def test_the_inbox_says_what_started_a_turn_nobody_owns(inline_worker):
+    """A parked turn no person started (here the command line's) was "requested by: inbound" in
+    the inbox and on the dashboard: an internal word. It says what started it now."""
+    services.turn_start(agent="ops", key="cli-1", text="refund order 42 10", user=None, source="cli")
+    turn = m.Turn.objects.get(session__key="cli-1")
+    assert turn.status == "suspended", turn.status
+    operator = make_user("olga", operator=True)
+    operator.is_staff = True
+    operator.save()
+    inbox = staff_client(operator).get("/admin/sessions_app/approvalrequest/").content.decode()
+    assert "the command line (manage.py june)" in inbox and ">inbound<" not in inbox
+    assert console.dashboard_data()["parked"][0]["by"] == "the command line (manage.py june)"
