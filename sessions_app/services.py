@@ -192,7 +192,7 @@ def turn_start(
 def _turn_in(*, turn_id: str, agent: str | None = None, key: str | None = None, user: Any = None) -> m.Turn:
     turn = m.Turn.objects.select_related("session").filter(pk=turn_id).first()
     if turn is None or (agent is not None and (turn.session.agent, turn.session.key) != (agent, key)):
-        raise NotFound(f"no turn {turn_id} in this session")
+        raise NotFound("this conversation has no such message or reply: reload the page")
     if user is not None:
         session_for_user(agent=turn.session.agent, key=turn.session.key, user=user)
     return turn

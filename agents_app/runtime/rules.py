@@ -92,7 +92,7 @@ def gets_request(rec: TurnRecord) -> bool:
 
 def check_turn_of(rec: TurnRecord, session: SessionRef) -> None:
     if rec.session != session:
-        raise NotFound(f"no turn {rec.turn_id} in session {session}")
+        raise NotFound("this conversation has no such message or reply: reload the page")
 
 
 def pending_requests(pending: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -116,20 +116,28 @@ def after_answer(pending: dict[str, Any], input_id: str) -> dict[str, Any] | Non
     return {**pending, "request": rest[0], "requests": rest}
 
 
+# what a person answering a request is told when it cannot be answered (a card in the chat, the
+# admin's answer page, the API): what was refused and what to do, never a turn's raw id
+NOT_WAITING = (
+    "Nothing waits for this answer any more: it was answered, or the reply it was for ended. Reload to see how."
+)
+ARCHIVED = "This request was in a part of the conversation since reset or replaced by another branch: it can no longer be answered."
+OTHER_REQUEST = "This answer is for a request the reply no longer waits on: reload to see the open request."
+
+
 def check_resumable(rec: TurnRecord, *, input_id: str, generation: int | None = None) -> dict[str, Any]:
     """The pending request of a turn that may be answered with ``input_id`` (409s otherwise):
     parked, in the session's live generation, on that input (one of its inputs, when a step's
     parallel calls each wait for an approval)."""
     if rec.status != TurnStatus.SUSPENDED or not rec.pending:
-        raise TurnNotResumable(f"turn {rec.turn_id} is not waiting for an answer")
+        raise TurnNotResumable(NOT_WAITING)
     if generation is not None and rec.generation != generation:
-        raise TurnNotResumable(f"turn {rec.turn_id} belongs to an archived generation")
+        raise TurnNotResumable(ARCHIVED)
     owed = pending_requests(rec.pending)
     for request in owed:
         if request.get("id") == input_id:
             return request
-    waiting = ", ".join(repr(r.get("id")) for r in owed) or "nothing"
-    raise TurnConflictError(f"turn {rec.turn_id} is waiting for {waiting}, not {input_id!r}")
+    raise TurnConflictError(OTHER_REQUEST)
 
 
 def needs_grant(request: dict[str, Any]) -> bool:
