@@ -15,11 +15,12 @@ from typing import Any, Iterable
 
 from django.conf import settings
 from django.core.files.base import ContentFile
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from agents_app.attachments import clean_name
 from agents_app.models import Attachment
 from agents_app.runtime.errors import JuneError
+from june_evals.driver import SOURCE as EVAL_SOURCE
 from june_evals.models import Dataset, EvalCase, EvalRun, Example, ExampleFile
 from june_evals.scorers import expect_problems
 from sessions_app import models as m
@@ -130,30 +131,57 @@ def _opened_turns(session: m.Session) -> list[m.Turn]:
     return [turns[t] for t in ordered if t in turns]
 
 
-def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session]) -> int:
+def examples_from_sessions(*, dataset: Dataset, sessions: Iterable[m.Session], tally: Counter | None = None) -> int:
     """A case per person's message of each session's live generation: "what would the new
-    version answer here?" (its answer then, as ``expect.reference``, for a judge to compare)."""
+    version answer here?" (its answer then, as ``expect.reference``, for a judge to compare).
+    Made again, it adds only the messages no case was made of yet (a turn is made a case once,
+    whatever the dataset), and never of an eval run's own sessions (their messages are cases
+    already). ``tally``: counts what was skipped (``already``, ``eval_sessions``)."""
+    tally = Counter() if tally is None else tally
     made = 0
     for session in sessions:
-        for turn in _opened_turns(session):
+        turns = _opened_turns(session)
+        if any(turn.source == EVAL_SOURCE for turn in turns):
+            tally["eval_sessions"] += 1
+            continue
+        taken = set(
+            Example.objects.filter(source_turn__in=[t.pk for t in turns], retired=False).values_list(
+                "source_turn", flat=True
+            )
+        )
+        for turn in turns:
             text = str((turn.input or {}).get("text") or "")
             if not text.strip() or turn.kind != "inbound":
                 continue
-            example = Example.objects.create(
-                dataset=dataset,
-                name=f"{session.key} #{turn.order}"[:200],
-                input=text,
-                expect={"reference": turn.text or ""},
-                source=f"{session.agent}/{session.key}#g{session.generation}",
-                owner_id=None if session.owner_id is None else str(session.owner_id),
-            )
-            ids = [a.get("id") for a in (turn.input or {}).get("attachments") or () if isinstance(a, dict)]
-            # the message's files, copied (a regenerated message's are the upload its first turn took)
-            for row in Attachment.objects.filter(id__in=ids, agent=session.agent, session_key=session.key):
-                with row.file.open("rb") as f:
-                    example_file(example, row.name, f.read())
+            if turn.pk in taken:
+                tally["already"] += 1
+                continue
+            try:
+                with transaction.atomic():  # a second click at the same moment: its insert is refused
+                    _example_of(dataset, session, turn, text)
+            except IntegrityError:
+                tally["already"] += 1
+                continue
             made += 1
     return made
+
+
+def _example_of(dataset: Dataset, session: m.Session, turn: m.Turn, text: str) -> Example:
+    example = Example.objects.create(
+        dataset=dataset,
+        name=f"{session.key} #{turn.order}"[:200],
+        input=text,
+        expect={"reference": turn.text or ""},
+        source=f"{session.agent}/{session.key}#g{session.generation}",
+        source_turn=turn.pk,
+        owner_id=None if session.owner_id is None else str(session.owner_id),
+    )
+    ids = [a.get("id") for a in (turn.input or {}).get("attachments") or () if isinstance(a, dict)]
+    # the message's files, copied (a regenerated message's are the upload its first turn took)
+    for row in Attachment.objects.filter(id__in=ids, agent=session.agent, session_key=session.key):
+        with row.file.open("rb") as f:
+            example_file(example, row.name, f.read())
+    return example
 
 
 def run_rows(run: EvalRun) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ import difflib
 import io
 import json
 import re
+from collections import Counter
 from typing import Any
 
 from django import forms
@@ -341,9 +342,15 @@ def make_eval_cases(model_admin, request, queryset):
     if not (request.user.is_active and request.user.is_staff):
         return None
     dataset, _ = Dataset.objects.get_or_create(name=f"sessions {timezone.now():%Y-%m-%d}")
-    made = examples_from_sessions(dataset=dataset, sessions=queryset)
+    tally: Counter = Counter()
+    made = examples_from_sessions(dataset=dataset, sessions=queryset, tally=tally)
     url = reverse("admin:june_evals_dataset_change", args=[dataset.pk])
-    model_admin.message_user(request, f"{made} cases added to {dataset.name}.", messages.SUCCESS)
+    said = [f"{made} cases added to {dataset.name}."]
+    if tally["already"]:
+        said.append(f"{tally['already']} messages were cases already (a message is made a case once).")
+    if tally["eval_sessions"]:
+        said.append(f"{tally['eval_sessions']} sessions of eval runs skipped (their messages are cases already).")
+    model_admin.message_user(request, " ".join(said), messages.SUCCESS)
     return redirect(url)
 
 

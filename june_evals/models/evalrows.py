@@ -36,9 +36,18 @@ class Example(models.Model):
     owner_id = models.CharField(max_length=200, null=True, blank=True, db_index=True)
     #: replaced by a reload of its dataset: kept for the runs that used it, left out of new ones
     retired = models.BooleanField(default=False)
+    #: the turn whose message it was made from: a turn is made a case once (in any dataset)
+    source_turn = models.CharField(max_length=32, blank=True, default="")
 
     class Meta:
         ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source_turn"],
+                condition=~models.Q(source_turn="") & models.Q(retired=False),
+                name="example_once_per_turn",
+            )
+        ]
 
     def __str__(self) -> str:
         return self.name or self.input[:60]

@@ -213,3 +213,29 @@ def test_cases_made_of_a_branched_session_keep_every_message_and_its_files():
     hello, see = Example.objects.filter(dataset=dataset).order_by("pk")
     assert (hello.input, see.input) == ("hello there", "see this")
     assert [f.name for f in see.files.all()] == ["red.png"] and not hello.files.exists()
+
+
+def test_making_cases_twice_adds_each_message_once_and_skips_the_evals_own_sessions(client):
+    """ "Make eval cases" chosen twice made every case twice, and with every session selected it
+    made cases of the eval runs' own sessions too (the cases' inputs again, under their keys). A
+    turn is made a case once now, and an eval run's sessions are skipped; the message says so."""
+    user = get_user_model().objects.create_user("ann", password="pw")
+    services.turn_start(agent="ops", key="chat-1", text="hello there", user=user)
+    session = m.Session.objects.get(key="chat-1")
+    tasks.run_turn(m.Turn.objects.get(session=session).pk)
+    dataset = Dataset.objects.create(name="small")
+    Example.objects.create(dataset=dataset, input="say hi", expect={"contains": "hi"})
+    drive_here(driver.run_start(dataset=dataset, versions=[driver.version("ops")]))
+    assert m.Session.objects.filter(key__startswith="eval-").count() == 1
+    staff = get_user_model().objects.create_user("eve", password="pw", is_staff=True, is_superuser=True)
+    client.force_login(staff)
+
+    every = [s.pk for s in m.Session.objects.all()]
+    for _ in range(2):
+        reply = client.post("/admin/sessions_app/session/", {"action": "make_eval_cases", "_selected_action": every})
+        assert reply.status_code == 302
+    made = Example.objects.exclude(dataset=dataset)
+    assert [(e.input, e.source) for e in made] == [("hello there", f"ops/chat-1#g{session.generation}")]
+    page = client.get(reply["Location"]).content.decode()
+    assert "0 cases added" in page and "1 messages were cases already" in page
+    assert "1 sessions of eval runs skipped" in page
