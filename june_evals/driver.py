@@ -27,11 +27,12 @@ from june_evals.models.evalrows import RunStatus
 from june_evals.scorers import Score, score
 from sessions_app import attachment_services as attach
 from sessions_app import models as m
-from sessions_app import pricing, services, wiring
+from sessions_app import listings, pricing, services, wiring
 from sessions_app.site_errors import BadRequest, RateLimited
 
-#: the turns' source (their policy: the agent's default surface)
-SOURCE = "eval"
+#: the turns' source (their policy: the agent's default surface; their requests wait for no
+#: person: never in the approval inbox, ``listings.EVAL_SOURCE``)
+SOURCE = listings.EVAL_SOURCE
 SETTLED = {str(s) for s in SETTLED_STATUSES}
 Judge = Callable[[str, dict[str, Any]], Score]
 #: agent name -> its judge (``judge.judge_for``)

@@ -54,6 +54,12 @@ def turn_page(
     return rows[:limit], len(rows) > limit
 
 
+#: the source of an eval run's turns (``june_evals.driver``): their requests wait for no person —
+#: the run scores a parked case as it stands, so none is listed, counted or notified meanwhile
+#: (an operator's Approve would run a test case's tool)
+EVAL_SOURCE = "eval"
+
+
 def parked_requests():
     """Every parked input of a live generation, oldest first, with when it parked (``parked_at``)
     — the approval inbox and ``GET /api/approvals/`` list these, filtered by who may answer."""
@@ -72,6 +78,7 @@ def parked_requests():
         .filter(
             status=m.TurnStatus.SUSPENDED, pending__isnull=False, generation=F("session__generation"), waiting=0
         )  # a parent parked on its children waits for no person
+        .exclude(source=EVAL_SOURCE)
         .annotate(parked_at=Coalesce(Subquery(parked_at), F("updated_at")))
         .order_by("parked_at", "pk")
     )

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from agents_app.runtime.notify import destination
 from sessions_app import models as m
-from sessions_app import services, wiring
+from sessions_app import listings, services, wiring
 from sessions_app.notify import text
 from sessions_app.notify.options import NotifyConfig, config
 
@@ -94,8 +94,10 @@ def notify_parks(*, now: dt.datetime | None = None) -> int:
     cfg = config()
     now = now or timezone.now()
     made = 0
-    parked = m.Turn.objects.filter(status=m.TurnStatus.SUSPENDED, waiting=0, pending__isnull=False).select_related(
-        "session"
+    parked = (
+        m.Turn.objects.filter(status=m.TurnStatus.SUSPENDED, waiting=0, pending__isnull=False)
+        .exclude(source=listings.EVAL_SOURCE)  # an eval's requests wait for no person
+        .select_related("session")
     )
     cap = settings.JUNE_NOTIFY_PARKS_PER_USER_HOUR
     sent = _parks_notified_per_owner(now - dt.timedelta(hours=1)) if cap > 0 else {}

@@ -183,6 +183,28 @@ def test_a_case_that_parked_leaves_no_request_waiting_once_scored():
     assert notify_parks() == 0
 
 
+def test_a_case_that_parks_never_waits_in_the_inbox_before_it_is_scored():
+    """Between its park and the driver's next tick (the workers' eval tick: seconds) a parked
+    case was listed in the operators' approval inbox, counted, and notified: an operator's
+    Approve there would have run a test case's refund. An eval run's turns wait for no person:
+    they are never listed, counted nor notified, and the tick scores them as they stand."""
+    from sessions_app.admin.inbox import parked_turns, waiting_count
+    from sessions_app.notify.outbox import notify_parks
+
+    dataset = Dataset.objects.create(name="parks soon")
+    Example.objects.create(dataset=dataset, input="refund order 7 12.50", expect={"status": "suspended"})
+    run = driver.run_start(dataset=dataset, versions=[driver.version("ops")])
+    driver.run_step(run=run)  # started
+    case = EvalCase.objects.get(run=run)
+    tasks.run_turn(case.turn_id)  # parked; scored at the next step
+    assert m.Turn.objects.get(pk=case.turn_id).status == "suspended"
+    operator = get_user_model().objects.create_user("olga", password="pw", is_staff=True, is_superuser=True)
+    assert not parked_turns().filter(pk=case.turn_id).exists()
+    assert waiting_count(operator) == 0 and notify_parks() == 0
+    drive_here(run)
+    assert EvalCase.objects.get(run=run).passed is True
+
+
 def test_cases_made_of_a_branched_session_keep_every_message_and_its_files():
     """A session whose last reply was regenerated: its live branch holds a copy of the messages
     before the fork, whose turns are the parent branch's. Only the branch's own turns became cases
