@@ -16,9 +16,11 @@ import datetime as dt
 from typing import Any, Callable
 
 from django.contrib import admin
+from django.db import models
 from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.text import capfirst
 
 #: the browser half of the helper, as a ModelAdmin's ``Media`` lists it
 TIME_JS = "june/time.js"
@@ -69,7 +71,18 @@ ZONED = "{}_zoned"
 class ZonedTimes:
     """A ModelAdmin mixin: its read-only datetime fields are shown in the one format, with their
     zone (``time_html``), on the change page (a turn's ``created_at``, an audit row's ``at``).
-    Each becomes a read-only callable of the same label in the same place of the fieldsets."""
+    Each becomes a read-only callable of the same label in the same place of the fieldsets.
+    An editable one (a schedule's ``next_run``) names in its label the zone its date and time
+    inputs are shown and read in (the active zone): its inputs alone cannot say it."""
+
+    def formfield_for_dbfield(self, db_field: Any, request: Any, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+        if field is not None and isinstance(db_field, models.DateTimeField):
+            zone = zone_name(timezone.get_current_timezone())
+            field.label = f"{field.label or capfirst(db_field.verbose_name)} ({zone})"
+            said = f"A date and a time in {zone}, the site's zone."
+            field.help_text = f"{field.help_text} {said}" if field.help_text else said
+        return field
 
     def get_readonly_fields(self, request: Any, obj: Any = None) -> Any:
         return [
@@ -97,8 +110,6 @@ class ZonedTimes:
 
 
 def _is_datetime(model: Any, name: str) -> bool:
-    from django.db import models
-
     try:
         return isinstance(model._meta.get_field(name), models.DateTimeField)
     except Exception:  # noqa: BLE001 - not a field (a callable, a property): left as it is

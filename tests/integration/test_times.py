@@ -138,6 +138,24 @@ def test_the_queue_s_own_admin_pages_show_the_one_format():
         assert " a.m." not in html and " p.m." not in html, url
 
 
+@override_settings(TIME_ZONE="Europe/Paris")
+def test_the_queue_s_edit_forms_name_the_zone_their_times_are_typed_in():
+    """A schedule's change form (and an ORM task's) showed its ``next_run`` date and time inputs
+    with no zone: a time typed there is read in the site's zone, which the form did not say."""
+    from django_q.models import OrmQ, Schedule
+
+    staff = get_user_model().objects.create_user("sam", password="pw-sam-123", is_staff=True, is_superuser=True)
+    tick = Schedule.objects.create(name="tick", func="math.floor", schedule_type=Schedule.HOURLY, next_run=AT)
+    web = Client()
+    web.force_login(staff)
+    for url in ("/admin/django_q/schedule/add/", f"/admin/django_q/schedule/{tick.pk}/change/"):
+        html = web.get(url).content.decode()
+        label = re.search(r'field-next_run">.*?<label[^>]*>(.*?)</label>', html, re.S)
+        assert label and "(Europe/Paris)" in label.group(1), (url, label and label.group(0))
+    assert 'value="09:00:05"' in html  # the change form's value is in that zone
+    assert OrmQ  # its page has no editable time (the lock is read-only)
+
+
 def test_a_session_active_under_a_minute_ago_reads_just_now():
     """The sessions list said "0 minutes ago" for a session just used."""
     from sessions_app import services
