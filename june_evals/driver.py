@@ -26,8 +26,8 @@ from june_evals.models import Dataset, EvalCase, EvalRun
 from june_evals.models.evalrows import RunStatus
 from june_evals.scorers import Score, score
 from sessions_app import attachment_services as attach
-from sessions_app import models as m
 from sessions_app import listings, pricing, services, wiring
+from sessions_app import models as m
 from sessions_app.site_errors import BadRequest, RateLimited
 
 #: the turns' source (their policy: the agent's default surface; their requests wait for no

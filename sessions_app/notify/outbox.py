@@ -16,8 +16,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents_app.runtime.notify import destination
-from sessions_app import models as m
 from sessions_app import listings, services, wiring
+from sessions_app import models as m
 from sessions_app.notify import text
 from sessions_app.notify.options import NotifyConfig, config
 
