@@ -93,15 +93,22 @@ def message_view(row: m.Message, boundaries: dict[int, list[int]] | None = None)
     ``boundaries``: position -> the summaries whose kept part starts there (compaction)."""
     data = row.data or {}
     result = data.get("result")
+    role, text, by = row.role, data.get("text", ""), data.get("by")
+    model_read = ""  # a takeover's note: the model's wording, behind the people's
+    if role == "trigger" and by == m.NOTE_BY:
+        role, model_read, text, by = "takeover", text, m.note_for_people(str(text)), "takeover note"
+    elif role == "assistant" and str(by or "").startswith(m.PERSON_PREFIX):
+        by = f"{str(by).removeprefix(m.PERSON_PREFIX)} (a person, in a takeover)"
     return {
         "boundary_of": (boundaries or {}).get(row.index, []),
         "summarizes_before": data.get("boundary") if row.role == "summary" else None,
         "index": row.index,
-        "role": row.role,
+        "role": role,
         "turn_id": row.turn_id,
         "created_at": row.created_at,
-        "text": data.get("text", ""),
-        "by": data.get("by"),
+        "text": text,
+        "model_read": model_read,
+        "by": by,
         "tool_calls": [
             {"id": c.get("id"), "name": c.get("name"), "args": pretty_json(c.get("input") or {})}
             for c in data.get("tool_calls", ())

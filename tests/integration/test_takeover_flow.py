@@ -6,6 +6,8 @@ a person's. All of it in the database: a fresh process (a restart) sees the same
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
@@ -381,3 +383,29 @@ def test_the_users_archive_words_the_takeover_as_the_chat_does(people):
     md = web.get(f"/agents/ops/sessions/s10/archive/{session.generation}/export.md").content.decode()
     assert "## Takeover · " in md and "Olga Ops (a person) has joined the conversation." in md
     assert "## Olga Ops (a person) · " in md and "from you" not in md
+
+
+def test_the_staff_archive_shows_a_takeover_as_people_read_it(people):
+    """The staff archive's transcript showed a takeover's notes as the model reads them ("[A
+    person, Olga Ops, took over this conversation from you. Until they handed it back…]",
+    "trigger by takeover") and the operator's messages "by person:Olga Ops". It shows the notes in
+    the chat's words, marked as takeover notes (the model's wording kept behind a disclosure),
+    and the operator's messages as theirs."""
+    alice, olga = people["alice"], people["olga"]
+    services.turn_start(agent="ops", key="s9", text="hello agent", user=alice)
+    session = m.Session.objects.get(key="s9")
+    takeover.takeover_begin(session=session, user=olga, running="cancel")
+    takeover.person_says(session=session, user=olga, text="Hi, Olga here.")
+    takeover.takeover_end(session=session, user=olga)
+    staff = Client()
+    staff.force_login(olga)
+    url = reverse("admin:sessions_app_session_generation", args=(session.pk, session.generation))
+    html = staff.get(url).content.decode()
+    transcript = html[html.index('id="transcript"') :]
+    notes = re.findall(r'<div class="june-msg takeover"[^>]*>(.*?)</div>\s*</div>', transcript, re.S)
+    assert len(notes) == 2, transcript[:3000]
+    assert "takeover note" in notes[0] and "Olga Ops (a person) has joined the conversation." in notes[0]
+    assert "Olga Ops handed the conversation back to the assistant." in notes[1]
+    shown = re.sub(r"<details.*?</details>", "", transcript, flags=re.S)
+    assert "took over this conversation from you" not in shown and "by takeover" not in shown
+    assert "person:Olga Ops" not in transcript and "Olga Ops (a person, in a takeover)" in transcript
