@@ -26,8 +26,11 @@ async function call(method, path, body) {
   return data;
 }
 
+// no bars while a person answers in the agent's place (takeover.js sets body's data-taken-over):
+// an edit or a regenerate starts a turn, which a takeover refuses (409); the banner says why
 function idle() {
-  return conn.dataset.state === "live" && !["running", "queued", "suspended"].includes(badge.dataset.status);
+  return conn.dataset.state === "live" && !["running", "queued", "suspended"].includes(badge.dataset.status)
+    && document.body.dataset.takenOver !== "yes";
 }
 
 async function refresh() {
@@ -183,4 +186,5 @@ export function wireBranches() {
   const soon = () => { clearTimeout(timer); timer = setTimeout(refresh, 150); };
   new MutationObserver(soon).observe(badge, { attributes: true, attributeFilter: ["data-status"] });
   new MutationObserver(soon).observe(conn, { attributes: true, attributeFilter: ["data-state"] });
+  new MutationObserver(soon).observe(document.body, { attributes: true, attributeFilter: ["data-taken-over"] });
 }

@@ -20,7 +20,8 @@ function answering(name) {
   document.body.dataset.takenOver = name ? "yes" : "";
   if (!notice) return;
   if (name) {
-    notice.textContent = `A person, ${name}, is answering you now: your messages and files go to them.`;
+    notice.textContent = `A person, ${name}, is answering you now: your messages and files go to them. `
+      + "Edit and Regenerate come back when they hand the conversation back to the assistant.";
     notice.dataset.takeover = "yes";
     notice.hidden = false;
   } else if (notice.dataset.takeover) {
