@@ -107,16 +107,21 @@ def chat(request, agent: str, key: str):
         session.has_archive = selectors.has_archive(session)
         config["focus"] = focus(session, request.GET.get("at"))
     return render(
-        request, "sessions_app/chat.html", {"session": session, "config": config, "placeholder": placeholder(agent)}
+        request, "sessions_app/chat.html", {"session": session, "config": config, "placeholder": placeholder(agent), "hints": hints(agent)}
     )
 
 
 def placeholder(agent: str) -> str:
-    """The composer's placeholder: the agent's own (``placeholder`` and ``hints`` in its
-    agent.py), never another agent's suggestions."""
+    """The composer's placeholder: the agent's own (``placeholder`` in its agent.py)."""
+    return wiring.agent(agent).placeholder or f"Message {agent}…"
+
+
+def hints(agent: str) -> str:
+    """The agent's suggestions (``hints`` in its agent.py), never another agent's: a line of its
+    own under the composer, which wraps (in the placeholder, two rows of a phone's width cut
+    them off)."""
     definition = wiring.agent(agent)
-    text = definition.placeholder or f"Message {agent}…"
-    return f"{text} (try: {', '.join(definition.hints)})" if definition.hints else text
+    return f"Try: {', '.join(definition.hints)}" if definition.hints else ""
 
 
 def focus(session: m.Session, raw: str | None) -> dict | None:

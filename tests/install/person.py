@@ -54,7 +54,8 @@ def chat(page: Any, prefix: str, agent: str, text: str) -> tuple[str, float]:
     page.goto(prefix or "/")
     page.click(f"[data-agent={agent}] .new-session")
     page.wait_for_selector("#conn[data-state=live]")
-    composer = page.locator("#text").get_attribute("placeholder")
+    hint = page.locator("#composer-hint")  # the agent's "Try: …" words, under the composer
+    composer = page.locator("#text").get_attribute("placeholder") + (hint.text_content() if hint.count() else "")
     assert "stock tea" not in composer, f"the host's agent suggests the demo's commands: {composer!r}"
     sent = time.monotonic()
     page.fill("#text", text)
