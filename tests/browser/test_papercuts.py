@@ -15,6 +15,7 @@ from django.db import connections
 
 from tests.browser.conftest import DEADLINE_MS, open_chat, send_message
 
+
 def off_playwrights_thread(call, **kwargs):
     """A service call on a thread of its own: Playwright's event loop forbids async_to_sync here."""
 
