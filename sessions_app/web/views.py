@@ -107,7 +107,9 @@ def chat(request, agent: str, key: str):
         session.has_archive = selectors.has_archive(session)
         config["focus"] = focus(session, request.GET.get("at"))
     return render(
-        request, "sessions_app/chat.html", {"session": session, "config": config, "placeholder": placeholder(agent), "hints": hints(agent)}
+        request,
+        "sessions_app/chat.html",
+        {"session": session, "config": config, "placeholder": placeholder(agent), "hints": hints(agent)},
     )
 
 
