@@ -20,6 +20,10 @@ committed event this sink published in the session (a stream is the text between
 so a client that already holds a later ``message.completed`` of the turn drops it as stale).
 Every ``SNAPSHOT_EVERY`` seconds a flush carries the whole text so far (``offset`` 0,
 ``snapshot``), so a page reloaded mid-message shows the beginning again within a second.
+
+A worker's sink on Redis sends nothing for a session nobody follows (``follows``: it asks once
+whether the session's group has a member, and hears every follower that joins later); its text
+is still kept, so the first flush after a follower arrives is a snapshot.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from channels.layers import get_channel_layer
 
 from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
 from agents_app.runtime.seams import LoggedEvent, SessionRef
+from sessions_app.outbox import follows
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +48,9 @@ DELTA_WINDOW = 0.02
 SENDERS = 8
 DELTA_MAX_CHARS = 4096
 SNAPSHOT_EVERY = 1.0
+#: seconds a worker's sink remembers a session after its turn ended (its last batch, sent again
+#: to a follower heard later, and whether anybody follows it)
+FOLLOW_MEMORY = 60.0
 
 
 def group_name(session: SessionRef) -> str:
@@ -70,6 +78,21 @@ class _Stream:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
+@dataclass
+class _Follow:
+    """What a worker's sink knows of who follows one session (``follows``)."""
+
+    session: SessionRef
+    #: True: somebody did when asked (or since); False: nobody, and none heard since; None: ask
+    followed: bool | None = None
+    #: the last committed batch handed to the layer (sent again to a follower heard late)
+    last: list[dict[str, Any]] | None = None
+    skipped: bool = False  # a message was not sent since the last ask
+    heard: bool = False  # a follower was heard while the ask was under way
+    ended: bool = False  # its last batch ended its turn
+    touched: float = 0.0  # its last message (the loop's clock)
+
+
 class ChannelsEventSink:
     """EventSink over the Channels layer. One instance per event loop (a q2 task's loop or
     daphne's): the coalescing timers live on the loop that calls it.
@@ -87,6 +110,16 @@ class ChannelsEventSink:
         self.background = background
         self._outboxes: dict[int, asyncio.Queue] = {}
         self._senders: list[asyncio.Task] = []
+        #: layer messages not sent: nobody followed their session (the bench reads it)
+        self.skipped_messages = 0
+        #: a worker's sink on Redis: who follows which session (``follows``), by group
+        self._watching = background and follows.supported(self.layer)
+        self._follows: dict[str, _Follow] = {}
+        self._listener: asyncio.Task | None = None
+        self._listening = False  # subscribed: every follower that joins from now on is heard
+        self._heard_before = False
+        self._lost = 0  # connections the listener lost: an ask across a loss is not trusted
+        self._pruned = 0.0
 
     async def publish(self, session: SessionRef, events: Sequence[LoggedEvent]) -> None:
         if self.layer is None or not events:
@@ -111,6 +144,8 @@ class ChannelsEventSink:
         stream = self._streams.setdefault(session, _Stream())
         key = (event.turn_id, event.type)
         stream.texts[key] = stream.texts.get(key, "") + getattr(event, "text", "")
+        if self._unfollowed(session):
+            return  # kept for a follower's snapshot; nothing to flush
         loop = asyncio.get_running_loop()
         now = loop.time()
         unsent = len(stream.texts[key]) - stream.sent.get(key, 0)
@@ -131,6 +166,10 @@ class ChannelsEventSink:
         for sender in self._senders:
             sender.cancel()
         self._senders, self._outboxes = [], {}
+        if self._listener is not None:
+            self._listener.cancel()
+            self._listener = None
+        self._follows.clear()
 
     # -- internals ------------------------------------------------------------------------------------
 
@@ -147,6 +186,12 @@ class ChannelsEventSink:
         if stream.timer is not None:
             stream.timer.cancel()
             stream.timer = None
+        if self._unfollowed(session):
+            # nobody to send to: the text counts as sent, and a follower's first flush is a
+            # snapshot (``_on_follow``)
+            for key, text in stream.texts.items():
+                stream.sent[key] = len(text)
+            return
         now = asyncio.get_running_loop().time()
         snapshot = now - stream.last_snapshot >= SNAPSHOT_EVERY
         sent_any = False
@@ -193,8 +238,108 @@ class ChannelsEventSink:
     async def _send_now(self, session: SessionRef, message: dict) -> None:
         try:
             group = group_name(session)
+            if self._watching and not await self._followed(session, group, message):
+                self.skipped_messages += 1
+                return
             # ``group``: a consumer following a child session's group (subagents) tells them apart
             await self.layer.group_send(group, {**message, "group": group})
             self.sent_messages += 1
         except Exception:  # the log has it: a client re-reads after its last seq
             log.exception("publishing to %s failed", session)
+
+    # -- who follows (a worker's sink on Redis: ``follows``) ---------------------------------------
+
+    def _unfollowed(self, session: SessionRef) -> bool:
+        if not self._watching or not self._listening:
+            return False
+        known = self._follows.get(group_name(session))
+        return known is not None and known.followed is False
+
+    async def _followed(self, session: SessionRef, group: str, message: dict) -> bool:
+        """Whether to send ``message`` (in the session's sender, in order): ask the group once,
+        then trust what the listener hears."""
+        if self._listener is None:
+            self._listener = asyncio.get_running_loop().create_task(
+                follows.watch(self.layer, self._on_follow, self._on_ready)
+            )
+        known = self._follows.get(group)
+        if known is None:
+            known = self._follows[group] = _Follow(session)
+        now = asyncio.get_running_loop().time()
+        known.touched = now
+        if message.get("type") == "june.events":
+            known.last = message["events"]
+            known.ended = any(e.get("type") in TERMINAL_TYPES for e in known.last)
+        self._prune(now)
+        if not self._listening:  # a follower joining now would not be heard: send
+            return True
+        if known.followed is None:
+            known.heard, lost = False, self._lost
+            try:
+                found = await follows.has_members(self.layer, group)
+            except Exception:
+                log.exception("asking who follows %s failed; sending", session)
+                return True
+            if lost != self._lost or not self._listening:
+                return True  # a follower may have joined unheard: ask again next time
+            # a follower heard during the ask may have joined after Redis counted
+            known.followed = found or known.heard
+            known.skipped = False
+        if known.followed:
+            if known.ended:
+                known.followed = None  # the turn ended: the next one asks again (followers leave)
+            return True
+        known.skipped = True
+        return False
+
+    def _on_follow(self, group: str) -> None:
+        """A follower joined ``group`` somewhere: send to it from now on, and its session's last
+        batch again (what it may have missed between its log read and now)."""
+        known = self._follows.get(group)
+        if known is None or known.followed:
+            return  # not this sink's (its next message asks), or sent to already
+        if known.followed is None:
+            known.heard = True  # an ask may be under way: its answer may predate the join
+            return
+        known.followed = True
+        stream = self._streams.get(known.session)
+        if stream is not None:
+            stream.last_snapshot = float("-inf")  # the next flush carries the whole text
+        if known.skipped and known.last is not None:
+            known.skipped = False
+            asyncio.ensure_future(self._send(known.session, {"type": "june.events", "events": known.last}))
+
+    def _on_ready(self, ready: bool) -> None:
+        if not ready:
+            self._lost += self._listening
+            self._listening = False
+            return
+        self._listening = True
+        if self._heard_before:
+            # back after a lost connection: a follower may have joined unheard
+            for group, known in list(self._follows.items()):
+                if known.followed is False:
+                    known.followed = None
+                    asyncio.ensure_future(self._ask_again(group, known))
+        self._heard_before = True
+
+    async def _ask_again(self, group: str, known: _Follow) -> None:
+        known.heard, lost = False, self._lost
+        try:
+            found = await follows.has_members(self.layer, group)
+        except Exception:
+            log.exception("asking who follows %s again failed", known.session)
+            return  # left to ask at its next message
+        if known.followed is None and lost == self._lost and self._listening:
+            known.followed = False
+            if found or known.heard:
+                self._on_follow(group)
+
+    def _prune(self, now: float) -> None:
+        """Forget the sessions quiet for ``FOLLOW_MEMORY`` (their next message asks again; what
+        was not sent to them is older than any follower's log read since)."""
+        if now - self._pruned < 1.0:
+            return
+        self._pruned = now
+        for group in [g for g, k in self._follows.items() if now - k.touched > FOLLOW_MEMORY]:
+            del self._follows[group]

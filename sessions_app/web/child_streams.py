@@ -22,6 +22,7 @@ from channels.db import database_sync_to_async
 
 from agents_app.runtime.seams import SessionRef
 from sessions_app import selectors
+from sessions_app.outbox import follows
 from sessions_app.outbox.sink import group_name
 
 ENDED = frozenset({"turn.completed", "turn.failed", "turn.cancelled"})
@@ -79,7 +80,7 @@ class ChildRelay:
         self.children[turn_id] = {"ref": ref, "last_seq": 0, "group": group}
         if group not in self.child_groups:
             self.child_groups[group] = set()
-            await self.channel_layer.group_add(group, self.channel_name)  # before its replay: no gap
+            await follows.join(self.channel_layer, group, self.channel_name)  # before its replay: no gap
         self.child_groups[group].add(turn_id)
         await self._child_log(turn_id)
 

@@ -42,6 +42,7 @@ from django.conf import settings
 from agents_app.runtime.errors import JuneError, NotFound
 from agents_app.runtime.seams import SessionRef
 from sessions_app import attachment_services, listings, safejson, selectors, services, takeover
+from sessions_app.outbox import follows
 from sessions_app.outbox.sink import group_name
 from sessions_app.site_errors import AccessDenied, BadRequest, PayloadTooLarge, RateLimited
 from sessions_app.web import admission, socketauth, socketcount
@@ -95,7 +96,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             self.counted = place
         self.login = getattr(self.scope.get("session"), "session_key", None)
         self.group = group_name(SessionRef(self.agent, self.key))
-        await self.channel_layer.group_add(self.group, self.channel_name)  # before the replay: no gap
+        await follows.join(self.channel_layer, self.group, self.channel_name)  # before the replay: no gap
         self.user_group = socketauth.user_group(self.user.pk)
         await self.channel_layer.group_add(self.user_group, self.channel_name)  # a logout closes it
         await self.accept()

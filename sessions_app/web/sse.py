@@ -24,6 +24,7 @@ from django.conf import settings
 from agents_app.runtime.events import TERMINAL_TYPES
 from agents_app.runtime.seams import SessionRef
 from sessions_app import wiring
+from sessions_app.outbox import follows
 from sessions_app.outbox.sink import group_name
 from sessions_app.web.child_streams import ChildLogs
 from sessions_app.web.db import db
@@ -117,7 +118,7 @@ class SessionFollower:
         if self.layer is not None:
             try:
                 self.channel = await self.layer.new_channel()
-                await self.layer.group_add(group_name(self.ref), self.channel)
+                await follows.join(self.layer, group_name(self.ref), self.channel)
                 self._pump = asyncio.create_task(self._receive())
             except Exception:  # no layer: the log poll alone still delivers every event
                 log.exception("subscribing to %s failed; polling the event log only", self.ref)

@@ -1,0 +1,258 @@
+"""A worker's sink sends nothing for a session nobody follows (``outbox.follows``), and a
+follower that joins mid-stream loses nothing: every committed event after the log read it
+makes once joined (a batch sent again reveals what it must re-read), and the live deltas from
+a bounded moment after it joined. On Redis (in this process, and a publisher in a process of
+its own) and on the in-memory layer (which always sends)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agents_app.runtime import events as ev
+from agents_app.runtime.seams import LoggedEvent, SessionRef
+from sessions_app.outbox import follows
+from sessions_app.outbox.sink import ChannelsEventSink, group_name
+
+ROOT = Path(__file__).resolve().parents[2]
+REDIS_URL = os.environ.get("REDIS_URL", "")
+needs_redis = pytest.mark.skipif(not REDIS_URL, reason="REDIS_URL is not set")
+
+STEPS = 60  # a committed event, then five deltas 10 ms apart: about 3 s of stream
+#: a follower gets the deltas of every step that begins this long after it joined
+BOUND = 1.0
+
+
+def redis_layer():
+    from channels_redis.core import RedisChannelLayer
+
+    return RedisChannelLayer(hosts=[{"address": REDIS_URL}], prefix=f"june-test-follows-{uuid.uuid4().hex[:8]}")
+
+
+def memory_layer():
+    from channels.layers import InMemoryChannelLayer
+
+    return InMemoryChannelLayer()
+
+
+async def stream(sink: ChannelsEventSink, ref: SessionRef, log: list[int], starts: dict[int, float]) -> None:
+    """A turn's events and deltas through ``sink``; ``log`` is the event log (seqs committed)."""
+    loop = asyncio.get_running_loop()
+    await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+    log.append(1)
+    for step in range(STEPS):
+        starts[step] = loop.time()
+        for word in range(5):
+            await sink.delta(ref, ev.MessageDelta("t1", text=f"s{step}w{word} "))
+            await asyncio.sleep(0.01)
+        seq = step + 2
+        await sink.publish(ref, [LoggedEvent(seq, ev.MessageCompleted("t1", text=f"step {step}", index=seq))])
+        log.append(seq)
+    await sink.publish(ref, [LoggedEvent(STEPS + 2, ev.TurnCompleted("t1", text="done"))])
+    log.append(STEPS + 2)
+
+
+async def follow(layer, ref: SessionRef, log_read, until: int) -> tuple[int, dict[int, float]]:
+    """Join, read the log, then take the layer's messages until the log holds ``until``: the
+    highest seq known (a batch past the one read means: read the log again, it holds all up to
+    it) and, per step, when its first delta arrived."""
+    loop = asyncio.get_running_loop()
+    channel = await layer.new_channel()
+    await follows.join(layer, group_name(ref), channel)
+    known = log_read()  # after the join: what the log holds now
+    deltas: dict[int, float] = {}
+    while known < until:
+        message = await asyncio.wait_for(layer.receive(channel), 10)
+        if message["type"] == "june.events":
+            known = max(known, *(e["seq"] for e in message["events"]))
+        elif message["type"] == "june.delta":
+            step = int(message["event"]["text"].split("w", 1)[0][1:])  # "s<step>w<word> …"
+            deltas.setdefault(step, loop.time())
+    await layer.group_discard(group_name(ref), channel)
+    return known, deltas
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make", [pytest.param(redis_layer, marks=needs_redis), memory_layer], ids=["redis", "memory"])
+@pytest.mark.parametrize("join_after", [0.3, 1.0])
+async def test_a_follower_joining_mid_stream_loses_no_event_and_gets_the_deltas(make, join_after):
+    layer = make()
+    sink = ChannelsEventSink(layer, background=True)
+    ref = SessionRef("ops", f"race-{uuid.uuid4().hex[:8]}")
+    log: list[int] = []
+    starts: dict[int, float] = {}
+    publisher = asyncio.create_task(stream(sink, ref, log, starts))
+    await asyncio.sleep(join_after)
+    skipped_before = sink.skipped_messages
+    joined = asyncio.get_running_loop().time()
+    known, deltas = await follow(layer, ref, lambda: log[-1] if log else 0, STEPS + 2)
+    await publisher
+    await sink.close()
+    assert known == STEPS + 2  # the terminal event reached it (live, or by a re-read it was told of)
+    late = [step for step, began in starts.items() if began > joined + BOUND]
+    assert late, "the stream ended too soon after the join to say anything of deltas"
+    assert [step for step in late if step not in deltas] == []
+    if make is redis_layer:
+        assert skipped_before > 0  # nobody followed: the sink sent nothing before the join
+        assert sink.sent_messages > 0
+
+
+@needs_redis
+async def test_nobody_following_costs_one_question_a_turn():
+    layer = redis_layer()
+    sink = ChannelsEventSink(layer, background=True)
+    ref = SessionRef("ops", f"alone-{uuid.uuid4().hex[:8]}")
+    await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+    for _ in range(100):  # the listener subscribes
+        await asyncio.sleep(0.01)
+        if sink._listening:
+            break
+    asked = 0
+    real = follows.has_members
+
+    async def counting(layer_, group):
+        nonlocal asked
+        asked += 1
+        return await real(layer_, group)
+
+    follows.has_members, sent = counting, sink.sent_messages
+    try:
+        for turn in range(3):
+            tid = f"t{turn + 2}"
+            await sink.publish(ref, [LoggedEvent(10 * turn + 2, ev.TurnStarted(tid, text="hi"))])
+            for word in range(20):
+                await sink.delta(ref, ev.MessageDelta(tid, text=f"w{word} "))
+            await sink.publish(ref, [LoggedEvent(10 * turn + 3, ev.TurnCompleted(tid, text="done"))])
+            for outbox in list(sink._outboxes.values()):
+                await outbox.join()
+    finally:
+        follows.has_members = real
+    await sink.close()
+    assert sink.sent_messages == sent  # not one message to the layer
+    assert asked <= 1  # nobody joined: the first answer holds while the listener listens
+
+
+async def test_a_follower_heard_while_the_sink_asks_is_sent_to():
+    """The ask's answer may predate the join: the follower heard meanwhile wins."""
+
+    class Layer:
+        def __init__(self):
+            self.sent = []
+
+        async def group_send(self, group, message):
+            self.sent.append(message)
+
+    layer = Layer()
+    sink = ChannelsEventSink(layer, background=False)
+    sink._watching, sink._listening, sink._listener = True, True, object()
+    ref = SessionRef("ops", "heard")
+    asking = asyncio.Event()
+    release = asyncio.Event()
+    real = follows.has_members
+
+    async def slow_no(layer_, group):
+        asking.set()
+        await release.wait()
+        return False  # counted before the follower's add
+
+    follows.has_members = slow_no
+    try:
+        first = asyncio.create_task(sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))]))
+        await asking.wait()
+        sink._on_follow(group_name(ref))  # heard while the ask is under way
+        release.set()
+        await first
+        await sink.publish(ref, [LoggedEvent(2, ev.MessageCompleted("t1", text="x", index=1))])
+    finally:
+        follows.has_members = real
+    assert [m["events"][0]["seq"] for m in layer.sent] == [1, 2]
+
+
+async def test_a_follower_heard_after_skips_gets_the_last_batch_again():
+    class Layer:
+        def __init__(self):
+            self.sent = []
+
+        async def group_send(self, group, message):
+            self.sent.append(message)
+
+    layer = Layer()
+    sink = ChannelsEventSink(layer, background=False)
+    sink._watching, sink._listening, sink._listener = True, True, object()
+    ref = SessionRef("ops", "late")
+    real = follows.has_members
+
+    async def nobody(layer_, group):
+        return False
+
+    follows.has_members = nobody
+    try:
+        await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+        await sink.delta(ref, ev.MessageDelta("t1", text="hello "))
+        await sink.publish(ref, [LoggedEvent(2, ev.TurnCompleted("t1", text="hello"))])
+        assert layer.sent == []
+        sink._on_follow(group_name(ref))
+        for _ in range(10):
+            await asyncio.sleep(0)
+    finally:
+        follows.has_members = real
+    assert [m["type"] for m in layer.sent] == ["june.events"]
+    assert layer.sent[0]["events"][0]["seq"] == 2  # the terminal batch: the follower re-reads up to it
+
+
+PUBLISHER = """
+import asyncio, json, sys
+sys.path.insert(0, sys.argv[1])
+from channels_redis.core import RedisChannelLayer
+from agents_app.runtime.seams import SessionRef
+from sessions_app.outbox.sink import ChannelsEventSink
+from tests.integration.test_follows import stream
+
+async def main():
+    layer = RedisChannelLayer(hosts=[{"address": sys.argv[2]}], prefix=sys.argv[3])
+    sink = ChannelsEventSink(layer, background=True)
+    log, starts = [], {}
+    print(json.dumps({"ready": True}), flush=True)
+    await stream(sink, SessionRef("ops", sys.argv[4]), log, starts)
+    await sink.close()
+    print(json.dumps({"skipped": sink.skipped_messages, "sent": sink.sent_messages, "starts": starts}), flush=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.slow
+@needs_redis
+async def test_a_publisher_in_another_process_hears_the_follower():
+    from channels_redis.core import RedisChannelLayer
+
+    prefix = f"june-test-follows-{uuid.uuid4().hex[:8]}"
+    key = f"proc-{uuid.uuid4().hex[:8]}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", PUBLISHER, str(ROOT), REDIS_URL, prefix, key,
+        stdout=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    try:
+        assert json.loads(await asyncio.wait_for(proc.stdout.readline(), 60)) == {"ready": True}
+        await asyncio.sleep(0.8)
+        layer = RedisChannelLayer(hosts=[{"address": REDIS_URL}], prefix=prefix)
+        # the log read after the join: the publisher's process has committed some seq by then; a
+        # follower that reads 0 must still reach the end (the batch sent again tells it to read)
+        known, deltas = await follow(layer, SessionRef("ops", key), lambda: 0, STEPS + 2)
+        report = json.loads(await asyncio.wait_for(proc.stdout.readline(), 60))
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+    assert known == STEPS + 2
+    assert report["skipped"] > 0 and report["sent"] > 0
+    assert len(deltas) >= 5  # live text from the join on (clocks differ: counted, not timed)
