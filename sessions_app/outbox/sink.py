@@ -21,7 +21,7 @@ so a client that already holds a later ``message.completed`` of the turn drops i
 Every ``SNAPSHOT_EVERY`` seconds a flush carries the whole text so far (``offset`` 0,
 ``snapshot``), so a page reloaded mid-message shows the beginning again within a second.
 
-A worker's sink on Redis sends nothing for a session nobody follows (``follows``: it asks once
+A worker's runner's sink on Redis sends nothing for a session nobody follows (``follows``: it asks once
 whether the session's group has a member, and hears every follower that joins later); its text
 is still kept, so the first flush after a follower arrives is a snapshot.
 """
@@ -37,6 +37,7 @@ from typing import Any, Sequence
 
 from channels.layers import get_channel_layer
 
+from agents_app.providers import is_long_lived
 from agents_app.runtime.events import TERMINAL_TYPES, TurnEvent
 from agents_app.runtime.seams import LoggedEvent, SessionRef
 from sessions_app.outbox import follows
@@ -259,9 +260,13 @@ class ChannelsEventSink:
         """Whether to send ``message`` (in the session's sender, in order): ask the group once,
         then trust what the listener hears."""
         if self._listener is None:
-            self._listener = asyncio.get_running_loop().create_task(
-                follows.watch(self.layer, self._on_follow, self._on_ready)
-            )
+            loop = asyncio.get_running_loop()
+            if not is_long_lived(loop):
+                # a loop that runs one turn and ends (``asyncio.run``): a subscription per turn
+                # would cost more than the sends it saves
+                self._watching = False
+                return True
+            self._listener = loop.create_task(follows.watch(self.layer, self._on_follow, self._on_ready))
         known = self._follows.get(group)
         if known is None:
             known = self._follows[group] = _Follow(session)

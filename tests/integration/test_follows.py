@@ -59,6 +59,15 @@ async def stream(sink: ChannelsEventSink, ref: SessionRef, log: list[int], start
     log.append(STEPS + 2)
 
 
+async def runner_loop(coro):
+    """``coro`` on a loop that says it lives as long as its process, as a worker's runner's does
+    (a sink listens for followers there only)."""
+    from agents_app.providers import long_lived_loop
+
+    async with long_lived_loop():
+        return await coro
+
+
 async def follow(layer, ref: SessionRef, log_read, until: int) -> tuple[int, dict[int, float]]:
     """Join, read the log, then take the layer's messages until the log holds ``until``: the
     highest seq known (a batch past the one read means: read the log again, it holds all up to
@@ -88,7 +97,7 @@ async def test_a_follower_joining_mid_stream_loses_no_event_and_gets_the_deltas(
     ref = SessionRef("ops", f"race-{uuid.uuid4().hex[:8]}")
     log: list[int] = []
     starts: dict[int, float] = {}
-    publisher = asyncio.create_task(stream(sink, ref, log, starts))
+    publisher = asyncio.create_task(runner_loop(stream(sink, ref, log, starts)))
     await asyncio.sleep(join_after)
     skipped_before = sink.skipped_messages
     joined = asyncio.get_running_loop().time()
@@ -106,6 +115,13 @@ async def test_a_follower_joining_mid_stream_loses_no_event_and_gets_the_deltas(
 
 @needs_redis
 async def test_nobody_following_costs_one_question_a_turn():
+    from agents_app.providers import long_lived_loop
+
+    async with long_lived_loop():
+        await _three_turns_alone()
+
+
+async def _three_turns_alone():
     layer = redis_layer()
     sink = ChannelsEventSink(layer, background=True)
     ref = SessionRef("ops", f"alone-{uuid.uuid4().hex[:8]}")
@@ -137,6 +153,27 @@ async def test_nobody_following_costs_one_question_a_turn():
     await sink.close()
     assert sink.sent_messages == sent  # not one message to the layer
     assert asked <= 1  # nobody joined: the first answer holds while the listener listens
+
+
+async def test_a_sink_on_a_loop_of_one_turn_sends_everything():
+    """``asyncio.run`` per turn (a task outside a runner): no listener, every message sent."""
+
+    class Layer:
+        def __init__(self):
+            self.sent = []
+
+        async def group_send(self, group, message):
+            self.sent.append(message)
+
+    layer = Layer()
+    sink = ChannelsEventSink(layer, background=True)
+    sink._watching = True  # as on Redis
+    ref = SessionRef("ops", "one-turn")
+    await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+    await sink.publish(ref, [LoggedEvent(2, ev.TurnCompleted("t1", text="done"))])
+    await sink.close()
+    assert [m["events"][0]["seq"] for m in layer.sent] == [1, 2]
+    assert sink._listener is None and not sink._watching
 
 
 async def test_a_follower_heard_while_the_sink_asks_is_sent_to():
@@ -213,14 +250,14 @@ sys.path.insert(0, sys.argv[1])
 from channels_redis.core import RedisChannelLayer
 from agents_app.runtime.seams import SessionRef
 from sessions_app.outbox.sink import ChannelsEventSink
-from tests.integration.test_follows import stream
+from tests.integration.test_follows import runner_loop, stream
 
 async def main():
     layer = RedisChannelLayer(hosts=[{"address": sys.argv[2]}], prefix=sys.argv[3])
     sink = ChannelsEventSink(layer, background=True)
     log, starts = [], {}
     print(json.dumps({"ready": True}), flush=True)
-    await stream(sink, SessionRef("ops", sys.argv[4]), log, starts)
+    await runner_loop(stream(sink, SessionRef("ops", sys.argv[4]), log, starts))
     await sink.close()
     print(json.dumps({"skipped": sink.skipped_messages, "sent": sink.sent_messages, "starts": starts}), flush=True)
 
