@@ -134,6 +134,8 @@ def plain_now() -> Any:
     when they are 0)."""
     if _utc_strings():
         return utc_string(time.time_ns() // 1000)
+    if _as_is():
+        return timezone.now()
     return connection.ops.adapt_datetimefield_value(timezone.now())
 
 
@@ -165,6 +167,14 @@ def _utc_strings() -> bool:
     UTC: SQLite, USE_TZ, and the connection's time zone UTC (no TIME_ZONE of its own)."""
     wrapper = connections["default"]
     return wrapper.vendor == "sqlite" and settings.USE_TZ and wrapper.timezone == UTC
+
+
+@functools.cache
+def _as_is() -> bool:
+    """Whether Django's adaptation of a datetime is the datetime itself (PostgreSQL's). Then
+    ``plain_now`` asks no connection: on a runner's loop ``connection`` is a new wrapper in each
+    turn's task (asgiref's context-local connections), built on its first use."""
+    return connections["default"].vendor == "postgresql"
 
 
 def folded(
