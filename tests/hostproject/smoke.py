@@ -148,11 +148,12 @@ from django.contrib.sessions.backends.db import SessionStore
 from sessions_app.models import ApiToken
 Member = get_user_model()
 alice = Member.objects.create_user("alice@shop.test", "alice-pw")
-Member.objects.create_user("bob@shop.test", "bob-pw", is_staff=True, is_superuser=True)
+bob = Member.objects.create_user("bob@shop.test", "bob-pw", is_staff=True, is_superuser=True)
 s = SessionStore()
 s[SESSION_KEY] = str(alice.pk); s[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
 s[HASH_SESSION_KEY] = alice.get_session_auth_hash(); s.create()
-print(json.dumps({"token": ApiToken.issue(alice, name="smoke")[1], "cookie": s.session_key, "alice": str(alice.pk)}))
+print(json.dumps({"token": ApiToken.issue(alice, name="smoke")[1], "bob_token": ApiToken.issue(bob, name="smoke")[1],
+                  "cookie": s.session_key, "alice": str(alice.pk)}))
 """
 
 PURCHASES = "import json; from hostproject.shop.models import Purchase; print(json.dumps(Purchase.objects.count()))"
@@ -236,6 +237,13 @@ def main() -> None:
         check(
             queued.status_code == 202 and queued.headers["Location"].startswith("/assistant/api/agents/clerk/"),
             f"a 202's Location carries the prefix ({queued.headers.get('Location')})",
+        )
+        # the creation checks the session's owner itself (the user model's key compared as text)
+        bobs = httpx.Client(base_url=host.base, headers={"Authorization": f"Bearer {creds['bob_token']}"})
+        refused = bobs.post("/assistant/api/agents/clerk/sessions/s2/turns?wait=false", json={"text": "mine now"})
+        check(
+            refused.status_code == 403 and refused.json()["error"]["message"] == "this session belongs to another user",
+            f"another member's start in alice's session is refused ({refused.status_code} {refused.text[:200]})",
         )
 
         web = httpx.Client(base_url=host.base, cookies={"sessionid": creds["cookie"]})
