@@ -1,4 +1,4 @@
-"""django-q2: the task names, and turns enqueued after the commit.
+"""django-q2: the task names; the queued turns' wake-up.
 
 Task functions are named by dotted path (django-q2 stores the name with the task), so this
 module names them without importing the workers that define them."""
@@ -9,9 +9,7 @@ from typing import Any, Sequence
 
 from django.conf import settings
 from django.db import connections, transaction
-from django.db.models import Count, Min, Q
-from django.utils import timezone
-from django_q.brokers import get_broker
+from django.db.models import Count, Min
 from django_q.conf import Conf
 from django_q.tasks import async_task
 
@@ -35,6 +33,12 @@ RENAMED = {
 }
 
 
+#: the PostgreSQL channel on which the workers' runners listen for queued turns (a database's
+#: own: every cluster of the site on that database hears it)
+TURNS_CHANNEL = "june_turns"
+WAKE = f"SELECT pg_notify('{TURNS_CHANNEL}', '')"
+
+
 #: the turn can run now: no earlier turn of its session holds the chain (``lease.CLAIM``'s condition)
 CHAIN_HEAD = (
     "NOT EXISTS (SELECT 1 FROM sessions_app_turn t JOIN sessions_app_turn p ON p.session_id = t.session_id "
@@ -43,45 +47,46 @@ CHAIN_HEAD = (
 
 
 def enqueue_turn(turn_id: str) -> None:
-    """Enqueue after the surrounding transaction commits: a worker never sees an uncommitted turn.
-    A task that succeeded leaves no django-q2 result row unless ``JUNE_Q_SAVE_TURNS`` (the turn's
-    row is its record; a failed task's row is kept)."""
-    transaction.on_commit(lambda: _enqueue(turn_id, None))
+    """A queued turn is delivered by its own row: a worker's runner takes it from the turn table
+    when it has room (``sessions_app.workers.taker``). This only wakes the runners. On PostgreSQL
+    a ``NOTIFY`` sent in the caller's transaction: PostgreSQL delivers it at that commit, never
+    before the row is visible, and drops it with a rollback. On SQLite nothing: the runners
+    watch the database's ``data_version``, which every commit of another connection moves. A
+    lost wake-up costs at most a runner's poll (``JUNE_Q_LISTEN_POLL``).
+
+    In django-q2's sync mode (``JUNE_Q_SYNC``: tests) the turn runs in this process at the
+    commit, as ``run_turn``'s task did."""
+    if Conf.SYNC:
+        transaction.on_commit(lambda: _run_here(turn_id))
+        return
+    wake()
 
 
 def enqueue_head(turn_id: str) -> None:
     """``enqueue_turn`` for a turn the host API dispatched (a start, a resume, the next turn after
-    a cancel or reset): enqueued only if it is the head of its session's chain after the commit
-    (``CHAIN_HEAD``, read in the enqueue's own statement on PostgreSQL). A turn queued behind
-    another would get a task that claims nothing; it gets its task from the chain's hand-off
-    instead — the unit that settles the turn before it reads the chain under the session's row
-    lock, which this turn's creation took too, so of the two one sees the other: either that
-    unit hands this turn over, or this read sees the chain free. A lost enqueue either way is
-    the sweeper's (``sweep_queued``)."""
-    transaction.on_commit(lambda: _enqueue(turn_id, (CHAIN_HEAD, [turn_id])))
+    a cancel or reset). A runner takes only the head of a session's chain (the claim's
+    condition), so a turn queued behind another waits in its row for the chain's hand-over (in
+    sync mode it is not run here: the hand-over runs it)."""
+    if Conf.SYNC:
+        transaction.on_commit(lambda: holds(CHAIN_HEAD, [turn_id]) and _run_here(turn_id))
+        return
+    wake()
 
 
-def _enqueue(turn_id: str, guard: tuple[str, list] | None) -> None:
-    broker = get_broker()
-    if guard is not None:
-        if hasattr(broker, "guarded"):  # the NOTIFY broker: the guard is part of its insert
-            broker = broker.guarded(*guard)
-        elif not holds(*guard):
-            return
-    async_task(
-        RUN_TURN,
-        turn_id,
-        task_name=f"turn {turn_id}",
-        group="june.turns",
-        save=settings.JUNE_Q_SAVE_TURNS,
-        broker=broker,
-    )
+def wake() -> None:
+    connection = connections["default"]
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(WAKE)
+
+
+def _run_here(turn_id: str) -> None:
+    async_task(RUN_TURN, turn_id, task_name=f"turn {turn_id}", group="june.turns", save=settings.JUNE_Q_SAVE_TURNS)
 
 
 def holds(condition: str, params: list) -> bool:
-    """Whether an SQL boolean ``condition`` holds now (a guard read on its own, where the broker
-    cannot make it part of its insert)."""
-    with connections[Conf.ORM].cursor() as cursor:
+    """Whether an SQL boolean ``condition`` holds now."""
+    with connections["default"].cursor() as cursor:
         cursor.execute(f"SELECT 1 WHERE {condition}", params)
         return cursor.fetchone() is not None
 
@@ -128,19 +133,12 @@ def tasks_forget(turn_ids: Sequence[str]) -> int:
 
 
 def queue_depth() -> tuple[int, Any]:
-    """The queue's depth, read here only (``june_queue_depth``): django-q2's task rows of this
-    site's queue not yet acknowledged, and when the oldest of those no cluster has taken was
-    queued (None: none waits). A waiting task's ``lock`` is its enqueue time; a taken one's lies
-    ahead (its take + ``retry``)."""
-    from django_q.models import OrmQ
+    """The queue's depth, read here only (``june_queue_depth``): the turns queued (a turn's row is
+    its place in the queue), and when the oldest of them was created (None: none waits)."""
+    from sessions_app.models import Turn
 
-    alias = Conf.ORM or "default"
-    row = (
-        OrmQ.objects.using(alias)
-        .filter(key=Conf.CLUSTER_NAME)
-        .aggregate(depth=Count("id"), head=Min("lock", filter=Q(lock__lte=timezone.now())))
-    )
-    db = connections[alias]
+    row = Turn.objects.filter(status="queued").aggregate(depth=Count("id"), head=Min("created_at"))
+    db = connections["default"]
     if getattr(db, "pool", None) is not None and not db.in_atomic_block:
         db.close()  # back to the pool between readings
     return row["depth"], row["head"]

@@ -14,7 +14,14 @@ from sessions_app.store import wire
 from sessions_app.store.checkpoint import IN_CHAIN, plain_now
 from sessions_app.store.rows import record_of, turn_row
 
-#: runnable, lease free or expired, and the head of its session's chain. The head is a subquery
+#: the mark a worker's runner leaves on a turn it took from the table and is about to claim
+#: (``workers.taker``): ``lease_owner`` = this prefix + the runner's ``host:pid``,
+#: ``lease_expires_at`` = when another runner may take it again (the taker died before its claim)
+TAKEN = "taken:"
+
+#: runnable, lease free or expired, and the head of its session's chain. A running turn carrying a
+#: take's mark (a re-delivery the sweeper marked, then a runner took) is claimable whatever its
+#: mark's expiry: the mark is no lease, only a runner's note that it is about to claim. The head is a subquery
 #: with its LIMIT, read from the ``turn_chain`` index whatever the planner believes of the table's
 #: size. As ``NOT EXISTS`` (an earlier turn of the chain), PostgreSQL made it an anti-join, and a
 #: generic plan made while the turns were few and never analyzed (a new database; autovacuum off
@@ -26,7 +33,8 @@ UPDATE sessions_app_turn SET status = %s, lease_owner = %s, lease_expires_at = %
        attempt_id = %s, attempts = attempts + 1, revision = revision + 1,
        started_at = COALESCE(started_at, %s)
 WHERE id = %s
-  AND (status = %s OR (status = %s AND (lease_expires_at IS NULL OR lease_expires_at < %s)))
+  AND (status = %s OR (status = %s AND (lease_expires_at IS NULL OR lease_expires_at < %s
+                                         OR substr(lease_owner, 1, 6) = 'taken:')))
   AND id = (
     SELECT h.id FROM sessions_app_turn AS h
     WHERE h.session_id = sessions_app_turn.session_id AND h.status {IN_CHAIN}
@@ -39,6 +47,8 @@ RELEASE = (
 )
 #: a claimed turn's session is running (``updated_at`` stays: it stamps what the session list orders by)
 SESSION_RUNNING = "UPDATE sessions_app_session SET status = %s WHERE id = %s"
+assert len(TAKEN) == 6 and f"'{TAKEN}'" in CLAIM
+
 HEARTBEAT = (
     "UPDATE sessions_app_turn SET lease_expires_at = %s WHERE id = %s AND attempt_id = %s "
     "AND status = %s RETURNING cancel_reason"
@@ -111,20 +121,3 @@ def release(turn_id: str, *, attempt_id: str, cur: Any = None) -> None:
         with connection.cursor() as cur:
             return release(turn_id, attempt_id=attempt_id, cur=cur)
     cur.execute(RELEASE, [str(TurnStatus.QUEUED), turn_id, attempt_id, str(TurnStatus.RUNNING)])
-
-
-#: of some turns, the ones first in their session's chain (``CLAIM``'s condition), by the
-#: ``turn_chain`` partial index (its statuses written out, as ``IN_CHAIN`` says why)
-HEADS = (
-    "SELECT t.id FROM sessions_app_turn t WHERE t.id IN ({ids}) AND NOT EXISTS (SELECT 1 FROM "
-    f'sessions_app_turn p WHERE p.session_id = t.session_id AND p."order" < t."order" AND p.status {IN_CHAIN})'
-)
-
-
-def chain_heads(turn_ids: list[str]) -> set[str]:
-    """Of ``turn_ids``, the turns first in their session's chain (a claim would take them)."""
-    if not turn_ids:
-        return set()
-    with connection.cursor() as cursor:
-        cursor.execute(HEADS.format(ids=", ".join(["%s"] * len(turn_ids))), turn_ids)
-        return {row[0] for row in cursor.fetchall()}

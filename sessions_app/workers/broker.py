@@ -21,12 +21,10 @@ the claim and the acknowledgement as django-q2 has them (a task row claimed by l
   claiming is skipped as django-q2's conditional claim skips it), and the monitor's
   acknowledgement one ``DELETE`` by primary key: django-q2 spent a read, an ``UPDATE`` and the
   ORM's query building per task on them.
-- ``guarded(condition, params)``: the next enqueue inserts only where an SQL condition holds, in
-  the same statement (``INSERT_NOTIFY_IF``; ``sessions_app.outbox.queue.enqueue_head``).
 - Nothing closes the caller's connection: django-q2 makes a broker for every ``async_task``
   and its ``get_connection`` first closes the calling thread's connection when it is past
   ``CONN_MAX_AGE`` (with 0: always), so every enqueue cost its caller a reconnect — a web
-  request's, and a worker's store connection at each hand-over to the next turn of a chain.
+  request's, and a worker's store connection at each task it enqueued.
 
 A lost notification (the listener down at enqueue time, a server restart) costs at most one
 listening poll interval: the look after the wait finds the row. On any other database, or while the
@@ -49,8 +47,6 @@ from django_q.conf import Conf
 from django_q.models import OrmQ
 from psycopg import sql
 
-from sessions_app.outbox.queue import holds
-
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -61,12 +57,6 @@ RECONNECT_SECONDS = 1.0
 #: the ORM broker's row (key, payload, lock = now) and the queue's notification, in one statement
 INSERT_NOTIFY = (
     'WITH task AS (INSERT INTO {table} ("key", payload, lock) VALUES (%s, %s, %s) RETURNING id) '
-    "SELECT id, pg_notify(%s, '') FROM task"
-)
-#: ``INSERT_NOTIFY`` only where a guard (an SQL condition, ``NotifyingORM.guarded``) holds: no
-#: row and no notification otherwise, decided in the same statement
-INSERT_NOTIFY_IF = (
-    'WITH task AS (INSERT INTO {table} ("key", payload, lock) SELECT %s::varchar, %s::text, %s::timestamptz WHERE {guard} RETURNING id) '
     "SELECT id, pg_notify(%s, '') FROM task"
 )
 #: django-q2's read of unlocked rows and its conditional claim of each, as one statement: the
@@ -87,13 +77,13 @@ def channel_for(list_key: str) -> str:
 class Listener:
     """One psycopg connection in autocommit that ``LISTEN``s on a channel."""
 
-    def __init__(self, channel: str) -> None:
+    def __init__(self, channel: str, application_name: str = "june-q2-listener") -> None:
         import psycopg
 
         params = db.connections[Conf.ORM].get_connection_params()
         for key in ("cursor_factory", "context", "prepare_threshold"):  # Django's adapters: not needed
             params.pop(key, None)
-        params.setdefault("application_name", "june-q2-listener")
+        params.setdefault("application_name", application_name)
         params.setdefault("connect_timeout", 5)
         # an idle connection that died without a word is noticed within minutes, not hours
         params.setdefault("keepalives_idle", 60)
@@ -169,21 +159,8 @@ class NotifyingORM(ORM):
         checks (a request's end, the store's per-task check) replace theirs."""
         return OrmQ.objects.using(Conf.ORM)
 
-    _guard: tuple[str, list] | None = None
-
-    def guarded(self, condition: str, params: list) -> NotifyingORM:
-        """This broker, whose next ``enqueue`` adds the task only where ``condition`` (an SQL
-        boolean over ``params``) holds, and otherwise adds nothing and returns None. On
-        PostgreSQL the condition is part of the enqueue's one statement (``INSERT_NOTIFY_IF``);
-        elsewhere it is read first."""
-        self._guard = (condition, list(params))
-        return self
-
     def enqueue(self, task):
-        guard, self._guard = self._guard, None
         if not self._on_postgresql():
-            if guard is not None and not holds(*guard):
-                return None
             return super().enqueue(task)
         connection = db.connections[Conf.ORM]
         if (
@@ -200,12 +177,8 @@ class NotifyingORM(ORM):
         table = connection.ops.quote_name(OrmQ._meta.db_table)
         row = [self.list_key or Conf.CLUSTER_NAME, task, timezone.now()]
         with connection.cursor() as cursor:
-            if guard is None:
-                cursor.execute(INSERT_NOTIFY.format(table=table), [*row, self.channel])
-            else:
-                cursor.execute(INSERT_NOTIFY_IF.format(table=table, guard=guard[0]), [*row, *guard[1], self.channel])
-            added = cursor.fetchone()
-            return added[0] if added else None
+            cursor.execute(INSERT_NOTIFY.format(table=table), [*row, self.channel])
+            return cursor.fetchone()[0]
 
     def dequeue(self):
         listener = self._ensure_listener()

@@ -56,6 +56,7 @@ from sessions_app.outbox.doorbell import cancel_listener
 from sessions_app.store import DjangoSessionStore, Threads
 from sessions_app.store.pipes import Pipes
 from sessions_app.workers.beat import Heart
+from sessions_app.workers.taker import Taker
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ BUSY_LOOK = 0.01
 class TurnRunner:
     """Drives this process's turns on one event loop in a thread of its own."""
 
-    def __init__(self, *, limit: int, threads: int, connections_: int) -> None:
+    def __init__(self, *, limit: int, threads: int, connections_: int, take: bool = False) -> None:
         if limit < 1 or threads < 1:
             raise ValueError("a runner needs at least one slot and one thread")
         self.limit = limit
@@ -100,12 +101,52 @@ class TurnRunner:
         self.lag_max = 0.0
         #: the loop's recent lateness (seconds, smoothed over about ``LAG_TICK / LAG_WEIGHT``)
         self.lag = 0.0
+        #: set when a turn ends (a slot freed): a full runner's taker looks again
+        self._room = threading.Event()
+        #: ``take``: this runner takes queued turns from the turn table (``workers.taker``)
+        self.taker: Taker | None = Taker(self) if take else None
 
     # -- from django-q2's worker thread -------------------------------------------------------------
 
     def start(self) -> None:
         self._thread.start()
         self._started.wait()
+        if self.taker is not None:
+            self.taker.start()
+
+    def accepting(self) -> bool:
+        """Whether this runner takes new turns: not stopping, and its process's main thread
+        alive (a worker that django-q2 retires takes none)."""
+        return not self._stopping and threading.main_thread().is_alive() and self._thread.is_alive()
+
+    # -- from the taker's thread (``workers.taker``) ---------------------------------------------
+
+    def reserve(self, most: int) -> int:
+        """Hold up to ``most`` free slots for turns about to be taken, once the loop has caught
+        up (``_until_caught_up``); how many. None while the runner takes no new turn."""
+        if not self.accepting():
+            return 0
+        self._until_caught_up()
+        self._room.clear()
+        held = 0
+        while held < most and self._slots.acquire(blocking=False):
+            held += 1
+        return held
+
+    def unreserve(self, count: int) -> None:
+        for _ in range(count):
+            self._slots.release()
+
+    def hand(self, turn_id: str) -> None:
+        """Put a taken turn on the loop, its slot held (``reserve``); its claim is the loop's."""
+        assert self._loop is not None
+        try:
+            self._loop.call_soon_threadsafe(self._start, turn_id)
+        except RuntimeError:  # the loop has closed: the take's mark runs out, another runner takes it
+            self._slots.release()
+
+    def wait_for_room(self, timeout: float) -> None:
+        self._room.wait(timeout)
 
     def stop(self, timeout: float | None = None) -> None:
         """Take no more turns and return once the running ones have ended (a process that ends
@@ -144,11 +185,10 @@ class TurnRunner:
         it drives already want more CPU than it gets: a new one would only slow them all. Wait
         (``BUSY_WAIT`` at most), holding the slot; the queue keeps the rest, for a cluster with
         room."""
-        limit = float(getattr(settings, "JUNE_RUNNER_BUSY_LAG", 0.0))
-        if limit <= 0 or self.lag <= limit or len(self.running) < BUSY_FLOOR:
+        if not self._late():
             return
         deadline = time.monotonic() + BUSY_WAIT
-        while self.lag > limit and len(self.running) >= BUSY_FLOOR and time.monotonic() < deadline:
+        while self._late() and time.monotonic() < deadline:
             time.sleep(BUSY_LOOK)
 
     # -- on the runner's loop ----------------------------------------------------------------------------
@@ -173,6 +213,7 @@ class TurnRunner:
         store = DjangoSessionStore(pipes=self._pipes, threads=self._threads)
         executor = self.executor = wiring.executor(store=store)
         executor.on_signals = cancel_listener
+        executor.on_runnable = self._runnable
         self._started.set()
         loop = asyncio.get_running_loop()
         watch = loop.create_task(self._watch_the_loop())
@@ -217,16 +258,38 @@ class TurnRunner:
             await asyncio.sleep(settings.JUNE_WORKER_BEAT_SECONDS)
 
     async def _admit(self, turn_id: str) -> str | None:
-        claimed: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        return "running" if await self._start(turn_id) else None  # (a drive that ends decides it too)
+
+    def _start(self, turn_id: str) -> asyncio.Future[bool]:
+        """Drive a turn whose slot is held; the future says whether its claim took the lease."""
+        loop = asyncio.get_running_loop() if self._loop is None else self._loop
+        claimed: asyncio.Future[bool] = loop.create_future()
 
         def decided(holds: bool) -> None:
             if not claimed.done():
                 claimed.set_result(holds)
 
-        task = asyncio.get_running_loop().create_task(self._drive(turn_id, decided))
+        task = loop.create_task(self._drive(turn_id, decided))
         self.running[task] = turn_id
         self.peak = max(self.peak, len(self.running))
-        return "running" if await claimed else None  # (a drive that ends decides it too)
+        return claimed
+
+    async def _runnable(self, runnable: list[tuple[str, Any]]) -> None:
+        """The chain's hand-over (and spawned children, a woken parent): a turn this runner has
+        room for is driven here at once, its row never waiting for a take; the rest wake the
+        other runners (``wiring.enqueue_runnable``). A runner whose loop runs late keeps none."""
+        rest = []
+        for turn_id, ref in runnable:
+            if self.accepting() and not self._late() and self._slots.acquire(blocking=False):
+                self._start(turn_id)
+            else:
+                rest.append((turn_id, ref))
+        if rest:
+            await wiring.enqueue_runnable(rest)
+
+    def _late(self) -> bool:
+        limit = float(getattr(settings, "JUNE_RUNNER_BUSY_LAG", 0.0))
+        return limit > 0 and self.lag > limit and len(self.running) >= BUSY_FLOOR
 
     async def _drive(self, turn_id: str, decided: Any) -> None:
         assert self.executor is not None
@@ -250,6 +313,7 @@ class TurnRunner:
             decided(False)
             self.running.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
             self._slots.release()
+            self._room.set()
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -274,9 +338,10 @@ _runner: TurnRunner | None = None
 _runner_lock = threading.Lock()
 
 
-def runner() -> TurnRunner:
+def runner(*, take: bool = False) -> TurnRunner:
     """This process's runner, started on first use (and again should its thread have ended:
-    a stopped runner, or one whose loop failed)."""
+    a stopped runner, or one whose loop failed). ``take``: a worker process's, which takes
+    queued turns from the turn table (``workers.taker``)."""
     global _runner
     with _runner_lock:
         if _runner is None or _runner.pid != os.getpid() or not _runner._thread.is_alive():
@@ -284,6 +349,7 @@ def runner() -> TurnRunner:
                 limit=settings.JUNE_TURNS_PER_WORKER,
                 threads=settings.JUNE_WORKER_THREADS,
                 connections_=settings.JUNE_WORKER_DB_CONNECTIONS,
+                take=take or (_runner is not None and _runner.taker is not None and _runner.pid == os.getpid()),
             )
             started.start()
             _runner = started

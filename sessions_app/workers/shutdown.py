@@ -36,6 +36,7 @@ from django_q.conf import setproctitle
 
 from agents_app.runtime.seams import TurnStatus
 from sessions_app import models as m
+from sessions_app.store.lease import TAKEN
 from sessions_app.workers.beat import forget_workers
 from sessions_app.workers.sentinel import CrashSafeSentinel
 
@@ -233,16 +234,20 @@ def stop_orphans(pids: list[int], grace: float = GRACE) -> None:
 
 def release_leases(pids: list[int]) -> int:
     """Expire the leases held by worker processes that are gone (``host:pid`` owners), so the
-    next sweep re-enqueues their turns now. Safe: the owners are dead, and the fence refuses
-    a stale attempt anyway. Returns the number of turns."""
+    next sweep re-delivers their turns now, and the marks of the turns they had taken and not
+    claimed yet (``workers.taker``), so any runner takes those now. Safe: the owners are dead,
+    and the fence refuses a stale attempt anyway. Returns the number of turns."""
     if not pids:
         return 0
     host = socket.gethostname()
     owners = [f"{host}:{pid}" for pid in pids]
     try:
-        return m.Turn.objects.filter(status=TurnStatus.RUNNING, lease_owner__in=owners).update(
-            lease_expires_at=time.time()
-        )
+        now = time.time()
+        held = m.Turn.objects.filter(status=TurnStatus.RUNNING, lease_owner__in=owners).update(lease_expires_at=now)
+        taken = m.Turn.objects.filter(
+            status__in=[TurnStatus.QUEUED, TurnStatus.RUNNING], lease_owner__in=[TAKEN + owner for owner in owners]
+        ).update(lease_expires_at=now)
+        return held + taken
     except Exception:  # the database is away: the leases run out by themselves
         log.exception("could not release the leases of %s", owners)
         return 0

@@ -1,16 +1,14 @@
 """django-q2 entry points: thin, load by id.
 
-``run_turn`` drives one turn (claim, heartbeat, the loop, a live cancel listener); the unit that
-settles it for good hands the session's chain to its next queued turn (``Commit.runnable``, which
-the executor's ``on_runnable`` enqueues; the sweeper backs a lost enqueue up). ``sweep_expired_leases`` is the scheduled sweeper
-(see ``sessions_app.workers.sweeper`` and docs/workers.md). Their dotted names are in
-``sessions_app.outbox.queue``.
-
-In a django-q2 worker process (marked at q2's ``post_spawn``: ``serve_turns_concurrently``),
-``run_turn`` hands the turn to the process's runner (``sessions_app.workers.runner``), which
-drives many turns at once on its event loop, and returns once the turn is on that loop (which
-claims its lease a moment later). Anywhere else (tests, the CLI, a thread of its own) ``run_turn``
-drives the turn to its end in a fresh ``asyncio.run``.
+A queued turn is no django-q2 task: a worker process's runner takes it from the turn table
+(``sessions_app.workers.taker``; the runner is started at q2's ``post_spawn``:
+``serve_turns_concurrently``). ``run_turn`` stays for a task queued before turns were delivered
+by their rows (and for tests, the CLI, a thread of its own): in a worker process it hands the
+turn to the process's runner and returns once the turn is on its loop; anywhere else it drives
+the turn to its end in a fresh ``asyncio.run``. The unit that settles a turn for good hands the
+session's chain to its next queued turn (``Commit.runnable``, the executor's ``on_runnable``).
+``sweep_expired_leases`` is the scheduled sweeper (see ``sessions_app.workers.sweeper`` and
+docs/workers.md). Their dotted names are in ``sessions_app.outbox.queue``.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from sessions_app import retention, wiring
 from sessions_app.outbox.doorbell import cancel_listener
 from sessions_app.outbox.queue import SWEEP, SWEEP_SCHEDULE
 from sessions_app.workers import runner
-from sessions_app.workers.sweeper import pending_turn_ids, sweep_expired, sweep_queued  # noqa: F401 (re-exported)
+from sessions_app.workers.sweeper import sweep_expired
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +35,11 @@ _worker_pid: int | None = None
 
 
 def serve_turns_concurrently(**_: object) -> None:
-    """This process is a django-q2 worker: its turns go to its runner (connected to q2's
-    ``post_spawn``), started now so that its heartbeat shows the worker before its first turn."""
+    """This process is a django-q2 worker (connected to q2's ``post_spawn``): its runner starts
+    now, taking queued turns from the turn table, and its heartbeat shows the worker."""
     global _worker_pid
     _worker_pid = os.getpid()
-    runner.runner()
+    runner.runner(take=True)
 
 
 def run_turn(turn_id: str) -> str | None:
@@ -68,11 +66,8 @@ async def _drive(turn_id: str) -> str | None:
 
 
 def sweep_expired_leases() -> dict[str, int]:
-    """The scheduled sweeper: expired leases (re-enqueue or fail on a spent budget) and queued
-    turns whose task was lost."""
-    counts = sweep_expired()
-    counts["requeued"] = sweep_queued()
-    return counts
+    """The scheduled sweeper: expired leases (re-deliver, or fail on a spent budget)."""
+    return sweep_expired()
 
 
 #: the privacy sweep's django-q2 schedule (retention, the audit log's own: docs/privacy.md)

@@ -15,7 +15,7 @@ from django.db import connections
 
 from sessions_app.attachment_services import attachments_sweep_unsent
 from sessions_app.workers.batch_poller import batch_pass
-from sessions_app.workers.sweeper import sweep_expired, sweep_queued
+from sessions_app.workers.sweeper import sweep_expired
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +70,7 @@ def _unsent_pass() -> None:
 
 
 def start_watchdog(period: float | None = None) -> threading.Thread | None:
-    """Start (once per process) a daemon thread running ``sweep_expired`` and ``sweep_queued``
-    every ``period`` seconds, beginning with a pass at start (the recovery pass of a fresh
+    """Start (once per process) a daemon thread running ``sweep_expired`` every ``period`` seconds, beginning with a pass at start (the recovery pass of a fresh
     cluster)."""
     global _watchdog
     period = settings.JUNE_SWEEP_SECONDS if period is None else period
@@ -84,15 +83,11 @@ def start_watchdog(period: float | None = None) -> threading.Thread | None:
 
 def _watch(period: float) -> None:
     time.sleep(random.uniform(0, period / 2))  # spread the workers of a cluster apart
-    lost_seen: set[str] = set()  # queued turns the last pass found with no task (``sweep_queued``)
     while True:
         try:
             # the thread's connection is kept between passes (close_old_connections, with
             # CONN_MAX_AGE 0, reconnected every period in every worker); a failed pass drops it
             counts = sweep_expired()
-            # a queued turn whose task a killed cluster took waits for it no longer than one whose
-            # lease expired: its task is a lease no one renews (JUNE_REQUEUE_AFTER)
-            counts["requeued"] = sweep_queued(lost_seen=lost_seen)
             if any(counts.values()):
                 log.info("sweeper: %s", counts)
         except Exception:  # a database blip: try again next period

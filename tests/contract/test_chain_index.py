@@ -14,8 +14,8 @@ import pytest
 from django.db import connection
 
 from sessions_app import models as m
-from sessions_app.outbox import queue
 from sessions_app.store import checkpoint, checkpoint_pg, checkpoint_plain, lease, lite, opening, reads, wire
+from sessions_app.workers import taker
 from tests.conftest import is_postgres
 
 pytestmark = pytest.mark.django_db
@@ -45,7 +45,7 @@ def _statements(session_id: int) -> dict[str, tuple[str, list]]:
             checkpoint.session_status_params(session_id, "2026-12-01 00:00:00", events=1),
         ),
         "claim": (lease.CLAIM, lease.claim_params("queued", "w", "a", 1.0, 30.0)),
-        "enqueue guard": ("SELECT " + queue.CHAIN_HEAD, ["queued"]),
+        "take": (taker.ANY_LITE, [1.0, 1.0]),
         "next queued": (reads.NEXT_QUEUED, ["ops", "old"]),
         "creation's facts": (lite.NEXT_IN_CHAIN, ["2026-12-01 00:00:00", "running", "ops", "old", "new"]),
     }
@@ -63,7 +63,7 @@ def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
             opening.CLAIM,
             ["running", "w", 31.0, "a", "2026-12-01 00:00:00+00", "queued", "queued", "running", 1.0],
         ),
-        "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
+        "take": (wire.numbered(taker.TAKE_PG.replace("%%", "%")), ["taken:w", 31.0, 1.0, 1.0, 8]),
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "old", None, None, "new"]),
     }
     for name, plan in _generic_plans(prepared).items():
@@ -135,7 +135,7 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
             checkpoint_pg.STATUS_AND_EVENT_SEQ,
             checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1),
         ),
-        "enqueue guard": (wire.numbered("SELECT " + queue.CHAIN_HEAD), ["queued"]),
+        "take": (wire.numbered(taker.TAKE_PG.replace("%%", "%")), ["taken:w", 31.0, 1.0, 1.0, 8]),
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "young", None, None, "new"]),
     }
     for name, plan in _generic_plans(prepared).items():
@@ -176,8 +176,8 @@ def test_the_chain_statements_answer_as_before(old_session):
     with connection.cursor() as cur:
         cur.execute(reads.NEXT_QUEUED, ["ops", "old"])
         assert cur.fetchone()[0] == "queued"
-        cur.execute("SELECT " + queue.CHAIN_HEAD, ["queued"])
-        assert cur.fetchone()[0] in (True, 1)
+        cur.execute(f"SELECT t.id FROM sessions_app_turn AS t WHERE {taker.TAKEABLE}", [1.0, 1.0])
+        assert cur.fetchall() == [("queued",)]  # the head of its chain: a runner takes it
         cur.execute(
             checkpoint_plain.SESSION_STATUS_PLAIN,
             checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"),
@@ -190,8 +190,6 @@ def test_the_chain_statements_answer_as_before(old_session):
             checkpoint_plain.SESSION_STATUS_PLAIN,
             checkpoint.session_status_params(old_session.pk, "2026-12-01 00:00:00"),
         )
-        cur.execute("SELECT " + queue.CHAIN_HEAD, ["queued"])
-        assert cur.fetchone()[0] in (True, 1)  # nothing before it
     old_session.refresh_from_db()
     assert old_session.status == "suspended"
     m.Turn.objects.filter(pk="queued").update(status="completed")

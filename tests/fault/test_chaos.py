@@ -141,11 +141,10 @@ def _settle(turn_ids: set[str]) -> bool:
 
     from agents_app.runtime.seams import FINAL_STATUSES
     from sessions_app import models as m
-    from sessions_app.workers.sweeper import sweep_expired, sweep_queued
+    from sessions_app.workers.sweeper import sweep_expired
 
     try:
         sweep_expired(redeliver_after=3)
-        sweep_queued(requeue_after=3)
         return m.Turn.objects.filter(pk__in=turn_ids).exclude(status__in=FINAL_STATUSES).count() == 0
     except Exception:  # the test process's connection from before the restart: reconnect
         connections.close_all()

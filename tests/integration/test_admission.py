@@ -1,5 +1,5 @@
 """A start is answered at once whatever the queue holds (issue 59): no door. Through the real
-API and the real queue (django-q2's task rows; no cluster runs, so the turns stay queued): with
+API and the real queue (the turns' rows; no cluster runs, so the turns stay queued): with
 hundreds of turns waiting for a worker, a new turn's request is answered 202 with its turn
 durably queued, a streaming start's first frame is ``turn.queued``, and the queue's depth is
 what ``june_queue_depth`` reports. (Until issue 59 such a request waited at a door while the
@@ -10,13 +10,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from datetime import timedelta
 
 import pytest
 from django.test import AsyncClient
-from django.utils import timezone
-from django_q.conf import Conf
-from django_q.models import OrmQ
 
 from sessions_app import models as m
 from sessions_app.outbox import queue
@@ -40,14 +36,14 @@ def token():
     return token_for(make_user("alice"))
 
 
-def tasks(count: int) -> list[int]:
-    """``count`` tasks waiting for a cluster, oldest first (a waiting task's lock is its enqueue
-    time)."""
-    first = timezone.now() - timedelta(seconds=60)
-    return [
-        OrmQ.objects.create(key=Conf.CLUSTER_NAME, payload="-", lock=first + timedelta(milliseconds=n)).pk
-        for n in range(count)
-    ]
+def tasks(count: int) -> None:
+    """``count`` turns waiting for a worker, each first of its own session."""
+    from agents_app.runtime.seams import SessionRef, TurnInput
+    from sessions_app import wiring
+
+    store = wiring.store()
+    for n in range(count):
+        store.create_turn_sync(SessionRef("ops", f"backlog-{n}"), TurnInput(text="hi"), turn_id=f"backlog{n}")
 
 
 def test_a_start_is_answered_at_once_however_deep_the_queue(held, token):
@@ -59,7 +55,7 @@ def test_a_start_is_answered_at_once_however_deep_the_queue(held, token):
         status, body, _ = api.post(f"{BASE}/s{n}/turns?wait=false", {"text": "hi"})
         assert status == 202 and body["status"] == "queued", body
     assert time.monotonic() - began < 5  # no wait for the workers (a door held each up to 30 s)
-    assert m.Turn.objects.filter(status="queued").count() == 5
+    assert m.Turn.objects.filter(status="queued").count() == 305
 
 
 def test_a_streaming_start_says_turn_queued_at_once(held, token):

@@ -276,32 +276,29 @@ def completed(turn_id: str) -> bool:
     return Turn.objects.get(pk=turn_id).status == "completed"
 
 
-def listeners() -> set[int]:
+def listeners(name: str = "june-q2-listener") -> set[int]:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
-            " AND application_name = 'june-q2-listener'"
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s", [name]
         )
         return {pid for (pid,) in cursor.fetchall()}
 
 
 @postgresql
-def test_a_cluster_is_woken_by_notify_and_still_picks_up_a_turn_whose_notify_was_lost(
-    clusters, fault_agent, monkeypatch
-):
-    """Workers must not depend on the notification: with the listener's backend killed and a
-    turn enqueued without any NOTIFY, the turn still runs (the poll finds it)."""
-    from django_q.conf import Conf
+def test_a_runner_is_woken_by_notify_and_still_takes_a_turn_whose_notify_was_lost(clusters, fault_agent, monkeypatch):
+    """Workers must not depend on the notification: with a runner's listener's backend killed
+    and a turn queued without any NOTIFY, the turn still runs (the poll finds it)."""
+    from sessions_app.outbox import queue
 
     clusters.start(JUNE_Q_POLL="1")
     woken = start(fault_agent, "woken")
-    wait_for(lambda: completed(woken), timeout=60, what="a turn through the NOTIFY broker")
-    (pid,) = wait_for(listeners, timeout=20, what="the cluster's listener")
+    wait_for(lambda: completed(woken), timeout=60, what="a turn woken by its NOTIFY")
+    (pid,) = wait_for(lambda: listeners("june-turns-listener"), timeout=20, what="the runner's listener")
     terminate(pid)
-    monkeypatch.setattr(Conf, "BROKER_CLASS", "django_q.brokers.orm.ORM")  # enqueue with no NOTIFY
+    monkeypatch.setattr(queue, "wake", lambda: None)  # queued with no NOTIFY
     lost = start(fault_agent, "lost")
     wait_for(lambda: completed(lost), timeout=60, what="the turn whose notification was lost")
-    wait_for(lambda: listeners() - {pid}, timeout=30, what="the listener to reconnect")
+    wait_for(lambda: listeners("june-turns-listener") - {pid}, timeout=30, what="the listener to reconnect")
 
 
 @postgresql

@@ -1,8 +1,8 @@
-"""A turn is enqueued at its creation only when it can run now (``queue.enqueue_head``): one
-queued behind another turn of its session gets its task from the chain's hand-off, never an
-empty one at creation — and is never stranded: the hand-off, a cancel of the turn before it
-and the sweeper (a lost enqueue) each give it its task. On SQLite the guard is read before the
-enqueue; on PostgreSQL it is part of the NOTIFY broker's insert."""
+"""A queued turn is taken by a runner only when it can run now, first of its session's chain
+(``workers.taker``, the claim's own condition): one queued behind another turn of its session
+waits in its row for the chain's hand-off — and is never stranded: the hand-off, a cancel of the
+turn before it, and a hand-off lost with its worker each leave it first of its chain, where any
+runner's next look takes it. No django-q2 task is queued for any of them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.db import connections
 from sessions_app import models as m
 from sessions_app import services, wiring
 from sessions_app.workers import tasks
-from sessions_app.workers.sweeper import pending_turn_ids, sweep_queued
+from sessions_app.workers.taker import take as take_rows
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -43,14 +43,18 @@ def drive(turn_id: str) -> None:
         raise errors[0]
 
 
-def take(turn_id: str) -> None:
-    """A cluster takes the turn's task from the queue and runs it (its row acknowledged)."""
-    from django_q.models import OrmQ
-    from django_q.signing import SignedPackage
+def takeable() -> set[str]:
+    """What a runner would take now (its marks undone, so the next look sees the same)."""
+    ids = take_rows("host:1", 100)
+    m.Turn.objects.filter(pk__in=ids).update(lease_owner=None, lease_expires_at=None)
+    return set(ids)
 
-    rows = [row.pk for row in OrmQ.objects.all() if SignedPackage.loads(row.payload)["args"][0] == turn_id]
-    assert len(rows) == 1, f"{len(rows)} tasks for {turn_id}"
-    OrmQ.objects.filter(pk__in=rows).delete()
+
+def take(turn_id: str) -> None:
+    """A runner takes the turn from the table and drives it."""
+    from django_q.models import OrmQ
+
+    assert turn_id in takeable() and not OrmQ.objects.exists()
     drive(turn_id)
 
 
@@ -61,35 +65,36 @@ def status(turn_id: str) -> str:
 def test_a_turn_behind_another_is_enqueued_once_by_the_hand_off_and_runs(fault_agent):
     a, b = start("chain"), start("chain")
     other = start("elsewhere")
-    assert pending_turn_ids() == {a, other}  # b would only have claimed nothing
+    assert takeable() == {a, other}  # b waits for its chain
     take(a)
     assert status(a) == "completed"
-    assert pending_turn_ids() == {other, b}  # a's last unit handed the chain to b
+    assert takeable() == {other, b}  # a's last unit handed the chain to b
     take(b)
     assert status(b) == "completed"
-    assert pending_turn_ids() == {other}
+    assert takeable() == {other}
 
 
 def test_a_turn_started_after_its_chain_ended_is_enqueued_at_once(fault_agent):
     a = start("later")
     take(a)
     b = start("later")
-    assert b in pending_turn_ids()
+    assert b in takeable()
 
 
 def test_cancelling_the_turn_before_it_enqueues_the_next(fault_agent):
     a, b = start("cancelled"), start("cancelled")
-    assert b not in pending_turn_ids()
+    assert b not in takeable()
     services.turn_cancel(turn_id=a)
     assert status(a) == "cancelled"
-    assert b in pending_turn_ids()
+    assert b in takeable()
     take(b)
     assert status(b) == "completed"
 
 
-def test_a_lost_hand_off_is_recovered_by_the_sweeper(fault_agent, monkeypatch):
-    """The worker settles the turn before and dies before its hand-off reaches the queue: the
-    next turn, now first of its chain with no task waiting, is re-enqueued by ``sweep_queued``."""
+def test_a_lost_hand_off_leaves_the_next_turn_takeable(fault_agent, monkeypatch):
+    """The worker settles the turn before and dies before its hand-off reaches anyone: the next
+    turn, first of its chain now, is taken by its row at any runner's next look (the sweeper's
+    re-enqueue of a lost task is no longer needed)."""
 
     async def lost(runnable) -> None:
         return None
@@ -98,8 +103,6 @@ def test_a_lost_hand_off_is_recovered_by_the_sweeper(fault_agent, monkeypatch):
     monkeypatch.setattr(wiring, "enqueue_runnable", lost)
     take(a)
     monkeypatch.undo()
-    assert status(a) == "completed" and b not in pending_turn_ids()
-    assert sweep_queued(requeue_after=0) == 1
-    assert b in pending_turn_ids()
+    assert status(a) == "completed" and b in takeable()
     take(b)
     assert status(b) == "completed"

@@ -309,8 +309,8 @@ def test_the_command_prints_no_line_of_the_queue_s_own(tmp_path):
                     verbosity=verbosity, stdout=io.StringIO(), stderr=io.StringIO(),
                 )  # fmt: skip
             assert logger.level == logging.INFO  # as it was
-            enqueued = [line for line in heard if line.startswith("Enqueued")]
-            assert enqueued == [] if verbosity == 1 else len(enqueued) >= 2, heard
+            # (its turns are queued by their rows, no task of django-q2's: -v 2 has none to show)
+            assert [line for line in heard if line.startswith("Enqueued")] == [], heard
     finally:
         logger.removeHandler(handler)
         logger.level = level

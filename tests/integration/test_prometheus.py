@@ -9,9 +9,6 @@ import re
 
 import pytest
 from django.test import Client, override_settings
-from django.utils import timezone
-from django_q.conf import Conf
-from django_q.models import OrmQ
 
 from sessions_app import models as m
 
@@ -58,8 +55,11 @@ def test_staff_scrape_parked_turns_tokens_and_cost(monkeypatch, settings):
     staff = make_user("ops-staff")
     staff.is_staff = True
     staff.save()
-    for _ in range(2):  # two turns waiting for a worker
-        OrmQ.objects.create(key=Conf.CLUSTER_NAME, payload="-", lock=timezone.now())
+    from agents_app.runtime.seams import SessionRef, TurnInput
+    from sessions_app import wiring
+
+    for n in range(2):  # two turns waiting for a worker
+        wiring.store().create_turn_sync(SessionRef("ops", f"waiting-{n}"), TurnInput(text="hi"), turn_id=f"waiting{n}")
     response = _scrape(token=token_for(staff))
     assert response.status_code == 200, response.content
     assert response["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
@@ -69,8 +69,8 @@ def test_staff_scrape_parked_turns_tokens_and_cost(monkeypatch, settings):
     assert got['june_turns{agent="ops",status="suspended"}'] == 2
     assert got['june_turns_parked{agent="ops"}'] == 2
     assert got["june_workers_alive"] >= 0 and got["june_turns_failed_last_hour"] == 0
-    assert got["june_queue_depth"] == OrmQ.objects.filter(key=Conf.CLUSTER_NAME).count() >= 2
-    spent = sum(m.Turn.objects.values_list("usage__input_tokens", flat=True))
+    assert got["june_queue_depth"] == m.Turn.objects.filter(status="queued").count() == 2
+    spent = sum(m.Turn.objects.exclude(status="queued").values_list("usage__input_tokens", flat=True))
     assert spent > 0 and got['june_tokens_today{agent="ops",type="input"}'] == spent
     assert got['june_cost_usd_today{agent="ops"}'] == pytest.approx(spent)
     # a staff session works as well as a token; every line is a comment or name{labels} value

@@ -1,5 +1,6 @@
-"""The worker path: django-q2 settings, the sweeper (in-process and its schedule), 50 turns on
-a real two-worker qcluster, and a live cancel reaching a running worker."""
+"""The worker path: django-q2 settings, the sweeper (in-process and its schedule), a turn queued
+by its row alone, 50 turns on a real two-worker qcluster, and a live cancel reaching a running
+worker."""
 
 from __future__ import annotations
 
@@ -76,8 +77,15 @@ def test_sweeper_redelivers_an_expired_lease_once_and_fails_a_spent_budget(fault
     from agents_app.runtime.seams import SessionRef, TurnInput
     from sessions_app import wiring
     from sessions_app.models import Event, Turn
-    from sessions_app.workers.sweeper import sweep_expired, sweep_queued
-    from sessions_app.workers.tasks import pending_turn_ids
+    from sessions_app.workers.sweeper import sweep_expired
+    from sessions_app.workers.taker import take
+
+    def takes(now: float) -> list[str]:
+        """What a runner would take now (the mark undone: each look is a fresh runner's)."""
+        taken = take("host:1", 10, now=now, window=0)
+        for turn_id in taken:
+            Turn.objects.filter(pk=turn_id, lease_owner="taken:host:1").update(lease_owner=None)
+        return taken
 
     store = wiring.store()
     ref = SessionRef(fault_agent, "sweep")
@@ -85,27 +93,21 @@ def test_sweeper_redelivers_an_expired_lease_once_and_fails_a_spent_budget(fault
     second = store.create_turn_sync(ref, TurnInput(text="b"), turn_id="t2").turn_id
     now = time.time()
     assert store.claim_sync(first, owner="dead:1", attempt_id="a1", now=now - 100, lease_seconds=1)
+    assert takes(now) == [], "running on an expired lease the sweeper has not looked at"
     assert sweep_expired(now=now) == {"redelivered": 1, "failed": 0}
     assert sweep_expired(now=now) == {"redelivered": 0, "failed": 0}  # another sweeper: nothing
-    assert first in pending_turn_ids() and second not in pending_turn_ids()
     assert Turn.objects.get(pk=first).lease_owner == "swept:dead:1"
-    # not claimed within redeliver_after: re-enqueued again
+    assert takes(now + 0.1) == [first], "re-delivered: a runner takes it; the second waits for the chain"
+    Turn.objects.filter(pk=first).update(lease_owner="swept:dead:1", lease_expires_at=now)
+    # not claimed within redeliver_after: re-delivered again
     assert sweep_expired(now=now + 1, redeliver_after=0.5)["redelivered"] == 1
     # the budget is spent: the turn fails with a reason and the chain moves to the next turn
     Turn.objects.filter(pk=first).update(attempts=settings.JUNE_MAX_ATTEMPTS)
-    from django_q.models import OrmQ
-
-    OrmQ.objects.all().delete()
     assert sweep_expired(now=now + 100, redeliver_after=0)["failed"] == 1
     turn = Turn.objects.get(pk=first)
     assert turn.status == "failed" and turn.error["reason"] == "budget_exhausted" and turn.phase == "committed"
     assert "retry budget exhausted" in Event.objects.get(turn_id=first, type="turn.failed").data["error"]
-    assert pending_turn_ids() == {second}
-    # a queued turn whose task was lost is re-enqueued, once while its task waits
-    OrmQ.objects.all().delete()
-    assert sweep_queued(requeue_after=0) == 1
-    assert sweep_queued(requeue_after=0) == 0
-    assert pending_turn_ids() == {second}
+    assert takes(time.time()) == [second]
 
 
 def test_the_watchdog_keeps_its_connection_between_passes(monkeypatch):
@@ -183,25 +185,15 @@ def test_fifty_turns_ten_sessions_two_workers(clusters, fault_agent):
     print(f"50 turns on 2 workers: {elapsed:.1f}s ({len(ids) / elapsed:.1f} turns/s)")
 
 
-def test_a_turn_task_keeps_no_result_row_unless_asked(fault_agent, settings):
-    """django-q2's monitor wrote a result row per finished task and pruned the table under a
-    lock on every row of it (save_limit): a write and a scan per turn, for a record the turn's
-    own row already is. A failed task's row is still kept (django-q2 saves failures anyway)."""
+def test_a_turn_is_queued_by_its_row_alone(fault_agent):
+    """No django-q2 task per turn: a started turn is its queued row, which a runner takes."""
     from django_q.models import OrmQ
-    from django_q.signing import SignedPackage
 
-    from sessions_app.outbox.queue import RUN_TURN
+    from sessions_app.workers.taker import take
 
-    def saves() -> list:
-        packages = [SignedPackage.loads(p) for p in OrmQ.objects.values_list("payload", flat=True)]
-        OrmQ.objects.all().delete()
-        return [p.get("save") for p in packages if p["func"] == RUN_TURN]
-
-    start(fault_agent, "unsaved")
-    assert saves() == [False]
-    settings.JUNE_Q_SAVE_TURNS = True
-    start(fault_agent, "saved")
-    assert saves() == [True]
+    turn_id = start(fault_agent, "no task")
+    assert not OrmQ.objects.exists()
+    assert take("host:1", 10) == [turn_id]
 
 
 def test_live_cancel_reaches_a_running_worker(clusters, fault_agent):
