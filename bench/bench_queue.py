@@ -1,28 +1,23 @@
 #!/usr/bin/env python
-"""Queued -> started through real workers, django-q2's ORM broker against the NOTIFY broker,
-in ONE run (PostgreSQL by default):
+"""Queued -> started through real workers (PostgreSQL by default), and django-q2's brokers alone:
 
     .venv/bin/python bench/bench_queue.py
     BENCH_TURNS=200 DATABASE_URL=postgres://postgres@127.0.0.1:5432/x .venv/bin/python bench/bench_queue.py
 
-For each broker, an idle cluster of 2 workers (the same poll, ``JUNE_Q_POLL``, default 0.05 s;
-lease and sweep at their defaults) gets BENCH_TURNS turns one at a time (``services.turn_start``,
-what POST ?wait=false runs), each started after the previous one completed; the brokers take
-turns in BENCH_ROUNDS rounds (the machine drifts). Per turn, from the database's own timestamps:
-
-  - queued -> started: ``Turn.created_at`` -> the ``turn.started`` event (p50, p99, max);
-  - of which queued -> enqueued: ``Turn.created_at`` -> django-q2's task ``started`` (the
-    enqueue in the commit hook), and enqueued -> started: the pusher's wait, its claim, the
-    hand-off to a worker process and the worker's claim of the turn.
+An idle cluster of 2 workers (the poll, ``JUNE_Q_POLL``, default 0.05 s; lease and sweep at their
+defaults) gets BENCH_TURNS turns one at a time (``services.turn_start``, what POST ?wait=false
+runs), each started after the previous one completed, in BENCH_ROUNDS rounds (a fresh cluster
+each: the machine drifts). A queued turn is delivered by its row: a runner's taker, woken by the
+queuing transaction's ``NOTIFY`` (PostgreSQL) or a moved ``data_version`` (SQLite), takes it and
+its loop claims it. Per turn, from the database's own timestamps: queued -> started,
+``Turn.created_at`` -> the ``turn.started`` event (p50, p99, max).
 
 Each cluster's idle cost is measured too (CPU of its processes, database sessions opened per
-second over BENCH_IDLE_SECONDS): the poll rate is the same, its price is not.
-Then the broker alone, in this process: enqueue -> ``dequeue()`` returns the task, with a
-thread looping on ``dequeue()`` like the pusher (the wake-up without the worker's part).
-Last, a full garbage collection of this process's heap (a worker's, roughly) before and after
-``gc.freeze()``, which every worker runs once after start-up. Ratios are old / new, from
-figures of the same run. Target (issue 16): queued -> started
-p50 <= 20 ms and p99 <= 60 ms with the NOTIFY broker.
+second over BENCH_IDLE_SECONDS). Then django-q2's brokers alone (they still carry the schedules'
+and the deliveries' tasks), in this process: enqueue -> ``dequeue()`` returns the task, with a
+thread looping on ``dequeue()`` like the pusher. Last, a full garbage collection of this
+process's heap (a worker's, roughly) before and after ``gc.freeze()``, which every worker runs
+once after start-up. Target (issue 16): queued -> started p50 <= 20 ms and p99 <= 60 ms.
 """
 
 from __future__ import annotations
@@ -41,7 +36,6 @@ from bench.common import fresh_database, start, use_cluster_database, wait_statu
 
 BENCH_DB = "june_bench_queue"
 use_cluster_database(BENCH_DB)
-os.environ["JUNE_Q_SAVE_TURNS"] = "1"  # the enqueue time below is django-q2's result row's ``started``
 
 TURNS = int(os.environ.get("BENCH_TURNS", "200"))
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "2"))
@@ -87,17 +81,12 @@ def idle_cost(cluster) -> tuple[float, float]:
     return (cpu_seconds(cluster.pid) - cpu) * 1000 / span, (sessions_opened() - opened) / span
 
 
-def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, list[float]]:
-    from django_q.conf import Conf
-    from django_q.models import Task
-
+def through_workers(clusters, label: str, turns: int) -> dict[str, list[float]]:
     from sessions_app.models import Event, Turn
     from sessions_app.store.eventlog import timed
 
-    Conf.BROKER_CLASS = broker  # this process enqueues through the same broker
     cluster = clusters.start(
         JUNE_Q_WORKERS="2",
-        JUNE_Q_BROKER=broker,
         JUNE_Q_POLL=POLL,
         LOG_LEVEL="WARNING",
         JUNE_LEASE_SECONDS="10",
@@ -115,18 +104,8 @@ def through_workers(clusters, broker: str, label: str, turns: int) -> dict[str, 
         cluster.stop()
     created = dict(Turn.objects.filter(pk__in=ids).values_list("id", "created_at"))
     started = dict(timed(Event.objects.filter(turn_id__in=ids, type="turn.started")).values_list("turn_id", "at"))
-    enqueued = {
-        name.split(" ", 1)[1]: t
-        for name, t in Task.objects.filter(name__in=[f"turn {i}" for i in ids]).values_list("name", "started")
-    }
     ms = lambda a, b: (b - a).total_seconds() * 1000  # noqa: E731
-    return {
-        "total": [ms(created[i], started[i]) for i in ids],
-        "enqueue": [ms(created[i], enqueued[i]) for i in ids if i in enqueued],
-        "wake": [ms(enqueued[i], started[i]) for i in ids if i in enqueued],
-        "idle_cpu": [idle[0]],
-        "idle_sessions": [idle[1]],
-    }
+    return {"total": [ms(created[i], started[i]) for i in ids], "idle_cpu": [idle[0]], "idle_sessions": [idle[1]]}
 
 
 def broker_alone(dotted: str, n: int) -> list[float]:
@@ -203,54 +182,36 @@ def main() -> None:
     from tests.fault.qcluster import Clusters
 
     print(
-        f"database: {connection.vendor} ({BENCH_DB})  turns per broker: {TURNS}  poll: {POLL}s  workers: 2"
+        f"database: {connection.vendor} ({BENCH_DB})  turns: {TURNS}  poll: {POLL}s  workers: 2"
         f"  agent: faultagent steps:0  load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)"
     )
     clusters = Clusters(Path(tempfile.mkdtemp(prefix="june-bench-q-")))
-    results = {
-        label: {"total": [], "enqueue": [], "wake": [], "idle_cpu": [], "idle_sessions": []} for label in BROKERS
-    }
+    results: dict[str, list[float]] = {"total": [], "idle_cpu": [], "idle_sessions": []}
     try:
-        for r in range(ROUNDS):  # alternate the brokers: the shared machine drifts
-            for label, dotted in BROKERS.items():
-                got = through_workers(clusters, dotted, f"{label.split()[0].lower()}{r}", TURNS // ROUNDS)
-                for part, values in got.items():
-                    results[label][part].extend(values)
+        for r in range(ROUNDS):
+            for part, values in through_workers(clusters, f"r{r}", TURNS // ROUNDS).items():
+                results[part].extend(values)
     finally:
         clusters.stop_all()
     alone = {label: broker_alone(dotted, max(TURNS // 2, 20)) for label, dotted in BROKERS.items()}
 
-    old, new = (results[k] for k in BROKERS)
+    v = results["total"]
     print(f"\n{'queued -> started (ms)':<34}{'p50':>8}{'p99':>8}{'max':>8}")
-    for label, r in results.items():
-        for part, name in (
-            ("total", "queued -> started"),
-            ("enqueue", "  queued -> enqueued"),
-            ("wake", "  enqueued -> started"),
-        ):
-            v = r[part]
-            print(f"{label + ' ' + name:<34}"[:34].ljust(34) + f"{pct(v, 50):8.1f}{pct(v, 99):8.1f}{max(v):8.1f}")
-    print(f"\n{'broker alone: enqueue -> dequeued':<34}{'p50':>8}{'p99':>8}{'max':>8}")
-    for label, v in alone.items():
-        print(f"{label:<34}{pct(v, 50):8.1f}{pct(v, 99):8.1f}{max(v):8.1f}")
-    print()
-    for label, r in results.items():
-        print(
-            f"{label} idle cluster: {statistics.median(r['idle_cpu']):.0f} ms CPU/s (its processes),"
-            f" {statistics.median(r['idle_sessions']):.1f} database sessions opened/s"
-        )
-    for p in (50, 99):
-        o, n = pct(old["total"], p), pct(new["total"], p)
-        print(f"queued -> started p{p}: ORM {o:.1f} ms / NOTIFY {n:.1f} ms = {o / n:.1f}x")
-    a, b = (alone[k] for k in BROKERS)
-    print(f"broker alone p50: {pct(a, 50):.1f} ms / {pct(b, 50):.1f} ms = {pct(a, 50) / pct(b, 50):.1f}x")
+    print(f"{'a turn delivered by its row':<34}{pct(v, 50):8.1f}{pct(v, 99):8.1f}{max(v):8.1f}")
+    print(f"\n{'django-q2 broker alone: enqueue -> dequeued':<34}{'p50':>8}{'p99':>8}{'max':>8}")
+    for label, got in alone.items():
+        print(f"{label:<34}{pct(got, 50):8.1f}{pct(got, 99):8.1f}{max(got):8.1f}")
+    print(
+        f"\nidle cluster: {statistics.median(results['idle_cpu']):.1f} ms CPU/s (its processes),"
+        f" {statistics.median(results['idle_sessions']):.1f} database sessions opened/s"
+    )
     before, after, frozen = gen2_pause_ms()
     print(
         f"a full (gen-2) collection of a worker-like heap: {before:.1f} ms; after gc.freeze()"
         f" ({frozen} objects frozen): {after:.2f} ms"
     )
     print(f"load average at the end: {os.getloadavg()[0]:.2f} (the figures stretch with the machine's load)")
-    p50, p99 = pct(new["total"], 50), pct(new["total"], 99)
+    p50, p99 = pct(v, 50), pct(v, 99)
     print(
         f"target p50 <= 20 ms: {'MET' if p50 <= 20 else 'MISSED'} ({p50:.1f});"
         f" p99 <= 60 ms: {'MET' if p99 <= 60 else 'MISSED'} ({p99:.1f})"
