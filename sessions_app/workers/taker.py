@@ -128,9 +128,9 @@ class VersionWaiter:
 
     @staticmethod
     def _read() -> int:
-        with connections["default"].cursor() as cursor:
-            cursor.execute("PRAGMA data_version")
-            return cursor.fetchone()[0]
+        connection = connections["default"]
+        connection.ensure_connection()  # (the sqlite3 connection itself: no cursor wrapper per look)
+        return connection.connection.execute("PRAGMA data_version").fetchone()[0]
 
     def wait(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
