@@ -93,8 +93,31 @@ def block_chars(block: dict[str, Any]) -> int:
     return len(json.dumps(block))
 
 
+#: a tool definition's ``json.dumps`` length by (name, description, id of its schema), with the
+#: schema itself (its identity checked: an id outlives no object held here). A tool's schema is
+#: one object for the life of its agent: its length is worked out once, not at every model call
+_TOOL_CHARS: dict[tuple[Any, Any, int], tuple[Any, int]] = {}
+_TOOL_CHARS_MAX = 1024
+_TOOL_KEYS = frozenset({"name", "description", "input_schema"})
+
+
+def _tool_chars(tool: dict[str, Any]) -> int:
+    schema = tool.get("input_schema")
+    if not isinstance(schema, dict) or tool.keys() != _TOOL_KEYS:
+        return len(json.dumps(tool))
+    key = (tool["name"], tool["description"], id(schema))
+    known = _TOOL_CHARS.get(key)
+    if known is not None and known[0] is schema:
+        return known[1]
+    chars = len(json.dumps(tool))
+    if len(_TOOL_CHARS) >= _TOOL_CHARS_MAX:
+        _TOOL_CHARS.clear()
+    _TOOL_CHARS[key] = (schema, chars)
+    return chars
+
+
 def _head_chars(params: dict[str, Any]) -> int:
-    tools = sum(len(json.dumps(t)) for t in params.get("tools") or ())
+    tools = sum(_tool_chars(t) for t in params.get("tools") or ())
     return tools + len(params.get("system") or "")
 
 

@@ -356,3 +356,23 @@ def test_the_peer_refuses_a_fifth_mark_and_expires_entries():
     assert rules.apply(one).cache_read_input_tokens > 0
     now[0] = 899.0
     assert rules.apply(one).cache_read_input_tokens == 0
+
+
+def test_a_tools_measure_is_kept_for_its_schema_object_only():
+    """The head's size counts each tool's JSON: kept per schema object, measured anew for
+    another object (a reloaded agent) or another shape (a server tool, a marked tool)."""
+    import json
+
+    from agents_app.providers.prompt_cache import _head_chars
+
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    tool = ToolSpec("count", "counts", schema).to_json()
+    want = len(json.dumps(tool))
+    assert _head_chars({"tools": [tool]}) == want
+    assert _head_chars({"tools": [ToolSpec("count", "counts", schema).to_json()]}) == want
+    bigger = {**schema, "required": ["n"]}  # a new object under the same name: measured again
+    assert _head_chars({"tools": [ToolSpec("count", "counts", bigger).to_json()]}) == len(
+        json.dumps(ToolSpec("count", "counts", bigger).to_json())
+    )
+    marked = {**tool, "cache_control": {"type": "ephemeral"}}
+    assert _head_chars({"tools": [marked], "system": "abc"}) == len(json.dumps(marked)) + 3
