@@ -82,3 +82,43 @@ def test_a_misspelt_setting_name_is_a_warning_that_names_the_right_one(settings)
     assert "JUNE_RATE_TURN_PER_MINUTE" in warning.msg and "JUNE_RATE_TURNS_PER_MINUTE" in warning.hint
     del settings.JUNE_RATE_TURN_PER_MINUTE
     assert unknown_june_settings(None) == []
+
+
+def test_a_misspelt_environment_variable_is_a_warning_that_names_the_right_one(monkeypatch):
+    """``JUNE_DEMO_ESAY_DELAY=5 python3 dev.py run`` changed nothing, without a word: only the
+    names of settings were checked, and this site (dev.py, june_project) reads the environment."""
+    from june.checks import unknown_june_settings
+
+    monkeypatch.setenv("JUNE_DEMO_ESAY_DELAY", "5")
+    [warning] = unknown_june_settings(None)
+    assert warning.id == "june.W002"
+    assert "JUNE_DEMO_ESAY_DELAY" in warning.msg and "JUNE_DEMO_ESSAY_DELAY" in warning.hint
+    monkeypatch.delenv("JUNE_DEMO_ESAY_DELAY")
+    monkeypatch.setenv("JUNE_WEBHOOK_SECRET_ORDERS", "s3cret")  # a per-agent name: read
+    monkeypatch.setenv("JUNE_Q_WORKERS", "2")  # read by q_cluster
+    monkeypatch.setenv("JUNE_MY_HOSTS_OWN_THING", "1")  # like none of June's: not June's to judge
+    assert unknown_june_settings(None) == []
+
+
+def test_no_variable_the_repository_names_is_taken_for_a_misspelling():
+    """Every ``JUNE_*`` name the code, the tests and the docs use is read somewhere (or is not
+    June's): only the docs' own example of a misspelling is one."""
+    import re
+    from pathlib import Path
+
+    from june.settings import misspelt_env
+
+    root = Path(__file__).resolve().parents[2]
+    name = re.compile(r"JUNE_[A-Z0-9_]*[A-Z0-9](?![A-Za-z0-9_<*])")
+    names: set[str] = set()
+    for folder in ("june", "june_project", "sessions_app", "agents_app", "june_evals", "tests", "docs", "deploy"):
+        for path in (root / folder).rglob("*"):
+            if (
+                path.suffix in (".py", ".md", ".toml", ".yml", ".yaml", ".sh", ".txt")
+                and "node_modules" not in path.parts
+            ):
+                names |= set(name.findall(path.read_text(errors="replace")))
+    for extra in ("dev.py", "README.md", "Procfile"):
+        names |= set(name.findall((root / extra).read_text()))
+    typos = {"JUNE_RATE_TURN_PER_MINUTE", "JUNE_DEMO_ESAY_DELAY"}  # the examples of one
+    assert [n for n, _ in misspelt_env(dict.fromkeys(names, "1"))] == sorted(typos & names)
