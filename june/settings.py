@@ -19,7 +19,6 @@ from ``june_settings()`` when June's apps load (``install_defaults``), that is f
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import json
 import os
@@ -105,36 +104,9 @@ def _prefixed(env: Mapping[str, str], prefix: str) -> dict[str, str]:
     return {name[len(prefix) :]: value for name, value in env.items() if name.startswith(prefix) and value}
 
 
-#: the JUNE_* environment variables read elsewhere than ``june_settings``: ``q_cluster``'s,
-#: ``channel_layers``', this repository's site's (june_project/settings.py) and dev.py's
-ENV_ELSEWHERE = frozenset(
-    {
-        *(f"JUNE_Q_{n}" for n in ("WORKERS", "NAME", "TIMEOUT", "RETRY", "MAX_ATTEMPTS", "POLL", "QUEUE_LIMIT")),
-        *(f"JUNE_Q_{n}" for n in ("RECYCLE", "SYNC", "BROKER")),
-        "JUNE_CHANNEL_PREFIX",
-        "JUNE_CORS_ALLOWED_ORIGINS",
-        *(f"JUNE_DB_POOL{n}" for n in ("", "_MIN", "_MAX", "_TIMEOUT")),
-        "JUNE_SQLITE_PAGE_SIZE",
-        "JUNE_HOST",
-        "JUNE_PORT",
-        "JUNE_TEST_WORKERS",
-    }
-)
-#: per-agent variables: any name after the prefix
-ENV_PREFIXES = ("JUNE_WEBHOOK_SECRET_", "JUNE_WEBHOOK_URL_")
-
-
-def misspelt_env(env: Mapping[str, str] | None = None) -> list[tuple[str, str]]:
-    """The ``JUNE_*`` environment variables June reads under no name that look like a name it
-    reads, each with that name: ``JUNE_DEMO_ESAY_DELAY=5`` changed nothing, without a word. A
-    name like none of June's (a host's own, a test tool's) is not June's to judge."""
-    env = os.environ if env is None else env
-    known = set(june_settings({})) | ENV_ELSEWHERE
-    found = []
-    for name in sorted(n for n in env if n.startswith("JUNE_") and n not in known and not n.startswith(ENV_PREFIXES)):
-        if close := difflib.get_close_matches(name, known, n=1, cutoff=0.88):
-            found.append((name, close[0]))
-    return found
+def june_environment() -> dict[str, str]:
+    """The process's ``JUNE_*`` environment variables (``checks.misspelt_env`` judges their names)."""
+    return {name: value for name, value in os.environ.items() if name.startswith("JUNE_")}
 
 
 def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -106,7 +106,7 @@ def test_no_variable_the_repository_names_is_taken_for_a_misspelling():
     import re
     from pathlib import Path
 
-    from june.settings import misspelt_env
+    from june.checks import misspelt_env
 
     root = Path(__file__).resolve().parents[2]
     name = re.compile(r"JUNE_[A-Z0-9_]*[A-Z0-9](?![A-Za-z0-9_<*])")
