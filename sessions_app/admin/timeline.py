@@ -73,13 +73,18 @@ def phase_text(turn: m.Turn) -> str:
     return f"{words} ({tool})" if tool and turn.phase == "tool_request_recorded" else words
 
 
+#: the mark a runner leaves on a turn it took from the queue (``store.lease.TAKEN``: the admin reads
+#: no store module, so it is said again here; a test holds the two equal)
+TAKEN = "taken:"
+
+
 def lease_text(turn: m.Turn, now: float) -> str:
     if turn.lease_expires_at is None:
         return "no lease" if turn.status != m.TurnStatus.RUNNING else "no lease yet"
     left = turn.lease_expires_at - now
     owner = turn.lease_owner or "nobody"
-    if turn.status == m.TurnStatus.QUEUED and owner.startswith("requeued:"):  # the sweeper's mark (REQUEUED)
-        return f"none; re-enqueued by the sweeper ({owner.removeprefix('requeued:')}) {seconds_text(-left)} ago"
+    if owner.startswith(TAKEN) and turn.status in (m.TurnStatus.QUEUED, m.TurnStatus.RUNNING):
+        return _taken_text(owner.removeprefix(TAKEN), left)
     if turn.status != m.TurnStatus.RUNNING:
         return f"released (last held by {owner})"
     if owner.startswith("swept:"):
@@ -87,6 +92,14 @@ def lease_text(turn: m.Turn, now: float) -> str:
     if left >= 0:
         return f"held by {owner} for {seconds_text(left)} more"
     return f"expired {seconds_text(-left)} ago (held by {owner}); the sweeper re-enqueues it"
+
+
+def _taken_text(runner: str, left: float) -> str:
+    """A take's mark (``workers.taker``): a runner took the turn from the queue and claims it next;
+    no lease yet."""
+    if left >= 0:
+        return f"none yet; taken by the runner {runner}, which claims it next (else any runner may take it in {seconds_text(left)})"
+    return f"none; taken by the runner {runner}, whose mark ran out {seconds_text(-left)} ago: the next runner with room takes it"
 
 
 def _short(value: Any) -> tuple[str, str]:

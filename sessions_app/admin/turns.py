@@ -168,8 +168,11 @@ class TurnAdmin(ZonedTimes, StaffReadOnly, CheckedModelAdmin):
         if obj.lease_expires_at is None:
             return "-"
         when = dt.datetime.fromtimestamp(obj.lease_expires_at, tz=dt.UTC)
-        if obj.status == m.TurnStatus.QUEUED and (obj.lease_owner or "").startswith("requeued:"):
-            state = "re-enqueued by the sweeper then"  # a queued turn has no lease: the sweeper's mark
+        if (obj.lease_owner or "").startswith(timeline.TAKEN) and obj.status in (
+            m.TurnStatus.QUEUED,
+            m.TurnStatus.RUNNING,
+        ):
+            state = "a runner took it and claims it next; another may take it from then"  # a take's mark, no lease
         elif obj.status != m.TurnStatus.RUNNING:
             state = "last lease; the turn is not running"
         else:

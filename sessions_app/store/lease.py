@@ -3,6 +3,7 @@ PostgreSQL; ``select_for_update`` is a no-op on SQLite)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Generator
 
 from django.conf import settings
@@ -41,10 +42,15 @@ WHERE id = %s
     ORDER BY h."order" LIMIT 1
   )
 """
+#: a released turn is queued again with its releasing runner's take mark (``TAKEN`` + its owner)
+#: for ``RETRY_HOLD`` seconds: that runner claims it again after its backoff, and no other runner
+#: takes it sooner (the backoff is the executor's ``retry_delay``, a few seconds at most); a runner
+#: that dies meanwhile leaves a mark that runs out as any take's does
 RELEASE = (
-    "UPDATE sessions_app_turn SET status = %s, lease_owner = NULL, lease_expires_at = NULL "
-    "WHERE id = %s AND attempt_id = %s AND status = %s"
+    "UPDATE sessions_app_turn SET status = %s, lease_owner = substr(%s || COALESCE(lease_owner, ''), 1, 200), "
+    "lease_expires_at = %s WHERE id = %s AND attempt_id = %s AND status = %s"
 )
+RETRY_HOLD = 10.0
 #: a claimed turn's session is running (``updated_at`` stays: it stamps what the session list orders by)
 SESSION_RUNNING = "UPDATE sessions_app_session SET status = %s WHERE id = %s"
 assert len(TAKEN) == 6 and f"'{TAKEN}'" in CLAIM
@@ -116,8 +122,10 @@ def heartbeat_steps(
 
 
 def release(turn_id: str, *, attempt_id: str, cur: Any = None) -> None:
-    """Give the lease back (a retryable failure): the turn is queued again."""
+    """Give the lease back (a retryable failure): the turn is queued again, held for its runner's
+    retry (``RELEASE``)."""
     if cur is None:
         with connection.cursor() as cur:
             return release(turn_id, attempt_id=attempt_id, cur=cur)
-    cur.execute(RELEASE, [str(TurnStatus.QUEUED), turn_id, attempt_id, str(TurnStatus.RUNNING)])
+    hold = time.time() + RETRY_HOLD
+    cur.execute(RELEASE, [str(TurnStatus.QUEUED), TAKEN, hold, turn_id, attempt_id, str(TurnStatus.RUNNING)])

@@ -122,12 +122,16 @@ CANCELLED = "cancelled at the API: its turn ended before the answer came"
 def cancel(api: BatchApi) -> int:
     """Cancel the sent batches no waiting turn has a request in; their rows closed. Counts rows."""
     ended = m.BatchCall.objects.filter(status=S.SUBMITTED, delivered=False, turn__status__in=FINAL_STATUSES)
+    # a batch another turn still waits on runs on: left out of the list, so that it never takes the
+    # place of one nobody waits on (the list is bounded, and such a batch runs for up to a day)
+    waited = m.BatchCall.objects.filter(status=S.SUBMITTED).exclude(turn__status__in=FINAL_STATUSES)
+    ended = ended.exclude(batch_id__in=waited.values("batch_id"))
     batch_ids = list(ended.values_list("batch_id", flat=True).distinct()[:MAX_BATCHES])
     n = 0
     for batch_id in batch_ids:
         rows = m.BatchCall.objects.filter(batch_id=batch_id, status=S.SUBMITTED)
         if rows.exclude(turn__status__in=FINAL_STATUSES).exists():
-            continue  # another turn waits on an answer of this batch: it runs on
+            continue  # a turn came to wait on it since the list was read: it runs on
         try:
             api.cancel(batch_id)
         except Exception as exc:

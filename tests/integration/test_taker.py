@@ -210,3 +210,30 @@ def test_a_stopped_clusters_marks_are_handed_on_at_once(fault_agent):
     assert take("host:1", 10) == []
     assert release_leases([pid]) == 1
     wait_for(lambda: take("host:1", 10) == [turn_id], timeout=5, what="the mark to have run out")
+
+
+def test_a_released_turn_is_held_for_its_runners_retry(fault_agent):
+    """A retryable failure gives the lease back; no other runner takes the turn during the backoff
+    (it would retry at once), its own runner's claim does, and after the hold any runner may."""
+    from sessions_app import wiring
+    from sessions_app.store import lease
+
+    turn_id = start("retried")
+    store = wiring.store()
+    now = time.time()
+    assert store.claim_sync(turn_id, owner="host:1", attempt_id="x1", now=now, lease_seconds=10)
+    with connection.cursor() as cur:
+        lease.release(turn_id, attempt_id="x1", cur=cur)
+    turn = m.Turn.objects.get(pk=turn_id)
+    assert turn.status == "queued" and turn.lease_owner == "taken:host:1"
+    assert take("host:2", 10) == [], "held for host:1's retry"
+    assert take("host:2", 10, now=time.time() + lease.RETRY_HOLD + 1) == [turn_id], "the hold runs out"
+
+
+def test_the_admin_reads_a_take_mark_as_the_store_writes_it():
+    from sessions_app.admin import timeline
+    from sessions_app.store import lease
+
+    assert timeline.TAKEN == lease.TAKEN
+    text = timeline.lease_text(m.Turn(status="queued", lease_owner="taken:host:7", lease_expires_at=100.0), 95.0)
+    assert "taken by the runner host:7" in text and "released" not in text

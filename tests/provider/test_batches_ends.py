@@ -41,6 +41,25 @@ def test_a_batch_whose_every_turn_was_cancelled_is_cancelled_at_the_api(peer, ba
     assert peer.results_read == 0  # nor any answer read for nobody
 
 
+def test_a_batch_nobody_waits_on_is_cancelled_behind_shared_ones(peer, batcher, monkeypatch):  # noqa: F811
+    """A batch another turn still waits on runs on; it never takes the place of one nobody waits on
+    in a pass's bounded list (with ``MAX_BATCHES`` such batches, none behind them was cancelled)."""
+    monkeypatch.setattr(batches, "MAX_BATCHES", 1)
+    api = BatchApi()
+    shared_a, shared_b = start("one"), start("two")
+    drive(shared_a), drive(shared_b)
+    assert batches.poll(api=api)["sent"] == 2
+    alone = start("three")
+    drive(alone)
+    assert batches.poll(api=api)["sent"] == 1
+    own = peer.created[1].id
+    host_ops.request_cancel(shared_a, "requested")  # its batch runs on for shared_b
+    host_ops.request_cancel(alone, "requested")  # nobody waits on its batch
+    for _ in range(3):
+        batches.poll(api=api)
+    assert peer.cancelled == [own]
+
+
 def test_a_lost_create_past_the_first_page_of_the_list_is_found(peer, batcher, settings):  # noqa: F811
     """Recovery listed only the newest 100 batches: with more created since by others (a busy
     site, other pollers), the lost one was not among them and its request went again."""
