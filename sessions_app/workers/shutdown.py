@@ -140,13 +140,19 @@ def _stat(pid: int) -> tuple[int, str] | None:
 
 
 def children(pid: int) -> list[int]:
-    """The direct children of ``pid`` (one small /proc read per thread of it)."""
+    """The direct children of ``pid`` (one small /proc read per thread of it). A thread that ends
+    while they are read is skipped, not the threads after it (its children, if any, are the
+    process's: another thread lists them)."""
     found: list[int] = []
     try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            found.extend(int(c) for c in (task / "children").read_text().split())
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
     except (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError):
-        pass
+        return found
+    for task in tasks:
+        try:
+            found.extend(int(c) for c in (task / "children").read_text().split())
+        except (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError):
+            continue
     return found
 
 
