@@ -11,36 +11,40 @@ from pathlib import Path
 from typing import Any
 
 from tests.browser.conftest import wait_live
+from tests.fault.qcluster import wait_for
 
 FILLER = "filler line about nothing in particular\n" * 6
 
 
 def _seed(user: Any) -> None:
     """A long session whose first message says "kumquat" (its reply repeats it), then enough
-    turns that the chat opens far below it. Off Playwright's thread (its event loop forbids
-    async_to_sync there), turns run inline (django-q's sync mode)."""
-    from django_q.conf import Conf
-
+    turns that the chat opens far below it. Started off Playwright's thread (its event loop
+    forbids async_to_sync there) and run by the test's cluster, as a site runs them; the test
+    goes on once all fifteen have completed (a start returns when its turn is queued)."""
+    from agents_app.runtime.records import TurnStatus
+    from sessions_app import models as m
     from sessions_app import services
 
     errors: list[Exception] = []
 
     def run() -> None:
-        sync = Conf.SYNC
-        Conf.SYNC = True
         try:
             services.turn_start(agent="ops", key="long1", text="the Kumquat harvest is late this year", user=user)
             for n in range(14):
                 services.turn_start(agent="ops", key="long1", text=f"message {n}\n{FILLER}", user=user)
         except Exception as exc:  # noqa: BLE001 (reported in the test's thread)
             errors.append(exc)
-        finally:
-            Conf.SYNC = sync
 
     worker = threading.Thread(target=run)
     worker.start()
     worker.join(120)
     assert not worker.is_alive() and not errors, errors
+    wait_for(
+        lambda: m.Turn.objects.filter(session__key="long1", status=TurnStatus.COMPLETED).count() == 15,
+        timeout=120,
+        interval=0.1,
+        what="the cluster to complete the long session's fifteen turns",
+    )
 
 
 def _in_view(page: Any, selector: str) -> bool:
