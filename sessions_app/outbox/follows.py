@@ -16,8 +16,10 @@ The race: a follower that joins right after the check is heard a moment later (R
 then the worker's loop). A follower catches up from the event log after it joined (the log is
 the truth, the layer the doorbell: docs/ui.md); the events committed between that read and the
 moment the worker hears it are the ones the worker did not send. So, on hearing it, the worker
-sends the session's last committed batch again: the follower sees a seq past its own, or the
-doorbell, and reads the log again (a seq it has is dropped as a duplicate). Deltas reach it from
+sends the session's last committed batch again, marked ``again``: a doorbell, on which the
+follower reads the log again (never the batch itself: the worker remembers a session by its name
+for a while after its turn, and the batch may be of an earlier session of that name, deleted and
+made anew). Deltas reach it from
 that moment on, the next one with the whole text so far (a snapshot).
 
 Other layers need none of this: the in-memory layer's empty group costs a dict lookup, and the

@@ -312,7 +312,10 @@ class ChannelsEventSink:
             stream.last_snapshot = float("-inf")  # the next flush carries the whole text
         if known.skipped and known.last is not None:
             known.skipped = False
-            asyncio.ensure_future(self._send(known.session, {"type": "june.events", "events": known.last}))
+            # ``again``: a doorbell (the consumer reads the log); the batch may be of an earlier
+            # session of this name, deleted and made anew while this sink remembered it
+            again = {"type": "june.events", "events": known.last, "again": True}
+            asyncio.ensure_future(self._send(known.session, again))
 
     def _on_ready(self, ready: bool) -> None:
         if not ready:

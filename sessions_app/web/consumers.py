@@ -155,14 +155,22 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         async with self.sending:
             if await self._relayed(message):
                 return
+            if message.get("again"):
+                # a worker's last batch, sent again to a follower it heard late (``follows``): a
+                # doorbell. Its events may be of an earlier session of this name (one deleted,
+                # then made anew): only the log says what this session holds
+                await self._send_log()
+                return
             for event in message.get("events") or ():
                 seq = event.get("seq")
                 if not isinstance(seq, int) or seq <= self.last_seq:
                     continue
                 if seq > self.last_seq + 1:
-                    await self._send_log()  # the log holds everything up to this one (committed)
-                    if seq <= self.last_seq:
-                        continue
+                    # the log holds every committed event up to this one: an event it does not
+                    # hold is no event of this session, and is not sent (its seq would hide the
+                    # session's own events up to it)
+                    await self._send_log()
+                    continue
                 await self.send_json(event)
                 self.last_seq = seq
                 if event.get("type") == "child.started":

@@ -159,6 +159,32 @@ async def test_no_gap_and_no_duplicate_across_the_replay_to_live_switch(monkeypa
     await comm.disconnect()
 
 
+async def test_a_live_event_the_log_does_not_hold_is_never_sent():
+    """A session deleted and made anew under its name: a worker that remembers the old one may
+    send its last batch (seq 60) to the new one's group, as a doorbell (``again``) or as an event
+    past a gap. Sent on, its seq would hide the new session's events up to 60 and the page would
+    wait for them forever; the consumer sends what the log holds instead."""
+    alice = await make_user("alice")
+    await log_events("ops", "s1", alice, 2)
+    comm = communicator("/ws/agents/ops/sessions/s1/", await cookie_for(alice))
+    assert (await comm.connect(timeout=30))[0]
+    seen = [f["seq"] for f in await receive_until_ready(comm)]
+    group = group_name(SessionRef("ops", "s1"))
+    old = [{"seq": 60, **ev.TurnCompleted("t0", text="the old session's").to_json()}]
+    await get_channel_layer().group_send(group, {"type": "june.events", "events": old, "again": True})
+    await log_events("ops", "s1", alice, 1)
+    await get_channel_layer().group_send(group, {"type": "june.events", "events": old})
+    await log_events("ops", "s1", alice, 1)
+    await publish("ops", "s1", [4])
+    while not seen or seen[-1] != 4:
+        frame = await comm.receive_json_from(timeout=30)
+        assert frame["seq"] != 60, frame
+        seen.append(frame["seq"])
+    assert seen == [1, 2, 3, 4]
+    assert await comm.receive_nothing(timeout=0.3)
+    await comm.disconnect()
+
+
 async def test_deltas_are_forwarded_live():
     alice = await make_user("alice")
     comm = communicator("/ws/agents/ops/sessions/s1/", await cookie_for(alice))

@@ -242,6 +242,7 @@ async def test_a_follower_heard_after_skips_gets_the_last_batch_again():
         follows.has_members = real
     assert [m["type"] for m in layer.sent] == ["june.events"]
     assert layer.sent[0]["events"][0]["seq"] == 2  # the terminal batch: the follower re-reads up to it
+    assert layer.sent[0]["again"] is True  # a doorbell: the follower's consumer reads the log
 
 
 PUBLISHER = """
