@@ -14,6 +14,7 @@ from django_q.conf import Conf
 from django_q.tasks import async_task
 
 from sessions_app.outbox import doorbell
+from sessions_app.store import opening
 from sessions_app.store.checkpoint import IN_CHAIN
 
 RUN_TURN = "sessions_app.workers.tasks.run_turn"
@@ -33,10 +34,10 @@ RENAMED = {
 }
 
 
-#: the PostgreSQL channel on which the workers' runners listen for queued turns (a database's
-#: own: every cluster of the site on that database hears it)
-TURNS_CHANNEL = "june_turns"
-WAKE = f"SELECT pg_notify('{TURNS_CHANNEL}', '')"
+#: the PostgreSQL channel on which the workers' runners listen for queued turns, and their
+#: wake-up (``store.opening``: a start's creation sends it in its own transaction)
+TURNS_CHANNEL = opening.TURNS_CHANNEL
+WAKE = opening.WAKE
 
 
 #: the turn can run now: no earlier turn of its session holds the chain (``lease.CLAIM``'s condition)
@@ -66,11 +67,13 @@ def enqueue_head(turn_id: str) -> None:
     """``enqueue_turn`` for a turn the host API dispatched (a start, a resume, the next turn after
     a cancel or reset). A runner takes only the head of a session's chain (the claim's
     condition), so a turn queued behind another waits in its row for the chain's hand-over (in
-    sync mode it is not run here: the hand-over runs it)."""
+    sync mode it is not run here: the hand-over runs it). A start whose creation woke the runners
+    in its own transaction (``opening.woke``) sends nothing more."""
     if Conf.SYNC:
         transaction.on_commit(lambda: holds(CHAIN_HEAD, [turn_id]) and _run_here(turn_id))
         return
-    wake()
+    if not opening.woke(turn_id):
+        wake()
 
 
 def wake() -> None:

@@ -123,6 +123,30 @@ def test_a_wake_up_reaches_a_listener_at_the_commit_only(fault_agent):
         waiter.close()
 
 
+def test_a_start_wakes_the_runners_once_in_its_creations_own_round_trip(fault_agent):
+    """On PostgreSQL a start's creation carries the runners' NOTIFY in its own batch: one wake-up
+    heard at the commit, and no statement of its own after it (the dispatch sends none); a start
+    refused wakes nobody."""
+    from django.test.utils import CaptureQueriesContext
+
+    from sessions_app.workers.taker import NotifyWaiter
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite's runners watch data_version")
+    waiter = NotifyWaiter()
+    try:
+        with CaptureQueriesContext(connection) as queries:
+            turn_id = start("woken")
+        assert not [q["sql"] for q in queries.captured_queries if "pg_notify" in q["sql"]]
+        heard = list(waiter.listener.conn.notifies(timeout=1.0))
+        assert [n.channel for n in heard] == ["june_turns"], heard
+        with pytest.raises(Exception):
+            services.turn_start(agent=AGENT, key="woken", text="steps:1", source="http", turn_id=turn_id)
+        assert not list(waiter.listener.conn.notifies(timeout=0.5)), "a refused start wakes nobody"
+    finally:
+        waiter.close()
+
+
 def test_sqlites_idle_look_is_data_version(fault_agent):
     """On SQLite a runner's look is ``PRAGMA data_version``: it moves with another connection's
     commit, not with the runner's own, and costs microseconds."""
