@@ -34,7 +34,8 @@ host operations (``host_ops``, ``opening.create``: create, replace, cancel, answ
 the session with ``SELECT … FOR UPDATE`` before they touch a turn; a checkpoint's batch, and a
 claim with its load (``opening.claim_and_load``), open with ``checkpoint_pg.LOCK_SESSION`` (``FOR NO
 KEY UPDATE`` of its turn's session) before their UPDATE of the turn row, and only then touch the
-session's counters and status. ``lease.claim`` (SQLite), heartbeat and release are single-row
+session's status (a checkpoint that numbers events and leaves the status as it is opens with
+that numbering's UPDATE of the session row instead: the same lock, one statement fewer). ``lease.claim`` (SQLite), heartbeat and release are single-row
 statements in their own transaction. Taken in the other
 order, a checkpoint (turn, then session) and a replace (session, then its turns) deadlocked.
 """

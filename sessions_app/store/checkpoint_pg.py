@@ -157,8 +157,9 @@ def write_steps(
     writes it ends with COMMIT. Inside an enclosing atomic block (``ends_transaction=False``) it
     ends nothing: the enclosing block commits or rolls back.
 
-    The batch locks the turn's session row first (``LOCK_SESSION``: the store's lock order,
-    which the host operations follow too), then fences the turn. The inserts read the turn's
+    The batch locks the turn's session row first (the store's lock order, which the host
+    operations follow too: ``LOCK_SESSION``, or the numbering of the unit's events, which updates
+    that row), then fences the turn. The inserts read the turn's
     session and generation themselves, so nothing waits for the fence's answer. The fence raises inside the server when the attempt lost its lease
     (``june_lease_lost``): the rest of the batch is skipped, COMMIT included, and everything
     rolls back, the tool's writes included.
@@ -169,7 +170,11 @@ def write_steps(
     status = IDLE if status is None else status
     if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
-    batch.add(LOCK_SESSION, [turn_id])
+    transaction_status, status = status, "status" in changes
+    # the session's row first: numbering the events locks it as ``LOCK_SESSION`` would, so a unit
+    # whose session status stays as it is numbers them here; one that recomputes the status does it
+    # after the fence has moved the turn's (the status reads it)
+    seq = batch.add(BUMP_EVENT_SEQ, [k, turn_id]) if events and not status else batch.add(LOCK_SESSION, [turn_id])
     fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages))
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
     keys, steps = folded(messages, steps)
@@ -182,13 +187,9 @@ def write_steps(
         batch.add(INSERT_MESSAGE, [i, str(m.role), text, keys.get(i), now, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
-    transaction_status, status = status, "status" in changes
     if events:  # numbered by the session's row, whose status the same UPDATE recomputes
-        seq = (
-            batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k))
-            if status
-            else batch.add(BUMP_EVENT_SEQ, [k, turn_id])
-        )
+        if status:
+            seq = batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k))
         for n, e in enumerate(events):
             column = e.turn_id or turn_id
             data = eventlog.stored(e, messages, column)

@@ -144,3 +144,21 @@ def test_checkpoints_and_replaces_of_one_session_never_deadlock():
     turn = m.Turn.objects.get(pk=turn_id)
     assert turn.status == TurnStatus.RUNNING and turn.cancel_reason == "replaced"
     assert m.Message.objects.filter(turn_id=turn_id).count() == n_steps
+
+
+def test_a_checkpoint_numbering_its_events_locks_its_session_by_numbering_them():
+    """A unit that logs events and leaves the session's status as it is takes the session's row
+    by the event numbering's UPDATE, first in its batch: no ``SELECT … FOR NO KEY UPDATE`` of its
+    own (a statement fewer in most checkpoints). One that recomputes the status still locks first
+    and numbers after the fence (the status reads the turn's new one)."""
+    from sessions_app.store import checkpoint_pg
+
+    event = ev.MessageCompleted("t", text="x")
+    batch = next(checkpoint_pg.write_steps("t", "a", {"phase": "x"}, [], [], [event]))
+    statements = [sql for sql, _ in batch.commands]
+    assert statements[0] == checkpoint_pg.BUMP_EVENT_SEQ
+    assert checkpoint_pg.LOCK_SESSION not in statements
+    settled = next(checkpoint_pg.write_steps("t", "a", {"status": TurnStatus.COMPLETED}, [], [], [event]))
+    statements = [sql for sql, _ in settled.commands]
+    assert statements[0] == checkpoint_pg.LOCK_SESSION
+    assert statements.index(checkpoint_pg.STATUS_AND_EVENT_SEQ) > 1
