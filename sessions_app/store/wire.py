@@ -44,6 +44,14 @@ PIPELINE_OFF = pq.PipelineStatus.OFF
 UNKNOWN_STATEMENT = "26000"  # invalid_sql_statement_name: a prepared statement is gone
 
 _names: dict[bytes, bytes] = {}  # statement text -> its prepared name, the same on every connection
+#: sent once on a connection, before its first preparation (a segment of its own): its prepared
+#: statements run their generic plan from their first execution. By default PostgreSQL plans the
+#: first five executions of each one anew with their parameters (and on a fresh connection each
+#: costs about twice its generic execution) before it settles on the generic plan these
+#: statements take anyway: each picks its rows by a primary or unique key, and the partial
+#: indexes' conditions are written as literals (``checkpoint.IN_CHAIN``). A burst that grows a
+#: pool spread its starts over connections that each ran a handful of them: all planned anew.
+GENERIC_PLANS = b"SET plan_cache_mode = force_generic_plan"
 
 
 def _name(sql: bytes) -> bytes:
@@ -144,6 +152,10 @@ class Batch:
                 pg.send_query_params(sql, params)
         else:
             names = [_names.get(sql) or _name(sql) for sql, _ in self.commands]
+            if not state.prepared:  # this connection's first preparation (or the first since a DISCARD)
+                pg.send_query_params(GENERIC_PLANS, [])
+                pg.pipeline_sync()
+                expected.append(("setting", None))
             for name, (sql, _) in zip(names, self.commands):
                 if name not in state.prepared:
                     # first, each in a segment of its own: a failing statement of the batch
@@ -208,7 +220,7 @@ def read_results(
         if kind == "prepare":
             if not firsts or firsts[0].status != COMMAND_OK:
                 state.prepared.discard(name)
-        else:
+        elif kind == "batch":
             results = firsts
     return results, error
 

@@ -91,6 +91,28 @@ def test_statements_are_prepared_again_after_deallocate_all(conn):
     assert rows(conn) == [(1, "a"), (2, "b")]
 
 
+@postgres_only
+def test_a_connections_prepared_statements_run_their_generic_plan_from_the_first(conn):
+    """The first preparation on a connection sets ``plan_cache_mode`` for it (a segment of its
+    own, before the batch): no statement is planned anew for each of its first five executions;
+    an unprepared batch leaves the connection as it was."""
+    from sessions_app.store import wire
+
+    batch = wire.Batch(conn, prepare=False)
+    batch.add(INSERT, [1, "a"])
+    batch.run()
+    assert conn.execute("SHOW plan_cache_mode").fetchone() == ("auto",)
+    select = b"SELECT v FROM wire_t WHERE n = $1::integer"
+    batch = wire.Batch(conn)
+    batch.add(INSERT, [2, "b"])
+    found = batch.add(select, [1])
+    assert wire.value(batch.run()[found], 0) == "a"
+    assert conn.execute("SHOW plan_cache_mode").fetchone() == ("force_generic_plan",)
+    explained = conn.execute(f"EXPLAIN EXECUTE {wire._names[select].decode()} (2)").fetchall()
+    assert any("$1" in line for (line,) in explained), explained  # a generic plan: its parameter, not 2
+    assert rows(conn) == [(1, "a"), (2, "b")]
+
+
 def test_numbered_placeholders():
     from sessions_app.store import wire
 
