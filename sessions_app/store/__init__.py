@@ -34,10 +34,9 @@ host operations (``host_ops``, ``opening.create``: create, replace, cancel, answ
 the session with ``SELECT … FOR UPDATE`` before they touch a turn; a checkpoint's batch, and a
 claim with its load (``opening.claim_and_load``), open with ``checkpoint_pg.LOCK_SESSION`` (``FOR NO
 KEY UPDATE`` of its turn's session) before their UPDATE of the turn row, and only then touch the
-session's status (a checkpoint that numbers events and leaves the status as it is opens with
-that numbering's UPDATE of the session row instead: the same lock, one statement fewer). ``lease.claim`` (SQLite), heartbeat and release are single-row
-statements in their own transaction. Taken in the other
-order, a checkpoint (turn, then session) and a replace (session, then its turns) deadlocked.
+session's status (a checkpoint that numbers events and keeps the status locks the row by that UPDATE).
+``lease.claim`` (SQLite), heartbeat and release are single-row statements in their own transaction.
+Taken in the other order, a checkpoint (turn, then session) and a replace (session, then its turns) deadlocked.
 """
 
 from __future__ import annotations
