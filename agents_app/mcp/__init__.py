@@ -13,6 +13,6 @@ declarations, ``source`` talks to the servers, ``tool_results`` turns their answ
 results. The ``mcp`` SDK is imported only by a process that calls a server."""
 
 from .declarations import ServerConfig, parse_servers
-from .source import McpSource, sources_for, status
+from .source import McpSource, sources_for, status, warm
 
-__all__ = ["McpSource", "ServerConfig", "parse_servers", "sources_for", "status"]
+__all__ = ["McpSource", "ServerConfig", "parse_servers", "sources_for", "status", "warm"]

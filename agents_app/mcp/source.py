@@ -32,6 +32,29 @@ HTTP_TIMEOUT, HTTP_READ_TIMEOUT = 30.0, 300.0
 IDEMPOTENCY_META = "june/idempotency_key"
 
 
+def _sdk() -> tuple[Any, Any]:
+    from mcp import Client, StdioServerParameters
+
+    return Client, StdioServerParameters
+
+
+def _http_client_factory() -> Any:
+    from mcp.client.streamable_http import streamable_http_client
+
+    return streamable_http_client
+
+
+def warm(agents: Any) -> bool:
+    """Import the MCP SDK now if one of ``agents`` has an MCP server (a worker calls it before
+    its cluster forks, as ``providers.warm``: each worker then shares it instead of importing it
+    on its first call). Whether it did."""
+    if not any(isinstance(source, McpSource) for agent in agents for source in agent.sources):
+        return False
+    _sdk()
+    _http_client_factory()
+    return True
+
+
 class _Connection:
     """A client session held open by a task of its own (the SDK's context must be entered and
     left by one task); calls from any task of the loop go through it."""
@@ -46,8 +69,9 @@ class _Connection:
         self.task = asyncio.get_running_loop().create_task(self._hold(), name=f"mcp-{config.name}")
 
     async def _hold(self) -> None:
-        from mcp import Client, StdioServerParameters
-
+        # the SDK's import takes a second or more on a busy machine: off the loop, whose every
+        # turn (and lease heartbeat) would wait for it (a worker imports it before forking: ``warm``)
+        Client, StdioServerParameters = await asyncio.to_thread(_sdk)  # noqa: N806 (classes)
         config = self.config
         try:
             async with contextlib.AsyncExitStack() as stack:
@@ -132,7 +156,8 @@ async def _http_transport(config: ServerConfig, stack: contextlib.AsyncExitStack
     if not headers:
         return config.url
     import httpx2
-    from mcp.client.streamable_http import streamable_http_client
+
+    streamable_http_client = await asyncio.to_thread(_http_client_factory)
 
     timeout = httpx2.Timeout(HTTP_TIMEOUT, read=max(HTTP_READ_TIMEOUT, config.timeout + 5.0))
     client = await stack.enter_async_context(httpx2.AsyncClient(headers=headers, timeout=timeout))

@@ -44,6 +44,26 @@ def test_warm_imports_the_sdk_an_agent_uses_before_any_turn():
     assert out.stdout.split()[-2:] == ["['anthropic']", "True"]
 
 
+def test_warm_imports_the_mcp_sdk_when_an_agent_has_an_mcp_server():
+    """Imported on a worker's loop at its first call, the SDK held every turn of the process
+    (and its lease's heartbeat) for seconds on a busy machine: a turn lost its lease mid-call."""
+    code = (
+        "import os, sys, django\n"
+        "os.environ['DJANGO_SETTINGS_MODULE'] = 'june_project.settings'\n"
+        "os.environ['JUNE_DEMO_MCP'] = '1'\n"
+        "django.setup()\n"
+        "from agents_app import mcp\n"
+        "from sessions_app import wiring\n"
+        "agents = list(wiring.agents().values())\n"
+        "assert 'mcp.client.session' not in sys.modules\n"
+        "print(mcp.warm([a for a in agents if not a.sources]), 'mcp.client.session' in sys.modules)\n"
+        "print(mcp.warm(agents), 'mcp.client.session' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-4:] == ["False", "False", "True", "True"]  # the demo's ops agent has one
+
+
 def test_a_bad_host_under_the_api_is_json_with_debug_on_too(client, settings):
     """Issue 42's leftover: a Host not in ALLOWED_HOSTS with DEBUG=1 showed Django's HTML page
     under /api/."""

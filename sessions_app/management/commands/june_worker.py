@@ -18,13 +18,17 @@ log = logging.getLogger(__name__)
 
 
 def _warm_providers() -> None:
-    """The model SDKs imported once, here, before the cluster forks its workers: each worker
-    inherits them instead of importing on its first turn with its loop held (providers.warm)."""
+    """The model SDKs, and the MCP SDK if an agent has an MCP server, imported once, here,
+    before the cluster forks its workers: each worker inherits them instead of importing on its
+    first turn with its loop held (providers.warm, mcp.warm)."""
+    from agents_app import mcp
     from agents_app.providers import warm
     from sessions_app import wiring
 
     try:
-        warm(wiring.agents().values())
+        agents = list(wiring.agents().values())
+        warm(agents)
+        mcp.warm(agents)
     except Exception:  # an agent that does not load is reported by its turns, as before
         log.warning("could not warm the model providers", exc_info=True)
 
