@@ -227,6 +227,8 @@ def main() -> None:
             "DJANGO_SETTINGS_MODULE": "june_project.settings",
             "JUNE_Q_QUEUE_LIMIT": str(args.workers * 4),
             "JUNE_RATE_LIMITS": os.environ.get("JUNE_RATE_LIMITS", "0"),
+            # every client is the one bench user: room for all of them and the other parts' own
+            "JUNE_WS_MAX_PER_USER": os.environ.get("JUNE_WS_MAX_PER_USER", str(args.clients + 10)),
         }
     )
     from bench.common import ensure_database
