@@ -69,10 +69,10 @@ LAG_TICK = 0.1
 LAG_WARNING = 0.5
 #: the weight of each tick's lateness in the smoothed ``TurnRunner.lag``
 LAG_WEIGHT = 0.3
-#: a runner driving fewer turns than this takes a new one however late its loop runs; the
-#: longest a hand-over waits for a late loop to catch up (then it goes ahead), and how often it
-#: looks (seconds)
-BUSY_FLOOR = 32
+#: a runner driving fewer turns than this takes new ones however late its loop runs (its taker up
+#: to this many at once); the longest a hand-over waits for a late loop to catch up (then it goes
+#: ahead), and how often it looks (seconds)
+BUSY_FLOOR = 8
 BUSY_WAIT = 2.0
 BUSY_LOOK = 0.01
 
@@ -103,6 +103,9 @@ class TurnRunner:
         self.lag = 0.0
         #: set when a turn ends (a slot freed): a full runner's taker looks again
         self._room = threading.Event()
+        #: turns its taker handed to the loop whose claim has not answered yet
+        self._unclaimed = 0
+        self._claims = threading.Condition()
         #: ``take``: this runner takes queued turns from the turn table (``workers.taker``)
         self.taker: Taker | None = Taker(self) if take else None
 
@@ -122,11 +125,11 @@ class TurnRunner:
     # -- from the taker's thread (``workers.taker``) ---------------------------------------------
 
     def reserve(self, most: int) -> int:
-        """Hold up to ``most`` free slots for turns about to be taken, once the loop has caught
-        up (``_until_caught_up``); how many. None while the runner takes no new turn."""
+        """Hold up to ``most`` free slots for turns about to be taken, once the loop can start
+        them now (``_until_free``); how many. None while the runner takes no new turn."""
         if not self.accepting():
             return 0
-        self._until_caught_up()
+        most = min(most, self._until_free())
         self._room.clear()
         held = 0
         while held < most and self._slots.acquire(blocking=False):
@@ -140,10 +143,18 @@ class TurnRunner:
     def hand(self, turn_id: str) -> None:
         """Put a taken turn on the loop, its slot held (``reserve``); its claim is the loop's."""
         assert self._loop is not None
+        self._count_unclaimed(1)
         try:
-            self._loop.call_soon_threadsafe(self._start, turn_id)
+            self._loop.call_soon_threadsafe(self._start, turn_id, True)
         except RuntimeError:  # the loop has closed: the take's mark runs out, another runner takes it
+            self._count_unclaimed(-1)
             self._slots.release()
+
+    def _count_unclaimed(self, change: int) -> None:
+        with self._claims:
+            self._unclaimed += change
+            if self._unclaimed == 0:
+                self._claims.notify_all()
 
     def wait_for_room(self, timeout: float) -> None:
         self._room.wait(timeout)
@@ -179,6 +190,50 @@ class TurnRunner:
             self._slots.release()
             raise
         return claimed.result() if until_claimed else "handed"
+
+    def _until_free(self) -> int:
+        """The taker's wait, and how many turns it may take then: a turn it takes should start
+        now, not wait on the loop behind the others after its ``turn.started``. A runner driving
+        fewer than ``BUSY_FLOOR`` turns takes up to that many at once. Beyond, it takes one more
+        at a time, once the turns it handed before have claimed (their work is on the loop) and a
+        callback put on the loop now runs within ``JUNE_RUNNER_BUSY_LAG``: measured at that
+        moment, not smoothed, since a burst's takes come milliseconds apart. It waits
+        ``BUSY_WAIT`` at most, then takes a batch; the table keeps the rest for any runner."""
+        limit = float(getattr(settings, "JUNE_RUNNER_BUSY_LAG", 0.0))
+        if limit <= 0:
+            return self.limit
+        deadline = time.monotonic() + BUSY_WAIT
+        while True:
+            held = len(self.running) + self._unclaimed
+            if held < BUSY_FLOOR:
+                return BUSY_FLOOR - held
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return self.limit
+            with self._claims:
+                if not self._claims.wait_for(lambda: self._unclaimed == 0, left):
+                    continue
+            if self.delay(max(deadline - time.monotonic(), 0.0)) <= limit:
+                return 1
+            time.sleep(BUSY_LOOK)
+
+    def delay(self, timeout: float) -> float:
+        """How long a callback put on the loop now waits before it runs (seconds; ``timeout``
+        if it has not run by then): how late the loop runs at this moment."""
+        assert self._loop is not None
+        ran: list[float] = []
+        done = threading.Event()
+
+        def mark() -> None:
+            ran.append(time.monotonic())
+            done.set()
+
+        began = time.monotonic()
+        try:
+            self._loop.call_soon_threadsafe(mark)
+        except RuntimeError:  # the loop has closed
+            return timeout
+        return ran[0] - began if done.wait(timeout) else timeout
 
     def _until_caught_up(self) -> None:
         """While the loop runs late by more than ``JUNE_RUNNER_BUSY_LAG`` (smoothed), the turns
@@ -260,14 +315,17 @@ class TurnRunner:
     async def _admit(self, turn_id: str) -> str | None:
         return "running" if await self._start(turn_id) else None  # (a drive that ends decides it too)
 
-    def _start(self, turn_id: str) -> asyncio.Future[bool]:
-        """Drive a turn whose slot is held; the future says whether its claim took the lease."""
+    def _start(self, turn_id: str, taken: bool = False) -> asyncio.Future[bool]:
+        """Drive a turn whose slot is held; the future says whether its claim took the lease.
+        ``taken``: its taker handed it (``hand``), and counts it until its claim answers."""
         loop = asyncio.get_running_loop() if self._loop is None else self._loop
         claimed: asyncio.Future[bool] = loop.create_future()
 
         def decided(holds: bool) -> None:
             if not claimed.done():
                 claimed.set_result(holds)
+                if taken:
+                    self._count_unclaimed(-1)
 
         task = loop.create_task(self._drive(turn_id, decided))
         self.running[task] = turn_id

@@ -278,3 +278,29 @@ def test_a_runner_whose_loop_runs_late_takes_no_new_turn_until_it_catches_up(mak
     assert runner.submit(quick) == "handed"
     assert runner.lag <= 0.05
     wait_for(lambda: set(settled([burning, quick]).values()) == {"completed"}, timeout=30, what="the turns")
+
+
+def test_a_taken_turn_starts_when_its_runner_can_run_it(loadagent, settings, monkeypatch):
+    """A taker that took every turn its runner had a slot for started them all at once: each
+    said ``turn.started`` and then waited on the loop behind all the others (a burst of short
+    turns ran 3x longer from start to end than one at a time). Beyond ``BUSY_FLOOR`` turns a
+    runner takes more only when its loop can run them now, so a turn's time from its start to
+    its end is a fraction of the burst's: here 12 turns that each compute 0.15 s without
+    awaiting, queued before the runner starts, with room for all of them."""
+    from sessions_app.workers import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "BUSY_FLOOR", 2)
+    settings.JUNE_RUNNER_BUSY_LAG = 0.02
+    ids = turns(*["burn:0.15"] * 12)
+    runner = runner_module.TurnRunner(limit=50, threads=4, connections_=2, take=True)
+    runner.start()
+    try:
+        wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=60, what="12 turns to complete")
+    finally:
+        runner.stop(60)
+    rows = list(m.Turn.objects.filter(pk__in=ids).values_list("started_at", "ended_at"))
+    spans = sorted((ended - started).total_seconds() for started, ended in rows)
+    whole = (max(ended for _, ended in rows) - min(started for started, _ in rows)).total_seconds()
+    assert spans[6] < whole / 2, f"started to ended: median {spans[6]:.2f} s of the {whole:.2f} s they all took"
+    assert runner.peak < 12, "all of them at once"
+    assert m.Turn.objects.filter(pk__in=ids, attempts=1).count() == 12
