@@ -43,7 +43,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from django.conf import settings
 from django.db import connections
@@ -75,6 +75,10 @@ LAG_WEIGHT = 0.3
 BUSY_FLOOR = 8
 BUSY_WAIT = 2.0
 BUSY_LOOK = 0.01
+#: beyond ``BUSY_FLOOR``, a runner takes as many more turns as its loop's thread has room for up
+#: to this share of a CPU, judged by what its turns wanted over a look of ``DEMAND_LOOK`` seconds
+BUSY_SHARE = 0.8
+DEMAND_LOOK = 0.1
 
 
 class TurnRunner:
@@ -103,6 +107,8 @@ class TurnRunner:
         self.lag = 0.0
         #: set when a turn ends (a slot freed): a full runner's taker looks again
         self._room = threading.Event()
+        #: the loop thread's time running or waiting for a CPU, in seconds (``demand``)
+        self._demand: Callable[[], float] | None = None
         #: turns its taker handed to the loop whose claim has not answered yet
         self._unclaimed = 0
         self._claims = threading.Condition()
@@ -194,11 +200,16 @@ class TurnRunner:
     def _until_free(self) -> int:
         """The taker's wait, and how many turns it may take then: a turn it takes should start
         now, not wait on the loop behind the others after its ``turn.started``. A runner driving
-        fewer than ``BUSY_FLOOR`` turns takes up to that many at once. Beyond, it takes one more
-        at a time, once the turns it handed before have claimed (their work is on the loop) and a
-        callback put on the loop now runs within ``JUNE_RUNNER_BUSY_LAG``: measured at that
-        moment, not smoothed, since a burst's takes come milliseconds apart. It waits
-        ``BUSY_WAIT`` at most, then takes a batch; the table keeps the rest for any runner."""
+        fewer than ``BUSY_FLOOR`` turns takes up to that many at once. Beyond, it first lets the
+        turns it handed before claim (their work is on the loop), then looks at how much of a CPU
+        its loop's thread wants (``demand`` over ``DEMAND_LOOK``: what its turns cost, measured,
+        not smoothed, since a burst's takes come milliseconds apart) and takes as many more as
+        fit under ``BUSY_SHARE`` at that cost per turn (at most as many as it drives), none while
+        a callback put on the loop now waits longer than ``JUNE_RUNNER_BUSY_LAG``. Turns waiting
+        on a model want almost nothing, so a burst of them is taken within a few looks (8, 16,
+        32, ...); turns that compute are taken as the loop frees. It
+        waits ``BUSY_WAIT`` at most (then none: its taker looks again when a turn ends); the
+        table keeps the rest for any runner with room."""
         limit = float(getattr(settings, "JUNE_RUNNER_BUSY_LAG", 0.0))
         if limit <= 0:
             return self.limit
@@ -209,13 +220,27 @@ class TurnRunner:
                 return BUSY_FLOOR - held
             left = deadline - time.monotonic()
             if left <= 0:
-                return self.limit
+                return 0  # the taker looks again when a turn ends
             with self._claims:
                 if not self._claims.wait_for(lambda: self._unclaimed == 0, left):
                     continue
-            if self.delay(max(deadline - time.monotonic(), 0.0)) <= limit:
-                return 1
-            time.sleep(BUSY_LOOK)
+            wanted = self.demand(DEMAND_LOOK)
+            held = max(len(self.running), 1)
+            # a turn's first moments (its claim, its first commit) want less than the rest of it:
+            # at most as many again per look
+            room = held if wanted <= 0 else min(held, int(held * (BUSY_SHARE - wanted) / wanted))
+            if room > 0 and self.delay(max(deadline - time.monotonic(), 0.0)) <= limit:
+                return room
+
+    def demand(self, look: float) -> float:
+        """The share of a CPU the loop's thread ran or waited to run over the next ``look``
+        seconds (Linux's schedstat; elsewhere its CPU time alone; 0 where neither is known)."""
+        if self._demand is None:
+            time.sleep(look)
+            return 0.0
+        began, used = time.monotonic(), self._demand()
+        time.sleep(look)
+        return (self._demand() - used) / max(time.monotonic() - began, 1e-6)
 
     def delay(self, timeout: float) -> float:
         """How long a callback put on the loop now waits before it runs (seconds; ``timeout``
@@ -249,6 +274,7 @@ class TurnRunner:
     # -- on the runner's loop ----------------------------------------------------------------------------
 
     def _run(self) -> None:
+        self._demand = thread_demand()
         loop = self._loop = new_event_loop()
         asyncio.set_event_loop(loop)
         try:
@@ -386,6 +412,31 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         else:
             return uvloop.new_event_loop()
     return asyncio.new_event_loop()
+
+
+def thread_demand() -> Callable[[], float] | None:
+    """A clock of this thread's time running or runnable (seconds): on Linux its schedstat (CPU
+    time and the wait for a CPU: a loop starved by the machine's other work wants it too), else
+    its CPU time; None where neither can be read from another thread."""
+    path = f"/proc/self/task/{threading.get_native_id()}/schedstat"
+    try:
+        with open(path) as stat:
+            stat.read()
+    except OSError:
+        pass
+    else:
+
+        def schedstat() -> float:
+            with open(path) as stat:
+                ran, waited = stat.read().split()[:2]
+            return (int(ran) + int(waited)) / 1e9
+
+        return schedstat
+    try:
+        clock = time.pthread_getcpuclockid(threading.get_ident())
+    except (AttributeError, OSError):
+        return None
+    return lambda: time.clock_gettime(clock)
 
 
 def _postgresql() -> bool:

@@ -10,14 +10,15 @@ process's runner keeps a thread, the taker, that:
   every ``JUNE_Q_POLL`` seconds, which moves only when another connection committed (an idle look
   is one statement answered from memory). Either way it also looks every ``JUNE_Q_LISTEN_POLL``
   seconds, the fallback for a lost notification and the time a take's mark runs out;
-- takes as many turns as its runner has room for (free slots, and none while the runner's loop
-  runs late: ``runner.reserve``), at most ``TAKE_BATCH`` a statement, oldest first, in one
-  conditional ``UPDATE`` (``TAKE``): turns queued (or running on an expired lease the sweeper
-  marked for re-delivery) and first of their session's chain, not taken by a live take. On
-  PostgreSQL the rows are read ``FOR UPDATE SKIP LOCKED``, so two runners taking at once never
-  fight over a row; on SQLite the statement holds the one write lock. The take marks each turn
-  (``lease.TAKEN`` + the runner's ``host:pid`` in ``lease_owner``, and until when in
-  ``lease_expires_at``: ``JUNE_REQUEUE_AFTER``), so no other runner takes it meanwhile;
+- takes as many turns as its runner has room for (free slots; beyond a few turns, one at a time
+  and only while its loop can start it now: ``runner.reserve``), at most ``TAKE_BATCH`` a
+  statement, oldest first, in one conditional ``UPDATE`` (``TAKE``): turns queued (or running on
+  an expired lease the sweeper marked for re-delivery) and first of their session's chain, not
+  taken by a live take. On PostgreSQL the rows are read ``FOR UPDATE SKIP LOCKED``, so two
+  runners taking at once never fight over a row; on SQLite the statement holds the one write
+  lock. The take marks each turn (``lease.TAKEN`` + the runner's ``host:pid`` in
+  ``lease_owner``, and until when in ``lease_expires_at``: ``JUNE_REQUEUE_AFTER``), so no other
+  runner takes it meanwhile;
 - hands each taken turn to its runner's loop, which claims its lease as any delivery's claim does
   (``lease.CLAIM``, the fence: one claim wins, whatever took the turn).
 
@@ -46,6 +47,8 @@ from sessions_app.store.lease import TAKEN
 
 class Room(Protocol):
     """What a taker asks of its runner (``runner.TurnRunner``)."""
+
+    limit: int
 
     def accepting(self) -> bool: ...
     def reserve(self, most: int) -> int: ...
@@ -197,21 +200,23 @@ class Taker:
             self._tuned = connection.connection
 
     def _take_all(self) -> bool:
-        """Take until the table has no more for this runner or the runner no more room. False:
-        the runner had no room (nothing was looked at)."""
+        """Take until the table has no more for this runner or the runner no more room, at most
+        ``TAKE_BATCH`` a statement. False: the runner had no room (nothing was looked at)."""
         self._tune()
         while True:
-            room = self.runner.reserve(TAKE_BATCH)
+            room = self.runner.reserve(self.runner.limit)
             if room == 0:
                 return False
+            handed = 0
             try:
-                ids = take(self.owner, room)
-            except BaseException:
-                self.runner.unreserve(room)
-                raise
-            self.runner.unreserve(room - len(ids))
-            for turn_id in ids:
-                self.runner.hand(turn_id)
-            self.taken += len(ids)
-            if len(ids) < room:
-                return True
+                while handed < room:
+                    most = min(TAKE_BATCH, room - handed)
+                    ids = take(self.owner, most)
+                    for turn_id in ids:
+                        self.runner.hand(turn_id)
+                    handed += len(ids)
+                    self.taken += len(ids)
+                    if len(ids) < most:
+                        return True
+            finally:
+                self.runner.unreserve(room - handed)

@@ -284,14 +284,14 @@ def test_a_taken_turn_starts_when_its_runner_can_run_it(loadagent, settings, mon
     """A taker that took every turn its runner had a slot for started them all at once: each
     said ``turn.started`` and then waited on the loop behind all the others (a burst of short
     turns ran 3x longer from start to end than one at a time). Beyond ``BUSY_FLOOR`` turns a
-    runner takes more only when its loop can run them now, so a turn's time from its start to
-    its end is a fraction of the burst's: here 12 turns that each compute 0.15 s without
-    awaiting, queued before the runner starts, with room for all of them."""
+    runner takes more only as its loop has room for them, so a turn's time from its start to
+    its end is a fraction of the burst's: here 12 turns that each compute 0.3 s on the loop (a
+    millisecond at a time), queued before the runner starts, with a slot for every one."""
     from sessions_app.workers import runner as runner_module
 
     monkeypatch.setattr(runner_module, "BUSY_FLOOR", 2)
     settings.JUNE_RUNNER_BUSY_LAG = 0.02
-    ids = turns(*["burn:0.15"] * 12)
+    ids = turns(*["spin:0.3"] * 12)
     runner = runner_module.TurnRunner(limit=50, threads=4, connections_=2, take=True)
     runner.start()
     try:
@@ -304,3 +304,23 @@ def test_a_taken_turn_starts_when_its_runner_can_run_it(loadagent, settings, mon
     assert spans[6] < whole / 2, f"started to ended: median {spans[6]:.2f} s of the {whole:.2f} s they all took"
     assert runner.peak < 12, "all of them at once"
     assert m.Turn.objects.filter(pk__in=ids, attempts=1).count() == 12
+
+
+def test_a_runner_takes_turns_that_wait_for_their_model_at_once(loadagent, settings, monkeypatch):
+    """Turns that wait (a model's answer, an async tool's sleep) cost their loop almost
+    nothing: beyond ``BUSY_FLOOR`` a runner still takes a burst of them at once, not one at a
+    time (40 turns that each nap 1.5 s complete in a few seconds, all running together)."""
+    from sessions_app.workers import runner as runner_module
+
+    monkeypatch.setattr(runner_module, "BUSY_FLOOR", 2)
+    settings.JUNE_RUNNER_BUSY_LAG = 0.02
+    ids = turns(*["nap:1.5"] * 40)
+    runner = runner_module.TurnRunner(limit=50, threads=4, connections_=2, take=True)
+    began = time.monotonic()
+    runner.start()
+    try:
+        wait_for(lambda: set(settled(ids).values()) == {"completed"}, timeout=60, what="40 turns to complete")
+    finally:
+        runner.stop(60)
+    assert time.monotonic() - began < 15
+    assert runner.peak >= 30

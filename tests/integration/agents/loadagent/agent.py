@@ -7,6 +7,8 @@
                  transaction (on SQLite: holding the database's write lock meanwhile)
     "burn:<s>"   model -> ``burn`` (async tool that holds the event loop for s seconds of CPU:
                  what no turn should do, to measure what it costs the others) -> model
+    "spin:<s>"   model -> ``spin`` (async tool that computes s seconds on the loop a millisecond
+                 at a time, letting the other turns run between) -> model
     "quick"      (anything else) the model streams 5 deltas 10 ms apart and answers
 """
 
@@ -21,7 +23,7 @@ from agents_app.runtime.model import ModelReply, StopReason, TextDelta
 
 model = "loadmodel"
 
-TOOLS = {"nap": "nap", "block": "block", "blockdb": "blockdb", "burn": "burn"}
+TOOLS = {"nap": "nap", "block": "block", "blockdb": "blockdb", "burn": "burn", "spin": "spin"}
 
 
 class LoadModel:

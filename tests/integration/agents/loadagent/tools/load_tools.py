@@ -43,3 +43,13 @@ async def burn(input, ctx):
     while time.monotonic() < until:
         pass
     return {"burned": input["seconds"]}
+
+
+@tool("spin", "Compute a while on the event loop, a millisecond at a time, letting the others run between.", SECONDS)
+async def spin(input, ctx):
+    for _ in range(round(input["seconds"] * 1000)):
+        piece = time.monotonic() + 0.001
+        while time.monotonic() < piece:
+            pass
+        await asyncio.sleep(0)
+    return {"spun": input["seconds"]}
