@@ -40,7 +40,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from agents_app.runtime.errors import JuneError, NotFound
-from agents_app.runtime.seams import SessionRef
+from agents_app.runtime.seams import SessionRef, TurnStatus
 from sessions_app import attachment_services, listings, safejson, selectors, services, takeover
 from sessions_app.outbox import follows
 from sessions_app.outbox.sink import group_name
@@ -178,6 +178,12 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
                         {**event.get("child", {}), "parent_turn": event.get("turn_id"), "call_id": event.get("call_id")}
                     )
 
+    async def june_queued(self, message: dict[str, Any]) -> None:
+        """Another tab of this session queued a turn (the doorbell only: a socket that misses it
+        gets the session's queued turns with its next ``ready`` frame)."""
+        if message.get("sender") != self.channel_name and isinstance(message.get("turn"), dict):
+            await self.send_json({"type": "queued", "queued": [message["turn"]]})
+
     async def june_delta(self, message: dict[str, Any]) -> None:
         if self.child_groups and await self._relayed(message):
             return
@@ -267,6 +273,7 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
         if said is not None:
             return {"turn_id": None, "status": "taken_over", "seq": said}
         # ``attachments``: ids of uploads (``POST …/attachments``), checked as the API checks them
+        files = attachment_services.parse_ids(frame.get("attachments", []))
         rec = await database_sync_to_async(admission.start_turn)(
             agent=self.agent,
             key=self.key,
@@ -274,8 +281,13 @@ class SessionConsumer(ChildRelay, AsyncJsonWebsocketConsumer):
             user=self.user,
             source="web",
             replace=replace,
-            attachments=attachment_services.parse_ids(frame.get("attachments", [])),
+            attachments=files,
         )
+        if rec.status == TurnStatus.QUEUED:  # the session's other tabs show it waiting, as this one does
+            queued = {"turn_id": rec.turn_id, "text": rec.input.text, "kind": "inbound", "attachments": len(files)}
+            await self.channel_layer.group_send(
+                self.group, {"type": "june.queued", "turn": queued, "sender": self.channel_name}
+            )
         return {"turn_id": rec.turn_id, "status": str(rec.status)}
 
     async def frame_cancel(self, frame: dict[str, Any]) -> dict[str, Any]:

@@ -150,6 +150,30 @@ def test_a_message_sent_during_a_turn_is_shown_queued_at_once_with_its_own_cance
     chat.wait_for_function("document.getElementById('turn-status').dataset.status === 'completed'")
 
 
+def test_a_message_queued_in_one_tab_shows_queued_in_another_at_once(june_server, make_user, new_page):
+    """A message queued behind a running turn in one tab was invisible in a second tab of the
+    same session until its turn started: a tab learnt of queued turns only from its socket's
+    ``ready`` frame, at a reload. Now the second tab shows it at once, with its Cancel, and a
+    cancel there reaches the first tab."""
+    from sessions_app import models as m
+
+    alice = make_user("alice")
+    first = open_chat(new_page(alice), "ops", "day-tabs")
+    second = open_chat(new_page(alice), "ops", "day-tabs")
+    send_message(first, "essay")
+    second.wait_for_selector(".msg.assistant.streaming")
+    send_message(first, "order mugs")
+    first.wait_for_selector(".queued-msg >> text=order mugs")
+    row = second.wait_for_selector(".queued-msg >> text=order mugs", timeout=5_000)
+    second.wait_for_function("document.getElementById('turn-status').textContent === 'running · 1 queued'")
+    row.query_selector("xpath=..").query_selector("button:has-text('Cancel')").click()
+    first.wait_for_selector(".queued-msg", state="detached")
+    second.wait_for_selector(".queued-msg", state="detached")
+    assert m.Turn.objects.get(session__key="day-tabs", input__text="order mugs").status == "cancelled"
+    first.click("#cancel")
+    second.wait_for_selector(".msg.user[data-tag=cancelled] >> text=essay")
+
+
 def test_reset_banner_is_live_only_and_the_owner_reads_the_archive(june_server, make_user, new_page):
     alice = make_user("alice")
     chat = open_chat(new_page(alice), "ops", "day-reset")

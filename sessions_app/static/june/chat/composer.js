@@ -5,12 +5,11 @@ import * as attachments from "./attachments.js";
 import { config } from "./config.js";
 import { connected, sendQuiet } from "./connection.js";
 import { $ } from "./dom.js";
-import { busy, state } from "./state.js";
+import { state } from "./state.js";
 import { formatTime } from "../time.js";
-import { enqueue, setTurn } from "./turns.js";
+import { queuedNow } from "./turns.js";
 import { plural } from "./words.js";
 
-const QUEUED_AFTER_MS = 800; // a message sent to an idle session shows as queued only after this
 let limitTimer = null;
 
 export function composerMessage(text, keepTimer) {
@@ -95,15 +94,7 @@ export function accepted(f) {
   if ($("text").value === text) $("text").value = ""; // text typed meanwhile stays
   $("replace").checked = false;
   if (f.status === "queued" && !state.turnStatus.has(f.turn_id) && text !== undefined) {
-    const behind = busy(state.turnStatus);
-    setTurn(f.turn_id, "queued");
-    const show = () => {
-      if (state.turnStatus.get(f.turn_id) === "queued") enqueue(f.turn_id, text.trim() ? text : `(${plural(files.length, "attachment")})`);
-    };
-    // behind another turn it waits: shown at once; on an idle session it starts within
-    // moments: a row shown now flashed for 24-77 ms on every send, so it shows only if it waits
-    if (behind) show();
-    else setTimeout(show, QUEUED_AFTER_MS);
+    queuedNow(f.turn_id, text.trim() ? text : `(${plural(files.length, "attachment")})`);
   }
   $("text").focus();
 }

@@ -13,7 +13,7 @@ import { fill } from "./markdown.js";
 import { forgetConversation, state } from "./state.js";
 import { discardPartial, endTurn, onDelta, restoreKept, streamDone } from "./stream.js";
 import * as tools from "./tools.js";
-import { clearQueue, setTurn, showQueued, titleFrom, unqueue } from "./turns.js";
+import { clearQueue, queuedNow, setTurn, showQueued, titleFrom, unqueue } from "./turns.js";
 import { cancelledText, plural } from "./words.js";
 
 export function onFrame(f) {
@@ -85,6 +85,13 @@ const HANDLERS = {
     if (!state.openedAtEnd) {
       state.openedAtEnd = true;
       if (!focusFound()) log.scrollTop = log.scrollHeight;
+    }
+  },
+  // another tab of this session queued a message (a frame missed here comes with the next `ready`)
+  queued: (f) => {
+    for (const t of f.queued || []) {
+      const text = t.text?.trim() ? t.text : `(${plural(t.attachments || 0, "attachment")})`;
+      if (!state.turnStatus.has(t.turn_id)) queuedNow(t.turn_id, text);
     }
   },
   ack: (f) => {

@@ -4,7 +4,7 @@
 import { send } from "./connection.js";
 import { $, el } from "./dom.js";
 import { bubbleOf } from "./log.js";
-import { sessionStatus, state } from "./state.js";
+import { busy, sessionStatus, state } from "./state.js";
 import { TAGS, titleOf } from "./words.js";
 
 function turnTag(turnId, status) {
@@ -81,6 +81,21 @@ export function unqueue(turnId) {
 
 export function clearQueue() {
   for (const id of [...state.queued.keys()]) unqueue(id);
+}
+
+const QUEUED_AFTER_MS = 800; // a message sent to an idle session shows as queued only after this
+
+// a turn queued just now (this tab's send, or another tab's: the `queued` frame). Behind another
+// turn it waits: shown at once; on an idle session it starts within moments: a row shown now
+// flashed for 24-77 ms on every send, so it shows only if it still waits a moment later
+export function queuedNow(turnId, text) {
+  const behind = busy(state.turnStatus);
+  setTurn(turnId, "queued");
+  const show = () => {
+    if (state.turnStatus.get(turnId) === "queued") enqueue(turnId, text);
+  };
+  if (behind) show();
+  else setTimeout(show, QUEUED_AFTER_MS);
 }
 
 // the ready frame's queue (a reload shows it too)
