@@ -43,7 +43,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from django.conf import settings
 from django.db import connections
@@ -55,6 +55,7 @@ from sessions_app import wiring
 from sessions_app.outbox.doorbell import cancel_listener
 from sessions_app.store import DjangoSessionStore, Threads
 from sessions_app.store.pipes import Pipes
+from sessions_app.workers import capacity
 from sessions_app.workers.beat import Heart
 from sessions_app.workers.taker import Taker
 
@@ -69,16 +70,10 @@ LAG_TICK = 0.1
 LAG_WARNING = 0.5
 #: the weight of each tick's lateness in the smoothed ``TurnRunner.lag``
 LAG_WEIGHT = 0.3
-#: a runner driving fewer turns than this takes new ones however late its loop runs (its taker up
-#: to this many at once); the longest a hand-over waits for a late loop to catch up (then it goes
-#: ahead), and how often it looks (seconds)
-BUSY_FLOOR = 8
+#: the longest a hand-over waits for a late loop to catch up (then it goes ahead), and how often
+#: it looks (seconds); a runner driving fewer than ``capacity.BUSY_FLOOR`` turns never waits
 BUSY_WAIT = 2.0
 BUSY_LOOK = 0.01
-#: beyond ``BUSY_FLOOR``, a runner takes as many more turns as its loop's thread has room for up
-#: to this share of a CPU, judged by what its turns wanted over a look of ``DEMAND_LOOK`` seconds
-BUSY_SHARE = 0.8
-DEMAND_LOOK = 0.1
 
 
 class TurnRunner:
@@ -107,11 +102,8 @@ class TurnRunner:
         self.lag = 0.0
         #: set when a turn ends (a slot freed): a full runner's taker looks again
         self._room = threading.Event()
-        #: the loop thread's time running or waiting for a CPU, in seconds (``demand``)
-        self._demand: Callable[[], float] | None = None
-        #: turns its taker handed to the loop whose claim has not answered yet
-        self._unclaimed = 0
-        self._claims = threading.Condition()
+        #: how many turns its taker may take now (``workers.capacity``)
+        self.capacity = capacity.LoopCapacity(limit)
         #: ``take``: this runner takes queued turns from the turn table (``workers.taker``)
         self.taker: Taker | None = Taker(self) if take else None
 
@@ -131,11 +123,11 @@ class TurnRunner:
     # -- from the taker's thread (``workers.taker``) ---------------------------------------------
 
     def reserve(self, most: int) -> int:
-        """Hold up to ``most`` free slots for turns about to be taken, once the loop can start
-        them now (``_until_free``); how many. None while the runner takes no new turn."""
+        """Hold up to ``most`` free slots for turns about to be taken, as many as the loop can
+        start now (``capacity``); how many. None while the runner takes no new turn."""
         if not self.accepting():
             return 0
-        most = min(most, self._until_free())
+        most = min(most, self.capacity.free(lambda: len(self.running)))
         self._room.clear()
         held = 0
         while held < most and self._slots.acquire(blocking=False):
@@ -149,18 +141,12 @@ class TurnRunner:
     def hand(self, turn_id: str) -> None:
         """Put a taken turn on the loop, its slot held (``reserve``); its claim is the loop's."""
         assert self._loop is not None
-        self._count_unclaimed(1)
+        self.capacity.count(1)
         try:
             self._loop.call_soon_threadsafe(self._start, turn_id, True)
         except RuntimeError:  # the loop has closed: the take's mark runs out, another runner takes it
-            self._count_unclaimed(-1)
+            self.capacity.count(-1)
             self._slots.release()
-
-    def _count_unclaimed(self, change: int) -> None:
-        with self._claims:
-            self._unclaimed += change
-            if self._unclaimed == 0:
-                self._claims.notify_all()
 
     def wait_for_room(self, timeout: float) -> None:
         self._room.wait(timeout)
@@ -197,69 +183,6 @@ class TurnRunner:
             raise
         return claimed.result() if until_claimed else "handed"
 
-    def _until_free(self) -> int:
-        """The taker's wait, and how many turns it may take then: a turn it takes should start
-        now, not wait on the loop behind the others after its ``turn.started``. A runner driving
-        fewer than ``BUSY_FLOOR`` turns takes up to that many at once. Beyond, it first lets the
-        turns it handed before claim (their work is on the loop), then looks at how much of a CPU
-        its loop's thread wants (``demand`` over ``DEMAND_LOOK``: what its turns cost, measured,
-        not smoothed, since a burst's takes come milliseconds apart) and takes as many more as
-        fit under ``BUSY_SHARE`` at that cost per turn (at most as many as it drives), none while
-        a callback put on the loop now waits longer than ``JUNE_RUNNER_BUSY_LAG``. Turns waiting
-        on a model want almost nothing, so a burst of them is taken within a few looks (8, 16,
-        32, ...); turns that compute are taken as the loop frees. It
-        waits ``BUSY_WAIT`` at most (then none: its taker looks again when a turn ends); the
-        table keeps the rest for any runner with room."""
-        limit = float(getattr(settings, "JUNE_RUNNER_BUSY_LAG", 0.0))
-        if limit <= 0:
-            return self.limit
-        deadline = time.monotonic() + BUSY_WAIT
-        while True:
-            held = len(self.running) + self._unclaimed
-            if held < BUSY_FLOOR:
-                return BUSY_FLOOR - held
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return 0  # the taker looks again when a turn ends
-            with self._claims:
-                if not self._claims.wait_for(lambda: self._unclaimed == 0, left):
-                    continue
-            wanted = self.demand(DEMAND_LOOK)
-            held = max(len(self.running), 1)
-            # a turn's first moments (its claim, its first commit) want less than the rest of it:
-            # at most as many again per look
-            room = held if wanted <= 0 else min(held, int(held * (BUSY_SHARE - wanted) / wanted))
-            if room > 0 and self.delay(max(deadline - time.monotonic(), 0.0)) <= limit:
-                return room
-
-    def demand(self, look: float) -> float:
-        """The share of a CPU the loop's thread ran or waited to run over the next ``look``
-        seconds (Linux's schedstat; elsewhere its CPU time alone; 0 where neither is known)."""
-        if self._demand is None:
-            time.sleep(look)
-            return 0.0
-        began, used = time.monotonic(), self._demand()
-        time.sleep(look)
-        return (self._demand() - used) / max(time.monotonic() - began, 1e-6)
-
-    def delay(self, timeout: float) -> float:
-        """How long a callback put on the loop now waits before it runs (seconds; ``timeout``
-        if it has not run by then): how late the loop runs at this moment."""
-        assert self._loop is not None
-        ran: list[float] = []
-        done = threading.Event()
-
-        def mark() -> None:
-            ran.append(time.monotonic())
-            done.set()
-
-        began = time.monotonic()
-        try:
-            self._loop.call_soon_threadsafe(mark)
-        except RuntimeError:  # the loop has closed
-            return timeout
-        return ran[0] - began if done.wait(timeout) else timeout
-
     def _until_caught_up(self) -> None:
         """While the loop runs late by more than ``JUNE_RUNNER_BUSY_LAG`` (smoothed), the turns
         it drives already want more CPU than it gets: a new one would only slow them all. Wait
@@ -274,8 +197,8 @@ class TurnRunner:
     # -- on the runner's loop ----------------------------------------------------------------------------
 
     def _run(self) -> None:
-        self._demand = thread_demand()
         loop = self._loop = new_event_loop()
+        self.capacity.attach(loop)
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(self._serve())
@@ -351,7 +274,7 @@ class TurnRunner:
             if not claimed.done():
                 claimed.set_result(holds)
                 if taken:
-                    self._count_unclaimed(-1)
+                    self.capacity.count(-1)
 
         task = loop.create_task(self._drive(turn_id, decided))
         self.running[task] = turn_id
@@ -373,7 +296,7 @@ class TurnRunner:
 
     def _late(self) -> bool:
         limit = float(getattr(settings, "JUNE_RUNNER_BUSY_LAG", 0.0))
-        return limit > 0 and self.lag > limit and len(self.running) >= BUSY_FLOOR
+        return limit > 0 and self.lag > limit and len(self.running) >= capacity.BUSY_FLOOR
 
     async def _drive(self, turn_id: str, decided: Any) -> None:
         assert self.executor is not None
@@ -412,31 +335,6 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
         else:
             return uvloop.new_event_loop()
     return asyncio.new_event_loop()
-
-
-def thread_demand() -> Callable[[], float] | None:
-    """A clock of this thread's time running or runnable (seconds): on Linux its schedstat (CPU
-    time and the wait for a CPU: a loop starved by the machine's other work wants it too), else
-    its CPU time; None where neither can be read from another thread."""
-    path = f"/proc/self/task/{threading.get_native_id()}/schedstat"
-    try:
-        with open(path) as stat:
-            stat.read()
-    except OSError:
-        pass
-    else:
-
-        def schedstat() -> float:
-            with open(path) as stat:
-                ran, waited = stat.read().split()[:2]
-            return (int(ran) + int(waited)) / 1e9
-
-        return schedstat
-    try:
-        clock = time.pthread_getcpuclockid(threading.get_ident())
-    except (AttributeError, OSError):
-        return None
-    return lambda: time.clock_gettime(clock)
 
 
 def _postgresql() -> bool:

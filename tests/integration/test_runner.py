@@ -266,9 +266,10 @@ def test_a_runner_whose_loop_runs_late_takes_no_new_turn_until_it_catches_up(mak
     """``JUNE_RUNNER_BUSY_LAG``: while the loop's smoothed lateness is over it (here after an
     async tool computed for 1 s without awaiting), a hand-over waits, holding its slot; it goes
     ahead once the loop has caught up, and the turn runs."""
+    from sessions_app.workers import capacity
     from sessions_app.workers import runner as runner_module
 
-    monkeypatch.setattr(runner_module, "BUSY_FLOOR", 0)  # however few turns it drives
+    monkeypatch.setattr(capacity, "BUSY_FLOOR", 0)  # however few turns it drives
     monkeypatch.setattr(runner_module, "BUSY_WAIT", 60.0)  # only catching up lets it go
     settings.JUNE_RUNNER_BUSY_LAG = 0.05
     runner = make_runner()
@@ -287,9 +288,10 @@ def test_a_taken_turn_starts_when_its_runner_can_run_it(loadagent, settings, mon
     runner takes more only as its loop has room for them, so a turn's time from its start to
     its end is a fraction of the burst's: here 12 turns that each compute 0.3 s on the loop (a
     millisecond at a time), queued before the runner starts, with a slot for every one."""
+    from sessions_app.workers import capacity
     from sessions_app.workers import runner as runner_module
 
-    monkeypatch.setattr(runner_module, "BUSY_FLOOR", 2)
+    monkeypatch.setattr(capacity, "BUSY_FLOOR", 2)
     settings.JUNE_RUNNER_BUSY_LAG = 0.02
     ids = turns(*["spin:0.3"] * 12)
     runner = runner_module.TurnRunner(limit=50, threads=4, connections_=2, take=True)
@@ -310,9 +312,10 @@ def test_a_runner_takes_turns_that_wait_for_their_model_at_once(loadagent, setti
     """Turns that wait (a model's answer, an async tool's sleep) cost their loop almost
     nothing: beyond ``BUSY_FLOOR`` a runner still takes a burst of them at once, not one at a
     time (40 turns that each nap 1.5 s complete in a few seconds, all running together)."""
+    from sessions_app.workers import capacity
     from sessions_app.workers import runner as runner_module
 
-    monkeypatch.setattr(runner_module, "BUSY_FLOOR", 2)
+    monkeypatch.setattr(capacity, "BUSY_FLOOR", 2)
     settings.JUNE_RUNNER_BUSY_LAG = 0.02
     ids = turns(*["nap:1.5"] * 40)
     runner = runner_module.TurnRunner(limit=50, threads=4, connections_=2, take=True)
