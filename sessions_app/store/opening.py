@@ -75,14 +75,18 @@ LOCK_AND_CHECK = wire.numbered(
     # a person has the session (``takeover``): its open row, by the partial unique index
     "EXISTS (SELECT 1 FROM sessions_app_takeover o WHERE o.session_id = s.id AND o.ended_at IS NULL) AS taken_over) f"
 )
+#: the claim (``lease.CLAIM``), the session marked running when it took the lease (``r``: a
+#: data-modifying CTE runs whether or not the query reads it), and the claimed row with what its
+#: load needs of the session (the session as it was before ``r``: its status is not read). A
+#: claim that took the lease also turns ``synchronous_commit`` off for its transaction
+#: (``claim_and_load_steps``). Parameters: ``lease.CLAIM``'s, then the session's status twice.
 CLAIM = wire.numbered(
-    f"WITH c AS ({lease.CLAIM} RETURNING *) "
-    "SELECT row_to_json(c)::text, s.agent, s.key, s.generation, s.boundary, s.summary_index "
+    f"WITH c AS ({lease.CLAIM} RETURNING *), "
+    "r AS (UPDATE sessions_app_session SET status = %s::text "
+    "WHERE id = (SELECT session_id FROM c) AND status <> %s::text) "
+    "SELECT row_to_json(c)::text, s.agent, s.key, s.generation, s.boundary, s.summary_index, "
+    "set_config('synchronous_commit', 'off', true) "
     "FROM c JOIN sessions_app_session s ON s.id = c.session_id"
-)
-MARK_RUNNING = wire.numbered(
-    "UPDATE sessions_app_session SET status = %s::text WHERE id = "
-    "(SELECT session_id FROM sessions_app_turn WHERE id = %s::text AND attempt_id = %s::text) AND status <> %s::text"
 )
 TRANSCRIPT_FROM = wire.numbered(reads.TRANSCRIPT_PG)
 
@@ -254,9 +258,8 @@ def claim_and_load_steps(
     checkpoint of the attempt can commit (its attempt id is on no row). The claim emits no
     event, so nothing published depends on it."""
     batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
-    batch.add(checkpoint_pg.ASYNC_COMMIT)  # this transaction only: see the docstring
     batch.add(checkpoint_pg.LOCK_SESSION, [turn_id])
-    claimed = batch.add(
+    claimed = batch.add(  # and marks the session running, and commits without the flush: see the docstring
         CLAIM,
         [
             TurnStatus.RUNNING,
@@ -268,9 +271,10 @@ def claim_and_load_steps(
             TurnStatus.QUEUED,
             TurnStatus.RUNNING,
             now,
+            SessionStatus.RUNNING,
+            SessionStatus.RUNNING,
         ],
     )
-    batch.add(MARK_RUNNING, [SessionStatus.RUNNING, turn_id, attempt_id, SessionStatus.RUNNING])
     steps = batch.add(reads.STEPS_OF_ATTEMPT_PG, [turn_id, attempt_id])
     held = transcripts.known(turn_id)
     key, stretch = held if held is not None else ((None, None), transcripts.Stretch(0))

@@ -61,7 +61,7 @@ def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
         ),
         "claim and load": (
             opening.CLAIM,
-            ["running", "w", 31.0, "a", "2026-12-01 00:00:00+00", "queued", "queued", "running", 1.0],
+            _claim_params("a", "queued"),
         ),
         "take": (wire.numbered(taker.TAKE_PG.replace("%%", "%")), ["taken:w", 31.0, 1.0, 1.0, 8]),
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "old", None, None, "new"]),
@@ -71,6 +71,23 @@ def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
         # turns of every session, which the statistics count (here none)
         assert "turn_chain" in plan or name == "creation's check", f"{name}:\n{plan}"
         assert "sessions_app_turn_session_id" not in plan, f"{name}:\n{plan}"
+
+
+def _claim_params(attempt: str, turn_id: str) -> list:
+    """``opening.CLAIM``'s: ``lease.CLAIM``'s (lease to 31 at 1), then the session's status twice."""
+    return [
+        "running",
+        "w",
+        31.0,
+        attempt,
+        "2026-12-01 00:00:00+00",
+        turn_id,
+        "queued",
+        "running",
+        1.0,
+        "running",
+        "running",
+    ]
 
 
 def _generic_plans(prepared: dict[str, tuple[bytes, list]]) -> dict[str, str]:
@@ -126,10 +143,9 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
     prepared = {
         "claim and load": (
             opening.CLAIM,
-            ["running", "w", 31.0, "a", "2026-12-01 00:00:00+00", "queued", "queued", "running", 1.0],
+            _claim_params("a", "queued"),
         ),
         "hand-off": (checkpoint_pg.NEXT_IN_CHAIN_PG, ["first"]),
-        "mark running": (opening.MARK_RUNNING, ["running", "queued", "a", "running"]),
         "heartbeat": (lease.HEARTBEAT_PG, [31.0, "queued", "a", "running"]),
         "status recompute": (
             checkpoint_pg.STATUS_AND_EVENT_SEQ,
@@ -145,14 +161,14 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
     with connection.cursor() as cur:
         cur.execute(_unnumbered(checkpoint_pg.NEXT_IN_CHAIN_PG), ["first"])
         assert cur.fetchone()[:2] == ("queued", "queued")
-        params = ["running", "w", 31.0, "a", "2026-12-01 00:00:00+00", "queued", "queued", "running", 1.0]
+        params = _claim_params("a", "queued")
         cur.execute(claim, params)
         assert cur.fetchone() is not None
         cur.execute(claim, params)  # held now (its lease runs to 31)
         assert cur.fetchone() is None
     m.Turn.objects.create(id="third", session=young_tables, order=3, status="queued")
     with connection.cursor() as cur:
-        cur.execute(claim, ["running", "w", 31.0, "b", "2026-12-01 00:00:00+00", "third", "queued", "running", 1.0])
+        cur.execute(claim, _claim_params("b", "third"))
         assert cur.fetchone() is None  # "queued" (running) is ahead of it in the chain
 
 

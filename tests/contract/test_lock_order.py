@@ -162,3 +162,32 @@ def test_a_checkpoint_numbering_its_events_locks_its_session_by_numbering_them()
     statements = [sql for sql, _ in settled.commands]
     assert statements[0] == checkpoint_pg.LOCK_SESSION
     assert statements.index(checkpoint_pg.STATUS_AND_EVENT_SEQ) > 1
+
+
+def test_a_claim_marks_its_session_running_in_its_own_statement():
+    """The claim's batch: the session's lock, the claim (which also marks the session running and
+    turns the flush off for its transaction), the two reads of the load; and it does all of it."""
+    from sessions_app.store import checkpoint_pg, opening, reads
+
+    batch = next(opening.claim_and_load_steps("t", owner="w", attempt_id="a", now=1.0, lease_seconds=30))
+    statements = [sql for sql, _ in batch.commands]
+    assert statements == [
+        checkpoint_pg.LOCK_SESSION,
+        opening.CLAIM,
+        reads.STEPS_OF_ATTEMPT_PG,
+        reads.TRANSCRIPT_OF_ATTEMPT_PG,
+    ]
+    from sessions_app.store import DjangoSessionStore
+
+    turn_id = uuid.uuid4().hex
+    DjangoSessionStore().create_turn_sync(SessionRef("ops", "claim-marks"), TurnInput(text="x"), turn_id=turn_id)
+    m.Session.objects.filter(key="claim-marks").update(status="idle")  # (a queued turn's reads running)
+    raw = _connect(autocommit=True)
+    try:
+        state = opening.claim_and_load(raw, turn_id, owner="w", attempt_id="a", now=1.0, lease_seconds=600)
+        assert state is not None and state.turn.turn_id == turn_id
+        assert opening.claim_and_load(raw, turn_id, owner="v", attempt_id="b", now=2.0, lease_seconds=600) is None
+    finally:
+        raw.close()
+    assert m.Turn.objects.get(pk=turn_id).status == "running"
+    assert m.Session.objects.get(key="claim-marks").status == "running"
