@@ -20,15 +20,29 @@ length and its bytes would still leave the pipe out of step; its pipe writes are
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import signal
 import tempfile
 import threading
 import time
-from multiprocessing import Value
-from typing import Any
+import uuid
+from multiprocessing import Value, current_process
+from typing import Any, Callable
 
+from django.utils import timezone
 from django_q import cluster as q_cluster
+from django_q import monitor as q_monitor
+from django_q import pusher as q_pusher
+from django_q.brokers import get_broker
+from django_q.cluster import get_mp_context
+from django_q.conf import Conf
+from django_q.conf import logger as q_logger
+from django_q.humanhash import humanize
+from django_q.queues import Queue
+from django_q.scheduler import scheduler
+from django_q.status import Stat
 
 
 class ProcessLock:
@@ -131,12 +145,86 @@ class ReentrantProcessLock(ProcessLock):
             super().release()
 
 
-class CrashSafeSentinel(q_cluster.Sentinel):
-    """q2's sentinel; its queues' cross-process locks, and its workers' timers', are
-    ``ProcessLock``s (module docstring)."""
+class Role:
+    """The pusher or the monitor, run as a daemon thread of the cluster's main process, with what
+    q2's sentinel asks of the process it would have been (``pid``, ``name``, ``is_alive``)."""
 
-    def __init__(self, *args: Any, start: bool = True, **kwargs: Any) -> None:
-        super().__init__(*args, start=False, **kwargs)
+    def __init__(self, target: Callable[..., Any], *args: Any) -> None:
+        self.name = f"{target.__name__}-{uuid.uuid4().hex[:8]}"
+        self.pid = os.getpid()
+        self._thread = threading.Thread(target=target, args=args, name=f"june-q2-{target.__name__}", daemon=True)
+        self._thread.start()
+
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+def _libc_prctl() -> Callable[..., int] | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux: no parent-death signal
+        return None
+
+
+#: ``prctl(2)``'s option that asks the kernel to signal a process when its parent dies
+PR_SET_PDEATHSIG = 1
+#: SIGTERM and SIGINT, blocked in the main thread around each fork (see ``_worker``)
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+
+
+def _worker(parent: int, closing: tuple[int, ...], *args: Any) -> None:
+    """A worker process's start, before django-q2's ``worker``: it leaves the main process's
+    signal handling behind (SIGTERM at its default action, SIGINT ignored, as q2's sentinel set
+    them for the workers it forked), closes the main process's signal pipe, and dies with the
+    main process (a SIGKILL from the kernel when its parent goes, however it goes)."""
+    signal.set_wakeup_fd(-1)
+    for fd in closing:
+        os.close(fd)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    prctl = _libc_prctl()
+    if prctl is not None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the main process died before the kernel watched it for us
+        os._exit(1)
+    # forked with SIGTERM and SIGINT blocked (``spawn_worker``): one sent meanwhile lands now
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    q_cluster.worker(*args)
+
+
+class CrashSafeSentinel(q_cluster.Sentinel):
+    """django-q2's sentinel run in the cluster's main process: it forks the worker processes and
+    runs the pusher and the monitor as threads of its own; its queues' cross-process locks, and
+    its workers' timers', are ``ProcessLock``s (module docstring). ``guard_once`` is one cycle of
+    q2's guard; the main process's loop (``shutdown.PromptCluster.run``) calls it, and stops the
+    cluster its own way (q2's ``stop`` is never called).
+
+    Nothing here changes the main process's signal handling (q2's sentinel set SIGTERM to its
+    default action and ignored SIGINT in its own process: that is the workers' now, ``_worker``).
+    """
+
+    def __init__(
+        self, cluster_id: Any, broker: Any = None, timeout: int | None = None, *, closing: tuple[int, ...] = ()
+    ):
+        # q2's ``Sentinel.__init__`` without its signal dispositions and its start
+        self.pid = os.getpid()
+        self.parent_pid = self.pid  # the cluster's pid, as q2's status reports it
+        self.cluster_id = cluster_id
+        self.name = current_process().name
+        self.broker = broker or get_broker()
+        self.reincarnations = 0
+        self.tob = timezone.now()
+        # threads' events: nothing outside this process waits on them
+        self.stop_event = threading.Event()
+        self.start_event = threading.Event()
+        self.pool_size = Conf.WORKERS
+        self.pool: list[Any] = []
+        self.timeout = timeout or Conf.TIMEOUT
+        self.task_queue = Queue(maxsize=Conf.QUEUE_LIMIT) if Conf.QUEUE_LIMIT else Queue()
+        self.result_queue = Queue()
+        self.event_out = threading.Event()  # the pusher's stop (never set: the stop is ours)
+        self.monitor: Any = None
+        self.pusher: Any = None
         for queue in (self.task_queue, self.result_queue):
             queue._rlock = ProcessLock()
             if queue._wlock is not None:  # (None where writes need no lock)
@@ -144,25 +232,79 @@ class CrashSafeSentinel(q_cluster.Sentinel):
         #: the timer locks of workers that died, closed at the next death (the guard releases
         #: the newest one after ``reincarnate`` returns)
         self._retired: list[ProcessLock] = []
-        if start:
-            self.start()
+        #: every worker process this cluster forked (their leases are released at its stop)
+        self.spawned: list[int] = []
+        #: descriptors a worker closes as it starts (the main process's signal pipe)
+        self.closing = closing
+        self._counter = 0.0
+
+    def start(self) -> None:
+        """Fork the workers, start the pusher and the monitor; say the cluster runs."""
+        self.broker.ping()
+        self.spawn_cluster()
+        self.start_event.set()
+        Stat(self).save()
+        cluster = humanize(self.cluster_id.hex) + f" [{self.queue_name()}]"
+        q_logger.info("%s guarding cluster %s", self.name, cluster)
+        q_logger.info("Q Cluster %s running.", cluster)
+
+    def guard_once(self, cycle: float, stopping: Callable[[], bool] = lambda: False) -> None:
+        """One cycle of q2's guard: a worker dead (or out of time) is replaced, so is a pusher
+        or a monitor thread that ended; the scheduler runs every 30 s; the status is saved.
+        Nothing is replaced once ``stopping()`` (a stop signal arrived: the workers it killed
+        stay dead)."""
+        for process in list(self.pool):  # (q2 iterates the list it changes)
+            if stopping():
+                return
+            with process.timer.get_lock():
+                if not process.is_alive() or process.timer.value == 0:
+                    self.reincarnate(process)
+                    continue
+                if process.timer.value > 0:
+                    process.timer.value -= cycle
+        if not self.monitor.is_alive():
+            self.reincarnate(self.monitor)
+        if not self.pusher.is_alive():
+            self.reincarnate(self.pusher)
+        self._counter += cycle
+        if self._counter >= 30 and Conf.SCHEDULER:
+            self._counter = 0
+            scheduler(broker=self.broker)
+        Stat(self).save()
+
+    def spawn_pusher(self) -> Role:
+        return Role(q_pusher.pusher, self.task_queue, self.event_out, self.broker)
+
+    def spawn_monitor(self) -> Role:
+        return Role(q_monitor.monitor, self.result_queue, self.broker)
 
     def spawn_worker(self) -> None:
         # q2's own, but the timer's lock is one a dead worker cannot keep: q2's guard takes each
         # worker's timer lock every cycle, and a worker SIGKILLed while setting its timer (as a
         # task ends) left it taken: the guard waited for it forever, and no worker was ever
         # spawned again (tests/fault/test_budget.py, one run in three)
-        self.spawn_process(
-            q_cluster.worker,
-            self.task_queue,
-            self.result_queue,
-            Value("f", -1, lock=ReentrantProcessLock()),
-            self.timeout,
+        lock: Any = ReentrantProcessLock()  # (typeshed knows multiprocessing's own locks only)
+        timer = Value("f", -1, lock=lock)
+        process = get_mp_context().Process(
+            target=_worker,
+            args=(os.getpid(), self.closing, self.task_queue, self.result_queue, timer, self.timeout),
+            name=f"Process-{uuid.uuid4().hex}",
         )
+        process.daemon = Conf.DAEMONIZE_WORKERS
+        process.timer = timer
+        self.pool.append(process)
+        # SIGTERM and SIGINT blocked across the fork: the child unblocks them once it has its
+        # own dispositions, so a stop signal sent meanwhile is neither lost nor taken for ours
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        self.spawned.append(process.pid)
 
     def reincarnate(self, process: Any) -> None:
-        for lock in self._retired:
-            lock.close()
+        for retired in self._retired:
+            retired.close()
         self._retired = []
         timer = getattr(process, "timer", None)
         lock = timer.get_lock() if timer is not None else None

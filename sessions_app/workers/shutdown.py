@@ -1,38 +1,45 @@
-"""Stopping a worker cluster within seconds, however the stop signal is delivered.
+"""A worker cluster in one main process and its workers, stopped within seconds however the stop
+signal is delivered.
 
-django-q2's ``qcluster`` (1.11) stops gracefully only when SIGTERM or SIGINT reaches its main
-process alone. Its sentinel and the processes under it (pusher, monitor, workers) keep
-SIGTERM at its default action, so a SIGTERM sent to the whole process group — systemd's default
-``KillMode=control-group``, supervisord's ``stopasgroup``, ``kill -TERM -<pgid>`` — kills them
-on the spot, usually while the sentinel sleeps in ``stop_event.wait()``. The main process's
-handler then calls ``stop_event.set()``, whose ``Condition.notify_all()`` waits for the dead
-sleeper to acknowledge the wake-up: forever (the sentinel stays a zombie, the main process runs
-on, silently). A graceful stop is also unbounded: each worker finishes its task first, and a
-turn may run for minutes.
+django-q2's ``qcluster`` (1.11) runs a main process, a sentinel process under it, and under the
+sentinel the pusher, the monitor and the workers: four processes before the first worker, each
+a fork of a Django process. It stops gracefully only when SIGTERM or SIGINT reaches its main
+process alone: its other processes keep SIGTERM at its default action, so a SIGTERM sent to the
+whole process group — systemd's default ``KillMode=control-group``, supervisord's
+``stopasgroup``, ``kill -TERM -<pgid>`` — kills them on the spot, usually while the sentinel
+sleeps in ``stop_event.wait()``; the main process's handler then waits in ``stop_event.set()``
+for the dead sleeper, forever. A graceful stop is also unbounded: each worker finishes its task
+first, and a turn may run for minutes.
 
-``june_worker`` (the management command) uses :class:`PromptCluster` instead: its signal
-handler only records the signal; the main thread then stops the cluster the way the design
-already survives — the processes under it get SIGTERM (SIGKILL after ``grace`` seconds), like a
-crash — and, once they are gone, expires the leases they held so a worker of another cluster
-(or this one, restarted) resumes their turns at once instead of after the lease runs out.
-Nothing here touches a multiprocessing lock a dead process may hold.
+``june_worker`` (the management command) runs :class:`PromptCluster` instead. Its main process
+is the sentinel (``workers.sentinel.CrashSafeSentinel``): it forks the worker processes itself
+and runs the pusher and the monitor as threads, so the cluster is the main process and its
+workers. Its signal handler only records the signal (and wakes the main thread through the
+signal pipe); the main thread, between guard cycles, then stops the cluster the way the design
+already survives — the workers get SIGTERM (SIGKILL after ``grace`` seconds), like a crash —
+and, once they are gone, expires the leases they held, so a worker of another cluster (or this
+one, restarted) resumes their turns at once instead of after the lease runs out. A SIGTERM to
+the group kills the workers as it did; the main process, their parent, knows every one of them
+(they stay its zombies until it reaps them), so none of their leases is missed. A worker dies
+with the main process however that goes (``prctl``'s parent-death signal: a SIGKILLed main
+process leaves no worker running on without its guard). Nothing here touches a multiprocessing
+lock a dead process may hold.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import socket
 import time
-import uuid
-from multiprocessing import Event, current_process
+from multiprocessing import current_process
 from pathlib import Path
-from typing import Any
 
-from django_q.cluster import Cluster, get_mp_context
+from django_q.cluster import Cluster
+from django_q.conf import Conf, setproctitle
 from django_q.conf import logger as q_logger
-from django_q.conf import setproctitle
 
 from agents_app.runtime.seams import TurnStatus
 from sessions_app import models as m
@@ -47,86 +54,77 @@ GRACE = 3.0
 
 
 class PromptCluster(Cluster):
-    """A django-q2 cluster whose stop is done by the main thread, not in the signal handler,
-    and whose start takes no lock that a killed sentinel may hold."""
+    """A django-q2 cluster whose sentinel is its main process, and whose stop is done by the main
+    thread, not in the signal handler."""
 
     stop_signal: int | None = None
+    _wake: tuple[int, int] | None = None
 
     def sig_handler(self, signum, frame):
-        # nothing that can block here: no logging, no multiprocessing primitive
+        # nothing that can block here: no logging, no lock (the signal pipe wakes the guard's wait)
         self.stop_signal = signum
 
-    def start(self) -> int:
-        """django-q2's ``Cluster.start``, except that its wait for the sentinel never takes the
-        start event's lock, and ends at a stop signal.
+    def _signal_pipe(self) -> tuple[int, int]:
+        """A pipe the interpreter writes a byte to as each signal arrives (``set_wakeup_fd``),
+        so the guard's wait ends at a stop signal, not at its cycle's end."""
+        if self._wake is None:
+            read, write = os.pipe()
+            os.set_blocking(read, False)
+            os.set_blocking(write, False)
+            signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+            self._wake = (read, write)
+        return self._wake
 
-        q2 polls ``start_event.is_set()``, which takes the lock of the event's condition. The
-        sentinel takes the same lock each time it saves its status (``Stat``: right after it
-        sets the event, then every guard cycle). A SIGTERM to the group that kills the sentinel
-        while it holds that lock leaves the lock taken for good; a main process still in this
-        wait (up to 0.1 s after the sentinel logs "running.") then blocked in ``is_set()``
-        forever. Here the wait reads the event's flag without the lock."""
+    def _wait(self, seconds: float) -> None:
+        read = self._signal_pipe()[0]
+        if self.stop_signal is not None:
+            return
+        ready, _, _ = select.select([read], [], [], seconds)
+        if ready:
+            try:
+                while os.read(read, 512):
+                    pass
+            except BlockingIOError:
+                pass
+
+    def start(self) -> int:
+        """Fork the workers and start the pusher and the monitor (``CrashSafeSentinel``), in this
+        process: there is no sentinel process to wait for."""
         if setproctitle:
             setproctitle.setproctitle(f"qcluster {current_process().name} {self.name}")
-        self.stop_event = Event()
-        self.start_event = Event()
-        self.sentinel = get_mp_context().Process(
-            target=CrashSafeSentinel,
-            name=f"Process-{uuid.uuid4().hex}",
-            args=(self.stop_event, self.start_event, self.cluster_id, self.broker, self.timeout),
-        )
-        self.sentinel.start()
         q_logger.info("Q Cluster %s starting.", self.name)
-        while self.stop_signal is None and not _flag_set(self.start_event):
-            if not self.sentinel.is_alive():
-                if self.sentinel.exitcode == 0:  # as q2: a sentinel stopped on purpose
-                    break
-                q_logger.error(
-                    "Q Cluster %s failed to start. Sentinel exited with code %s.", self.name, self.sentinel.exitcode
-                )
-                raise RuntimeError(
-                    f"Q Cluster {self.name} failed to start: sentinel exited with code {self.sentinel.exitcode}"
-                )
-            time.sleep(0.1)
+        self.sentinel = CrashSafeSentinel(self.cluster_id, self.broker, self.timeout, closing=self._signal_pipe())
+        self.sentinel.start()
         return self.pid
 
-    def run(self, poll: float = 0.1) -> int:
-        """Start the cluster and wait for a stop signal (or the sentinel's death); stop it.
-        Returns the process exit status: 0 after a signal, 1 if the sentinel died by itself."""
-        if self.sentinel is None:
-            try:
+    def run(self) -> int:
+        """Start the cluster, guard it until a stop signal, stop it. Returns the process exit
+        status: 0 after a signal, 1 when the guard failed (the cluster could not go on)."""
+        self._signal_pipe()
+        failed = False
+        try:
+            if self.sentinel is None:
                 self.start()
-            except RuntimeError:  # the sentinel died while starting: by our signal, or not
-                if self.stop_signal is None:
-                    raise
-        # the sentinel's children (workers, pusher, monitor), noted while they live: a SIGTERM to
-        # the group kills them before the main thread can look, and their leases are released by pid
-        seen: set[int] = set()
-        while self.stop_signal is None and self.sentinel.is_alive():
-            seen.update(children(self.sentinel.pid))
-            time.sleep(poll)
-        died = self.stop_signal is None
-        how = "its sentinel died" if died else (signal.Signals(self.stop_signal).name if self.stop_signal else "done")
+            cycle = float(Conf.GUARD_CYCLE)
+            while self.stop_signal is None:
+                self.sentinel.guard_once(cycle, stopping=lambda: self.stop_signal is not None)
+                self._wait(cycle)
+        except Exception:
+            log.exception("cluster %s: its guard failed", self.name)
+            failed = True
+        how = "its guard failed" if failed else (signal.Signals(self.stop_signal).name if self.stop_signal else "done")
         log.info("cluster %s stopping (%s)", self.name, how)
+        if self.sentinel is not None:
+            self.sentinel.event_out.set()  # the pusher claims no more tasks (it ends after its look)
         stopped = stop_descendants(os.getpid())
-        self.sentinel.join(0)
-        # a worker whose sentinel a SIGTERM to the group killed first is no longer below us, and
-        # may still be dying: its last heartbeat must not land after the release (it kept the
-        # lease it was running a turn under). Wait for those too, then release.
-        stop_orphans(sorted(seen - set(stopped)))
-        released = release_leases(sorted(seen | set(stopped)))
-        forget_workers(sorted(seen | set(stopped)))  # their heartbeats: stopped, not gone missing
+        # every worker this process forked, live or dead: a SIGTERM to the group kills them before
+        # this thread looks, but they are its children, known by pid (and its zombies until the
+        # stop above reaped them), so their leases are released whoever killed them
+        workers = sorted(set(getattr(self.sentinel, "spawned", [])) | set(stopped))
+        released = release_leases(workers)
+        forget_workers(workers)  # their heartbeats: stopped, not gone missing
         log.info("cluster %s stopped: %d processes, %d leases released", self.name, len(stopped), released)
-        return 1 if died else 0
-
-
-def _flag_set(event: Any) -> bool:
-    """A ``multiprocessing.Event``'s state, read without its lock (which a killed process may
-    hold for good): the event is its semaphore ``_flag``, whose value is 1 once set."""
-    try:
-        return event._flag.get_value() > 0
-    except NotImplementedError:  # sem_getvalue: not on macOS (where /proc is not either)
-        return event.is_set()
+        return 1 if failed else 0
 
 
 def _stat(pid: int) -> tuple[int, str] | None:
@@ -137,23 +135,6 @@ def _stat(pid: int) -> tuple[int, str] | None:
         return None
     fields = text.rsplit(")", 1)[1].split()  # after "pid (comm)": state, ppid, ...
     return int(fields[1]), fields[0]
-
-
-def children(pid: int) -> list[int]:
-    """The direct children of ``pid`` (one small /proc read per thread of it). A thread that ends
-    while they are read is skipped, not the threads after it (its children, if any, are the
-    process's: another thread lists them)."""
-    found: list[int] = []
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError):
-        return found
-    for task in tasks:
-        try:
-            found.extend(int(c) for c in (task / "children").read_text().split())
-        except (FileNotFoundError, ProcessLookupError, PermissionError, NotADirectoryError):
-            continue
-    return found
 
 
 def descendants(root: int) -> list[int]:
@@ -215,29 +196,6 @@ def stop_descendants(root: int, grace: float = GRACE) -> list[int]:
         time.sleep(0.02)
 
 
-def stop_orphans(pids: list[int], grace: float = GRACE) -> None:
-    """Stop the processes of ``pids`` still alive in this process group (the cluster's workers
-    that lost their sentinel; a pid reused by a process of another group is left alone), and
-    wait until they are gone: SIGTERM, SIGKILL after ``grace`` seconds."""
-    group = os.getpgid(0)
-
-    def ours(pid: int) -> bool:
-        try:
-            return _alive(pid) and os.getpgid(pid) == group
-        except ProcessLookupError:
-            return False
-
-    left = [p for p in pids if ours(p)]
-    _signal(left, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while left:
-        if time.monotonic() > deadline:
-            _signal(left, signal.SIGKILL)
-            deadline = float("inf")
-        time.sleep(0.02)
-        left = [p for p in left if _alive(p)]
-
-
 def release_leases(pids: list[int]) -> int:
     """Expire the leases held by worker processes that are gone (``host:pid`` owners), so the
     next sweep re-delivers their turns now, and the marks of the turns they had taken and not
@@ -259,4 +217,4 @@ def release_leases(pids: list[int]) -> int:
         return 0
 
 
-__all__ = ["GRACE", "PromptCluster", "children", "descendants", "release_leases", "stop_descendants", "stop_orphans"]
+__all__ = ["GRACE", "PromptCluster", "descendants", "release_leases", "stop_descendants"]
