@@ -53,8 +53,8 @@ figures are the machine's, not the code's):
   all / in use (not ``idle``); below the table, the peak by process (daphne, workers, this bench:
   each runs with its own ``PGAPPNAME``). On SQLite: the database file's open descriptors in
   daphne's and the cluster's processes;
-- ``RSS MB``: the memory of the worker cluster's processes (its process group: sentinel, pusher,
-  monitor, workers) at peak, as PSS (a page forked processes share counts once); ``MB/turn``:
+- ``RSS MB``: the memory of the worker cluster's processes (its process group: the main process and
+  its workers) at peak, as PSS (a page forked processes share counts once); ``MB/turn``:
   (peak - idle) / N, idle measured after a warm-up of 20 turns; daphne's peak below the table;
 - ``once``: every accepted turn completed, exactly one terminal event each, one ``Order`` each,
   2 requests at the peer each, and no turn behind a refused POST;

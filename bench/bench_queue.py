@@ -52,7 +52,7 @@ IDLE_SECONDS = float(os.environ.get("BENCH_IDLE_SECONDS", "5"))
 
 
 def cpu_seconds(session: int) -> float:
-    """utime + stime of every live process of a cluster's session (sentinel, pusher, monitor, workers)."""
+    """utime + stime of every live process of a cluster's session (the main process, its workers)."""
     total = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:

@@ -8,13 +8,12 @@ model call -> a tool that inserts a row -> model call, against the local Message
 Starts June as ``bench_peers`` does (daphne + one ``june_worker`` cluster of 2 workers,
 PostgreSQL, Redis when REDIS_URL is set), warms it with 10 turns, then sends the burst and
 prints, per turn, the CPU (user + system, from /proc: far steadier on a shared machine than
-any wall time) of each process by its role — daphne, the cluster's main process, its sentinel,
-each worker, and the processes that are neither (django-q2's monitor and pusher, where they
-exist) — and of the PostgreSQL backends by who opened them (``application_name``: the web
-process, the workers, django-q2's queue listener). With ``--py-spy DIR`` each of daphne and the
-workers is sampled by ``py-spy record`` (100 Hz, ``--gil``: the thread holding the GIL, which is
-where the process's Python CPU goes; ``--nonblocking``) for the burst, and the
-collapsed stacks are written to ``DIR/<role>.txt`` with a summary of the hottest frames
+any wall time) of each process by its role — daphne, the cluster's main process (django-q2's
+sentinel, pusher and monitor), each worker, and any other process under it — and of the
+PostgreSQL backends by who opened them (``application_name``: the web process, the workers,
+django-q2's queue listener). With ``--py-spy DIR`` each of daphne and the workers is sampled
+by ``py-spy record`` (100 Hz, ``--gil``: the thread holding the GIL, which is where the
+process's Python CPU goes; ``--nonblocking``) for the burst, and the collapsed stacks are written to ``DIR/<role>.txt`` with a summary of the hottest frames
 (``bench/spy_top.py`` reads them again).
 """
 
@@ -46,25 +45,15 @@ def arguments() -> argparse.Namespace:
     return p.parse_args()
 
 
-def _ppid(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def roles(system: Any) -> dict[str, list[int]]:
     """The system's processes by role: daphne is the first group's leader, the cluster's main
-    process the second's; the sentinel is the main process's child, the workers are the
-    sentinel's children that run turns (the ones with a runner thread), the rest are helpers."""
+    process the second's (django-q2's sentinel, its pusher and monitor threads); the workers
+    are the processes under it that run turns (the ones with a runner thread), the rest are
+    helpers (none, unless a tool started one)."""
     web, cluster = system.pgids()
     groups = group_pids(web, cluster)
     out: dict[str, list[int]] = {"daphne": groups[web], "main": [cluster]}
-    rest = [p for p in groups[cluster] if p != cluster]
-    sentinel = [p for p in rest if _ppid(p) == cluster]
-    out["sentinel"] = sentinel
-    kids = sorted(p for p in rest if p not in sentinel)
+    kids = sorted(p for p in groups[cluster] if p != cluster)
     workers = [p for p in kids if _threads(p) > 3]
     for i, pid in enumerate(workers):
         out[f"worker{i + 1}"] = [pid]

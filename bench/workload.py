@@ -113,7 +113,7 @@ def check(turn_ids: list[str]) -> Batch:
 
 
 def descendants(pid: int) -> list[int]:
-    """Every live process below ``pid`` (a cluster: sentinel, pusher, monitor, workers)."""
+    """Every live process below ``pid`` (a cluster: its workers)."""
     from sessions_app.workers.shutdown import descendants as below
 
     return below(pid)

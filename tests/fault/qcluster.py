@@ -3,7 +3,7 @@ june_worker`` (the production command: django-q2's cluster with a prompt stop) u
 asks for plain ``qcluster``.
 
 Each cluster runs in its own process group (``start_new_session``) so the whole cluster —
-sentinel, pusher, monitor, workers — dies with one ``os.killpg``. The child's settings point at
+its main process and its workers — dies with one ``os.killpg``. The child's settings point at
 pytest-django's test database through DATABASE_URL (tests must use
 ``django_db(transaction=True)`` so their rows are committed and visible to the children).
 """
