@@ -33,6 +33,27 @@ def _warm_providers() -> None:
         log.warning("could not warm the model providers", exc_info=True)
 
 
+def _preload_worker_modules() -> None:
+    """What every worker imports as it starts — its runner, taker and watchdog, the event loop, the
+    channel layer's client (with redis, msgpack, cryptography, OpenTelemetry's API) — imported once
+    here, before the cluster forks its workers: its pages are then shared by the workers instead of
+    copied into each (docs/workers.md "Memory")."""
+    from django.utils.module_loading import import_string
+
+    try:
+        import sessions_app.notify.sender  # noqa: F401
+        import sessions_app.workers.tasks  # noqa: F401
+        import sessions_app.workers.watchdog  # noqa: F401
+
+        backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND")
+        if backend:
+            import_string(backend)
+        if getattr(settings, "JUNE_EVENT_LOOP", "uvloop") != "asyncio":
+            import uvloop  # noqa: F401
+    except Exception:  # an import a worker would fail on too: it reports it there, as before
+        log.warning("could not preload the workers' modules", exc_info=True)
+
+
 class Command(QclusterCommand):
     help = "Start a django-q2 cluster that stops promptly on SIGTERM/SIGINT (its turns resume elsewhere)"
 
@@ -41,6 +62,7 @@ class Command(QclusterCommand):
         if options.get("cluster_name"):
             os.environ["Q_CLUSTER_NAME"] = options["cluster_name"]
         _warm_providers()
+        _preload_worker_modules()
         # everything start-up allocated, out of the collector's reach before the cluster forks:
         # a child's first collection would otherwise write to every object's header, copying the
         # pages it shares with this process into its own (docs/workers.md "Memory")
