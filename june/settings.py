@@ -325,10 +325,11 @@ def q_cluster(
     variables; ``overrides`` last. ORM broker: at-least-once (a task whose worker died is taken
     again after ``retry``; the lease sweeper re-enqueues the turn much sooner). timeout < retry
     so a running task is never handed out twice; ``poll`` is how long an idle cluster sleeps
-    between looks at the queue. On PostgreSQL the ORM broker is woken by LISTEN/NOTIFY: without
-    ``database_engine`` (a project's settings need no ``DATABASES`` above this call) the broker
-    is June's, which looks at the connection's vendor when it runs and is django-q2's own ORM
-    broker elsewhere; with it, June's broker only for PostgreSQL."""
+    between looks at the queue. On PostgreSQL the ORM broker is woken by LISTEN/NOTIFY, on SQLite
+    it looks only when another connection committed: without ``database_engine`` (a project's
+    settings need no ``DATABASES`` above this call) the broker is June's, which looks at the
+    connection's vendor when it runs and is django-q2's own ORM broker elsewhere; with it, June's
+    broker only for PostgreSQL and SQLite."""
     env = os.environ if env is None else env
     workers = _int(env, "JUNE_Q_WORKERS", "2")
     cluster: dict[str, Any] = {
@@ -351,7 +352,7 @@ def q_cluster(
         "sync": _bool(env, "JUNE_Q_SYNC", False),
     }
     broker = env.get("JUNE_Q_BROKER", "")
-    if not broker and database_engine in (None, "django.db.backends.postgresql"):
+    if not broker and database_engine in (None, "django.db.backends.postgresql", "django.db.backends.sqlite3"):
         broker = "sessions_app.workers.broker.NotifyingORM"
     if broker:
         cluster["broker_class"] = broker

@@ -27,8 +27,15 @@ the claim and the acknowledgement as django-q2 has them (a task row claimed by l
   request's, and a worker's store connection at each task it enqueued.
 
 A lost notification (the listener down at enqueue time, a server restart) costs at most one
-listening poll interval: the look after the wait finds the row. On any other database, or while the
-listener cannot connect (retried every ``RECONNECT_SECONDS``), ``dequeue`` is django-q2's own.
+listening poll interval: the look after the wait finds the row. While the listener cannot connect
+(retried every ``RECONNECT_SECONDS``), ``dequeue`` is django-q2's own.
+
+On SQLite there is no ``NOTIFY``: ``dequeue`` looks at the queue only when ``PRAGMA data_version``
+on the pusher's connection moved (another connection committed: an idle look is one statement
+answered from memory, as the turns' taker waits), when its last look found tasks, or once every
+``JUNE_Q_LISTEN_POLL`` (a claimed task whose lock ran out commits nothing); otherwise it sleeps
+``Conf.POLL``. django-q2's look reconnected and ran its query every ``Conf.POLL``. On any other
+database ``dequeue`` is django-q2's own.
 """
 
 from __future__ import annotations
@@ -133,12 +140,23 @@ def _kept(statement: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
+def _data_version() -> int:
+    """SQLite's ``PRAGMA data_version`` on this thread's connection: it moves only when another
+    connection commits (read on the sqlite3 connection itself: no cursor wrapper per look)."""
+    connection = db.connections[Conf.ORM]
+    connection.ensure_connection()
+    return connection.connection.execute("PRAGMA data_version").fetchone()[0]
+
+
 class NotifyingORM(ORM):
     """The ORM broker with a ``LISTEN``/``NOTIFY`` wake-up on PostgreSQL (see the module)."""
 
     _listener: Listener | None = None
     _listener_pid: int | None = None
     _retry_at = 0.0
+    #: SQLite: ``PRAGMA data_version`` at the last look, and when the next look is due anyway
+    _version: int | None = None
+    _look_at = 0.0
 
     @property
     def channel(self) -> str:
@@ -152,6 +170,10 @@ class NotifyingORM(ORM):
     @staticmethod
     def _on_postgresql() -> bool:
         return db.connections[Conf.ORM].vendor == "postgresql"
+
+    @staticmethod
+    def _on_sqlite() -> bool:
+        return db.connections[Conf.ORM].vendor == "sqlite"
 
     def get_connection(self, list_key: str | None = None):
         """The queue's manager, the caller's connection left as it is (see the module). A
@@ -181,9 +203,11 @@ class NotifyingORM(ORM):
             return cursor.fetchone()[0]
 
     def dequeue(self):
+        if self._on_sqlite():
+            return self._dequeue_sqlite()
         listener = self._ensure_listener()
         if listener is None:
-            return _kept(super().dequeue)  # polling: SQLite, or the listener is down
+            return _kept(super().dequeue)  # polling: the listener is down, or another database
         claimed = self._claim_next()
         if claimed:
             return claimed
@@ -194,6 +218,19 @@ class NotifyingORM(ORM):
             self.close_listener()
             self._retry_at = time.monotonic() + RECONNECT_SECONDS
         return None
+
+    def _dequeue_sqlite(self):
+        """django-q2's look, only when something may have changed (see the module)."""
+        version = _kept(_data_version)
+        now = time.monotonic()
+        if version == self._version and now < self._look_at:
+            time.sleep(Conf.POLL)
+            return None
+        self._version = version
+        tasks = _kept(super().dequeue)  # (it sleeps ``Conf.POLL`` when the queue is empty)
+        # a look that found tasks is followed by another at once: more may wait behind them
+        self._look_at = now if tasks else now + max(Conf.POLL, settings.JUNE_Q_LISTEN_POLL)
+        return tasks
 
     def acknowledge(self, task_id):
         """Delete the finished task's row, on the monitor's open connection."""

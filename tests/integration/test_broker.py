@@ -333,3 +333,48 @@ def test_the_claim_hands_each_task_out_once_oldest_first_and_locks_it_for_retry(
     soonest = min(OrmQ.objects.filter(key="test-broker").values_list("lock", flat=True))
     assert (soonest - timezone.now()).total_seconds() > Conf.RETRY - 60
     assert broker.dequeue() is None  # all locked: nothing to hand out
+
+
+sqlite = pytest.mark.skipif(connection.vendor != "sqlite", reason="the data_version gate is SQLite's")
+
+
+@sqlite
+def test_sqlite_an_idle_pusher_looks_at_the_queue_only_when_another_connection_commits(broker):
+    """django-q2's ORM broker ran its look (and, with CONN_MAX_AGE 0, a reconnect) every
+    ``Conf.POLL``, 20 times a second in an idle cluster. On SQLite the look waits for
+    ``PRAGMA data_version`` to move (another connection committed) or for ``JUNE_Q_LISTEN_POLL``."""
+    from django.db.backends.utils import CursorWrapper
+
+    looks: list[str] = []
+    original = CursorWrapper.execute
+
+    def counting(self, sql, params=None):
+        if "django_q_ormq" in sql and threading.current_thread() is pusher:
+            looks.append(sql)
+        return original(self, sql, params)
+
+    got: list[tuple[int, str]] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        try:
+            while not stop.is_set():
+                got.extend(broker.dequeue() or [])
+        finally:
+            connections.close_all()
+
+    pusher = threading.Thread(target=run, daemon=True)
+    CursorWrapper.execute = counting
+    try:
+        pusher.start()
+        wait_for(lambda: looks, timeout=10, what="the first look")
+        first = len(looks)
+        stop.wait(0.5)  # 10 polls at JUNE_Q_POLL 0.05 (JUNE_Q_LISTEN_POLL is 1 s)
+        assert len(looks) == first, f"an idle pusher looked {len(looks) - first} times without a commit"
+        broker.enqueue("payload")  # this thread's connection commits: the pusher's data_version moves
+        wait_for(lambda: got, timeout=5, what="the task, found at the next poll")
+        assert [payload for _, payload in got] == ["payload"]
+    finally:
+        stop.set()
+        pusher.join(10)
+        CursorWrapper.execute = original

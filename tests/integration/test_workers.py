@@ -29,11 +29,11 @@ def test_q_cluster_settings_give_at_least_once_delivery():
     assert settings.JUNE_LEASE_SECONDS <= 10 and 0 < settings.JUNE_SWEEP_SECONDS < settings.JUNE_LEASE_SECONDS
 
 
-def test_the_queue_is_woken_by_notify_on_postgresql_only():
+def test_the_queue_is_june_s_broker_on_postgresql_and_sqlite():
     from django.db import connection
 
-    expected = "sessions_app.workers.broker.NotifyingORM" if connection.vendor == "postgresql" else None
-    assert settings.Q_CLUSTER.get("broker_class") == expected
+    assert connection.vendor in ("postgresql", "sqlite")
+    assert settings.Q_CLUSTER.get("broker_class") == "sessions_app.workers.broker.NotifyingORM"
 
 
 def test_a_worker_freezes_its_start_up_heap():

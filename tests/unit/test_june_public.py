@@ -23,9 +23,12 @@ def test_q_cluster_needs_no_databases_and_picks_the_broker_at_run_time():
     """The page's settings block, pasted where startproject has INSTALLED_APPS, failed with a
     NameError on DATABASES (``q_cluster(database_engine=DATABASES[...])``)."""
     cluster = june_settings.q_cluster({})
-    # June's broker looks at the connection when it runs: LISTEN/NOTIFY on PostgreSQL, else django-q2's
+    # June's broker looks at the connection when it runs: LISTEN/NOTIFY on PostgreSQL, a look
+    # gated by data_version on SQLite, else django-q2's
     assert cluster["broker_class"] == "sessions_app.workers.broker.NotifyingORM"
-    assert "broker_class" not in june_settings.q_cluster({}, database_engine="django.db.backends.sqlite3")
+    lite = june_settings.q_cluster({}, database_engine="django.db.backends.sqlite3")
+    assert lite["broker_class"] == "sessions_app.workers.broker.NotifyingORM"
+    assert "broker_class" not in june_settings.q_cluster({}, database_engine="django.db.backends.mysql")
 
 
 def test_sqlite_databases_get_junes_options_where_theirs_leave_them_out():
