@@ -34,15 +34,16 @@ def _wanted() -> bool:
 
 
 def _installed() -> bool:
-    """A tracer provider someone (a test) installed; imports OpenTelemetry only if it is loaded."""
+    """A tracer provider someone (a test) installed; imports nothing: an SDK provider was made by
+    code that imported the SDK (OpenTelemetry's API alone is loaded by others, redis's client
+    among them, and the SDK is dozens of modules a worker would import for this question)."""
     import sys
 
-    if "opentelemetry.trace" not in sys.modules:
+    sdk = sys.modules.get("opentelemetry.sdk.trace")
+    api = sys.modules.get("opentelemetry.trace")
+    if sdk is None or api is None:
         return False
-    from opentelemetry import trace
-    from opentelemetry.sdk.trace import TracerProvider
-
-    return isinstance(trace.get_tracer_provider(), TracerProvider)
+    return isinstance(api.get_tracer_provider(), sdk.TracerProvider)
 
 
 def _install() -> None:

@@ -5,6 +5,7 @@ SIGTERM or SIGINT, sent to its main process or to its whole process group (see
 from __future__ import annotations
 
 import gc
+import importlib
 import logging
 import os
 import sys
@@ -35,15 +36,26 @@ def _warm_providers() -> None:
 
 def _preload_worker_modules() -> None:
     """What every worker imports as it starts — its runner, taker and watchdog, the event loop, the
-    channel layer's client (with redis, msgpack, cryptography, OpenTelemetry's API) — imported once
-    here, before the cluster forks its workers: its pages are then shared by the workers instead of
-    copied into each (docs/workers.md "Memory")."""
+    channel layer's client (with redis, msgpack, cryptography, OpenTelemetry's API) — and at its
+    first turns (the notifications' passes, the model SDK's HTTP transport, Claude's fallback
+    list), imported once here, before the cluster forks its workers: its pages are then shared by
+    the workers instead of copied into each (docs/workers.md "Memory")."""
     from django.utils.module_loading import import_string
 
     try:
+        import encodings.idna  # noqa: F401 (a host name's encoding, at the first connection)
+
+        import sessions_app.notify.failures  # noqa: F401
+        import sessions_app.notify.outbox  # noqa: F401
         import sessions_app.notify.sender  # noqa: F401
+        import sessions_app.notify.text  # noqa: F401
         import sessions_app.workers.tasks  # noqa: F401
         import sessions_app.workers.watchdog  # noqa: F401
+
+        # what a loaded SDK imports at its first call: only where the SDK is (``_warm_providers``)
+        for module, loaded in (("httpcore2", "httpx2"), ("agents_app.providers.fallback", "anthropic")):
+            if loaded in sys.modules:
+                importlib.import_module(module)
 
         backend = getattr(settings, "CHANNEL_LAYERS", {}).get("default", {}).get("BACKEND")
         if backend:
