@@ -5,6 +5,10 @@ module names them without importing the workers that define them."""
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import time
 from typing import Any, Sequence
 
 from django.conf import settings
@@ -16,6 +20,8 @@ from django_q.tasks import async_task
 from sessions_app.outbox import doorbell
 from sessions_app.store import opening
 from sessions_app.store.checkpoint import IN_CHAIN
+
+log = logging.getLogger(__name__)
 
 RUN_TURN = "sessions_app.workers.tasks.run_turn"
 SWEEP = "sessions_app.workers.tasks.sweep_expired_leases"
@@ -34,8 +40,7 @@ RENAMED = {
 }
 
 
-#: the PostgreSQL channel on which the workers' runners listen for queued turns, and their
-#: wake-up (``store.opening``: a start's creation sends it in its own transaction)
+#: the PostgreSQL channel on which the workers' runners listen for queued turns, and their wake-up
 TURNS_CHANNEL = opening.TURNS_CHANNEL
 WAKE = opening.WAKE
 
@@ -67,13 +72,13 @@ def enqueue_head(turn_id: str) -> None:
     """``enqueue_turn`` for a turn the host API dispatched (a start, a resume, the next turn after
     a cancel or reset). A runner takes only the head of a session's chain (the claim's
     condition), so a turn queued behind another waits in its row for the chain's hand-over (in
-    sync mode it is not run here: the hand-over runs it). A start whose creation woke the runners
-    in its own transaction (``opening.woke``) sends nothing more."""
+    sync mode it is not run here: the hand-over runs it). On PostgreSQL the wake-up is the
+    process's ``Waker``'s, at the commit: the caller waits for no round trip."""
     if Conf.SYNC:
         transaction.on_commit(lambda: holds(CHAIN_HEAD, [turn_id]) and _run_here(turn_id))
         return
-    if not opening.woke(turn_id):
-        wake()
+    if connections["default"].vendor == "postgresql":
+        transaction.on_commit(_waker().ring)
 
 
 def wake() -> None:
@@ -81,6 +86,58 @@ def wake() -> None:
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(WAKE)
+
+
+class Waker:
+    """A process's wake-ups for turns already committed (``enqueue_head``: a start, a resume),
+    sent by a thread of its own on a connection of its own. ``ring`` sets a flag and returns; the
+    thread clears it, then sends one ``NOTIFY``, so every ring is followed by a wake-up sent
+    after it, and the rings of a burst of starts share a few. A start neither waits for a round
+    trip of its own nor sends the ``NOTIFY`` in its creation's transaction, where PostgreSQL
+    holds its notification lock from the commit's start to its end: a burst's creations then
+    committed one at a time, each waiting for the one before it to reach the disk."""
+
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+        self.sent = 0
+        self._rung = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="june-waker", daemon=True)
+        self._thread.start()
+
+    def ring(self) -> None:
+        self._rung.set()
+
+    def _run(self) -> None:
+        while True:
+            if not self._rung.wait(WAKER_IDLE):
+                connections.close_all()  # (a quiet process keeps no backend for it)
+                self._rung.wait()
+            self._rung.clear()
+            try:
+                wake()
+                self.sent += 1
+            except Exception:  # a lost wake-up costs a runner's poll (``JUNE_Q_LISTEN_POLL``)
+                log.warning("waking the runners failed", exc_info=True)
+                connections.close_all()
+                time.sleep(WAKER_RETRY)
+
+
+#: seconds before a waker whose wake-up failed tries again (its connection is made anew), and
+#: the quiet after which it closes its connection
+WAKER_RETRY = 0.5
+WAKER_IDLE = 2.0
+_wakers: dict[int, Waker] = {}
+_wakers_lock = threading.Lock()
+
+
+def _waker() -> Waker:
+    """This process's ``Waker`` (a forked child makes its own: threads are not inherited)."""
+    pid = os.getpid()
+    waker = _wakers.get(pid)
+    if waker is None:
+        with _wakers_lock:
+            waker = _wakers.get(pid) or _wakers.setdefault(pid, Waker())
+    return waker
 
 
 def _run_here(turn_id: str) -> None:

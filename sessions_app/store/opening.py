@@ -4,9 +4,8 @@ Django's, inside the caller's transaction):
 
 - ``create``: get-or-create the session (a new one is owned by the creator; one that exists
   must be the creator's when the creator is a user), lock it, refuse under ``rules.check_start``, take the next place in the session's chain, insert the queued
-  turn, recompute the session's status and wake the runners (``WAKE``: PostgreSQL delivers it at
-  the commit and drops it with a rollback) — ``host_ops.create_turn``'s statements and the
-  queue's wake-up, sent at once;
+  turn and recompute the session's status — ``host_ops.create_turn``'s statements, sent at once
+  (the runners' wake-up is sent after the commit, by another connection: ``outbox.queue.Waker``);
 - ``claim_and_load``: lock the turn's session, claim the lease (``lease.CLAIM``, unchanged), mark
   the session running, and read back the claimed turn, its step memo and its transcript from the
   boundary — ``lease.claim`` and ``reads.load`` in one transaction; of the transcript, only what
@@ -27,7 +26,6 @@ from __future__ import annotations
 
 import functools
 import json
-import threading
 from types import SimpleNamespace
 from typing import Any, Generator, cast
 
@@ -49,11 +47,8 @@ START_REFUSED = "JUNE2"  # SQLSTATE of june_start_refused()
 #: the PostgreSQL channel on which the workers' runners listen for queued turns (a database's
 #: own: every cluster of the site on that database hears it; ``workers.taker``)
 TURNS_CHANNEL = "june_turns"
-#: the runners' wake-up (``outbox.queue.wake``); a creation sends it in its own transaction
+#: the runners' wake-up (``outbox.queue.wake``)
 WAKE = f"SELECT pg_notify('{TURNS_CHANNEL}', '')"
-_WAKE = WAKE.encode()
-#: the turn whose creation last woke the runners on this thread (``woke``)
-_woken = threading.local()
 UNIQUE_VIOLATION = "23505"
 
 #: the session is the creator's (its owner, compared as text: any user key), or no creator is
@@ -191,10 +186,8 @@ def create_steps(
     batch.add(LOCK_AND_CHECK, [session.agent, session.key, creator, creator, turn_id])
     inserted = batch.add(insert_turn, [session.agent, session.key, creator, creator, *_values(turn, turn_fields)])
     batch.add(checkpoint_pg.SESSION_STATUS_BY_TURN, checkpoint.session_status_params(turn_id, timezone.now()))
-    batch.add(_WAKE)  # in this transaction: no round trip of its own after the commit (``woke``)
     if ends_transaction and status == checkpoint.INTRANS:
         batch.add(b"COMMIT")
-    _woken.turn_id = None
     try:
         results = yield batch
     except psycopg.Error as exc:
@@ -212,17 +205,7 @@ def create_steps(
         raise NotFound(f"session {session} was deleted while the turn was created")
     turn.generation = wire.number(results[inserted], 0)
     transcripts.remember(turn_id, wire.number(results[inserted], 1), turn.generation)
-    _woken.turn_id = turn_id
     return Outcome(turn=record_of(turn, s))
-
-
-def woke(turn_id: str) -> bool:
-    """Whether the last creation on this thread was ``turn_id``'s, which sent the runners' wake-up
-    in its own transaction (``create_steps``): the dispatch that follows it sends none of its own.
-    Asked once (the answer is forgotten); a creation of another turn in between (a worker's loop
-    runs many) only makes it False, and the caller wakes them again."""
-    woken, _woken.turn_id = getattr(_woken, "turn_id", None), None
-    return woken == turn_id
 
 
 def _refused(exc: psycopg.Error) -> dict[str, bool] | None:

@@ -123,10 +123,11 @@ def test_a_wake_up_reaches_a_listener_at_the_commit_only(fault_agent):
         waiter.close()
 
 
-def test_a_start_wakes_the_runners_once_in_its_creations_own_round_trip(fault_agent):
-    """On PostgreSQL a start's creation carries the runners' NOTIFY in its own batch: one wake-up
-    heard at the commit, and no statement of its own after it (the dispatch sends none); a start
-    refused wakes nobody."""
+def test_a_start_wakes_the_runners_after_its_commit_from_another_connection(fault_agent):
+    """On PostgreSQL a start sends no NOTIFY of its own, neither in its creation's transaction
+    (PostgreSQL's notification lock would make a burst's creations commit one at a time) nor as
+    a round trip after it: the process's waker sends it, after the commit. A start refused
+    wakes nobody."""
     from django.test.utils import CaptureQueriesContext
 
     from sessions_app.workers.taker import NotifyWaiter
@@ -138,13 +139,29 @@ def test_a_start_wakes_the_runners_once_in_its_creations_own_round_trip(fault_ag
         with CaptureQueriesContext(connection) as queries:
             turn_id = start("woken")
         assert not [q["sql"] for q in queries.captured_queries if "pg_notify" in q["sql"]]
-        heard = list(waiter.listener.conn.notifies(timeout=1.0))
+        heard = list(waiter.listener.conn.notifies(timeout=2.0))
         assert [n.channel for n in heard] == ["june_turns"], heard
+        assert heard[0].pid != connection.connection.info.backend_pid  # another connection's
         with pytest.raises(Exception):
             services.turn_start(agent=AGENT, key="woken", text="steps:1", source="http", turn_id=turn_id)
         assert not list(waiter.listener.conn.notifies(timeout=0.5)), "a refused start wakes nobody"
     finally:
         waiter.close()
+
+
+def test_a_waker_sends_a_wake_up_after_every_ring_and_shares_them_in_a_burst(fault_agent):
+    from sessions_app.outbox import queue
+
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite's runners watch data_version")
+    waker = queue.Waker()
+    for _ in range(200):
+        waker.ring()
+    wait_for(lambda: not waker._rung.is_set() and waker.sent >= 1, timeout=10, what="the burst's wake-up")
+    sent = waker.sent
+    assert 1 <= sent < 50, sent
+    waker.ring()
+    wait_for(lambda: waker.sent > sent, timeout=10, what="a later ring's own wake-up")
 
 
 def test_sqlites_idle_look_is_data_version(fault_agent):
