@@ -98,7 +98,6 @@ class Waker:
     committed one at a time, each waiting for the one before it to reach the disk."""
 
     def __init__(self) -> None:
-        self.pid = os.getpid()
         self.sent = 0
         self._rung = threading.Event()
         self._thread = threading.Thread(target=self._run, name="june-waker", daemon=True)

@@ -28,6 +28,13 @@ async def test_an_async_view_still_runs_under_the_sync_stack(async_client):
     assert response.headers["X-Frame-Options"] == "DENY"  # the stack's response half ran
 
 
+def _printed(code: str) -> list[str]:
+    """The words ``code`` prints, run in a fresh interpreter (nothing imported yet)."""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.split()
+
+
 def test_warm_imports_the_sdk_an_agent_uses_before_any_turn():
     code = (
         "import os, sys, django\n"
@@ -39,9 +46,7 @@ def test_warm_imports_the_sdk_an_agent_uses_before_any_turn():
         "assert 'anthropic' not in sys.modules\n"
         "print(warm(wiring.agents().values()), 'anthropic' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-2:] == ["['anthropic']", "True"]
+    assert _printed(code)[-2:] == ["['anthropic']", "True"]
 
 
 def test_warm_imports_the_mcp_sdk_when_an_agent_has_an_mcp_server():
@@ -59,9 +64,7 @@ def test_warm_imports_the_mcp_sdk_when_an_agent_has_an_mcp_server():
         "print(mcp.warm([a for a in agents if not a.sources]), 'mcp.client.session' in sys.modules)\n"
         "print(mcp.warm(agents), 'mcp.client.session' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-4:] == ["False", "False", "True", "True"]  # the demo's ops agent has one
+    assert _printed(code)[-4:] == ["False", "False", "True", "True"]  # the demo's ops agent has one
 
 
 def test_a_bad_host_under_the_api_is_json_with_debug_on_too(client, settings):
