@@ -26,14 +26,16 @@ model's minimum), so a conversation's history is read from the cache at 0.1x the
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import random
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-import anthropic
+import httpx2
 
 from agents_app import attachments
-from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW, is_long_lived, platforms
+from agents_app.providers import ANTHROPIC_CONTEXT_WINDOW, anthropic_http, is_long_lived, platforms
 from agents_app.providers.anthropic_errors import (  # noqa: F401 (classify_error: table-tested here)
     CAUGHT,
     Failure,
@@ -250,20 +252,34 @@ class AnthropicModel:
         """The stream's events as plain JSON dicts. Anthropic's API and Vertex's ``streamRawPredict``
         send server-sent events, read raw: the SDK's typed stream builds a pydantic model per event
         that ``fold_event`` would only turn back into a dict. Bedrock's stream is AWS's binary
-        event stream, which only the SDK's typed stream decodes."""
-        messages = self._client.beta.messages if "betas" in params else self._client.messages
+        event stream, which only the SDK's typed stream decodes. On Anthropic's API the request
+        is the SDK's, built once per client (``anthropic_http.Poster``)."""
         if self.platform == "bedrock":
+            messages = self._client.beta.messages if "betas" in params else self._client.messages
             async with await messages.create(**params, stream=True) as stream:
                 async for typed in stream:
                     yield typed.to_dict()
             return
-        async with messages.with_streaming_response.create(**params, stream=True) as response:
-            async for sse in anthropic.AsyncStream.raw_events(response.http_response):
-                if not sse.data or sse.event is None or sse.event == "ping":
-                    continue
-                if sse.event == "error":
-                    raise stream_error(sse, response.http_response)
-                yield sse.json()
+        async with self._response(params) as response:
+            async for name, data in anthropic_http.events(response.aiter_bytes()):
+                if name == b"error":
+                    raise stream_error(data, response)
+                yield json.loads(data)
+
+    @contextlib.asynccontextmanager
+    async def _response(self, params: dict[str, Any]) -> AsyncIterator[httpx2.Response]:
+        """The streamed call's HTTP response (closed on leaving)."""
+        poster = anthropic_http.poster(self._client) if "betas" not in params else None
+        if poster is None:
+            messages = self._client.beta.messages if "betas" in params else self._client.messages
+            async with messages.with_streaming_response.create(**params, stream=True) as response:
+                yield response.http_response
+            return
+        http_response = await poster.send(params)
+        try:
+            yield http_response
+        finally:
+            await http_response.aclose()
 
     async def count_tokens(self, system: str, text: str) -> int:
         """The input tokens of ``system`` and one user message ``text``, counted by the API

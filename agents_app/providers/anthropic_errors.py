@@ -5,6 +5,7 @@ a stream that had started, raised as the SDK's typed stream would."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,12 +79,13 @@ def classify_error(exc: BaseException) -> Failure:
 CAUGHT = (anthropic.APIError, httpx2.TransportError, ModelError)
 
 
-def stream_error(sse: Any, response: httpx2.Response) -> anthropic.APIStatusError:
-    """An ``error`` event inside a stream that had started, as the SDK's typed stream raises it
-    (a status error with the stream's 200 status and the event's body)."""
+def stream_error(data: bytes | str, response: httpx2.Response) -> anthropic.APIStatusError:
+    """An ``error`` event inside a stream that had started (its ``data``), as the SDK's typed
+    stream raises it (a status error with the stream's 200 status and the event's body)."""
     try:
-        body: Any = sse.json()
+        body: Any = json.loads(data)
         message = f"{body}"
     except ValueError:
-        body, message = sse.data, sse.data or f"Error code: {response.status_code}"
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        body, message = text, text or f"Error code: {response.status_code}"
     return anthropic.APIStatusError(message, response=response, body=body)

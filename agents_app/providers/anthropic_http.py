@@ -1,0 +1,145 @@
+"""A streamed Messages API call's HTTP request and its server-sent events, with the per-call work
+of the ``anthropic`` SDK's generic request path left out where it is the same for every call.
+
+``messages.with_streaming_response.create`` walks and copies the body (looking for files to
+read), copies its request options (a pydantic model) twice, folds the SDK's header layers into
+headers, merges the path into the base URL and the client's default headers into the request's
+(checking each header's encoding as it goes), all per call, although on one client only the body
+differs from one call to the next. A :class:`Poster` asks the SDK once per client for the request
+its ``_build_request`` makes for ``POST /v1/messages`` (headers with the credentials, the API
+version and the SDK's own, the URL, the timeouts), then per call only encodes the body (as the
+SDK does: compact JSON, UTF-8) and sends that request through the client's own HTTP client and
+transport. A failure raises what the SDK raises for it: an ``APIStatusError`` made by the client
+from a non-2xx response, ``APITimeoutError`` and ``APIConnectionError`` for the transport's.
+
+Only on Anthropic's own API, without the beta path, the SDK's spans or middleware, or a
+credentials provider that refreshes its token (``poster`` says None: the caller goes through
+``messages.with_streaming_response.create``): Bedrock's and Vertex's clients route and sign each
+request themselves.
+
+``events`` decodes the server-sent events of a response as the SDK's ``SSEDecoder`` does
+(lines end in CR, LF or CRLF; a blank line ends an event; ``:`` starts a comment), keeping only
+what the provider reads: an event's name and its data, as bytes for ``json.loads``.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from typing import Any, AsyncIterator
+
+import anthropic
+import httpx2
+from anthropic._constants import RAW_RESPONSE_HEADER
+from anthropic._models import FinalRequestOptions
+
+MESSAGES_PATH = "/v1/messages"
+
+_POSTERS: weakref.WeakKeyDictionary[Any, Poster | None] = weakref.WeakKeyDictionary()
+#: the SDK's JSON encoding of a body (``anthropic._utils._json.openapi_dumps``)
+_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+class Poster:
+    """``POST /v1/messages`` with ``stream: true`` on one SDK client (see the module's doc)."""
+
+    def __init__(self, client: anthropic.AsyncAnthropic) -> None:
+        self.client = client
+        self.http: httpx2.AsyncClient = client._client
+        # the request the SDK builds for this path and client, the header
+        # ``with_streaming_response`` adds included, as it would send it
+        options = FinalRequestOptions.construct(
+            method="post", url=MESSAGES_PATH, json_data={}, headers={RAW_RESPONSE_HEADER: "stream"}
+        )
+        template = client._build_request(options)
+        headers = template.headers.copy()
+        del headers["content-length"]  # the call's own body's
+        self.url = template.url
+        self.headers = headers
+        self.extensions = template.extensions
+
+    def request(self, params: dict[str, Any]) -> httpx2.Request:
+        """The HTTP request of a ``messages.create(**params, stream=True)`` call."""
+        body = {k: v for k, v in params.items() if k != "extra_body"}
+        body["stream"] = True
+        if params.get("extra_body"):
+            body.update(params["extra_body"])
+        return httpx2.Request(
+            "POST",
+            self.url,
+            headers=self.headers,
+            content=_encode(body).encode(),
+            extensions=self.extensions,
+            cookies=self.http.cookies or None,
+        )
+
+    async def send(self, params: dict[str, Any]) -> httpx2.Response:
+        """The response of a successful call, its body not read yet (the caller closes it). A
+        failure raises as the SDK's ``messages.create`` does without retries."""
+        request = self.request(params)
+        try:
+            response = await self.http.send(request, stream=True)
+        except httpx2.TimeoutException as err:
+            raise self.client._make_timeout_error(request, err) from err
+        except anthropic.AnthropicError:
+            raise
+        except Exception as err:
+            raise self.client._make_connection_error(request, err) from err
+        if not response.is_success:
+            await response.aread()
+            raise self.client._make_status_error_from_response(response) from None
+        return response
+
+
+def poster(client: Any) -> Poster | None:
+    """The client's :class:`Poster` (made once), or None where the SDK's own path must run."""
+    try:
+        return _POSTERS[client]
+    except KeyError:
+        pass
+    found = None
+    if (
+        type(client) is anthropic.AsyncAnthropic
+        and client.custom_auth is None  # a token provider's auth may refresh per request
+        and client._tracer is None  # the SDK's spans are its request path's
+        and not client.middleware
+    ):
+        found = Poster(client)
+    _POSTERS[client] = found
+    return found
+
+
+async def events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[bytes, bytes]]:
+    """``(name, data)`` of each server-sent event with a name and data, ``ping`` left out."""
+    buffer = b""
+    async for chunk in chunks:
+        text = buffer + chunk if buffer else chunk
+        held = b""
+        if b"\r" in text:
+            if text.endswith(b"\r") and text[-2:-1] not in (b"\r", b"\n"):
+                # perhaps the first half of a CRLF: it ends a line, but the LF after it must
+                # not end another (after a line end, the CR ends an event either way)
+                text, held = text[:-1], b"\r"
+            text = text.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\n\n" not in text:
+            buffer = text + held
+            continue
+        blocks = text.split(b"\n\n")
+        buffer = blocks.pop() + held  # an event still to end
+        for block in blocks:
+            name = b""
+            data: list[bytes] = []
+            for line in block.split(b"\n"):
+                if not line or line[0] == 0x3A:  # a blank line (before the block) or a comment
+                    continue
+                field, _, value = line.partition(b":")
+                if value[:1] == b" ":
+                    value = value[1:]
+                if field == b"event":
+                    name = value
+                elif field == b"data":
+                    data.append(value)
+            if name and name != b"ping" and data:
+                joined = b"\n".join(data)
+                if joined:
+                    yield name, joined

@@ -1,0 +1,180 @@
+"""``anthropic_http``: the request a streamed call sends is the SDK's, built once per client, and
+its server-sent events decode as the SDK's decoder reads them."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import threading
+from typing import Any
+
+import anthropic
+import pytest
+
+from agents_app.providers import anthropic_http, long_lived_loop
+from agents_app.providers.anthropic import AnthropicModel
+from agents_app.runtime.messages import Message, Role
+from agents_app.runtime.model import ModelError, ModelReply, ModelRequest, ToolSpec
+
+from .fake_messages_api import FakeMessagesAPI, StreamBuilder
+
+TOOLS = (
+    ToolSpec("get_time", "Local time in a timezone", {"type": "object", "properties": {"tz": {"type": "string"}}}),
+)
+
+
+@pytest.fixture(params=["httpx", "aiohttp"])
+async def transport(request):
+    """The SDK's default transport, and its aiohttp one (a worker's runner)."""
+    async with contextlib.AsyncExitStack() as stack:
+        if request.param == "aiohttp":
+            await stack.enter_async_context(long_lived_loop())
+        yield request.param
+
+
+def a_request(text: str = "héllo") -> ModelRequest:
+    return ModelRequest(system="You are terse.", messages=(Message(Role.USER, text),), tools=TOOLS)
+
+
+async def drain(model: AnthropicModel, request: ModelRequest) -> list[Any]:
+    return [chunk async for chunk in model.stream(request)]
+
+
+async def test_the_request_is_the_one_the_sdks_messages_create_sends(transport):
+    """Same path, same headers (credentials, API version, the SDK's own) in the same order, the
+    same JSON (extra_body merged in): the provider's call against the SDK's own for its params."""
+    with FakeMessagesAPI() as api:
+        model = AnthropicModel(api_key="test-key", base_url=api.base_url, temperature=0.5)
+        assert anthropic_http.poster(model._client) is not None
+        api.script(StreamBuilder().text("a").done(), StreamBuilder().text("b").done())
+        request = a_request()
+        await drain(model, request)
+        async with model._client.messages.with_streaming_response.create(**model.params(request), stream=True) as r:
+            await r.read()
+        ours, sdks = api.requests
+        assert ours.path == sdks.path == "/v1/messages"
+        assert list(ours.headers.items()) == list(sdks.headers.items())
+        assert ours.body == sdks.body and ours.body["stream"] is True and ours.body["temperature"] == 0.5
+        assert "héllo".encode() in ours.raw  # UTF-8, not escaped, as the SDK encodes
+
+
+async def test_a_call_does_not_rebuild_the_request_through_the_sdk(transport, monkeypatch):
+    """The SDK's per-call request building runs once per client, not once per call."""
+    with FakeMessagesAPI() as api:
+        built: list[Any] = []
+        real = anthropic.AsyncAnthropic._build_request
+
+        def counting(self, *args, **kwargs):
+            built.append(args)
+            return real(self, *args, **kwargs)
+
+        monkeypatch.setattr(anthropic.AsyncAnthropic, "_build_request", counting)
+        model = AnthropicModel(api_key="test-key", base_url=api.base_url)
+        api.script(*(StreamBuilder().text(f"{i}").done() for i in range(3)))
+        for _ in range(3):
+            chunks = await drain(AnthropicModel(api_key="test-key", base_url=api.base_url), a_request())
+            assert isinstance(chunks[-1], ModelReply)
+        assert len(built) == 1 and model._client is AnthropicModel(api_key="test-key", base_url=api.base_url)._client
+
+
+async def test_the_sdks_path_where_the_poster_would_differ(transport):
+    """The beta path (server compaction) and a client with the SDK's spans go through
+    ``messages.with_streaming_response.create``: no poster for a traced client."""
+    with FakeMessagesAPI() as api:
+        model = AnthropicModel(api_key="test-key", base_url=api.base_url, server_compaction={})
+        api.script(StreamBuilder().text("ok").done())
+        chunks = await drain(model, a_request())
+        assert chunks[-1].text == "ok"
+        assert "compact-2026-01-12" in api.requests[0].headers["anthropic-beta"]
+    traced = anthropic.AsyncAnthropic(api_key="k", base_url="http://127.0.0.1:9/traced")
+    assert (traced._tracer is None) == (anthropic_http.poster(traced) is not None)
+
+
+async def test_a_server_that_never_answers_times_out_as_the_sdk_says(transport):
+    """A read timeout is the SDK's APITimeoutError (retried by the provider, then given up)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        listener.settimeout(0.1)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                accepted.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+
+        async def no_sleep(seconds: float) -> None:
+            pass
+
+        host, port = listener.getsockname()
+        model = AnthropicModel(
+            api_key="test-key", base_url=f"http://{host}:{port}", timeout=0.2, max_retries=1, sleep=no_sleep
+        )
+        with pytest.raises(ModelError) as raised:
+            await drain(model, a_request())
+        assert raised.value.retryable and "gave up after 2 attempts" in str(raised.value)
+        assert isinstance(raised.value.__cause__, anthropic.APITimeoutError)
+    finally:
+        stop.set()
+        thread.join(5)
+        for conn in accepted:
+            conn.close()
+        listener.close()
+
+
+async def chunks_of(*parts: bytes):
+    for part in parts:
+        await asyncio.sleep(0)
+        yield part
+
+
+async def decoded(*parts: bytes) -> list[tuple[bytes, Any]]:
+    return [(name, json.loads(data)) async for name, data in anthropic_http.events(chunks_of(*parts))]
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [b'event: a\ndata: {"x": 1}\n\nevent: b\ndata: {"x": 2}\n\n'],
+        [b'event: a\r\ndata: {"x": 1}\r\n\r\nevent: b\r\ndata: {"x": 2}\r\n\r\n'],
+        [b'event: a\rdata: {"x": 1}\r\revent: b\rdata: {"x": 2}\r\r'],
+        # cut anywhere: in a line, between CR and LF, between an event's two newlines
+        [b"event: a\r", b'\ndata: {"x"', b": 1}\r\n\r", b"\nevent:b\n", b'data:{"x": 2}\n', b"\n"],
+        [b"ev", b"ent: a\ndata: ", b'{"x": 1}\n', b"\n", b'event: b\ndata: {"x": 2}\n\n'],
+        # comments, pings, an event with no data, an unknown field, blank lines between events
+        [
+            b': hello\n\nevent: ping\ndata: {}\n\nevent: a\nid: 7\nretry: 5\n: note\ndata: {"x": 1}\n\n',
+            b'\n\nevent: empty\n\nevent: b\nfoo: bar\ndata: {"x": 2}\n\n',
+        ],
+    ],
+)
+async def test_server_sent_events_decode_as_the_sdk_reads_them(parts):
+    assert await decoded(*parts) == [(b"a", {"x": 1}), (b"b", {"x": 2})]
+
+
+async def test_data_lines_join_with_newlines_and_an_unfinished_event_is_dropped():
+    parts = [b'event: a\ndata: {"x":\ndata: 1}\n\nevent: b\ndata: {"x": 2}']
+    assert await decoded(*parts) == [(b"a", {"x": 1})]
+    sdk = [
+        (sse.event, sse.json())
+        async for sse in anthropic.AsyncStream.raw_events(_Response(parts))
+        if sse.data and sse.event
+    ]
+    assert sdk == [("a", {"x": 1})]
+
+
+class _Response:
+    """What ``AsyncStream.raw_events`` reads of a response."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self.parts = parts
+
+    def aiter_bytes(self):
+        return chunks_of(*self.parts)
