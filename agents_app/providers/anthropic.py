@@ -89,6 +89,7 @@ _SETTINGS_KEYS = frozenset(
     }
 )
 _SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
+_decode_json = json.JSONDecoder().decode
 
 
 # --- the model -------------------------------------------------------------------------------
@@ -264,7 +265,7 @@ class AnthropicModel:
             async for name, data in anthropic_http.events(response.aiter_bytes()):
                 if name == b"error":
                     raise stream_error(data, response)
-                yield json.loads(data)
+                yield _decode_json(data.decode())  # (json.loads of bytes would guess their encoding)
 
     @contextlib.asynccontextmanager
     async def _response(self, params: dict[str, Any]) -> AsyncIterator[httpx2.Response]:

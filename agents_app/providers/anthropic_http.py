@@ -127,6 +127,14 @@ async def events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[bytes, byt
         blocks = text.split(b"\n\n")
         buffer = blocks.pop() + held  # an event still to end
         for block in blocks:
+            # the API's every event: ``event: <name>``, then one ``data: <json>`` line
+            if block[:7] == b"event: ":
+                cut = block.find(b"\n")
+                if cut > 0 and block[cut + 1 : cut + 7] == b"data: " and block.find(b"\n", cut + 1) < 0:
+                    name = block[7:cut]
+                    if name and name != b"ping" and len(block) > cut + 7:
+                        yield name, block[cut + 7 :]
+                    continue
             name = b""
             data: list[bytes] = []
             for line in block.split(b"\n"):

@@ -151,23 +151,28 @@ async def decoded(*parts: bytes) -> list[tuple[bytes, Any]]:
         # comments, pings, an event with no data, an unknown field, blank lines between events
         [
             b': hello\n\nevent: ping\ndata: {}\n\nevent: a\nid: 7\nretry: 5\n: note\ndata: {"x": 1}\n\n',
-            b'\n\nevent: empty\n\nevent: b\nfoo: bar\ndata: {"x": 2}\n\n',
+            b'\n\nevent: empty\n\nevent: \ndata: {"x": 0}\n\nevent: ping\ndata: \n\nevent: a\ndata: \n\n',
+            b'event: b\nfoo: bar\ndata: {"x": 2}\n\n',
         ],
     ],
 )
 async def test_server_sent_events_decode_as_the_sdk_reads_them(parts):
     assert await decoded(*parts) == [(b"a", {"x": 1}), (b"b", {"x": 2})]
+    assert await decoded(*parts) == await sdk_decoded(*parts)
+
+
+async def sdk_decoded(*parts: bytes) -> list[tuple[bytes, Any]]:
+    """What the provider kept of the SDK's own decoder's events (before ``anthropic_http``)."""
+    return [
+        (sse.event.encode(), sse.json())
+        async for sse in anthropic.AsyncStream.raw_events(_Response(list(parts)))
+        if sse.data and sse.event is not None and sse.event != "ping"
+    ]
 
 
 async def test_data_lines_join_with_newlines_and_an_unfinished_event_is_dropped():
     parts = [b'event: a\ndata: {"x":\ndata: 1}\n\nevent: b\ndata: {"x": 2}']
-    assert await decoded(*parts) == [(b"a", {"x": 1})]
-    sdk = [
-        (sse.event, sse.json())
-        async for sse in anthropic.AsyncStream.raw_events(_Response(parts))
-        if sse.data and sse.event
-    ]
-    assert sdk == [("a", {"x": 1})]
+    assert await decoded(*parts) == await sdk_decoded(*parts) == [(b"a", {"x": 1})]
 
 
 class _Response:
