@@ -142,7 +142,9 @@ class ChannelsEventSink:
     async def delta(self, session: SessionRef, event: TurnEvent) -> None:
         if self.layer is None:
             return
-        stream = self._streams.setdefault(session, _Stream())
+        stream = self._streams.get(session)
+        if stream is None:  # not ``setdefault``: that would build a stream (and its lock) per delta
+            stream = self._streams[session] = _Stream()
         key = (event.turn_id, event.type)
         stream.texts[key] = stream.texts.get(key, "") + getattr(event, "text", "")
         if self._unfollowed(session):
