@@ -42,6 +42,13 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--latency", type=float, default=1.0)
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--py-spy", default="", help="a folder for py-spy's collapsed stacks")
+    p.add_argument(
+        "--log-statements",
+        default="",
+        help="PostgreSQL's log file (readable here): count the burst's statements and new connections "
+        "from it, by who opened them (log_statement and log_connections on for the bench's database; "
+        "the logging costs the backends CPU: not for the CPU figure)",
+    )
     return p.parse_args()
 
 
@@ -84,6 +91,8 @@ def main() -> None:
 
     use_database(SYSTEMS["june"].databases[0], postgres_by_default=True)
     fresh_database(SYSTEMS["june"].databases[0])
+    if args.log_statements:
+        query("postgres", f"ALTER DATABASE {SYSTEMS['june'].databases[0]} SET log_statement = 'all'")
     fresh_db(ORDERS_DB)
     query(ORDERS_DB, ORDERS)
     peer = PeerProcess(args.latency)
@@ -105,15 +114,18 @@ def main() -> None:
         if args.py_spy:
             spies = _spy(Path(args.py_spy), by_role)
         load_start = load3()
+        log_at = Path(args.log_statements).stat().st_size if args.log_statements else 0
         prefix = f"b{tag}-"
         keys = [f"{prefix}{i}" for i in range(args.n)]
         t0 = time.monotonic()
         res = burst(url, [(k, *system.request(k, f"order mugs [bench:{k}]")) for k in keys])
         posts = max(res["answered"].values()) - res["t0"]
         accepted = [k for k in keys if 200 <= res["status"][k] < 300]
-        pg_mid = {pid: cpu([pid]) for pid in backends(db)}
+        mid_names = backends(db)
+        pg_mid = {pid: cpu([pid]) for pid in mid_names}
         wait_done(system, prefix, len(accepted), args.timeout)
         wall = time.monotonic() - t0
+        log_end = Path(args.log_statements).stat().st_size if args.log_statements else 0
         used = {role: cpu(pids) - c0[role] for role, pids in by_role.items()}
         pg_end = backends(db)
         pg: dict[str, float] = {}
@@ -144,6 +156,8 @@ def main() -> None:
         total += seconds
         print(f"| PostgreSQL: {name} | {1000 * seconds / n:.2f} |")
     print(f"| all | {1000 * total / n:.2f} |")
+    if args.log_statements:
+        _statements(Path(args.log_statements), log_at, log_end, db, {**mid_names, **pg_end}, set(pg0), n)
     if args.py_spy:
         from bench.spy_top import summary
 
@@ -152,6 +166,46 @@ def main() -> None:
             if path.exists():
                 print(f"\n{role}: py-spy, the hottest frames (self / total, % of samples)")
                 print(summary(path))
+
+
+def _statements(path: Path, start: int, end: int, db: str, names: dict[int, str], before: set[int], n: int) -> None:
+    """The burst's statements in PostgreSQL's log (``--log-statements``), by the
+    ``application_name`` of the backend that ran them (as the bench saw it during or after the
+    burst), the backends that ran some and were not there before it (new connections), and the
+    statements' most frequent shapes."""
+    import collections
+    import re
+
+    with path.open("rb") as f:
+        f.seek(start)
+        text = f.read(end - start).decode(errors="replace")
+    statements: collections.Counter[int] = collections.Counter()
+    shapes: collections.Counter[str] = collections.Counter()
+    connected: collections.Counter[str] = collections.Counter()
+    line_re = re.compile(r"^\S+ \S+ \S+ \[(\d+)\] (?:\S*@(\S*) )?LOG:  (.*)$")
+    for line in text.splitlines():
+        match = line_re.match(line)
+        if not match:
+            continue
+        pid, msg = int(match.group(1)), match.group(3)
+        if match.group(2) != db and pid not in names:
+            continue
+        if msg.startswith(("statement: ", "execute ")):
+            statements[pid] += 1
+            body = msg.split(": ", 1)[1] if ": " in msg else msg
+            shapes[re.sub(r"\s+", " ", body)[:110]] += 1
+    by_name: collections.Counter[str] = collections.Counter()
+    for pid, count in statements.items():
+        by_name[names.get(pid, "(ended)")] += count
+        if pid not in before:
+            connected[names.get(pid, "(ended)")] += 1
+    print(f"\nstatements per turn (PostgreSQL's log): {sum(by_name.values()) / n:.2f}")
+    for name, count in by_name.most_common():
+        print(f"  {name}: {count / n:.2f}")
+    print("new connections in the burst: " + (", ".join(f"{k} {v}" for k, v in connected.most_common()) or "none"))
+    print("most frequent statements (per turn):")
+    for shape, count in shapes.most_common(40):
+        print(f"  {count / n:6.2f}  {shape}")
 
 
 def _spy(folder: Path, by_role: dict[str, list[int]]) -> list[subprocess.Popen]:
