@@ -224,8 +224,14 @@ STEP_HELD_PG = (
 def step_guard_sql(count: int) -> bytes:
     """PostgreSQL's guard (``STEP_HELD``) for a unit that folds ``count`` steps: raises if the
     turn holds one already."""
+    return wire.numbered(step_guard_text(count))
+
+
+def step_guard_text(count: int) -> str:
+    """``step_guard_sql``'s text with ``%s`` placeholders (parameters: the turn, the ``count``
+    keys): ``checkpoint_pg.insert_messages_sql`` runs it ahead of a unit's messages."""
     steps = ", ".join(["%s::text"] * count)
-    return wire.numbered(
+    return (
         STEP_HELD_PG.format(
             select="june_step_recorded(t.id, m.step)", turn="%s::text", ref="june_tid(t.id)", step=f"IN ({steps})"
         )

@@ -4,6 +4,7 @@ both backends share: the fence's SQL, the folded steps, the session status state
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Generator
 
 import psycopg
@@ -32,16 +33,11 @@ from sessions_app.store.checkpoint import (
     session_status_params,
     session_status_sql,
     stale_error,
-    step_guard_sql,
+    step_guard_text,
 )
 
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
 STATUS_AND_EVENT_SEQ = wire.numbered(session_status_sql(by_turn=True, events=True))
-INSERT_MESSAGE = wire.numbered(
-    'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
-    "SELECT t.session_id, t.generation, %s::integer, june_tid(t.id), %s::text, %s::json, %s::text, %s::timestamptz "
-    "FROM sessions_app_turn t WHERE t.id = %s::text"
-)
 INSERT_STEP = wire.numbered(
     "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
     "SELECT t.id, %s::text, %s::integer, %s::jsonb, %s::timestamptz FROM sessions_app_turn t WHERE t.id = %s::text"
@@ -51,12 +47,51 @@ BUMP_EVENT_SEQ = wire.numbered(
     "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s::text) "
     "RETURNING event_seq, generation"
 )
-INSERT_EVENT = wire.numbered(
-    "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
-    "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer, june_tid(%s::text), %s::smallint, %s::json, "
-    "%s::timestamptz FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
-    "WHERE t.id = %s::text"
-)
+#: at most this many rows in one of a unit's multi-row inserts (``insert_messages_sql``,
+#: ``insert_events_sql``): each row count is a prepared statement of its own; more rows take
+#: more statements
+ROWS_PER_INSERT = 8
+
+
+@functools.lru_cache(maxsize=4 * ROWS_PER_INSERT)
+def insert_messages_sql(count: int, guarded: int = 0) -> bytes:
+    """A unit's ``count`` messages in one statement, each reading its session and generation
+    from the turn's row. ``guarded``: how many step keys the unit folds into its messages
+    (``checkpoint.folded``); the statement then raises first (JUNE3, ``june_step_recorded``)
+    when the turn's messages hold one of them already — the step guard (``step_guard_text``),
+    read in the statement's snapshot (the fence's update before it included), before any row is
+    inserted. Parameters: with a guard, the turn and the ``guarded`` keys; then the time, each
+    message's position, role, JSON and step key, and the turn."""
+    rows = ", ".join(["(%s::integer, %s::text, %s::json, %s::text)"] * count)
+    insert = (
+        'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
+        "SELECT t.session_id, t.generation, v.i, june_tid(t.id), v.role, v.data, v.step, %s::timestamptz "
+        f"FROM sessions_app_turn t CROSS JOIN (VALUES {rows}) AS v(i, role, data, step) WHERE t.id = %s::text"
+    )
+    if not guarded:
+        return wire.numbered(insert)
+    # MATERIALIZED: the guard's rows are computed (and the function raises on the first) whatever
+    # the planner would make of a subquery (an EXISTS drops its select list, the call with it)
+    return wire.numbered(
+        f"WITH g AS MATERIALIZED ({step_guard_text(guarded)}) {insert} AND NOT EXISTS (SELECT 1 FROM g)"
+    )
+
+
+@functools.lru_cache(maxsize=ROWS_PER_INSERT)
+def insert_events_sql(count: int) -> bytes:
+    """``count`` events of a unit in one statement, numbered by the session's ``event_seq`` that
+    the unit's earlier statement moved past all of them. Parameters: the unit's number of events,
+    this statement's first event's place among them (from 0), each event's turn, type code, JSON
+    and time, then the unit's turn."""
+    rows = ", ".join(f"({n}, %s::text, %s::smallint, %s::json, %s::timestamptz)" for n in range(1, count + 1))
+    return wire.numbered(
+        "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
+        "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer + e.n, june_tid(e.tid), "
+        "e.type, e.data, e.at FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
+        f"CROSS JOIN (VALUES {rows}) AS e(n, tid, type, data, at) WHERE t.id = %s::text"
+    )
+
+
 MOVE_BOUNDARY = wire.numbered(
     "UPDATE sessions_app_session SET boundary = %s::integer, summary_index = %s::integer "
     "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
@@ -180,38 +215,39 @@ def write_steps(
     keys, steps = folded(messages, steps)
     if len(set(keys.values())) < len(keys):  # twice in this unit (SQLite's guard sees its own rows)
         raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
-    if keys:  # raises (JUNE3) before the inserts when the turn holds one of these steps already
-        batch.add(step_guard_sql(len(keys)), [turn_id, *keys.values()])
     rows = [row_json(m, turn_id) for _, m in messages]
-    for (i, m), text in zip(messages, rows):
-        batch.add(INSERT_MESSAGE, [i, str(m.role), text, keys.get(i), now, turn_id])
+    # the messages, ROWS_PER_INSERT a statement; the first also raises (JUNE3) before any insert
+    # when the turn holds one of the unit's folded steps already
+    guard = [turn_id, *keys.values()] if keys else []
+    for start in range(0, len(messages), ROWS_PER_INSERT):
+        chunk = range(start, min(start + ROWS_PER_INSERT, len(messages)))
+        params = guard + [now]
+        for j in chunk:
+            i, m = messages[j]
+            params += [i, str(m.role), rows[j], keys.get(i)]
+        batch.add(insert_messages_sql(len(chunk), len(keys) if guard else 0), [*params, turn_id])
+        guard = []
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
     if events:  # numbered by the session's row, whose status the same UPDATE recomputes
         if status:
             seq = batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k))
-        for n, e in enumerate(events):
-            column = e.turn_id or turn_id
-            data = eventlog.stored(e, messages, column)
-            batch.add(
-                INSERT_EVENT,
-                [
-                    k,
-                    n + 1,
-                    column,
-                    models.event_type_code(e.type),
-                    dumps(data),
-                    None if eventlog.refers(data) else now,
-                    turn_id,
-                ],
-            )
+        for start in range(0, k, ROWS_PER_INSERT):
+            params = [k, start]
+            for e in events[start : start + ROWS_PER_INSERT]:
+                column = e.turn_id or turn_id
+                data = eventlog.stored(e, messages, column)
+                params += [column, models.event_type_code(e.type), dumps(data), None if eventlog.refers(data) else now]
+            batch.add(insert_events_sql(min(ROWS_PER_INSERT, k - start)), [*params, turn_id])
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
     if status and not events:
         batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
+    # a child's report to its parent; none for a turn this process knows has no parent (its claim)
+    facts = transcripts.facts(turn_id) if result is not None else None
     report = (
         batch.add(child_reports.REPORT_PG, child_reports.report_pg_params(turn_id, result))
-        if result is not None
+        if result is not None and (facts is None or facts[2] is not None)
         else None
     )
     final = changes.get("status") in FINAL_STATUSES

@@ -281,6 +281,8 @@ def claim_and_load_steps(
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
     session = (columns["session_id"], rec.generation)
     transcripts.remember(turn_id, *session)
+    # what never changes on the row: a parentless turn's settling checkpoint reports to no one
+    transcripts.remember_facts(turn_id, (*session, columns["parent_id"], columns["spawn_step"]))
     if base != boundary:  # a compaction of this turn cut inside it: read from its opening (rare)
         again = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
         again.add(TRANSCRIPT_FROM, [*session, base])

@@ -142,6 +142,54 @@ def test_opening_and_closing_a_turn_take_one_round_trip_each(monkeypatch):
         assert turn["handed"] == [(turn["queued"], ref)]  # no read after the turn
 
 
+def test_a_checkpoint_inserts_its_rows_in_one_statement_each_and_a_parentless_turn_reports_nothing(monkeypatch):
+    """A checkpoint's messages (with the step guard before them) and its events are one
+    multi-row statement each, not one per row; a turn this process claimed, which has no
+    parent, settles without the child's report to a parent (a statement that found none)."""
+    postgres_only()
+    from sessions_app.store import DjangoSessionStore, child_reports, direct, wire
+
+    store = DjangoSessionStore()
+    ref = SessionRef("bench", "statements")
+    sent: list[list[bytes]] = []
+    run = wire.Batch.run
+
+    def counted(batch):
+        sent.append([sql for sql, _ in batch.commands])
+        return run(batch)
+
+    monkeypatch.setattr(wire.Batch, "run", counted)
+
+    async def scenario() -> None:
+        model = ScriptedModel([reply("", ("noop", {"n": 1}), ("noop", {"n": 2})), reply("done")], chunk=1000)
+        executor = TurnExecutor(
+            store=store,
+            sink=NullSink(),
+            agent_for=lambda name: AGENT,
+            model_for=lambda a: model,
+            clock=time.time,
+            lease_seconds=60,
+        )
+        turn_id = uuid.uuid4().hex
+        await store.create_turn(ref, TurnInput(text="two tools"), turn_id=turn_id)
+        sent.clear()
+        assert await executor.drive(turn_id) == TurnStatus.COMPLETED
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        direct.close_all()
+    statements = [sql for batch in sent for sql in batch]
+    assert child_reports.REPORT_PG not in statements
+    for batch in sent:
+        assert sum(b"INSERT INTO sessions_app_message" in sql for sql in batch) <= 1, batch
+        assert sum(b"INSERT INTO sessions_app_event" in sql for sql in batch) <= 1, batch
+        assert not any(sql.startswith(b"SELECT june_step_recorded") for sql in batch), batch
+    # a unit's two events in one statement; the step guard rides in the messages' statement
+    assert any(b"INSERT INTO sessions_app_event" in sql and b"), (" in sql for sql in statements)
+    assert any(sql.startswith(b"WITH g AS MATERIALIZED (SELECT june_step_recorded") for sql in statements)
+
+
 def test_a_creation_on_djangos_connection_is_one_round_trip(monkeypatch):
     """The services' path (``own_connection=False``): on the request's thread, in one round trip."""
     postgres_only()
