@@ -6,14 +6,22 @@ so a lost ring costs latency, never correctness.
 side (the executor's ``on_signals`` hook in a worker).
 
 A worker receives through one listener per process (``ProcessDoorbell``): a daemon thread with
-an event loop of its own, one channel of the process in the group of every turn an attempt of
-the process runs (once it has run ``JOIN_AFTER``: a short turn never joins), and a table of
-those attempts. An attempt only registers in the table and
-leaves it, so it never waits on the layer and nothing of the doorbell is left in its loop when it
-ends: its ``asyncio.run`` returns whatever the layer does with a cancel. (It used to run a
-receive task in the attempt's loop and cancel it at the end; on Python 3.11 a cancel that lands
-while redis-py sends BZPOPMIN is swallowed by ``asyncio.wait_for`` — CPython gh-86296, fixed in
-3.12 — the receive then went on, and the worker's ``asyncio.run`` never returned.)"""
+an event loop of its own, one channel of the process in the group every ring goes to
+(``CANCELS``: every worker process of the site is in it, each delivers to the attempts it runs;
+cancels are rare, turns are not), and a table of those attempts. An attempt only registers in
+the table and leaves it: it costs the layer nothing, never waits on it, and nothing of the
+doorbell is left in its loop when it ends: its ``asyncio.run`` returns whatever the layer does
+with a cancel. (It used to run a receive task in the attempt's loop and cancel it at the end; on
+Python 3.11 a cancel that lands while redis-py sends BZPOPMIN is swallowed by
+``asyncio.wait_for`` — CPython gh-86296, fixed in 3.12 — the receive then went on, and the
+worker's ``asyncio.run`` never returned. And each attempt used to join a group of its turn's
+own and leave it: three layer round trips a turn.)
+
+A ring that finds no attempt of its turn here (it reached every process; or it came between a
+claim's commit and its attempt's registration) is kept a while (``EARLY_SECONDS``): an attempt
+that registers within it has the row read for its request. A ring sent while the process was not
+in the group (before its first join, while Redis was away) reached no one: at each join the rows
+of every attempt in the table are read, in one query, and their requests delivered."""
 
 from __future__ import annotations
 
@@ -23,6 +31,7 @@ import logging
 import os
 import threading
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -41,8 +50,8 @@ log = logging.getLogger(__name__)
 RECEIVE_RETRY_SECONDS = 1.0
 
 
-def cancel_group(turn_id: str) -> str:
-    return f"june.turn.{turn_id}"
+#: the group of every worker process's doorbell channel: where every ring goes
+CANCELS = "june.cancels"
 
 
 def ring(turn_ids: Sequence[str]) -> None:
@@ -51,7 +60,7 @@ def ring(turn_ids: Sequence[str]) -> None:
         return
     for turn_id in turn_ids:
         try:
-            async_to_sync(layer.group_send)(cancel_group(turn_id), {"type": "june.cancel", "turn_id": turn_id})
+            async_to_sync(layer.group_send)(CANCELS, {"type": "june.cancel", "turn_id": turn_id})
         except Exception:  # the row is the truth: the worker sees it at its next commit or heartbeat
             log.exception("cancel doorbell for %s failed", turn_id)
 
@@ -72,8 +81,8 @@ def title_changed(session: SessionRef, title: str) -> None:
 @dataclass(eq=False)
 class Subscription:
     """One attempt listening on its turn's doorbell. Calling it unsubscribes (idempotent, never
-    blocks). ``joined`` is set once the process's channel is in the turn's group: a ring sent
-    after that reaches the attempt's signals (at most once, as every layer delivers)."""
+    blocks). ``joined`` is set once the process's channel is in ``CANCELS``: a ring sent after
+    that reaches the attempt's signals (at most once, as every layer delivers)."""
 
     doorbell: ProcessDoorbell
     turn_id: str
@@ -85,36 +94,30 @@ class Subscription:
         self.doorbell.leave(self)
 
 
-#: an attempt joins its turn's cancel group once it has listened this long (seconds): a short
-#: turn ends before and costs the doorbell nothing — no wake-up of its thread, no layer round
-#: trip to join and none to leave; a cancel requested before the join is read from the row
-#: when it joins, so it reaches the attempt at most about this late
-JOIN_AFTER = 0.05
+#: how long (seconds) a ring that found no attempt of its turn here is kept for one that registers
+EARLY_SECONDS = 30.0
+#: at most this many such rings are kept (the oldest go first)
+EARLY_MAX = 1000
+#: how often (seconds) the process's channel is added to ``CANCELS`` again: a layer forgets a
+#: membership after its ``group_expiry`` (a day, channels_redis's and ours), and Redis may have
+#: restarted without the receive noticing
+REJOIN_SECONDS = 600.0
 
 
 class ProcessDoorbell:
-    """The process's doorbell receiver (see the module docstring). Group membership follows the
-    table: the process's channel is in a turn's group while an attempt of the process that has
-    listened for ``JOIN_AFTER`` listens for it; the changes are applied in order by one
-    coroutine on the doorbell's loop, which looks at the table only while attempts listen
-    (``_tick``, at the next attempt due to join)."""
+    """The process's doorbell receiver (see the module docstring): the table of the attempts
+    that listen, the process's channel in ``CANCELS``, the rings kept for attempts to come."""
 
     def __init__(self, layer: Any) -> None:
         self.layer = layer
         self._lock = threading.Lock()
         self._attempts: dict[str, list[Subscription]] = {}
-        #: under the lock: since when (monotonic) each turn in ``_attempts`` has been listened for
-        self._since: dict[str, float] = {}
-        #: under the lock: (since, turn) of each turn not yet due to join, oldest first; an entry
-        #: whose turn left (or came back later, with a later since) is dropped when it is reached
-        self._pending: collections.deque[tuple[float, str]] = collections.deque()
-        #: under the lock: the turns due to be in their group (asked of ``_keep_memberships``)
-        self._wanted: set[str] = set()
-        #: under the lock: a ``_tick`` is scheduled on the doorbell's loop
-        self._ticking = False
-        self._joined: set[str] = set()
+        #: under the lock: the turns rung here with no attempt listening, when (monotonic)
+        self._early: collections.OrderedDict[str, float] = collections.OrderedDict()
+        #: under the lock: the process's channel is in ``CANCELS`` (since its last join)
+        self._member = False
         self._loop = asyncio.new_event_loop()
-        self._changed: asyncio.Queue[str] = asyncio.Queue()
+        self._rejoin = asyncio.Event()
         self._thread = threading.Thread(target=self._run, name="june-doorbell", daemon=True)
         self._thread.start()
 
@@ -122,31 +125,21 @@ class ProcessDoorbell:
         sub = Subscription(self, turn_id, signals, asyncio.get_running_loop())
         with self._lock:
             self._attempts.setdefault(turn_id, []).append(sub)
-            if turn_id not in self._since:
-                since = self._since[turn_id] = time.monotonic()
-                self._pending.append((since, turn_id))
-            wake, self._ticking = not self._ticking, True
-            joined = turn_id in self._joined and turn_id in self._wanted
-        if joined:  # another attempt of this process already has the turn's group
+            rung = self._early.pop(turn_id, None)
+            member = self._member
+        if member:
             sub.joined.set()
-        if wake:
-            self._loop.call_soon_threadsafe(self._tick)
+        if rung is not None and time.monotonic() - rung < EARLY_SECONDS:  # rung just before: read the row
+            asyncio.run_coroutine_threadsafe(self._requested_before([turn_id]), self._loop)
         return sub
 
     def leave(self, sub: Subscription) -> None:
         with self._lock:
             subs = self._attempts.get(sub.turn_id, [])
-            if sub not in subs:
-                return
-            subs.remove(sub)
-            if subs:
-                return
-            del self._attempts[sub.turn_id]
-            self._since.pop(sub.turn_id, None)
-            if sub.turn_id not in self._wanted:
-                return  # it never asked to join: nothing to undo
-            self._wanted.discard(sub.turn_id)
-        self._loop.call_soon_threadsafe(self._changed.put_nowait, sub.turn_id)
+            if sub in subs:
+                subs.remove(sub)
+                if not subs:
+                    del self._attempts[sub.turn_id]
 
     # -- on the doorbell's own loop --------------------------------------------------------------
 
@@ -156,69 +149,33 @@ class ProcessDoorbell:
 
     async def _serve(self) -> None:
         channel = await self.layer.new_channel()
-        await asyncio.gather(self._keep_memberships(channel), self._receive(channel))
+        await asyncio.gather(self._keep_membership(channel), self._receive(channel))
 
-    def _tick(self) -> None:
-        """Ask for the groups of the turns listened for ``JOIN_AFTER`` or longer; look again when
-        the next one is due, while any turn waits to join. The turns wait in the order they
-        came (``_pending``), so a tick reads only the ones due: it read every turn the process
-        listened for, twice, at each tick (hundreds of turns, a tick every few milliseconds
-        while a burst of them arrived)."""
-        now = time.monotonic()
-        due: list[str] = []
-        with self._lock:
-            pending = self._pending
-            while pending and now - pending[0][0] >= JOIN_AFTER:
-                since, turn_id = pending.popleft()
-                if self._since.get(turn_id) == since and turn_id not in self._wanted:
-                    due.append(turn_id)
-            self._wanted.update(due)
-            nxt = pending[0][0] if pending else None
-            self._ticking = nxt is not None
-        for turn_id in due:
-            self._changed.put_nowait(turn_id)
-        if nxt is not None:
-            self._loop.call_later(max(nxt + JOIN_AFTER - now, 0.001), self._tick)
-
-    async def _keep_memberships(self, channel: str) -> None:
+    async def _keep_membership(self, channel: str) -> None:
+        """Join ``CANCELS``, and again every ``REJOIN_SECONDS`` or when the receive failed; after
+        a join that follows a time out of the group, deliver what the table's rows hold."""
         while True:
-            # every change queued so far, in order: the turns they join are read in one query
-            changes = [await self._changed.get()]
-            while not self._changed.empty():
-                changes.append(self._changed.get_nowait())
-            joined_now: list[str] = []
-            for turn_id in changes:
-                if await self._apply(turn_id, channel):
-                    joined_now.append(turn_id)
-            if joined_now:
-                await self._requested_before(joined_now)
-
-    async def _apply(self, turn_id: str, channel: str) -> bool:
-        """Bring the channel's membership of ``turn_id``'s group in line with the table; True
-        when it joined it now."""
-        with self._lock:
-            wanted = turn_id in self._wanted
-        joined_now = False
-        try:
-            if wanted and turn_id not in self._joined:
-                await self.layer.group_add(cancel_group(turn_id), channel)
-                self._joined.add(turn_id)
-                joined_now = True
-            elif not wanted and turn_id in self._joined:
-                self._joined.discard(turn_id)
-                await self.layer.group_discard(cancel_group(turn_id), channel)
-        except Exception:  # a doorbell: the row still carries the request
-            log.exception("cancel doorbell: membership of %s failed", turn_id)
-        if turn_id in self._joined:
+            try:
+                await self.layer.group_add(CANCELS, channel)
+            except Exception:  # a doorbell: the rows still carry the requests
+                log.exception("cancel doorbell: joining the group failed; retrying in %s s", RECEIVE_RETRY_SECONDS)
+                await asyncio.sleep(RECEIVE_RETRY_SECONDS)
+                continue
             with self._lock:
-                for sub in self._attempts.get(turn_id, ()):
+                was, self._member = self._member, True
+                subs = [sub for subs in self._attempts.values() for sub in subs]
+            if not was:
+                for sub in subs:
                     sub.joined.set()
-        return joined_now
+                if subs:
+                    await self._requested_before(sorted({sub.turn_id for sub in subs}))
+            self._rejoin.clear()
+            with suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._rejoin.wait(), REJOIN_SECONDS)
 
     async def _requested_before(self, turn_ids: list[str]) -> None:
-        """A ring sent before the join reached no one: a request already on the row is
-        delivered now (one read per batch of joins: a burst of turns past ``JOIN_AFTER``
-        together joins in one query, not one each)."""
+        """A ring sent while the process was out of the group, or before the attempt registered,
+        reached no attempt: a request already on the row is delivered now (one read for all)."""
         try:
             reasons = await _stored_reasons(turn_ids)
         except Exception:  # the attempt reads the request at its next commit or heartbeat
@@ -231,12 +188,12 @@ class ProcessDoorbell:
         while True:
             try:
                 message = await self.layer.receive(channel)
-            except Exception:  # Redis away, say: rejoin every group once it answers again
+            except Exception:  # Redis away, say: join again once it answers, then read the rows
                 log.exception("cancel doorbell: receive failed; retrying in %s s", RECEIVE_RETRY_SECONDS)
+                with self._lock:
+                    self._member = False
                 await asyncio.sleep(RECEIVE_RETRY_SECONDS)
-                for turn_id in list(self._joined):
-                    self._joined.discard(turn_id)
-                    self._changed.put_nowait(turn_id)
+                self._rejoin.set()
                 continue
             turn_id = message.get("turn_id")
             if message.get("type") == "june.cancel" and isinstance(turn_id, str):
@@ -245,8 +202,12 @@ class ProcessDoorbell:
     async def _deliver(self, turn_id: str, reason: str | None) -> None:
         with self._lock:
             subs = list(self._attempts.get(turn_id, ()))
-        if not subs:
-            return
+            if not subs:  # kept for an attempt that registers soon (its claim just committed)
+                self._early[turn_id] = time.monotonic()
+                self._early.move_to_end(turn_id)
+                while len(self._early) > EARLY_MAX:
+                    self._early.popitem(last=False)
+                return
         try:
             reason = reason or await _durable_reason(turn_id)
         except Exception:  # the attempt reads the request at its next commit or heartbeat
@@ -263,8 +224,7 @@ class ProcessDoorbell:
 #: turn ids per query of ``_stored_reasons`` (SQLite bounds a statement's parameters)
 READ_CHUNK = 500
 #: the cancel requests stored on some turns (``{ids}``: a placeholder per id). SQL, not the
-#: ORM: every turn that calls a model joins, mostly one at a time, and compiling the queryset
-#: each time cost more than running it
+#: ORM: compiling the queryset cost more than running it
 STORED_REASONS = "SELECT id, cancel_reason FROM {table} WHERE id IN ({ids}) AND cancel_reason IS NOT NULL"
 
 

@@ -15,8 +15,8 @@ layer pushes messages between processes over unix datagram sockets in one direct
   ``g.<group>/<token>`` while the group has a member there) and ``group_send`` sends to the
   marked processes only. A session's events and deltas are most of the layer's messages and
   its members are the few browsers watching it: one nobody watches costs its sender one
-  ``listdir`` and nobody else anything. Other groups (the cancel doorbell's: every turn joins
-  and leaves its own, a ring is rare) are not marked: a mark is a folder made and removed, which
+  ``listdir`` and nobody else anything. Other groups (the cancel doorbell's: every worker
+  process is in it, a ring is rare) are not marked: a mark is a folder made and removed, which
   costs more than the broadcasts it would save them;
 - delivery is pushed (no polling): a message reaches a waiting receiver in well under a
   millisecond;

@@ -15,7 +15,7 @@ import pytest
 from agents_app.runtime.control import Signals
 from sessions_app.outbox import doorbell
 
-# a turn's group joined, the doorbell reads the row for a request rung before the join
+# the process's group joined, the doorbell reads the rows for requests rung before the join
 pytestmark = pytest.mark.django_db(transaction=True)
 
 DEADLINE = 15.0
@@ -26,16 +26,14 @@ async def _ring(turn_id: str, times: int, reason: str = "user") -> None:
 
     layer = get_channel_layer()  # the sending side: services' global layer
     for _ in range(times):
-        await layer.group_send(
-            doorbell.cancel_group(turn_id), {"type": "june.cancel", "turn_id": turn_id, "reason": reason}
-        )
+        await layer.group_send(doorbell.CANCELS, {"type": "june.cancel", "turn_id": turn_id, "reason": reason})
 
 
 async def _joined(turn_id: str, signals: Signals):
     unsubscribe = doorbell.cancel_listener(turn_id, signals)
     deadline = time.monotonic() + DEADLINE
     while not unsubscribe.joined.is_set():
-        assert time.monotonic() < deadline, "the listener never joined its group"
+        assert time.monotonic() < deadline, "the process never joined the doorbell's group"
         await asyncio.sleep(0.002)
     return unsubscribe
 
@@ -124,9 +122,9 @@ def test_rings_at_the_end_of_an_attempt_never_keep_its_loop_open(caplog):
 
 
 def test_attempts_of_one_turn_in_turn_each_hear_their_ring():
-    """A turn re-driven in the same process (a retry, a re-enqueue) joins its group again after
-    the previous attempt left it: the leave and the join are applied in order. (One ring each,
-    each its own reason: no ring of an earlier attempt is left to be heard.)"""
+    """A turn re-driven in the same process (a retry, a re-enqueue) hears its ring after the
+    previous attempt left. (One ring each, each its own reason: no ring of an earlier attempt is
+    left to be heard.)"""
     for n in range(6):
         finished, reason = _in_a_thread(_attempt_that_listens, "again", 1, f"user{n}")
         assert finished and reason == f"user{n}", (n, reason)
