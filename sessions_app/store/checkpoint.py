@@ -289,7 +289,7 @@ def session_status_sql(*, by_turn: bool, events: bool = False, read_back: bool =
     cancelled or answered, which is what the session list orders by. Each EXISTS is an index
     lookup (the session's unfinished turns, its parents parked on children: ``turn_waiting``),
     not a scan of every turn the session ever ran. ``events``: the same UPDATE numbers a
-    checkpoint's events too (``event_seq``, as ``BUMP_EVENT_SEQ``): one row update, not two,
+    checkpoint's events too (``event_seq``, as ``checkpoint_pg.BUMP_EVENT_SEQ_SQL``): one row update, not two,
     answering the new ``event_seq`` and generation unless ``read_back`` is False (SQLite reads
     them with a SELECT: ``write_plain``)."""
     target = "(SELECT session_id FROM sessions_app_turn WHERE id = %s)" if by_turn else "%s"

@@ -37,12 +37,14 @@ from sessions_app.store.checkpoint import (
 )
 
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
-STATUS_AND_EVENT_SEQ = wire.numbered(session_status_sql(by_turn=True, events=True))
+STATUS_AND_EVENT_SEQ_SQL = session_status_sql(by_turn=True, events=True)
 INSERT_STEP = wire.numbered(
     "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
     "SELECT t.id, %s::text, %s::integer, %s::jsonb, %s::timestamptz FROM sessions_app_turn t WHERE t.id = %s::text"
 )
-BUMP_EVENT_SEQ = wire.numbered(
+#: a unit's events numbered: the session's ``event_seq`` moved past them (parameters: how many,
+#: the turn), answering the new ``event_seq`` and the session's generation
+BUMP_EVENT_SEQ_SQL = (
     "UPDATE sessions_app_session SET event_seq = event_seq + %s::integer "
     "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s::text) "
     "RETURNING event_seq, generation"
@@ -77,18 +79,37 @@ def insert_messages_sql(count: int, guarded: int = 0) -> bytes:
     )
 
 
-@functools.lru_cache(maxsize=ROWS_PER_INSERT)
-def insert_events_sql(count: int) -> bytes:
-    """``count`` events of a unit in one statement, numbered by the session's ``event_seq`` that
-    the unit's earlier statement moved past all of them. Parameters: the unit's number of events,
-    this statement's first event's place among them (from 0), each event's turn, type code, JSON
-    and time, then the unit's turn."""
+def _events_from(count: int, source: str) -> str:
+    """The INSERT of ``count`` events numbered by ``s.event_seq`` (``source`` names the turn
+    ``t`` and the session's numbering ``s``). Parameters: the unit's number of events, this
+    statement's first event's place among them (from 0), each event's turn, type code, JSON and
+    time, then the unit's turn."""
     rows = ", ".join(f"({n}, %s::text, %s::smallint, %s::json, %s::timestamptz)" for n in range(1, count + 1))
-    return wire.numbered(
+    return (
         "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
         "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer + e.n, june_tid(e.tid), "
-        "e.type, e.data, e.at FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id "
-        f"CROSS JOIN (VALUES {rows}) AS e(n, tid, type, data, at) WHERE t.id = %s::text"
+        f"e.type, e.data, e.at FROM {source} CROSS JOIN (VALUES {rows}) AS e(n, tid, type, data, at) "
+        "WHERE t.id = %s::text"
+    )
+
+
+@functools.lru_cache(maxsize=ROWS_PER_INSERT)
+def insert_events_sql(count: int) -> bytes:
+    """``count`` events of a unit in one statement (``_events_from``'s parameters), numbered by
+    the session's ``event_seq`` that an earlier statement of the unit moved past all of them: the
+    ones past the first ``ROWS_PER_INSERT`` (``numbered_events_sql`` inserts those)."""
+    return wire.numbered(_events_from(count, "sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id"))
+
+
+@functools.lru_cache(maxsize=2 * ROWS_PER_INSERT)
+def numbered_events_sql(numbering: str, count: int) -> bytes:
+    """``numbering`` (``BUMP_EVENT_SEQ_SQL``, ``STATUS_AND_EVENT_SEQ_SQL``: the session's row
+    updated, its ``event_seq`` moved past the unit's events, answering the new ``event_seq`` and
+    generation) and the insert of the unit's first ``count`` events, in one statement that
+    answers what ``numbering`` does. Parameters: ``numbering``'s, then ``_events_from``'s."""
+    return wire.numbered(
+        f"WITH s AS ({numbering}), e AS ({_events_from(count, 's CROSS JOIN sessions_app_turn t')}) "
+        "SELECT event_seq, generation FROM s"
     )
 
 
@@ -206,10 +227,28 @@ def write_steps(
     if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
     transaction_status, status = status, "status" in changes
-    # the session's row first: numbering the events locks it as ``LOCK_SESSION`` would, so a unit
-    # whose session status stays as it is numbers them here; one that recomputes the status does it
-    # after the fence has moved the turn's (the status reads it)
-    seq = batch.add(BUMP_EVENT_SEQ, [k, turn_id]) if events and not status else batch.add(LOCK_SESSION, [turn_id])
+    # the unit's events, ROWS_PER_INSERT a statement: the first ones in their numbering's statement.
+    # The session's row first: numbering the events locks it as ``LOCK_SESSION`` would, so a unit
+    # whose session status stays as it is numbers them (and inserts them) here; one that recomputes
+    # the status does it after the fence has moved the turn's (the status reads it)
+    numbered: list[Any] = []
+    rest: list[tuple[int, list[Any]]] = []
+    for start in range(0, k, ROWS_PER_INSERT):
+        params = [k, start]
+        for e in events[start : start + ROWS_PER_INSERT]:
+            column = e.turn_id or turn_id
+            data = eventlog.stored(e, messages, column)
+            params += [column, models.event_type_code(e.type), dumps(data), None if eventlog.refers(data) else now]
+        if start:
+            rest.append((min(ROWS_PER_INSERT, k - start), [*params, turn_id]))
+        else:
+            numbered = [*params, turn_id]
+    first = min(k, ROWS_PER_INSERT)
+    seq = (
+        batch.add(numbered_events_sql(BUMP_EVENT_SEQ_SQL, first), [k, turn_id, *numbered])
+        if events and not status
+        else batch.add(LOCK_SESSION, [turn_id])
+    )
     fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages))
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
     keys, steps = folded(messages, steps)
@@ -229,16 +268,11 @@ def write_steps(
         guard = []
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
-    if events:  # numbered by the session's row, whose status the same UPDATE recomputes
-        if status:
-            seq = batch.add(STATUS_AND_EVENT_SEQ, session_status_params(turn_id, now, events=k))
-        for start in range(0, k, ROWS_PER_INSERT):
-            params = [k, start]
-            for e in events[start : start + ROWS_PER_INSERT]:
-                column = e.turn_id or turn_id
-                data = eventlog.stored(e, messages, column)
-                params += [column, models.event_type_code(e.type), dumps(data), None if eventlog.refers(data) else now]
-            batch.add(insert_events_sql(min(ROWS_PER_INSERT, k - start)), [*params, turn_id])
+    if events and status:  # numbered by the session's row, whose status the same UPDATE recomputes
+        numbering = session_status_params(turn_id, now, events=k)
+        seq = batch.add(numbered_events_sql(STATUS_AND_EVENT_SEQ_SQL, first), [*numbering, *numbered])
+    for count, params in rest:
+        batch.add(insert_events_sql(count), params)
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
     if status and not events:

@@ -156,12 +156,12 @@ def test_a_checkpoint_numbering_its_events_locks_its_session_by_numbering_them()
     event = ev.MessageCompleted("t", text="x")
     batch = next(checkpoint_pg.write_steps("t", "a", {"phase": "x"}, [], [], [event]))
     statements = [sql for sql, _ in batch.commands]
-    assert statements[0] == checkpoint_pg.BUMP_EVENT_SEQ
+    assert statements[0] == checkpoint_pg.numbered_events_sql(checkpoint_pg.BUMP_EVENT_SEQ_SQL, 1)
     assert checkpoint_pg.LOCK_SESSION not in statements
     settled = next(checkpoint_pg.write_steps("t", "a", {"status": TurnStatus.COMPLETED}, [], [], [event]))
     statements = [sql for sql, _ in settled.commands]
     assert statements[0] == checkpoint_pg.LOCK_SESSION
-    assert statements.index(checkpoint_pg.STATUS_AND_EVENT_SEQ) > 1
+    assert statements.index(checkpoint_pg.numbered_events_sql(checkpoint_pg.STATUS_AND_EVENT_SEQ_SQL, 1)) > 1
 
 
 def test_a_claim_marks_its_session_running_in_its_own_statement():
