@@ -234,7 +234,7 @@ def write_steps(
     numbered: list[Any] = []
     rest: list[tuple[int, list[Any]]] = []
     for start in range(0, k, ROWS_PER_INSERT):
-        params = [k, start]
+        params: list[Any] = [k, start]
         for e in events[start : start + ROWS_PER_INSERT]:
             column = e.turn_id or turn_id
             data = eventlog.stored(e, messages, column)
@@ -257,10 +257,10 @@ def write_steps(
     rows = [row_json(m, turn_id) for _, m in messages]
     # the messages, ROWS_PER_INSERT a statement; the first also raises (JUNE3) before any insert
     # when the turn holds one of the unit's folded steps already
-    guard = [turn_id, *keys.values()] if keys else []
+    guard: list[Any] = [turn_id, *keys.values()] if keys else []
     for start in range(0, len(messages), ROWS_PER_INSERT):
         chunk = range(start, min(start + ROWS_PER_INSERT, len(messages)))
-        params = guard + [now]
+        params = [*guard, now]
         for j in chunk:
             i, m = messages[j]
             params += [i, str(m.role), rows[j], keys.get(i)]
