@@ -258,12 +258,9 @@ def claim_and_load_steps(
             SessionStatus.RUNNING,
         ],
     )
-    steps = batch.add(reads.STEPS_OF_ATTEMPT_PG, [turn_id, attempt_id])
     held = transcripts.known(turn_id)
     key, stretch = held if held is not None else ((None, None), transcripts.Stretch(0))
-    messages = batch.add(
-        reads.TRANSCRIPT_OF_ATTEMPT_PG, [*key, stretch.start, stretch.end, stretch.end, turn_id, attempt_id]
-    )
+    loaded = batch.add(reads.LOAD_OF_ATTEMPT_PG, [*key, stretch.start, stretch.end, stretch.end, turn_id, attempt_id])
     results = yield batch
     row = results[claimed]
     if not row.ntuples:
@@ -277,7 +274,7 @@ def claim_and_load_steps(
         wire.number(row, 4),
         None if summary_at is None else int(summary_at),
     )
-    rows = [(k, data) for k, data in json.loads(wire.text(results[steps], 0))]
+    rows = [(k, data) for k, data in json.loads(wire.text(results[loaded], 0))]
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
     session = (columns["session_id"], rec.generation)
     transcripts.remember(turn_id, *session)
@@ -288,8 +285,8 @@ def claim_and_load_steps(
         again.add(TRANSCRIPT_FROM, [*session, base])
         transcript = reads.messages_of(wire.text((yield again)[0], 0))
     else:
-        read_from = wire.number(results[messages], 0)
-        unseen = reads.messages_of(wire.text(results[messages], 1))
+        read_from = wire.number(results[loaded], 1)
+        unseen = reads.messages_of(wire.text(results[loaded], 2))
         transcripts.read(session, read_from, unseen)
         # past the boundary, what this process held (``transcripts``), then what it had not seen
         transcript = stretch.between(base, read_from) + unseen if read_from > base else unseen

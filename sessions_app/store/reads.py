@@ -42,19 +42,17 @@ STEPS, STEPS_PG = (
     "AND m.step IS NOT NULL"
     for ref in ("t.id", "june_tid(t.id)")
 )
-#: a claim's reads in its batch (``opening.claim_and_load``): nothing unless the attempt holds the
-#: turn; the transcript from the live boundary (``live_boundary``), one JSON array each
-STEPS_OF_ATTEMPT_PG = wire.numbered(
-    "SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM sessions_app_turn t "
-    "CROSS JOIN LATERAL (SELECT key, data FROM sessions_app_step WHERE turn_id = t.id UNION ALL "
-    f"{FOLDED.format(null='NULL::jsonb', ref='june_tid(t.id)')}) st "
-    "WHERE t.id = %s::text AND t.attempt_id = %s::text"
-)
-#: ... and where it read from: the live boundary (``live_boundary``), or past the end of what this
+#: a claim's reads in its batch (``opening.claim_and_load``), one statement: nothing unless the
+#: attempt holds the turn; its steps (one JSON array: its Step rows, and the steps folded into the
+#: messages it wrote), where its transcript is read from, and the transcript from there (one JSON
+#: array). It is read from the live boundary (``live_boundary``), or past the end of what this
 #: process already holds (``transcripts``: session id, generation, start, end) when that stretch
 #: is of the turn's session and generation and covers the boundary
-TRANSCRIPT_OF_ATTEMPT_PG = wire.numbered(
-    f"SELECT f.pos, (SELECT coalesce(json_agg({WHOLE_PG.format('mm.')} ORDER BY mm.\"index\")::text, '[]') "
+LOAD_OF_ATTEMPT_PG = wire.numbered(
+    "SELECT (SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM "
+    "(SELECT key, data FROM sessions_app_step WHERE turn_id = t.id UNION ALL "
+    f"{FOLDED.format(null='NULL::jsonb', ref='june_tid(t.id)')}) st), f.pos, "
+    f"(SELECT coalesce(json_agg({WHOLE_PG.format('mm.')} ORDER BY mm.\"index\")::text, '[]') "
     "FROM sessions_app_message mm WHERE mm.session_id = t.session_id AND mm.generation = t.generation "
     'AND mm."index" >= f.pos) FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id '
     "CROSS JOIN LATERAL (SELECT CASE WHEN t.generation = s.generation THEN s.boundary ELSE 0 END AS start) b "

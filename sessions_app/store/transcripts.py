@@ -18,7 +18,7 @@ what is held for that session and generation (``since``) and reads only past its
 On PostgreSQL the load does not know a turn's session before its claim's batch comes back, so
 the turns this process created, claimed or handed its chain to are remembered with their session
 (``remember``): the load sends the stretch it holds for that session, and the database reads
-only past its end when the turn is in that session and generation (``reads.TRANSCRIPT_OF_ATTEMPT_PG``).
+only past its end when the turn is in that session and generation (``reads.LOAD_OF_ATTEMPT_PG``).
 Bounded: the most recently used sessions and turns.
 """
 

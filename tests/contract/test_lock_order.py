@@ -166,7 +166,7 @@ def test_a_checkpoint_numbering_its_events_locks_its_session_by_numbering_them()
 
 def test_a_claim_marks_its_session_running_in_its_own_statement():
     """The claim's batch: the session's lock, the claim (which also marks the session running and
-    turns the flush off for its transaction), the two reads of the load; and it does all of it."""
+    turns the flush off for its transaction), the load's reads (one statement); and it does all of it."""
     from sessions_app.store import checkpoint_pg, opening, reads
 
     batch = next(opening.claim_and_load_steps("t", owner="w", attempt_id="a", now=1.0, lease_seconds=30))
@@ -174,8 +174,7 @@ def test_a_claim_marks_its_session_running_in_its_own_statement():
     assert statements == [
         checkpoint_pg.LOCK_SESSION,
         opening.CLAIM,
-        reads.STEPS_OF_ATTEMPT_PG,
-        reads.TRANSCRIPT_OF_ATTEMPT_PG,
+        reads.LOAD_OF_ATTEMPT_PG,
     ]
     from sessions_app.store import DjangoSessionStore
 

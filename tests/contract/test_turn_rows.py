@@ -90,7 +90,7 @@ def test_the_step_memo_and_the_guard_read_a_turns_messages_by_the_key(many_turns
     if is_postgres():
         statements = {
             "steps": (reads.STEPS_PG, [turn_id, turn_id]),
-            "steps of the claim": (reads.STEPS_OF_ATTEMPT_PG.decode(), [turn_id, "attempt"]),
+            "the claim's load": (reads.LOAD_OF_ATTEMPT_PG.decode(), [None, None, 0, 0, 0, turn_id, "attempt"]),
             "step guard": (checkpoint.step_guard_sql(2).decode(), [turn_id, "model:1", "tool:1:c"]),
         }
     else:
