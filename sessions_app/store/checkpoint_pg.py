@@ -101,15 +101,23 @@ def insert_events_sql(count: int) -> bytes:
     return wire.numbered(_events_from(count, "sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id"))
 
 
-@functools.lru_cache(maxsize=2 * ROWS_PER_INSERT)
-def numbered_events_sql(numbering: str, count: int) -> bytes:
+@functools.lru_cache(maxsize=4 * ROWS_PER_INSERT)
+def numbered_events_sql(numbering: str, count: int, chain: bool = False) -> bytes:
     """``numbering`` (``BUMP_EVENT_SEQ_SQL``, ``STATUS_AND_EVENT_SEQ_SQL``: the session's row
     updated, its ``event_seq`` moved past the unit's events, answering the new ``event_seq`` and
     generation) and the insert of the unit's first ``count`` events, in one statement that
-    answers what ``numbering`` does. Parameters: ``numbering``'s, then ``_events_from``'s."""
+    answers what ``numbering`` does; with ``chain``, also the head of the session's chain
+    (``NEXT_IN_CHAIN``'s four columns, NULL when there is none), as a settling unit reads it
+    after its fence. Parameters: ``numbering``'s, ``_events_from``'s, then (``chain``) the turn."""
+    head = ""
+    columns = ""
+    if chain:
+        head = f" LEFT JOIN LATERAL ({NEXT_IN_CHAIN}) n ON true"
+        columns = ", n.id, n.status, n.agent, n.key"
     return wire.numbered(
-        f"WITH s AS ({numbering}), e AS ({_events_from(count, 's CROSS JOIN sessions_app_turn t')}) "
-        "SELECT event_seq, generation FROM s"
+        f"WITH numbering AS ({numbering}), "
+        f"e AS ({_events_from(count, 'numbering s CROSS JOIN sessions_app_turn t')}) "
+        f"SELECT numbering.event_seq, numbering.generation{columns} FROM numbering{head}"
     )
 
 
@@ -268,9 +276,16 @@ def write_steps(
         guard = []
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
+    final = changes.get("status") in FINAL_STATUSES
     if events and status:  # numbered by the session's row, whose status the same UPDATE recomputes
+        # and a unit that settles the turn for good reads the chain's next turn in it (the
+        # turn's own status moved by the fence before it; the statements after it touch no turn
+        # of this session)
         numbering = session_status_params(turn_id, now, events=k)
-        seq = batch.add(numbered_events_sql(STATUS_AND_EVENT_SEQ_SQL, first), [*numbering, *numbered])
+        seq = batch.add(
+            numbered_events_sql(STATUS_AND_EVENT_SEQ_SQL, first, chain=final),
+            [*numbering, *numbered, *([turn_id] if final else [])],
+        )
     for count, params in rest:
         batch.add(insert_events_sql(count), params)
     if boundary is not None:
@@ -284,8 +299,7 @@ def write_steps(
         if result is not None and (facts is None or facts[2] is not None)
         else None
     )
-    final = changes.get("status") in FINAL_STATUSES
-    nxt = batch.add(NEXT_IN_CHAIN_PG, [turn_id]) if final else None
+    nxt = batch.add(NEXT_IN_CHAIN_PG, [turn_id]) if final and not events else None
     if ends_transaction and transaction_status == INTRANS:  # a sync tool's writes began it
         batch.add(b"COMMIT")
     try:
@@ -305,8 +319,9 @@ def write_steps(
             at = now.isoformat()
             logged = [LoggedEvent(last - k + 1 + n, e, at) for n, e in enumerate(events)]
     woken = child_reports.woken_pg(results[report]) if report is not None else []
-    if nxt is not None and results[nxt].ntuples:
-        handed = handed_over([wire.value(results[nxt], c) for c in range(4)])
+    head = (results[nxt], 0) if nxt is not None else (results[seq], 2) if final else None
+    if head is not None and head[0].ntuples:
+        handed = handed_over([wire.value(head[0], c) for c in range(head[1], head[1] + 4)])
         for next_turn, _ in handed:  # its load will look for this session's transcript
             transcripts.remember(next_turn, session_id, generation)
         woken += handed

@@ -56,10 +56,10 @@ def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
     prepared = {
         "hand-off": (checkpoint_pg.NEXT_IN_CHAIN_PG, ["queued"]),
         "status recompute": (
-            checkpoint_pg.numbered_events_sql(checkpoint_pg.STATUS_AND_EVENT_SEQ_SQL, 1),
+            checkpoint_pg.numbered_events_sql(checkpoint_pg.STATUS_AND_EVENT_SEQ_SQL, 1, chain=True),
             [
                 *checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1),
-                *[1, 0, "queued", 1, "{}", None, "queued"],
+                *[1, 0, "queued", 1, "{}", None, "queued", "queued"],
             ],
         ),
         "claim and load": (
@@ -151,10 +151,10 @@ def test_a_generic_plan_made_while_the_turns_are_few_reads_no_turn_it_does_not_n
         "hand-off": (checkpoint_pg.NEXT_IN_CHAIN_PG, ["first"]),
         "heartbeat": (lease.HEARTBEAT_PG, [31.0, "queued", "a", "running"]),
         "status recompute": (
-            checkpoint_pg.numbered_events_sql(checkpoint_pg.STATUS_AND_EVENT_SEQ_SQL, 1),
+            checkpoint_pg.numbered_events_sql(checkpoint_pg.STATUS_AND_EVENT_SEQ_SQL, 1, chain=True),
             [
                 *checkpoint.session_status_params("queued", "2026-12-01 00:00:00+00", events=1),
-                *[1, 0, "queued", 1, "{}", None, "queued"],
+                *[1, 0, "queued", 1, "{}", None, "queued", "queued"],
             ],
         ),
         "take": (wire.numbered(taker.TAKE_PG.replace("%%", "%")), ["taken:w", 31.0, 1.0, 1.0, 8]),

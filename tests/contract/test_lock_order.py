@@ -161,7 +161,9 @@ def test_a_checkpoint_numbering_its_events_locks_its_session_by_numbering_them()
     settled = next(checkpoint_pg.write_steps("t", "a", {"status": TurnStatus.COMPLETED}, [], [], [event]))
     statements = [sql for sql, _ in settled.commands]
     assert statements[0] == checkpoint_pg.LOCK_SESSION
-    assert statements.index(checkpoint_pg.numbered_events_sql(checkpoint_pg.STATUS_AND_EVENT_SEQ_SQL, 1)) > 1
+    # (and, as it settles the turn, reads the chain's next turn in the same statement)
+    numbering = checkpoint_pg.numbered_events_sql(checkpoint_pg.STATUS_AND_EVENT_SEQ_SQL, 1, chain=True)
+    assert statements.index(numbering) > 1 and checkpoint_pg.NEXT_IN_CHAIN_PG not in statements
 
 
 def test_a_claim_marks_its_session_running_in_its_own_statement():
