@@ -4,7 +4,7 @@ Django's, inside the caller's transaction):
 
 - ``create``: get-or-create the session (a new one is owned by the creator; one that exists
   must be the creator's when the creator is a user), lock it, refuse under ``rules.check_start``, take the next place in the session's chain, insert the queued
-  turn and recompute the session's status — ``host_ops.create_turn``'s statements, sent at once
+  turn and mark the session running — ``host_ops.create_turn``'s statements, sent at once
   (the runners' wake-up is sent after the commit, by another connection: ``outbox.queue.Waker``);
 - ``claim_and_load``: lock the turn's session, claim the lease (``lease.CLAIM``, unchanged), mark
   the session running, and read back the claimed turn, its step memo and its transcript from the
@@ -114,12 +114,17 @@ def _insert_session() -> tuple[bytes, tuple[models.Field, ...]]:
 
 @functools.cache
 def _insert_turn() -> tuple[bytes, tuple[models.Field, ...]]:
-    """The turn takes its session, place in the chain and generation from the session row."""
+    """The turn takes its session, place in the chain and generation from the session row, whose
+    status it sets (the status and the time first, then ``OWNED``'s and the turn's parameters):
+    running, which is what recomputing it (``checkpoint.session_status_sql``) answers once a queued
+    turn is in the chain and none is parked (``LOCK_AND_CHECK`` refused the creation then, under
+    the same row lock), so the creation recomputes nothing."""
     fields = _columns(m.Turn, skip=("session", "order", "generation"))
     names = ", ".join(connection.ops.quote_name(f.column) for f in fields)
     casts = ", ".join(f"%s::{f.db_type(connection)}" for f in fields)
     return wire.numbered(
-        "WITH s AS (UPDATE sessions_app_session SET turn_seq = turn_seq + 1 "
+        "WITH s AS (UPDATE sessions_app_session SET turn_seq = turn_seq + 1, status = %s::text, "
+        "updated_at = %s::timestamptz "
         f"WHERE agent = %s::text AND key = %s::text AND {OWNED} RETURNING id, turn_seq, generation) "
         f'INSERT INTO sessions_app_turn (session_id, "order", generation, {names}) '
         f"SELECT s.id, s.turn_seq, s.generation, {casts} FROM s RETURNING generation, session_id"
@@ -184,8 +189,18 @@ def create_steps(
     batch.add(insert_session, _values(s, session_fields))
     creator = None if owner is None else str(owner.pk)
     batch.add(LOCK_AND_CHECK, [session.agent, session.key, creator, creator, turn_id])
-    inserted = batch.add(insert_turn, [session.agent, session.key, creator, creator, *_values(turn, turn_fields)])
-    batch.add(checkpoint_pg.SESSION_STATUS_BY_TURN, checkpoint.session_status_params(turn_id, timezone.now()))
+    inserted = batch.add(
+        insert_turn,
+        [
+            SessionStatus.RUNNING,
+            timezone.now(),
+            session.agent,
+            session.key,
+            creator,
+            creator,
+            *_values(turn, turn_fields),
+        ],
+    )
     if ends_transaction and status == checkpoint.INTRANS:
         batch.add(b"COMMIT")
     try:

@@ -190,6 +190,36 @@ def test_a_checkpoint_inserts_its_rows_in_one_statement_each_and_a_parentless_tu
     assert any(sql.startswith(b"WITH g AS MATERIALIZED (SELECT june_step_recorded") for sql in statements)
 
 
+def test_a_creation_marks_its_session_running_without_recomputing_its_status(monkeypatch):
+    """A creation's batch is the session's get-or-create, the check under its lock, and the
+    turn's insert, which marks the session running and stamps it: what recomputing the status
+    answered once the creation passed the check (no parked turn, a queued one in the chain)."""
+    postgres_only()
+    from sessions_app.store import DjangoSessionStore, checkpoint_pg, direct, wire
+
+    sent: list[list[bytes]] = []
+    run = wire.Batch.run
+
+    def counted(batch):
+        sent.append([sql for sql, _ in batch.commands])
+        return run(batch)
+
+    monkeypatch.setattr(wire.Batch, "run", counted)
+    store = DjangoSessionStore()
+    ref = SessionRef("bench", "marked")
+    try:
+        asyncio.run(store.create_turn(ref, TurnInput(text="first"), turn_id=uuid.uuid4().hex))
+        m.Session.objects.filter(key="marked").update(status="idle")
+        before = m.Session.objects.get(key="marked").updated_at
+        asyncio.run(store.create_turn(ref, TurnInput(text="second"), turn_id=uuid.uuid4().hex))
+    finally:
+        direct.close_all()
+    assert [len(batch) for batch in sent[-1:]] == [3]
+    assert checkpoint_pg.SESSION_STATUS_BY_TURN not in sent[-1]
+    session = m.Session.objects.get(key="marked")
+    assert session.status == "running" and session.updated_at > before
+
+
 def test_a_creation_on_djangos_connection_is_one_round_trip(monkeypatch):
     """The services' path (``own_connection=False``): on the request's thread, in one round trip."""
     postgres_only()
