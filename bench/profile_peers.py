@@ -131,6 +131,8 @@ def main() -> None:
         pg: dict[str, float] = {}
         for pid, name in pg_end.items():
             first = pg0.get(pid, (name, 0.0))[1]
+            if pid not in pg0:  # opened during the burst: its start and first plans are in it
+                name = f"{name} (new: {sum(1 for p, n in pg_end.items() if n == name and p not in pg0)})"
             pg[name] = pg.get(name, 0.0) + cpu([pid]) - first
         for pid in set(pg_mid) - set(pg_end):  # a backend that ended before the end (its last reading)
             pg["(ended)"] = pg.get("(ended)", 0.0) + pg_mid[pid] - pg0.get(pid, ("", 0.0))[1]
