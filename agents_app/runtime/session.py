@@ -80,22 +80,32 @@ class Runtime:
         self.fanout = FanoutSink(self.sink, self.bus) if self.sink else FanoutSink(self.bus)
         if self.dispatcher is None:
             self.dispatcher = LocalDispatcher()
-        self.executor = TurnExecutor(
-            store=self.store,
-            sink=self.fanout,
-            agent_for=self.agent,
-            model_for=self.model_for,
-            clock=self.clock,
-            lease_seconds=self.lease_seconds,
-            max_attempts=self.max_attempts,
-            on_signals=self._wire_signals,
-            on_runnable=self._dispatch_runnable,
-            max_depth=self.max_depth,
-            max_fanout=self.max_fanout,
-            observer=self.observer,
-        )
+        self._executor: TurnExecutor | None = None
         if isinstance(self.dispatcher, LocalDispatcher):
             self.dispatcher.executor = self.executor
+
+    @property
+    def executor(self) -> TurnExecutor:
+        """What drives this runtime's turns, made when first asked for: a host's call that
+        drives none (a start, a cancel, handed to another process's runner) makes none. Its
+        hooks are this runtime's bound methods, a reference cycle that only the garbage
+        collector would free."""
+        if self._executor is None:
+            self._executor = TurnExecutor(
+                store=self.store,
+                sink=self.fanout,
+                agent_for=self.agent,
+                model_for=self.model_for,
+                clock=self.clock,
+                lease_seconds=self.lease_seconds,
+                max_attempts=self.max_attempts,
+                on_signals=self._wire_signals,
+                on_runnable=self._dispatch_runnable,
+                max_depth=self.max_depth,
+                max_fanout=self.max_fanout,
+                observer=self.observer,
+            )
+        return self._executor
 
     async def _dispatch_runnable(self, runnable: list[tuple[str, SessionRef]]) -> None:
         for turn_id, ref in runnable:
