@@ -3,6 +3,7 @@ scheme, host and port, sessions_app.web.origin) — the helper a host project us
 (``june.asgi``, docs/install.md), with June at the root."""
 
 import functools
+import gc
 import os
 from typing import Any
 
@@ -54,6 +55,28 @@ def _patient_close_handshake(seconds: float = 5.0) -> None:
         WebSocketFactory._june_close_timeout = seconds
 
 
+def _freeze_startup_heap() -> None:
+    """What start-up built (Django, the apps, the URLconf and the modules it imports, the agents)
+    lives as long as the process: it is moved out of the garbage collector's view
+    (``gc.freeze``), as the workers' is (``sessions_app.apps``). Otherwise every full collection
+    walks it all again; a burst of requests makes several, each the length of the whole heap.
+    The URLconf and the agents are loaded first (else the first request would load them);
+    one that fails to load is left to fail where it did before, at that request."""
+    from django.urls import get_resolver
+
+    from sessions_app import wiring
+
+    try:
+        get_resolver().url_patterns  # noqa: B018 (imports the URLconf's modules)
+        get_resolver().reverse_dict  # noqa: B018 (the API's links reverse routes)
+        wiring.agents()
+    except Exception:  # noqa: S110 (reported by the request that needs it, as before)
+        pass
+    gc.collect()
+    gc.freeze()
+
+
 _no_twisted_form_parsing()
 _patient_close_handshake()
 application = ProtocolTypeRouter({"http": http_application(django_asgi_app), "websocket": websocket_application()})
+_freeze_startup_heap()

@@ -148,3 +148,34 @@ def test_a_cookie_start_through_the_pool_still_needs_its_csrf_token(site):
     status, _, body = _asgi(site, f"{BASE}/c1/turns?wait=false", _json(), headers)
     assert (status, json.loads(body)["error"]["code"]) == (403, "csrf_failed")
     assert not m.Session.objects.exists()
+
+
+def test_an_answered_start_leaves_nothing_for_the_garbage_collector(site, settings, monkeypatch):
+    """Django's middleware leave a request in reference cycles (its lazy user, its message
+    storages): the pool lets go of each answered request, so it and all it holds are freed at
+    once, not at the collector's next pass (under a burst, those passes were a large share of
+    the web process's CPU)."""
+    import gc
+    import weakref
+
+    settings.JUNE_RATE_LIMITS = False
+    alice = make_user("alice")
+    mine = {"Authorization": f"Bearer {token_for(alice)}", "Content-Type": "application/json"}
+    start = f"{BASE}/g1/turns?wait=false"
+    handler = site.app.serve.handler
+    answered = handler.get_response
+    requests: list[weakref.ref] = []
+
+    def get_response(request):
+        requests.append(weakref.ref(request))
+        return answered(request)
+
+    monkeypatch.setattr(handler, "get_response", get_response)
+    assert _asgi(site, start, _json(), mine)[0] == 202  # the pool's thread and its caches warmed
+    gc.collect()
+    gc.disable()
+    try:
+        assert _asgi(site, start, _json("again"), mine)[0] == 202
+        assert requests[-1]() is None  # freed when answered: no collection ran
+    finally:
+        gc.enable()
