@@ -5,7 +5,10 @@ any prefix and under ``FORCE_SCRIPT_NAME``."""
 
 from __future__ import annotations
 
-from django.urls import get_urlconf, reverse
+from urllib.parse import quote
+
+from django.urls import get_script_prefix, get_urlconf, reverse
+from django.utils.http import RFC3986_SUBDELIMS
 
 
 def api_base() -> str:
@@ -42,8 +45,30 @@ def session_api(agent: str, key: str) -> str:
     return f"{api_base()}agents/{agent}/sessions/{key}/"
 
 
+#: what ``reverse`` leaves unquoted in a value it substitutes (``django.urls.resolvers``)
+_SAFE = RFC3986_SUBDELIMS + "/~:@"
+#: (urlconf, script prefix) -> the turn route reversed once, a format string of its three values
+_turn_routes: dict[tuple[object, str], str] = {}
+_MARKS = {"agent": "j9agent9j", "session": "j9session9j", "turn_id": "j9turn9j"}
+
+
 def turn_api(agent: str, key: str, turn_id: str) -> str:
-    return reverse("june_api:turn", kwargs={"agent": agent, "session": key, "turn_id": turn_id})
+    """A turn's API URL, as ``reverse("june_api:turn", …)`` gives it: the route reversed once
+    per URLconf and prefix, its values quoted as ``reverse`` quotes them (each 202 of a start
+    carries one; reversing was a visible share of a start's CPU). A value the route's ``str``
+    converter would refuse (empty, or with a slash) is left to ``reverse`` (``NoReverseMatch``)."""
+    if not (agent and key and turn_id) or "/" in agent or "/" in key or "/" in turn_id:
+        return reverse("june_api:turn", kwargs={"agent": agent, "session": key, "turn_id": turn_id})
+    where = (get_urlconf(), get_script_prefix())
+    route = _turn_routes.get(where)
+    if route is None:
+        route = reverse("june_api:turn", kwargs=_MARKS).replace("{", "{{").replace("}", "}}")
+        for name, mark in _MARKS.items():
+            route = route.replace(mark, "{" + name + "}")
+        _turn_routes[where] = route
+    return route.format(
+        agent=quote(agent, safe=_SAFE), session=quote(key, safe=_SAFE), turn_id=quote(turn_id, safe=_SAFE)
+    )
 
 
 def websocket(agent: str, key: str) -> str:
