@@ -30,7 +30,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from django.conf import settings
-from django.urls import Resolver404, get_urlconf, resolve
+from django.urls import Resolver404, ResolverMatch, get_urlconf, resolve
 
 from sessions_app.attachment_services import max_body_bytes
 
@@ -63,22 +63,42 @@ _declared: OrderedDict[tuple[str, str], Any] = OrderedDict()
 DECLARED_KEPT = 2048
 
 
-def limit_for(path_info: str) -> int:
-    """The largest body a request to ``path_info`` may carry (its view's, else the default)."""
+#: (URLconf, path) -> the route resolved for a start's headers (``guard_daphne``: a ``POST
+#: …/turns``), for the start pool's handler to take (``take_match``) instead of resolving the
+#: path again: routes of the site's URLconf (``ROOT_URLCONF``) only, each taken once; bounded
+_matches: OrderedDict[tuple[str, str], ResolverMatch] = OrderedDict()
+MATCHES_KEPT = 4096
+
+
+def limit_for(path_info: str, *, keep_match: bool = False) -> int:
+    """The largest body a request to ``path_info`` may carry (its view's, else the default).
+    ``keep_match``: a start's path, which the start pool serves next: the route resolved here,
+    if it was, is kept for ``take_match``."""
     key = (str(get_urlconf() or settings.ROOT_URLCONF), path_info)
     try:
         declared = _declared[key]
     except KeyError:
         try:
-            declared = getattr(resolve(path_info).func, ATTR, None)
+            match = resolve(path_info)
+            declared = getattr(match.func, ATTR, None)
         except Resolver404:
             declared = None
+        else:
+            if keep_match and get_urlconf() is None:
+                _matches[(str(settings.ROOT_URLCONF), path_info)] = match
+                if len(_matches) > MATCHES_KEPT:
+                    _matches.popitem(last=False)
         _declared[key] = declared
         if len(_declared) > DECLARED_KEPT:
             _declared.popitem(last=False)
     if declared is None:
         return int(settings.JUNE_MAX_BODY_BYTES)
     return int(declared() if callable(declared) else declared)
+
+
+def take_match(path_info: str) -> ResolverMatch | None:
+    """The route ``limit_for`` kept for ``path_info`` (resolved by ``ROOT_URLCONF``), once."""
+    return _matches.pop((str(settings.ROOT_URLCONF), path_info), None)
 
 
 def refusal_body(limit: int) -> bytes:
@@ -160,7 +180,8 @@ def guard_daphne() -> None:
     def bounded_got_length(request: Any, length: int | None) -> None:
         try:
             path = unquote(request.channel._path.split(b"?", 1)[0].decode("latin-1"))  # not parsed yet: the line
-            limit = limit_for(_path_info(path, getattr(request.server, "root_path", "") or ""))
+            start = path.endswith("/turns") and getattr(request.channel, "_command", None) == b"POST"
+            limit = limit_for(_path_info(path, getattr(request.server, "root_path", "") or ""), keep_match=start)
         except Exception:  # Twisted's internals moved (tests/unit/test_bodylimit.py): the largest limit
             log.warning("body limit: the request's path is unknown", exc_info=True)
             limit = max(int(settings.JUNE_MAX_BODY_BYTES), max_body_bytes())

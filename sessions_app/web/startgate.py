@@ -34,6 +34,8 @@ from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.urls import set_script_prefix
 
+from sessions_app.web.bodylimit import take_match
+
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 #: (status, headers, body) of an answer, as ASGI sends them
@@ -69,7 +71,7 @@ class DjangoStart:
 
     def __init__(self, asgi: ASGIHandler) -> None:
         self.asgi = asgi  # its request class and checks (``create_request``)
-        self.handler = BaseHandler()
+        self.handler = _Handler()
         self.handler.load_middleware(is_async=False)
 
     def __call__(self, scope: dict[str, Any], body: Any) -> Answer:
@@ -99,6 +101,19 @@ def _let_go(request: Any) -> None:
     generations whose passes are the long ones. Nothing reads the request after its
     ``request_finished`` (``response.close``)."""
     request.__dict__.clear()
+
+
+class _Handler(BaseHandler):
+    """Django's handler, taking the route the body limit resolved for the request's headers
+    (``bodylimit.take_match``: under daphne) rather than resolving the path a second time."""
+
+    def resolve_request(self, request: Any) -> Any:
+        if not hasattr(request, "urlconf"):  # else a middleware chose a URLconf: Django's way
+            match = take_match(request.path_info)
+            if match is not None:
+                request.resolver_match = match
+                return match
+        return super().resolve_request(request)
 
 
 def _latin1(value: str | bytes, encoding: str) -> bytes:

@@ -179,3 +179,30 @@ def test_an_answered_start_leaves_nothing_for_the_garbage_collector(site, settin
         assert requests[-1]() is None  # freed when answered: no collection ran
     finally:
         gc.enable()
+
+
+def test_a_starts_path_is_resolved_once_for_its_body_limit_and_its_view(site, settings, monkeypatch):
+    """Under daphne a start's limit is read at its headers (``guard_daphne``), which resolves its
+    path; the pool's handler takes that route, not resolving the path again, once."""
+    from django.urls.resolvers import URLResolver
+
+    from sessions_app.web import bodylimit
+
+    settings.JUNE_RATE_LIMITS = False
+    alice = make_user("alice")
+    mine = {"Authorization": f"Bearer {token_for(alice)}", "Content-Type": "application/json"}
+    path = f"{BASE}/once/turns"
+    bodylimit.limit_for(path, keep_match=True)  # what daphne's hook does with a start's headers
+    resolved: list[str] = []
+    real = URLResolver.resolve
+
+    def resolve(self, where):
+        if where.startswith("/"):  # the root's: the nested resolvers see the rest of the path
+            resolved.append(where)
+        return real(self, where)
+
+    monkeypatch.setattr(URLResolver, "resolve", resolve)
+    assert _asgi(site, path + "?wait=false", _json(), mine)[0] == 202
+    assert resolved == []
+    assert _asgi(site, path + "?wait=false", _json("again"), mine)[0] == 202  # taken once: resolved now
+    assert resolved == [path]

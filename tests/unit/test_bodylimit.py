@@ -72,16 +72,16 @@ def test_the_deploy_files_ship_the_cap():
 
 
 def test_the_twisted_internals_the_daphne_hook_reads_are_there():
-    """``guard_daphne`` reads the request line's path from ``HTTPChannel._path`` (``Request.uri``
-    is set only once the body is in) and shadows ``_send100Continue``: if Twisted moves them,
+    """``guard_daphne`` reads the request line's path and method from ``HTTPChannel._path`` and
+    ``_command`` (``Request.uri`` is set only once the body is in) and shadows ``_send100Continue``: if Twisted moves them,
     this fails (the hook then falls back to the site's largest limit for every path)."""
     channel = http.HTTPChannel()
     channel.requestFactory = http.Request
     channel.makeConnection(StringTransport())
     seen = []
-    channel.allHeadersReceived = lambda: seen.append((channel._path, channel.requests[-1].uri))
+    channel.allHeadersReceived = lambda: seen.append((channel._command, channel._path, channel.requests[-1].uri))
     channel.dataReceived(b"POST /a/b?c=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n")
-    assert seen == [(b"/a/b?c=1", b"(no uri yet)")]
+    assert seen == [(b"POST", b"/a/b?c=1", b"(no uri yet)")]
     assert callable(channel._send100Continue) and callable(http.Request.gotLength)
 
 
