@@ -4,6 +4,7 @@ scheme, host and port, sessions_app.web.origin) — the helper a host project us
 
 import functools
 import gc
+import logging
 import os
 from typing import Any
 
@@ -55,6 +56,29 @@ def _patient_close_handshake(seconds: float = 5.0) -> None:
         WebSocketFactory._june_close_timeout = seconds
 
 
+def _no_unread_twisted_access_log() -> None:
+    """Twisted's HTTP factory formats a combined-log line for every request (``HTTPFactory.log``)
+    and hands it to Twisted's log, which daphne sends nowhere at its default verbosity (its own
+    access log is another), and at a higher one to the logger ``daphne.server`` at INFO. The line
+    is formatted only when that logger would keep it: what is written is unchanged."""
+    try:
+        from daphne.http_protocol import HTTPFactory
+    except ImportError:
+        return
+    if getattr(HTTPFactory, "_june_quiet_log", False):
+        return
+    write = HTTPFactory.log
+    kept = logging.getLogger("daphne.server")
+
+    @functools.wraps(write)
+    def log(self: Any, request: Any) -> None:
+        if kept.isEnabledFor(logging.INFO):
+            write(self, request)
+
+    HTTPFactory.log = log
+    HTTPFactory._june_quiet_log = True
+
+
 def _freeze_startup_heap() -> None:
     """What start-up built (Django, the apps, the URLconf and the modules it imports, the agents)
     lives as long as the process: it is moved out of the garbage collector's view
@@ -78,5 +102,6 @@ def _freeze_startup_heap() -> None:
 
 _no_twisted_form_parsing()
 _patient_close_handshake()
+_no_unread_twisted_access_log()
 application = ProtocolTypeRouter({"http": http_application(django_asgi_app), "websocket": websocket_application()})
 _freeze_startup_heap()
