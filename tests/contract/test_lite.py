@@ -123,7 +123,9 @@ async def test_a_locked_database_does_not_stall_the_loop():
     await beat
     holder.close()
     assert done - began >= 0.29  # they waited for the lock...
-    assert len(ticks) >= 20 and max(b - a for a, b in zip(ticks, ticks[1:])) < 0.1  # ...off the loop
+    # ...off the loop: a unit that waited on it would hold it the lock's 0.3 s; a busy machine
+    # may pause the process a scheduler's slice or two (a 0.1 s bound failed at load 8)
+    assert len(ticks) >= 20 and max(b - a for a, b in zip(ticks, ticks[1:])) < 0.2
     assert [e.event.type for e in commit.events] == ["turn.started"]
     assert claimed is not None and claimed.status == TurnStatus.RUNNING
     assert created.turn.turn_id == third and (await store.get_turn(third)).status == TurnStatus.QUEUED
