@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import time
 from datetime import timedelta
 from typing import Callable, TypeVar
@@ -111,12 +112,23 @@ class Listener:
         """Block until a notification arrives or ``timeout`` passes; True when one arrived.
         Notifications queued meanwhile are drained (one look at the queue serves them all).
         Raises psycopg's error when the connection is broken."""
+        woken = self._drain()
+        if not woken:
+            # one poll(2) for the whole wait: psycopg's own wait (``notifies(timeout=…)``) wakes
+            # its thread every 0.1 s to look for a Ctrl-C, an idle listener's every wake-up a
+            # thread's CPU for nothing
+            ready = select.poll()
+            ready.register(self.conn.fileno(), select.POLLIN)
+            if ready.poll(max(timeout, 0.0) * 1000):  # readable, or hung up / in error
+                woken = self._drain()
+        return woken
+
+    def _drain(self) -> bool:
+        """Read what the connection has (without waiting); True when it held a notification.
+        Raises psycopg's error when the connection is broken."""
         woken = False
-        for _ in self.conn.notifies(timeout=timeout, stop_after=1):
+        for _ in self.conn.notifies(timeout=0):
             woken = True
-        if woken:
-            for _ in self.conn.notifies(timeout=0):
-                pass
         return woken
 
     def close(self) -> None:

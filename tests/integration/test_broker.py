@@ -378,3 +378,74 @@ def test_sqlite_an_idle_pusher_looks_at_the_queue_only_when_another_connection_c
         stop.set()
         pusher.join(10)
         CursorWrapper.execute = original
+
+
+@postgresql
+def test_an_idle_listener_waits_in_one_poll_and_a_notification_ends_it(monkeypatch):
+    """psycopg's own wait for notifications wakes its thread every 0.1 s (to look for a Ctrl-C):
+    an idle listener (a runner's taker, the pusher) woke ten times a second for nothing. The
+    wait is one poll(2) for the whole timeout; a notification still ends it at once, and one
+    that came before the wait is read without polling."""
+    import select
+    import time
+
+    from sessions_app.workers import broker as broker_module
+    from sessions_app.workers.broker import Listener, channel_for
+
+    polls: list[float] = []
+    real_poll = select.poll
+
+    class Counting:
+        def __init__(self) -> None:
+            self.inner = real_poll()
+
+        def register(self, *args):
+            return self.inner.register(*args)
+
+        def poll(self, timeout_ms):
+            polls.append(timeout_ms)
+            return self.inner.poll(timeout_ms)
+
+    monkeypatch.setattr(broker_module.select, "poll", Counting)
+    listener = Listener(channel_for("test-broker-idle"))
+    try:
+        began = time.monotonic()
+        assert listener.wait(0.6) is False
+        assert time.monotonic() - began >= 0.55
+        assert polls == [600.0]  # one poll, the whole wait: not a wake-up per 0.1 s
+
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [channel_for("test-broker-idle")])
+        time.sleep(0.2)  # it has arrived before the wait began
+        polls.clear()
+        assert listener.wait(30) is True and polls == []
+
+        woken: list[bool] = []
+        waiter = threading.Thread(target=lambda: woken.append(listener.wait(30)))
+        began = time.monotonic()
+        waiter.start()
+        time.sleep(0.2)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify(%s, '')", [channel_for("test-broker-idle")])
+        waiter.join(20)
+        assert woken == [True] and time.monotonic() - began < 10
+    finally:
+        listener.close()
+
+
+@postgresql
+def test_a_listener_whose_backend_died_raises_and_does_not_spin():
+    """A terminated backend makes the socket readable for good: the wait must raise psycopg's
+    error (its callers reconnect), within a wait or two, not return at once forever."""
+    import psycopg
+
+    from sessions_app.workers.broker import Listener, channel_for
+
+    listener = Listener(channel_for("test-broker-dead"))
+    try:
+        terminate(listener.backend_pid)
+        with pytest.raises(psycopg.OperationalError):
+            for _ in range(2):
+                listener.wait(5)
+    finally:
+        listener.close()
