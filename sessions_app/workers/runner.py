@@ -100,6 +100,8 @@ class TurnRunner:
         self.lag_max = 0.0
         #: the loop's recent lateness (seconds, smoothed over about ``LAG_TICK / LAG_WEIGHT``)
         self.lag = 0.0
+        #: on the loop: set when a turn starts (the watch of the loop sleeps while none runs)
+        self._busy: asyncio.Event | None = None
         #: set when a turn ends (a slot freed): a full runner's taker looks again
         self._room = threading.Event()
         #: how many turns its taker may take now (``workers.capacity``)
@@ -240,7 +242,14 @@ class TurnRunner:
         blocking call) cost every other turn of the process. Kept (``lag_max``) and logged
         past ``LAG_WARNING`` seconds."""
         loop = asyncio.get_running_loop()
+        busy = self._busy = asyncio.Event()
         while True:
+            if not self.running:
+                # no turn to be late for: no tick until one starts (an idle worker's every
+                # wake-up is its CPU for nothing), and an idle loop is late for none
+                self.lag = 0.0
+                busy.clear()
+                await busy.wait()
             due = loop.time() + LAG_TICK
             await asyncio.sleep(LAG_TICK)
             lag = loop.time() - due
@@ -278,6 +287,8 @@ class TurnRunner:
 
         task = loop.create_task(self._drive(turn_id, decided))
         self.running[task] = turn_id
+        if self._busy is not None:
+            self._busy.set()
         self.peak = max(self.peak, len(self.running))
         return claimed
 

@@ -248,6 +248,37 @@ def test_a_turn_that_holds_the_loop_is_seen_and_the_others_go_on_after(make_runn
     assert "event loop was held" in caplog.text
 
 
+def test_an_idle_runner_does_not_watch_its_loop_and_a_turn_starts_the_watch(make_runner, monkeypatch):
+    """The watch of the loop ticks every ``LAG_TICK`` to measure its lateness; with no turn
+    running there is nobody to be late for, and each tick of an idle worker was its CPU for
+    nothing. It sleeps until a turn starts, then ticks while turns run."""
+    from sessions_app.workers import runner as runner_module
+
+    ticks: list[float] = []
+
+    class Watched:
+        """The runner module's ``asyncio``, counting the watch's sleeps."""
+
+        def __getattr__(self, name: str):
+            return getattr(asyncio, name)
+
+        @staticmethod
+        async def sleep(delay: float, *args):
+            if delay == runner_module.LAG_TICK:
+                ticks.append(delay)
+            return await asyncio.sleep(delay, *args)
+
+    monkeypatch.setattr(runner_module, "asyncio", Watched())
+    runner = make_runner()
+    time.sleep(1.0)  # ten ticks' time
+    assert len(ticks) <= 1 and runner.lag == 0.0
+    (turn,) = turns("burn:0.5")
+    assert runner.submit(turn, until_claimed=True) == "running"
+    wait_for(lambda: settled([turn]) == {turn: "completed"}, timeout=30, what="the turn")
+    assert len(ticks) >= 2  # it watched the loop while the turn ran
+    assert runner.lag_max >= 0.3  # and saw the tool hold it
+
+
 def test_a_runner_beats_from_its_loop_and_its_row_goes_when_it_stops(make_runner, settings):
     """A worker's liveness (docs/operations.md "Health"): the runner's row, written every beat
     with its running turns and slots, deleted by its stop (a worker retired by ``recycle``)."""
