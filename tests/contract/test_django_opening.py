@@ -142,15 +142,10 @@ def test_opening_and_closing_a_turn_take_one_round_trip_each(monkeypatch):
         assert turn["handed"] == [(turn["queued"], ref)]  # no read after the turn
 
 
-def test_a_checkpoint_inserts_its_rows_in_one_statement_each_and_a_parentless_turn_reports_nothing(monkeypatch):
-    """A checkpoint's messages (with the step guard before them) and its events are one
-    multi-row statement each, not one per row; a turn this process claimed, which has no
-    parent, settles without the child's report to a parent (a statement that found none)."""
-    postgres_only()
-    from sessions_app.store import DjangoSessionStore, child_reports, direct, wire
+def batches_sent(monkeypatch) -> list[list[bytes]]:
+    """The statements of each batch that reaches the database from here on (a list it fills)."""
+    from sessions_app.store import wire
 
-    store = DjangoSessionStore()
-    ref = SessionRef("bench", "statements")
     sent: list[list[bytes]] = []
     run = wire.Batch.run
 
@@ -159,6 +154,19 @@ def test_a_checkpoint_inserts_its_rows_in_one_statement_each_and_a_parentless_tu
         return run(batch)
 
     monkeypatch.setattr(wire.Batch, "run", counted)
+    return sent
+
+
+def test_a_checkpoint_inserts_its_rows_in_one_statement_each_and_a_parentless_turn_reports_nothing(monkeypatch):
+    """A checkpoint's messages (with the step guard before them) and its events are one
+    multi-row statement each, not one per row; a turn this process claimed, which has no
+    parent, settles without the child's report to a parent (a statement that found none)."""
+    postgres_only()
+    from sessions_app.store import DjangoSessionStore, child_reports, direct
+
+    store = DjangoSessionStore()
+    ref = SessionRef("bench", "statements")
+    sent = batches_sent(monkeypatch)
 
     async def scenario() -> None:
         model = ScriptedModel([reply("", ("noop", {"n": 1}), ("noop", {"n": 2})), reply("done")], chunk=1000)
@@ -195,16 +203,9 @@ def test_a_creation_marks_its_session_running_without_recomputing_its_status(mon
     turn's insert, which marks the session running and stamps it: what recomputing the status
     answered once the creation passed the check (no parked turn, a queued one in the chain)."""
     postgres_only()
-    from sessions_app.store import DjangoSessionStore, checkpoint_pg, direct, wire
+    from sessions_app.store import DjangoSessionStore, checkpoint_pg, direct
 
-    sent: list[list[bytes]] = []
-    run = wire.Batch.run
-
-    def counted(batch):
-        sent.append([sql for sql, _ in batch.commands])
-        return run(batch)
-
-    monkeypatch.setattr(wire.Batch, "run", counted)
+    sent = batches_sent(monkeypatch)
     store = DjangoSessionStore()
     ref = SessionRef("bench", "marked")
     try:
