@@ -152,6 +152,7 @@ class Peer:
     def __init__(self, latency: float) -> None:
         self.requests = 0
         self.calls: dict[str, list[int]] = {}  # session key -> [first requests, second requests]
+        self.finished = 0  # second answers streamed to their end
         self.lock = threading.Lock()
         peer = self
 
@@ -163,7 +164,9 @@ class Peer:
 
             def do_GET(self) -> None:  # /_counts: what the bench reads after each N
                 with peer.lock:
-                    body = json.dumps({"requests": peer.requests, "calls": peer.calls}).encode()
+                    body = json.dumps(
+                        {"requests": peer.requests, "calls": peer.calls, "finished": peer.finished}
+                    ).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
@@ -258,6 +261,9 @@ class Peer:
                 event("message_stop", {"type": "message_stop"})
                 self.wfile.write(b"0\r\n\r\n")
                 self.wfile.flush()
+                if answered:
+                    with peer.lock:
+                        peer.finished += 1
 
         class Server(ThreadingHTTPServer):
             daemon_threads = True
@@ -292,6 +298,12 @@ class PeerProcess:
 
         data = httpx.get(self.url + "/_counts", timeout=60).json()
         return data["requests"], data["calls"]
+
+    def finished(self) -> int:
+        """How many second answers (the ones that end a turn) the peer has streamed to their end."""
+        import httpx
+
+        return httpx.get(self.url + "/_counts", timeout=60).json()["finished"]
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -34,7 +34,9 @@ and the figures are its, not the code's — trust the ratios of one sitting most
 - ``CPU ms/turn``: the CPU the system's processes (every process of their process groups) and
   its PostgreSQL backends (those connected to its databases, sampled every 0.5 s: a backend that
   came and went between samples is missed) used from the burst until its last turn ended, per
-  turn; ``idle CPU``: CPU-s per s in 5 s idle before the burst;
+  turn (the bench waits on the peer's count of finished answers first and asks the system
+  whether its turns ended only after the last one: its asking would be counted as the
+  system's CPU); ``idle CPU``: CPU-s per s in 5 s idle before the burst;
 - ``PSS MB``: the peak proportional set size of the system's processes (PostgreSQL not counted),
   RSS beside it; ``idle PSS``; ``procs``: how many processes;
 - ``once``: every turn ended successfully on its first attempt, 2 model calls each at the peer,
@@ -180,6 +182,22 @@ def _title(pid: int) -> str:
         return "?"
 
 
+def wait_peer(peer: Any, finished: int, timeout: float) -> None:
+    """Until the peer has streamed ``finished`` second answers to their end (or its count stops
+    moving for 10 s: a turn that failed asks no more): asking the peer costs the system nothing,
+    while asking the system costs it CPU in the measured window (LangGraph's count is two HTTP
+    requests to its server; June's a query of the bench's own), so the system is asked only
+    for the last few milliseconds of its turns."""
+    deadline = time.monotonic() + timeout
+    seen, moved = -1, time.monotonic()
+    while (now := peer.finished()) < finished and time.monotonic() < deadline:
+        if now != seen:
+            seen, moved = now, time.monotonic()
+        elif time.monotonic() - moved > 10:
+            return
+        time.sleep(0.1)  # polling the peer's count
+
+
 def wait_done(system: Any, prefix: str, count: int, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while system.done(prefix) < count:
@@ -215,9 +233,11 @@ def run_one(name: str, n: int, tag: str, args: argparse.Namespace) -> dict[str, 
         load_start = load3()
         prefix = f"b{tag}-"
         keys = [f"{prefix}{i}" for i in range(n)]
+        finished = peer.finished()
         c0 = cpu(meter.pids())
         res = burst(url, [(k, *system.request(k, f"order mugs [bench:{k}]")) for k in keys])
         accepted = [k for k in keys if 200 <= res["status"][k] < 300]
+        wait_peer(peer, finished + len(accepted), args.timeout)
         wait_done(system, prefix, len(accepted), args.timeout)
         used = cpu(meter.pids()) - c0
         meter.finish()

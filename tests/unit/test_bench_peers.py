@@ -41,3 +41,56 @@ def test_the_readme_names_every_package_of_the_peers_venvs():
     for packages in PACKAGES.values():
         for package in packages:
             assert f"`{package}`" in readme, package
+
+
+class CountingPeer:
+    """A peer whose finished count follows ``counts`` (its last one repeats), and how often it was asked."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self.counts, self.asked = counts, 0
+
+    def finished(self) -> int:
+        self.asked += 1
+        return self.counts[min(self.asked, len(self.counts)) - 1]
+
+
+def test_the_wait_on_the_peer_ends_when_every_answer_is_finished(monkeypatch):
+    monkeypatch.setattr(bench_peers.time, "sleep", lambda s: None)
+    peer = CountingPeer([3, 5, 8, 10, 12])
+    bench_peers.wait_peer(peer, 10, timeout=60)
+    assert peer.asked == 4
+
+
+def test_the_wait_on_the_peer_gives_up_when_its_count_stops_moving(monkeypatch):
+    clock = iter(range(0, 10_000, 1))
+    monkeypatch.setattr(bench_peers.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(bench_peers.time, "sleep", lambda s: None)
+    peer = CountingPeer([3, 4, 4])  # a turn that failed asks the peer no more
+    bench_peers.wait_peer(peer, 10, timeout=600)
+    assert 3 < peer.asked < 20  # it gave up after ~10 s of no progress, well before the timeout
+
+
+def test_the_peer_counts_a_second_answer_once_it_is_streamed_to_its_end():
+    import httpx
+
+    from bench.bench_concurrency import Peer
+
+    peer = Peer(0.01)
+    try:
+        first = {"messages": [{"role": "user", "content": "order mugs [bench:k1]"}]}
+        second = {
+            "messages": [
+                *first["messages"],
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"}]},
+            ]
+        }
+        with httpx.Client(base_url=peer.url, timeout=10) as client:
+            assert client.post("/v1/messages", json=first).status_code == 200
+            counts = client.get("/_counts").json()
+            assert (counts["finished"], counts["calls"]) == (0, {"k1": [1, 0]})
+            assert b"message_stop" in client.post("/v1/messages", json=second).content
+            counts = client.get("/_counts").json()
+            assert (counts["finished"], counts["calls"]) == (1, {"k1": [1, 1]})
+    finally:
+        peer.server.shutdown()
