@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""June against its peers on one workload, one machine, one client (issue 59):
+"""June against its peers on one workload, one machine, one client:
 
     .venv/bin/python bench/bench_peers.py                          # N = 10, 100, 1000; 2 rounds
     .venv/bin/python bench/bench_peers.py --n 100 --rounds 1 --systems june,langgraph
+    .venv/bin/python bench/bench_peers.py --n 100 --rounds 4 --settle 1.5   # each burst at load < 1.5
 
 A turn is: model call -> a tool that inserts a row in PostgreSQL -> model call, against the
 same local Messages API peer (``bench_concurrency.Peer``: each answer streamed over
@@ -73,6 +74,13 @@ def arguments() -> argparse.Namespace:
     p.add_argument("--latency", type=float, default=1.0)
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--json", default="")
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=float(os.environ.get("BENCH_SETTLE", "0")),
+        help="before each burst (after the warm-up), wait until the 1-minute load average is below this "
+        "(at most 3 minutes; 0: no wait)",
+    )
     return p.parse_args()
 
 
@@ -206,6 +214,14 @@ def wait_done(system: Any, prefix: str, count: int, timeout: float) -> None:
         time.sleep(0.2)  # polling the system's record of ended turns
 
 
+def settle(below: float, limit: float = 180.0) -> None:
+    """Until the 1-minute load average is under ``below``, or ``limit`` seconds have passed (the
+    run's load at its start is printed either way)."""
+    deadline = time.monotonic() + limit
+    while os.getloadavg()[0] >= below and time.monotonic() < deadline:
+        time.sleep(1)  # polling the load average
+
+
 # -- one run -------------------------------------------------------------------------------------------
 
 
@@ -220,6 +236,8 @@ def run_one(name: str, n: int, tag: str, args: argparse.Namespace) -> dict[str, 
             url, [(f"{warm}{i}", *system.request(f"{warm}{i}", f"order mugs [bench:{warm}{i}]")) for i in range(WARM)]
         )
         wait_done(system, warm, WARM, args.timeout)
+        if args.settle:
+            settle(args.settle)
         meter = Meter(system)
         time.sleep(1)
         pids = meter.pids()
@@ -317,6 +335,7 @@ def table(n: int, runs: list[dict[str, Any]], names: list[str]) -> None:
     )
     for s in names:
         print(f"  {s}: load (1/5/15 min) per run: " + "; ".join(r["load"] for r in by[s]))
+        print(f"  {s}: CPU per turn by run (ms): " + ", ".join(f"{r['cpu_ms']:.1f}" for r in by[s]))
         if by[s]:
             print(
                 f"  {s}: idle PSS by process (MB): "

@@ -33,6 +33,7 @@ def test_the_table_shows_june_over_each_peer_and_who_ran_exactly_once(capsys):
     assert cpu == "| CPU per turn, processes + PostgreSQL (ms) | 20.0 | 60.0 | 20.0 | 0.33x | 1.00x |"
     assert "| exactly once | yes | yes | NO |" in out
     assert "mean of 2 run(s)" in out
+    assert "  june: CPU per turn by run (ms): 30.0, 10.0" in out
 
 
 def test_the_readme_names_every_package_of_the_peers_venvs():
@@ -94,3 +95,12 @@ def test_the_peer_counts_a_second_answer_once_it_is_streamed_to_its_end():
             assert (counts["finished"], counts["calls"]) == (1, {"k1": [1, 1]})
     finally:
         peer.server.shutdown()
+
+
+def test_settling_waits_for_the_load_to_fall_below_the_mark(monkeypatch):
+    loads = iter([3.0, 2.0, 1.6, 1.4, 9.9])
+    slept = []
+    monkeypatch.setattr(bench_peers.os, "getloadavg", lambda: (next(loads), 0.0, 0.0))
+    monkeypatch.setattr(bench_peers.time, "sleep", slept.append)
+    bench_peers.settle(1.5)
+    assert slept == [1, 1, 1]
