@@ -83,7 +83,8 @@ def numbered(sql: str) -> bytes:
     return "".join(out).encode()
 
 
-def _text(value: Any) -> bytes | None:
+def param(value: Any) -> bytes | None:
+    """A parameter's text, as the batch sends it (the SQL casts it)."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -116,7 +117,7 @@ class Batch:
 
     def add(self, sql: bytes, params: Sequence[Any] = ()) -> int:
         """Queue a statement (``$n`` placeholders); returns the index of its result."""
-        self.commands.append((sql, [_text(p) for p in params]))
+        self.commands.append((sql, [param(p) for p in params]))
         return len(self.commands) - 1
 
     def run(self) -> list[pq.abc.PGresult]:

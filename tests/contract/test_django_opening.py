@@ -221,6 +221,48 @@ def test_a_creation_marks_its_session_running_without_recomputing_its_status(mon
     assert session.status == "running" and session.updated_at > before
 
 
+def test_a_creations_rows_are_the_ones_the_orm_inserts():
+    """The creation's batch writes the model's defaults as literals of its statements and sends
+    only what varies (``opening.Row``): its session and turn rows are the ORM's (ids and times
+    aside, and the session as the creation leaves it: running, its first turn taken), and the
+    record it returns is the one read back."""
+    postgres_only()
+    from sessions_app.store import DjangoSessionStore, host_ops
+
+    user = _user("rows")
+    policy = {"system": "s", "deny_tools": ["x"]}
+    text = TurnInput(text="hi", source="http", by={"id": "u"})
+    turn_id = uuid.uuid4().hex
+    outcome = host_ops.create_turn(
+        SessionRef("ops", "rows-wire"), text, turn_id=turn_id, policy=policy, created_by=user
+    )
+    session = m.Session.objects.create(agent="ops", key="rows-orm", owner=user, status="running", turn_seq=1)
+    m.Turn.objects.create(
+        id=uuid.uuid4().hex,
+        session=session,
+        order=1,
+        status=TurnStatus.QUEUED,
+        kind=text.kind,
+        source="http",
+        input=text.to_json(),
+        policy=policy,
+        created_by=user,
+    )
+
+    def rows(key: str) -> tuple[dict, dict]:
+        s = m.Session.objects.filter(key=key).values().get()
+        t = m.Turn.objects.filter(session_id=s["id"]).values().get()
+        for row in (s, t):
+            for column in ("id", "key", "session_id", "created_at", "updated_at"):
+                row.pop(column, None)
+        return s, t
+
+    assert rows("rows-wire") == rows("rows-orm")
+    made = m.Turn.objects.get(pk=turn_id)
+    assert made.created_at == made.updated_at == made.session.created_at
+    assert outcome.turn == asyncio.run(DjangoSessionStore().get_turn(turn_id))
+
+
 def test_a_creation_on_djangos_connection_is_one_round_trip(monkeypatch):
     """The services' path (``own_connection=False``): on the request's thread, in one round trip."""
     postgres_only()
