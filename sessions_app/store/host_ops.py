@@ -4,6 +4,7 @@ returning what it logged (an ``Outcome``)."""
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from django.db import connection, transaction
@@ -78,12 +79,15 @@ def create_turn(
     """Create the queued turn (a new session is owned by ``created_by``; a user creates turns in
     their own sessions only: ``NotSessionOwner`` otherwise, nothing written). On PostgreSQL a plain
     creation is one round trip on Django's connection (``opening.create``), in the caller's
-    transaction if one is open; a refusal rolls back to this block's savepoint. A broken
+    transaction if one is open, where a refusal rolls back to this block's savepoint; with none
+    open, the round trip is a transaction of its own (PostgreSQL commits its statements at their
+    Sync, or none of them), and Django's atomic block would add only its bookkeeping. A broken
     connection raises Django's ``OperationalError`` (and Django drops the connection), as
     the ORM's statements would: the round trip goes on psycopg's connection under Django's."""
     if not replace and connection.vendor == "postgresql":
         connection.ensure_connection()
-        with transaction.atomic(), connection.wrap_database_errors:
+        inside = connection.in_atomic_block
+        with transaction.atomic() if inside else nullcontext(), connection.wrap_database_errors:
             return opening.create(
                 connection.connection,
                 session,
@@ -91,7 +95,7 @@ def create_turn(
                 turn_id=turn_id,
                 policy=policy,
                 created_by=created_by,
-                ends_transaction=len(connection.atomic_blocks) == 1,
+                ends_transaction=not inside,
             )
     with transaction.atomic():
         s = session_row(session, owner=created_by)

@@ -277,6 +277,25 @@ def test_a_creation_on_djangos_connection_is_one_round_trip(monkeypatch):
     assert created == {"batch": 1}
 
 
+def test_a_creation_outside_a_transaction_opens_no_atomic_block(monkeypatch):
+    """Outside a transaction the creation's round trip is a transaction of its own (committed at
+    its Sync, or none of it): no atomic block around it, whose bookkeeping was all it added.
+    Inside the caller's transaction it still takes a savepoint (``test_a_creation_belongs_to_the_callers_transaction``)."""
+    postgres_only()
+    from sessions_app.store import DjangoSessionStore
+
+    entered = []
+    real = transaction.Atomic.__enter__
+    monkeypatch.setattr(transaction.Atomic, "__enter__", lambda self: entered.append(self) or real(self))
+    store = DjangoSessionStore(own_connection=False)
+    turn_id = uuid.uuid4().hex
+    store.create_turn_sync(SessionRef("ops", "no-block"), TurnInput(text="x"), turn_id=turn_id)
+    assert entered == [] and m.Turn.objects.filter(pk=turn_id, session__key="no-block").exists()
+    with transaction.atomic():
+        store.create_turn_sync(SessionRef("ops", "no-block"), TurnInput(text="y"), turn_id=uuid.uuid4().hex)
+    assert len(entered) == 2  # the caller's block, and the creation's savepoint
+
+
 def _user(name: str):
     return get_user_model().objects.create_user(username=name, password="x")
 
