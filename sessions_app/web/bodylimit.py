@@ -70,6 +70,10 @@ _matches: OrderedDict[tuple[str, str], ResolverMatch] = OrderedDict()
 MATCHES_KEPT = 4096
 
 
+#: ``_declared``'s entry for a path no route takes
+NO_ROUTE = object()
+
+
 def limit_for(path_info: str, *, keep_match: bool = False) -> int:
     """The largest body a request to ``path_info`` may carry (its view's, else the default).
     ``keep_match``: a start's path, which the start pool serves next: the route resolved here,
@@ -82,7 +86,7 @@ def limit_for(path_info: str, *, keep_match: bool = False) -> int:
             match = resolve(path_info)
             declared = getattr(match.func, ATTR, None)
         except Resolver404:
-            declared = None
+            declared = NO_ROUTE
         else:
             if keep_match and get_urlconf() is None:
                 _matches[(str(settings.ROOT_URLCONF), path_info)] = match
@@ -91,9 +95,19 @@ def limit_for(path_info: str, *, keep_match: bool = False) -> int:
         _declared[key] = declared
         if len(_declared) > DECLARED_KEPT:
             _declared.popitem(last=False)
-    if declared is None:
+    if declared is None or declared is NO_ROUTE:
         return int(settings.JUNE_MAX_BODY_BYTES)
     return int(declared() if callable(declared) else declared)
+
+
+def has_route(path_info: str) -> bool | None:
+    """Whether ``ROOT_URLCONF`` has a route for ``path_info``, as ``limit_for`` found when it
+    resolved the path (under daphne: at every request's headers); None when it has not lately."""
+    declared = _declared.get((str(settings.ROOT_URLCONF), path_info), _UNKNOWN)
+    return None if declared is _UNKNOWN else declared is not NO_ROUTE
+
+
+_UNKNOWN = object()
 
 
 def take_match(path_info: str) -> ResolverMatch | None:

@@ -13,7 +13,10 @@ from __future__ import annotations
 from django.contrib.auth import middleware as auth
 from django.contrib.messages import middleware as messages
 from django.contrib.sessions import middleware as sessions
+from django.http import HttpRequest
 from django.middleware import clickjacking, common, csrf, security
+
+from sessions_app.web.bodylimit import has_route
 
 
 def _sync_only(middleware: type) -> type:
@@ -23,7 +26,25 @@ def _sync_only(middleware: type) -> type:
 
 SecurityMiddleware = _sync_only(security.SecurityMiddleware)
 SessionMiddleware = _sync_only(sessions.SessionMiddleware)
-CommonMiddleware = _sync_only(common.CommonMiddleware)
+
+
+class CommonMiddleware(common.CommonMiddleware):
+    """Django's, sync-only, and without resolving a path the body limit has just resolved.
+
+    With ``APPEND_SLASH`` Django resolves the path of every request whose path does not end in
+    a slash (``should_redirect_with_slash``: a path with a route is never redirected), and the
+    handler then resolves it again for the view. Under daphne the body limit resolved it already,
+    at the request's headers (``bodylimit.has_route``): a path it found a route for is not
+    resolved again here. Any other path is Django's to check, as before."""
+
+    async_capable = False
+
+    def should_redirect_with_slash(self, request: HttpRequest) -> bool:
+        if getattr(request, "urlconf", None) is None and has_route(request.path_info):
+            return False
+        return bool(super().should_redirect_with_slash(request))
+
+
 CsrfViewMiddleware = _sync_only(csrf.CsrfViewMiddleware)
 AuthenticationMiddleware = _sync_only(auth.AuthenticationMiddleware)
 MessageMiddleware = _sync_only(messages.MessageMiddleware)

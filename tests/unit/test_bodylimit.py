@@ -101,3 +101,31 @@ def test_a_path_is_resolved_once_for_its_two_checks(monkeypatch, settings):
     for i in range(bodylimit.DECLARED_KEPT + 1):  # bounded
         limit_for(f"/api/agents/ops/sessions/s{i}/turns")
     assert len(bodylimit._declared) == bodylimit.DECLARED_KEPT
+
+
+def test_a_path_the_limit_resolved_is_not_resolved_again_for_the_slash_check(monkeypatch):
+    """``APPEND_SLASH``'s check (Django's ``CommonMiddleware``) resolved every path without a
+    slash, under daphne after the body limit had resolved it at the request's headers: a path
+    the limit found a route for is not resolved again, and one with none is still redirected
+    to its slashed form when that has a route."""
+    from django.http import HttpResponse
+    from django.middleware import common
+    from django.test import RequestFactory
+
+    from sessions_app.web import bodylimit, syncstack
+
+    checked = []
+    real = common.is_valid_path
+    monkeypatch.setattr(common, "is_valid_path", lambda path, urlconf=None: checked.append(path) or real(path, urlconf))
+    middleware = syncstack.CommonMiddleware(lambda request: HttpResponse())
+    path = "/api/agents/ops/sessions/s-slash/turns"
+    assert bodylimit.has_route(path) is None
+    assert middleware.should_redirect_with_slash(RequestFactory().post(path)) is False and checked == [path]
+    checked.clear()
+    limit_for(path)
+    assert bodylimit.has_route(path) is True
+    assert middleware.should_redirect_with_slash(RequestFactory().post(path)) is False and checked == []
+    bare = "/agents/ops"  # no route; "/agents/ops/" has one
+    limit_for(bare)
+    assert bodylimit.has_route(bare) is False
+    assert middleware.should_redirect_with_slash(RequestFactory().get(bare)) is True
