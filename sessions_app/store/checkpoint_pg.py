@@ -1,10 +1,10 @@
 """A checkpoint on PostgreSQL: every statement of the unit in ONE round trip (``wire.Batch``),
 with the fence, the guards and the numbering done inside the server (``checkpoint`` holds what
-both backends share: the fence's SQL, the folded steps, the session status statement)."""
+both backends share: the fence's SQL, the folded steps, the session status statement;
+``unit_sql`` the statements themselves)."""
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Generator
 
 import psycopg
@@ -21,7 +21,6 @@ from sessions_app.store.checkpoint import (
     IDLE,
     INTRANS,
     LEASE_LOST,
-    NEXT_IN_CHAIN,
     STEP_RECORDED,
     Written,
     dumps,
@@ -31,108 +30,26 @@ from sessions_app.store.checkpoint import (
     opening_of,
     row_json,
     session_status_params,
-    session_status_sql,
     stale_error,
-    step_guard_text,
 )
-
-SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
-STATUS_AND_EVENT_SEQ_SQL = session_status_sql(by_turn=True, events=True)
-INSERT_STEP = wire.numbered(
-    "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
-    "SELECT t.id, %s::text, %s::integer, %s::jsonb, %s::timestamptz FROM sessions_app_turn t WHERE t.id = %s::text"
-)
-#: a unit's events numbered: the session's ``event_seq`` moved past them (parameters: how many,
-#: the turn), answering the new ``event_seq`` and the session's generation
-BUMP_EVENT_SEQ_SQL = (
-    "UPDATE sessions_app_session SET event_seq = event_seq + %s::integer "
-    "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s::text) "
-    "RETURNING event_seq, generation"
-)
-#: at most this many rows in one of a unit's multi-row inserts (``insert_messages_sql``,
-#: ``insert_events_sql``): each row count is a prepared statement of its own; more rows take
-#: more statements
-ROWS_PER_INSERT = 8
-
-
-@functools.lru_cache(maxsize=4 * ROWS_PER_INSERT)
-def insert_messages_sql(count: int, guarded: int = 0) -> bytes:
-    """A unit's ``count`` messages in one statement, each reading its session and generation
-    from the turn's row. ``guarded``: how many step keys the unit folds into its messages
-    (``checkpoint.folded``); the statement then raises first (JUNE3, ``june_step_recorded``)
-    when the turn's messages hold one of them already — the step guard (``step_guard_text``),
-    read in the statement's snapshot (the fence's update before it included), before any row is
-    inserted. Parameters: with a guard, the turn and the ``guarded`` keys; then the time, each
-    message's position, role, JSON and step key, and the turn."""
-    rows = ", ".join(["(%s::integer, %s::text, %s::json, %s::text)"] * count)
-    insert = (
-        'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
-        "SELECT t.session_id, t.generation, v.i, june_tid(t.id), v.role, v.data, v.step, %s::timestamptz "
-        f"FROM sessions_app_turn t CROSS JOIN (VALUES {rows}) AS v(i, role, data, step) WHERE t.id = %s::text"
-    )
-    if not guarded:
-        return wire.numbered(insert)
-    # MATERIALIZED: the guard's rows are computed (and the function raises on the first) whatever
-    # the planner would make of a subquery (an EXISTS drops its select list, the call with it)
-    return wire.numbered(
-        f"WITH g AS MATERIALIZED ({step_guard_text(guarded)}) {insert} AND NOT EXISTS (SELECT 1 FROM g)"
-    )
-
-
-def _events_from(count: int, source: str) -> str:
-    """The INSERT of ``count`` events numbered by ``s.event_seq`` (``source`` names the turn
-    ``t`` and the session's numbering ``s``). Parameters: the unit's number of events, this
-    statement's first event's place among them (from 0), each event's turn, type code, JSON and
-    time, then the unit's turn."""
-    rows = ", ".join(f"({n}, %s::text, %s::smallint, %s::json, %s::timestamptz)" for n in range(1, count + 1))
-    return (
-        "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
-        "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer + e.n, june_tid(e.tid), "
-        f"e.type, e.data, e.at FROM {source} CROSS JOIN (VALUES {rows}) AS e(n, tid, type, data, at) "
-        "WHERE t.id = %s::text"
-    )
-
-
-@functools.lru_cache(maxsize=ROWS_PER_INSERT)
-def insert_events_sql(count: int) -> bytes:
-    """``count`` events of a unit in one statement (``_events_from``'s parameters), numbered by
-    the session's ``event_seq`` that an earlier statement of the unit moved past all of them: the
-    ones past the first ``ROWS_PER_INSERT`` (``numbered_events_sql`` inserts those)."""
-    return wire.numbered(_events_from(count, "sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id"))
-
-
-@functools.lru_cache(maxsize=4 * ROWS_PER_INSERT)
-def numbered_events_sql(numbering: str, count: int, chain: bool = False) -> bytes:
-    """``numbering`` (``BUMP_EVENT_SEQ_SQL``, ``STATUS_AND_EVENT_SEQ_SQL``: the session's row
-    updated, its ``event_seq`` moved past the unit's events, answering the new ``event_seq`` and
-    generation) and the insert of the unit's first ``count`` events, in one statement that
-    answers what ``numbering`` does; with ``chain``, also the head of the session's chain
-    (``NEXT_IN_CHAIN``'s four columns, NULL when there is none), as a settling unit reads it
-    after its fence. Parameters: ``numbering``'s, ``_events_from``'s, then (``chain``) the turn."""
-    head = ""
-    columns = ""
-    if chain:
-        head = f" LEFT JOIN LATERAL ({NEXT_IN_CHAIN}) n ON true"
-        columns = ", n.id, n.status, n.agent, n.key"
-    return wire.numbered(
-        f"WITH numbering AS ({numbering}), "
-        f"e AS ({_events_from(count, 'numbering s CROSS JOIN sessions_app_turn t')}) "
-        f"SELECT numbering.event_seq, numbering.generation{columns} FROM numbering{head}"
-    )
-
-
-MOVE_BOUNDARY = wire.numbered(
-    "UPDATE sessions_app_session SET boundary = %s::integer, summary_index = %s::integer "
-    "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
-    "AND sessions_app_session.generation = t.generation"
-)
-NEXT_IN_CHAIN_PG = wire.numbered(NEXT_IN_CHAIN)
-ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
-#: the store's lock order (sessions_app.store): the session row before its turn's (the fence
-#: next), as the host operations take them; the event and status updates upgrade this lock
-LOCK_SESSION = wire.numbered(
-    "SELECT 1 FROM sessions_app_session WHERE id = (SELECT session_id FROM sessions_app_turn WHERE id = %s::text) "
-    "FOR NO KEY UPDATE"
+from sessions_app.store.unit_sql import (
+    ASYNC_COMMIT,
+    BUMP_EVENT_SEQ_BY_ID,
+    BUMP_EVENT_SEQ_SQL,
+    INSERT_STEP,
+    LOCK_SESSION,
+    LOCK_SESSION_BY_ID,
+    MOVE_BOUNDARY,
+    NEXT_IN_CHAIN_PG,
+    ROWS_PER_INSERT,
+    SESSION_STATUS_BY_ID,
+    SESSION_STATUS_BY_TURN,
+    STATUS_AND_EVENT_SEQ_BY_ID,
+    STATUS_AND_EVENT_SEQ_SQL,
+    insert_events_sql,
+    insert_messages_sql,
+    known_ref,
+    numbered_events_sql,
 )
 
 
@@ -223,8 +140,10 @@ def write_steps(
 
     The batch locks the turn's session row first (the store's lock order, which the host
     operations follow too: ``LOCK_SESSION``, or the numbering of the unit's events, which updates
-    that row), then fences the turn. The inserts read the turn's
-    session and generation themselves, so nothing waits for the fence's answer. The fence raises inside the server when the attempt lost its lease
+    that row), then fences the turn. The inserts read the turn's session and generation
+    themselves, so nothing waits for the fence's answer; or, when this process knows them (the
+    attempt's claim read them: ``transcripts.facts``), take them as parameters and read no turn
+    row for them (``unit_sql``). The fence raises inside the server when the attempt lost its lease
     (``june_lease_lost``): the rest of the batch is skipped, COMMIT included, and everything
     rolls back, the tool's writes included.
     """
@@ -235,6 +154,11 @@ def write_steps(
     if not ends_transaction and status == IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
     transaction_status, status = status, "status" in changes
+    # the turn's session and generation, when this process read them (its claim): then the
+    # statements take them as parameters and read no turn row for them (they never change)
+    facts = transcripts.facts(turn_id)
+    known = facts is not None
+    session: list[Any] = [facts[0], facts[1]] if facts is not None else []
     # the unit's events, ROWS_PER_INSERT a statement: the first ones in their numbering's statement.
     # The session's row first: numbering the events locks it as ``LOCK_SESSION`` would, so a unit
     # whose session status stays as it is numbers them (and inserts them) here; one that recomputes
@@ -242,21 +166,24 @@ def write_steps(
     numbered: list[Any] = []
     rest: list[tuple[int, list[Any]]] = []
     for start in range(0, k, ROWS_PER_INSERT):
-        params: list[Any] = [k, start]
+        first_known = known and not start
+        params: list[Any] = [*session, k, start] if first_known else [k, start]
         for e in events[start : start + ROWS_PER_INSERT]:
             column = e.turn_id or turn_id
             data = eventlog.stored(e, messages, column)
-            params += [column, models.event_type_code(e.type), dumps(data), None if eventlog.refers(data) else now]
+            ref = known_ref(column) if first_known else column
+            params += [ref, models.event_type_code(e.type), dumps(data), None if eventlog.refers(data) else now]
         if start:
             rest.append((min(ROWS_PER_INSERT, k - start), [*params, turn_id]))
         else:
-            numbered = [*params, turn_id]
+            numbered = params if known else [*params, turn_id]
     first = min(k, ROWS_PER_INSERT)
-    seq = (
-        batch.add(numbered_events_sql(BUMP_EVENT_SEQ_SQL, first), [k, turn_id, *numbered])
-        if events and not status
-        else batch.add(LOCK_SESSION, [turn_id])
-    )
+    target = session[0] if known else turn_id  # how the session's statements find its row
+    if events and not status:
+        bump = BUMP_EVENT_SEQ_BY_ID if known else BUMP_EVENT_SEQ_SQL
+        seq = batch.add(numbered_events_sql(bump, first, known=known), [k, target, *numbered])
+    else:
+        seq = batch.add(LOCK_SESSION_BY_ID if known else LOCK_SESSION, [target])
     fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages))
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
     keys, steps = folded(messages, steps)
@@ -266,13 +193,15 @@ def write_steps(
     # the messages, ROWS_PER_INSERT a statement; the first also raises (JUNE3) before any insert
     # when the turn holds one of the unit's folded steps already
     guard: list[Any] = [turn_id, *keys.values()] if keys else []
+    writer = [*session, known_ref(turn_id)] if known else []
     for start in range(0, len(messages), ROWS_PER_INSERT):
         chunk = range(start, min(start + ROWS_PER_INSERT, len(messages)))
-        params = [*guard, now]
+        params = [*guard, *writer, now]
         for j in chunk:
             i, m = messages[j]
             params += [i, str(m.role), rows[j], keys.get(i)]
-        batch.add(insert_messages_sql(len(chunk), len(keys) if guard else 0), [*params, turn_id])
+        sql = insert_messages_sql(len(chunk), len(keys) if guard else 0, known)
+        batch.add(sql, params if known else [*params, turn_id])
         guard = []
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
@@ -281,19 +210,20 @@ def write_steps(
         # and a unit that settles the turn for good reads the chain's next turn in it (the
         # turn's own status moved by the fence before it; the statements after it touch no turn
         # of this session)
-        numbering = session_status_params(turn_id, now, events=k)
+        numbering = session_status_params(target, now, events=k)
         seq = batch.add(
-            numbered_events_sql(STATUS_AND_EVENT_SEQ_SQL, first, chain=final),
-            [*numbering, *numbered, *([turn_id] if final else [])],
+            numbered_events_sql(
+                STATUS_AND_EVENT_SEQ_BY_ID if known else STATUS_AND_EVENT_SEQ_SQL, first, chain=final, known=known
+            ),
+            [*numbering, *numbered, *([target] if final else [])],
         )
     for count, params in rest:
         batch.add(insert_events_sql(count), params)
     if boundary is not None:
         batch.add(MOVE_BOUNDARY, [*boundary, turn_id])
     if status and not events:
-        batch.add(SESSION_STATUS_BY_TURN, session_status_params(turn_id, now))
+        batch.add(SESSION_STATUS_BY_ID if known else SESSION_STATUS_BY_TURN, session_status_params(target, now))
     # a child's report to its parent; none for a turn this process knows has no parent (its claim)
-    facts = transcripts.facts(turn_id) if result is not None else None
     report = (
         batch.add(child_reports.REPORT_PG, child_reports.report_pg_params(turn_id, result))
         if result is not None and (facts is None or facts[2] is not None)

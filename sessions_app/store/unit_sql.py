@@ -1,0 +1,169 @@
+"""The statements of a checkpoint's unit on PostgreSQL (``checkpoint_pg`` sends them, one
+``wire.Batch`` a unit), each made once per shape: the event numbering with the events' insert,
+the messages' insert with the step guard, the session's lock and status, the chain's head.
+
+Two forms of most: one that finds the turn's session and generation from the turn's row, and
+one for a unit whose turn's session this process knows (``transcripts.facts``: its claim read
+them, and they never change), which takes them as parameters and reads no turn row for them."""
+
+from __future__ import annotations
+
+import functools
+
+from sessions_app import models
+from sessions_app.store import wire
+from sessions_app.store.checkpoint import IN_CHAIN, NEXT_IN_CHAIN, session_status_sql, step_guard_text
+
+SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
+SESSION_STATUS_BY_ID = wire.numbered(session_status_sql(by_turn=False))
+STATUS_AND_EVENT_SEQ_SQL = session_status_sql(by_turn=True, events=True)
+STATUS_AND_EVENT_SEQ_BY_ID = session_status_sql(by_turn=False, events=True)
+INSERT_STEP = wire.numbered(
+    "INSERT INTO sessions_app_step (turn_id, key, message_index, data, created_at) "
+    "SELECT t.id, %s::text, %s::integer, %s::jsonb, %s::timestamptz FROM sessions_app_turn t WHERE t.id = %s::text"
+)
+#: a unit's events numbered: the session's ``event_seq`` moved past them (parameters: how many,
+#: the turn), answering the new ``event_seq`` and the session's generation
+BUMP_EVENT_SEQ_SQL = (
+    "UPDATE sessions_app_session SET event_seq = event_seq + %s::integer "
+    "WHERE id = (SELECT session_id FROM sessions_app_turn t WHERE t.id = %s::text) "
+    "RETURNING event_seq, generation"
+)
+#: ``BUMP_EVENT_SEQ_SQL`` for a unit whose turn's session this process knows (``transcripts.facts``:
+#: a turn's session and generation never change): by the session's key, reading no turn row
+#: (parameters: how many, the session)
+BUMP_EVENT_SEQ_BY_ID = (
+    "UPDATE sessions_app_session SET event_seq = event_seq + %s::integer WHERE id = %s::bigint "
+    "RETURNING event_seq, generation"
+)
+#: ``NEXT_IN_CHAIN`` by the session's key (parameter: the session)
+NEXT_IN_CHAIN_OF_SESSION = (
+    "SELECT n.id, n.status, s.agent, s.key FROM sessions_app_turn n JOIN sessions_app_session s ON s.id = n.session_id "
+    f'WHERE n.session_id = %s::bigint AND n.status {IN_CHAIN} ORDER BY n."order" LIMIT 1'
+)
+#: at most this many rows in one of a unit's multi-row inserts (``insert_messages_sql``,
+#: ``insert_events_sql``): each row count is a prepared statement of its own; more rows take
+#: more statements
+ROWS_PER_INSERT = 8
+
+
+@functools.lru_cache(maxsize=8 * ROWS_PER_INSERT)
+def insert_messages_sql(count: int, guarded: int = 0, known: bool = False) -> bytes:
+    """A unit's ``count`` messages in one statement, each reading its session and generation
+    from the turn's row. ``guarded``: how many step keys the unit folds into its messages
+    (``checkpoint.folded``); the statement then raises first (JUNE3, ``june_step_recorded``)
+    when the turn's messages hold one of them already — the step guard (``step_guard_text``),
+    read in the statement's snapshot (the fence's update before it included), before any row is
+    inserted. Parameters: with a guard, the turn and the ``guarded`` keys; then the time, each
+    message's position, role, JSON and step key, and the turn.
+
+    ``known``: the process knows the turn's session and generation (``transcripts.facts``), which
+    the statement then takes as parameters, with the turn's stored reference (``known_ref``),
+    reading no turn row for them: after the guard's parameters, the session, the generation, the
+    turn's reference and the time, then each message's four (no turn at the end). The fence
+    before it in the batch refuses a turn that is not there (or not the attempt's)."""
+    rows = ", ".join(["(%s::integer, %s::text, %s::json, %s::text)"] * count)
+    columns = (
+        'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
+    )
+    if known:
+        insert = (
+            f"{columns}SELECT %s::bigint, %s::integer, v.i, %s::bytea, v.role, v.data, v.step, %s::timestamptz "
+            f"FROM (VALUES {rows}) AS v(i, role, data, step)"
+        )
+        where = " WHERE"
+    else:
+        insert = (
+            f"{columns}SELECT t.session_id, t.generation, v.i, june_tid(t.id), v.role, v.data, v.step, %s::timestamptz "
+            f"FROM sessions_app_turn t CROSS JOIN (VALUES {rows}) AS v(i, role, data, step) WHERE t.id = %s::text"
+        )
+        where = " AND"
+    if not guarded:
+        return wire.numbered(insert)
+    # MATERIALIZED: the guard's rows are computed (and the function raises on the first) whatever
+    # the planner would make of a subquery (an EXISTS drops its select list, the call with it)
+    return wire.numbered(
+        f"WITH g AS MATERIALIZED ({step_guard_text(guarded)}) {insert}{where} NOT EXISTS (SELECT 1 FROM g)"
+    )
+
+
+def known_ref(turn_id: str) -> str:
+    """A turn id as a ``%s::bytea`` parameter binds it to a ``turn_id`` column (``models.turn_ref``,
+    in bytea's hex text): what ``june_tid`` computes in the server, per row, with a regular
+    expression."""
+    return "\\x" + models.turn_ref(turn_id).hex()
+
+
+def _events_from(count: int, source: str) -> str:
+    """The INSERT of ``count`` events numbered by ``s.event_seq`` (``source`` names the turn
+    ``t`` and the session's numbering ``s``). Parameters: the unit's number of events, this
+    statement's first event's place among them (from 0), each event's turn, type code, JSON and
+    time, then the unit's turn."""
+    rows = ", ".join(f"({n}, %s::text, %s::smallint, %s::json, %s::timestamptz)" for n in range(1, count + 1))
+    return (
+        "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
+        "SELECT t.session_id, t.generation, s.event_seq - %s::integer + %s::integer + e.n, june_tid(e.tid), "
+        f"e.type, e.data, e.at FROM {source} CROSS JOIN (VALUES {rows}) AS e(n, tid, type, data, at) "
+        "WHERE t.id = %s::text"
+    )
+
+
+def _events_known(count: int) -> str:
+    """``_events_from`` for a unit whose turn's session and generation this process knows: they
+    are parameters, each event's turn its stored reference (``known_ref``), numbered by
+    ``numbering s``. Parameters: the session, the generation, the unit's number of events, this
+    statement's first event's place among them, each event's turn reference, type code, JSON
+    and time."""
+    rows = ", ".join(f"({n}, %s::bytea, %s::smallint, %s::json, %s::timestamptz)" for n in range(1, count + 1))
+    return (
+        "INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
+        "SELECT %s::bigint, %s::integer, s.event_seq - %s::integer + %s::integer + e.n, e.tid, e.type, e.data, e.at "
+        f"FROM numbering s CROSS JOIN (VALUES {rows}) AS e(n, tid, type, data, at)"
+    )
+
+
+@functools.lru_cache(maxsize=ROWS_PER_INSERT)
+def insert_events_sql(count: int) -> bytes:
+    """``count`` events of a unit in one statement (``_events_from``'s parameters), numbered by
+    the session's ``event_seq`` that an earlier statement of the unit moved past all of them: the
+    ones past the first ``ROWS_PER_INSERT`` (``numbered_events_sql`` inserts those)."""
+    return wire.numbered(_events_from(count, "sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id"))
+
+
+@functools.lru_cache(maxsize=8 * ROWS_PER_INSERT)
+def numbered_events_sql(numbering: str, count: int, chain: bool = False, known: bool = False) -> bytes:
+    """``numbering`` (``BUMP_EVENT_SEQ_SQL``, ``STATUS_AND_EVENT_SEQ_SQL``: the session's row
+    updated, its ``event_seq`` moved past the unit's events, answering the new ``event_seq`` and
+    generation) and the insert of the unit's first ``count`` events, in one statement that
+    answers what ``numbering`` does; with ``chain``, also the head of the session's chain
+    (``NEXT_IN_CHAIN``'s four columns, NULL when there is none), as a settling unit reads it
+    after its fence. Parameters: ``numbering``'s, ``_events_from``'s, then (``chain``) the turn.
+    ``known``: the session's key instead of the turn (``BUMP_EVENT_SEQ_BY_ID``,
+    ``STATUS_AND_EVENT_SEQ_BY_ID``, ``_events_known``; the chain's head by the session too)."""
+    head = ""
+    columns = ""
+    if chain:
+        head = f" LEFT JOIN LATERAL ({NEXT_IN_CHAIN_OF_SESSION if known else NEXT_IN_CHAIN}) n ON true"
+        columns = ", n.id, n.status, n.agent, n.key"
+    events = _events_known(count) if known else _events_from(count, "numbering s CROSS JOIN sessions_app_turn t")
+    return wire.numbered(
+        f"WITH numbering AS ({numbering}), e AS ({events}) "
+        f"SELECT numbering.event_seq, numbering.generation{columns} FROM numbering{head}"
+    )
+
+
+MOVE_BOUNDARY = wire.numbered(
+    "UPDATE sessions_app_session SET boundary = %s::integer, summary_index = %s::integer "
+    "FROM sessions_app_turn t WHERE t.id = %s::text AND sessions_app_session.id = t.session_id "
+    "AND sessions_app_session.generation = t.generation"
+)
+NEXT_IN_CHAIN_PG = wire.numbered(NEXT_IN_CHAIN)
+ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
+#: the store's lock order (sessions_app.store): the session row before its turn's (the fence
+#: next), as the host operations take them; the event and status updates upgrade this lock
+LOCK_SESSION = wire.numbered(
+    "SELECT 1 FROM sessions_app_session WHERE id = (SELECT session_id FROM sessions_app_turn WHERE id = %s::text) "
+    "FOR NO KEY UPDATE"
+)
+#: ``LOCK_SESSION`` by the session's key (a unit whose turn's session this process knows)
+LOCK_SESSION_BY_ID = wire.numbered("SELECT 1 FROM sessions_app_session WHERE id = %s::bigint FOR NO KEY UPDATE")
