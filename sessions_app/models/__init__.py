@@ -78,8 +78,15 @@ class TurnStatus(models.TextChoices):
 class Session(models.Model):
     agent = models.CharField(max_length=64)
     key = models.CharField(max_length=200)
+    #: no index of its own: the (owner, -updated_at) index leads with it (a session row written
+    #: four times a turn kept an entry in both)
     owner = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="agent_sessions"
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="agent_sessions",
+        db_index=False,
     )
     title = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=16, choices=SessionStatus.choices, default=SessionStatus.NEW)

@@ -45,3 +45,27 @@ def test_no_migration_reads_the_live_models():
             if "sessions_app.models." in line
         }
         assert uses <= {"TurnRefField", "TextJSONField", "EventTypeField"}, (path.name, uses)
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_no_index_is_the_leading_part_of_another():
+    """The session's owner had an index of its own beside the (owner, -updated_at) one that leads
+    with it: every row version of a session (four a turn) kept an entry in both, and every
+    statement that wrote the row opened both. A plain index (not unique, not partial) whose
+    columns lead another's on the same table serves nothing the other does not."""
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT c.relname, i.relname, x.indkey::int2[], x.indisunique, x.indpred IS NOT NULL "
+            "FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid JOIN pg_class c ON c.oid = x.indrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public' "
+            "AND c.relname LIKE 'sessions_app%%' AND x.indexprs IS NULL"
+        )
+        indexes = cur.fetchall()
+    redundant = [
+        (table, name, other)
+        for table, name, keys, unique, partial in indexes
+        if not unique and not partial
+        for table_, other, keys_, _, partial_ in indexes
+        if table_ == table and other != name and not partial_ and len(keys_) > len(keys) and keys_[: len(keys)] == keys
+    ]
+    assert redundant == []
