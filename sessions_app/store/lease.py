@@ -59,7 +59,14 @@ HEARTBEAT = (
     "UPDATE sessions_app_turn SET lease_expires_at = %s WHERE id = %s AND attempt_id = %s "
     "AND status = %s RETURNING cancel_reason"
 )
-HEARTBEAT_PG = wire.numbered(HEARTBEAT)
+#: PostgreSQL's heartbeat commits without waiting for the WAL flush (``synchronous_commit`` off
+#: for its own transaction, as the claim's and the provider_started journal's): a beat lost with a
+#: crash of the server leaves the lease at its expiry before the beat, two thirds of a lease or
+#: more after it, and the runner's next beat extends it again; a lease that ran out meanwhile is
+#: taken over as any expired lease is, and the old attempt's units are refused by their fences. It
+#: writes a new version of the turn's row every third of a lease for as long as the turn runs (a
+#: model call of a minute: nine), each of which waited for a flush of its own
+HEARTBEAT_PG = wire.numbered(f"{HEARTBEAT}, set_config('synchronous_commit', 'off', true)")
 
 
 def claim(turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float) -> TurnRecord | None:

@@ -1,7 +1,11 @@
-"""A checkpoint on PostgreSQL whose turn's session and generation the process knows (its claim read
-them: ``transcripts.facts``) takes them as parameters: its statements read no turn row to find them,
+"""What a claimed turn's statements send on PostgreSQL.
+
+A checkpoint whose turn's session and generation the process knows (its claim read them:
+``transcripts.facts``) takes them as parameters: its statements read no turn row to find them,
 and bind the turn's stored reference (``checkpoint_pg.known_ref``) instead of computing it per row
 in the server (``june_tid``). What they write is what the statements that read them write.
+
+A heartbeat commits without waiting for the WAL flush, for its own transaction only.
 """
 
 from __future__ import annotations
@@ -111,3 +115,33 @@ def test_a_known_session_writes_what_a_looked_up_one_does():
     assert session.event_seq == 3 and session.status == SessionStatus.RUNNING  # the second turn is queued
     assert m.Turn.objects.get(pk=first).status == TurnStatus.COMPLETED
     assert is_postgres()
+
+
+@pytest.mark.skipif("not is_postgres()")
+def test_a_heartbeat_turns_the_flush_off_for_its_own_transaction():
+    """A heartbeat on PostgreSQL (a new version of the turn's row every third of a lease, as long
+    as the turn runs) waited for the WAL flush at its commit, as a checkpoint does, although a beat
+    lost with the server extends nothing anyone relies on (``lease.HEARTBEAT_PG``). It extends the
+    lease, and the setting ends with its transaction."""
+    from sessions_app.store import DjangoSessionStore, lease, opening, wire
+
+    turn_id, attempt = uuid.uuid4().hex, uuid.uuid4().hex
+    DjangoSessionStore().create_turn_sync(
+        SessionRef("ops", f"beat-{turn_id[:8]}"), TurnInput(text="x"), turn_id=turn_id
+    )
+    raw = _connect()
+    try:
+        assert opening.claim_and_load(raw, turn_id, owner="w", attempt_id=attempt, now=1.0, lease_seconds=30)
+        raw.execute("BEGIN")
+        batch = wire.Batch(raw)
+        batch.add(lease.HEARTBEAT_PG, [600.0, turn_id, attempt, TurnStatus.RUNNING])
+        assert batch.run()[0].ntuples == 1
+        assert raw.execute("SHOW synchronous_commit").fetchone() == ("off",)
+        raw.execute("COMMIT")
+        assert raw.execute("SHOW synchronous_commit").fetchone() == ("on",)
+        assert lease.heartbeat_direct(raw, turn_id, attempt_id=attempt, now=2.0, lease_seconds=900) is None
+        assert raw.execute("SHOW synchronous_commit").fetchone() == ("on",)
+    finally:
+        raw.close()
+        transcripts.clear()
+    assert m.Turn.objects.get(pk=turn_id).lease_expires_at == 902.0
