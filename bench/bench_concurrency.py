@@ -299,12 +299,6 @@ class PeerProcess:
         data = httpx.get(self.url + "/_counts", timeout=60).json()
         return data["requests"], data["calls"]
 
-    def finished(self) -> int:
-        """How many second answers (the ones that end a turn) the peer has streamed to their end."""
-        import httpx
-
-        return httpx.get(self.url + "/_counts", timeout=60).json()["finished"]
-
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.join(10)

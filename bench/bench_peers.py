@@ -190,15 +190,22 @@ def _title(pid: int) -> str:
         return "?"
 
 
-def wait_peer(peer: Any, finished: int, timeout: float) -> None:
-    """Until the peer has streamed ``finished`` second answers to their end (or its count stops
+def finished(peer: PeerProcess) -> int:
+    """How many second answers (the ones that end a turn) the peer has streamed to their end."""
+    import httpx
+
+    return httpx.get(peer.url + "/_counts", timeout=60).json()["finished"]
+
+
+def wait_peer(peer: Any, answers: int, timeout: float, count: Any = finished) -> None:
+    """Until the peer has streamed ``answers`` second answers to their end (or its count stops
     moving for 10 s: a turn that failed asks no more): asking the peer costs the system nothing,
     while asking the system costs it CPU in the measured window (LangGraph's count is two HTTP
     requests to its server; June's a query of the bench's own), so the system is asked only
     for the last few milliseconds of its turns."""
     deadline = time.monotonic() + timeout
     seen, moved = -1, time.monotonic()
-    while (now := peer.finished()) < finished and time.monotonic() < deadline:
+    while (now := count(peer)) < answers and time.monotonic() < deadline:
         if now != seen:
             seen, moved = now, time.monotonic()
         elif time.monotonic() - moved > 10:
@@ -251,11 +258,11 @@ def run_one(name: str, n: int, tag: str, args: argparse.Namespace) -> dict[str, 
         load_start = load3()
         prefix = f"b{tag}-"
         keys = [f"{prefix}{i}" for i in range(n)]
-        finished = peer.finished()
+        ended = finished(peer)
         c0 = cpu(meter.pids())
         res = burst(url, [(k, *system.request(k, f"order mugs [bench:{k}]")) for k in keys])
         accepted = [k for k in keys if 200 <= res["status"][k] < 300]
-        wait_peer(peer, finished + len(accepted), args.timeout)
+        wait_peer(peer, ended + len(accepted), args.timeout)
         wait_done(system, prefix, len(accepted), args.timeout)
         used = cpu(meter.pids()) - c0
         meter.finish()

@@ -50,7 +50,7 @@ class CountingPeer:
     def __init__(self, counts: list[int]) -> None:
         self.counts, self.asked = counts, 0
 
-    def finished(self) -> int:
+    def __call__(self, peer: object) -> int:
         self.asked += 1
         return self.counts[min(self.asked, len(self.counts)) - 1]
 
@@ -58,7 +58,7 @@ class CountingPeer:
 def test_the_wait_on_the_peer_ends_when_every_answer_is_finished(monkeypatch):
     monkeypatch.setattr(bench_peers.time, "sleep", lambda s: None)
     peer = CountingPeer([3, 5, 8, 10, 12])
-    bench_peers.wait_peer(peer, 10, timeout=60)
+    bench_peers.wait_peer(None, 10, timeout=60, count=peer)
     assert peer.asked == 4
 
 
@@ -67,7 +67,7 @@ def test_the_wait_on_the_peer_gives_up_when_its_count_stops_moving(monkeypatch):
     monkeypatch.setattr(bench_peers.time, "monotonic", lambda: float(next(clock)))
     monkeypatch.setattr(bench_peers.time, "sleep", lambda s: None)
     peer = CountingPeer([3, 4, 4])  # a turn that failed asks the peer no more
-    bench_peers.wait_peer(peer, 10, timeout=600)
+    bench_peers.wait_peer(None, 10, timeout=600, count=peer)
     assert 3 < peer.asked < 20  # it gave up after ~10 s of no progress, well before the timeout
 
 
