@@ -264,11 +264,11 @@ class AnthropicModel:
         async with self._response(params) as response:
             async for name, data in anthropic_http.events(response.aiter_bytes()):
                 if name == b"error":
-                    raise stream_error(data, response)
+                    raise stream_error(data, anthropic_http.http_response(response))
                 yield _decode_json(data.decode())  # (json.loads of bytes would guess their encoding)
 
     @contextlib.asynccontextmanager
-    async def _response(self, params: dict[str, Any]) -> AsyncIterator[httpx2.Response]:
+    async def _response(self, params: dict[str, Any]) -> AsyncIterator[httpx2.Response | anthropic_http.Streamed]:
         """The streamed call's HTTP response (closed on leaving)."""
         poster = anthropic_http.poster(self._client) if "betas" not in params else None
         if poster is None:
@@ -297,7 +297,8 @@ class AnthropicModel:
 
 
 async def close_clients(loop: Any) -> None:
-    """Close the SDK clients of ``loop`` (``providers.long_lived_loop``)."""
+    """Close the SDK clients of ``loop`` (``providers.long_lived_loop``), and their posters' pools."""
+    await anthropic_http.close(platforms.clients_on(loop))
     await platforms.close_clients(loop)
 
 

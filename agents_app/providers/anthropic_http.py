@@ -17,6 +17,14 @@ credentials provider that refreshes its token (``poster`` says None: the caller 
 ``messages.with_streaming_response.create``): Bedrock's and Vertex's clients route and sign each
 request themselves.
 
+On a worker's runner, whose clients use the SDK's aiohttp transport (``providers.long_lived_loop``),
+the call goes to aiohttp itself (``Poster.session``: a connection pool of the poster's own, set
+up as that transport sets up its own): the transport would take the request apart again per
+call (its headers decoded one by one into aiohttp's, the timeouts rebuilt) and wrap the response
+and each chunk of its body in httpx's objects, which only ``events`` reads. Its failures are the
+transport's (``map_aiohttp_exceptions``), raised as the SDK raises them. Where a proxy is
+configured in the environment, the call goes through the SDK's client (its proxy mounts).
+
 ``events`` decodes the server-sent events of a response as the SDK's ``SSEDecoder`` does
 (lines end in CR, LF or CRLF; a blank line ends an event; ``:`` starts a comment), keeping only
 what the provider reads: an event's name and its data, as bytes for ``json.loads``.
@@ -25,13 +33,17 @@ what the provider reads: an event's name and its data, as bytes for ``json.loads
 from __future__ import annotations
 
 import json
+import urllib.request
 import weakref
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
+import aiohttp
 import anthropic
 import httpx2
-from anthropic._constants import RAW_RESPONSE_HEADER
+from anthropic._constants import DEFAULT_CONNECTION_LIMITS, RAW_RESPONSE_HEADER
 from anthropic._models import FinalRequestOptions
+from anthropic._vendor.httpx_aiohttp.transport import map_aiohttp_exceptions
+from multidict import CIMultiDict
 
 MESSAGES_PATH = "/v1/messages"
 
@@ -57,25 +69,91 @@ class Poster:
         self.url = template.url
         self.headers = headers
         self.extensions = template.extensions
+        #: a worker's runner: the poster's own aiohttp pool (see the module), else None
+        self.session: aiohttp.ClientSession | None = None
+        if isinstance(self.http, anthropic.DefaultAioHttpClient) and not urllib.request.getproxies():
+            self._direct()
+
+    def _direct(self) -> None:
+        """The request as the SDK's aiohttp transport hands it to aiohttp, made once: the headers
+        in the order httpx sends them (the body's length filled in per call), the timeouts."""
+        probe = httpx2.Request("POST", self.url, headers=self.headers, content=b"-", extensions=self.extensions)
+        self._wire_headers = CIMultiDict(probe.headers.multi_items())
+        timeout = self.extensions.get("timeout", {})
+        self._timeout = aiohttp.ClientTimeout(
+            sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
+        )
+        self._url = str(self.url)
+        limits = DEFAULT_CONNECTION_LIMITS  # the SDK's aiohttp client's (``platforms``)
+        connector = aiohttp.TCPConnector(
+            limit=limits.max_connections or 0,
+            keepalive_timeout=limits.keepalive_expiry,
+            ssl=httpx2.create_ssl_context(),
+        )
+        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
 
     def request(self, params: dict[str, Any]) -> httpx2.Request:
         """The HTTP request of a ``messages.create(**params, stream=True)`` call."""
-        body = {k: v for k, v in params.items() if k != "extra_body"}
-        body["stream"] = True
-        if params.get("extra_body"):
-            body.update(params["extra_body"])
         return httpx2.Request(
             "POST",
             self.url,
             headers=self.headers,
-            content=_encode(body).encode(),
+            content=self.body(params),
             extensions=self.extensions,
             cookies=self.http.cookies or None,
         )
 
-    async def send(self, params: dict[str, Any]) -> httpx2.Response:
+    def body(self, params: dict[str, Any]) -> bytes:
+        body = {k: v for k, v in params.items() if k != "extra_body"}
+        body["stream"] = True
+        if params.get("extra_body"):
+            body.update(params["extra_body"])
+        return _encode(body).encode()
+
+    async def send(self, params: dict[str, Any]) -> httpx2.Response | Streamed:
         """The response of a successful call, its body not read yet (the caller closes it). A
         failure raises as the SDK's ``messages.create`` does without retries."""
+        if self.session is None:
+            return await self._send_httpx(params)
+        content = self.body(params)
+        headers = self._wire_headers.copy()
+        headers["content-length"] = str(len(content))
+        try:
+            with map_aiohttp_exceptions():
+                response = await self.session.request(
+                    "POST",
+                    self._url,
+                    headers=headers,
+                    data=content,
+                    allow_redirects=False,
+                    compress=False,
+                    timeout=self._timeout,
+                )
+        except httpx2.TimeoutException as err:
+            raise self.client._make_timeout_error(self.request(params), err) from err
+        except anthropic.AnthropicError:
+            raise
+        except Exception as err:
+            raise self.client._make_connection_error(self.request(params), err) from err
+        if 200 <= response.status < 300:
+            return Streamed(response, lambda: self.request(params))
+        try:
+            with map_aiohttp_exceptions():
+                body = await response.read()
+        finally:
+            response.release()
+        if 300 <= response.status < 400:  # the SDK's client follows a redirect: let it
+            return await self._send_httpx(params)
+        failed = httpx2.Response(
+            response.status, headers=response.raw_headers, content=body, request=self.request(params)
+        )
+        raise self.client._make_status_error_from_response(failed) from None
+
+    async def aclose(self) -> None:
+        if self.session is not None:
+            await self.session.close()
+
+    async def _send_httpx(self, params: dict[str, Any]) -> httpx2.Response:
         request = self.request(params)
         try:
             response = await self.http.send(request, stream=True)
@@ -89,6 +167,40 @@ class Poster:
             await response.aread()
             raise self.client._make_status_error_from_response(response) from None
         return response
+
+
+class Streamed:
+    """A successful call's response on aiohttp (``Poster.session``): its body's chunks as they
+    come, read as the SDK's aiohttp transport reads them (its failures are that transport's)."""
+
+    def __init__(self, response: aiohttp.ClientResponse, request: Callable[[], httpx2.Request]) -> None:
+        self._response = response
+        self._request = request
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        with map_aiohttp_exceptions():
+            async for chunk in self._response.content.iter_any():
+                yield chunk
+
+    def http_response(self) -> httpx2.Response:
+        """The response as the SDK's errors carry it (an ``error`` event in the stream)."""
+        return httpx2.Response(self._response.status, headers=self._response.raw_headers, request=self._request())
+
+    async def aclose(self) -> None:
+        with map_aiohttp_exceptions():
+            await self._response.__aexit__(None, None, None)
+
+
+def http_response(response: httpx2.Response | Streamed) -> httpx2.Response:
+    return response.http_response() if isinstance(response, Streamed) else response
+
+
+async def close(clients: Any) -> None:
+    """Close the aiohttp pools of the posters of ``clients`` (their loop is ending)."""
+    for client in clients:
+        found = _POSTERS.pop(client, None)
+        if found is not None:
+            await found.aclose()
 
 
 def poster(client: Any) -> Poster | None:

@@ -138,6 +138,11 @@ def _aiohttp_client() -> Any:
         return None
 
 
+def clients_on(loop: Any) -> list[Any]:
+    """The clients made on ``loop``."""
+    return list((_CLIENTS.get(loop) or {}).values())
+
+
 async def close_clients(loop: Any) -> None:
     """Close the clients of ``loop`` (the running one) and forget them: its aiohttp sessions
     belong to it (``providers.long_lived_loop``)."""

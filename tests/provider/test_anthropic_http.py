@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 import anthropic
+import httpx2
 import pytest
 
 from agents_app.providers import anthropic_http, long_lived_loop
@@ -18,7 +19,7 @@ from agents_app.providers.anthropic import AnthropicModel
 from agents_app.runtime.messages import Message, Role
 from agents_app.runtime.model import ModelError, ModelReply, ModelRequest, ToolSpec
 
-from .fake_messages_api import FakeMessagesAPI, StreamBuilder
+from .fake_messages_api import FakeMessagesAPI, HTTPError, StreamBuilder
 
 TOOLS = (
     ToolSpec("get_time", "Local time in a timezone", {"type": "object", "properties": {"tz": {"type": "string"}}}),
@@ -77,6 +78,55 @@ async def test_a_call_does_not_rebuild_the_request_through_the_sdk(transport, mo
             chunks = await drain(AnthropicModel(api_key="test-key", base_url=api.base_url), a_request())
             assert isinstance(chunks[-1], ModelReply)
         assert len(built) == 1 and model._client is AnthropicModel(api_key="test-key", base_url=api.base_url)._client
+
+
+async def test_a_workers_call_goes_to_aiohttp_without_httpxs_client(transport, monkeypatch):
+    """On a worker's runner (the SDK's aiohttp transport) a call is the poster's own aiohttp
+    request: httpx's client takes no part in it; elsewhere the client carries every call."""
+    sent: list[Any] = []
+    real = httpx2.AsyncClient.send
+
+    async def counting(self, *args, **kwargs):
+        sent.append(args)
+        return await real(self, *args, **kwargs)
+
+    monkeypatch.setattr(httpx2.AsyncClient, "send", counting)
+    with FakeMessagesAPI() as api:
+        model = AnthropicModel(api_key="test-key", base_url=api.base_url)
+        api.script(StreamBuilder().text("a").done(), StreamBuilder().text("b").done())
+        assert (await drain(model, a_request()))[-1].text == "a"
+        assert (await drain(model, a_request()))[-1].text == "b"
+    poster = anthropic_http.poster(model._client)
+    assert poster is not None and (poster.session is not None) == (transport == "aiohttp")
+    assert len(sent) == (0 if transport == "aiohttp" else 2)
+
+
+async def test_a_redirect_is_followed_by_the_sdks_client(transport):
+    """A 3xx is the SDK's client's to follow (it does), on aiohttp as on httpx."""
+    with FakeMessagesAPI() as api:
+        model = AnthropicModel(api_key="test-key", base_url=api.base_url)
+        moved = HTTPError(307, "moved", "elsewhere", headers={"location": f"{api.base_url}/v1/messages"})
+        api.script(moved, StreamBuilder().text("there").done())
+        assert (await drain(model, a_request()))[-1].text == "there"
+        assert [r.path for r in api.requests] == ["/v1/messages", "/v1/messages"]
+
+
+async def test_a_proxy_in_the_environment_keeps_the_sdks_client(monkeypatch):
+    """The SDK's client mounts the environment's proxies; the poster's own pool would not."""
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    async with long_lived_loop():
+        model = AnthropicModel(api_key="test-key", base_url="https://api.example.test")
+        poster = anthropic_http.poster(model._client)
+        assert poster is not None and poster.session is None
+
+
+async def test_the_loops_end_closes_the_posters_pool():
+    """``long_lived_loop`` closes what its clients opened, the posters' pools included."""
+    async with long_lived_loop():
+        model = AnthropicModel(api_key="test-key", base_url="http://127.0.0.1:9")
+        poster = anthropic_http.poster(model._client)
+        assert poster is not None and poster.session is not None and not poster.session.closed
+    assert poster.session.closed
 
 
 async def test_the_sdks_path_where_the_poster_would_differ(transport):
