@@ -72,6 +72,8 @@ MATCHES_KEPT = 4096
 
 #: ``_declared``'s entry for a path no route takes
 NO_ROUTE = object()
+#: ``has_route``'s default: a path ``_declared`` holds nothing for
+_UNKNOWN = object()
 
 
 def limit_for(path_info: str, *, keep_match: bool = False) -> int:
@@ -105,9 +107,6 @@ def has_route(path_info: str) -> bool | None:
     resolved the path (under daphne: at every request's headers); None when it has not lately."""
     declared = _declared.get((str(settings.ROOT_URLCONF), path_info), _UNKNOWN)
     return None if declared is _UNKNOWN else declared is not NO_ROUTE
-
-
-_UNKNOWN = object()
 
 
 def take_match(path_info: str) -> ResolverMatch | None:
