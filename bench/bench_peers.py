@@ -60,7 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_concurrency import PeerProcess, cpu, group_pids, http_post, load3, pct, pss_of  # noqa: E402
-from bench.peers.systems import DB_PREFIX, ORDERS, SYSTEMS, fresh_db, query  # noqa: E402
+from bench.peers.systems import DB_PREFIX, ORDERS, SYSTEMS, fresh_db, query, redis_pid  # noqa: E402
 
 ORDERS_DB = f"{DB_PREFIX}_orders"
 WARM = 10
@@ -130,16 +130,24 @@ def burst(url: str, requests: list) -> dict[str, Any]:
 
 class Meter(threading.Thread):
     """Every 0.5 s: the system's processes' PSS and RSS (peaks), and its PostgreSQL backends'
-    CPU (each backend's last reading, less its reading when first seen)."""
+    CPU: each backend's last reading, less its reading when the meter began, or all of it for a
+    backend opened since (its start and its first plans, spent before a sample could see it,
+    are the system's too). With ``redis``, the Redis server's CPU from the meter's start (the
+    channel layer's work: nothing else may use that server while a bench runs)."""
 
-    def __init__(self, system: Any) -> None:
+    def __init__(self, system: Any, redis: str = "") -> None:
         super().__init__(daemon=True)
         self.system = system
         self.peak_pss = self.peak_rss = 0
         self.first: dict[int, float] = {}
         self.last: dict[int, float] = {}
         self.stop = threading.Event()
+        self.began = False
         self.sample()
+        self.began = True
+        self.redis_pid = redis_pid(redis) if redis else 0
+        self.redis_first = cpu([self.redis_pid]) if self.redis_pid else 0.0
+        self.redis_last = self.redis_first
 
     def pids(self) -> list[int]:
         groups = group_pids(*self.system.pgids())
@@ -157,11 +165,14 @@ class Meter(threading.Thread):
             )
             for (pid,) in rows:
                 used = cpu([pid])
-                self.first.setdefault(pid, used)
+                self.first.setdefault(pid, 0.0 if self.began else used)
                 self.last[pid] = used
 
     def pg_cpu(self) -> float:
         return sum(self.last[p] - self.first[p] for p in self.last)
+
+    def redis_cpu(self) -> float:
+        return self.redis_last - self.redis_first
 
     def run(self) -> None:
         while not self.stop.wait(0.5):
@@ -171,6 +182,8 @@ class Meter(threading.Thread):
         self.stop.set()
         self.join()
         self.sample()
+        if self.redis_pid:
+            self.redis_last = cpu([self.redis_pid])
 
 
 def _rss(pid: int) -> int:
@@ -253,7 +266,7 @@ def run_one(name: str, n: int, tag: str, args: argparse.Namespace) -> dict[str, 
         idle_cpu = (cpu(meter.pids()) - c0) / 5
         idle_pss = sum(pss_of(p) for p in meter.pids())
         idle_by = sorted((round(pss_of(p) / 2**20), _title(p)) for p in meter.pids())
-        meter = Meter(system)  # its backends' CPU from here
+        meter = Meter(system, redis=os.environ["REDIS_URL"] if system.uses_redis else "")  # from here
         meter.start()
         load_start = load3()
         prefix = f"b{tag}-"
@@ -285,9 +298,10 @@ def run_one(name: str, n: int, tag: str, args: argparse.Namespace) -> dict[str, 
             "last_done_s": max(at for at, _ in ended.values()) - res["t0"] if ended else float("nan"),
             "p50": pct(latencies, 50),
             "p99": pct(latencies, 99),
-            "cpu_ms": 1000 * (used + meter.pg_cpu()) / n,
+            "cpu_ms": 1000 * (used + meter.pg_cpu() + meter.redis_cpu()) / n,
             "cpu_ms_processes": 1000 * used / n,
             "cpu_ms_postgres": 1000 * meter.pg_cpu() / n,
+            "cpu_ms_redis": 1000 * meter.redis_cpu() / n,
             "idle_cpu": idle_cpu,
             "pss_mb": meter.peak_pss / 2**20,
             "rss_mb": meter.peak_rss / 2**20,
@@ -310,8 +324,9 @@ ROWS = [
     ("burst start -> last turn done (s)", "last_done_s", "{:.2f}"),
     ("turn latency p50 (s)", "p50", "{:.2f}"),
     ("turn latency p99 (s)", "p99", "{:.2f}"),
-    ("CPU per turn, processes + PostgreSQL (ms)", "cpu_ms", "{:.1f}"),
+    ("CPU per turn, processes + PostgreSQL + Redis (ms)", "cpu_ms", "{:.1f}"),
     ("  of which PostgreSQL backends (ms)", "cpu_ms_postgres", "{:.1f}"),
+    ("  of which the Redis server (ms)", "cpu_ms_redis", "{:.1f}"),
     ("peak PSS (MB)", "pss_mb", "{:.0f}"),
     ("peak RSS (MB)", "rss_mb", "{:.0f}"),
     ("idle PSS (MB)", "idle_pss_mb", "{:.0f}"),

@@ -69,6 +69,17 @@ def query(db: str, sql: str, params: Any = ()) -> list[tuple]:
         return cur.fetchall() if cur.description is not None else []
 
 
+def redis_pid(url: str) -> int:
+    """The pid of the Redis server at ``url`` (this machine's: its CPU is read from /proc)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        return int(client.info("server")["process_id"])
+    finally:
+        client.close()
+
+
 def free_port() -> int:
     import socket
 
@@ -106,6 +117,8 @@ class System:
     name = ""
     #: the PostgreSQL databases whose backends count as this system's
     databases: tuple[str, ...] = ()
+    #: whether the Redis server at REDIS_URL is this system's (its CPU counts as the system's)
+    uses_redis = False
 
     def __init__(self, peer_url: str, orders_db: str) -> None:
         self.peer_url, self.orders_db = peer_url, orders_db
@@ -132,6 +145,10 @@ class June(System):
 
     name = "june"
     databases = (f"{DB_PREFIX}_june",)
+
+    @property
+    def uses_redis(self) -> bool:
+        return bool(os.environ.get("REDIS_URL"))
 
     def start(self) -> str:
         from django.conf import settings
@@ -160,8 +177,6 @@ class June(System):
             self.workdir,
             JUNE_Q_WORKERS="2",
             JUNE_TURNS_PER_WORKER="600",
-            JUNE_LEASE_SECONDS="30",
-            JUNE_SWEEP_SECONDS="5",
             JUNE_Q_POLL="0.05",
             JUNE_AGENT_DIRS="",
             PGAPPNAME="bench-workers",

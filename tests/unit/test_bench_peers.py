@@ -30,7 +30,7 @@ def test_the_table_shows_june_over_each_peer_and_who_ran_exactly_once(capsys):
     bench_peers.table(10, runs, ["june", "langgraph", "dbos"])
     out = capsys.readouterr().out
     cpu = next(line for line in out.splitlines() if line.startswith("| CPU per turn"))
-    assert cpu == "| CPU per turn, processes + PostgreSQL (ms) | 20.0 | 60.0 | 20.0 | 0.33x | 1.00x |"
+    assert cpu == "| CPU per turn, processes + PostgreSQL + Redis (ms) | 20.0 | 60.0 | 20.0 | 0.33x | 1.00x |"
     assert "| exactly once | yes | yes | NO |" in out
     assert "mean of 2 run(s)" in out
     assert "  june: CPU per turn by run (ms): 30.0, 10.0" in out
@@ -104,3 +104,30 @@ def test_settling_waits_for_the_load_to_fall_below_the_mark(monkeypatch):
     monkeypatch.setattr(bench_peers.time, "sleep", slept.append)
     bench_peers.settle(1.5)
     assert slept == [1, 1, 1]
+
+
+def test_a_backend_opened_during_the_burst_counts_whole_and_the_redis_server_from_the_start(monkeypatch):
+    """A backend the burst opens spent its start and first plans before a sample could see it:
+    all of its CPU is the system's, where a backend there before the burst counts from then."""
+    backends = [(1,)]
+    used = {1: 5.0, 2: 0.25, 3: 7.0}
+
+    class System:
+        databases = ("june",)
+
+        def pgids(self) -> list[int]:
+            return []
+
+    monkeypatch.setattr(bench_peers, "query", lambda db, sql, params=(): list(backends))
+    monkeypatch.setattr(bench_peers, "cpu", lambda pids: sum(used[p] for p in pids))
+    monkeypatch.setattr(bench_peers, "group_pids", lambda *pgids: {})
+    monkeypatch.setattr(bench_peers, "redis_pid", lambda url: 3)
+    meter = bench_peers.Meter(System(), redis="redis://here")
+    meter.start()
+    used[1] = 5.5
+    backends.append((2,))  # opened since the meter began, 0.25 s of CPU already spent
+    used[3] = 7.5
+    meter.finish()
+    assert meter.pg_cpu() == 0.5 + 0.25
+    assert meter.redis_cpu() == 0.5
+    assert bench_peers.Meter(System()).redis_cpu() == 0.0  # a system without Redis
