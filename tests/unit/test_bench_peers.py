@@ -131,3 +131,15 @@ def test_a_backend_opened_during_the_burst_counts_whole_and_the_redis_server_fro
     assert meter.pg_cpu() == 0.5 + 0.25
     assert meter.redis_cpu() == 0.5
     assert bench_peers.Meter(System()).redis_cpu() == 0.0  # a system without Redis
+
+
+def test_june_runs_the_sites_defaults_not_the_fault_suites():
+    """The bench starts June's cluster through the fault suites' ``Clusters``, whose own
+    settings (a 2 s lease, a 0.3 s sweep) made an idle worker sweep three times a second."""
+    from june.settings import june_settings
+
+    defaults = june_settings({})
+    cluster = SYSTEMS["june"].CLUSTER
+    for name in ("JUNE_LEASE_SECONDS", "JUNE_SWEEP_SECONDS"):
+        assert float(cluster[name]) == defaults[name], name
+    assert cluster["JUNE_TURNS_PER_WORKER"] == "600"  # bench/README says so
