@@ -5,9 +5,10 @@ A worker process drives many turns on one event loop (``sessions_app.workers.run
 of a turn that runs no tool code is one ``wire`` batch: its statements and a Sync, which the
 server runs as one implicit transaction, committed at the Sync. A ``Pipe`` keeps one
 connection in libpq's pipeline mode for good and lets any number of units be in flight on it
-at once, each its own segment: a unit's batch is queued and flushed as soon as it is ready, and
-one reader task reads the segments back in the order they were sent and hands each unit its
-results. So the units of many turns share a round trip where they meet (a group commit in
+at once, each its own segment: a unit's batch is queued as soon as it is ready and written at the
+end of the loop's pass (one write for every unit queued in it: libpq's Sync would write each
+one at once, ``wire.queue_sync``), and one reader task reads the segments back in the order
+they were sent and hands each unit its results. So the units of many turns share a round trip where they meet (a group commit in
 which every unit is still its own fenced transaction: a segment that fails rolls back alone,
 the segments after it run), and the loop waits for the socket, never on it.
 
@@ -52,6 +53,7 @@ class Pipe:
         self.broken: BaseException | None = None
         self._reader: asyncio.Task[None] | None = None
         self._writing = False
+        self._flush_due = False
         self._readable: asyncio.Future[None] | None = None
 
     @property
@@ -85,15 +87,28 @@ class Pipe:
             raise psycopg.OperationalError(f"the connection broke: {self.broken}")
         future: asyncio.Future[list[Any]] = self.loop.create_future()
         try:
-            expected = batch.send(self.pg, self.state)
+            expected = batch.send(self.pg, self.state, flush=False)
             self.sent.append((expected, future))
-            self._flush()
         except psycopg.Error as exc:
             self._break(exc)
             raise
+        if not self._flush_due:
+            # written once the loop's callbacks of this pass have run: the units the other
+            # turns send meanwhile go in the same write
+            self._flush_due = True
+            self.loop.call_soon(self._flush_queued)
         if self._reader is None:
             self._reader = self.loop.create_task(self._read_all())
         return future
+
+    def _flush_queued(self) -> None:
+        self._flush_due = False
+        if self.broken is not None:
+            return
+        try:
+            self._flush()
+        except psycopg.Error as exc:
+            self._break(exc)
 
     def _flush(self) -> None:
         if self._writing:

@@ -21,15 +21,17 @@ fence refuses the attempt anyway.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import logging
+import os
 import select
 import uuid
 import weakref
 from datetime import date, datetime, time
 from decimal import Decimal
-from typing import Any, Generator, Sequence, TypeVar
+from typing import Any, Callable, Generator, Sequence, TypeVar
 
 import psycopg
 from psycopg import errors, pq
@@ -142,11 +144,19 @@ class Batch:
         state.pending.append(self.send(pg, state))
         _wait(_flush(pg), pg.socket)
 
-    def send(self, pg: Any, state: PipeState) -> list[tuple[str, Any]]:
-        """Queue the statements and their Sync on ``pg`` (nothing flushed yet); returns what to
-        read back, in order."""
+    def send(self, pg: Any, state: PipeState, *, flush: bool = True) -> list[tuple[str, Any]]:
+        """Queue the statements and their Sync on ``pg``; returns what to read back, in order.
+        libpq's Sync writes what is queued to the socket; ``flush=False`` queues it without
+        writing where libpq can (``queue_sync``), and the caller flushes: a pipe's units of one
+        pass of its loop go out in one write (``pipes``)."""
         if pg.pipeline_status == PIPELINE_OFF:
             pg.enter_pipeline_mode()
+        sync = pg.pipeline_sync
+        if not flush:
+            queued = queue_sync()
+            if queued is not None:
+                ptr = pg.pgconn_ptr
+                sync = lambda: queued(ptr)  # noqa: E731
         expected: list[tuple[str, Any]] = []
         if not self.prepare:
             for sql, params in self.commands:
@@ -155,21 +165,64 @@ class Batch:
             names = [_names.get(sql) or _name(sql) for sql, _ in self.commands]
             if not state.prepared:  # this connection's first preparation (or the first since a DISCARD)
                 pg.send_query_params(GENERIC_PLANS, [])
-                pg.pipeline_sync()
+                sync()
                 expected.append(("setting", None))
             for name, (sql, _) in zip(names, self.commands):
                 if name not in state.prepared:
                     # first, each in a segment of its own: a failing statement of the batch
                     # cannot skip a preparation
                     pg.send_prepare(name, sql)
-                    pg.pipeline_sync()
+                    sync()
                     expected.append(("prepare", name))
                     state.prepared.add(name)
             for name, (_, params) in zip(names, self.commands):
                 pg.send_query_prepared(name, params)
-        pg.pipeline_sync()
+        sync()
         expected.append(("batch", None))
         return expected
+
+
+_queue_sync: list[Callable[[int], int] | None] = []
+
+
+def queue_sync() -> Callable[[int], int] | None:
+    """libpq's ``PQsendPipelineSync`` (libpq 17 and later; psycopg does not expose it), called
+    with a connection's ``pgconn_ptr``: a Sync queued in the output buffer, not written, where
+    ``PQpipelineSync`` writes everything queued at once (a send to the server per unit). None
+    where it cannot be found: the libpq psycopg loaded is looked up among the process's mapped
+    files (Linux), or psycopg's own ctypes handle on it."""
+    if not _queue_sync:
+        _queue_sync.append(_find_queue_sync())
+    return _queue_sync[0]
+
+
+def _find_queue_sync() -> Callable[[int], int] | None:
+    lib: Any = None
+    try:
+        if pq.__impl__ == "python":
+            from psycopg.pq import _pq_ctypes
+
+            lib = _pq_ctypes.pq  # type: ignore[attr-defined]  # (its ctypes handle on libpq)
+        else:
+            with open("/proc/self/maps") as maps:
+                paths = {line.split()[-1] for line in maps if "/libpq" in line}
+            found = sorted(p for p in paths if os.path.basename(p).startswith(("libpq.", "libpq-")))
+            if len(found) != 1:
+                return None  # none, or two libpqs: which one psycopg calls is not known
+            # the GIL held: the call only appends to a buffer
+            lib = ctypes.PyDLL(found[0])
+        fn = lib.PQsendPipelineSync
+    except (OSError, AttributeError, ImportError):
+        return None
+    fn.argtypes = [ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+
+    def call(ptr: int) -> int:
+        if fn(ptr) != 1:
+            raise psycopg.OperationalError("queuing a pipeline Sync failed")
+        return 1
+
+    return call
 
 
 # -- waiting: the protocol's steps are generators that yield what they wait for (READ or

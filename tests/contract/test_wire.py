@@ -267,3 +267,42 @@ async def test_a_pipe_prepares_again_after_deallocate_all(table):
         assert pipe.usable
     finally:
         pipes.close()
+
+
+class CountingPg:
+    """A pipe's libpq handle, its writes (``flush``) counted."""
+
+    def __init__(self, pg) -> None:
+        self._pg = pg
+        self.flushes = 0
+
+    def flush(self) -> int:
+        self.flushes += 1
+        return self._pg.flush()
+
+    def __getattr__(self, name: str):
+        return getattr(self._pg, name)
+
+
+@postgres_only
+async def test_the_units_queued_in_one_pass_of_the_loop_go_out_in_one_write(table):
+    """Every unit of a pass of the loop (many turns' checkpoints) is written to the server at
+    once at the end of the pass, not one send per unit; each still gets its own results."""
+    from asgiref.sync import sync_to_async
+
+    from sessions_app.store import wire
+    from sessions_app.store.pipes import Pipes
+
+    if wire.queue_sync() is None:
+        pytest.skip("this libpq cannot queue a Sync without writing (PQsendPipelineSync: libpq 17)")
+    pipes = Pipes(1)
+    try:
+        pipe = await pipes.for_turn("t")
+        await pipe.run(p_batch(0))  # the connection's preparations, out of the way
+        counting = pipe.pg = CountingPg(pipe.pg)
+        answers = await asyncio.gather(*(pipe.run(p_batch(n)) for n in range(1, 21)))
+        assert [wire.value(r[0], 0) for r in answers] == [str(n * 10) for n in range(1, 21)]
+        assert counting.flushes == 1
+        assert len(await sync_to_async(p_rows)()) == 21
+    finally:
+        pipes.close()
