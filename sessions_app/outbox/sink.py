@@ -221,6 +221,11 @@ class ChannelsEventSink:
 
     async def _send(self, session: SessionRef, message: dict) -> None:
         if self.background:
+            if self._unfollowed(session):
+                # what its sender would find too: nobody follows, and the listener would have
+                # heard one join (its message is only remembered, not handed over)
+                self._skip(self._follows[group_name(session)], message)
+                return
             n = hash(session) % SENDERS
             outbox = self._outboxes.get(n)
             if outbox is None:
@@ -272,12 +277,7 @@ class ChannelsEventSink:
         known = self._follows.get(group)
         if known is None:
             known = self._follows[group] = _Follow(session)
-        now = asyncio.get_running_loop().time()
-        known.touched = now
-        if message.get("type") == "june.events":
-            known.last = message["events"]
-            known.ended = any(e.get("type") in TERMINAL_TYPES for e in known.last)
-        self._prune(now)
+        self._remember(known, message)
         if not self._listening:  # a follower joining now would not be heard: send
             return True
         if known.followed is None:
@@ -298,6 +298,20 @@ class ChannelsEventSink:
             return True
         known.skipped = True
         return False
+
+    def _remember(self, known: _Follow, message: dict) -> None:
+        now = asyncio.get_running_loop().time()
+        known.touched = now
+        if message.get("type") == "june.events":
+            known.last = message["events"]
+            known.ended = any(e.get("type") in TERMINAL_TYPES for e in known.last)
+        self._prune(now)
+
+    def _skip(self, known: _Follow, message: dict) -> None:
+        """A message not sent: nobody follows its session."""
+        self._remember(known, message)
+        known.skipped = True
+        self.skipped_messages += 1
 
     def _on_follow(self, group: str) -> None:
         """A follower joined ``group`` somewhere: send to it from now on, and its session's last

@@ -245,6 +245,49 @@ async def test_a_follower_heard_after_skips_gets_the_last_batch_again():
     assert layer.sent[0]["again"] is True  # a doorbell: the follower's consumer reads the log
 
 
+async def test_a_message_of_a_session_nobody_follows_is_not_handed_to_a_sender():
+    """Once the ask said nobody follows (and the listener listens), a background sink drops a
+    session's messages where they are made: no sender is woken for a message it would drop,
+    and a follower heard later still gets the last batch again."""
+
+    class Layer:
+        def __init__(self):
+            self.sent = []
+
+        async def group_send(self, group, message):
+            self.sent.append(message)
+
+    layer = Layer()
+    sink = ChannelsEventSink(layer, background=True)
+    sink._watching, sink._listening, sink._listener = True, True, object()
+    ref = SessionRef("ops", "nobody")
+    real = follows.has_members
+
+    async def nobody(layer_, group):
+        return False
+
+    follows.has_members = nobody
+    try:
+        await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+        for outbox in list(sink._outboxes.values()):
+            await outbox.join()  # asked: nobody
+        skipped = sink.skipped_messages
+        await sink.publish(ref, [LoggedEvent(2, ev.MessageCompleted("t1", text="x", index=1))])
+        await sink.publish(ref, [LoggedEvent(3, ev.TurnCompleted("t1", text="x"))])
+        assert [o.qsize() for o in sink._outboxes.values()] == [0]  # handed to no sender
+        assert sink.skipped_messages == skipped + 2
+        sink._on_follow(group_name(ref))
+        for outbox in list(sink._outboxes.values()):
+            for _ in range(10):
+                await asyncio.sleep(0)
+            await outbox.join()
+    finally:
+        follows.has_members = real
+    sink._listener = None  # (the stand-in above, no task to cancel)
+    await sink.close()
+    assert [(m["events"][0]["seq"], m.get("again")) for m in layer.sent] == [(3, True)]
+
+
 PUBLISHER = """
 import asyncio, json, sys
 sys.path.insert(0, sys.argv[1])
