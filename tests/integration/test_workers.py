@@ -221,3 +221,24 @@ def test_live_cancel_reaches_a_running_worker(clusters, fault_agent):
     assert not Message.objects.filter(turn_id=turn_id, role="assistant").exists()
     assert Turn.objects.get(pk=turn_id).cancel_reason == "requested"
     print(f"live cancel: cancelled {took * 1000:.0f} ms after the request ({deltas} deltas streamed)")
+
+
+def test_the_sweep_reads_the_longest_expired_leases_first(fault_agent):
+    """Past its limit, the sweep takes the turns whose leases ran out first (not the turns of the
+    sessions that sort first), and none whose lease is alive or that is not running."""
+    from agents_app.runtime.seams import SessionRef, TurnInput
+    from sessions_app import wiring
+    from sessions_app.workers.sweeper import expired
+
+    store = wiring.store()
+    now = time.time()
+    for name, ago in (("a", 5), ("b", 50), ("c", -30), ("d", 20)):
+        turn = store.create_turn_sync(SessionRef(fault_agent, name), TurnInput(text=name), turn_id=f"t{name}")
+        assert store.claim_sync(turn.turn_id, owner=f"dead:{name}", attempt_id=name, now=now - ago - 1, lease_seconds=1)
+    store.create_turn_sync(SessionRef(fault_agent, "e"), TurnInput(text="e"), turn_id="te")  # queued
+    assert [row[0] for row in expired(now, limit=2)] == ["tb", "td"]
+    assert [(row[0], row[1], row[2]) for row in expired(now)] == [
+        ("tb", "b", "dead:b"),
+        ("td", "d", "dead:d"),
+        ("ta", "a", "dead:a"),
+    ]
