@@ -92,7 +92,10 @@ class Waker:
     """A process's wake-ups for turns already committed (``enqueue_head``: a start, a resume),
     sent by a thread of its own on a connection of its own. ``ring`` sets a flag and returns; the
     thread clears it, then sends one ``NOTIFY``, so every ring is followed by a wake-up sent
-    after it, and the rings of a burst of starts share a few. A start neither waits for a round
+    after it. After a wake-up the thread lets ``WAKER_GAP`` pass before the next: a ring in a
+    quiet process is sent at once, and the rings of a burst of starts share one wake-up per
+    gap (each wakes every runner's taker, and each taker then looks at the table: one look for
+    many turns, not one for a few, which mostly finds them taken). A start neither waits for a round
     trip of its own nor sends the ``NOTIFY`` in its creation's transaction, where PostgreSQL
     holds its notification lock from the commit's start to its end: a burst's creations then
     committed one at a time, each waiting for the one before it to reach the disk."""
@@ -119,12 +122,19 @@ class Waker:
                 log.warning("waking the runners failed", exc_info=True)
                 connections.close_all()
                 time.sleep(WAKER_RETRY)
+                continue
+            self._gap()
+
+    def _gap(self) -> None:
+        """The least time between two wake-ups: the rings meanwhile share the next."""
+        time.sleep(WAKER_GAP)
 
 
-#: seconds before a waker whose wake-up failed tries again (its connection is made anew), and
-#: the quiet after which it closes its connection
+#: seconds before a waker whose wake-up failed tries again (its connection is made anew), the
+#: quiet after which it closes its connection, and the least time between two of its wake-ups
 WAKER_RETRY = 0.5
 WAKER_IDLE = 2.0
+WAKER_GAP = 0.05
 _wakers: dict[int, Waker] = {}
 _wakers_lock = threading.Lock()
 
