@@ -123,7 +123,7 @@ def june_settings(env: Mapping[str, str] | None = None) -> dict[str, Any]:
     JUNE_Q_LISTEN_POLL = _float(env, "JUNE_Q_LISTEN_POLL", "1")
     # ``POST …/turns?wait=false`` requests a web process serves at once, each on a thread of a
     # pool of this size (the others wait in order; sessions_app/web/startgate.py)
-    JUNE_WEB_STARTS = _int(env, "JUNE_WEB_STARTS", "100")
+    JUNE_WEB_STARTS = _int(env, "JUNE_WEB_STARTS", "10")
     JUNE_AGENT_DIRS = _list(env, "JUNE_AGENT_DIRS", "")
     JUNE_LEASE_SECONDS = _float(env, "JUNE_LEASE_SECONDS", "10")
     JUNE_MAX_ATTEMPTS = _int(env, "JUNE_MAX_ATTEMPTS", "5")

@@ -11,13 +11,15 @@ few milliseconds of work on one thread and one database connection.
 ``StartGate`` serves these requests as a WSGI server serves any request: the body read on the
 event loop, then the whole of Django's handling — ``request_started``, the middleware, the view,
 the response and its ``close`` — in one hand-off to a thread of a pool of ``JUNE_WEB_STARTS``
-threads (default 100), kept for the next request. At most that many starts are inside Django at
+threads (default 10), kept for the next request. At most that many starts are inside Django at
 once; the others wait in the pool's queue, in the order they came. Nothing else goes through
 the pool: a stream, a start that waits for its turn's end, a multipart start, any other request
 is Django's ASGI handling, entered at once. Nothing waits for the queue or the workers
-(docs/workers.md "A burst"). With as few threads as the connection pool's size, a burst was
-answered later: a request's round trips to the database no longer overlapped enough others'
-Python.
+(docs/workers.md "A burst"). A start is one round trip to the database and the rest Python,
+which one core runs at a time: a few threads keep the cores busy, and more only contend, for
+the interpreter's lock, the database pool and the context-local settings Django reads under a
+lock, each wait a switch of threads in the kernel, and each thread past the pool's warm
+connections opens a backend of its own.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""A burst of requests against one real daphne: every POST is accepted (202), none refused, and
-on PostgreSQL the web process never holds more connections than its pool allows — a request
-waits for a connection instead of opening one of its own (PostgreSQL's max_connections ran out
+"""A burst of requests against one real daphne: every POST is accepted (202), none refused, the
+start pool runs no more threads than ``JUNE_WEB_STARTS`` (its default), and on PostgreSQL the web
+process never holds more connections than its pool allows — a request waits for a connection
+instead of opening one of its own (PostgreSQL's max_connections ran out
 at 200 simultaneous POSTs: 106 refused with 503, issue 36)."""
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 POOL = 4
 BURST = 200
+#: the start pool's threads by default (``JUNE_WEB_STARTS``), and daphne's own beside them (its
+#: loop, the waker, the database pool's workers…)
+STARTS = 10
+OWN_THREADS = 10
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +95,12 @@ def _sample_connections(pid: int, stop: threading.Event, seen: list[int]) -> Non
             stop.wait(0.02)
 
 
+def _sample_threads(pid: int, stop: threading.Event, seen: list[int]) -> None:
+    while not stop.is_set():
+        seen.append(len(os.listdir(f"/proc/{pid}/task")))
+        stop.wait(0.02)
+
+
 def _local_ports(pid: int) -> set[int]:
     """The local TCP ports of ``pid``'s sockets (from /proc: its socket inodes, then the table)."""
     inodes = set()
@@ -129,17 +140,21 @@ def test_a_burst_of_posts_is_all_accepted_within_the_pool(web, django_user_model
             )
         return [a.status_code for a in answers]
 
-    stop, seen = threading.Event(), []
+    stop, seen, threads = threading.Event(), [], []
     sampler = threading.Thread(target=_sample_connections, args=(pid, stop, seen), daemon=True)
+    counter = threading.Thread(target=_sample_threads, args=(pid, stop, threads), daemon=True)
     if is_postgres():
         sampler.start()
+    counter.start()
     try:
         statuses = asyncio.run(burst())
     finally:
         stop.set()
-        if sampler.is_alive():
-            sampler.join(10)
+        for thread in (sampler, counter):
+            if thread.is_alive():
+                thread.join(10)
     assert statuses == [202] * BURST, {s: statuses.count(s) for s in set(statuses)}
+    assert threads and max(threads) <= STARTS + OWN_THREADS, f"daphne ran {max(threads)} threads in the burst"
     assert m.Turn.objects.filter(session__key__startswith="burst-").count() == BURST
     if is_postgres():
         print(f"\nthe web process held at most {max(seen)} connections (pool {POOL}) over {len(seen)} samples")
