@@ -358,7 +358,7 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='turn',
-            index=models.Index(fields=['status', 'lease_expires_at'], name='sessions_ap_status_73d93a_idx'),
+            index=models.Index(fields=['status', 'created_at'], name='turn_status_created'),
         ),
         migrations.AddIndex(
             model_name='turn',

@@ -90,7 +90,7 @@ SQLITE_TABLES = [
 ]
 SQLITE_INDEXES = [
     'CREATE INDEX "sessions_ap_session_c5ebd8_idx" ON "sessions_app_turn" ("session_id", "status", "order");',
-    'CREATE INDEX "sessions_ap_status_73d93a_idx" ON "sessions_app_turn" ("status", "lease_expires_at");',
+    'CREATE INDEX "turn_status_created" ON "sessions_app_turn" ("status", "created_at");',
     'CREATE INDEX "turn_waiting" ON "sessions_app_turn" ("session_id") WHERE "waiting" > 0;',
     'CREATE INDEX "turn_chain" ON "sessions_app_turn" ("session_id", "order") WHERE "status" IN (\'queued\', \'running\', \'suspended\');',
     'CREATE INDEX "turn_parent" ON "sessions_app_turn" ("parent_id") WHERE "parent_id" IS NOT NULL;',

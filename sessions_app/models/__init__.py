@@ -174,7 +174,11 @@ class Turn(models.Model):
         ordering = ["session", "order"]
         indexes = [
             models.Index(fields=["session", "status", "order"]),
-            models.Index(fields=["status", "lease_expires_at"]),
+            # the turns of a status, oldest first: the takes (queued), the sweeper (running; its
+            # expired leases a filter of those), the dashboard. Not by the lease's expiry: a column
+            # in an index makes each write of it a new index entry in every index of the table
+            # (no heap-only update), and the take's mark and every heartbeat write it
+            models.Index(fields=["status", "created_at"], name="turn_status_created"),
             # a session's parents parked on children (few): the session status reads it per change
             models.Index(fields=["session"], condition=models.Q(waiting__gt=0), name="turn_waiting"),
             # a session's unfinished turns, its chain (few, however many it ran): the claim, the

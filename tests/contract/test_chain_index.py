@@ -70,14 +70,15 @@ def test_postgresqls_generic_plans_read_the_chain_by_its_index(old_session):
         "creation's check": (opening.LOCK_AND_CHECK, ["ops", "old", None, None, "new"]),
     }
     for name, plan in _generic_plans(prepared).items():
-        # a creation's "nothing parked" may also take the (status, lease) index: the parked
+        # a creation's "nothing parked" may also take the (status, created_at) index: the parked
         # turns of every session, which the statistics count (here none)
         assert "turn_chain" in plan or name == "creation's check", f"{name}:\n{plan}"
         assert "sessions_app_turn_session_id" not in plan, f"{name}:\n{plan}"
 
 
 def _claim_params(attempt: str, turn_id: str) -> list:
-    """``opening.CLAIM``'s: ``lease.CLAIM``'s (lease to 31 at 1), then the session's status twice."""
+    """``opening.CLAIM``'s: ``lease.CLAIM``'s (lease to 31 at 1), then the session's status twice,
+    then the load's (no transcript held)."""
     return [
         "running",
         "w",
@@ -90,6 +91,11 @@ def _claim_params(attempt: str, turn_id: str) -> list:
         1.0,
         "running",
         "running",
+        None,
+        None,
+        0,
+        0,
+        0,
     ]
 
 

@@ -44,7 +44,7 @@ def test_a_turns_indexes_hold_no_entry_for_an_empty_parent_or_creator_and_none_t
     # the foreign keys' own indexes and PostgreSQL's LIKE copies are gone
     own = [name for name in found if name.startswith(f"{TURN}_") and name != f"{TURN}_pkey"]
     assert not own and not [name for name in found if name.endswith("_like")], found
-    # what is left: the key, (session, status, order), (status, lease), waiting, chain, the two above,
+    # what is left: the key, (session, status, order), (status, created_at), waiting, chain, the two above,
     # and created_at (0023: an agent's tokens of today; an append at the b-tree's right edge)
     assert "turn_created_at" in found and "created_at" in found["turn_created_by"], found
     assert len(found) == 8, found
@@ -65,6 +65,14 @@ def test_a_turns_indexes_hold_no_entry_for_an_empty_parent_or_creator_and_none_t
             "turn_created_by",
         ),
         (f"SELECT usage FROM {TURN} WHERE created_at >= %s", ["2026-01-01"], "turn_created_at"),
+        # the sweeper's expired leases (the running turns, their expiry a filter), the dashboard's
+        # and the takes' turns of a status, oldest first
+        (
+            f"SELECT id FROM {TURN} WHERE status = %s AND lease_expires_at < %s",
+            ["running", 1.0],
+            "turn_status_created",
+        ),
+        (f"SELECT id FROM {TURN} WHERE status = %s ORDER BY created_at LIMIT 8", ["queued"], "turn_status_created"),
     ],
 )
 def test_lookups_by_parent_creator_and_session_still_use_an_index(sql, params, index):
@@ -96,3 +104,24 @@ def test_the_sweep_of_unsent_uploads_reads_only_the_unsent_by_age():
         if connection.vendor == "postgresql":
             cur.execute("SET LOCAL enable_seqscan = off")  # a test's table is tiny: ask what it could use
     assert "attachment_unsent" in query.explain()
+
+
+def test_a_leases_writes_are_heap_only_updates():
+    """No index holds the lease's expiry (nor its owner): a take's mark, a heartbeat and the
+    sweeper's mark write only those, and PostgreSQL updates the row in its page without a new
+    entry in each of the turn table's indexes (a heap-only update). With the expiry in an index
+    (status, lease_expires_at), every one of them was a new entry in all eight."""
+    if connection.vendor != "postgresql":
+        pytest.skip("heap-only updates are PostgreSQL's")
+    from sessions_app import models as m
+
+    s = m.Session.objects.create(agent="ops", key="hot")
+    m.Turn.objects.create(id="hot", session=s, order=1, status="running", lease_owner="w", lease_expires_at=1.0)
+    hot = "SELECT pg_stat_get_xact_tuples_hot_updated('sessions_app_turn'::regclass)"
+    with connection.cursor() as cur:
+        cur.execute(hot)
+        before = cur.fetchone()[0]
+        cur.execute(f"UPDATE {TURN} SET lease_expires_at = 31.0 WHERE id = 'hot'")  # a heartbeat
+        cur.execute(f"UPDATE {TURN} SET lease_owner = 'taken:w', lease_expires_at = 61.0 WHERE id = 'hot'")  # a take
+        cur.execute(hot)
+        assert cur.fetchone()[0] == before + 2
