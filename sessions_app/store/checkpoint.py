@@ -110,14 +110,40 @@ def _fence(columns: tuple[str, ...], opening: bool, refunds: bool, attempt: bool
     return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}{returning}"
 
 
+#: the turn's session row locked (``FOR NO KEY UPDATE``) by a fence that opens its unit
+#: (``fence_raising_sql``'s ``lock``): by the session's key, or by the turn's
+LOCKED_SESSION = {
+    "session": "SELECT 1 FROM sessions_app_session WHERE id = %s::bigint FOR NO KEY UPDATE",
+    "turn": "SELECT 1 FROM sessions_app_session WHERE id = (SELECT session_id FROM sessions_app_turn "
+    "WHERE id = %s::text) FOR NO KEY UPDATE",
+}
+
+
 def fence_raising_sql(
-    turn_id: str, attempt_id: str | None, changes: dict[str, Any], opening: int | None = None
+    turn_id: str,
+    attempt_id: str | None,
+    changes: dict[str, Any],
+    opening: int | None = None,
+    lock: tuple[str, Any] | None = None,
 ) -> tuple[str, list[Any]]:
     """The fence as one statement that returns (cancel_reason, session_id, generation) or, when
-    it matched no row, raises ``june_lease_lost`` (SQLSTATE JUNE1; migration 0004)."""
+    it matched no row, raises ``june_lease_lost`` (SQLSTATE JUNE1; migration 0004).
+
+    ``lock``: (``"session"``, the session's key) or (``"turn"``, the turn's id): the statement
+    first locks the turn's session row (``LOCKED_SESSION``, the store's lock order) and only then
+    reads and updates the turn's: the lock is a materialized CTE that the update's one-time
+    filter reads before its scan of the turn, so a fence waiting for its session holds no lock
+    of the turn's row. A turn row that another transaction changed meanwhile is read again at
+    the update (PostgreSQL's recheck of the newest version), as a statement after the lock
+    would read it."""
     update, params = fence_sql(turn_id, attempt_id, changes, opening)
+    head = ""
+    if lock is not None:
+        head = f"l AS MATERIALIZED ({LOCKED_SESSION[lock[0]]}), "
+        update += " AND EXISTS (SELECT 1 FROM l)"
+        params = [lock[1], *params]
     return (
-        f"WITH f AS ({update} RETURNING cancel_reason, session_id, generation) "
+        f"WITH {head}f AS ({update} RETURNING cancel_reason, session_id, generation) "
         "SELECT f.cancel_reason, f.session_id, f.generation, "
         "CASE WHEN f.session_id IS NULL THEN june_lease_lost(%s::text, %s::text) END "
         "FROM (SELECT 1) AS one LEFT JOIN f ON true",

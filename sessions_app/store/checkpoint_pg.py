@@ -37,8 +37,6 @@ from sessions_app.store.unit_sql import (
     BUMP_EVENT_SEQ_BY_ID,
     BUMP_EVENT_SEQ_SQL,
     INSERT_STEP,
-    LOCK_SESSION,
-    LOCK_SESSION_BY_ID,
     MOVE_BOUNDARY,
     NEXT_IN_CHAIN_PG,
     ROWS_PER_INSERT,
@@ -139,8 +137,9 @@ def write_steps(
     ends nothing: the enclosing block commits or rolls back.
 
     The batch locks the turn's session row first (the store's lock order, which the host
-    operations follow too: ``LOCK_SESSION``, or the numbering of the unit's events, which updates
-    that row), then fences the turn. The inserts read the turn's session and generation
+    operations follow too: the numbering of the unit's events, which updates that row, or the
+    fence's own statement, which locks it before it reads the turn's: ``fence_raising_sql``),
+    then fences the turn. The inserts read the turn's session and generation
     themselves, so nothing waits for the fence's answer; or, when this process knows them (the
     attempt's claim read them: ``transcripts.facts``), take them as parameters and read no turn
     row for them (``unit_sql``). The fence raises inside the server when the attempt lost its lease
@@ -160,7 +159,7 @@ def write_steps(
     known = facts is not None
     session: list[Any] = [facts[0], facts[1]] if facts is not None else []
     # the unit's events, ROWS_PER_INSERT a statement: the first ones in their numbering's statement.
-    # The session's row first: numbering the events locks it as ``LOCK_SESSION`` would, so a unit
+    # The session's row first: numbering the events locks it as the fence's lock would, so a unit
     # whose session status stays as it is numbers them (and inserts them) here; one that recomputes
     # the status does it after the fence has moved the turn's (the status reads it)
     numbered: list[Any] = []
@@ -179,12 +178,13 @@ def write_steps(
             numbered = params if known else [*params, turn_id]
     first = min(k, ROWS_PER_INSERT)
     target = session[0] if known else turn_id  # how the session's statements find its row
+    lock = None  # the fence's own (``fence_raising_sql``): no statement of its own
     if events and not status:
         bump = BUMP_EVENT_SEQ_BY_ID if known else BUMP_EVENT_SEQ_SQL
         seq = batch.add(numbered_events_sql(bump, first, known=known), [k, target, *numbered])
     else:
-        seq = batch.add(LOCK_SESSION_BY_ID if known else LOCK_SESSION, [target])
-    fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages))
+        lock = ("session" if known else "turn", target)
+    fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages), lock)
     fence = batch.add(wire.numbered(fence_sql_), fence_params)
     keys, steps = folded(messages, steps)
     if len(set(keys.values())) < len(keys):  # twice in this unit (SQLite's guard sees its own rows)

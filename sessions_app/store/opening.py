@@ -40,7 +40,7 @@ from agents_app.runtime.errors import NotFound
 from agents_app.runtime.seams import Outcome, SessionRef, SessionStatus, TurnInput, TurnState, TurnStatus
 from sessions_app import models as m
 from sessions_app.site_errors import NotSessionOwner
-from sessions_app.store import checkpoint, checkpoint_pg, lease, reads, transcripts, wire
+from sessions_app.store import checkpoint, lease, reads, transcripts, unit_sql, wire
 from sessions_app.store.rows import record_of
 
 START_REFUSED = "JUNE2"  # SQLSTATE of june_start_refused()
@@ -72,16 +72,18 @@ LOCK_AND_CHECK = wire.numbered(
 )
 #: the claim (``lease.CLAIM``), the session marked running when it took the lease (``r``: a
 #: data-modifying CTE runs whether or not the query reads it), and the claimed row with what its
-#: load needs of the session (the session as it was before ``r``: its status is not read). A
-#: claim that took the lease also turns ``synchronous_commit`` off for its transaction
-#: (``claim_and_load_steps``). Parameters: ``lease.CLAIM``'s, then the session's status twice.
+#: load needs of the session (the session as it was before ``r``: its status is not read), and
+#: the load's reads themselves (``reads.LOAD_COLUMNS``: the turn's steps and transcript), of the
+#: row it claimed: nothing when it claimed none. A claim that took the lease also turns
+#: ``synchronous_commit`` off for its transaction (``claim_and_load_steps``). Parameters:
+#: ``lease.CLAIM``'s, then the session's status twice, then ``reads.LOAD_FROM``'s.
 CLAIM = wire.numbered(
     f"WITH c AS ({lease.CLAIM} RETURNING *), "
     "r AS (UPDATE sessions_app_session SET status = %s::text "
     "WHERE id = (SELECT session_id FROM c) AND status <> %s::text) "
-    "SELECT row_to_json(c)::text, s.agent, s.key, s.generation, s.boundary, s.summary_index, "
-    "set_config('synchronous_commit', 'off', true) "
-    "FROM c JOIN sessions_app_session s ON s.id = c.session_id"
+    "SELECT row_to_json(t)::text, s.agent, s.key, s.generation, s.boundary, s.summary_index, "
+    f"set_config('synchronous_commit', 'off', true), {reads.LOAD_COLUMNS} "
+    f"FROM c AS t JOIN sessions_app_session s ON s.id = t.session_id {reads.LOAD_FROM}"
 )
 TRANSCRIPT_FROM = wire.numbered(reads.TRANSCRIPT_PG)
 
@@ -292,8 +294,8 @@ def claim_and_load(
 def claim_and_load_steps(
     turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
 ) -> Generator[wire.Batch, Any, TurnState | None]:
-    """``lease.claim`` then ``reads.load``, in one transaction and one round trip; None if not
-    claimed. The reads after the claim match nothing unless this attempt holds the turn.
+    """``lease.claim`` then ``reads.load``, in one transaction and one round trip: the session's
+    lock, then the claim with the load's reads in one statement (``CLAIM``); None if not claimed.
 
     The claim commits without waiting for the WAL flush (``synchronous_commit`` off for its
     transaction, as the provider_started journal): the attempt's next checkpoint (a new turn's
@@ -303,8 +305,10 @@ def claim_and_load_steps(
     server holds the commit): the turn is queued again, uncounted in its attempts, and no
     checkpoint of the attempt can commit (its attempt id is on no row). The claim emits no
     event, so nothing published depends on it."""
+    held = transcripts.known(turn_id)
+    key, stretch = held if held is not None else ((None, None), transcripts.Stretch(0))
     batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
-    batch.add(checkpoint_pg.LOCK_SESSION, [turn_id])
+    batch.add(unit_sql.LOCK_SESSION, [turn_id])
     claimed = batch.add(  # and marks the session running, and commits without the flush: see the docstring
         CLAIM,
         [
@@ -319,11 +323,12 @@ def claim_and_load_steps(
             now,
             SessionStatus.RUNNING,
             SessionStatus.RUNNING,
+            *key,
+            stretch.start,
+            stretch.end,
+            stretch.end,
         ],
     )
-    held = transcripts.known(turn_id)
-    key, stretch = held if held is not None else ((None, None), transcripts.Stretch(0))
-    loaded = batch.add(reads.LOAD_OF_ATTEMPT_PG, [*key, stretch.start, stretch.end, stretch.end, turn_id, attempt_id])
     results = yield batch
     row = results[claimed]
     if not row.ntuples:
@@ -337,7 +342,7 @@ def claim_and_load_steps(
         wire.number(row, 4),
         None if summary_at is None else int(summary_at),
     )
-    rows = [(k, data) for k, data in json.loads(wire.text(results[loaded], 0))]
+    rows = [(k, data) for k, data in json.loads(wire.text(row, 7))]
     base = transcript_start(boundary, ((k, d) for k, d in rows if k.startswith("compact:")))
     session = (columns["session_id"], rec.generation)
     transcripts.remember(turn_id, *session)
@@ -348,8 +353,8 @@ def claim_and_load_steps(
         again.add(TRANSCRIPT_FROM, [*session, base])
         transcript = reads.messages_of(wire.text((yield again)[0], 0))
     else:
-        read_from = wire.number(results[loaded], 1)
-        unseen = reads.messages_of(wire.text(results[loaded], 2))
+        read_from = wire.number(row, 8)
+        unseen = reads.messages_of(wire.text(row, 9))
         transcripts.read(session, read_from, unseen)
         # past the boundary, what this process held (``transcripts``), then what it had not seen
         transcript = stretch.between(base, read_from) + unseen if read_from > base else unseen

@@ -12,7 +12,7 @@ from agents_app.runtime.compaction import transcript_start
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, TurnRecord, TurnState, TurnStatus
 from sessions_app import models as m
-from sessions_app.store import eventlog, jsontext, transcripts, wire
+from sessions_app.store import eventlog, jsontext, transcripts
 from sessions_app.store.lease import IN_CHAIN
 from sessions_app.store.rows import loads, record_of, turn_row
 
@@ -42,23 +42,25 @@ STEPS, STEPS_PG = (
     "AND m.step IS NOT NULL"
     for ref in ("t.id", "june_tid(t.id)")
 )
-#: a claim's reads in its batch (``opening.claim_and_load``), one statement: nothing unless the
-#: attempt holds the turn; its steps (one JSON array: its Step rows, and the steps folded into the
+#: a claim's reads (``opening.CLAIM``, in the claim's own statement, of the turn ``t`` it claimed and
+#: its session ``s``): its steps (one JSON array: its Step rows, and the steps folded into the
 #: messages it wrote), where its transcript is read from, and the transcript from there (one JSON
 #: array). It is read from the live boundary (``live_boundary``), or past the end of what this
 #: process already holds (``transcripts``: session id, generation, start, end) when that stretch
-#: is of the turn's session and generation and covers the boundary
-LOAD_OF_ATTEMPT_PG = wire.numbered(
-    "SELECT (SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM "
+#: is of the turn's session and generation and covers the boundary. ``LOAD_COLUMNS`` takes no
+#: parameter; ``LOAD_FROM`` (joined after ``t`` and ``s``) the stretch's five
+LOAD_COLUMNS = (
+    "(SELECT coalesce(json_agg(json_build_array(st.key, st.data))::text, '[]') FROM "
     "(SELECT key, data FROM sessions_app_step WHERE turn_id = t.id UNION ALL "
     f"{FOLDED.format(null='NULL::jsonb', ref='june_tid(t.id)')}) st), f.pos, "
     f"(SELECT coalesce(json_agg({WHOLE_PG.format('mm.')} ORDER BY mm.\"index\")::text, '[]') "
     "FROM sessions_app_message mm WHERE mm.session_id = t.session_id AND mm.generation = t.generation "
-    'AND mm."index" >= f.pos) FROM sessions_app_turn t JOIN sessions_app_session s ON s.id = t.session_id '
+    'AND mm."index" >= f.pos)'
+)
+LOAD_FROM = (
     "CROSS JOIN LATERAL (SELECT CASE WHEN t.generation = s.generation THEN s.boundary ELSE 0 END AS start) b "
     "CROSS JOIN LATERAL (SELECT CASE WHEN t.session_id = %s::bigint AND t.generation = %s::integer "
-    "AND b.start BETWEEN %s::integer AND %s::integer THEN %s::integer ELSE b.start END AS pos) f "
-    "WHERE t.id = %s::text AND t.attempt_id = %s::text"
+    "AND b.start BETWEEN %s::integer AND %s::integer THEN %s::integer ELSE b.start END AS pos) f"
 )
 
 

@@ -12,7 +12,13 @@ import functools
 
 from sessions_app import models
 from sessions_app.store import wire
-from sessions_app.store.checkpoint import IN_CHAIN, NEXT_IN_CHAIN, session_status_sql, step_guard_text
+from sessions_app.store.checkpoint import (
+    IN_CHAIN,
+    LOCKED_SESSION,
+    NEXT_IN_CHAIN,
+    session_status_sql,
+    step_guard_text,
+)
 
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
 SESSION_STATUS_BY_ID = wire.numbered(session_status_sql(by_turn=False))
@@ -159,11 +165,7 @@ MOVE_BOUNDARY = wire.numbered(
 )
 NEXT_IN_CHAIN_PG = wire.numbered(NEXT_IN_CHAIN)
 ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
-#: the store's lock order (sessions_app.store): the session row before its turn's (the fence
-#: next), as the host operations take them; the event and status updates upgrade this lock
-LOCK_SESSION = wire.numbered(
-    "SELECT 1 FROM sessions_app_session WHERE id = (SELECT session_id FROM sessions_app_turn WHERE id = %s::text) "
-    "FOR NO KEY UPDATE"
-)
-#: ``LOCK_SESSION`` by the session's key (a unit whose turn's session this process knows)
-LOCK_SESSION_BY_ID = wire.numbered("SELECT 1 FROM sessions_app_session WHERE id = %s::bigint FOR NO KEY UPDATE")
+#: the store's lock order (sessions_app.store): the session row before its turn's, as the host
+#: operations take them: a claim's batch opens with it (a checkpoint's fence takes it in its own
+#: statement: ``checkpoint.fence_raising_sql``)
+LOCK_SESSION = wire.numbered(LOCKED_SESSION["turn"])

@@ -106,6 +106,51 @@ def test_a_checkpoint_waiting_for_its_session_holds_no_turn_lock():
         holder.close()
 
 
+def test_a_settling_checkpoint_waiting_for_its_session_holds_no_turn_lock():
+    """A unit that moves the turn's status (here: settles it) takes its session's lock in its
+    fence's own statement, not in a statement of its own before it (a statement fewer per turn):
+    blocked on that lock, it has not touched the turn's row either, and once the lock is free it
+    fences the turn's newest row (the holder's change to it included) and settles it."""
+    from sessions_app.store import checkpoint_pg, direct, transcripts
+
+    store, turn_id, attempt = _claimed("settle-order")
+    session_id = m.Turn.objects.get(pk=turn_id).session_id
+    transcripts.remember_facts(turn_id, (session_id, 0, None, ""))
+    holder = _connect(autocommit=False)
+    try:
+        holder.execute("SELECT 1 FROM sessions_app_session WHERE id = %s FOR UPDATE", [session_id])
+
+        def settle():
+            return checkpoint_pg.write_postgresql(
+                direct.connection(),
+                turn_id,
+                attempt,
+                {"status": TurnStatus.COMPLETED, "text": "done"},
+                [(0, Message(Role.ASSISTANT, text="done", turn_id=turn_id))],
+                [("model:1", 0, None)],
+                [ev.TurnCompleted(turn_id, text="done")],
+            )
+
+        thread, out = _in_thread(settle)
+        wait_for(
+            lambda: holder.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
+            timeout=20,
+            what="the settling checkpoint to wait for the session lock",
+        )
+        holder.execute("SELECT 1 FROM sessions_app_turn WHERE id = %s FOR UPDATE NOWAIT", [turn_id])
+        holder.execute("UPDATE sessions_app_turn SET cancel_reason = 'user' WHERE id = %s", [turn_id])
+        holder.commit()
+        thread.join(20)
+        assert "error" not in out, out.get("error")
+        assert out["value"].cancel_reason == "user"  # the newest row's, read at the fence
+        assert [e.event.type for e in out["value"].events] == ["turn.completed"]
+    finally:
+        holder.close()
+        transcripts.clear()
+    turn = m.Turn.objects.get(pk=turn_id)
+    assert (turn.status, turn.text) == (TurnStatus.COMPLETED, "done")
+
+
 def test_checkpoints_and_replaces_of_one_session_never_deadlock():
     """The same deadlock under load: a worker checkpointing its running turn (events and a status
     change, the statements that touch the session row) while a client replaces turns of the same
@@ -149,34 +194,37 @@ def test_checkpoints_and_replaces_of_one_session_never_deadlock():
 def test_a_checkpoint_numbering_its_events_locks_its_session_by_numbering_them():
     """A unit that logs events and leaves the session's status as it is takes the session's row
     by the event numbering's UPDATE, first in its batch: no ``SELECT … FOR NO KEY UPDATE`` of its
-    own (a statement fewer in most checkpoints). One that recomputes the status still locks first
-    and numbers after the fence (the status reads the turn's new one)."""
-    from sessions_app.store import checkpoint_pg
+    own (a statement fewer in most checkpoints). One that recomputes the status locks it in its
+    fence's statement, first, and numbers after the fence (the status reads the turn's new one)."""
+    from sessions_app.store import checkpoint_pg, unit_sql
 
     event = ev.MessageCompleted("t", text="x")
     batch = next(checkpoint_pg.write_steps("t", "a", {"phase": "x"}, [], [], [event]))
     statements = [sql for sql, _ in batch.commands]
     assert statements[0] == checkpoint_pg.numbered_events_sql(checkpoint_pg.BUMP_EVENT_SEQ_SQL, 1)
-    assert checkpoint_pg.LOCK_SESSION not in statements
+    assert unit_sql.LOCK_SESSION not in statements
     settled = next(checkpoint_pg.write_steps("t", "a", {"status": TurnStatus.COMPLETED}, [], [], [event]))
     statements = [sql for sql, _ in settled.commands]
-    assert statements[0] == checkpoint_pg.LOCK_SESSION
+    # its fence locks the session first, in the fence's own statement: no statement of its own
+    assert statements[0].startswith(b"WITH l AS MATERIALIZED (SELECT 1 FROM sessions_app_session WHERE id = ")
+    assert b"june_lease_lost" in statements[0] and unit_sql.LOCK_SESSION not in statements
+    assert len(statements) == 2
     # (and, as it settles the turn, reads the chain's next turn in the same statement)
     numbering = checkpoint_pg.numbered_events_sql(checkpoint_pg.STATUS_AND_EVENT_SEQ_SQL, 1, chain=True)
-    assert statements.index(numbering) > 1 and checkpoint_pg.NEXT_IN_CHAIN_PG not in statements
+    assert statements.index(numbering) == 1 and checkpoint_pg.NEXT_IN_CHAIN_PG not in statements
 
 
 def test_a_claim_marks_its_session_running_in_its_own_statement():
-    """The claim's batch: the session's lock, the claim (which also marks the session running and
-    turns the flush off for its transaction), the load's reads (one statement); and it does all of it."""
-    from sessions_app.store import checkpoint_pg, opening, reads
+    """The claim's batch: the session's lock, then the claim, which also marks the session
+    running, turns the flush off for its transaction and reads the load (its steps, its
+    transcript) of the row it claimed, in one statement; and it does all of it."""
+    from sessions_app.store import opening, unit_sql
 
     batch = next(opening.claim_and_load_steps("t", owner="w", attempt_id="a", now=1.0, lease_seconds=30))
     statements = [sql for sql, _ in batch.commands]
     assert statements == [
-        checkpoint_pg.LOCK_SESSION,
+        unit_sql.LOCK_SESSION,
         opening.CLAIM,
-        reads.LOAD_OF_ATTEMPT_PG,
     ]
     from sessions_app.store import DjangoSessionStore
 

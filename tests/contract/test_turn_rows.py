@@ -12,7 +12,7 @@ from django.db.models import OuterRef
 
 from sessions_app import models as m
 from sessions_app import selectors
-from sessions_app.store import checkpoint, reads, wire
+from sessions_app.store import checkpoint, opening, reads, wire
 from tests.conftest import is_postgres
 
 pytestmark = pytest.mark.django_db
@@ -90,7 +90,11 @@ def test_the_step_memo_and_the_guard_read_a_turns_messages_by_the_key(many_turns
     if is_postgres():
         statements = {
             "steps": (reads.STEPS_PG, [turn_id, turn_id]),
-            "the claim's load": (reads.LOAD_OF_ATTEMPT_PG.decode(), [None, None, 0, 0, 0, turn_id, "attempt"]),
+            "the claim's load": (
+                opening.CLAIM.decode(),
+                ["running", "w", 31.0, "attempt", None, turn_id, "running", "running", 2.0, "running", "running"]
+                + [None, None, 0, 0, 0],
+            ),
             "step guard": (checkpoint.step_guard_sql(2).decode(), [turn_id, "model:1", "tool:1:c"]),
         }
     else:
