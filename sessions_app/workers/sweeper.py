@@ -67,8 +67,9 @@ def _classify(turn_id: str, now: float) -> tuple[RecoveryState, Any]:
 
 
 def expired(now: float, limit: int = 200) -> list[tuple[str, str | None, str | None, float]]:
-    """Running turns whose lease ran out before ``now``, the longest expired first: one read of
-    the ``(status, lease_expires_at)`` index. Written as SQL: every worker runs it every
+    """Running turns whose lease ran out before ``now``, the longest expired first: the running
+    turns by the ``turn_status_created`` index, their expiry a filter (no index holds it: the
+    lease's writes stay heap-only updates). Written as SQL: every worker runs it every
     ``JUNE_SWEEP_SECONDS`` and almost always finds nothing, and the ORM's compile of it was most
     of the sweep's CPU."""
     with connection.cursor() as cursor:
