@@ -4,8 +4,17 @@ person's input, Reject never runs it (the agent reads the note)."""
 
 from __future__ import annotations
 
+import time
+
 from agents_app.models import Order
 from tests.browser.conftest import open_chat, send_message, wait_live
+
+#: press the open card's Approve at the time ``at`` (ms since the epoch), and say whether it was there
+CLICK_AT = """at => setTimeout(() => {
+    const button = document.querySelector('.approval.card[data-state=open] button.primary');
+    window.juneClicked = Boolean(button);
+    button?.click();
+}, at - Date.now())"""
 
 
 def _card(page):
@@ -175,8 +184,15 @@ def test_the_same_approval_in_two_tabs_ends_answered_in_both_without_an_error(ju
     send_message(first, "bulk order 50 mugs")
     for page in (first, second):
         _card(page)
-    for page in (first, second):  # both sent before either answer comes back
-        page.evaluate("document.querySelector('.approval.card[data-state=open] button.primary').click()")
+    # both clicked at one moment of the one clock the tabs share, so that both answers are sent
+    # before either comes back (clicked one after the other, the second tab's card was sometimes
+    # answered from the first before its click)
+    at = time.time() * 1000 + 1000
+    for page in (first, second):
+        page.evaluate(CLICK_AT, at)
+    for page in (first, second):
+        page.wait_for_function("window.juneClicked !== undefined")
+        assert page.evaluate("window.juneClicked"), "the other tab's answer came back before this tab's click"
     for page in (first, second):
         page.wait_for_selector(".approval.card[data-outcome=approved]")
         _completed(page)
