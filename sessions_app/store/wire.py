@@ -119,7 +119,19 @@ class Batch:
 
     def add(self, sql: bytes, params: Sequence[Any] = ()) -> int:
         """Queue a statement (``$n`` placeholders); returns the index of its result."""
-        self.commands.append((sql, [param(p) for p in params]))
+        # a plain ``str`` or ``int`` or None, most of a checkpoint's parameters, as ``param``
+        # sends them without a call to it each
+        sent = [
+            p.encode()
+            if (kind := p.__class__) is str
+            else b"%d" % p
+            if kind is int
+            else None
+            if p is None
+            else param(p)
+            for p in params
+        ]
+        self.commands.append((sql, sent))
         return len(self.commands) - 1
 
     def run(self) -> list[pq.abc.PGresult]:

@@ -119,6 +119,30 @@ def test_numbered_placeholders():
     assert wire.numbered("SELECT %s, %s::jsonb WHERE x = %s") == b"SELECT $1, $2::jsonb WHERE x = $3"
 
 
+def test_a_batch_sends_each_parameter_as_param_makes_it():
+    """A batch's parameters as ``param`` sends each, those it sends without calling it included."""
+    import datetime
+    import decimal
+    import enum
+    import uuid
+
+    from sessions_app.store import wire
+
+    class Kind(enum.StrEnum):
+        A = "a"
+
+    class Count(int):
+        pass
+
+    values = ["x", "é", "", 0, -5, 10**30, True, False, Count(3), None, 1.5, Kind.A, decimal.Decimal("1.20")]
+    values += [datetime.datetime(2020, 1, 2, 3, 4, 5, 6, tzinfo=datetime.UTC), uuid.uuid4()]
+    batch = wire.Batch()
+    batch.add(b"SELECT 1", values)
+    assert batch.commands == [(b"SELECT 1", [wire.param(v) for v in values])]
+    with pytest.raises(TypeError):
+        batch.add(b"SELECT 1", [b"bytes"])
+
+
 # -- pipes: the units of many turns on one connection, from the event loop ---------------------------
 
 
