@@ -4,6 +4,7 @@ migrations name them ``sessions_app.models.<Field>`` (``deconstruct``), where th
 
 from __future__ import annotations
 
+import functools
 import re
 
 from django import forms
@@ -39,6 +40,7 @@ class TextJSONField(_NamedInModels, models.JSONField):
 HEX_TURN_ID = re.compile(r"[0-9a-f]{32}")
 
 
+@functools.lru_cache(maxsize=4096)  # a turn's units ask for their turn's again and again
 def turn_ref(turn_id: str) -> bytes:
     """A turn id as ``TurnRefField`` stores it on PostgreSQL: an id of 32 lowercase hex digits
     (every id the site makes) as its 16 bytes, any other id as its UTF-8 after 0xff, twice when

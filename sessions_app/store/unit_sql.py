@@ -93,6 +93,7 @@ def insert_messages_sql(count: int, guarded: int = 0, known: bool = False) -> by
     )
 
 
+@functools.lru_cache(maxsize=4096)  # every unit of a turn binds its turn's
 def known_ref(turn_id: str) -> str:
     """A turn id as a ``%s::bytea`` parameter binds it to a ``turn_id`` column (``models.turn_ref``,
     in bytea's hex text): what ``june_tid`` computes in the server, per row, with a regular
