@@ -89,7 +89,8 @@ _SETTINGS_KEYS = frozenset(
     }
 )
 _SERVER_COMPACTION_KEYS = frozenset({"trigger", "instructions"})
-_decode_json = json.JSONDecoder().decode
+_decoder = json.JSONDecoder()
+_decode_json, _scan_json = _decoder.decode, _decoder.scan_once
 
 
 # --- the model -------------------------------------------------------------------------------
@@ -262,10 +263,19 @@ class AnthropicModel:
                     yield typed.to_dict()
             return
         async with self._response(params) as response:
-            async for name, data in anthropic_http.events(response.aiter_bytes()):
-                if name == b"error":
-                    raise stream_error(data, anthropic_http.http_response(response))
-                yield _decode_json(data.decode())  # (json.loads of bytes would guess their encoding)
+            read, errors = anthropic_http.reading(response)
+            with errors:
+                async for name, data in anthropic_http.events(read):
+                    if name == b"error":
+                        raise stream_error(data, anthropic_http.http_response(response))
+                    text = data.decode()  # (json.loads of bytes would guess their encoding)
+                    # the decoder's own scanner: an event's data is one JSON value, nothing around it
+                    try:
+                        found, end = _scan_json(text, 0)
+                    except (StopIteration, ValueError):
+                        end = -1
+                    # anything else goes through the decoder: what it accepts, or its error
+                    yield found if end == len(text) else _decode_json(text)
 
     @contextlib.asynccontextmanager
     async def _response(self, params: dict[str, Any]) -> AsyncIterator[httpx2.Response | anthropic_http.Streamed]:

@@ -32,10 +32,11 @@ what the provider reads: an event's name and its data, as bytes for ``json.loads
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.request
 import weakref
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, ContextManager
 
 import aiohttp
 import anthropic
@@ -76,9 +77,10 @@ class Poster:
 
     def _direct(self) -> None:
         """The request as the SDK's aiohttp transport hands it to aiohttp, made once: the headers
-        in the order httpx sends them (the body's length filled in per call), the timeouts."""
+        in the order httpx sends them, the session's own (the body's length replaced in its
+        place per call: aiohttp merges a call's headers into its session's), the timeouts."""
         probe = httpx2.Request("POST", self.url, headers=self.headers, content=b"-", extensions=self.extensions)
-        self._wire_headers = CIMultiDict(probe.headers.multi_items())
+        wire_headers = CIMultiDict(probe.headers.multi_items())
         timeout = self.extensions.get("timeout", {})
         self._timeout = aiohttp.ClientTimeout(
             sock_connect=timeout.get("connect"), sock_read=timeout.get("read"), connect=timeout.get("pool")
@@ -90,7 +92,7 @@ class Poster:
             keepalive_timeout=limits.keepalive_expiry,
             ssl=httpx2.create_ssl_context(),
         )
-        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        self.session = aiohttp.ClientSession(connector=connector, auto_decompress=False, headers=wire_headers)
 
     def request(self, params: dict[str, Any]) -> httpx2.Request:
         """The HTTP request of a ``messages.create(**params, stream=True)`` call."""
@@ -116,14 +118,12 @@ class Poster:
         if self.session is None:
             return await self._send_httpx(params)
         content = self.body(params)
-        headers = self._wire_headers.copy()
-        headers["content-length"] = str(len(content))
         try:
             with map_aiohttp_exceptions():
                 response = await self.session.request(
                     "POST",
                     self._url,
-                    headers=headers,
+                    headers={"content-length": str(len(content))},
                     data=content,
                     allow_redirects=False,
                     compress=False,
@@ -171,16 +171,15 @@ class Poster:
 
 class Streamed:
     """A successful call's response on aiohttp (``Poster.session``): its body's chunks as they
-    come, read as the SDK's aiohttp transport reads them (its failures are that transport's)."""
+    come (``read``), read as the SDK's aiohttp transport reads them (its failures are that
+    transport's)."""
 
     def __init__(self, response: aiohttp.ClientResponse, request: Callable[[], httpx2.Request]) -> None:
         self._response = response
         self._request = request
-
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
-        with map_aiohttp_exceptions():
-            async for chunk in self._response.content.iter_any():
-                yield chunk
+        #: the body's next chunk (b"" at its end), as aiohttp reads it: its failures are
+        #: aiohttp's (the caller reads under ``map_aiohttp_exceptions``, see ``reading``)
+        self.read: Callable[[], Awaitable[bytes]] = response.content.readany
 
     def http_response(self) -> httpx2.Response:
         """The response as the SDK's errors carry it (an ``error`` event in the stream)."""
@@ -189,6 +188,29 @@ class Streamed:
     async def aclose(self) -> None:
         with map_aiohttp_exceptions():
             await self._response.__aexit__(None, None, None)
+
+
+def reading(response: httpx2.Response | Streamed) -> tuple[Callable[[], Awaitable[bytes]], ContextManager[Any]]:
+    """``(read, errors)``: ``read()`` is the response body's next chunk (b"" at its end), and a
+    read's failure under ``with errors:`` raises what the SDK's transport raises for it. On
+    aiohttp (``Streamed``) a chunk is read straight off aiohttp's stream, not through a
+    generator around it: the same chunks, one hand-off fewer each."""
+    if isinstance(response, Streamed):
+        return response.read, map_aiohttp_exceptions()
+    return reader(response.aiter_bytes()), contextlib.nullcontext()
+
+
+def reader(chunks: AsyncIterator[bytes]) -> Callable[[], Awaitable[bytes]]:
+    """``read()`` of an iterator of chunks: its next non-empty chunk, b"" at its end."""
+    it = chunks.__aiter__()
+
+    async def read() -> bytes:
+        async for chunk in it:
+            if chunk:
+                return chunk
+        return b""
+
+    return read
 
 
 def http_response(response: httpx2.Response | Streamed) -> httpx2.Response:
@@ -221,10 +243,11 @@ def poster(client: Any) -> Poster | None:
     return found
 
 
-async def events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[bytes, bytes]]:
-    """``(name, data)`` of each server-sent event with a name and data, ``ping`` left out."""
+async def events(read: Callable[[], Awaitable[bytes]]) -> AsyncIterator[tuple[bytes, bytes]]:
+    """``(name, data)`` of each server-sent event with a name and data, ``ping`` left out, from
+    the chunks ``read()`` returns until b"" (``reading``)."""
     buffer = b""
-    async for chunk in chunks:
+    while chunk := await read():
         text = buffer + chunk if buffer else chunk
         held = b""
         if b"\r" in text:
@@ -241,11 +264,11 @@ async def events(chunks: AsyncIterator[bytes]) -> AsyncIterator[tuple[bytes, byt
         for block in blocks:
             # the API's every event: ``event: <name>``, then one ``data: <json>`` line
             if block[:7] == b"event: ":
-                cut = block.find(b"\n")
-                if cut > 0 and block[cut + 1 : cut + 7] == b"data: " and block.find(b"\n", cut + 1) < 0:
-                    name = block[7:cut]
-                    if name and name != b"ping" and len(block) > cut + 7:
-                        yield name, block[cut + 7 :]
+                head, cut, value = block.partition(b"\ndata: ")
+                if cut and b"\n" not in head and b"\n" not in value:
+                    name = head[7:]
+                    if name and name != b"ping" and value:
+                        yield name, value
                     continue
             name = b""
             data: list[bytes] = []

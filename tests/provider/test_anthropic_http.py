@@ -186,7 +186,9 @@ async def chunks_of(*parts: bytes):
 
 
 async def decoded(*parts: bytes) -> list[tuple[bytes, Any]]:
-    return [(name, json.loads(data)) async for name, data in anthropic_http.events(chunks_of(*parts))]
+    return [
+        (name, json.loads(data)) async for name, data in anthropic_http.events(anthropic_http.reader(chunks_of(*parts)))
+    ]
 
 
 @pytest.mark.parametrize(
@@ -233,3 +235,43 @@ class _Response:
 
     def aiter_bytes(self):
         return chunks_of(*self.parts)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"x": 1}',
+        b'{"x":\t[1, "\xc3\xa9", null]}',
+        b'  {"x": 1}',
+        b'{"x": 1}  ',
+        b'"text"',
+        b'{"x": 1} {"y": 2}',
+        b'{"x": ',
+        b"nope",
+        b"",
+    ],
+)
+async def test_an_events_data_reads_as_json_loads_reads_it(data, monkeypatch):
+    """The provider's events are each one's data as ``json.loads`` reads it, or its error."""
+    model = AnthropicModel(api_key="test-key")
+
+    @contextlib.asynccontextmanager
+    async def response(params):
+        yield _Response([b"event: a\ndata: " + data + b"\n\nevent: b\ndata: 2\n\n"])
+
+    monkeypatch.setattr(model, "_response", response)
+
+    async def outcome(read):
+        try:
+            return "read", await read()
+        except ValueError as exc:
+            return "refused", type(exc), str(exc)
+
+    async def loads():
+        return [json.loads(d.decode()) for d in (data, b"2") if d]
+
+    assert await outcome(lambda: _listed(model._events({}))) == await outcome(loads)
+
+
+async def _listed(events):
+    return [e async for e in events]
