@@ -43,7 +43,7 @@ from agents_app.providers.anthropic_errors import (  # noqa: F401 (classify_erro
     stream_error,
 )
 from agents_app.providers.anthropic_files import Reader
-from agents_app.providers.anthropic_request import build_messages
+from agents_app.providers.anthropic_request import build_messages, tools_of
 from agents_app.providers.anthropic_stream import (  # noqa: F401 (the provider's table-tested names)
     CACHE_WRITE_1H_KEY,
     USAGE_KEYS,
@@ -178,8 +178,9 @@ class AnthropicModel:
         }
         if request.system:
             params["system"] = request.system
+        tools_chars = None
         if request.tools:
-            params["tools"] = [t.to_json() for t in request.tools]
+            params["tools"], tools_chars = tools_of(request.tools)
             if not request.tools_allowed:  # the turn's last call at its limit (runtime.limits)
                 params["tool_choice"] = {"type": "none"}
         if self.thinking_budget:
@@ -198,7 +199,7 @@ class AnthropicModel:
         if self.prompt_cache is not None and request.purpose == "turn":
             # not a compaction's summarizing call: its one-off prefix would be written (1.25x)
             # and never read
-            params = place_breakpoints(params, self.prompt_cache)
+            params = place_breakpoints(params, self.prompt_cache, tools=tools_chars)
         return params
 
     def backoff(self, attempt: int, failure: Failure) -> float:

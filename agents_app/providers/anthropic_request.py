@@ -1,6 +1,6 @@
 """A transcript as the Messages API's ``messages``: roles, content blocks (attachments as image
 and document blocks, ``anthropic_files``), and consecutive same-role messages merged. Pure:
-no SDK import, tested by table."""
+no SDK import, tested by table. ``tools_of``: the request's tool definitions, made once per set of specs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from agents_app.providers.anthropic_files import Reader, attachment_blocks
+from agents_app.providers.prompt_cache import tools_chars
 from agents_app.runtime.compaction import SUMMARY_PREFIX
 from agents_app.runtime.messages import Message, Role
+from agents_app.runtime.model import ToolSpec
 
 #: the ``by`` of an assistant message a person wrote (the host's takeover)
 PERSON = "person:"
@@ -66,3 +68,22 @@ def build_messages(transcript: Iterable[Message], read: Reader | None = None) ->
         else:
             out.append({"role": role, "content": content})
     return out
+
+
+#: a request's ``tools`` and their ``tools_chars`` by the identities of the specs they show (an
+#: agent's specs are the same objects turn after turn; an entry holds them, so no id is reused)
+_TOOLS: dict[tuple[int, ...], tuple[tuple[ToolSpec, ...], list[dict[str, Any]], int]] = {}
+_TOOLS_MAX = 256
+
+
+def tools_of(specs: tuple[ToolSpec, ...]) -> tuple[list[dict[str, Any]], int]:
+    """The request's ``tools`` for ``specs`` (a list of its own) and their ``tools_chars``
+    (``prompt_cache``): worked out once for the same specs, not at every model call."""
+    key = tuple(map(id, specs))
+    known = _TOOLS.get(key)
+    if known is None:
+        if len(_TOOLS) >= _TOOLS_MAX:
+            _TOOLS.clear()
+        tools = [t.to_json() for t in specs]
+        known = _TOOLS[key] = (specs, tools, tools_chars(tools))
+    return list(known[1]), known[2]

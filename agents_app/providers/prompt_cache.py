@@ -116,25 +116,30 @@ def _tool_chars(tool: dict[str, Any]) -> int:
     return chars
 
 
-def _head_chars(params: dict[str, Any]) -> int:
-    tools = sum(_tool_chars(t) for t in params.get("tools") or ())
-    return tools + len(params.get("system") or "")
+def tools_chars(tools: Any) -> int:
+    """Characters of a request's tool definitions, for the token estimate."""
+    return sum(_tool_chars(t) for t in tools or ())
+
+
+def _head_chars(params: dict[str, Any], tools: int | None = None) -> int:
+    return (tools_chars(params.get("tools")) if tools is None else tools) + len(params.get("system") or "")
 
 
 def _marked(block: dict[str, Any], control: dict[str, str]) -> dict[str, Any]:
     return {**block, "cache_control": dict(control)}
 
 
-def place_breakpoints(params: dict[str, Any], cache: PromptCache) -> dict[str, Any]:
+def place_breakpoints(params: dict[str, Any], cache: PromptCache, *, tools: int | None = None) -> dict[str, Any]:
     """``params`` (the keyword arguments of ``messages.create``) with ``cache_control`` on the
     head, the previous request's end and the last message (the module's rule), each only when
     the prefix it closes reaches ``cache.min_tokens``; never more than :data:`MAX_BREAKPOINTS`.
+    ``tools``: the ``tools_chars`` of ``params["tools"]`` where the caller knows it already.
     The input is not changed: marked blocks and their containers are copies."""
     out = dict(params)
     control = cache.control()
     min_chars = cache.min_tokens * CHARS_PER_TOKEN
     messages: list[dict[str, Any]] = list(params.get("messages") or ())
-    head = _head_chars(params)
+    head = _head_chars(params, tools)
     marks = 0
     if head >= min_chars:
         system = params.get("system")
