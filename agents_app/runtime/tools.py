@@ -20,6 +20,7 @@ import jsonschema
 
 from .errors import FatalToolError, ToolDeclarationError
 from .model import ToolSpec
+from .schema_check import compile_check
 
 #: What a replay records for an async tool that declared ``on_interrupt="report"`` and was in
 #: flight when its process died (the durable envelope's repair, docs/workers.md): the model decides what to do.
@@ -127,27 +128,30 @@ def format_tool_error(exc: BaseException) -> str:
     return text[:MAX_ERROR_CHARS]
 
 
-_VALIDATORS: dict[int, tuple[ToolSpec, Any]] = {}
+_VALIDATORS: dict[int, tuple[ToolSpec, Any, Callable[[Any], bool] | None]] = {}
 
 
-def _validator(spec: ToolSpec) -> Any:
-    """One checked validator per spec (checking a schema costs far more than validating)."""
+def _validator(spec: ToolSpec) -> tuple[ToolSpec, Any, Callable[[Any], bool] | None]:
+    """One checked validator per spec (checking a schema costs far more than validating), and
+    its quick check (``schema_check``) where the schema has one."""
     cached = _VALIDATORS.get(id(spec))
     if cached is not None and cached[0] is spec:
-        return cached[1]
+        return cached
     cls = jsonschema.validators.validator_for(spec.input_schema)
     try:
         cls.check_schema(spec.input_schema)
     except jsonschema.SchemaError as exc:
         raise ToolDeclarationError(f"tool {spec.name!r} has an invalid input schema: {exc.message}") from exc
-    validator = cls(spec.input_schema)
-    _VALIDATORS[id(spec)] = (spec, validator)
-    return validator
+    cached = _VALIDATORS[id(spec)] = (spec, cls(spec.input_schema), compile_check(spec.input_schema))
+    return cached
 
 
 def validate_input(spec: ToolSpec, value: Any) -> str | None:
     """None when ``value`` matches the tool's schema, else a message the model can read."""
-    error = jsonschema.exceptions.best_match(_validator(spec).iter_errors(value))
+    _, validator, quick = _validator(spec)
+    if quick is not None and quick(value):
+        return None
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path)
