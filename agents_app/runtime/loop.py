@@ -149,38 +149,36 @@ class TurnLoop:
             if state.opened is not None and opening is not None and opening.recorded is not None:
                 a.announced = opening.key
                 await self._committed(state.opened, opening.recorded)
-            return await self._drive()
+            # the steps are driven here, not in a coroutine of their own: every resumption of a
+            # streamed call passes through each frame of the chain that awaits it
+            first = True
+            while True:
+                nxt = next_action(a.transcript, a.turn.turn_id)
+                if nxt.kind == NextKind.OPEN:
+                    if self.signals.cancel_reason:
+                        return await self.cancel(())
+                    await self._open()
+                elif nxt.kind == NextKind.SETTLE:
+                    text = a.transcript[nxt.index].text
+                    if not self.compaction_steps.due():
+                        return await self.settle(text)
+                    status = await self.compaction_steps.compact("proactive", settle_text=text)
+                    if status is not None:
+                        return status
+                elif nxt.kind == NextKind.MODEL:
+                    if self.signals.cancel_reason:
+                        return await self.cancel(())
+                    status = await self.model_step.run(a.base + nxt.index)
+                    if status is not None:
+                        return status
+                else:
+                    status = await self.tool_steps.run(a.base + nxt.index, nxt.calls, replay=first)
+                    if status is not None:
+                        return status
+                first = False
         except StaleAttemptError:
             log.info("turn %s: attempt %s lost its lease; stopping without output", turn_id, attempt_id)
             return TurnStatus.RUNNING
-
-    async def _drive(self) -> TurnStatus:
-        a = self.attempt
-        first = True
-        while True:
-            nxt = next_action(a.transcript, a.turn.turn_id)
-            if nxt.kind == NextKind.OPEN:
-                if self.signals.cancel_reason:
-                    return await self.cancel(())
-                await self._open()
-            elif nxt.kind == NextKind.SETTLE:
-                text = a.transcript[nxt.index].text
-                if not self.compaction_steps.due():
-                    return await self.settle(text)
-                status = await self.compaction_steps.compact("proactive", settle_text=text)
-                if status is not None:
-                    return status
-            elif nxt.kind == NextKind.MODEL:
-                if self.signals.cancel_reason:
-                    return await self.cancel(())
-                status = await self.model_step.run(a.base + nxt.index)
-                if status is not None:
-                    return status
-            else:
-                status = await self.tool_steps.run(a.base + nxt.index, nxt.calls, replay=first)
-                if status is not None:
-                    return status
-            first = False
 
     async def _open(self) -> None:
         a = self.attempt

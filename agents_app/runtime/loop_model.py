@@ -6,7 +6,7 @@ checkpoint. It reads the attempt and checkpoints or ends the turn through its ow
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Awaitable
 
 from . import events as ev
 from . import limits, units
@@ -57,12 +57,17 @@ class ModelStep:
         self.observer = observer
         self.model_name = model_name
 
-    async def run(self, index: int) -> TurnStatus | None:
+    def run(self, index: int) -> Awaitable[TurnStatus | None]:
         """The model step whose reply lands at ``index``: None when the turn goes on (to its
-        tools, or to a compaction before it settles), else the status it ended in."""
+        tools, or to a compaction before it settles), else the status it ended in. Without an
+        observer the caller awaits the step itself: no frame of this one's on every resumption
+        of the streamed call."""
         if self.observer is None:
-            return await self._run(index, None)
-        with self.observer.model_call(self.attempt.turn, self.model_name) as watch:
+            return self._run(index, None)
+        return self._watched(self.observer, index)
+
+    async def _watched(self, observer: TurnObserver, index: int) -> TurnStatus | None:
+        with observer.model_call(self.attempt.turn, self.model_name) as watch:
             return await self._run(index, watch)
 
     async def _run(self, index: int, watch: Watch | None) -> TurnStatus | None:
