@@ -7,8 +7,9 @@ it true; deltas are published live and never stored.
 from __future__ import annotations
 
 import functools
+import operator
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 from .frozen import fast_init
 
@@ -23,15 +24,19 @@ class TurnEvent:
 
     def to_json(self) -> dict[str, Any]:
         # shallow: payloads are JSON values already, and asdict's deep copy is on the hot path
-        data = {name: getattr(self, name) for name in _names(type(self))}  # type: ignore[arg-type]  # a class is hashable
+        names, values = _reader(type(self))  # type: ignore[arg-type]  # a class is hashable
+        data = dict(zip(names, values(self)))
         data["type"] = self.type
         return data
 
 
 @functools.cache
-def _names(cls: Any) -> tuple[str, ...]:
-    """A dataclass's field names (``fields`` builds them anew at every call)."""
-    return tuple(f.name for f in fields(cls))
+def _reader(cls: Any) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    """A dataclass's field names (``fields`` builds them anew at every call), and a reader of
+    their values in one call (the first name once more: an ``attrgetter`` of one name returns
+    its value, not a tuple; ``zip`` stops at the names' end)."""
+    names = tuple(f.name for f in fields(cls))
+    return names, operator.attrgetter(*names, names[0])
 
 
 def _with_attachments(data: dict[str, Any], attachments: tuple[dict[str, Any], ...]) -> dict[str, Any]:
