@@ -91,14 +91,14 @@ def param(value: Any) -> bytes | None:
         return None
     if isinstance(value, str):
         return value.encode()
+    if isinstance(value, (datetime, date, time)):  # (before the numbers: none is one)
+        return value.isoformat().encode()
     if isinstance(value, bool):
         return b"t" if value else b"f"
     if isinstance(value, int):
         return str(value).encode()
     if isinstance(value, float):
         return repr(value).encode()
-    if isinstance(value, (datetime, date, time)):
-        return value.isoformat().encode()
     if isinstance(value, (uuid.UUID, Decimal)):  # a user model's primary key may be either
         return str(value).encode()
     raise TypeError(f"cannot send {type(value).__name__} as a checkpoint parameter")
