@@ -43,12 +43,15 @@ class Snapshot:
 
 
 def merge_usage(snapshot: Snapshot, usage: dict[str, Any] | None) -> None:
+    if not usage:
+        return
     # usage on message_delta is cumulative and omits what does not apply: overwrite, keep others
     for key in USAGE_KEYS:
-        if (usage or {}).get(key) is not None:
-            snapshot.usage[key] = int(usage[key])  # type: ignore[index]
+        value = usage.get(key)
+        if value is not None:
+            snapshot.usage[key] = int(value)
     # the writes by TTL: a 1-hour write costs 2x the input price, a 5-minute one 1.25x
-    creation = (usage or {}).get("cache_creation")
+    creation = usage.get("cache_creation")
     if isinstance(creation, dict) and creation.get("ephemeral_1h_input_tokens") is not None:
         snapshot.usage[CACHE_WRITE_1H_KEY] = int(creation["ephemeral_1h_input_tokens"])
 

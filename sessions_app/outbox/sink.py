@@ -260,7 +260,7 @@ class ChannelsEventSink:
     def _unfollowed(self, session: SessionRef) -> bool:
         if not self._watching or not self._listening:
             return False
-        known = self._follows.get(group_name(session))
+        known = self._follows.get(_group_name(session.agent, session.key))  # (asked at every delta)
         return known is not None and known.followed is False
 
     async def _followed(self, session: SessionRef, group: str, message: dict) -> bool:
