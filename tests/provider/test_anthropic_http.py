@@ -275,3 +275,75 @@ async def test_an_events_data_reads_as_json_loads_reads_it(data, monkeypatch):
 
 async def _listed(events):
     return [e async for e in events]
+
+
+class _Streaming:
+    """A Messages API server that answers one streamed call by hand: its events as chunks of
+    their own, ``pause`` (a threading.Event) awaited after the first ``before`` of them."""
+
+    def __init__(self, events: list[tuple[str, dict[str, Any]]], before: int, pause: threading.Event) -> None:
+        self.events, self.before, self.pause = events, before, pause
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self.listener.getsockname()
+        return f"http://{host}:{port}"
+
+    def _serve(self) -> None:
+        conn, _ = self.listener.accept()
+        with conn, contextlib.suppress(OSError):  # (a client that timed out has gone)
+            received = b""
+            while b"\r\n\r\n" not in received:
+                received += conn.recv(65536)
+            head, _, body = received.partition(b"\r\n\r\n")
+            length = int(
+                next(
+                    v for k, _, v in (h.partition(b":") for h in head.split(b"\r\n")) if k.lower() == b"content-length"
+                )
+            )
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
+            for i, (name, data) in enumerate(self.events):
+                if i == self.before:
+                    self.pause.wait(10)
+                event = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+                conn.sendall(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            conn.sendall(b"0\r\n\r\n")
+
+    def close(self) -> None:
+        self.pause.set()
+        self.thread.join(5)
+        self.listener.close()
+
+
+async def test_a_delta_is_yielded_as_it_arrives(transport):
+    """The first text delta comes out of the stream while the rest of the reply is still to come."""
+    events = StreamBuilder().text("Hel", "lo").done().events
+    first = next(i for i, (name, data) in enumerate(events) if data.get("delta", {}).get("type") == "text_delta")
+    server = _Streaming(events, first + 1, threading.Event())
+    try:
+        model = AnthropicModel(api_key="test-key", base_url=server.base_url, max_retries=0)
+        stream = model.stream(a_request())
+        chunk = await asyncio.wait_for(stream.__anext__(), 5)
+        assert chunk.text == "Hel" and not server.pause.is_set()
+        server.pause.set()
+        rest = [c async for c in stream]
+        assert [c.text for c in rest] == ["lo", "Hello"] and isinstance(rest[-1], ModelReply)
+    finally:
+        server.close()
+
+
+async def test_a_reply_that_stops_coming_times_out_as_the_sdk_says(transport):
+    """A body that stalls after its first event is the SDK's read timeout (a retryable error)."""
+    server = _Streaming(StreamBuilder().text("x").done().events, 1, threading.Event())
+    try:
+        model = AnthropicModel(api_key="test-key", base_url=server.base_url, timeout=0.3, max_retries=0)
+        with pytest.raises(ModelError) as raised:
+            await drain(model, a_request())
+        assert raised.value.retryable and isinstance(raised.value.__cause__, httpx2.TimeoutException)
+    finally:
+        server.close()
