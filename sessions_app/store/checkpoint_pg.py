@@ -25,6 +25,7 @@ from sessions_app.store.checkpoint import (
     Written,
     dumps,
     fence_raising_sql,
+    fence_sql,
     folded,
     handed_over,
     opening_of,
@@ -34,8 +35,6 @@ from sessions_app.store.checkpoint import (
 )
 from sessions_app.store.unit_sql import (
     ASYNC_COMMIT,
-    BUMP_EVENT_SEQ_BY_ID,
-    BUMP_EVENT_SEQ_SQL,
     INSERT_STEP,
     MOVE_BOUNDARY,
     NEXT_IN_CHAIN_PG,
@@ -48,6 +47,7 @@ from sessions_app.store.unit_sql import (
     insert_messages_sql,
     known_ref,
     numbered_events_sql,
+    unit_statement,
 )
 
 
@@ -136,15 +136,16 @@ def write_steps(
     writes it ends with COMMIT. Inside an enclosing atomic block (``ends_transaction=False``) it
     ends nothing: the enclosing block commits or rolls back.
 
-    The batch locks the turn's session row first (the store's lock order, which the host
-    operations follow too: the numbering of the unit's events, which updates that row, or the
-    fence's own statement, which locks it before it reads the turn's: ``fence_raising_sql``),
-    then fences the turn. The inserts read the turn's session and generation
-    themselves, so nothing waits for the fence's answer; or, when this process knows them (the
-    attempt's claim read them: ``transcripts.facts``), take them as parameters and read no turn
-    row for them (``unit_sql``). The fence raises inside the server when the attempt lost its lease
-    (``june_lease_lost``): the rest of the batch is skipped, COMMIT included, and everything
-    rolls back, the tool's writes included.
+    The batch opens with ONE statement (``unit_sql.unit_statement``) that locks the turn's session
+    row first (the store's lock order, which the host operations follow too: the numbering of the
+    unit's events, which updates that row, or a lock of its own), then fences the turn, guards
+    its steps and inserts its first messages and events, reading the turn's session and
+    generation from the fence's row; the statements after it (a status recomputed, more rows)
+    read them from the turn's row, or, when this process knows them (the attempt's claim read
+    them: ``transcripts.facts``), take them as parameters. The fence raises inside the server
+    when the attempt lost its lease (``june_lease_lost``), before anything is inserted: the rest
+    of the batch is skipped, COMMIT included, and everything rolls back, the tool's writes
+    included.
     """
     now = timezone.now()
     k = len(events)
@@ -158,51 +159,58 @@ def write_steps(
     facts = transcripts.facts(turn_id)
     known = facts is not None
     session: list[Any] = [facts[0], facts[1]] if facts is not None else []
-    # the unit's events, ROWS_PER_INSERT a statement: the first ones in their numbering's statement.
-    # The session's row first: numbering the events locks it as the fence's lock would, so a unit
-    # whose session status stays as it is numbers them (and inserts them) here; one that recomputes
-    # the status does it after the fence has moved the turn's (the status reads it)
+    target = session[0] if known else turn_id  # how the session's statements find its row
+    ref = known_ref(turn_id)
+    # the unit's events, ROWS_PER_INSERT a statement. The session's row first: numbering the
+    # events locks it as a lock of its own would, so a unit whose session status stays as it is
+    # numbers them (and inserts the first ones) in its opening statement; one that recomputes the
+    # status does it in a statement after the fence's (the status reads the turn's new one)
+    numbers = not status and bool(events)
+    first = min(k, ROWS_PER_INSERT)
+    opening_events: list[Any] = []
     numbered: list[Any] = []
     rest: list[tuple[int, list[Any]]] = []
     for start in range(0, k, ROWS_PER_INSERT):
-        first_known = known and not start
-        params: list[Any] = [*session, k, start] if first_known else [k, start]
+        params: list[Any] = [] if numbers and not start else [k, start]
         for e in events[start : start + ROWS_PER_INSERT]:
             column = e.turn_id or turn_id
             data = eventlog.stored(e, messages, column)
-            ref = known_ref(column) if first_known else column
-            params += [ref, models.event_type_code(e.type), dumps(data), None if eventlog.refers(data) else now]
+            bound = known_ref(column) if (numbers or known) and not start else column
+            params += [bound, models.event_type_code(e.type), dumps(data), None if eventlog.refers(data) else now]
         if start:
             rest.append((min(ROWS_PER_INSERT, k - start), [*params, turn_id]))
+        elif numbers:
+            opening_events = [k, *params]
         else:
-            numbered = params if known else [*params, turn_id]
-    first = min(k, ROWS_PER_INSERT)
-    target = session[0] if known else turn_id  # how the session's statements find its row
-    lock = None  # the fence's own (``fence_raising_sql``): no statement of its own
-    if events and not status:
-        bump = BUMP_EVENT_SEQ_BY_ID if known else BUMP_EVENT_SEQ_SQL
-        seq = batch.add(numbered_events_sql(bump, first, known=known), [k, target, *numbered])
-    else:
-        lock = ("session" if known else "turn", target)
-    fence_sql_, fence_params = fence_raising_sql(turn_id, attempt_id, changes, opening_of(messages), lock)
-    fence = batch.add(wire.numbered(fence_sql_), fence_params)
+            numbered = [*session, *params] if known else [*params, turn_id]
     keys, steps = folded(messages, steps)
     if len(set(keys.values())) < len(keys):  # twice in this unit (SQLite's guard sees its own rows)
         raise IntegrityError(f"turn {turn_id}: a step of {sorted(keys.values())} is already recorded")
     rows = [row_json(m, turn_id) for _, m in messages]
-    # the messages, ROWS_PER_INSERT a statement; the first also raises (JUNE3) before any insert
-    # when the turn holds one of the unit's folded steps already
-    guard: list[Any] = [turn_id, *keys.values()] if keys else []
-    writer = [*session, known_ref(turn_id)] if known else []
-    for start in range(0, len(messages), ROWS_PER_INSERT):
-        chunk = range(start, min(start + ROWS_PER_INSERT, len(messages)))
-        params = [*guard, *writer, now]
+    # the unit's opening statement: the session's row, the fence, the step guard (JUNE3 before any
+    # insert when the turn holds one of the unit's folded steps already), the first
+    # ROWS_PER_INSERT messages and, numbering, the first events (``unit_sql.unit_statement``)
+    opens = f"{'number' if numbers else 'lock'} {'session' if known else 'turn'}"
+    fence_update, fence_params = fence_sql(turn_id, attempt_id, changes, opening_of(messages))
+    params = [*([k] if numbers else []), target, *fence_params]
+    if keys:
+        params += [ref, *keys.values()]
+    chunk = range(min(ROWS_PER_INSERT, len(messages)))
+    if messages:
+        params += [ref, now]
         for j in chunk:
             i, m = messages[j]
             params += [i, str(m.role), rows[j], keys.get(i)]
-        sql = insert_messages_sql(len(chunk), len(keys) if guard else 0, known)
-        batch.add(sql, params if known else [*params, turn_id])
-        guard = []
+    sql = unit_statement(fence_update, opens, len(chunk), len(keys), first if numbers else 0)
+    fence = seq = batch.add(sql, [*params, *opening_events, turn_id, attempt_id])
+    writer = [*session, ref] if known else []
+    for start in range(ROWS_PER_INSERT, len(messages), ROWS_PER_INSERT):  # the rest of the messages
+        more = range(start, min(start + ROWS_PER_INSERT, len(messages)))
+        params = [*writer, now]
+        for j in more:
+            i, m = messages[j]
+            params += [i, str(m.role), rows[j], keys.get(i)]
+        batch.add(insert_messages_sql(len(more), 0, known), params if known else [*params, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
     final = changes.get("status") in FINAL_STATUSES
@@ -244,7 +252,8 @@ def write_steps(
     cancel_reason, session_id, generation = wire.value(row, 0), wire.number(row, 1), wire.number(row, 2)
     logged: list[LoggedEvent] = []
     if events:
-        last, live = wire.number(results[seq], 0), wire.number(results[seq], 1)
+        c = 4 if numbers else 0  # the opening statement's columns after the fence's, or the status's
+        last, live = wire.number(results[seq], c), wire.number(results[seq], c + 1)
         if live == generation:  # archived generations are not watched live
             at = now.isoformat()
             logged = [LoggedEvent(last - k + 1 + n, e, at) for n, e in enumerate(events)]

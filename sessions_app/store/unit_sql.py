@@ -170,3 +170,79 @@ ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
 #: operations take them: a claim's batch opens with it (a checkpoint's fence takes it in its own
 #: statement: ``checkpoint.fence_raising_sql``)
 LOCK_SESSION = wire.numbered(LOCKED_SESSION["turn"])
+
+
+#: how a unit's statement (``unit_statement``) takes its session's row first (the store's lock
+#: order): the numbering of its events (an UPDATE of that row; parameters: how many, then the
+#: session's key or the turn), or a lock of its own (parameter: the session's key or the turn)
+HEADS = {
+    "number session": ("numbering", f"numbering AS ({BUMP_EVENT_SEQ_BY_ID})"),
+    "number turn": ("numbering", f"numbering AS ({BUMP_EVENT_SEQ_SQL})"),
+    "lock session": ("l", f"l AS MATERIALIZED ({LOCKED_SESSION['session']})"),
+    "lock turn": ("l", f"l AS MATERIALIZED ({LOCKED_SESSION['turn']})"),
+}
+
+
+@functools.lru_cache(maxsize=128)
+def unit_statement(fence: str, head: str, messages: int = 0, guarded: int = 0, events: int = 0) -> bytes:
+    """A unit's opening statements as ONE: the session's row (``HEADS``), the fence (``fence``:
+    ``checkpoint.fence_sql``'s UPDATE), the step guard, the unit's first ``messages`` messages
+    and (with a numbering head) its first ``events`` events. It answers the fence's
+    (cancel_reason, session_id, generation), then (numbering) the new ``event_seq`` and the
+    session's generation; or raises.
+
+    PostgreSQL runs a statement's data-modifying parts in no promised order, so each part
+    depends on the one it must follow: the fence's update filters on the head's row (an
+    uncorrelated EXISTS: read once, before the turn's row is scanned, so the session's row is
+    locked first and a fence waiting for it holds no lock of the turn's), and the guard and the
+    inserts read the fence's RETURNING row. A fenced attempt's fence returns none: the guard
+    reads nothing (no JUNE3), nothing is inserted, and the answer raises JUNE1
+    (``june_lease_lost``). A turn that holds one of the ``guarded`` steps already raises JUNE3
+    (``june_step_recorded``, materialized: computed whatever the planner makes of the NOT
+    EXISTS) and the statement, inserts and all, rolls back. The guard reads the turn's opening
+    as the fence left it, and its messages in the statement's snapshot: one taken before the
+    session's lock, which misses only a unit that committed meanwhile, and a unit of this turn
+    that passes its fence then is of the same attempt, whose units run one after the other (an
+    older attempt's committed before the claim that ended it, which committed before this one).
+
+    Parameters: the head's, the fence's; with a guard, the turn's stored reference (``known_ref``)
+    and the ``guarded`` keys; with messages, the turn's reference, the time and each message's
+    position, role, JSON and step key; with events, how many the unit numbers and each event's
+    turn reference, type code, JSON and time; then the turn and the attempt (the raise's)."""
+    name, cte = HEADS[head]
+    parts = [cte, f"f AS ({fence} AND EXISTS (SELECT 1 FROM {name}) RETURNING {FENCED})"]
+    if guarded:
+        steps = ", ".join(["%s::text"] * guarded)
+        parts.append(
+            "g AS MATERIALIZED (SELECT june_step_recorded(f.id, m.step) FROM f JOIN sessions_app_message m "
+            'ON m.session_id = f.session_id AND m.generation = f.generation AND m."index" >= f.opening '
+            f"WHERE m.turn_id = %s::bytea AND m.step IN ({steps}) LIMIT 1)"
+        )
+    if messages:
+        rows = ", ".join(["(%s::integer, %s::text, %s::json, %s::text)"] * messages)
+        parts.append(
+            'i AS (INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, '
+            "created_at) SELECT f.session_id, f.generation, v.i, %s::bytea, v.role, v.data, v.step, %s::timestamptz "
+            f"FROM f CROSS JOIN (VALUES {rows}) AS v(i, role, data, step)"
+            + (" WHERE NOT EXISTS (SELECT 1 FROM g))" if guarded else ")")
+        )
+    numbering = name == "numbering"
+    if events:
+        assert numbering, head
+        rows = ", ".join(f"({n}, %s::bytea, %s::smallint, %s::json, %s::timestamptz)" for n in range(1, events + 1))
+        parts.append(
+            "e AS (INSERT INTO sessions_app_event (session_id, generation, seq, turn_id, type, data, created_at) "
+            "SELECT f.session_id, f.generation, s.event_seq - %s::integer + e.n, e.tid, e.type, e.data, e.at "
+            f"FROM numbering s CROSS JOIN f CROSS JOIN (VALUES {rows}) AS e(n, tid, type, data, at))"
+        )
+    return wire.numbered(
+        f"WITH {', '.join(parts)} SELECT f.cancel_reason, f.session_id, f.generation, "
+        "CASE WHEN f.session_id IS NULL THEN june_lease_lost(%s::text, %s::text) END"
+        + (", s.event_seq, s.generation" if numbering else "")
+        + " FROM (SELECT 1) AS one LEFT JOIN f ON true"
+        + (" LEFT JOIN numbering s ON true" if numbering else "")
+    )
+
+
+#: what a unit's fence answers inside ``unit_statement`` (its guard and inserts read them)
+FENCED = "id, cancel_reason, session_id, generation, opening"

@@ -193,19 +193,22 @@ def test_checkpoints_and_replaces_of_one_session_never_deadlock():
 
 def test_a_checkpoint_numbering_its_events_locks_its_session_by_numbering_them():
     """A unit that logs events and leaves the session's status as it is takes the session's row
-    by the event numbering's UPDATE, first in its batch: no ``SELECT … FOR NO KEY UPDATE`` of its
-    own (a statement fewer in most checkpoints). One that recomputes the status locks it in its
-    fence's statement, first, and numbers after the fence (the status reads the turn's new one)."""
-    from sessions_app.store import checkpoint_pg, unit_sql
+    by the event numbering's UPDATE, first in its one statement (no ``SELECT … FOR NO KEY
+    UPDATE`` of its own), and fences the turn after it in the same statement. One that
+    recomputes the status locks it in its opening statement, first, and numbers after it (the
+    status reads the turn's new one)."""
+    from sessions_app.store import checkpoint, checkpoint_pg, unit_sql
 
     event = ev.MessageCompleted("t", text="x")
     batch = next(checkpoint_pg.write_steps("t", "a", {"phase": "x"}, [], [], [event]))
     statements = [sql for sql, _ in batch.commands]
-    assert statements[0] == checkpoint_pg.numbered_events_sql(checkpoint_pg.BUMP_EVENT_SEQ_SQL, 1)
+    fence = checkpoint.fence_sql("t", "a", {"phase": "x"})[0]
+    assert statements == [unit_sql.unit_statement(fence, "number turn", events=1)]
+    assert statements[0].startswith(b"WITH numbering AS (UPDATE sessions_app_session SET event_seq = ")
     assert unit_sql.LOCK_SESSION not in statements
     settled = next(checkpoint_pg.write_steps("t", "a", {"status": TurnStatus.COMPLETED}, [], [], [event]))
     statements = [sql for sql, _ in settled.commands]
-    # its fence locks the session first, in the fence's own statement: no statement of its own
+    # its opening statement locks the session first, in the fence's own statement
     assert statements[0].startswith(b"WITH l AS MATERIALIZED (SELECT 1 FROM sessions_app_session WHERE id = ")
     assert b"june_lease_lost" in statements[0] and unit_sql.LOCK_SESSION not in statements
     assert len(statements) == 2
