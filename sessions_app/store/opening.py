@@ -77,14 +77,28 @@ LOCK_AND_CHECK = wire.numbered(
 #: row it claimed: nothing when it claimed none. A claim that took the lease also turns
 #: ``synchronous_commit`` off for its transaction (``claim_and_load_steps``). Parameters:
 #: ``lease.CLAIM``'s, then the session's status twice, then ``reads.LOAD_FROM``'s.
-CLAIM = wire.numbered(
-    f"WITH c AS ({lease.CLAIM} RETURNING *), "
+_CLAIM_REST = (
     "r AS (UPDATE sessions_app_session SET status = %s::text "
     "WHERE id = (SELECT session_id FROM c) AND status <> %s::text) "
     "SELECT row_to_json(t)::text, s.agent, s.key, s.generation, s.boundary, s.summary_index, "
     f"set_config('synchronous_commit', 'off', true), {reads.LOAD_COLUMNS} "
     f"FROM c AS t JOIN sessions_app_session s ON s.id = t.session_id {reads.LOAD_FROM}"
 )
+CLAIM = wire.numbered(f"WITH c AS ({lease.CLAIM} RETURNING *), {_CLAIM_REST}")
+#: ``CLAIM`` that locks the turn's session first (``unit_sql.LOCK_SESSION``, the store's lock
+#: order) in its own statement: a materialized CTE the claim's update reads once, before its scan
+#: of the turn (a claim waiting for its session holds no lock of the turn's row). Its reads of the
+#: session's other turns (the chain's head) are in the statement's snapshot, taken before the
+#: lock: a claim that waited for a unit settling the turn before it in the chain sees that turn
+#: unfinished and claims nothing, where ``CLAIM`` after the lock would claim. What it claims, it
+#: may (a finished turn never joins the chain again, and the claimed row itself is read again
+#: at its update); so only a claim that claimed nothing is sent again, as the lock then ``CLAIM``.
+#: Parameters: the turn, then ``CLAIM``'s.
+CLAIM_LOCKED = wire.numbered(
+    f"WITH l AS MATERIALIZED ({checkpoint.LOCKED_SESSION['turn']}), "
+    f"c AS ({lease.CLAIM.rstrip()} AND EXISTS (SELECT 1 FROM l) RETURNING *), {_CLAIM_REST}"
+)
+
 TRANSCRIPT_FROM = wire.numbered(reads.TRANSCRIPT_PG)
 
 
@@ -295,7 +309,8 @@ def claim_and_load_steps(
     turn_id: str, *, owner: str, attempt_id: str, now: float, lease_seconds: float
 ) -> Generator[wire.Batch, Any, TurnState | None]:
     """``lease.claim`` then ``reads.load``, in one transaction and one round trip: the session's
-    lock, then the claim with the load's reads in one statement (``CLAIM``); None if not claimed.
+    lock, then the claim with the load's reads, in one statement (``CLAIM_LOCKED``; one that
+    claimed nothing is sent again as the lock, then ``CLAIM``); None if not claimed.
 
     The claim commits without waiting for the WAL flush (``synchronous_commit`` off for its
     transaction, as the provider_started journal): the attempt's next checkpoint (a new turn's
@@ -307,30 +322,32 @@ def claim_and_load_steps(
     event, so nothing published depends on it."""
     held = transcripts.known(turn_id)
     key, stretch = held if held is not None else ((None, None), transcripts.Stretch(0))
+    params = [
+        TurnStatus.RUNNING,
+        owner,
+        now + lease_seconds,
+        attempt_id,
+        timezone.now(),  # started_at (the first claim's)
+        turn_id,
+        TurnStatus.QUEUED,
+        TurnStatus.RUNNING,
+        now,
+        SessionStatus.RUNNING,
+        SessionStatus.RUNNING,
+        *key,
+        stretch.start,
+        stretch.end,
+        stretch.end,
+    ]
     batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
-    batch.add(unit_sql.LOCK_SESSION, [turn_id])
-    claimed = batch.add(  # and marks the session running, and commits without the flush: see the docstring
-        CLAIM,
-        [
-            TurnStatus.RUNNING,
-            owner,
-            now + lease_seconds,
-            attempt_id,
-            timezone.now(),  # started_at (the first claim's)
-            turn_id,
-            TurnStatus.QUEUED,
-            TurnStatus.RUNNING,
-            now,
-            SessionStatus.RUNNING,
-            SessionStatus.RUNNING,
-            *key,
-            stretch.start,
-            stretch.end,
-            stretch.end,
-        ],
-    )
-    results = yield batch
-    row = results[claimed]
+    # the lock and the claim, which also marks the session running and commits without the flush
+    batch.add(CLAIM_LOCKED, [turn_id, *params])
+    row = (yield batch)[0]
+    if not row.ntuples:  # perhaps only as the snapshot before the lock saw it: ``CLAIM_LOCKED``
+        again = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+        again.add(unit_sql.LOCK_SESSION, [turn_id])
+        claimed = again.add(CLAIM, params)
+        row = (yield again)[claimed]
     if not row.ntuples:
         return None
     columns = json.loads(wire.text(row, 0))

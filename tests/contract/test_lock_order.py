@@ -218,17 +218,15 @@ def test_a_checkpoint_numbering_its_events_locks_its_session_by_numbering_them()
 
 
 def test_a_claim_marks_its_session_running_in_its_own_statement():
-    """The claim's batch: the session's lock, then the claim, which also marks the session
-    running, turns the flush off for its transaction and reads the load (its steps, its
-    transcript) of the row it claimed, in one statement; and it does all of it."""
-    from sessions_app.store import opening, unit_sql
+    """The claim's batch: one statement that takes the session's lock, then claims, which also
+    marks the session running, turns the flush off for its transaction and reads the load (its
+    steps, its transcript) of the row it claimed; and it does all of it."""
+    from sessions_app.store import opening
 
     batch = next(opening.claim_and_load_steps("t", owner="w", attempt_id="a", now=1.0, lease_seconds=30))
     statements = [sql for sql, _ in batch.commands]
-    assert statements == [
-        unit_sql.LOCK_SESSION,
-        opening.CLAIM,
-    ]
+    assert statements == [opening.CLAIM_LOCKED]
+    assert statements[0].startswith(b"WITH l AS MATERIALIZED (SELECT 1 FROM sessions_app_session WHERE id = ")
     from sessions_app.store import DjangoSessionStore
 
     turn_id = uuid.uuid4().hex
@@ -243,3 +241,44 @@ def test_a_claim_marks_its_session_running_in_its_own_statement():
         raw.close()
     assert m.Turn.objects.get(pk=turn_id).status == "running"
     assert m.Session.objects.get(key="claim-marks").status == "running"
+
+
+def test_a_claim_that_waited_for_the_turn_before_it_to_settle_claims():
+    """The claim's one statement reads the session's chain in a snapshot taken before it waited
+    for the session's lock: there, the turn before it in the chain still runs. Held by the unit
+    that settles that turn, the claim claimed nothing although, once the lock was free, its turn
+    was the chain's head; it is sent again after the lock (as two statements) and claims."""
+    from sessions_app.store import DjangoSessionStore, opening, transcripts
+
+    store = DjangoSessionStore()
+    ref = SessionRef("ops", f"waited-{uuid.uuid4().hex[:8]}")
+    first, second = uuid.uuid4().hex, uuid.uuid4().hex
+    store.create_turn_sync(ref, TurnInput(text="one"), turn_id=first)
+    store.create_turn_sync(ref, TurnInput(text="two"), turn_id=second)
+    session_id = m.Turn.objects.get(pk=first).session_id
+    holder = _connect(autocommit=False)  # the first turn's settling unit, under the session's lock
+    try:
+        holder.execute("SELECT 1 FROM sessions_app_session WHERE id = %s FOR NO KEY UPDATE", [session_id])
+        holder.execute("UPDATE sessions_app_turn SET status = 'completed' WHERE id = %s", [first])
+
+        def claim():
+            raw = _connect(autocommit=True)
+            try:
+                return opening.claim_and_load(raw, second, owner="w", attempt_id="a", now=1.0, lease_seconds=60)
+            finally:
+                raw.close()
+
+        thread, out = _in_thread(claim)
+        wait_for(
+            lambda: holder.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()[0] > 0,
+            timeout=20,
+            what="the claim to wait for the session lock",
+        )
+        holder.commit()
+        thread.join(20)
+    finally:
+        holder.close()
+        transcripts.clear()
+    assert "error" not in out, out.get("error")
+    assert out["value"] is not None and out["value"].turn.turn_id == second
+    assert m.Turn.objects.get(pk=second).status == TurnStatus.RUNNING
