@@ -160,7 +160,7 @@ class Turn(models.Model):
     waiting = models.IntegerField(default=0)
     #: the position of the turn's first message in its generation, set by the unit that writes
     #: it: the turn's messages are read from there by the message table's key (its folded steps,
-    #: ``reads.STEPS``; the guard that records a step once, ``checkpoint.step_guard_sql``)
+    #: ``reads.STEPS``; the guard that records a step once, ``unit_sql.unit_statement``)
     opening = models.IntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -230,7 +230,7 @@ class Message(models.Model):
     #: the step memo's key of the unit that wrote this message, when the step points at it
     #: (``model:<n>``, ``tool:<n>:<call_id>``): the step is recorded in the same row as its result,
     #: not in a Step row of its own (``checkpoint.folded``). Recorded once: the checkpoint that
-    #: writes it refuses a step the turn's messages already hold (``checkpoint.step_guard_sql``)
+    #: writes it refuses a step the turn's messages already hold (``unit_sql.unit_statement``)
     step = models.CharField(max_length=300, null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

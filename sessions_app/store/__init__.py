@@ -31,10 +31,10 @@ everything — tool writes included — rolls back.
 
 Lock order (every transaction that takes both): the session row, then its turns' rows. The
 host operations (``host_ops``, ``opening.create``: create, replace, cancel, answer, reset) lock
-the session with ``SELECT … FOR UPDATE`` before they touch a turn; a claim (``opening``) opens
-with ``unit_sql.LOCK_SESSION`` (``FOR NO KEY UPDATE``), a checkpoint's fence takes it in its own
-statement before the turn's row (``checkpoint.fence_raising_sql``; one that numbers events and
-keeps the status locks the row by that UPDATE, first in its batch), then the session's status.
+the session with ``SELECT … FOR UPDATE`` before they touch a turn; a claim (``opening``) takes
+``unit_sql.LOCK_SESSION`` (``FOR NO KEY UPDATE``) in its claim's statement (``CLAIM_LOCKED``), a
+checkpoint's opening statement before the turn's row (``unit_sql.unit_statement``; one that
+numbers events and keeps the status locks the row by that UPDATE), then the session's status.
 ``lease.claim`` (SQLite), heartbeat and release are single-row statements in their own transaction.
 Taken in the other order, a checkpoint (turn, then session) and a replace (session, then its turns) deadlocked.
 """

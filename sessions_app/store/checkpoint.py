@@ -24,7 +24,7 @@ from agents_app.runtime.errors import StaleAttemptError
 from agents_app.runtime.messages import Message
 from agents_app.runtime.seams import LoggedEvent, SessionRef, SessionStatus, TurnStatus
 from sessions_app import models
-from sessions_app.store import jsontext, wire
+from sessions_app.store import jsontext
 
 IDLE = TransactionStatus.IDLE
 INTRANS = TransactionStatus.INTRANS
@@ -110,8 +110,8 @@ def _fence(columns: tuple[str, ...], opening: bool, refunds: bool, attempt: bool
     return f"UPDATE sessions_app_turn SET {', '.join(sets)} WHERE {where}{returning}"
 
 
-#: the turn's session row locked (``FOR NO KEY UPDATE``) by a fence that opens its unit
-#: (``fence_raising_sql``'s ``lock``): by the session's key, or by the turn's
+#: the turn's session row locked (``FOR NO KEY UPDATE``) by a unit's opening statement that numbers
+#: no events (``unit_sql.unit_statement``) and by a claim's: by the session's key, or by the turn's
 LOCKED_SESSION = {
     "session": "SELECT 1 FROM sessions_app_session WHERE id = %s::bigint FOR NO KEY UPDATE",
     "turn": "SELECT 1 FROM sessions_app_session WHERE id = (SELECT session_id FROM sessions_app_turn "
@@ -120,30 +120,15 @@ LOCKED_SESSION = {
 
 
 def fence_raising_sql(
-    turn_id: str,
-    attempt_id: str | None,
-    changes: dict[str, Any],
-    opening: int | None = None,
-    lock: tuple[str, Any] | None = None,
+    turn_id: str, attempt_id: str | None, changes: dict[str, Any], opening: int | None = None
 ) -> tuple[str, list[Any]]:
     """The fence as one statement that returns (cancel_reason, session_id, generation) or, when
-    it matched no row, raises ``june_lease_lost`` (SQLSTATE JUNE1; migration 0004).
-
-    ``lock``: (``"session"``, the session's key) or (``"turn"``, the turn's id): the statement
-    first locks the turn's session row (``LOCKED_SESSION``, the store's lock order) and only then
-    reads and updates the turn's: the lock is a materialized CTE that the update's one-time
-    filter reads before its scan of the turn, so a fence waiting for its session holds no lock
-    of the turn's row. A turn row that another transaction changed meanwhile is read again at
-    the update (PostgreSQL's recheck of the newest version), as a statement after the lock
-    would read it."""
+    it matched no row, raises ``june_lease_lost`` (SQLSTATE JUNE1; migration 0002_database): a
+    journal's (``checkpoint_pg.journal_batch``). A unit's fence is part of its opening statement
+    (``unit_sql.unit_statement``)."""
     update, params = fence_sql(turn_id, attempt_id, changes, opening)
-    head = ""
-    if lock is not None:
-        head = f"l AS MATERIALIZED ({LOCKED_SESSION[lock[0]]}), "
-        update += " AND EXISTS (SELECT 1 FROM l)"
-        params = [lock[1], *params]
     return (
-        f"WITH {head}f AS ({update} RETURNING cancel_reason, session_id, generation) "
+        f"WITH f AS ({update} RETURNING cancel_reason, session_id, generation) "
         "SELECT f.cancel_reason, f.session_id, f.generation, "
         "CASE WHEN f.session_id IS NULL THEN june_lease_lost(%s::text, %s::text) END "
         "FROM (SELECT 1) AS one LEFT JOIN f ON true",
@@ -233,36 +218,12 @@ def opening_of(messages: list[tuple[int, Message]]) -> int | None:
 #: under the session's row lock (a unit's first statement): no other unit of the turn writes
 #: meanwhile. On SQLite the fence's condition (``fence_sql``), on the row it updates, before its
 #: messages are inserted (a unit folds a step once: ``write_plain`` checks its own); on
-#: PostgreSQL a statement of the batch raises (JUNE3, ``step_guard_sql``).
+#: PostgreSQL the unit's opening statement raises (JUNE3, ``unit_sql.unit_statement``).
 STEP_HELD = (
     "SELECT 1 FROM sessions_app_message m WHERE m.session_id = sessions_app_turn.session_id "
     'AND m.generation = sessions_app_turn.generation AND m."index" >= sessions_app_turn.opening '
     "AND m.turn_id = sessions_app_turn.id AND m.step IN ({steps})"
 )
-STEP_HELD_PG = (
-    "SELECT {select} FROM sessions_app_turn t JOIN sessions_app_message m ON m.session_id = t.session_id "
-    'AND m.generation = t.generation AND m."index" >= t.opening WHERE t.id = {turn} AND m.turn_id = {ref} '
-    "AND m.step {step}"
-)
-
-
-@functools.lru_cache(maxsize=8)
-def step_guard_sql(count: int) -> bytes:
-    """PostgreSQL's guard (``STEP_HELD``) for a unit that folds ``count`` steps: raises if the
-    turn holds one already."""
-    return wire.numbered(step_guard_text(count))
-
-
-def step_guard_text(count: int) -> str:
-    """``step_guard_sql``'s text with ``%s`` placeholders (parameters: the turn, the ``count``
-    keys): ``checkpoint_pg.insert_messages_sql`` runs it ahead of a unit's messages."""
-    steps = ", ".join(["%s::text"] * count)
-    return (
-        STEP_HELD_PG.format(
-            select="june_step_recorded(t.id, m.step)", turn="%s::text", ref="june_tid(t.id)", step=f"IN ({steps})"
-        )
-        + " LIMIT 1"
-    )
 
 
 def stored_ref(turn_id: str | None) -> Any:

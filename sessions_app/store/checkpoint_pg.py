@@ -210,7 +210,7 @@ def write_steps(
         for j in more:
             i, m = messages[j]
             params += [i, str(m.role), rows[j], keys.get(i)]
-        batch.add(insert_messages_sql(len(more), 0, known), params if known else [*params, turn_id])
+        batch.add(insert_messages_sql(len(more), known), params if known else [*params, turn_id])
     for key, idx, data in steps:
         batch.add(INSERT_STEP, [key, idx, dumps(data) if data is not None else None, now, turn_id])
     final = changes.get("status") in FINAL_STATUSES

@@ -1,6 +1,7 @@
 """The statements of a checkpoint's unit on PostgreSQL (``checkpoint_pg`` sends them, one
-``wire.Batch`` a unit), each made once per shape: the event numbering with the events' insert,
-the messages' insert with the step guard, the session's lock and status, the chain's head.
+``wire.Batch`` a unit), each made once per shape: the unit's opening statement (the session's
+row, the fence, the step guard, the first messages and events: ``unit_statement``), the event
+numbering with the session's status, more messages and events, the chain's head.
 
 Two forms of most: one that finds the turn's session and generation from the turn's row, and
 one for a unit whose turn's session this process knows (``transcripts.facts``: its claim read
@@ -17,7 +18,6 @@ from sessions_app.store.checkpoint import (
     LOCKED_SESSION,
     NEXT_IN_CHAIN,
     session_status_sql,
-    step_guard_text,
 )
 
 SESSION_STATUS_BY_TURN = wire.numbered(session_status_sql(by_turn=True))
@@ -53,43 +53,29 @@ NEXT_IN_CHAIN_OF_SESSION = (
 ROWS_PER_INSERT = 8
 
 
-@functools.lru_cache(maxsize=8 * ROWS_PER_INSERT)
-def insert_messages_sql(count: int, guarded: int = 0, known: bool = False) -> bytes:
-    """A unit's ``count`` messages in one statement, each reading its session and generation
-    from the turn's row. ``guarded``: how many step keys the unit folds into its messages
-    (``checkpoint.folded``); the statement then raises first (JUNE3, ``june_step_recorded``)
-    when the turn's messages hold one of them already — the step guard (``step_guard_text``),
-    read in the statement's snapshot (the fence's update before it included), before any row is
-    inserted. Parameters: with a guard, the turn and the ``guarded`` keys; then the time, each
-    message's position, role, JSON and step key, and the turn.
+@functools.lru_cache(maxsize=2 * ROWS_PER_INSERT)
+def insert_messages_sql(count: int, known: bool = False) -> bytes:
+    """``count`` messages of a unit in one statement, each reading its session and generation
+    from the turn's row: the ones past the first ``ROWS_PER_INSERT`` (``unit_statement`` inserts
+    those, after the step guard). Parameters: the time, each message's position, role, JSON and
+    step key, and the turn.
 
     ``known``: the process knows the turn's session and generation (``transcripts.facts``), which
     the statement then takes as parameters, with the turn's stored reference (``known_ref``),
-    reading no turn row for them: after the guard's parameters, the session, the generation, the
-    turn's reference and the time, then each message's four (no turn at the end). The fence
-    before it in the batch refuses a turn that is not there (or not the attempt's)."""
+    reading no turn row for them: the session, the generation, the turn's reference and the
+    time, then each message's four (no turn at the end)."""
     rows = ", ".join(["(%s::integer, %s::text, %s::json, %s::text)"] * count)
     columns = (
         'INSERT INTO sessions_app_message (session_id, generation, "index", turn_id, role, data, step, created_at) '
     )
     if known:
-        insert = (
+        return wire.numbered(
             f"{columns}SELECT %s::bigint, %s::integer, v.i, %s::bytea, v.role, v.data, v.step, %s::timestamptz "
             f"FROM (VALUES {rows}) AS v(i, role, data, step)"
         )
-        where = " WHERE"
-    else:
-        insert = (
-            f"{columns}SELECT t.session_id, t.generation, v.i, june_tid(t.id), v.role, v.data, v.step, %s::timestamptz "
-            f"FROM sessions_app_turn t CROSS JOIN (VALUES {rows}) AS v(i, role, data, step) WHERE t.id = %s::text"
-        )
-        where = " AND"
-    if not guarded:
-        return wire.numbered(insert)
-    # MATERIALIZED: the guard's rows are computed (and the function raises on the first) whatever
-    # the planner would make of a subquery (an EXISTS drops its select list, the call with it)
     return wire.numbered(
-        f"WITH g AS MATERIALIZED ({step_guard_text(guarded)}) {insert}{where} NOT EXISTS (SELECT 1 FROM g)"
+        f"{columns}SELECT t.session_id, t.generation, v.i, june_tid(t.id), v.role, v.data, v.step, %s::timestamptz "
+        f"FROM sessions_app_turn t CROSS JOIN (VALUES {rows}) AS v(i, role, data, step) WHERE t.id = %s::text"
     )
 
 
@@ -167,8 +153,9 @@ MOVE_BOUNDARY = wire.numbered(
 NEXT_IN_CHAIN_PG = wire.numbered(NEXT_IN_CHAIN)
 ASYNC_COMMIT = b"SELECT set_config('synchronous_commit', 'off', true)"
 #: the store's lock order (sessions_app.store): the session row before its turn's, as the host
-#: operations take them: a claim's batch opens with it (a checkpoint's fence takes it in its own
-#: statement: ``checkpoint.fence_raising_sql``)
+#: operations take them: a claim's statement opens with it (``opening.CLAIM_LOCKED``; sent on its
+#: own before ``opening.CLAIM`` when that claimed nothing), a unit's that numbers no events too
+#: (``unit_statement``)
 LOCK_SESSION = wire.numbered(LOCKED_SESSION["turn"])
 
 

@@ -6,13 +6,15 @@ a step once, and the admin's and the inbox's reads of a turn's rows never scan a
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.db.models import OuterRef
 
 from sessions_app import models as m
 from sessions_app import selectors
-from sessions_app.store import checkpoint, opening, reads, wire
+from sessions_app.store import checkpoint, opening, reads, unit_sql, wire
 from tests.conftest import is_postgres
 
 pytestmark = pytest.mark.django_db
@@ -88,6 +90,9 @@ def _by_keys(name: str, plan: str) -> None:
 def test_the_step_memo_and_the_guard_read_a_turns_messages_by_the_key(many_turns):
     turn_id = many_turns
     if is_postgres():
+        # a unit's opening statement, with its guard (its numbered parameters as ``%s`` again)
+        unit = unit_sql.unit_statement(checkpoint.fence_sql(turn_id, "a", {"phase": "x"}, 9)[0], "lock turn", 1, 2)
+        ref = m.turn_ref(turn_id)
         statements = {
             "steps": (reads.STEPS_PG, [turn_id, turn_id]),
             "the claim's load": (
@@ -95,7 +100,16 @@ def test_the_step_memo_and_the_guard_read_a_turns_messages_by_the_key(many_turns
                 ["running", "w", 31.0, "attempt", None, turn_id, "running", "running", 2.0, "running", "running"]
                 + [None, None, 0, 0, 0],
             ),
-            "step guard": (checkpoint.step_guard_sql(2).decode(), [turn_id, "model:1", "tool:1:c"]),
+            "the claim's load, under its lock": (
+                opening.CLAIM_LOCKED.decode(),
+                [turn_id, "running", "w", 31.0, "attempt", None, turn_id, "running", "running", 2.0, "running"]
+                + ["running", None, None, 0, 0, 0],
+            ),
+            "step guard": (
+                re.sub(r"\$\d+", "%s", unit.decode()),
+                [turn_id, "x", 9, turn_id, "a", ref, "model:1", "tool:1:c", ref, None, 9, "user", "{}", None]
+                + [turn_id, "a"],
+            ),
         }
     else:
         statements = {
