@@ -97,6 +97,7 @@ def to_html(text: str) -> str:
         tags=TAGS,
         attributes=ATTRIBUTES,
         url_schemes={"http", "https", "mailto"},
+        url_relative="deny",  # a relative, empty or scheme-less ("//host") link loses its target too
         link_rel="noopener noreferrer",
         filter_style_properties={"text-align"},
     )

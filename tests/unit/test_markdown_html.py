@@ -73,6 +73,17 @@ def test_raw_html_and_script_links_never_come_out(payload):
     assert_safe(to_html(payload))
 
 
+@pytest.mark.parametrize(
+    "text", ["[a]()", "[]()", "[a](<>)", "[a](x)", "[a](/admin/)", "[a](#top)", "[a](//evil.example)"]
+)
+def test_a_link_without_an_allowed_scheme_loses_its_target(text):
+    """docs/ui.md: links are http, https and mailto only; a relative, empty or scheme-less link
+    kept its href (hypothesis found ``[]()``)."""
+    html = to_html(text)
+    assert "<a " in html and "href" not in html, html
+    assert_safe(html)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("<>\"'=/:*_`#|-[]()!\n ajscriptonerrorimg")), max_size=200))
 def test_no_text_makes_a_tag_or_handler(text):

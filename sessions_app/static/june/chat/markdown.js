@@ -73,7 +73,8 @@ function purify() {
     else if (data.attrName === "style") data.keepAttr = ALIGN.test(data.attrValue.trim());
     else if (data.attrName === "href") {
       const scheme = SCHEME.exec(data.attrValue.trim());
-      data.keepAttr = !scheme || ["http", "https", "mailto"].includes(scheme[1].toLowerCase());
+      // nh3's url_relative="deny": a relative, empty or "//host" link loses its target too
+      data.keepAttr = !!scheme && ["http", "https", "mailto"].includes(scheme[1].toLowerCase());
     }
   });
   purifier.addHook("afterSanitizeAttributes", (node) => {
