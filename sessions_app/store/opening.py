@@ -3,9 +3,11 @@ checkpoint), on whichever psycopg connection the store hands it (its own, ``dire
 Django's, inside the caller's transaction):
 
 - ``create``: get-or-create the session (a new one is owned by the creator; one that exists
-  must be the creator's when the creator is a user), lock it, refuse under ``rules.check_start``, take the next place in the session's chain, insert the queued
-  turn and mark the session running — ``host_ops.create_turn``'s statements, sent at once
-  (the runners' wake-up is sent after the commit, by another connection: ``outbox.queue.Waker``);
+  must be the creator's when the creator is a user), lock it, refuse under ``rules.check_start``,
+  take the next place in the session's chain, insert the queued turn and mark the session
+  running — ``host_ops.create_turn``'s statements, in one (``_open``: a new session is written
+  once, as the creation leaves it); the runners' wake-up is sent after the commit, by another
+  connection (``outbox.queue.Waker``);
 - ``claim_and_load``: lock the turn's session, claim the lease (``lease.CLAIM``, unchanged), mark
   the session running, and read back the claimed turn, its step memo and its transcript from the
   boundary — ``lease.claim`` and ``reads.load`` in one transaction; of the transcript, only what
@@ -55,14 +57,10 @@ UNIQUE_VIOLATION = "23505"
 #: named; two parameters, the creator's key twice. A session of another owner matches nothing: it
 #: is not locked, no fact is checked on it, no turn is created in it (``NotSessionOwner``)
 OWNED = "(%s::text IS NULL OR owner_id::text = %s::text)"
-#: ``check_start``'s facts under the session's row lock (the creator's session only: ``OWNED``);
-#: raises when one holds
-LOCK_AND_CHECK = wire.numbered(
-    "SELECT CASE WHEN f.turn_exists OR f.parked OR f.taken_over "
-    "THEN june_start_refused(f.turn_exists, f.parked, f.taken_over) END "
-    f"FROM (SELECT id, generation FROM sessions_app_session WHERE agent = %s::text AND key = %s::text AND {OWNED} "
-    "FOR UPDATE) s CROSS JOIN LATERAL (SELECT "
-    "EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s::text) AS turn_exists, "
+#: ``check_start``'s facts of the creator's session (``OWNED``), locked; the turn's id last
+LOCKED = f"SELECT id, generation FROM sessions_app_session WHERE agent = %s::text AND key = %s::text AND {OWNED}"
+FACTS = (
+    "(SELECT EXISTS (SELECT 1 FROM sessions_app_turn WHERE id = %s::text) AS turn_exists, "
     # the status as a literal, as ``checkpoint.session_status_sql``'s: a parameter's generic plan
     # read every turn the session ever ran (by its foreign key) to find a parked one
     "EXISTS (SELECT 1 FROM sessions_app_turn t WHERE t.session_id = s.id "
@@ -70,6 +68,12 @@ LOCK_AND_CHECK = wire.numbered(
     # a person has the session (``takeover``): its open row, by the partial unique index
     "EXISTS (SELECT 1 FROM sessions_app_takeover o WHERE o.session_id = s.id AND o.ended_at IS NULL) AS taken_over) f"
 )
+#: raises when one of the facts holds
+REFUSE = (
+    "CASE WHEN f.turn_exists OR f.parked OR f.taken_over "
+    "THEN june_start_refused(f.turn_exists, f.parked, f.taken_over) END"
+)
+LOCK_AND_CHECK = wire.numbered(f"SELECT {REFUSE} FROM ({LOCKED} FOR UPDATE) s CROSS JOIN LATERAL {FACTS}")
 #: the claim (``lease.CLAIM``), the session marked running when it took the lease (``r``: a
 #: data-modifying CTE runs whether or not the query reads it), and the claimed row with what its
 #: load needs of the session (the session as it was before ``r``: its status is not read), and
@@ -201,6 +205,30 @@ def _insert_turn() -> tuple[bytes, Row]:
     ), row
 
 
+@functools.cache
+def _open() -> tuple[bytes, Row]:
+    """A creation in one statement: a new session inserted as the creation leaves it (running,
+    its first turn's place taken: written once, not inserted then updated), or else the creator's
+    session locked, checked (``LOCK_AND_CHECK``'s facts) and updated as ``_insert_turn`` does;
+    then the turn, in whichever. Parameters: the new session's, then ``LOCK_AND_CHECK``'s, then
+    the status and the time, then the turn's. No row when neither was found (the session is
+    another's, or a concurrent start created it after this statement's snapshot)."""
+    row = Row(m.Session, given=("agent", "key", "owner_id", "turn_seq", "status"))
+    turn = _insert_turn()[1]
+    return wire.numbered(
+        f"WITH n AS (INSERT INTO sessions_app_session ({', '.join(row.names)}) VALUES ({', '.join(row.slots)}) "
+        "ON CONFLICT (agent, key) DO NOTHING RETURNING id, turn_seq, generation), "
+        f"c AS MATERIALIZED (SELECT s.id, {REFUSE} AS refused "
+        f"FROM ({LOCKED} AND NOT EXISTS (SELECT 1 FROM n) FOR UPDATE) s CROSS JOIN LATERAL {FACTS}), "
+        "u AS (UPDATE sessions_app_session SET turn_seq = turn_seq + 1, status = %s::text, "
+        "updated_at = %s::timestamptz WHERE id = (SELECT id FROM c WHERE refused IS NULL) "
+        "RETURNING id, turn_seq, generation) "
+        f'INSERT INTO sessions_app_turn (session_id, "order", generation, {", ".join(turn.names)}) '
+        f"SELECT s.id, s.turn_seq, s.generation, {', '.join(turn.slots)} "
+        "FROM (SELECT * FROM n UNION ALL SELECT * FROM u) s RETURNING generation, session_id"
+    ), row
+
+
 def create(
     raw: psycopg.Connection,
     session: SessionRef,
@@ -236,37 +264,55 @@ def create_steps(
     status: Any = None,
     ends_transaction: bool = True,
 ) -> Generator[wire.Batch, Any, Outcome]:
-    """Create the queued turn in one round trip (``status``, ``ends_transaction``: as
-    ``checkpoint_pg.write_steps``'s). Raises what ``rules.check_start`` raises, or ``NotSessionOwner``
+    """Create the queued turn in one statement (``_open``; in a second round trip, the three of
+    ``LOCK_AND_CHECK``'s when it found no session to use). ``status``, ``ends_transaction``: as
+    ``checkpoint_pg.write_steps``'s. Raises what ``rules.check_start`` raises, or ``NotSessionOwner``
     when ``created_by`` (a user) does not own the session that exists; nothing is written then."""
     owner = created_by if getattr(created_by, "pk", None) else None
     creator = None if owner is None else str(owner.pk)
     now = timezone.now()
-    insert_session, session_row = _insert_session()
-    insert_turn, turn_row = _insert_turn()
     owner_id = None if owner is None else owner.pk
-    session_params, _ = session_row.values({"agent": session.agent, "key": session.key, "owner_id": owner_id}, now)
-    given = {
-        "id": turn_id,
-        "status": TurnStatus.QUEUED,
-        "kind": input.kind,
-        "source": input.source or "",
-        "input": input.to_json(),
-        "policy": policy,
-        "created_by_id": owner_id,
-    }
-    turn_params, turn = turn_row.values(given, now)
-    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
+    given: dict[str, Any] = {"id": turn_id, "status": TurnStatus.QUEUED, "kind": input.kind}
+    given.update(source=input.source or "", input=input.to_json(), policy=policy, created_by_id=owner_id)
+    turn_params, turn = _insert_turn()[1].values(given, now)
+    check = [session.agent, session.key, creator, creator, turn_id]
     status = checkpoint.IDLE if status is None else status
+    opened, new_session = _open()
+    new = {"agent": session.agent, "key": session.key, "owner_id": owner_id, "turn_seq": 1}
+    params = new_session.values({**new, "status": SessionStatus.RUNNING}, now)[0]
+    batch, at = _batch(status, ends_transaction, (opened, [*params, *check, SessionStatus.RUNNING, now, *turn_params]))
+    row = (yield from _refusing(batch))[at]
+    if not row.ntuples:  # another's session, or one a concurrent start created: in three statements
+        insert_session, session_row = _insert_session()
+        params = session_row.values({"agent": session.agent, "key": session.key, "owner_id": owner_id}, now)[0]
+        after = checkpoint.IDLE if ends_transaction else checkpoint.INTRANS  # as the first batch left it
+        insert_turn = [SessionStatus.RUNNING, now, session.agent, session.key, creator, creator, *turn_params]
+        statements = ((insert_session, params), (LOCK_AND_CHECK, check), (_insert_turn()[0], insert_turn))
+        batch, at = _batch(after, ends_transaction, *statements)
+        row = (yield from _refusing(batch))[at]
+    if not row.ntuples:
+        if creator is not None:  # another's session, or none (deleted meanwhile): ``access`` says which
+            raise NotSessionOwner(f"session {session} is not the creator's")
+        raise NotFound(f"session {session} was deleted while the turn was created")
+    turn["generation"] = wire.number(row, 0)
+    transcripts.remember(turn_id, wire.number(row, 1), turn["generation"])
+    return Outcome(turn=record_of(SimpleNamespace(**turn), SimpleNamespace(agent=session.agent, key=session.key)))
+
+
+def _batch(status: Any, ends_transaction: bool, *statements: tuple[bytes, list[Any]]) -> tuple[wire.Batch, int]:
+    """(a batch of ``statements`` in the transaction ``status`` and ``ends_transaction`` call for,
+    as ``checkpoint_pg.write_steps``'s; the index of the last one's result)."""
+    batch = wire.Batch(prepare=settings.JUNE_PREPARED_CHECKPOINTS)
     if not ends_transaction and status == checkpoint.IDLE:  # not ours to commit at the Sync
         batch.add(b"BEGIN")
-    batch.add(insert_session, session_params)
-    batch.add(LOCK_AND_CHECK, [session.agent, session.key, creator, creator, turn_id])
-    inserted = batch.add(
-        insert_turn, [SessionStatus.RUNNING, now, session.agent, session.key, creator, creator, *turn_params]
-    )
+    at = [batch.add(sql, params) for sql, params in statements][-1]
     if ends_transaction and status == checkpoint.INTRANS:
         batch.add(b"COMMIT")
+    return batch, at
+
+
+def _refusing(batch: wire.Batch) -> Generator[wire.Batch, Any, list[Any]]:
+    """``batch``'s results; a refusal of the creation raised as ``rules.check_start`` raises it."""
     try:
         results = yield batch
     except psycopg.Error as exc:
@@ -274,17 +320,9 @@ def create_steps(
         if facts is None:
             raise
     else:
-        facts = None
-    if facts is not None:
-        rules.check_start(**facts)
-        raise AssertionError(f"june_start_refused raised on facts check_start allows: {facts}")
-    if not results[inserted].ntuples:
-        if creator is not None:  # another's session, or none (deleted meanwhile): ``access`` says which
-            raise NotSessionOwner(f"session {session} is not the creator's")
-        raise NotFound(f"session {session} was deleted while the turn was created")
-    turn["generation"] = wire.number(results[inserted], 0)
-    transcripts.remember(turn_id, wire.number(results[inserted], 1), turn["generation"])
-    return Outcome(turn=record_of(SimpleNamespace(**turn), SimpleNamespace(agent=session.agent, key=session.key)))
+        return cast(list[Any], results)
+    rules.check_start(**facts)
+    raise AssertionError(f"june_start_refused raised on facts check_start allows: {facts}")
 
 
 def _refused(exc: psycopg.Error) -> dict[str, bool] | None:

@@ -199,9 +199,10 @@ def test_a_checkpoint_inserts_its_rows_in_one_statement_each_and_a_parentless_tu
 
 
 def test_a_creation_marks_its_session_running_without_recomputing_its_status(monkeypatch):
-    """A creation's batch is the session's get-or-create, the check under its lock, and the
-    turn's insert, which marks the session running and stamps it: what recomputing the status
-    answered once the creation passed the check (no parked turn, a queued one in the chain)."""
+    """A creation is one statement, a new session's or an existing one's: the session inserted as
+    the creation leaves it, or locked, checked and updated; then the turn's insert. The session is
+    marked running and stamped: what recomputing the status answered once the creation passed the
+    check (no parked turn, a queued one in the chain)."""
     postgres_only()
     from sessions_app.store import DjangoSessionStore, checkpoint_pg, direct
 
@@ -215,10 +216,73 @@ def test_a_creation_marks_its_session_running_without_recomputing_its_status(mon
         asyncio.run(store.create_turn(ref, TurnInput(text="second"), turn_id=uuid.uuid4().hex))
     finally:
         direct.close_all()
-    assert [len(batch) for batch in sent[-1:]] == [3]
+    assert [len(batch) for batch in sent[-2:]] == [1, 1]
     assert checkpoint_pg.SESSION_STATUS_BY_TURN not in sent[-1]
     session = m.Session.objects.get(key="marked")
-    assert session.status == "running" and session.updated_at > before
+    assert session.status == "running" and session.updated_at > before and session.turn_seq == 2
+
+
+def test_a_new_sessions_row_is_written_once():
+    """A new session is inserted as its first creation leaves it (running, its first turn's place
+    taken), not inserted and then updated: the creation's transaction updates no session row.
+    An existing session's creation updates its row once."""
+    postgres_only()
+    from sessions_app.store import opening
+
+    conn = _own_connection()
+    written = "SELECT n_tup_ins, n_tup_upd FROM pg_stat_xact_user_tables WHERE relname = 'sessions_app_session'"
+    seen = []
+    try:
+        for turn_id in ("once1", "once2"):
+            conn.execute("BEGIN")
+            opening.create(
+                conn, SessionRef("ops", "once"), TurnInput(text="x"), turn_id=turn_id, ends_transaction=False
+            )
+            seen.append(conn.execute(written).fetchone())  # this backend's counts not yet reported
+            conn.execute("COMMIT")
+    finally:
+        conn.close()
+    assert seen[0] == (1, 0) and seen[1][1] == 1  # the new session: inserted, never updated
+    session = m.Session.objects.get(key="once")
+    assert (session.turn_seq, session.status) == (2, "running")
+
+
+def _own_connection():
+    import psycopg
+    from django.db import connections
+
+    params = connections["default"].get_connection_params()
+    params.pop("cursor_factory", None)
+    params["prepare_threshold"] = None
+    return psycopg.connect(**params, autocommit=True)
+
+
+def test_a_creation_racing_another_for_a_new_session_takes_the_next_place():
+    """Two first creations of one session at once: the one whose statement began before the other
+    committed the session does not see it (its snapshot) and finds no row to use; it creates its
+    turn in the same three statements as before, after the other's."""
+    postgres_only()
+    from sessions_app.store import DjangoSessionStore, direct, opening
+
+    ref = SessionRef("ops", "raced")
+    other = _own_connection()
+    try:
+        other.execute("BEGIN")
+        opening.create(other, ref, TurnInput(text="first"), turn_id="first", ends_transaction=False)
+        thread, out = _in_thread(
+            lambda: asyncio.run(DjangoSessionStore().create_turn(ref, TurnInput(text="second"), turn_id="second"))
+        )
+        time.sleep(0.5)  # the second's statement waits for the first's row
+        assert thread.is_alive()
+        other.execute("COMMIT")
+        thread.join(30)
+    finally:
+        other.close()
+        direct.close_all()
+    assert "error" not in out, out
+    orders = dict(m.Turn.objects.filter(session__key="raced").values_list("id", "order"))
+    assert orders == {"first": 1, "second": 2}
+    assert m.Session.objects.get(key="raced").turn_seq == 2
 
 
 def test_a_creations_rows_are_the_ones_the_orm_inserts():
