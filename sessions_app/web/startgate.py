@@ -83,7 +83,13 @@ class DjangoStart:
         if request is not None:
             response = self.handler.get_response(request)
         try:
-            headers = [(_latin1(k, "ascii"), _latin1(v, "latin1")) for k, v in response.items()]
+            headers = [
+                (
+                    k.encode("ascii") if isinstance(k, str) else bytes(k),
+                    v.encode("latin1") if isinstance(v, str) else bytes(v),
+                )
+                for k, v in _header_items(response)
+            ]
             headers += [(b"Set-Cookie", c.output(header="").encode("ascii").strip()) for c in response.cookies.values()]
             content = b"".join(response) if response.streaming else response.content
             return response.status_code, headers, content
@@ -118,8 +124,13 @@ class _Handler(BaseHandler):
         return super().resolve_request(request)
 
 
-def _latin1(value: str | bytes, encoding: str) -> bytes:
-    return value.encode(encoding) if isinstance(value, str) else bytes(value)
+def _header_items(response: Any) -> Any:
+    """The response's (name, value) pairs, as ``response.items()`` gives them: read from the
+    store of Django's header mapping (``CaseInsensitiveMapping._store``: its values are the
+    pairs), which ``items()`` walks with a Python call per header, through the public call
+    where a response's headers keep no such store."""
+    store = getattr(response.headers, "_store", None)
+    return store.values() if isinstance(store, dict) else response.items()
 
 
 class StartGate:
