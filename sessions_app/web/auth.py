@@ -9,6 +9,7 @@ any form post. A present but wrong ``Authorization`` header never falls back to 
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -64,14 +65,48 @@ def user_for_token(raw: str) -> Any:
         raise Unauthenticated("invalid API token")
     key_hash = ApiToken.hash(raw)
     known = _known.get(key_hash)
+    now = timezone.now()
+    if known is None or known.good_until <= clock() or _unrecorded(known, now):
+        if settings.JUNE_TOKEN_CACHE_SECONDS > 0:
+            with _reading(key_hash):  # the token's other requests meanwhile take this one's read
+                known = _refreshed(key_hash, now)
+        else:
+            known = _refreshed(key_hash, now)
+    return copy.copy(known.user)
+
+
+def _unrecorded(known: Known, now: datetime) -> bool:
+    return known.last_used_at is None or now - known.last_used_at >= LAST_USED_GRANULARITY
+
+
+def _refreshed(key_hash: str, now: datetime) -> Known:
+    """The token as ``_known`` holds it, read first when missing or past its time, and its use
+    recorded when its last one is older than the granularity."""
+    known = _known.get(key_hash)
     if known is None or known.good_until <= clock():
         known = _read(key_hash)
-    now = timezone.now()
-    if known.last_used_at is None or now - known.last_used_at >= LAST_USED_GRANULARITY:
+    if _unrecorded(known, now):
         ApiToken.objects.filter(pk=known.pk).update(last_used_at=now)
         if _known.get(key_hash) is known:
-            _known[key_hash] = known._replace(last_used_at=now)
-    return copy.copy(known.user)
+            known = _known[key_hash] = known._replace(last_used_at=now)
+    return known
+
+
+#: token hash -> the lock its reads take: the requests of a burst that find their token missing
+#: or past its time at once (a burst's first, or the first after the window) make one read and
+#: one record of its use between them, not one each; other tokens' reads do not wait for it
+_locks: dict[str, threading.Lock] = {}
+_locks_lock = threading.Lock()
+
+
+def _reading(key_hash: str) -> threading.Lock:
+    with _locks_lock:
+        lock = _locks.get(key_hash)
+        if lock is None:
+            if len(_locks) >= CACHE_ENTRIES:
+                _locks.clear()
+            lock = _locks[key_hash] = threading.Lock()
+        return lock
 
 
 def _read(key_hash: str) -> Known:

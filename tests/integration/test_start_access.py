@@ -6,6 +6,8 @@ body, and leaves nothing behind."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connection
@@ -48,6 +50,44 @@ def test_a_token_is_read_once_per_cache_window_and_its_use_still_recorded(later,
         assert _start(api, "s2")[0] == 202
     assert sum("sessions_app_apitoken" in sql and sql.startswith("SELECT") for sql in statements) == 1
     assert m.ApiToken.objects.get().last_used_at is not None
+
+
+def test_a_bursts_requests_that_find_their_token_unread_make_one_read_between_them(settings, monkeypatch):
+    """Requests of one token that find it missing (or past its window) at once take the first's
+    read and its record of use, not one each: a burst's first requests, and its first after
+    each window."""
+    import threading
+
+    from django.db import connections
+
+    settings.JUNE_TOKEN_CACHE_SECONDS = 5
+    alice = make_user("alice")
+    raw = token_for(alice)
+    reads, read = [], auth._read
+
+    def slow_read(key_hash):
+        reads.append(key_hash)
+        time.sleep(0.2)  # the others arrive while it reads
+        return read(key_hash)
+
+    monkeypatch.setattr(auth, "_read", slow_read)
+    auth._known.clear()
+    go, users = threading.Barrier(5), []
+
+    def request() -> None:
+        try:
+            go.wait()
+            users.append(auth.user_for_token(raw))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=request) for _ in range(5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert [u.pk for u in users] == [alice.pk] * 5 and len({id(u) for u in users}) == 5
+    assert len(reads) == 1
 
 
 def test_a_token_deleted_in_another_process_is_refused_within_the_cache_window(later, settings):
