@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import os
 import sys
 import weakref
@@ -79,19 +80,52 @@ def claude_models(agent: Agent) -> list[tuple[str, str | None]]:
     return found
 
 
+#: the environment a Claude model reads when it is built (``anthropic.AnthropicModel``)
+_CLIENT_ENVIRON = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")
+#: the Claude models ``model_for`` built, per event loop (their clients are the loop's) and agent
+#: name: (what each was built from — the agent's model and settings, the loop's kind, the
+#: environment — and the model); one whose basis changed (a reloaded agent, a new key) is built again
+_BUILT: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, tuple[tuple[Any, ...], Model]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def model_for(agent: Agent) -> Model:
-    name = provider_name(agent)
+    """The agent's model for a turn. A Claude model is built once per agent and event loop and
+    then handed to each of its turns (``_BUILT``): it holds no turn's state, and building it
+    validates the settings, sets up the prompt cache and looks its client up. A registered
+    factory is called every time (a test's scripted model is its own per turn)."""
+    declared = _declared(agent)
+    name = declared[0].partition(":")[0]
     if name in _FACTORIES:
         return _FACTORIES[name](agent)
     if name == "demo":
         from .demo import DemoModel  # imported when chosen, like the SDK below
 
         return DemoModel(**_demo_options(agent))
-    if name in CLAUDE_PLATFORMS:
-        from .fallback import claude_model  # imported here: only a site that uses it loads the SDK
+    if name not in CLAUDE_PLATFORMS:
+        raise AgentConfigError(f"agent {agent.name!r}: unknown model provider {name!r}")
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:  # outside a loop: a model (and a client) of its own, as before
+        return _claude_model(agent)
+    basis = (declared, agent.model_config, loop in _LONG_LIVED, *map(os.environ.get, _CLIENT_ENVIRON))
+    built = _BUILT.get(loop)
+    if built is None:
+        built = _BUILT[loop] = {}
+    found = built.get(agent.name)
+    if found is not None and found[0] == basis:
+        return found[1]
+    model = _claude_model(agent)
+    # the settings copied: an agent whose ``model_config`` is changed in place gets a new model
+    built[agent.name] = ((declared, copy.deepcopy(agent.model_config), *basis[2:]), model)
+    return model
 
-        return claude_model(agent.name, claude_models(agent), dict(agent.model_config))
-    raise AgentConfigError(f"agent {agent.name!r}: unknown model provider {name!r}")
+
+def _claude_model(agent: Agent) -> Model:
+    from .fallback import claude_model  # imported here: only a site that uses it loads the SDK
+
+    return claude_model(agent.name, claude_models(agent), dict(agent.model_config))
 
 
 def context_window(agent: Agent) -> int | None:
@@ -147,6 +181,7 @@ async def long_lived_loop() -> AsyncIterator[None]:
         yield
     finally:
         _LONG_LIVED.discard(loop)
+        _BUILT.pop(loop, None)  # their clients are closed below
         provider = sys.modules.get(f"{__name__}.anthropic")
         if provider is not None:
             await provider.close_clients(loop)
