@@ -221,8 +221,8 @@ def _log_refusal(future: asyncio.Future[Any]) -> None:
 
 
 class Pipes:
-    """``size`` pipes on one event loop, opened on first use; a turn's units always take the
-    same one (``for_turn``)."""
+    """``size`` pipes on one event loop, opened all at once when the runner starts
+    (``open_all``), or on first use; a turn's units always take the same one (``for_turn``)."""
 
     def __init__(self, size: int, params: Callable[[], dict[str, Any]] | None = None) -> None:
         """``params``: the connection's (default: Django's default database's)."""
@@ -240,6 +240,9 @@ class Pipes:
             if pipe.sent or not pipe.ended_while_idle():
                 return pipe
             pipe.close()  # the server ended it while nothing was in flight: open it again
+        return await self._open(n)
+
+    async def _open(self, n: int) -> Pipe:
         lock = self._opening[n]
         if lock is None:
             lock = self._opening[n] = asyncio.Lock()
@@ -249,6 +252,22 @@ class Pipes:
                 conn = await psycopg.AsyncConnection.connect(**self.params(), autocommit=True)
                 pipe = self._pipes[n] = Pipe(conn)
         return pipe
+
+    async def open_all(self) -> int:
+        """Open every pipe not open yet, at once: a runner's start, so that its first turns do
+        not wait for new connections (each a backend forked, authenticated and warmed). One
+        that cannot be opened (the database is down) is logged and left to the first unit that
+        needs it, which opens it as before. Returns how many are open."""
+        opened = await asyncio.gather(
+            *(self._open(n) for n, pipe in enumerate(self._pipes) if pipe is None or not pipe.usable),
+            return_exceptions=True,
+        )
+        failed = [exc for exc in opened if isinstance(exc, Exception)]
+        if failed:
+            log.warning(
+                "%d store connection(s) not opened at the start, opened at first use: %r", len(failed), failed[0]
+            )
+        return self.in_use()
 
     def in_use(self) -> int:
         return sum(1 for p in self._pipes if p is not None and p.usable)

@@ -222,6 +222,9 @@ class TurnRunner:
         executor.on_runnable = self._runnable
         self._started.set()
         loop = asyncio.get_running_loop()
+        # the store's connections, opened now rather than by the first turns (not waited for:
+        # a database that is down fails no start, and the first unit opens them again)
+        opening = loop.create_task(self._pipes.open_all()) if self._pipes is not None else None
         watch = loop.create_task(self._watch_the_loop())
         heart = Heart(slots=self.limit)
         beats = loop.create_task(self._beat(heart))
@@ -231,6 +234,8 @@ class TurnRunner:
         finally:
             watch.cancel()
             beats.cancel()
+            if opening is not None:
+                opening.cancel()
             await executor.sink.close()
             await asyncio.to_thread(self._threads.close_connections)
             if self._pipes is not None:

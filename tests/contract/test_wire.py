@@ -330,3 +330,33 @@ async def test_the_units_queued_in_one_pass_of_the_loop_go_out_in_one_write(tabl
         assert len(await sync_to_async(p_rows)()) == 21
     finally:
         pipes.close()
+
+
+@postgres_only
+async def test_open_all_opens_every_pipe_and_a_database_down_fails_nothing(table):
+    """A runner's start opens all its pipes (``open_all``), so its first turns find them open;
+    with the database down none is opened, nothing is raised, and the first unit that needs a
+    pipe opens it."""
+    from sessions_app.store.pipes import Pipes, connection_params
+
+    connects: list[str] = []
+    down = True
+
+    def params():
+        connects.append("down" if down else "up")
+        return {**connection_params(), "host": "127.0.0.1", "port": 1} if down else connection_params()
+
+    pipes = Pipes(3, params)
+    try:
+        assert await pipes.open_all() == 0 and connects == ["down"] * 3 and pipes.in_use() == 0
+        down = False
+        pipe = await pipes.for_turn("t")  # the first unit's pipe, opened now
+        await pipe.run(p_batch(1))
+        assert connects == ["down"] * 3 + ["up"] and pipes.in_use() == 1
+        assert await pipes.open_all() == 3 and connects.count("up") == 3  # the other two
+        before = list(connects)
+        for n in range(20):  # every turn finds its pipe open: no connect
+            assert (await pipes.for_turn(f"turn-{n}")).usable
+        assert connects == before and await pipes.open_all() == 3 and connects == before
+    finally:
+        pipes.close()

@@ -358,3 +358,27 @@ def test_a_runner_takes_turns_that_wait_for_their_model_at_once(loadagent, setti
         runner.stop(60)
     assert time.monotonic() - began < 15
     assert runner.peak >= 30
+
+
+def test_a_runner_opens_its_connections_as_it_starts_and_starts_with_the_database_down(make_runner, monkeypatch):
+    """Its pipes open when its loop starts, before any turn; a database down then fails no
+    start (the runner starts, its pipes closed), and a turn handed to it later opens them."""
+    from tests.conftest import is_postgres
+
+    if not is_postgres():
+        pytest.skip("the runner's own connections (pipes): PostgreSQL")
+    from sessions_app.store import pipes
+
+    up = make_runner(connections=2)
+    wait_for(lambda: up._pipes.in_use() == 2, timeout=10, what="the runner's pipes to open")
+    real = pipes.connection_params
+    down = [True]
+    monkeypatch.setattr(pipes, "connection_params", lambda: {**real(), "port": 1} if down[0] else real())
+    runner = make_runner(connections=2)
+    time.sleep(0.5)
+    assert runner._thread.is_alive() and runner._pipes.in_use() == 0
+    down[0] = False
+    [turn_id] = turns("blockdb:0")
+    runner.submit(turn_id)
+    wait_for(lambda: settled([turn_id]) == {turn_id: "completed"}, timeout=30, what="the turn")
+    assert runner._pipes.in_use() >= 1
