@@ -21,9 +21,10 @@ so a client that already holds a later ``message.completed`` of the turn drops i
 Every ``SNAPSHOT_EVERY`` seconds a flush carries the whole text so far (``offset`` 0,
 ``snapshot``), so a page reloaded mid-message shows the beginning again within a second.
 
-A worker's runner's sink on Redis sends nothing for a session nobody follows (``follows``: it asks once
-whether the session's group has a member, and hears every follower that joins later); its text
-is still kept, so the first flush after a follower arrives is a snapshot.
+A worker's runner's sink on Redis sends nothing for a session nobody follows (``follows``: it
+knows the groups that had a member when it subscribed and hears every follower that joins
+later, so such a session costs no question to Redis); its text is still kept, so the first
+flush after a follower arrives is a snapshot.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class ChannelsEventSink:
         #: a worker's sink on Redis: who follows which session (``follows``), by group
         self._watching = background and follows.supported(self.layer)
         self._follows: dict[str, _Follow] = {}
+        self._followers = follows.Followers(self.layer)  # the groups that may have a member
         self._listener: asyncio.Task | None = None
         self._listening = False  # subscribed: every follower that joins from now on is heard
         self._heard_before = False
@@ -172,6 +174,7 @@ class ChannelsEventSink:
         if self._listener is not None:
             self._listener.cancel()
             self._listener = None
+        self._followers.close()
         self._follows.clear()
 
     # -- internals ------------------------------------------------------------------------------------
@@ -260,12 +263,17 @@ class ChannelsEventSink:
     def _unfollowed(self, session: SessionRef) -> bool:
         if not self._watching or not self._listening:
             return False
-        known = self._follows.get(_group_name(session.agent, session.key))  # (asked at every delta)
+        group = _group_name(session.agent, session.key)  # (asked at every delta)
+        known = self._follows.get(group)
+        if known is None and self._followers.may_follow(group) is False:
+            # nobody: decided here, no sender woken for it
+            touched = asyncio.get_running_loop().time()
+            known = self._follows[group] = _Follow(session, followed=False, touched=touched)
         return known is not None and known.followed is False
 
     async def _followed(self, session: SessionRef, group: str, message: dict) -> bool:
-        """Whether to send ``message`` (in the session's sender, in order): ask the group once,
-        then trust what the listener hears."""
+        """Whether to send ``message`` (in the session's sender, in order): the group is known
+        empty (``follows.Followers``), or asked once; then trust what the listener hears."""
         if self._listener is None:
             loop = asyncio.get_running_loop()
             if not is_long_lived(loop):
@@ -280,6 +288,8 @@ class ChannelsEventSink:
         self._remember(known, message)
         if not self._listening:  # a follower joining now would not be heard: send
             return True
+        if known.followed is None and self._followers.may_follow(group) is False:
+            known.followed = False  # not in the snapshot, no join heard since: nobody
         if known.followed is None:
             known.heard, lost = False, self._lost
             try:
@@ -291,6 +301,8 @@ class ChannelsEventSink:
                 return True  # a follower may have joined unheard: ask again next time
             # a follower heard during the ask may have joined after Redis counted
             known.followed = found or known.heard
+            if not known.followed:
+                self._followers.forget(group)  # its follower left: its next join is heard
             known.skipped = False
         if known.followed:
             if known.ended:
@@ -316,9 +328,10 @@ class ChannelsEventSink:
     def _on_follow(self, group: str) -> None:
         """A follower joined ``group`` somewhere: send to it from now on, and its session's last
         batch again (what it may have missed between its log read and now)."""
+        self._followers.heard(group)
         known = self._follows.get(group)
         if known is None or known.followed:
-            return  # not this sink's (its next message asks), or sent to already
+            return  # not this sink's yet (remembered above), or sent to already
         if known.followed is None:
             known.heard = True  # an ask may be under way: its answer may predate the join
             return
@@ -337,8 +350,10 @@ class ChannelsEventSink:
         if not ready:
             self._lost += self._listening
             self._listening = False
+            self._followers.lost()
             return
         self._listening = True
+        self._followers.subscribed()  # after the subscription: a join in between is in both
         if self._heard_before:
             # back after a lost connection: a follower may have joined unheard
             for group, known in list(self._follows.items()):

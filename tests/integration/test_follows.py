@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -113,8 +114,45 @@ async def test_a_follower_joining_mid_stream_loses_no_event_and_gets_the_deltas(
         assert sink.sent_messages > 0
 
 
+async def until(condition, what: str) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"not {what} within 5 s")
+
+
+class Commands:
+    """Counts the commands this process sends Redis (not the listener's pub/sub reads)."""
+
+    def __enter__(self):
+        from redis.asyncio.client import Pipeline, Redis
+
+        self.count, self.names = 0, []
+        self._real = Redis.execute_command, Pipeline.execute
+        real_command, real_pipeline = self._real
+
+        async def command(client, *args, **options):
+            self.count += 1
+            self.names.append(str(args[0]))
+            return await real_command(client, *args, **options)
+
+        async def pipeline(pipe, *args, **options):
+            self.count += 1
+            self.names += [str(c[0][0]) for c in pipe.command_stack]
+            return await real_pipeline(pipe, *args, **options)
+
+        Redis.execute_command, Pipeline.execute = command, pipeline
+        return self
+
+    def __exit__(self, *exc):
+        from redis.asyncio.client import Pipeline, Redis
+
+        Redis.execute_command, Pipeline.execute = self._real
+
+
 @needs_redis
-async def test_nobody_following_costs_one_question_a_turn():
+async def test_nobody_following_costs_no_question_once_the_snapshot_is_in_hand():
     from agents_app.providers import long_lived_loop
 
     async with long_lived_loop():
@@ -126,10 +164,7 @@ async def _three_turns_alone():
     sink = ChannelsEventSink(layer, background=True)
     ref = SessionRef("ops", f"alone-{uuid.uuid4().hex[:8]}")
     await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
-    for _ in range(100):  # the listener subscribes
-        await asyncio.sleep(0.01)
-        if sink._listening:
-            break
+    await until(lambda: sink._followers.ready, "subscribed with a snapshot")  # (the first message starts it)
     asked = 0
     real = follows.has_members
 
@@ -140,19 +175,25 @@ async def _three_turns_alone():
 
     follows.has_members, sent = counting, sink.sent_messages
     try:
-        for turn in range(3):
-            tid = f"t{turn + 2}"
-            await sink.publish(ref, [LoggedEvent(10 * turn + 2, ev.TurnStarted(tid, text="hi"))])
-            for word in range(20):
-                await sink.delta(ref, ev.MessageDelta(tid, text=f"w{word} "))
-            await sink.publish(ref, [LoggedEvent(10 * turn + 3, ev.TurnCompleted(tid, text="done"))])
-            for outbox in list(sink._outboxes.values()):
-                await outbox.join()
+        with Commands() as redis:
+            for turn in range(3):
+                tid = f"t{turn + 2}"
+                await sink.publish(ref, [LoggedEvent(10 * turn + 2, ev.TurnStarted(tid, text="hi"))])
+                for word in range(20):
+                    await sink.delta(ref, ev.MessageDelta(tid, text=f"w{word} "))
+                await sink.publish(ref, [LoggedEvent(10 * turn + 3, ev.TurnCompleted(tid, text="done"))])
+                for outbox in list(sink._outboxes.values()):
+                    await outbox.join()
+            # a session first seen after the snapshot: decided without a question either
+            other = SessionRef("ops", f"alone-{uuid.uuid4().hex[:8]}")
+            await sink.publish(other, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+            await sink.publish(other, [LoggedEvent(2, ev.TurnCompleted("t1", text="done"))])
     finally:
         follows.has_members = real
     await sink.close()
     assert sink.sent_messages == sent  # not one message to the layer
-    assert asked <= 1  # nobody joined: the first answer holds while the listener listens
+    assert asked == 0  # nobody joined: not in the snapshot, none heard
+    assert redis.names == []  # not one command to Redis for them
 
 
 async def test_a_sink_on_a_loop_of_one_turn_sends_everything():
@@ -286,6 +327,191 @@ async def test_a_message_of_a_session_nobody_follows_is_not_handed_to_a_sender()
     sink._listener = None  # (the stand-in above, no task to cancel)
     await sink.close()
     assert [(m["events"][0]["seq"], m.get("again")) for m in layer.sent] == [(3, True)]
+
+
+class Recorder:
+    """A layer that records what it is sent (the sink's side of Redis is stood in for)."""
+
+    group_expiry = 86400
+
+    def __init__(self):
+        self.sent = []
+
+    async def group_send(self, group, message):
+        self.sent.append(message)
+
+
+async def listening(sink: ChannelsEventSink, snapshot) -> None:
+    """Subscribed as a worker's sink is (the listener stood in for), with ``snapshot`` for its
+    one look at the groups."""
+    sink._watching, sink._listener = True, object()
+    follows.snapshot = snapshot
+    sink._on_ready(True)
+    for _ in range(10):
+        await asyncio.sleep(0)
+
+
+@pytest.fixture
+def asks(monkeypatch):
+    """The groups the sink asked Redis about (``has_members``), each answered by ``answers``
+    (nobody, unless told)."""
+    asked: list[str] = []
+    answers: dict[str, bool] = {}
+
+    async def has_members(layer, group):
+        asked.append(group)
+        return answers.get(group, False)
+
+    monkeypatch.setattr(follows, "has_members", has_members)
+    monkeypatch.setattr(follows, "snapshot", follows.snapshot)  # (``listening`` replaces it)
+    return asked, answers
+
+
+async def test_a_session_nobody_follows_is_asked_about_only_until_the_snapshot(asks):
+    asked, _ = asks
+    layer = Recorder()
+    sink = ChannelsEventSink(layer, background=True)
+    gate = asyncio.Event()
+
+    async def slow_empty(layer_):
+        await gate.wait()
+        return {}
+
+    await listening(sink, slow_empty)
+    before, after = SessionRef("ops", "before"), SessionRef("ops", "after")
+    await sink.publish(before, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+    for outbox in list(sink._outboxes.values()):
+        await outbox.join()
+    assert asked == [group_name(before)]  # no snapshot yet: asked, as without one
+    gate.set()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert sink._followers.ready
+    await sink.publish(after, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+    await sink.delta(after, ev.MessageDelta("t1", text="hello"))
+    await sink.publish(after, [LoggedEvent(2, ev.TurnCompleted("t1", text="hello"))])
+    assert asked == [group_name(before)]  # not in the snapshot, not heard: nobody, no question
+    assert [o.qsize() for o in sink._outboxes.values()] == [0]  # and no sender woken
+    assert layer.sent == []
+    sink._listener = None
+    await sink.close()
+
+
+async def test_a_follower_heard_before_its_sessions_first_message_is_sent_to(asks):
+    """A join heard for a group the sink knows nothing of yet is remembered: the session's
+    first message is sent (asked about, as a group that may have a member)."""
+    asked, answers = asks
+    layer = Recorder()
+    sink = ChannelsEventSink(layer, background=False)
+
+    async def empty(layer_):
+        return {}
+
+    await listening(sink, empty)
+    ref = SessionRef("ops", "heard-first")
+    sink._on_follow(group_name(ref))
+    answers[group_name(ref)] = True
+    await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+    assert asked == [group_name(ref)]
+    assert [m["events"][0]["seq"] for m in layer.sent] == [1]
+    sink._listener = None
+    await sink.close()
+
+
+async def test_a_group_found_empty_when_asked_is_forgotten(asks):
+    """A group in the snapshot whose follower left: asked once, then known empty."""
+    asked, _ = asks
+    layer = Recorder()
+    sink = ChannelsEventSink(layer, background=False)
+    ref = SessionRef("ops", "left")
+
+    async def stale(layer_):
+        return {group_name(ref): time.time()}
+
+    await listening(sink, stale)
+    for turn in range(3):
+        await sink.publish(ref, [LoggedEvent(2 * turn + 1, ev.TurnStarted(f"t{turn}", text="hi"))])
+        await sink.publish(ref, [LoggedEvent(2 * turn + 2, ev.TurnCompleted(f"t{turn}", text="x"))])
+    sink._follows.clear()  # (forgotten by the sink after a quiet spell)
+    await sink.publish(ref, [LoggedEvent(9, ev.TurnStarted("t9", text="hi"))])
+    assert asked == [group_name(ref)]
+    assert layer.sent == []
+    sink._listener = None
+    await sink.close()
+
+
+async def test_a_lost_listener_sends_everything_and_asks_until_a_new_snapshot(asks):
+    asked, _ = asks
+    layer = Recorder()
+    sink = ChannelsEventSink(layer, background=False)
+
+    async def empty(layer_):
+        return {}
+
+    await listening(sink, empty)
+    ref = SessionRef("ops", "lost")
+    await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+    assert layer.sent == [] and asked == []
+    sink._on_ready(False)  # the connection dropped: a join now goes unheard
+    assert sink._followers.may_follow(group_name(ref)) is None
+    await sink.publish(ref, [LoggedEvent(2, ev.MessageCompleted("t1", text="x", index=2))])
+    await sink.delta(ref, ev.MessageDelta("t1", text="more"))
+    assert [m["type"] for m in layer.sent] == ["june.events", "june.delta"]
+    gate = asyncio.Event()
+
+    async def slow_empty(layer_):
+        await gate.wait()
+        return {}
+
+    await listening(sink, slow_empty)  # back: the session found empty is asked about again
+    other = SessionRef("ops", "lost-other")
+    await sink.publish(other, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+    assert sorted(asked) == sorted([group_name(ref), group_name(other)])  # no snapshot yet: asked
+    sink._on_ready(False)
+    gate.set()  # a snapshot of a subscription since lost is not trusted
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not sink._followers.ready
+    sink._listener = None
+    await sink.close()
+
+
+def test_a_join_is_forgotten_once_its_member_has_expired():
+    class Layer:
+        group_expiry = 100
+
+    followers = follows.Followers(Layer())
+    followers.ready = True
+    followers.joined = {"old": time.time() - 101, "new": time.time() - 99}
+    followers._pruned = 0.0
+    assert followers.may_follow("new") and not followers.may_follow("old")
+    assert set(followers.joined) == {"new"}
+
+
+@needs_redis
+async def test_a_follower_that_joined_before_the_sink_subscribed_gets_everything():
+    """Its join was told to nobody (no sink listened yet): the snapshot finds it."""
+    await runner_loop(_joined_before())
+
+
+async def _joined_before():
+    layer = redis_layer()
+    ref = SessionRef("ops", f"before-{uuid.uuid4().hex[:8]}")
+    channel = await layer.new_channel()
+    await layer.group_add(group_name(ref), channel)  # (no PUBLISH: as if before the subscription)
+    sink = ChannelsEventSink(layer, background=True)
+    warm = SessionRef("ops", f"warm-{uuid.uuid4().hex[:8]}")
+    await sink.publish(warm, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])  # starts the listener
+    await until(lambda: sink._followers.ready, "subscribed with a snapshot")
+    assert sink._followers.may_follow(group_name(ref)) and not sink._followers.may_follow(group_name(warm))
+    await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
+    await sink.delta(ref, ev.MessageDelta("t1", text="hello"))
+    await sink.publish(ref, [LoggedEvent(2, ev.TurnCompleted("t1", text="hello"))])
+    got = [await asyncio.wait_for(layer.receive(channel), 5) for _ in range(3)]
+    await sink.close()
+    await layer.group_discard(group_name(ref), channel)
+    assert [m["type"] for m in got] == ["june.events", "june.delta", "june.events"]
+    assert [m["events"][0]["seq"] for m in got if m["type"] == "june.events"] == [1, 2]
 
 
 PUBLISHER = """
