@@ -101,12 +101,13 @@ def wait_for_delta(ref: SessionRef, turn_id: str, timeout: float = 30.0) -> None
     """Wait until the worker streams a live delta of the turn (proves the cancel is mid-stream)."""
     from channels.layers import get_channel_layer
 
+    from sessions_app.outbox import follows
     from sessions_app.outbox.sink import group_name
 
     async def listen() -> None:
         layer = get_channel_layer()
         channel = await layer.new_channel()
-        await layer.group_add(group_name(ref), channel)
+        await follows.join(layer, group_name(ref), channel)  # (a worker's sink hears it)
         try:
             while True:
                 msg = await asyncio.wait_for(layer.receive(channel), timeout)
