@@ -240,6 +240,11 @@ def deliver() -> int:
 _polled_at: float | None = None
 
 
+def next_pass() -> float | None:
+    """When the next pass is due (``time.monotonic()``); None before the first."""
+    return None if _polled_at is None else _polled_at + settings.JUNE_BATCH_POLL_SECONDS
+
+
 def batch_pass() -> None:
     """The watchdog's pass: every ``JUNE_BATCH_POLL_SECONDS``; never fails the sweeper."""
     global _polled_at

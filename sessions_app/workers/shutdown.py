@@ -43,9 +43,11 @@ from django_q.conf import logger as q_logger
 
 from agents_app.runtime.seams import TurnStatus
 from sessions_app import models as m
+from sessions_app.outbox.queue import wake
 from sessions_app.store.lease import TAKEN
 from sessions_app.workers.beat import forget_workers
 from sessions_app.workers.sentinel import CrashSafeSentinel
+from sessions_app.workers.sweeper import sweep_expired
 
 log = logging.getLogger(__name__)
 
@@ -211,10 +213,24 @@ def release_leases(pids: list[int]) -> int:
         taken = m.Turn.objects.filter(
             status__in=[TurnStatus.QUEUED, TurnStatus.RUNNING], lease_owner__in=[TAKEN + owner for owner in owners]
         ).update(lease_expires_at=now)
-        return held + taken
     except Exception:  # the database is away: the leases run out by themselves
         log.exception("could not release the leases of %s", owners)
         return 0
+    _hand_on(held, taken)
+    return held + taken
+
+
+def _hand_on(held: int, taken: int) -> None:
+    """The turns of released leases and marks, handed on now: the other clusters' watchdogs sleep
+    until a lease they read runs out and their takers wait long when idle, so this process sweeps
+    the expired leases itself (re-delivery, with its wake-up) and wakes the runners for the marks."""
+    try:
+        if held:
+            sweep_expired()
+        if taken:
+            wake()
+    except Exception:  # the database is away: other clusters' sweepers and takers find them later
+        log.exception("could not hand on the released turns")
 
 
 __all__ = ["GRACE", "PromptCluster", "descendants", "release_leases", "stop_descendants"]

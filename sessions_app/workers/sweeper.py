@@ -1,8 +1,9 @@
 """The lease sweeper (``workers.watchdog`` runs it inside every worker process).
 
 The sweeper is the only thing that notices a dead worker: its turns' leases expire, and
-``sweep_expired`` finds them — every ``JUNE_SWEEP_SECONDS`` from each worker's watchdog, and every
-minute from the django-q2 schedule (the backstop when no watchdog runs) — and either fails a turn
+``sweep_expired`` finds them — from each worker's watchdog when the earliest lease it read runs
+out (``sweep``: at most every ``JUNE_SWEEP_SECONDS``, at least once a lease), and every minute
+from the django-q2 schedule (the backstop when no watchdog runs) — and either fails a turn
 whose retry budget is spent or marks it for re-delivery (``swept:`` + its last owner, the lease
 expired now), which any worker's runner then takes from the table (``workers.taker``) and claims.
 A queued turn needs no sweeper: its row is its delivery (a lost wake-up costs a runner's poll; a
@@ -38,8 +39,18 @@ EXPIRED = (
     f"SELECT id, attempt_id, lease_owner, lease_expires_at FROM {m.Turn._meta.db_table}"
     " WHERE status = %s AND lease_expires_at < %s ORDER BY lease_expires_at LIMIT %s"
 )
+#: the watchdog's read (``look``): the sweep's, and the earliest lease of a running turn that has not
+#: run out yet (the row whose id is NULL)
+LOOK = (
+    f"SELECT * FROM ({EXPIRED}) AS e UNION ALL SELECT NULL, NULL, NULL, MIN(lease_expires_at)"
+    f" FROM {m.Turn._meta.db_table} WHERE status = %s AND lease_expires_at >= %s"
+)
 #: lease_owner prefix marking a turn the sweeper has re-enqueued (so other sweepers skip it)
 SWEPT = "swept:"
+#: the most expired turns one sweep reads
+LIMIT = 200
+#: what ``expired`` reads: id, attempt_id, lease_owner, lease_expires_at
+Rows = list[tuple[str, str | None, str | None, float]]
 BUDGET_REASON = "retry budget exhausted"
 
 
@@ -66,34 +77,71 @@ def _classify(turn_id: str, now: float) -> tuple[RecoveryState, Any]:
     return recovery, state.turn
 
 
-def expired(now: float, limit: int = 200) -> list[tuple[str, str | None, str | None, float]]:
+def expired(now: float, limit: int = LIMIT) -> Rows:
     """Running turns whose lease ran out before ``now``, the longest expired first: the running
     turns by the ``turn_status_created`` index, their expiry a filter (no index holds it: the
-    lease's writes stay heap-only updates). Written as SQL: every worker runs it every
-    ``JUNE_SWEEP_SECONDS`` and almost always finds nothing, and the ORM's compile of it was most
-    of the sweep's CPU."""
+    lease's writes stay heap-only updates). Written as SQL: every worker's watchdog runs it (in
+    ``look``) and almost always finds nothing, and the ORM's compile of it was most of the
+    sweep's CPU."""
     with connection.cursor() as cursor:
         cursor.execute(EXPIRED, [TurnStatus.RUNNING.value, now, limit])
         return cursor.fetchall()
+
+
+def look(now: float, limit: int = LIMIT) -> tuple[Rows, float | None]:
+    """``expired``, and in the same statement the earliest expiry of a running turn's lease that
+    has not run out at ``now`` (None: no such turn)."""
+    running = TurnStatus.RUNNING.value
+    with connection.cursor() as cursor:
+        cursor.execute(LOOK, [running, now, limit, running, now])
+        rows = cursor.fetchall()
+    return [row for row in rows if row[0] is not None], next((row[3] for row in rows if row[0] is None), None)
+
+
+def horizon() -> float:
+    """How long no lease can run out unseen after a look that found none: a lease claimed or
+    renewed later is ``JUNE_LEASE_SECONDS`` long, a re-delivery's take mark on a running turn
+    ``JUNE_REQUEUE_AFTER``, and a sweep's own re-delivery mark is looked at again after
+    ``JUNE_REDELIVER_AFTER``."""
+    return min(settings.JUNE_LEASE_SECONDS, settings.JUNE_REQUEUE_AFTER, settings.JUNE_REDELIVER_AFTER)
 
 
 def sweep_expired(*, now: float | None = None, redeliver_after: float | None = None) -> dict[str, int]:
     """Turns that are running on an expired lease: re-enqueue them, or fail them when their
     retry budget is spent. Returns counts by action (for logs and tests)."""
     now = time.time() if now is None else now
+    return _act(expired(now), now, redeliver_after)[0]
+
+
+def sweep(*, now: float | None = None) -> tuple[dict[str, int], float]:
+    """The watchdog's pass: ``sweep_expired``, and when the next one is due (wall clock): when the
+    earliest lease read runs out, a skipped re-delivery is due again, or ``horizon`` from now,
+    whichever comes first (now when a turn was left as it was, or the read was full)."""
+    now = time.time() if now is None else now
+    rows, upcoming = look(now)
+    counts, due = _act(rows, now, None)
+    due = min(due, now + horizon())
+    return counts, due if upcoming is None else min(due, upcoming)
+
+
+def _act(rows: Rows, now: float, redeliver_after: float | None) -> tuple[dict[str, int], float]:
     redeliver_after = settings.JUNE_REDELIVER_AFTER if redeliver_after is None else redeliver_after
     counts = {"redelivered": 0, "failed": 0}
-    for turn_id, attempt_id, owner, expires in expired(now):
+    due = now if len(rows) >= LIMIT else float("inf")  # a full read: more to look at now
+    for turn_id, attempt_id, owner, expires in rows:
         if owner and owner.startswith(SWEPT) and expires is not None and expires > now - redeliver_after:
+            due = min(due, expires + redeliver_after)
             continue  # re-enqueued a moment ago: give a worker time to claim it
         try:
             action = _recover(turn_id, attempt_id, owner, expires, now)
         except Exception:
             log.exception("sweeper: turn %s", turn_id)
-            continue
+            action = None
         if action:
             counts[action] += 1
-    return counts
+        if action != "failed":  # left as it was (look again), or re-delivered (looked at again later)
+            due = min(due, now + redeliver_after if action else now)
+    return counts, due
 
 
 def _recover(turn_id: str, attempt_id: str | None, owner: str | None, expires: float, now: float) -> str | None:
@@ -141,4 +189,4 @@ def fail_exhausted(turn_id: str, *, attempt_id: str | None, attempts: int) -> bo
     return True
 
 
-__all__ = ["sweep_expired", "fail_exhausted"]
+__all__ = ["sweep", "sweep_expired", "fail_exhausted"]

@@ -1,7 +1,12 @@
 """The watchdog: a daemon thread in every worker process that runs the sweeper
-(``workers.sweeper``) every ``JUNE_SWEEP_SECONDS``, and rides it with the site's housekeeping:
-notifications (``sessions_app.notify``), the sweep of uploads nobody sent, and the Message
-Batches poller (``workers.batch_poller``)."""
+(``workers.sweeper``) and rides it with the site's housekeeping: notifications
+(``sessions_app.notify``), the sweep of uploads nobody sent, and the Message Batches poller
+(``workers.batch_poller``).
+
+It sleeps until the next of them is due: the sweep when the earliest lease it read runs out
+(``sweeper.sweep``; with no turn running, a lease's length from now, the soonest any lease taken
+meanwhile can run out), each pass of the housekeeping at its own period; never less than
+``JUNE_SWEEP_SECONDS``. An idle worker's watchdog wakes once a lease, not once a second."""
 
 from __future__ import annotations
 
@@ -14,8 +19,8 @@ from django.conf import settings
 from django.db import connections
 
 from sessions_app.attachment_services import attachments_sweep_unsent
-from sessions_app.workers.batch_poller import batch_pass
-from sessions_app.workers.sweeper import sweep_expired
+from sessions_app.workers import batch_poller
+from sessions_app.workers.sweeper import sweep
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +75,9 @@ def _unsent_pass() -> None:
 
 
 def start_watchdog(period: float | None = None) -> threading.Thread | None:
-    """Start (once per process) a daemon thread running ``sweep_expired`` every ``period`` seconds, beginning with a pass at start (the recovery pass of a fresh
-    cluster)."""
+    """Start (once per process) a daemon thread running ``sweep_expired`` when a lease may have run
+    out, at most every ``period`` seconds, beginning with a pass at start (the recovery pass of a
+    fresh cluster)."""
     global _watchdog
     period = settings.JUNE_SWEEP_SECONDS if period is None else period
     if period <= 0 or (_watchdog is not None and _watchdog.is_alive()):
@@ -84,10 +90,11 @@ def start_watchdog(period: float | None = None) -> threading.Thread | None:
 def _watch(period: float) -> None:
     time.sleep(random.uniform(0, period / 2))  # spread the workers of a cluster apart
     while True:
+        due = time.time() + period
         try:
             # the thread's connection is kept between passes (close_old_connections, with
-            # CONN_MAX_AGE 0, reconnected every period in every worker); a failed pass drops it
-            counts = sweep_expired()
+            # CONN_MAX_AGE 0, reconnected every pass in every worker); a failed pass drops it
+            counts, due = sweep()
             if any(counts.values()):
                 log.info("sweeper: %s", counts)
         except Exception:  # a database blip: try again next period
@@ -95,5 +102,20 @@ def _watch(period: float) -> None:
             connections.close_all()
         _notify_pass()
         _unsent_pass()
-        batch_pass()  # Message Batches: send, collect, resume (``workers.batch_poller``)
-        time.sleep(period * random.uniform(0.8, 1.2))
+        batch_poller.batch_pass()  # Message Batches: send, collect, resume (``workers.batch_poller``)
+        time.sleep(pause(period, due))
+
+
+def pause(period: float, due: float) -> float:
+    """Seconds until the next pass: the sweep's ``due`` (wall clock) or the next housekeeping
+    pass, whichever comes first; at least ``period`` (spread by a fifth either way, so a cluster's
+    workers stay apart)."""
+    waits = [due - time.time()]
+    now = time.monotonic()
+    if getattr(settings, "JUNE_NOTIFY_ENABLED", True) and _notified_at is not None:
+        waits.append(_notified_at + getattr(settings, "JUNE_NOTIFY_SECONDS", 15) - now)
+    if _unsent_swept_at is not None:
+        waits.append(_unsent_swept_at + UNSENT_SWEEP_SECONDS - now)
+    if (batched := batch_poller.next_pass()) is not None:
+        waits.append(batched - now)
+    return max(period * random.uniform(0.8, 1.2), min(waits))
