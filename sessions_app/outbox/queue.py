@@ -58,7 +58,8 @@ def enqueue_turn(turn_id: str) -> None:
     a ``NOTIFY`` sent in the caller's transaction: PostgreSQL delivers it at that commit, never
     before the row is visible, and drops it with a rollback. On SQLite nothing: the runners
     watch the database's ``data_version``, which every commit of another connection moves. A
-    lost wake-up costs at most a runner's poll (``JUNE_Q_LISTEN_POLL``).
+    wake-up is lost only with a listener's connection, and a taker that connects again looks at
+    once (``workers.taker``).
 
     In django-q2's sync mode (``JUNE_Q_SYNC``: tests) the turn runs in this process at the
     commit, as ``run_turn``'s task did."""
@@ -118,9 +119,10 @@ class Waker:
             try:
                 wake()
                 self.sent += 1
-            except Exception:  # a lost wake-up costs a runner's poll (``JUNE_Q_LISTEN_POLL``)
+            except Exception:  # sent again after a pause: an idle runner's poll is long
                 log.warning("waking the runners failed", exc_info=True)
                 connections.close_all()
+                self._rung.set()
                 time.sleep(WAKER_RETRY)
                 continue
             self._gap()

@@ -6,8 +6,9 @@ out (``sweep``: at most every ``JUNE_SWEEP_SECONDS``, at least once a lease), an
 from the django-q2 schedule (the backstop when no watchdog runs) — and either fails a turn
 whose retry budget is spent or marks it for re-delivery (``swept:`` + its last owner, the lease
 expired now), which any worker's runner then takes from the table (``workers.taker``) and claims.
-A queued turn needs no sweeper: its row is its delivery (a lost wake-up costs a runner's poll; a
-take whose runner died runs out after ``JUNE_REQUEUE_AFTER``).
+A queued turn needs no sweeper: its row is its delivery (a wake-up is lost only with a listener's
+connection, after which its taker looks at once; a take whose runner died runs out after
+``JUNE_REQUEUE_AFTER``, and a quiet taker looks then).
 
 Every action of the sweeper is a conditional UPDATE or a fenced checkpoint, so sweepers running
 in many processes at once act at most once per expiry; a duplicate delivery is harmless (its

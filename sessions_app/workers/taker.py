@@ -9,7 +9,11 @@ process's runner keeps a thread, the taker, that:
   commit), on a ``LISTEN`` connection of its own; on SQLite by ``PRAGMA data_version``, looked at
   every ``JUNE_Q_POLL`` seconds, which moves only when another connection committed (an idle look
   is one statement answered from memory). Either way it also looks every ``JUNE_Q_LISTEN_POLL``
-  seconds, the fallback for a lost notification and the time a take's mark runs out;
+  seconds, the fallback for a lost notification and the time a take's mark runs out, while
+  anything happens; once a look that nothing woke found nothing and its runner had room, it
+  waits (``quiet_wait``) until the earliest live take mark runs out, at most ``JUNE_REQUEUE_AFTER``
+  (or ``lease.RETRY_HOLD``, if shorter): a mark made later runs out no sooner, and a notification
+  is lost only with its connection, after which the taker looks at once;
 - takes as many turns as its runner has room for (free slots; beyond a few turns, one at a time
   and only while its loop can start it now: ``runner.reserve``), at most ``TAKE_BATCH`` a
   statement, oldest first, in one conditional ``UPDATE`` (``TAKE``): turns queued (or running on
@@ -42,7 +46,7 @@ from django.db import connections
 from agents_app.runtime.executor import default_owner
 from sessions_app.outbox.queue import TURNS_CHANNEL
 from sessions_app.store.checkpoint import IN_CHAIN
-from sessions_app.store.lease import TAKEN
+from sessions_app.store.lease import RETRY_HOLD, TAKEN
 
 
 class Room(Protocol):
@@ -90,6 +94,25 @@ TAKE_LITE = TAKE.format(lock="")
 ANY_LITE = f"SELECT 1 FROM sessions_app_turn AS t WHERE {TAKEABLE} LIMIT 1"
 
 
+#: the earliest expiry of a live take mark on a queued turn (the moment it becomes takeable). Parameter: now.
+MARKS = (
+    "SELECT MIN(lease_expires_at) FROM sessions_app_turn"
+    f" WHERE status = 'queued' AND lease_owner LIKE '{TAKEN}%%' AND lease_expires_at >= %s"
+)
+
+
+def quiet_wait(fallback: float, *, now: float | None = None) -> float:
+    """How long a taker whose look found the queue empty, unwoken and with room, may wait for its
+    next: until the earliest live take mark runs out, at most ``JUNE_REQUEUE_AFTER`` (a mark made
+    later, by a take or a retry's release, runs out no sooner), never less than ``fallback``."""
+    now = time.time() if now is None else now
+    with connections["default"].cursor() as cursor:
+        cursor.execute(MARKS, [now])
+        (earliest,) = cursor.fetchone()
+    longest = min(float(settings.JUNE_REQUEUE_AFTER), RETRY_HOLD)
+    return max(fallback, min(longest, longest if earliest is None else earliest - now))
+
+
 def take(owner: str, limit: int, *, now: float | None = None, window: float | None = None) -> list[str]:
     """Take up to ``limit`` queued turns for the runner ``owner`` (``host:pid``), on this thread's
     Django connection: their ids, oldest first (see the module)."""
@@ -115,8 +138,8 @@ class NotifyWaiter:
 
         self.listener = Listener(TURNS_CHANNEL, application_name=LISTENER)
 
-    def wait(self, timeout: float) -> None:
-        self.listener.wait(timeout)
+    def wait(self, timeout: float) -> bool:
+        return self.listener.wait(timeout)
 
     def close(self) -> None:
         self.listener.close()
@@ -135,7 +158,7 @@ class VersionWaiter:
         connection.ensure_connection()  # (the sqlite3 connection itself: no cursor wrapper per look)
         return connection.connection.execute("PRAGMA data_version").fetchone()[0]
 
-    def wait(self, timeout: float) -> None:
+    def wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         poll = max(float(settings.Q_CLUSTER.get("poll", 0.05)), 0.005)
         while time.monotonic() < deadline:
@@ -143,7 +166,8 @@ class VersionWaiter:
             version = self._read()
             if version != self.version:
                 self.version = version
-                return
+                return True
+        return False
 
     def close(self) -> None:
         pass
@@ -165,15 +189,20 @@ class Taker:
     def _run(self) -> None:
         waiter: NotifyWaiter | VersionWaiter | None = None
         fallback = max(float(settings.JUNE_Q_LISTEN_POLL), float(settings.Q_CLUSTER.get("poll", 0.05)))
+        woken = True  # the first look (at the start, after a reconnection): as if woken
         try:
             while self.runner.accepting():
                 try:
                     if waiter is None:
                         waiter = NotifyWaiter() if connections["default"].vendor == "postgresql" else VersionWaiter()
+                        woken = True
+                    taken = self.taken
                     if not self._take_all():
                         self.runner.wait_for_room(fallback)  # full: look again once a turn ends
+                        woken = True
                         continue
-                    waiter.wait(fallback)
+                    quiet = not woken and self.taken == taken
+                    woken = waiter.wait(quiet_wait(fallback) if quiet else fallback)
                 except Exception:
                     log.warning("taking queued turns failed; trying again in %.0f s", RECONNECT_SECONDS, exc_info=True)
                     if waiter is not None:

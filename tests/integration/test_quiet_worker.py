@@ -1,6 +1,7 @@
 """When an idle worker wakes: its watchdog when the earliest lease it read runs out (never later
-than a lease from its look), or a housekeeping pass is due. And a stopped cluster's leases are
-handed on by the stop itself, not by the next look of a sleeping watchdog."""
+than a lease from its look), its taker after an unwoken empty look when the earliest take mark runs
+out; the 1 s looks stay while anything happens. And a stopped cluster's leases and marks are
+handed on by the stop itself, not by the next look of a sleeping watchdog or taker."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from django.conf import settings
 
 from sessions_app import models as m
 from sessions_app import services
+from sessions_app.workers import taker as taker_mod
 from sessions_app.workers import watchdog
 from sessions_app.workers.sweeper import SWEPT, expired, horizon, look, sweep
-from sessions_app.workers.taker import take
+from sessions_app.workers.taker import quiet_wait, take
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -72,6 +74,86 @@ def test_the_watchdog_sleeps_until_the_sweep_or_a_housekeeping_pass_is_due(monke
     assert 0.8 <= watchdog.pause(1.0, time.time() - 5) <= 1.2, "never sooner than the period"
     settings.JUNE_NOTIFY_ENABLED = False
     assert 29 < watchdog.pause(1.0, time.time() + 60) <= 30, "the batch poller"
+
+
+def test_a_quiet_taker_waits_until_the_earliest_take_mark_runs_out(fault_agent, settings):
+    settings.JUNE_REQUEUE_AFTER = 10.0
+    now = time.time()
+    assert quiet_wait(1.0, now=now) == 10.0, "no mark: a mark made later runs out no sooner"
+    turn_id = start("marked")
+    assert take("host:1", 10, now=now, window=4) == [turn_id]
+    assert quiet_wait(1.0, now=now) == pytest.approx(4.0)
+    assert quiet_wait(1.0, now=now + 3.5) == 1.0, "never sooner than the fallback"
+    assert quiet_wait(1.0, now=now + 5) == 10.0, "a mark that ran out is the table's, not a wait's"
+    settings.JUNE_REQUEUE_AFTER = 60.0
+    assert quiet_wait(1.0, now=now + 5) == 10.0, "a retry's hold is shorter"
+
+
+class Runner:
+    """A runner with room (or none, ``rooms`` False) for a scripted number of looks."""
+
+    limit = 4
+
+    def __init__(self, looks: int, rooms: list[bool]) -> None:
+        self.looks, self.rooms = looks, rooms
+        self.handed: list[str] = []
+
+    def accepting(self) -> bool:
+        self.looks -= 1
+        return self.looks >= 0
+
+    def reserve(self, most: int) -> int:
+        return most if (self.rooms.pop(0) if self.rooms else True) else 0
+
+    def unreserve(self, count: int) -> None:
+        pass
+
+    def hand(self, turn_id: str) -> None:
+        self.handed.append(turn_id)
+
+    def wait_for_room(self, timeout: float) -> None:
+        waits.append(("room", timeout))
+
+
+waits: list[tuple[str, float]] = []
+
+
+class Waiter:
+    """A waiter woken as scripted (True: a notification)."""
+
+    script: list[bool] = []
+
+    def wait(self, timeout: float) -> bool:
+        waits.append(("wait", timeout))
+        return self.script.pop(0) if self.script else False
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_taker_waits_long_only_after_an_unwoken_empty_look_with_room(monkeypatch):
+    takes = [["t1"], [], [], [], [], [], []]
+    monkeypatch.setattr(taker_mod, "take", lambda owner, most: takes.pop(0) if takes else [])
+    monkeypatch.setattr(taker_mod, "quiet_wait", lambda fallback: 9.0)
+    monkeypatch.setattr(taker_mod, "VersionWaiter", Waiter)
+    monkeypatch.setattr(taker_mod, "NotifyWaiter", Waiter)
+    monkeypatch.setattr(taker_mod.Taker, "_tune", lambda self: None)
+    monkeypatch.setattr(taker_mod.settings, "JUNE_Q_LISTEN_POLL", 1.0)
+    waits.clear()
+    Waiter.script = [True, True, False, False, False]
+    runner = Runner(looks=7, rooms=[True, True, True, True, True, False])
+    taker = taker_mod.Taker(runner)
+    taker._run()
+    assert runner.handed == ["t1"]
+    assert waits == [
+        ("wait", 1.0),  # the first look took a turn
+        ("wait", 1.0),  # woken, found nothing: maybe a row held by another's take
+        ("wait", 1.0),  # woken again, found nothing
+        ("wait", 9.0),  # unwoken, empty, with room: quiet
+        ("wait", 9.0),
+        ("room", 1.0),  # the runner declined: the 1 s look stays
+        ("wait", 1.0),  # and after it, found nothing: not yet quiet
+    ]
 
 
 def test_a_stop_hands_on_its_dead_workers_running_turns_at_once(fault_agent):

@@ -37,3 +37,23 @@ def test_a_ring_is_sent_at_once_and_the_rings_in_the_gap_after_it_share_one(monk
     assert sent == ["wake", "wake"], "the gap's rings share one wake-up"
     assert waker.sent == 2
     waker.gaps[1].set()
+
+
+def test_a_wake_up_that_fails_is_sent_again(monkeypatch):
+    """An idle taker's look is long: a ring whose ``NOTIFY`` failed is not dropped."""
+    sent: list[str] = []
+    calls: list[int] = []
+
+    def wake() -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionError("the server went away")
+        sent.append("wake")
+
+    monkeypatch.setattr(queue, "wake", wake)
+    monkeypatch.setattr(queue, "WAKER_RETRY", 0.01)
+    waker = HeldWaker()
+    waker.ring()
+    wait_for(lambda: waker.gaps, timeout=10, what="the wake-up sent again")
+    assert sent == ["wake"] and len(calls) == 2 and waker.sent == 1
+    waker.gaps[0].set()
