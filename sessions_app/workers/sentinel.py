@@ -192,6 +192,11 @@ def _worker(parent: int, closing: tuple[int, ...], *args: Any) -> None:
     q_cluster.worker(*args)
 
 
+#: how often the guard saves the cluster's ``Stat``: q2's cache keeps one for 3 s (``Stat.save``),
+#: so a reader always finds one
+STAT_SECONDS = 1.0
+
+
 class CrashSafeSentinel(q_cluster.Sentinel):
     """django-q2's sentinel run in the cluster's main process: it forks the worker processes and
     runs the pusher and the monitor as threads of its own; its queues' cross-process locks, and
@@ -237,22 +242,25 @@ class CrashSafeSentinel(q_cluster.Sentinel):
         #: descriptors a worker closes as it starts (the main process's signal pipe)
         self.closing = closing
         self._counter = 0.0
+        #: when the guard last saved the cluster's status (time.monotonic()); None: never
+        self._stat_at: float | None = None
 
     def start(self) -> None:
         """Fork the workers, start the pusher and the monitor; say the cluster runs."""
         self.broker.ping()
         self.spawn_cluster()
         self.start_event.set()
-        Stat(self).save()
+        self._save_stat(force=True)
         cluster = humanize(self.cluster_id.hex) + f" [{self.queue_name()}]"
         q_logger.info("%s guarding cluster %s", self.name, cluster)
         q_logger.info("Q Cluster %s running.", cluster)
 
     def guard_once(self, cycle: float, stopping: Callable[[], bool] = lambda: False) -> None:
         """One cycle of q2's guard: a worker dead (or out of time) is replaced, so is a pusher
-        or a monitor thread that ended; the scheduler runs every 30 s; the status is saved.
-        Nothing is replaced once ``stopping()`` (a stop signal arrived: the workers it killed
-        stay dead)."""
+        or a monitor thread that ended; the scheduler runs every 30 s; the status is saved
+        (``_save_stat``). Nothing is replaced once ``stopping()`` (a stop signal arrived: the
+        workers it killed stay dead)."""
+        reincarnations = self.reincarnations
         for process in list(self.pool):  # (q2 iterates the list it changes)
             if stopping():
                 return
@@ -270,7 +278,17 @@ class CrashSafeSentinel(q_cluster.Sentinel):
         if self._counter >= 30 and Conf.SCHEDULER:
             self._counter = 0
             scheduler(broker=self.broker)
-        Stat(self).save()
+        self._save_stat(force=self.reincarnations != reincarnations)
+
+    def _save_stat(self, *, force: bool = False) -> None:
+        """q2's status of the cluster (``Stat``: its pids, for ``qinfo`` and ``qmonitor``), kept by
+        q2's cache for a few seconds: saved every ``STAT_SECONDS``, and at once when a
+        process was replaced. q2's guard built, pickled and signed it every cycle (0.5 s), the
+        most of an idle cluster's main thread."""
+        now = time.monotonic()
+        if force or self._stat_at is None or now - self._stat_at >= STAT_SECONDS:
+            self._stat_at = now
+            Stat(self).save()
 
     def spawn_pusher(self) -> Role:
         return Role(q_pusher.pusher, self.task_queue, self.event_out, self.broker)

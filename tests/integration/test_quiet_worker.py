@@ -167,3 +167,34 @@ def test_a_stop_hands_on_its_dead_workers_running_turns_at_once(fault_agent):
     assert release_leases([pid]) == 1
     assert m.Turn.objects.get(pk=turn_id).lease_owner.startswith(SWEPT)
     assert take("host:1", 10) == [turn_id]
+
+
+def test_the_guard_saves_the_clusters_status_each_second_and_at_a_replacement(monkeypatch):
+    """q2's cache keeps a ``Stat`` for 3 s: saved each second a reader always finds one."""
+    from types import SimpleNamespace
+
+    from sessions_app.workers import sentinel as sentinel_mod
+
+    saved: list[float] = []
+    clock = [1000.0]
+    monkeypatch.setattr(sentinel_mod, "Stat", lambda guard: SimpleNamespace(save=lambda: saved.append(clock[0])))
+    monkeypatch.setattr(sentinel_mod, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    guard = sentinel_mod.CrashSafeSentinel.__new__(sentinel_mod.CrashSafeSentinel)
+    alive = SimpleNamespace(is_alive=lambda: True)
+    guard.pool, guard.monitor, guard.pusher = [], alive, alive
+    guard._counter, guard._stat_at, guard.reincarnations = 0.0, None, 0
+    for _ in range(9):
+        guard.guard_once(0.5)
+        clock[0] += 0.5
+    assert saved == [1000.0, 1001.0, 1002.0, 1003.0, 1004.0], "each second, not each cycle"
+    assert max(b - a for a, b in zip(saved, saved[1:])) < 3
+
+    def reincarnate(process: object) -> None:
+        guard.reincarnations += 1
+        guard.pusher = alive
+
+    guard.reincarnate = reincarnate
+    guard.pusher = SimpleNamespace(is_alive=lambda: False)
+    clock[0] = 1004.2
+    guard.guard_once(0.5)
+    assert saved[-1] == 1004.2, "a replaced process is saved at once"
