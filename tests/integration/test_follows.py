@@ -343,12 +343,23 @@ class Recorder:
 
 async def listening(sink: ChannelsEventSink, snapshot) -> None:
     """Subscribed as a worker's sink is (the listener stood in for), with ``snapshot`` for its
-    one look at the groups."""
+    one look at the groups: the groups it finds (a dict), or a stand-in for ``follows.snapshot``."""
     sink._watching, sink._listener = True, object()
+    if isinstance(snapshot, dict):
+        found = snapshot
+
+        async def snapshot(layer_):
+            return found
+
     follows.snapshot = snapshot
     sink._on_ready(True)
     for _ in range(10):
         await asyncio.sleep(0)
+
+
+async def stop(sink: ChannelsEventSink) -> None:
+    sink._listener = None  # (``listening``'s stand-in: no task to cancel)
+    await sink.close()
 
 
 @pytest.fixture
@@ -393,8 +404,7 @@ async def test_a_session_nobody_follows_is_asked_about_only_until_the_snapshot(a
     assert asked == [group_name(before)]  # not in the snapshot, not heard: nobody, no question
     assert [o.qsize() for o in sink._outboxes.values()] == [0]  # and no sender woken
     assert layer.sent == []
-    sink._listener = None
-    await sink.close()
+    await stop(sink)
 
 
 async def test_a_follower_heard_before_its_sessions_first_message_is_sent_to(asks):
@@ -404,18 +414,14 @@ async def test_a_follower_heard_before_its_sessions_first_message_is_sent_to(ask
     layer = Recorder()
     sink = ChannelsEventSink(layer, background=False)
 
-    async def empty(layer_):
-        return {}
-
-    await listening(sink, empty)
+    await listening(sink, {})
     ref = SessionRef("ops", "heard-first")
     sink._on_follow(group_name(ref))
     answers[group_name(ref)] = True
     await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
     assert asked == [group_name(ref)]
     assert [m["events"][0]["seq"] for m in layer.sent] == [1]
-    sink._listener = None
-    await sink.close()
+    await stop(sink)
 
 
 async def test_a_group_found_empty_when_asked_is_forgotten(asks):
@@ -425,10 +431,7 @@ async def test_a_group_found_empty_when_asked_is_forgotten(asks):
     sink = ChannelsEventSink(layer, background=False)
     ref = SessionRef("ops", "left")
 
-    async def stale(layer_):
-        return {group_name(ref): time.time()}
-
-    await listening(sink, stale)
+    await listening(sink, {group_name(ref): time.time()})
     for turn in range(3):
         await sink.publish(ref, [LoggedEvent(2 * turn + 1, ev.TurnStarted(f"t{turn}", text="hi"))])
         await sink.publish(ref, [LoggedEvent(2 * turn + 2, ev.TurnCompleted(f"t{turn}", text="x"))])
@@ -436,8 +439,7 @@ async def test_a_group_found_empty_when_asked_is_forgotten(asks):
     await sink.publish(ref, [LoggedEvent(9, ev.TurnStarted("t9", text="hi"))])
     assert asked == [group_name(ref)]
     assert layer.sent == []
-    sink._listener = None
-    await sink.close()
+    await stop(sink)
 
 
 async def test_a_lost_listener_sends_everything_and_asks_until_a_new_snapshot(asks):
@@ -445,10 +447,7 @@ async def test_a_lost_listener_sends_everything_and_asks_until_a_new_snapshot(as
     layer = Recorder()
     sink = ChannelsEventSink(layer, background=False)
 
-    async def empty(layer_):
-        return {}
-
-    await listening(sink, empty)
+    await listening(sink, {})
     ref = SessionRef("ops", "lost")
     await sink.publish(ref, [LoggedEvent(1, ev.TurnStarted("t1", text="hi"))])
     assert layer.sent == [] and asked == []
@@ -472,8 +471,7 @@ async def test_a_lost_listener_sends_everything_and_asks_until_a_new_snapshot(as
     for _ in range(10):
         await asyncio.sleep(0)
     assert not sink._followers.ready
-    sink._listener = None
-    await sink.close()
+    await stop(sink)
 
 
 def test_a_join_is_forgotten_once_its_member_has_expired():
